@@ -1,0 +1,39 @@
+# TouchSync: everything a fresh Debian machine with only the Swift toolchain needs.
+#   make demo   runs the main job on its embedded default
+#   make test   runs every test
+#   make bench  release-build benchmarks (figures in docs/performance.md)
+#   make proto  regenerates Sources/TouchSyncWire/Generated from proto/
+SWIFT ?= swift
+
+.PHONY: demo test bench proto deps build clean
+
+# libzmq3-dev is the one system package we need; install it when pkg-config
+# cannot find libzmq (apt needs root: sudo is used when present).
+deps:
+	@if pkg-config --exists libzmq 2>/dev/null; then :; else \
+	  echo "libzmq (Debian package libzmq3-dev) is missing: installing it with apt-get"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; \
+	  elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
+	  else echo "error: installing libzmq3-dev needs root. Run as root, or: sudo apt-get install libzmq3-dev pkg-config" >&2; exit 1; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libzmq3-dev pkg-config >/dev/null \
+	    || { echo "error: apt-get could not install libzmq3-dev" >&2; exit 1; }; \
+	  pkg-config --exists libzmq || { echo "error: libzmq3-dev installed but pkg-config cannot find libzmq" >&2; exit 1; }; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+demo: deps
+	$(SWIFT) run -c release touchsync demo
+
+test: deps
+	$(SWIFT) test
+
+bench: deps
+	$(SWIFT) run -c release touchsync bench
+
+proto:
+	scripts/generate-proto.sh
+
+clean:
+	rm -rf .build

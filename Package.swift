@@ -1,0 +1,101 @@
+// swift-tools-version: 6.1
+// TouchSync: multi-user touch and stroke sync over ZeroMQ.
+//
+// Modules, bottom up (each one depends only on those above it):
+//   CZeroMQ            system libzmq (pkg-config "libzmq", Debian libzmq3-dev)
+//   ZeroMQ             the Swift binding: context, sockets, messages, poller
+//   TouchSyncCore      the pure stroke model: board state, reducer, replica, digest (no I/O)
+//   TouchSyncWire      protobuf messages (generated, committed) and codecs to and from the core
+//   TouchSyncCommands  the `touchsync` subcommands, as a testable library
+//   touchsync          a thin @main over TouchSyncCommands
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "TouchSync",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "touchsync", targets: ["touchsync"]),
+        .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+        .library(name: "TouchSyncCore", targets: ["TouchSyncCore"]),
+        .library(name: "TouchSyncWire", targets: ["TouchSyncWire"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.28.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CZeroMQ",
+            pkgConfig: "libzmq",
+            providers: [.apt(["libzmq3-dev"])]
+        ),
+        .target(
+            name: "ZeroMQ",
+            dependencies: ["CZeroMQ"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TouchSyncCore",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TouchSyncWire",
+            dependencies: [
+                "TouchSyncCore",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            exclude: ["Generated/README.md"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TouchSyncCommands",
+            dependencies: [
+                "ZeroMQ",
+                "TouchSyncCore",
+                "TouchSyncWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "touchsync",
+            dependencies: ["TouchSyncCommands"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ZeroMQTests",
+            dependencies: ["ZeroMQ"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TouchSyncCoreTests",
+            dependencies: [
+                "TouchSyncCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TouchSyncWireTests",
+            dependencies: [
+                "TouchSyncCore",
+                "TouchSyncWire",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TouchSyncCommandsTests",
+            dependencies: ["TouchSyncCommands", "TouchSyncCore"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

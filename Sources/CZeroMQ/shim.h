@@ -1,0 +1,11 @@
+#ifndef TOUCHSYNC_CZEROMQ_SHIM_H
+#define TOUCHSYNC_CZEROMQ_SHIM_H
+// The system libzmq (Debian: libzmq3-dev). Draft APIs are not used, so any
+// stable libzmq 4.3.x works.
+#include <zmq.h>
+#include <errno.h>
+
+// errno is a macro over a thread-local on glibc; zmq_errno() is the portable
+// way to read it, this accessor exists so Swift never touches the macro.
+static inline int czmq_errno(void) { return zmq_errno(); }
+#endif

@@ -1,0 +1,139 @@
+import CZeroMQ
+
+/// Socket options, each with the libzmq name it sets. Only what the hub and
+/// its clients need is typed here; `setOption(_:_:)` reaches any other.
+extension ZMQSocket {
+    // MARK: Raw access
+
+    public func setOption(_ option: Int32, _ value: Int32) throws(ZMQError) {
+        let socket = try open("setOption(\(option))")
+        var value = value
+        try zmqCall("setOption(\(option))") { zmq_setsockopt(socket, option, &value, MemoryLayout<Int32>.size) }
+    }
+
+    public func setOption(_ option: Int32, _ value: Int64) throws(ZMQError) {
+        let socket = try open("setOption(\(option))")
+        var value = value
+        try zmqCall("setOption(\(option))") { zmq_setsockopt(socket, option, &value, MemoryLayout<Int64>.size) }
+    }
+
+    public func setOption(_ option: Int32, bytes: [UInt8]) throws(ZMQError) {
+        let socket = try open("setOption(\(option))")
+        try zmqCall("setOption(\(option))") {
+            bytes.withUnsafeBytes { zmq_setsockopt(socket, option, $0.baseAddress, $0.count) }
+        }
+    }
+
+    public func int32Option(_ option: Int32) throws(ZMQError) -> Int32 {
+        let socket = try open("getOption(\(option))")
+        var value: Int32 = 0
+        var size = MemoryLayout<Int32>.size
+        try zmqCall("getOption(\(option))") { zmq_getsockopt(socket, option, &value, &size) }
+        return value
+    }
+
+    public func int64Option(_ option: Int32) throws(ZMQError) -> Int64 {
+        let socket = try open("getOption(\(option))")
+        var value: Int64 = 0
+        var size = MemoryLayout<Int64>.size
+        try zmqCall("getOption(\(option))") { zmq_getsockopt(socket, option, &value, &size) }
+        return value
+    }
+
+    public func bytesOption(_ option: Int32, capacity: Int = 256) throws(ZMQError) -> [UInt8] {
+        let socket = try open("getOption(\(option))")
+        var buffer = [UInt8](repeating: 0, count: capacity)
+        var size = capacity
+        try zmqCall("getOption(\(option))") {
+            buffer.withUnsafeMutableBytes { zmq_getsockopt(socket, option, $0.baseAddress, &size) }
+        }
+        return Array(buffer.prefix(size))
+    }
+
+    func stringOption(_ option: Int32) throws(ZMQError) -> String {
+        var bytes = try bytesOption(option)
+        if let end = bytes.firstIndex(of: 0) { bytes.removeSubrange(end...) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    // MARK: Queues and limits
+
+    /// `ZMQ_SNDHWM`: messages queued per peer before send blocks or drops (libzmq default 1000).
+    public func setSendHighWaterMark(_ messages: Int32) throws(ZMQError) { try setOption(ZMQ_SNDHWM, messages) }
+    public var sendHighWaterMark: Int32 { get throws(ZMQError) { try int32Option(ZMQ_SNDHWM) } }
+    /// `ZMQ_RCVHWM`: messages queued per peer on receive (libzmq default 1000).
+    public func setReceiveHighWaterMark(_ messages: Int32) throws(ZMQError) { try setOption(ZMQ_RCVHWM, messages) }
+    /// `ZMQ_LINGER` in milliseconds; this binding sets 0 on every new socket.
+    public func setLinger(milliseconds: Int32) throws(ZMQError) { try setOption(ZMQ_LINGER, milliseconds) }
+    public var linger: Int32 { get throws(ZMQError) { try int32Option(ZMQ_LINGER) } }
+    /// `ZMQ_MAXMSGSIZE`: a peer that sends a larger message is disconnected (-1: no limit).
+    public func setMaxMessageSize(_ bytes: Int64) throws(ZMQError) { try setOption(ZMQ_MAXMSGSIZE, bytes) }
+    public var maxMessageSize: Int64 { get throws(ZMQError) { try int64Option(ZMQ_MAXMSGSIZE) } }
+    /// `ZMQ_RCVTIMEO` and `ZMQ_SNDTIMEO` in milliseconds (-1: block forever).
+    public func setReceiveTimeout(milliseconds: Int32) throws(ZMQError) { try setOption(ZMQ_RCVTIMEO, milliseconds) }
+    public func setSendTimeout(milliseconds: Int32) throws(ZMQError) { try setOption(ZMQ_SNDTIMEO, milliseconds) }
+    /// `ZMQ_IMMEDIATE`: queue only to peers whose connection is complete.
+    public func setImmediate(_ on: Bool) throws(ZMQError) { try setOption(ZMQ_IMMEDIATE, Int32(on ? 1 : 0)) }
+
+    // MARK: Routing
+
+    /// `ZMQ_ROUTER_MANDATORY`: sending to an unknown routing id fails with
+    /// `EHOSTUNREACH` instead of being dropped silently.
+    public func setRouterMandatory(_ on: Bool) throws(ZMQError) { try setOption(ZMQ_ROUTER_MANDATORY, Int32(on ? 1 : 0)) }
+    /// `ZMQ_ROUTING_ID` (was `ZMQ_IDENTITY`): this socket's id as its ROUTER peer sees it; set before connect.
+    public func setRoutingID(_ id: [UInt8]) throws(ZMQError) { try setOption(ZMQ_ROUTING_ID, bytes: id) }
+    public var routingID: [UInt8] { get throws(ZMQError) { try bytesOption(ZMQ_ROUTING_ID) } }
+
+    // MARK: Publish and subscribe
+
+    /// `ZMQ_SUBSCRIBE`: receive messages whose first part starts with `prefix` ("" for all).
+    public func subscribe(_ prefix: [UInt8]) throws(ZMQError) { try setOption(ZMQ_SUBSCRIBE, bytes: prefix) }
+    public func subscribe(_ prefix: String = "") throws(ZMQError) { try subscribe(Array(prefix.utf8)) }
+    public func unsubscribe(_ prefix: [UInt8]) throws(ZMQError) { try setOption(ZMQ_UNSUBSCRIBE, bytes: prefix) }
+    public func unsubscribe(_ prefix: String) throws(ZMQError) { try unsubscribe(Array(prefix.utf8)) }
+    /// `ZMQ_XPUB_VERBOSE`: pass every subscribe message up, not only the first per topic.
+    public func setXPubVerbose(_ on: Bool) throws(ZMQError) { try setOption(ZMQ_XPUB_VERBOSE, Int32(on ? 1 : 0)) }
+
+    // MARK: Heartbeats (ZMTP 3.1)
+
+    /// `ZMQ_HEARTBEAT_IVL`: send a PING every interval (0: off).
+    public func setHeartbeatInterval(milliseconds: Int32) throws(ZMQError) { try setOption(ZMQ_HEARTBEAT_IVL, milliseconds) }
+    /// `ZMQ_HEARTBEAT_TIMEOUT`: drop the connection when no traffic arrives for this long after a PING.
+    public func setHeartbeatTimeout(milliseconds: Int32) throws(ZMQError) { try setOption(ZMQ_HEARTBEAT_TIMEOUT, milliseconds) }
+    /// `ZMQ_HEARTBEAT_TTL`: how long the remote peer waits for traffic before dropping us.
+    public func setHeartbeatTTL(milliseconds: Int32) throws(ZMQError) { try setOption(ZMQ_HEARTBEAT_TTL, milliseconds) }
+
+    // MARK: Security
+
+    /// `ZMQ_CURVE_SERVER`: this socket is the CURVE server (needs `setCurveSecretKey`).
+    public func setCurveServer(_ on: Bool) throws(ZMQError) { try setOption(ZMQ_CURVE_SERVER, Int32(on ? 1 : 0)) }
+    /// `ZMQ_CURVE_PUBLICKEY`, as 40 Z85 characters.
+    public func setCurvePublicKey(_ z85: String) throws(ZMQError) { try setOption(ZMQ_CURVE_PUBLICKEY, bytes: Array(z85.utf8)) }
+    /// `ZMQ_CURVE_SECRETKEY`, as 40 Z85 characters.
+    public func setCurveSecretKey(_ z85: String) throws(ZMQError) { try setOption(ZMQ_CURVE_SECRETKEY, bytes: Array(z85.utf8)) }
+    /// `ZMQ_CURVE_SERVERKEY`: the server's public key, on a CURVE client.
+    public func setCurveServerKey(_ z85: String) throws(ZMQError) { try setOption(ZMQ_CURVE_SERVERKEY, bytes: Array(z85.utf8)) }
+    /// `ZMQ_ZAP_DOMAIN`: the domain passed to the ZAP authentication handler.
+    public func setZAPDomain(_ domain: String) throws(ZMQError) { try setOption(ZMQ_ZAP_DOMAIN, bytes: Array(domain.utf8)) }
+    public var mechanism: Int32 { get throws(ZMQError) { try int32Option(ZMQ_MECHANISM) } }
+}
+
+/// CURVE key pairs (needs a libzmq built with libsodium, as Debian's is).
+public enum ZMQCurve {
+    public struct KeyPair: Sendable, Equatable {
+        /// Z85 text, 40 characters each.
+        public let publicKey: String
+        public let secretKey: String
+    }
+
+    public static func generateKeyPair() throws(ZMQError) -> KeyPair {
+        var publicKey = [CChar](repeating: 0, count: 41)
+        var secretKey = [CChar](repeating: 0, count: 41)
+        try zmqCall("ZMQCurve.generateKeyPair") { zmq_curve_keypair(&publicKey, &secretKey) }
+        return KeyPair(publicKey: string(publicKey), secretKey: string(secretKey))
+    }
+
+    private static func string(_ z85: [CChar]) -> String {
+        String(decoding: z85.prefix(40).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
