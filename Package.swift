@@ -5,6 +5,7 @@
 //   CZeroMQ            system libzmq (pkg-config "libzmq", Debian libzmq3-dev)
 //   ZeroMQ             the Swift binding: context, sockets, messages, poller
 //   TouchSyncCore      the pure stroke model: board state, reducer, replica, digest (no I/O)
+//   TouchSyncSimulation  simulated fingers: deterministic multi-user touch sessions (pure)
 //   TouchSyncWire      protobuf messages (generated, committed) and codecs to and from the core
 //   TouchSyncCommands  the `touchsync` subcommands, as a testable library
 //   touchsync          a thin @main over TouchSyncCommands
@@ -46,6 +47,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncSimulation",
+            dependencies: ["TouchSyncCore"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncWire",
             dependencies: [
                 "TouchSyncCore",
@@ -59,6 +65,7 @@ let package = Package(
             dependencies: [
                 "ZeroMQ",
                 "TouchSyncCore",
+                "TouchSyncSimulation",
                 "TouchSyncWire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -79,6 +86,7 @@ let package = Package(
             name: "TouchSyncCoreTests",
             dependencies: [
                 "TouchSyncCore",
+                "TouchSyncSimulation",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: swiftSettings
@@ -87,6 +95,7 @@ let package = Package(
             name: "TouchSyncWireTests",
             dependencies: [
                 "TouchSyncCore",
+                "TouchSyncSimulation",
                 "TouchSyncWire",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],

@@ -1,0 +1,85 @@
+/// A 64-bit fingerprint of a board's visible state: strokes in progress (in
+/// begin order, with their predicted tails) and accepted strokes (in
+/// acceptance order), every sample field included. Two replicas with equal
+/// digests show the same board. It is deterministic across processes and
+/// machines (Swift's `Hasher` is seeded per process, so it is not used), but
+/// not cryptographic: it detects divergence, not forgery.
+public struct BoardDigest: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    public var description: String {
+        let hex = String(rawValue, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}
+
+extension BoardState {
+    public var digest: BoardDigest {
+        var hasher = DigestHasher()
+        let active = orderedActiveStrokes
+        hasher.combine(UInt64(active.count))
+        for stroke in active { hasher.combine(stroke) }
+        hasher.combine(UInt64(acceptedStrokes.count))
+        for stroke in acceptedStrokes { hasher.combine(stroke) }
+        return BoardDigest(rawValue: hasher.finalize())
+    }
+}
+
+/// A word-at-a-time mixer after xxHash64's round and avalanche.
+struct DigestHasher {
+    private var state: UInt64 = 0x2754_6F75_6368_5379  // "'TouchSy"
+    private static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
+    private static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
+
+    mutating func combine(_ word: UInt64) {
+        var lane = state &+ word &* Self.prime2
+        lane = (lane << 31) | (lane >> 33)
+        state = lane &* Self.prime1
+    }
+
+    mutating func combine(_ text: String) {
+        var count: UInt64 = 0
+        var word: UInt64 = 0
+        for byte in text.utf8 {
+            word = (word << 8) | UInt64(byte)
+            count += 1
+            if count % 8 == 0 {
+                combine(word)
+                word = 0
+            }
+        }
+        combine(word)
+        combine(count)
+    }
+
+    mutating func combine(_ sample: Sample) {
+        combine(UInt64(UInt32(bitPattern: sample.x)) << 32 | UInt64(UInt32(bitPattern: sample.y)))
+        combine(UInt64(bitPattern: sample.time))
+        combine(
+            UInt64(sample.force) << 48 | UInt64(UInt16(bitPattern: sample.azimuth)) << 32
+                | UInt64(UInt16(bitPattern: sample.altitude)) << 16 | UInt64(sample.flags.rawValue))
+        combine(UInt64(sample.estimationIndex))
+    }
+
+    mutating func combine(_ stroke: Stroke) {
+        combine(stroke.id.rawValue)
+        combine(stroke.owner.rawValue)
+        combine(stroke.touch)
+        combine(UInt64(stroke.style.rgba) << 32 | UInt64(stroke.style.width))
+        combine(stroke.acceptedPosition ?? 0)
+        combine(UInt64(stroke.samples.count))
+        for sample in stroke.samples { combine(sample) }
+        combine(UInt64(stroke.predicted.count))
+        for sample in stroke.predicted { combine(sample) }
+    }
+
+    func finalize() -> UInt64 {
+        var hash = state
+        hash ^= hash >> 33
+        hash = hash &* Self.prime2
+        hash ^= hash >> 29
+        hash = hash &* Self.prime1
+        hash ^= hash >> 32
+        return hash
+    }
+}

@@ -1,0 +1,91 @@
+/// Bad input from an agent. The frame is refused whole and the board is unchanged.
+public enum TouchInputError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// moved, stationary, ended or cancelled for a touch that is not down.
+    case unknownTouch(TouchID, TouchPhase)
+    /// began for a touch that is already down.
+    case duplicateBegan(TouchID)
+    /// The same touch twice in one frame.
+    case duplicateTouchInFrame(TouchID)
+    /// began or moved with no sample.
+    case missingSamples(TouchID, TouchPhase)
+    case invalidSample(TouchID, SampleProblem)
+    /// An amendment for an estimation index that no sample of the active stroke carries.
+    case unknownEstimationIndex(TouchID, UInt32)
+    case tooManyTouches(limit: Int)
+    case strokeTooLong(TouchID, limit: Int)
+    case frameTooLarge(String, limit: Int)
+
+    /// A stable name for the error, the same one the wire carries.
+    public var code: ErrorCode {
+        switch self {
+        case .unknownTouch: .unknownTouch
+        case .duplicateBegan, .duplicateTouchInFrame: .phaseOrder
+        case .missingSamples: .missingSamples
+        case .invalidSample: .invalidValue
+        case .unknownEstimationIndex: .unknownEstimationIndex
+        case .tooManyTouches: .tooManyTouches
+        case .strokeTooLong: .strokeTooLong
+        case .frameTooLarge: .frameTooLarge
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .unknownTouch(let touch, let phase): "\(phase) for touch \(touch), which is not down"
+        case .duplicateBegan(let touch): "began for touch \(touch), which is already down"
+        case .duplicateTouchInFrame(let touch): "touch \(touch) appears twice in one frame"
+        case .missingSamples(let touch, let phase): "\(phase) for touch \(touch) carries no sample"
+        case .invalidSample(let touch, let problem): "touch \(touch): \(problem)"
+        case .unknownEstimationIndex(let touch, let index):
+            "touch \(touch): no sample with estimation index \(index) in its active stroke"
+        case .tooManyTouches(let limit): "more than \(limit) touches down at once"
+        case .strokeTooLong(let touch, let limit): "touch \(touch): stroke longer than \(limit) samples"
+        case .frameTooLarge(let what, let limit): "frame too large: more than \(limit) \(what)"
+        }
+    }
+}
+
+/// Error codes shared by the model and the wire (`touchsync.v1.ErrorCode`).
+public enum ErrorCode: Int, Sendable, CaseIterable {
+    case malformed = 1
+    case unsupportedVersion = 2
+    case notWelcomed = 3
+    case unknownBoard = 4
+    case unknownTouch = 5
+    case phaseOrder = 6
+    case missingSamples = 7
+    case invalidValue = 8
+    case unknownEstimationIndex = 9
+    case tooManyTouches = 10
+    case strokeTooLong = 11
+    case frameTooLarge = 12
+    case messageTooLarge = 13
+    case rateLimited = 14
+    case internalError = 15
+}
+
+/// A diff that does not fit the replica's state: something was missed,
+/// repeated or corrupted. The replica must resync from a snapshot.
+public enum ReplicaError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The batch is not the next one (a gap, or a repeat).
+    case sequenceGap(expected: UInt64, received: UInt64)
+    case unknownStroke(StrokeID)
+    case unexpectedStrokeID(expected: StrokeID, received: StrokeID)
+    case touchAlreadyDown(UserNamespace, TouchID)
+    case wrongOffset(StrokeID, expected: Int, received: Int)
+    case wrongAcceptPosition(expected: UInt64, received: UInt64)
+    /// A snapshot whose parts contradict each other.
+    case inconsistentSnapshot(String)
+
+    public var description: String {
+        switch self {
+        case .sequenceGap(let expected, let received): "expected batch \(expected), received \(received)"
+        case .unknownStroke(let id): "no active stroke \(id)"
+        case .unexpectedStrokeID(let expected, let received): "expected new stroke \(expected), received \(received)"
+        case .touchAlreadyDown(let owner, let touch): "touch \(touch) of \(owner) is already down"
+        case .wrongOffset(let id, let expected, let received): "stroke \(id): expected offset \(expected), received \(received)"
+        case .wrongAcceptPosition(let expected, let received): "expected accept position \(expected), received \(received)"
+        case .inconsistentSnapshot(let why): "inconsistent snapshot: \(why)"
+        }
+    }
+}

@@ -1,0 +1,53 @@
+/// The namespace a user's touches live in. The hub derives it from the
+/// connection (routing id, later the authenticated key), never from a payload.
+public struct UserNamespace: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+    public var description: String { rawValue }
+}
+
+/// A touch as its agent names it: unique among that user's live touches and
+/// reusable once the touch has ended (like UIKit reusing a UITouch address).
+public typealias TouchID = UInt64
+
+/// A stroke as the hub names it: assigned in begin order, never reused on a board.
+public struct StrokeID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+    public var description: String { "s\(rawValue)" }
+}
+
+/// How a stroke is drawn.
+public struct StrokeStyle: Hashable, Sendable {
+    /// 0xRRGGBBAA.
+    public var rgba: UInt32
+    /// Line width in fixed-point units (`Sample.unitsPerPoint` per point).
+    public var width: UInt32
+
+    public init(rgba: UInt32, width: UInt32) {
+        self.rgba = rgba
+        self.width = width
+    }
+
+    /// The seed app's look: purple, 4 points wide.
+    public static let `default` = StrokeStyle(rgba: 0x6A1B_9AFF, width: 4 * UInt32(Sample.unitsPerPoint))
+
+    public var widthInPoints: Double { Double(width) / Double(Sample.unitsPerPoint) }
+}
+
+/// UIKit's touch phases, as an agent reports them.
+public enum TouchPhase: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case began = 1, moved, stationary, ended, cancelled
+
+    public var description: String {
+        switch self {
+        case .began: "began"
+        case .moved: "moved"
+        case .stationary: "stationary"
+        case .ended: "ended"
+        case .cancelled: "cancelled"
+        }
+    }
+}

@@ -1,0 +1,70 @@
+/// A board's whole state at one sequence number: what a late subscriber
+/// loads before applying the diffs that follow it.
+public struct BoardSnapshot: Sendable, Equatable {
+    public var sequence: UInt64
+    public var nextStrokeID: StrokeID
+    public var nextAcceptPosition: UInt64
+    /// Strokes in progress, in begin order.
+    public var activeStrokes: [Stroke]
+    /// Accepted strokes, in acceptance order.
+    public var acceptedStrokes: [Stroke]
+
+    public init(
+        sequence: UInt64, nextStrokeID: StrokeID, nextAcceptPosition: UInt64, activeStrokes: [Stroke],
+        acceptedStrokes: [Stroke]
+    ) {
+        self.sequence = sequence
+        self.nextStrokeID = nextStrokeID
+        self.nextAcceptPosition = nextAcceptPosition
+        self.activeStrokes = activeStrokes
+        self.acceptedStrokes = acceptedStrokes
+    }
+}
+
+extension BoardState {
+    public func snapshot() -> BoardSnapshot {
+        BoardSnapshot(
+            sequence: sequence, nextStrokeID: nextStrokeID, nextAcceptPosition: nextAcceptPosition,
+            activeStrokes: orderedActiveStrokes, acceptedStrokes: acceptedStrokes)
+    }
+
+    /// Loads a snapshot, refusing one whose parts contradict each other
+    /// (it came from a corrupt or hostile source).
+    public init(snapshot: BoardSnapshot, limits: BoardLimits = BoardLimits()) throws(ReplicaError) {
+        self.init(limits: limits)
+        var previousID = StrokeID(0)
+        for stroke in snapshot.activeStrokes {
+            guard stroke.id > previousID, stroke.id < snapshot.nextStrokeID else {
+                throw .inconsistentSnapshot("active stroke \(stroke.id) out of order or not yet assigned")
+            }
+            guard stroke.acceptedPosition == nil else {
+                throw .inconsistentSnapshot("active stroke \(stroke.id) has an accept position")
+            }
+            guard touches[stroke.owner]?[stroke.touch] == nil else {
+                throw .inconsistentSnapshot("touch \(stroke.touch) of \(stroke.owner) draws two strokes")
+            }
+            touches[stroke.owner, default: [:]][stroke.touch] = stroke.id
+            activeStrokes[stroke.id] = stroke
+            previousID = stroke.id
+        }
+        var previousPosition: UInt64 = 0
+        for stroke in snapshot.acceptedStrokes {
+            guard let position = stroke.acceptedPosition, position > previousPosition,
+                position < snapshot.nextAcceptPosition, stroke.id < snapshot.nextStrokeID
+            else {
+                throw .inconsistentSnapshot("accepted stroke \(stroke.id) out of order")
+            }
+            guard stroke.predicted.isEmpty else {
+                throw .inconsistentSnapshot("accepted stroke \(stroke.id) keeps a prediction")
+            }
+            guard activeStrokes[stroke.id] == nil else {
+                throw .inconsistentSnapshot("stroke \(stroke.id) is both active and accepted")
+            }
+            previousPosition = position
+        }
+        acceptedStrokes = snapshot.acceptedStrokes
+        nextStrokeID = snapshot.nextStrokeID
+        nextAcceptPosition = snapshot.nextAcceptPosition
+        sequence = snapshot.sequence
+    }
+}
