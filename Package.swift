@@ -27,7 +27,6 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.28.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
     ],
@@ -68,7 +67,6 @@ let package = Package(
                 "TouchSyncSimulation",
                 "TouchSyncWire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -103,7 +101,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TouchSyncCommandsTests",
-            dependencies: ["TouchSyncCommands", "TouchSyncCore"],
+            dependencies: ["TouchSyncCommands", "TouchSyncCore", "TouchSyncWire"],
             swiftSettings: swiftSettings
         ),
     ]

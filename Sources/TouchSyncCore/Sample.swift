@@ -62,6 +62,9 @@ public enum SampleProblem: Hashable, Sendable, CustomStringConvertible {
     /// A sample older than the one before it in the same stroke.
     case timeWentBackwards
     case unknownFlags(UInt8)
+    /// A force or angle value on a sample whose flags do not say it has one:
+    /// every value has exactly one representation, so replicas hash alike.
+    case valueWithoutFlag(field: String)
 
     public var description: String {
         switch self {
@@ -69,6 +72,7 @@ public enum SampleProblem: Hashable, Sendable, CustomStringConvertible {
         case .outOfRange(let field): "\(field) is out of range"
         case .timeWentBackwards: "sample time goes backwards"
         case .unknownFlags(let bits): "unknown sample flags 0x\(String(bits, radix: 16))"
+        case .valueWithoutFlag(let field): "\(field) is set but the sample's flags do not declare it"
         }
     }
 }
@@ -127,6 +131,8 @@ extension Sample {
         if flags.rawValue & ~SampleFlags.all.rawValue != 0 { return .unknownFlags(flags.rawValue) }
         if abs(Int32(azimuth)) > Int32(Self.maxAngleUnits) { return .outOfRange(field: "azimuth") }
         if abs(Int32(altitude)) > Int32(Self.maxAngleUnits) { return .outOfRange(field: "altitude") }
+        if force != 0 && !flags.contains(.hasForce) { return .valueWithoutFlag(field: "force") }
+        if (azimuth != 0 || altitude != 0) && !flags.contains(.hasAngles) { return .valueWithoutFlag(field: "azimuth") }
         return nil
     }
 }

@@ -30,6 +30,8 @@ public struct SimulationProfile: Sendable {
     public var clearRate = 0.005
     /// Chance per event that a down finger is left out of the frame (it did not change).
     public var idleRate = 0.15
+    /// Whether samples carry force (3D Touch, Pencil); most fingers report none.
+    public var withForce = true
 
     public init() {}
 }
@@ -146,7 +148,9 @@ public struct SessionSimulator: Sendable {
 
         var amendments: [Sample] = []
         if var pending = finger.pendingEstimate, random.chance(0.7) {
+            // The final force arrives later, as with Apple Pencil's estimated properties.
             pending.force = UInt16.random(in: 100...4000, using: &random)
+            pending.flags.insert(.hasForce)
             pending.flags.remove(.estimated)
             amendments.append(pending)
             finger.pendingEstimate = nil
@@ -184,9 +188,11 @@ public struct SessionSimulator: Sendable {
     }
 
     private mutating func sample(of finger: Finger, time: Int64, coalesced: Bool, estimated: Bool) -> Sample {
-        var sample = Sample(
-            x: Int32((finger.x * 64).rounded()), y: Int32((finger.y * 64).rounded()), time: time,
-            force: UInt16.random(in: 200...3000, using: &random), flags: [.hasForce])
+        var sample = Sample(x: Int32((finger.x * 64).rounded()), y: Int32((finger.y * 64).rounded()), time: time)
+        if profile.withForce {
+            sample.force = UInt16.random(in: 200...3000, using: &random)
+            sample.flags.insert(.hasForce)
+        }
         if coalesced { sample.flags.insert(.coalesced) }
         if estimated {
             sample.flags.insert(.estimated)

@@ -41,8 +41,9 @@ public enum SnapshotCodec {
         record.owner = stroke.owner.rawValue
         record.touchID = stroke.touch
         record.style = stroke.style.proto
-        if !stroke.samples.isEmpty { record.samples = SampleRunCodec.encode(stroke.samples) }
-        if !stroke.predicted.isEmpty { record.predicted = SampleRunCodec.encode(stroke.predicted) }
+        if !stroke.samples.isEmpty || !stroke.predicted.isEmpty {
+            record.samples = SampleRunCodec.encode(stroke.samples, predicted: stroke.predicted)
+        }
         record.acceptedPosition = stroke.acceptedPosition ?? 0
         return record
     }
@@ -65,10 +66,10 @@ public enum SnapshotCodec {
                 throw .malformed("snapshot chunk \(index) does not belong with chunk 0")
             }
             for record in chunk.strokes {
+                let (samples, predicted) = try SampleRunCodec.decode(record.samples)
                 let stroke = Stroke(
                     id: StrokeID(record.strokeID), owner: UserNamespace(record.owner), touch: record.touchID,
-                    style: StrokeStyle(record.style), samples: try SampleRunCodec.decode(record.samples),
-                    predicted: try SampleRunCodec.decode(record.predicted),
+                    style: StrokeStyle(record.style), samples: samples, predicted: predicted,
                     acceptedPosition: record.acceptedPosition == 0 ? nil : record.acceptedPosition)
                 if stroke.isActive {
                     guard accepted.isEmpty else { throw .malformed("an active stroke after accepted strokes") }

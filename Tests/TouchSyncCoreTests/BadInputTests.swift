@@ -75,8 +75,12 @@ struct BadInputTests {
         var weird = sample(0, 0, t: 300)
         weird.flags = SampleFlags(rawValue: 0x80)
         try expectRefused(.invalidSample(1, .unknownFlags(0x80)), [TouchChange(touch: 1, phase: .moved, samples: [weird])])
+        var unflagged = sample(0, 0, t: 300)
+        unflagged.force = 10
+        try expectRefused(.invalidSample(1, .valueWithoutFlag(field: "force")), [TouchChange(touch: 1, phase: .moved, samples: [unflagged])])
         var twisted = sample(0, 0, t: 300)
         twisted.azimuth = .max
+        twisted.flags = .hasAngles
         try expectRefused(.invalidSample(1, .outOfRange(field: "azimuth")), [TouchChange(touch: 1, phase: .moved, samples: [twisted])])
         try expectRefused(
             .unknownEstimationIndex(1, 5),

@@ -168,3 +168,68 @@ struct ConvergenceTests {
         #expect(throws: ReplicaError.self) { try BoardState(snapshot: predictedAccepted) }
     }
 }
+
+@Suite("Diff coalescing")
+struct CoalescingTests {
+    /// Batches folded over windows of any size rebuild exactly the hub's board.
+    @Test func coalescedWindowsRebuildTheHubBoard() async {
+        await propertyCheck(count: 60, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...40)) { seed, window in
+            var profile = SimulationProfile()
+            profile.users = 1 + Int(seed % 4)
+            profile.fingersPerUser = 1 + Int(seed % 5)
+            profile.clearRate = 0.01
+            profile.estimateRate = 0.2
+            var simulator = SessionSimulator(seed: seed, profile: profile)
+            var hub = BoardState()
+            var replica = BoardState()
+            var coalescer = DiffCoalescer()
+            var raw = 0
+            var folded = 0
+            for step in 1...600 {
+                var diffs: [StrokeDiff] = []
+                switch simulator.next() {
+                case .frame(let user, let frame, let style): try hub.reduce(frame, from: user, style: style, into: &diffs)
+                case .clear(let user, let scope): hub.clear(scope, by: user, into: &diffs)
+                }
+                raw += diffs.count
+                coalescer.add(contentsOf: diffs)
+                if step % window == 0 && !coalescer.isEmpty {
+                    let batch = hub.sealBatch(coalescer.take(), hubTime: Int64(step))
+                    folded += batch.diffs.count
+                    try replica.apply(batch)
+                }
+            }
+            if !coalescer.isEmpty { try replica.apply(hub.sealBatch(coalescer.take(), hubTime: 0)) }
+            #expect(replica == hub)
+            #expect(replica.digest == hub.digest)
+            if window > 4 { #expect(folded < raw) }
+        }
+    }
+
+    @Test func foldsAppendsPredictionsAndAmendments() {
+        var coalescer = DiffCoalescer()
+        let s = StrokeID(1)
+        var amended = sample(1, 1, t: 1)
+        amended.force = 7
+        amended.flags = .hasForce
+        coalescer.add(contentsOf: [
+            .began(s, owner: alice, touch: 1, style: .default),
+            .appended(s, offset: 0, samples: [sample(0, 0, t: 0)]),
+            .predicted(s, samples: [sample(5, 5, t: 5)]),
+            .appended(s, offset: 1, samples: [sample(1, 1, t: 1)]),
+            .predicted(s, samples: [sample(6, 6, t: 6)]),
+            .amended(s, offset: 1, sample: amended),
+        ])
+        #expect(coalescer.take() == [
+            .began(s, owner: alice, touch: 1, style: .default),
+            .appended(s, offset: 0, samples: [sample(0, 0, t: 0), amended]),
+            .predicted(s, samples: [sample(6, 6, t: 6)]),
+        ])
+        #expect(coalescer.isEmpty)
+        // After acceptance a stroke's window is closed: nothing folds across it.
+        coalescer.add(contentsOf: [
+            .appended(s, offset: 2, samples: [sample(2, 2, t: 2)]), .accepted(s, position: 1), .cleared(owner: nil),
+        ])
+        #expect(coalescer.take().count == 3)
+    }
+}

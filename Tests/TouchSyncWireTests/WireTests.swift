@@ -37,11 +37,22 @@ func sampleRun(seed: UInt64) -> [Sample] {
 @Suite("Wire protocol")
 struct WireTests {
     @Test func sampleRunsRoundTripThroughBytes() async {
-        await propertyCheck(count: 200, input: Gen.uint64(in: 0...UInt64.max)) { seed in
-            let samples = sampleRun(seed: seed)
-            let bytes = WireCodec.encode(SampleRunCodec.encode(samples))
-            let decoded = try SampleRunCodec.decode(WireCodec.decode(Touchsync_V1_SampleRun.self, from: bytes))
-            #expect(decoded == samples)
+        await propertyCheck(count: 200, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 0...5)) { seed, tail in
+            let all = sampleRun(seed: seed)
+            let split = max(0, all.count - tail)
+            let samples = Array(all[..<split]), predicted = Array(all[split...])
+            // Any reference works, near the samples (a frame's event time) or far (a snapshot's 0).
+            let reference = all.first.map { $0.time + Int64(seed % 100_000) - 50_000 } ?? 0
+            let bytes = WireCodec.encode(SampleRunCodec.encode(samples, predicted: predicted, timeReference: reference))
+            let run = try WireCodec.decode(Touchsync_V1_SampleRun.self, from: bytes)
+            let decoded = try SampleRunCodec.decode(run, timeReference: reference)
+            #expect(decoded.samples == samples)
+            #expect(decoded.predicted == predicted)
+            if predicted.isEmpty {
+                #expect(try SampleRunCodec.decodeSamples(run, timeReference: reference) == samples)
+            } else {
+                #expect(throws: WireError.self) { try SampleRunCodec.decodeSamples(run, timeReference: reference) }
+            }
         }
     }
 
@@ -49,7 +60,7 @@ struct WireTests {
         let good = SampleRunCodec.encode([
             Sample(x: 1, y: 2, time: 3, force: 10, flags: [.hasForce]), Sample(x: 4, y: 5, time: 6, flags: [.coalesced]),
         ])
-        #expect(try SampleRunCodec.decode(good).count == 2)
+        #expect(try SampleRunCodec.decode(good).samples.count == 2)
 
         func refused(_ change: (inout Touchsync_V1_SampleRun) -> Void, sourceLocation: SourceLocation = #_sourceLocation) {
             var run = good
@@ -67,6 +78,7 @@ struct WireTests {
         refused { $0.estimationIndex = [1] }
         refused { $0.x = [Int32.max, Int32.max] }  // leaves the Int32 range
         refused { $0.timeBase = .max; $0.time = [1, 0] }  // overflows
+        refused { $0.predictedCount = 3 }  // a tail longer than the run
     }
 
     @Test func garbageBytesAreMalformed() {
@@ -107,7 +119,8 @@ struct WireTests {
 
     /// The hub's batches, encoded to bytes and decoded again, rebuild its board exactly.
     @Test func replicaFedDecodedBatchesConverges() throws {
-        var simulator = SessionSimulator(seed: 99, profile: { var p = SimulationProfile(); p.users = 4; return p }())
+        var simulator = SessionSimulator(seed: 99, profile: { var p = SimulationProfile(); p.users = 4; p.withForce = false; return p }())
+        var coalescer = DiffCoalescer()
         var hub = BoardState()
         var replica = BoardState()
         for step in 0..<2000 {
@@ -116,14 +129,21 @@ struct WireTests {
             case .frame(let user, let frame, let style): try hub.reduce(frame, from: user, style: style, into: &diffs)
             case .clear(let user, let scope): hub.clear(scope, by: user, into: &diffs)
             }
-            if diffs.isEmpty { continue }
-            let batch = hub.sealBatch(diffs, hubTime: Int64(step))
+            // Half the session one batch per step, half coalesced over 7 steps, as a hub's tick would.
+            coalescer.add(contentsOf: diffs)
+            if coalescer.isEmpty || (step >= 1000 && step % 7 != 0) { continue }
+            let batch = hub.sealBatch(coalescer.take(), hubTime: Int64(step))
             var message = Touchsync_V1_PublishMessage()
             message.batch = batch.proto(board: "board")
             let bytes = WireCodec.encode(message)
             let decoded = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes)
             #expect(decoded.batch.board == "board")
             try replica.apply(DiffBatch(decoded.batch))
+        }
+        if !coalescer.isEmpty {
+            var message = Touchsync_V1_PublishMessage()
+            message.batch = hub.sealBatch(coalescer.take(), hubTime: 0).proto(board: "board")
+            try replica.apply(DiffBatch(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: WireCodec.encode(message)).batch))
         }
         #expect(hub.sequence > 100)
         #expect(replica == hub)
@@ -160,6 +180,33 @@ struct WireTests {
         let empty = SnapshotCodec.chunks(of: BoardState().snapshot(), board: "e", digest: BoardState().digest)
         #expect(empty.count == 1)
         #expect(try SnapshotCodec.assemble(empty).snapshot == BoardState().snapshot())
+    }
+
+    @Test func appendAndPredictionTravelAsOneRun() throws {
+        let s = StrokeID(3)
+        let batch = DiffBatch(sequence: 1, hubTime: 5, diffs: [
+            .appended(s, offset: 4, samples: [Sample(x: 1, y: 1, time: 1_000_000)]),
+            .predicted(s, samples: [Sample(x: 2, y: 2, time: 1_008_000)]),
+            .predicted(StrokeID(4), samples: []),
+            .appended(StrokeID(4), offset: 0, samples: [Sample(x: 9, y: 9, time: 1_000_100)]),
+        ])
+        let proto = batch.proto(board: "b")
+        #expect(proto.diffs.count == 3)
+        #expect(proto.diffs[0].appended.replacesPrediction)
+        #expect(proto.diffs[0].appended.samples.predictedCount == 1)
+        #expect(proto.timeReference == 1_000_000)
+        #expect(try DiffBatch(WireCodec.decode(Touchsync_V1_DiffBatch.self, from: WireCodec.encode(proto))) == batch)
+
+        var sneaky = proto
+        sneaky.diffs[0].appended.replacesPrediction = false
+        #expect(throws: WireError.self) { try DiffBatch(sneaky) }
+        var amendedTail = Touchsync_V1_DiffBatch()
+        var diff = Touchsync_V1_Diff()
+        var amended = Touchsync_V1_SampleAmended()
+        amended.sample = SampleRunCodec.encode([], predicted: [Sample(x: 0, y: 0, time: 0)])
+        diff.amended = amended
+        amendedTail.diffs = [diff]
+        #expect(throws: WireError.self) { try DiffBatch(amendedTail) }
     }
 
     @Test func errorsAndTopics() throws {

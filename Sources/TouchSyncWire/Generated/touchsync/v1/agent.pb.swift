@@ -144,7 +144,8 @@ public nonisolated struct Touchsync_V1_TouchFrame: Sendable {
   /// Clears the value of `alive`. Subsequent reads from it will return its default value.
   public mutating func clearAlive() {self._alive = nil}
 
-  /// the event's timestamp, microseconds, agent clock
+  /// The event's timestamp in microseconds (agent clock); the time reference
+  /// of every sample run in this frame.
   public var eventTime: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -182,7 +183,8 @@ public nonisolated struct Touchsync_V1_TouchChange: @unchecked Sendable {
     set {_uniqueStorage()._phase = newValue}
   }
 
-  /// coalesced samples, the event's own sample last
+  /// The coalesced samples, the event's own sample last, then the predicted
+  /// tail (predicted_count), which replaces the touch's previous prediction.
   public var samples: Touchsync_V1_SampleRun {
     get {_storage._samples ?? Touchsync_V1_SampleRun()}
     set {_uniqueStorage()._samples = newValue}
@@ -192,18 +194,8 @@ public nonisolated struct Touchsync_V1_TouchChange: @unchecked Sendable {
   /// Clears the value of `samples`. Subsequent reads from it will return its default value.
   public mutating func clearSamples() {_uniqueStorage()._samples = nil}
 
-  /// replaces the touch's previous prediction
-  public var predicted: Touchsync_V1_SampleRun {
-    get {_storage._predicted ?? Touchsync_V1_SampleRun()}
-    set {_uniqueStorage()._predicted = newValue}
-  }
-  /// Returns true if `predicted` has been explicitly set.
-  public var hasPredicted: Bool {_storage._predicted != nil}
-  /// Clears the value of `predicted`. Subsequent reads from it will return its default value.
-  public mutating func clearPredicted() {_uniqueStorage()._predicted = nil}
-
   /// Final values for samples sent earlier with an estimation index (each
-  /// entry's estimation_index names the sample it replaces).
+  /// entry's estimation_index names the sample it replaces). No tail.
   public var amendments: Touchsync_V1_SampleRun {
     get {_storage._amendments ?? Touchsync_V1_SampleRun()}
     set {_uniqueStorage()._amendments = newValue}
@@ -664,13 +656,12 @@ nonisolated extension Touchsync_V1_AliveSet: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Touchsync_V1_TouchChange: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".TouchChange"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}touch_id\0\u{1}phase\0\u{1}samples\0\u{1}predicted\0\u{1}amendments\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}touch_id\0\u{1}phase\0\u{1}samples\0\u{2}\u{2}amendments\0\u{c}\u{4}\u{1}")
 
   fileprivate class _StorageClass {
     var _touchID: UInt64 = 0
     var _phase: Touchsync_V1_TouchPhase = .unspecified
     var _samples: Touchsync_V1_SampleRun? = nil
-    var _predicted: Touchsync_V1_SampleRun? = nil
     var _amendments: Touchsync_V1_SampleRun? = nil
 
       // This property is used as the initial default value for new instances of the type.
@@ -685,7 +676,6 @@ nonisolated extension Touchsync_V1_TouchChange: SwiftProtobuf.Message, SwiftProt
       _touchID = source._touchID
       _phase = source._phase
       _samples = source._samples
-      _predicted = source._predicted
       _amendments = source._amendments
     }
   }
@@ -708,7 +698,6 @@ nonisolated extension Touchsync_V1_TouchChange: SwiftProtobuf.Message, SwiftProt
         case 1: try { try decoder.decodeSingularUInt64Field(value: &_storage._touchID) }()
         case 2: try { try decoder.decodeSingularEnumField(value: &_storage._phase) }()
         case 3: try { try decoder.decodeSingularMessageField(value: &_storage._samples) }()
-        case 4: try { try decoder.decodeSingularMessageField(value: &_storage._predicted) }()
         case 5: try { try decoder.decodeSingularMessageField(value: &_storage._amendments) }()
         default: break
         }
@@ -731,9 +720,6 @@ nonisolated extension Touchsync_V1_TouchChange: SwiftProtobuf.Message, SwiftProt
       try { if let v = _storage._samples {
         try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
       } }()
-      try { if let v = _storage._predicted {
-        try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
-      } }()
       try { if let v = _storage._amendments {
         try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
       } }()
@@ -749,7 +735,6 @@ nonisolated extension Touchsync_V1_TouchChange: SwiftProtobuf.Message, SwiftProt
         if _storage._touchID != rhs_storage._touchID {return false}
         if _storage._phase != rhs_storage._phase {return false}
         if _storage._samples != rhs_storage._samples {return false}
-        if _storage._predicted != rhs_storage._predicted {return false}
         if _storage._amendments != rhs_storage._amendments {return false}
         return true
       }

@@ -206,19 +206,26 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
 
 }
 
-/// A run of samples of one touch, column by column.
+/// A run of samples of one touch, column by column, optionally followed by
+/// a predicted tail (the last `predicted_count` samples), which continues the
+/// same delta chain so a prediction costs a few bytes and no second header.
 ///
 /// Units: positions in 1/64 point, times in microseconds (agent clock),
 /// force in 1/1024, angles in 1/4096 radian.
 ///
 /// Positions and times are "second-order delta" encoded. For values
-/// v[0..n) and a base b (0 for x and y, time_base for time) the column holds
+/// v[0..n) and a base b the column holds
 ///   e[0] = v[0] - b
 ///   e[1] = v[1] - v[0]
 ///   e[i] = (v[i] - v[i-1]) - (v[i-1] - v[i-2])      for i >= 2
 /// so a finger moving smoothly at a steady input rate costs about one byte
-/// per coordinate. Decoders must reject a run whose x, y and time columns
-/// differ in length, or whose values leave the Int32 range (x, y).
+/// per coordinate. For x and y the base is 0. For time the base is
+/// time_base plus the enclosing message's time reference: TouchFrame.event_time
+/// for the runs of a frame, DiffBatch.time_reference for the runs of a batch,
+/// 0 in a snapshot. Decoders must reject a run whose x, y and time columns
+/// differ in length, whose values leave the Int32 range (x, y) or overflow,
+/// or whose predicted_count exceeds its length or appears where no
+/// prediction is allowed (amendments, accepted strokes).
 public nonisolated struct Touchsync_V1_SampleRun: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -230,10 +237,10 @@ public nonisolated struct Touchsync_V1_SampleRun: Sendable {
   /// second-order deltas, base 0
   public var y: [Int32] = []
 
-  /// base for the time column (the first sample's time, usually)
+  /// added to the message's time reference: base of the time column
   public var timeBase: Int64 = 0
 
-  /// second-order deltas against time_base
+  /// second-order deltas
   public var time: [Int64] = []
 
   /// Flags, run-length encoded: each entry is (run_length << 4) | flags, the
@@ -254,6 +261,10 @@ public nonisolated struct Touchsync_V1_SampleRun: Sendable {
   /// UIKit's estimationUpdateIndex per sample (0: none). Either empty (all
   /// zero) or exactly one entry per sample.
   public var estimationIndex: [UInt32] = []
+
+  /// How many samples at the end of the run are a predicted tail rather than
+  /// real samples. The tail never enters a stroke's samples.
+  public var predictedCount: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -290,7 +301,7 @@ nonisolated extension Touchsync_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding 
 
 nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SampleRun"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}x\0\u{1}y\0\u{3}time_base\0\u{1}time\0\u{3}flag_runs\0\u{1}force\0\u{1}azimuth\0\u{1}altitude\0\u{3}estimation_index\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}x\0\u{1}y\0\u{3}time_base\0\u{1}time\0\u{3}flag_runs\0\u{1}force\0\u{1}azimuth\0\u{1}altitude\0\u{3}estimation_index\0\u{3}predicted_count\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -307,6 +318,7 @@ nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtob
       case 7: try { try decoder.decodeRepeatedSInt32Field(value: &self.azimuth) }()
       case 8: try { try decoder.decodeRepeatedSInt32Field(value: &self.altitude) }()
       case 9: try { try decoder.decodeRepeatedUInt32Field(value: &self.estimationIndex) }()
+      case 10: try { try decoder.decodeSingularUInt32Field(value: &self.predictedCount) }()
       default: break
       }
     }
@@ -340,6 +352,9 @@ nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtob
     if !self.estimationIndex.isEmpty {
       try visitor.visitPackedUInt32Field(value: self.estimationIndex, fieldNumber: 9)
     }
+    if self.predictedCount != 0 {
+      try visitor.visitSingularUInt32Field(value: self.predictedCount, fieldNumber: 10)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -353,6 +368,7 @@ nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtob
     if lhs.azimuth != rhs.azimuth {return false}
     if lhs.altitude != rhs.altitude {return false}
     if lhs.estimationIndex != rhs.estimationIndex {return false}
+    if lhs.predictedCount != rhs.predictedCount {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -75,6 +75,10 @@ public nonisolated struct Touchsync_V1_DiffBatch: Sendable {
 
   public var diffs: [Touchsync_V1_Diff] = []
 
+  /// The time reference of every sample run in this batch (agent clock,
+  /// microseconds): runs store their times relative to it.
+  public var timeReference: Int64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -200,6 +204,10 @@ public nonisolated struct Touchsync_V1_SamplesAppended: Sendable {
   /// the stroke's sample count before these: a replica checks it
   public var offset: UInt32 = 0
 
+  /// The samples, and when replaces_prediction is set, the stroke's new
+  /// predicted tail as the run's last predicted_count samples (it may be 0:
+  /// the old prediction is dropped). Equivalent to SamplesAppended followed
+  /// by PredictedReplaced, in one run.
   public var samples: Touchsync_V1_SampleRun {
     get {_samples ?? Touchsync_V1_SampleRun()}
     set {_samples = newValue}
@@ -208,6 +216,8 @@ public nonisolated struct Touchsync_V1_SamplesAppended: Sendable {
   public var hasSamples: Bool {self._samples != nil}
   /// Clears the value of `samples`. Subsequent reads from it will return its default value.
   public mutating func clearSamples() {self._samples = nil}
+
+  public var replacesPrediction: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -224,6 +234,7 @@ public nonisolated struct Touchsync_V1_PredictedReplaced: Sendable {
 
   public var strokeID: UInt64 = 0
 
+  /// every sample of it is predicted (predicted_count = length)
   public var samples: Touchsync_V1_SampleRun {
     get {_samples ?? Touchsync_V1_SampleRun()}
     set {_samples = newValue}
@@ -250,7 +261,7 @@ public nonisolated struct Touchsync_V1_SampleAmended: Sendable {
 
   public var offset: UInt32 = 0
 
-  /// exactly one sample
+  /// exactly one sample, no tail
   public var sample: Touchsync_V1_SampleRun {
     get {_sample ?? Touchsync_V1_SampleRun()}
     set {_sample = newValue}
@@ -403,7 +414,7 @@ nonisolated extension Touchsync_V1_PublishMessage: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Touchsync_V1_DiffBatch: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".DiffBatch"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{1}sequence\0\u{3}hub_time\0\u{1}diffs\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{1}sequence\0\u{3}hub_time\0\u{1}diffs\0\u{3}time_reference\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -415,6 +426,7 @@ nonisolated extension Touchsync_V1_DiffBatch: SwiftProtobuf.Message, SwiftProtob
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
       case 3: try { try decoder.decodeSingularSInt64Field(value: &self.hubTime) }()
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.diffs) }()
+      case 5: try { try decoder.decodeSingularSInt64Field(value: &self.timeReference) }()
       default: break
       }
     }
@@ -433,6 +445,9 @@ nonisolated extension Touchsync_V1_DiffBatch: SwiftProtobuf.Message, SwiftProtob
     if !self.diffs.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.diffs, fieldNumber: 4)
     }
+    if self.timeReference != 0 {
+      try visitor.visitSingularSInt64Field(value: self.timeReference, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -441,6 +456,7 @@ nonisolated extension Touchsync_V1_DiffBatch: SwiftProtobuf.Message, SwiftProtob
     if lhs.sequence != rhs.sequence {return false}
     if lhs.hubTime != rhs.hubTime {return false}
     if lhs.diffs != rhs.diffs {return false}
+    if lhs.timeReference != rhs.timeReference {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -649,7 +665,7 @@ nonisolated extension Touchsync_V1_StrokeBegan: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Touchsync_V1_SamplesAppended: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SamplesAppended"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_id\0\u{1}offset\0\u{1}samples\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_id\0\u{1}offset\0\u{1}samples\0\u{3}replaces_prediction\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -660,6 +676,7 @@ nonisolated extension Touchsync_V1_SamplesAppended: SwiftProtobuf.Message, Swift
       case 1: try { try decoder.decodeSingularUInt64Field(value: &self.strokeID) }()
       case 2: try { try decoder.decodeSingularUInt32Field(value: &self.offset) }()
       case 3: try { try decoder.decodeSingularMessageField(value: &self._samples) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.replacesPrediction) }()
       default: break
       }
     }
@@ -679,6 +696,9 @@ nonisolated extension Touchsync_V1_SamplesAppended: SwiftProtobuf.Message, Swift
     try { if let v = self._samples {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
     } }()
+    if self.replacesPrediction != false {
+      try visitor.visitSingularBoolField(value: self.replacesPrediction, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -686,6 +706,7 @@ nonisolated extension Touchsync_V1_SamplesAppended: SwiftProtobuf.Message, Swift
     if lhs.strokeID != rhs.strokeID {return false}
     if lhs.offset != rhs.offset {return false}
     if lhs._samples != rhs._samples {return false}
+    if lhs.replacesPrediction != rhs.replacesPrediction {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

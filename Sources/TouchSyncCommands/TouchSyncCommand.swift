@@ -1,0 +1,18 @@
+import ArgumentParser
+
+/// `touchsync`: the root command.
+public struct TouchSyncCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "touchsync",
+        abstract: "Multi-user touch and stroke sync over ZeroMQ.",
+        discussion: """
+            Agents publish touch-phase events; a hub merges each user's touches into \
+            its own namespace, orders strokes per board and publishes stroke diffs; \
+            subscribers keep an exact replica from a snapshot plus those diffs.
+            """,
+        version: "0.1.0 (protocol v1)",
+        subcommands: [DemoCommand.self, BenchCommand.self]
+    )
+
+    public init() {}
+}
