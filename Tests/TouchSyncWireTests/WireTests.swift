@@ -56,6 +56,18 @@ struct WireTests {
         }
     }
 
+    /// The worked example in docs/protocol.md, byte for byte.
+    @Test func documentedExampleEncodesAsDocumented() throws {
+        let samples = [
+            Sample(x: 6400, y: 3200, time: 1_000_000),
+            Sample(x: 6464, y: 3232, time: 1_004_166),
+            Sample(x: 6530, y: 3262, time: 1_008_333),
+        ]
+        let bytes = WireCodec.encode(SampleRunCodec.encode(samples, timeReference: 1_008_333))
+        let hex = bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+        #expect(hex.joined(separator: " ") == "0a 05 80 64 80 01 04 12 04 80 32 40 03 22 06 99 82 01 8c 41 02")
+    }
+
     @Test func malformedSampleRunsAreRefused() throws {
         let good = SampleRunCodec.encode([
             Sample(x: 1, y: 2, time: 3, force: 10, flags: [.hasForce]), Sample(x: 4, y: 5, time: 6, flags: [.coalesced]),
