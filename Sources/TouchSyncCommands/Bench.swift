@@ -105,9 +105,10 @@ public struct CodecBenchmark: Sendable {
 
         var published: [[UInt8]] = []
         figures.append(best("encode diff batches") {
+            var encoder = DiffStreamEncoder(board: "bench")
             published = batches.map { batch in
                 var message = Touchsync_V1_PublishMessage()
-                message.batch = batch.proto(board: "bench")
+                message.batch = encoder.encode(batch)
                 return WireCodec.encode(message)
             }
         })
@@ -115,7 +116,7 @@ public struct CodecBenchmark: Sendable {
         figures.append(try best("decode and apply diff batches (replica)") {
             replica = BoardState(limits: limits)
             for bytes in published {
-                try replica.apply(DiffBatch(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch))
+                try replica.apply(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch)
             }
         })
         guard replica.digest == hub.digest else { throw ValidationError("benchmark replica diverged from the hub") }
@@ -128,6 +129,7 @@ public struct CodecBenchmark: Sendable {
         figures.append(try best("hub pipeline: reduce, coalesce per tick, encode") {
             var board = BoardState(limits: limits)
             var coalescer = DiffCoalescer()
+            var encoder = DiffStreamEncoder(board: "bench")
             var diffs: [StrokeDiff] = []
             tickBatches.removeAll(keepingCapacity: true)
             for (index, (user, frame, style)) in inputs.enumerated() {
@@ -136,7 +138,7 @@ public struct CodecBenchmark: Sendable {
                 coalescer.add(contentsOf: diffs)
                 if (index + 1) % framesPerTick == 0 || index == inputs.count - 1, !coalescer.isEmpty {
                     var message = Touchsync_V1_PublishMessage()
-                    message.batch = board.sealBatch(coalescer.take(), hubTime: Int64(index)).proto(board: "bench")
+                    message.batch = encoder.encode(board.sealBatch(coalescer.take(), hubTime: Int64(index)))
                     tickBatches.append(WireCodec.encode(message))
                 }
             }
@@ -144,7 +146,7 @@ public struct CodecBenchmark: Sendable {
         tickBytes = tickBatches.reduce(0) { $0 + $1.count }
         var tickReplica = BoardState(limits: limits)
         for bytes in tickBatches {
-            try tickReplica.apply(DiffBatch(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch))
+            try tickReplica.apply(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch)
         }
         guard tickReplica.digest == hub.digest else { throw ValidationError("tick-coalesced replica diverged from the hub") }
 

@@ -40,6 +40,10 @@ public struct DemoScene: Sendable {
         var spectator: BoardState? = nil
         var publishLog: [[UInt8]] = []
         var agentSequence: [UserNamespace: UInt64] = [:]
+        var encoder = DiffStreamEncoder(board: board)
+        var coalescer = DiffCoalescer()
+        // One batch per tick, as the hub publishes: about two input events per user.
+        let eventsPerTick = users * 2
         var result = DemoResult(
             hubDigest: hub.digest, spectatorDigest: BoardDigest(rawValue: 0), batches: 0, samples: 0,
             snapshotChunks: 0, agentBytes: 0, publishBytes: 0)
@@ -76,10 +80,12 @@ public struct DemoScene: Sendable {
             default:
                 throw ValidationError("the demo's own message did not round-trip")
             }
-            if !diffs.isEmpty {
-                let batch = hub.sealBatch(diffs, hubTime: Int64(step) * 8_333)
+            coalescer.add(contentsOf: diffs)
+            let published = (step % eventsPerTick == 0 || step == joinAt || step == steps) && !coalescer.isEmpty
+            if published {
+                let batch = hub.sealBatch(coalescer.take(), hubTime: Int64(step) * 8_333)
                 var publish = Touchsync_V1_PublishMessage()
-                publish.batch = batch.proto(board: board)
+                publish.batch = encoder.encode(batch)
                 let encoded = WireCodec.encode(publish)
                 result.publishBytes += encoded.count
                 publishLog.append(encoded)
@@ -95,13 +101,13 @@ public struct DemoScene: Sendable {
                 var joined = try BoardState(snapshot: snapshot)
                 guard joined.digest == digest else { throw ValidationError("snapshot digest mismatch") }
                 for bytes in publishLog.suffix(5) {
-                    try joined.applyIfNew(DiffBatch(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch))
+                    try joined.applyIfNew(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch)
                 }
                 spectator = joined
                 result.snapshotChunks = chunks.count
                 report("  [spectator] joins at event \(step): snapshot at sequence \(snapshot.sequence) in \(chunks.count) chunks, \(joined.storedSampleCount) samples, digest \(digest)")
-            } else if var joined = spectator, let last = publishLog.last, !diffs.isEmpty {
-                try joined.apply(DiffBatch(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: last).batch))
+            } else if var joined = spectator, let last = publishLog.last, published {
+                try joined.apply(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: last).batch)
                 spectator = joined
             }
             if step % (steps / 4) == 0 {
@@ -114,7 +120,7 @@ public struct DemoScene: Sendable {
         report("  spectator digest: \(result.spectatorDigest) at sequence \(spectator?.sequence ?? 0)")
         report(result.converged ? "  converged: the spectator shows exactly the hub's board" : "  DIVERGED: the spectator's board differs from the hub's")
         let perSample = { (bytes: Int) in String(format: "%.2f", Double(bytes) / Double(max(result.samples, 1))) }
-        report("  wire: \(result.samples) samples; agent to hub \(perSample(result.agentBytes)) bytes/sample, hub to subscribers \(perSample(result.publishBytes)) bytes/sample (one batch per input event)")
+        report("  wire: \(result.samples) samples; agent to hub \(perSample(result.agentBytes)) bytes/sample, hub to subscribers \(perSample(result.publishBytes)) bytes/sample (one batch per \(eventsPerTick) input events)")
         return result
     }
 }

@@ -123,11 +123,15 @@ extension BoardState {
         for amendment in change.amendments {
             if let problem = amendment.validate() { throw .invalidSample(touch, problem) }
             let index = amendment.estimationIndex
-            let known =
-                index != 0
-                && (stroke?.offset(ofEstimation: index) != nil
-                    || change.samples.contains { $0.estimationIndex == index })
-            guard known else { throw .unknownEstimationIndex(touch, index) }
+            let original =
+                index == 0
+                ? nil
+                : change.samples.last { $0.estimationIndex == index }
+                    ?? stroke?.offset(ofEstimation: index).map { stroke!.samples[$0] }
+            guard let original else { throw .unknownEstimationIndex(touch, index) }
+            guard original.x == amendment.x, original.y == amendment.y, original.time == amendment.time else {
+                throw .invalidSample(touch, .amendmentChangesLocation)
+            }
         }
     }
 

@@ -65,6 +65,10 @@ public enum SampleProblem: Hashable, Sendable, CustomStringConvertible {
     /// A force or angle value on a sample whose flags do not say it has one:
     /// every value has exactly one representation, so replicas hash alike.
     case valueWithoutFlag(field: String)
+    /// An amendment that moves a sample or changes its time: only force,
+    /// angles and flags can be refined (stored positions and times never
+    /// change, which lets the diff stream encode new samples against them).
+    case amendmentChangesLocation
 
     public var description: String {
         switch self {
@@ -73,6 +77,7 @@ public enum SampleProblem: Hashable, Sendable, CustomStringConvertible {
         case .timeWentBackwards: "sample time goes backwards"
         case .unknownFlags(let bits): "unknown sample flags 0x\(String(bits, radix: 16))"
         case .valueWithoutFlag(let field): "\(field) is set but the sample's flags do not declare it"
+        case .amendmentChangesLocation: "an amendment may refine force, angles and flags, not location or time"
         }
     }
 }

@@ -11,7 +11,7 @@ struct CommandsTests {
         let result = try scene.run { lines.append($0) }
         #expect(result.converged)
         #expect(result.samples > 500)
-        #expect(result.batches > 100)
+        #expect(result.batches >= 600 / 6)  // one batch per tick of 2 events per user
         #expect(result.snapshotChunks >= 1)
         #expect(lines.contains { $0.contains("converged: the spectator shows exactly the hub's board") })
         #expect(lines.contains { $0.contains("[spectator] joins at event 300") })

@@ -75,6 +75,21 @@ struct BadInputTests {
         var weird = sample(0, 0, t: 300)
         weird.flags = SampleFlags(rawValue: 0x80)
         try expectRefused(.invalidSample(1, .unknownFlags(0x80)), [TouchChange(touch: 1, phase: .moved, samples: [weird])])
+        var moved = sample(0, 0, t: 100, estimation: 5)
+        var board = BoardState()
+        var diffs: [StrokeDiff] = []
+        try board.reduce(
+            TouchFrame(changes: [TouchChange(touch: 1, phase: .began, samples: [moved])]), from: alice, style: .default,
+            into: &diffs)
+        moved.x = 64
+        moved.flags = []
+        let before = board
+        #expect(throws: TouchInputError.invalidSample(1, .amendmentChangesLocation)) {
+            try board.reduce(
+                TouchFrame(changes: [TouchChange(touch: 1, phase: .stationary, amendments: [moved])]), from: alice,
+                style: .default, into: &diffs)
+        }
+        #expect(board == before)
         var unflagged = sample(0, 0, t: 300)
         unflagged.force = 10
         try expectRefused(.invalidSample(1, .valueWithoutFlag(field: "force")), [TouchChange(touch: 1, phase: .moved, samples: [unflagged])])

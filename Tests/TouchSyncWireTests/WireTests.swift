@@ -129,37 +129,125 @@ struct WireTests {
         #expect(throws: WireError.malformed("touch phase 0 is not a phase")) { try TouchFrame(frame, sequence: 1) }
     }
 
-    /// The hub's batches, encoded to bytes and decoded again, rebuild its board exactly.
-    @Test func replicaFedDecodedBatchesConverges() throws {
-        var simulator = SessionSimulator(seed: 99, profile: { var p = SimulationProfile(); p.users = 4; p.withForce = false; return p }())
-        var coalescer = DiffCoalescer()
-        var hub = BoardState()
-        var replica = BoardState()
-        for step in 0..<2000 {
-            var diffs: [StrokeDiff] = []
-            switch simulator.next() {
-            case .frame(let user, let frame, let style): try hub.reduce(frame, from: user, style: style, into: &diffs)
-            case .clear(let user, let scope): hub.clear(scope, by: user, into: &diffs)
+    /// The hub's batches, encoded to bytes and decoded against each replica,
+    /// rebuild its board exactly: for a replica from the start and for one
+    /// that joins from a snapshot at a random point, with batches folded
+    /// over windows of random size.
+    @Test func replicasFedEncodedBatchesConverge() async {
+        await propertyCheck(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...12)) { seed, window in
+            var profile = SimulationProfile()
+            profile.users = 1 + Int(seed % 4)
+            profile.withForce = seed % 2 == 0
+            profile.estimateRate = 0.1
+            profile.clearRate = 0.01
+            var simulator = SessionSimulator(seed: seed, profile: profile)
+            var hub = BoardState()
+            var encoder = DiffStreamEncoder(board: "board")
+            var coalescer = DiffCoalescer()
+            var replica = BoardState()
+            var late: BoardState? = nil
+            let joinAt = 50 + Int(seed % 500)
+            var published = 0
+            for step in 1...800 {
+                var diffs: [StrokeDiff] = []
+                switch simulator.next() {
+                case .frame(let user, let frame, let style): try hub.reduce(frame, from: user, style: style, into: &diffs)
+                case .clear(let user, let scope): hub.clear(scope, by: user, into: &diffs)
+                }
+                coalescer.add(contentsOf: diffs)
+                if (step % window == 0 || step == 800) && !coalescer.isEmpty {
+                    var message = Touchsync_V1_PublishMessage()
+                    message.batch = encoder.encode(hub.sealBatch(coalescer.take(), hubTime: Int64(step)))
+                    let bytes = WireCodec.encode(message)
+                    let decoded = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch
+                    #expect(decoded.board == "board")
+                    try replica.apply(decoded)
+                    if late != nil { try late!.applyIfNew(decoded) }
+                    published += 1
+                }
+                // A spectator joins at the first tick boundary from joinAt on: a hub snapshots
+                // only sealed state (every diff it applied has been published).
+                if step >= joinAt && late == nil && coalescer.isEmpty { late = try BoardState(snapshot: hub.snapshot()) }
             }
-            // Half the session one batch per step, half coalesced over 7 steps, as a hub's tick would.
-            coalescer.add(contentsOf: diffs)
-            if coalescer.isEmpty || (step >= 1000 && step % 7 != 0) { continue }
-            let batch = hub.sealBatch(coalescer.take(), hubTime: Int64(step))
-            var message = Touchsync_V1_PublishMessage()
-            message.batch = batch.proto(board: "board")
-            let bytes = WireCodec.encode(message)
-            let decoded = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes)
-            #expect(decoded.batch.board == "board")
-            try replica.apply(DiffBatch(decoded.batch))
+            #expect(published > 10)
+            #expect(replica == hub)
+            #expect(replica.digest == hub.digest)
+            #expect(late == hub)
         }
-        if !coalescer.isEmpty {
-            var message = Touchsync_V1_PublishMessage()
-            message.batch = hub.sealBatch(coalescer.take(), hubTime: 0).proto(board: "board")
-            try replica.apply(DiffBatch(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: WireCodec.encode(message)).batch))
-        }
-        #expect(hub.sequence > 100)
+    }
+
+    @Test func appendsOfSeveralStrokesTravelAsOneBlock() throws {
+        var hub = BoardState()
+        var diffs: [StrokeDiff] = []
+        let first = [Sample(x: 6400, y: 6400, time: 1_000_000), Sample(x: 6464, y: 6400, time: 1_004_166)]
+        try hub.reduce(
+            TouchFrame(changes: [
+                TouchChange(touch: 1, phase: .began, samples: first),
+                TouchChange(touch: 2, phase: .began, samples: [Sample(x: 9000, y: 100, time: 1_000_000)]),
+            ]), from: UserNamespace("a"), style: .default, into: &diffs)
+        var encoder = DiffStreamEncoder(board: "b")
+        var replica = BoardState()
+        try replica.apply(encoder.encode(hub.sealBatch(diffs, hubTime: 1)))
+
+        diffs = []
+        let next = [Sample(x: 6528, y: 6400, time: 1_008_333), Sample(x: 6592, y: 6400, time: 1_012_500)]
+        try hub.reduce(
+            TouchFrame(changes: [
+                TouchChange(touch: 1, phase: .moved, samples: next, predicted: [Sample(x: 6656, y: 6400, time: 1_016_666)]),
+                TouchChange(touch: 2, phase: .stationary),
+            ]), from: UserNamespace("a"), style: .default, into: &diffs)
+        let proto = encoder.encode(hub.sealBatch(diffs, hubTime: 2))
+        #expect(proto.diffs.count == 1)
+        let block = proto.diffs[0].appends
+        #expect(block.strokeID == [1])
+        #expect(block.offset == [2] && block.count == [2] && block.predicted == [2])
+        // Continuing a straight line at constant speed: every second difference is 0.
+        #expect(block.samples.x == [0, 0, 0])
+        #expect(block.samples.time == [1, 0, -1])  // deltas 4166, 4167, 4167, 4166
+        try replica.apply(proto)
         #expect(replica == hub)
-        #expect(replica.digest == hub.digest)
+    }
+
+    @Test func malformedOrMisfittingBatchesAreRefused() throws {
+        var hub = BoardState()
+        var diffs: [StrokeDiff] = []
+        try hub.reduce(
+            TouchFrame(changes: [TouchChange(touch: 1, phase: .began, samples: [Sample(x: 1, y: 1, time: 1)])]),
+            from: UserNamespace("a"), style: .default, into: &diffs)
+        var encoder = DiffStreamEncoder(board: "b")
+        let opening = encoder.encode(hub.sealBatch(diffs, hubTime: 1))
+        diffs = []
+        try hub.reduce(
+            TouchFrame(changes: [TouchChange(touch: 1, phase: .moved, samples: [Sample(x: 2, y: 2, time: 2)])]),
+            from: UserNamespace("a"), style: .default, into: &diffs)
+        let good = encoder.encode(hub.sealBatch(diffs, hubTime: 2))
+        var replica = BoardState()
+        try replica.apply(opening)
+
+        func refused(_ change: (inout Touchsync_V1_StrokeAppends) -> Void) -> DiffStreamError? {
+            var batch = good
+            change(&batch.diffs[0].appends)
+            var copy = replica
+            do {
+                try copy.apply(batch)
+                return nil
+            } catch {
+                #expect(copy == replica)  // nothing of a refused batch is applied
+                return error
+            }
+        }
+        #expect(refused { $0.offset = [0] } == .replica(.wrongOffset(StrokeID(1), expected: 1, received: 0)))
+        #expect(refused { $0.strokeID = [7] } == .replica(.unknownStroke(StrokeID(7))))
+        #expect(refused { $0.strokeID = [-1] } == .wire(.malformed("stroke id delta out of range")))
+        #expect(refused { $0.count = [] } == .wire(.malformed("stroke appends columns differ in length")))
+        #expect(refused { $0.count = [5] } == .wire(.malformed("a segment is longer than the run")))
+        #expect(refused { $0.count = [0] } == .wire(.malformed("1 samples of the run belong to no segment")))
+        var gap = good
+        gap.sequence = 3
+        #expect(throws: DiffStreamError.replica(.sequenceGap(expected: 2, received: 3))) { try replica.apply(gap) }
+        try replica.apply(good)
+        #expect(replica == hub)
+        #expect(try replica.applyIfNew(good) == false)
     }
 
     @Test func snapshotsSplitIntoChunksAndReassemble() throws {
@@ -192,33 +280,6 @@ struct WireTests {
         let empty = SnapshotCodec.chunks(of: BoardState().snapshot(), board: "e", digest: BoardState().digest)
         #expect(empty.count == 1)
         #expect(try SnapshotCodec.assemble(empty).snapshot == BoardState().snapshot())
-    }
-
-    @Test func appendAndPredictionTravelAsOneRun() throws {
-        let s = StrokeID(3)
-        let batch = DiffBatch(sequence: 1, hubTime: 5, diffs: [
-            .appended(s, offset: 4, samples: [Sample(x: 1, y: 1, time: 1_000_000)]),
-            .predicted(s, samples: [Sample(x: 2, y: 2, time: 1_008_000)]),
-            .predicted(StrokeID(4), samples: []),
-            .appended(StrokeID(4), offset: 0, samples: [Sample(x: 9, y: 9, time: 1_000_100)]),
-        ])
-        let proto = batch.proto(board: "b")
-        #expect(proto.diffs.count == 3)
-        #expect(proto.diffs[0].appended.replacesPrediction)
-        #expect(proto.diffs[0].appended.samples.predictedCount == 1)
-        #expect(proto.timeReference == 1_000_000)
-        #expect(try DiffBatch(WireCodec.decode(Touchsync_V1_DiffBatch.self, from: WireCodec.encode(proto))) == batch)
-
-        var sneaky = proto
-        sneaky.diffs[0].appended.replacesPrediction = false
-        #expect(throws: WireError.self) { try DiffBatch(sneaky) }
-        var amendedTail = Touchsync_V1_DiffBatch()
-        var diff = Touchsync_V1_Diff()
-        var amended = Touchsync_V1_SampleAmended()
-        amended.sample = SampleRunCodec.encode([], predicted: [Sample(x: 0, y: 0, time: 0)])
-        diff.amended = amended
-        amendedTail.diffs = [diff]
-        #expect(throws: WireError.self) { try DiffBatch(amendedTail) }
     }
 
     @Test func errorsAndTopics() throws {

@@ -11,6 +11,11 @@
 /// TouchSync wire protocol, version 1: types shared by every message.
 /// See docs/protocol.md for the sockets, frames and the touch state machine.
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import SwiftProtobuf
 
 // If the compiler emits an error on this type, it is because this file
@@ -243,9 +248,10 @@ public nonisolated struct Touchsync_V1_SampleRun: Sendable {
   /// second-order deltas
   public var time: [Int64] = []
 
-  /// Flags, run-length encoded: each entry is (run_length << 4) | flags, the
-  /// runs covering the samples in order. Empty means every sample has flags 0.
-  /// Flag bits: 1 coalesced, 2 estimated, 4 has force, 8 has angles.
+  /// Flags other than "coalesced", run-length encoded: each entry is
+  /// (run_length << 4) | flags, the runs covering the samples in order. Empty
+  /// means none of these flags is set on any sample. Flag bits: 2 estimated,
+  /// 4 has force, 8 has angles (bit 1 must be 0 here: see `coalesced`).
   public var flagRuns: [UInt32] = []
 
   /// Force of the samples whose flags have "has force", in order, first-order
@@ -265,6 +271,12 @@ public nonisolated struct Touchsync_V1_SampleRun: Sendable {
   /// How many samples at the end of the run are a predicted tail rather than
   /// real samples. The tail never enters a stroke's samples.
   public var predictedCount: UInt32 = 0
+
+  /// The coalesced flag (bit 1), one bit per sample: bit i % 8 of byte i / 8
+  /// (least significant bit first) is set when sample i is coalesced. Empty
+  /// when no sample is. (It alternates with every input event, so run-length
+  /// encoding would spend a byte per sample on it.)
+  public var coalesced: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -301,7 +313,7 @@ nonisolated extension Touchsync_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding 
 
 nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SampleRun"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}x\0\u{1}y\0\u{3}time_base\0\u{1}time\0\u{3}flag_runs\0\u{1}force\0\u{1}azimuth\0\u{1}altitude\0\u{3}estimation_index\0\u{3}predicted_count\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}x\0\u{1}y\0\u{3}time_base\0\u{1}time\0\u{3}flag_runs\0\u{1}force\0\u{1}azimuth\0\u{1}altitude\0\u{3}estimation_index\0\u{3}predicted_count\0\u{1}coalesced\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -319,6 +331,7 @@ nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtob
       case 8: try { try decoder.decodeRepeatedSInt32Field(value: &self.altitude) }()
       case 9: try { try decoder.decodeRepeatedUInt32Field(value: &self.estimationIndex) }()
       case 10: try { try decoder.decodeSingularUInt32Field(value: &self.predictedCount) }()
+      case 11: try { try decoder.decodeSingularBytesField(value: &self.coalesced) }()
       default: break
       }
     }
@@ -355,6 +368,9 @@ nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtob
     if self.predictedCount != 0 {
       try visitor.visitSingularUInt32Field(value: self.predictedCount, fieldNumber: 10)
     }
+    if !self.coalesced.isEmpty {
+      try visitor.visitSingularBytesField(value: self.coalesced, fieldNumber: 11)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -369,6 +385,7 @@ nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtob
     if lhs.altitude != rhs.altitude {return false}
     if lhs.estimationIndex != rhs.estimationIndex {return false}
     if lhs.predictedCount != rhs.predictedCount {return false}
+    if lhs.coalesced != rhs.coalesced {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -59,7 +59,7 @@ public nonisolated struct Touchsync_V1_PublishMessage: Sendable {
   public init() {}
 }
 
-/// The diffs of one hub step on one board, to apply in order.
+/// The diffs of one hub step (a tick) on one board, to apply in order.
 public nonisolated struct Touchsync_V1_DiffBatch: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -75,8 +75,8 @@ public nonisolated struct Touchsync_V1_DiffBatch: Sendable {
 
   public var diffs: [Touchsync_V1_Diff] = []
 
-  /// The time reference of every sample run in this batch (agent clock,
-  /// microseconds): runs store their times relative to it.
+  /// The time reference of the sample runs in this batch (agent clock,
+  /// microseconds) for strokes with no stored sample yet.
   public var timeReference: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -99,20 +99,12 @@ public nonisolated struct Touchsync_V1_Diff: Sendable {
     set {kind = .began(newValue)}
   }
 
-  public var appended: Touchsync_V1_SamplesAppended {
+  public var appends: Touchsync_V1_StrokeAppends {
     get {
-      if case .appended(let v)? = kind {return v}
-      return Touchsync_V1_SamplesAppended()
+      if case .appends(let v)? = kind {return v}
+      return Touchsync_V1_StrokeAppends()
     }
-    set {kind = .appended(newValue)}
-  }
-
-  public var predicted: Touchsync_V1_PredictedReplaced {
-    get {
-      if case .predicted(let v)? = kind {return v}
-      return Touchsync_V1_PredictedReplaced()
-    }
-    set {kind = .predicted(newValue)}
+    set {kind = .appends(newValue)}
   }
 
   public var amended: Touchsync_V1_SampleAmended {
@@ -151,8 +143,7 @@ public nonisolated struct Touchsync_V1_Diff: Sendable {
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
     case began(Touchsync_V1_StrokeBegan)
-    case appended(Touchsync_V1_SamplesAppended)
-    case predicted(Touchsync_V1_PredictedReplaced)
+    case appends(Touchsync_V1_StrokeAppends)
     case amended(Touchsync_V1_SampleAmended)
     case accepted(Touchsync_V1_StrokeAccepted)
     case cancelled(Touchsync_V1_StrokeCancelled)
@@ -194,47 +185,38 @@ public nonisolated struct Touchsync_V1_StrokeBegan: Sendable {
   fileprivate var _style: Touchsync_V1_StrokeStyle? = nil
 }
 
-public nonisolated struct Touchsync_V1_SamplesAppended: Sendable {
+/// New samples and new predictions for one or more strokes (each at most
+/// once), in one columnar run. Entry k of the four lists describes segment k
+/// of `samples`: stroke k's `count[k]` real samples, then, when
+/// `predicted[k]` > 0, its new predicted tail of `predicted[k]` - 1 samples.
+///
+/// Each segment continues its stroke's delta chain: a stroke whose sample
+/// count (`offset`) is n >= 2 primes the x, y and time columns with its
+/// stored samples n-2 and n-1, so the segment's first entry is already a
+/// second-order delta; with n = 1 it is a first-order delta from sample 0;
+/// with n = 0 it is relative to 0 (x, y) and the batch's time reference
+/// (time). Stored positions and times never change after they are appended
+/// (amendments refine force, angles and flags only), so encoder and decoder
+/// always prime with the same values. Force and angle columns run across
+/// segments as in a plain SampleRun.
+public nonisolated struct Touchsync_V1_StrokeAppends: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var strokeID: UInt64 = 0
+  /// delta-coded: id minus the previous entry's id (the first: minus 0)
+  public var strokeID: [Int64] = []
 
-  /// the stroke's sample count before these: a replica checks it
-  public var offset: UInt32 = 0
+  /// the stroke's sample count before this segment: a replica checks it
+  public var offset: [UInt32] = []
 
-  /// The samples, and when replaces_prediction is set, the stroke's new
-  /// predicted tail as the run's last predicted_count samples (it may be 0:
-  /// the old prediction is dropped). Equivalent to SamplesAppended followed
-  /// by PredictedReplaced, in one run.
-  public var samples: Touchsync_V1_SampleRun {
-    get {_samples ?? Touchsync_V1_SampleRun()}
-    set {_samples = newValue}
-  }
-  /// Returns true if `samples` has been explicitly set.
-  public var hasSamples: Bool {self._samples != nil}
-  /// Clears the value of `samples`. Subsequent reads from it will return its default value.
-  public mutating func clearSamples() {self._samples = nil}
+  /// real samples appended
+  public var count: [UInt32] = []
 
-  public var replacesPrediction: Bool = false
+  /// 0: prediction unchanged; p > 0: replaced by the next p - 1 samples
+  public var predicted: [UInt32] = []
 
-  public var unknownFields = SwiftProtobuf.UnknownStorage()
-
-  public init() {}
-
-  fileprivate var _samples: Touchsync_V1_SampleRun? = nil
-}
-
-/// The stroke's predicted tail, replacing the previous one (empty: none).
-public nonisolated struct Touchsync_V1_PredictedReplaced: Sendable {
-  // SwiftProtobuf.Message conformance is added in an extension below. See the
-  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
-  // methods supported on all messages.
-
-  public var strokeID: UInt64 = 0
-
-  /// every sample of it is predicted (predicted_count = length)
+  /// all segments, concatenated; its predicted_count is 0
   public var samples: Touchsync_V1_SampleRun {
     get {_samples ?? Touchsync_V1_SampleRun()}
     set {_samples = newValue}
@@ -252,6 +234,8 @@ public nonisolated struct Touchsync_V1_PredictedReplaced: Sendable {
 }
 
 /// Final values for the sample at `offset`, which was sent as an estimate.
+/// Its position and time are those of the stored sample; force, angles and
+/// flags are new.
 public nonisolated struct Touchsync_V1_SampleAmended: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -261,7 +245,7 @@ public nonisolated struct Touchsync_V1_SampleAmended: Sendable {
 
   public var offset: UInt32 = 0
 
-  /// exactly one sample, no tail
+  /// exactly one sample, no tail, time reference 0
   public var sample: Touchsync_V1_SampleRun {
     get {_sample ?? Touchsync_V1_SampleRun()}
     set {_sample = newValue}
@@ -464,7 +448,7 @@ nonisolated extension Touchsync_V1_DiffBatch: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Diff"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}began\0\u{1}appended\0\u{1}predicted\0\u{1}amended\0\u{1}accepted\0\u{1}cancelled\0\u{1}cleared\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}began\0\u{2}\u{3}amended\0\u{1}accepted\0\u{1}cancelled\0\u{1}cleared\0\u{1}appends\0\u{c}\u{2}\u{1}\u{c}\u{3}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -483,32 +467,6 @@ nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._M
         if let v = v {
           if hadOneofValue {try decoder.handleConflictingOneOf()}
           self.kind = .began(v)
-        }
-      }()
-      case 2: try {
-        var v: Touchsync_V1_SamplesAppended?
-        var hadOneofValue = false
-        if let current = self.kind {
-          hadOneofValue = true
-          if case .appended(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.kind = .appended(v)
-        }
-      }()
-      case 3: try {
-        var v: Touchsync_V1_PredictedReplaced?
-        var hadOneofValue = false
-        if let current = self.kind {
-          hadOneofValue = true
-          if case .predicted(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.kind = .predicted(v)
         }
       }()
       case 4: try {
@@ -563,6 +521,19 @@ nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._M
           self.kind = .cleared(v)
         }
       }()
+      case 8: try {
+        var v: Touchsync_V1_StrokeAppends?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .appends(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .appends(v)
+        }
+      }()
       default: break
       }
     }
@@ -577,14 +548,6 @@ nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._M
     case .began?: try {
       guard case .began(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
-    }()
-    case .appended?: try {
-      guard case .appended(let v)? = self.kind else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
-    }()
-    case .predicted?: try {
-      guard case .predicted(let v)? = self.kind else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
     }()
     case .amended?: try {
       guard case .amended(let v)? = self.kind else { preconditionFailure() }
@@ -601,6 +564,10 @@ nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._M
     case .cleared?: try {
       guard case .cleared(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    }()
+    case .appends?: try {
+      guard case .appends(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
     }()
     case nil: break
     }
@@ -663,9 +630,9 @@ nonisolated extension Touchsync_V1_StrokeBegan: SwiftProtobuf.Message, SwiftProt
   }
 }
 
-nonisolated extension Touchsync_V1_SamplesAppended: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".SamplesAppended"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_id\0\u{1}offset\0\u{1}samples\0\u{3}replaces_prediction\0")
+nonisolated extension Touchsync_V1_StrokeAppends: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StrokeAppends"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_id\0\u{1}offset\0\u{1}count\0\u{1}predicted\0\u{1}samples\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -673,10 +640,11 @@ nonisolated extension Touchsync_V1_SamplesAppended: SwiftProtobuf.Message, Swift
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.strokeID) }()
-      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.offset) }()
-      case 3: try { try decoder.decodeSingularMessageField(value: &self._samples) }()
-      case 4: try { try decoder.decodeSingularBoolField(value: &self.replacesPrediction) }()
+      case 1: try { try decoder.decodeRepeatedSInt64Field(value: &self.strokeID) }()
+      case 2: try { try decoder.decodeRepeatedUInt32Field(value: &self.offset) }()
+      case 3: try { try decoder.decodeRepeatedUInt32Field(value: &self.count) }()
+      case 4: try { try decoder.decodeRepeatedUInt32Field(value: &self.predicted) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._samples) }()
       default: break
       }
     }
@@ -687,64 +655,29 @@ nonisolated extension Touchsync_V1_SamplesAppended: SwiftProtobuf.Message, Swift
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
     // https://github.com/apple/swift-protobuf/issues/1182
-    if self.strokeID != 0 {
-      try visitor.visitSingularUInt64Field(value: self.strokeID, fieldNumber: 1)
+    if !self.strokeID.isEmpty {
+      try visitor.visitPackedSInt64Field(value: self.strokeID, fieldNumber: 1)
     }
-    if self.offset != 0 {
-      try visitor.visitSingularUInt32Field(value: self.offset, fieldNumber: 2)
+    if !self.offset.isEmpty {
+      try visitor.visitPackedUInt32Field(value: self.offset, fieldNumber: 2)
+    }
+    if !self.count.isEmpty {
+      try visitor.visitPackedUInt32Field(value: self.count, fieldNumber: 3)
+    }
+    if !self.predicted.isEmpty {
+      try visitor.visitPackedUInt32Field(value: self.predicted, fieldNumber: 4)
     }
     try { if let v = self._samples {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
     } }()
-    if self.replacesPrediction != false {
-      try visitor.visitSingularBoolField(value: self.replacesPrediction, fieldNumber: 4)
-    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  public static func ==(lhs: Touchsync_V1_SamplesAppended, rhs: Touchsync_V1_SamplesAppended) -> Bool {
+  public static func ==(lhs: Touchsync_V1_StrokeAppends, rhs: Touchsync_V1_StrokeAppends) -> Bool {
     if lhs.strokeID != rhs.strokeID {return false}
     if lhs.offset != rhs.offset {return false}
-    if lhs._samples != rhs._samples {return false}
-    if lhs.replacesPrediction != rhs.replacesPrediction {return false}
-    if lhs.unknownFields != rhs.unknownFields {return false}
-    return true
-  }
-}
-
-nonisolated extension Touchsync_V1_PredictedReplaced: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  public static let protoMessageName: String = _protobuf_package + ".PredictedReplaced"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_id\0\u{1}samples\0")
-
-  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.strokeID) }()
-      case 2: try { try decoder.decodeSingularMessageField(value: &self._samples) }()
-      default: break
-      }
-    }
-  }
-
-  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if self.strokeID != 0 {
-      try visitor.visitSingularUInt64Field(value: self.strokeID, fieldNumber: 1)
-    }
-    try { if let v = self._samples {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
-    } }()
-    try unknownFields.traverse(visitor: &visitor)
-  }
-
-  public static func ==(lhs: Touchsync_V1_PredictedReplaced, rhs: Touchsync_V1_PredictedReplaced) -> Bool {
-    if lhs.strokeID != rhs.strokeID {return false}
+    if lhs.count != rhs.count {return false}
+    if lhs.predicted != rhs.predicted {return false}
     if lhs._samples != rhs._samples {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true

@@ -119,46 +119,57 @@ public nonisolated struct Touchsync_V1_SnapshotChunk: Sendable {
   public init() {}
 }
 
-public nonisolated struct Touchsync_V1_StrokeRecord: Sendable {
+public nonisolated struct Touchsync_V1_StrokeRecord: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var strokeID: UInt64 = 0
+  public var strokeID: UInt64 {
+    get {_storage._strokeID}
+    set {_uniqueStorage()._strokeID = newValue}
+  }
 
-  public var owner: String = String()
+  public var owner: String {
+    get {_storage._owner}
+    set {_uniqueStorage()._owner = newValue}
+  }
 
-  public var touchID: UInt64 = 0
+  public var touchID: UInt64 {
+    get {_storage._touchID}
+    set {_uniqueStorage()._touchID = newValue}
+  }
 
   public var style: Touchsync_V1_StrokeStyle {
-    get {_style ?? Touchsync_V1_StrokeStyle()}
-    set {_style = newValue}
+    get {_storage._style ?? Touchsync_V1_StrokeStyle()}
+    set {_uniqueStorage()._style = newValue}
   }
   /// Returns true if `style` has been explicitly set.
-  public var hasStyle: Bool {self._style != nil}
+  public var hasStyle: Bool {_storage._style != nil}
   /// Clears the value of `style`. Subsequent reads from it will return its default value.
-  public mutating func clearStyle() {self._style = nil}
+  public mutating func clearStyle() {_uniqueStorage()._style = nil}
 
   /// The stroke's samples, then (active strokes only) its predicted tail.
   /// Times are absolute (time reference 0).
   public var samples: Touchsync_V1_SampleRun {
-    get {_samples ?? Touchsync_V1_SampleRun()}
-    set {_samples = newValue}
+    get {_storage._samples ?? Touchsync_V1_SampleRun()}
+    set {_uniqueStorage()._samples = newValue}
   }
   /// Returns true if `samples` has been explicitly set.
-  public var hasSamples: Bool {self._samples != nil}
+  public var hasSamples: Bool {_storage._samples != nil}
   /// Clears the value of `samples`. Subsequent reads from it will return its default value.
-  public mutating func clearSamples() {self._samples = nil}
+  public mutating func clearSamples() {_uniqueStorage()._samples = nil}
 
   /// 0 for an active stroke
-  public var acceptedPosition: UInt64 = 0
+  public var acceptedPosition: UInt64 {
+    get {_storage._acceptedPosition}
+    set {_uniqueStorage()._acceptedPosition = newValue}
+  }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
-  fileprivate var _style: Touchsync_V1_StrokeStyle? = nil
-  fileprivate var _samples: Touchsync_V1_SampleRun? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -366,56 +377,102 @@ nonisolated extension Touchsync_V1_StrokeRecord: SwiftProtobuf.Message, SwiftPro
   public static let protoMessageName: String = _protobuf_package + ".StrokeRecord"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_id\0\u{1}owner\0\u{3}touch_id\0\u{1}style\0\u{1}samples\0\u{4}\u{2}accepted_position\0\u{c}\u{6}\u{1}")
 
+  fileprivate class _StorageClass {
+    var _strokeID: UInt64 = 0
+    var _owner: String = String()
+    var _touchID: UInt64 = 0
+    var _style: Touchsync_V1_StrokeStyle? = nil
+    var _samples: Touchsync_V1_SampleRun? = nil
+    var _acceptedPosition: UInt64 = 0
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _strokeID = source._strokeID
+      _owner = source._owner
+      _touchID = source._touchID
+      _style = source._style
+      _samples = source._samples
+      _acceptedPosition = source._acceptedPosition
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.strokeID) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.owner) }()
-      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.touchID) }()
-      case 4: try { try decoder.decodeSingularMessageField(value: &self._style) }()
-      case 5: try { try decoder.decodeSingularMessageField(value: &self._samples) }()
-      case 7: try { try decoder.decodeSingularUInt64Field(value: &self.acceptedPosition) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularUInt64Field(value: &_storage._strokeID) }()
+        case 2: try { try decoder.decodeSingularStringField(value: &_storage._owner) }()
+        case 3: try { try decoder.decodeSingularUInt64Field(value: &_storage._touchID) }()
+        case 4: try { try decoder.decodeSingularMessageField(value: &_storage._style) }()
+        case 5: try { try decoder.decodeSingularMessageField(value: &_storage._samples) }()
+        case 7: try { try decoder.decodeSingularUInt64Field(value: &_storage._acceptedPosition) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if self.strokeID != 0 {
-      try visitor.visitSingularUInt64Field(value: self.strokeID, fieldNumber: 1)
-    }
-    if !self.owner.isEmpty {
-      try visitor.visitSingularStringField(value: self.owner, fieldNumber: 2)
-    }
-    if self.touchID != 0 {
-      try visitor.visitSingularUInt64Field(value: self.touchID, fieldNumber: 3)
-    }
-    try { if let v = self._style {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
-    } }()
-    try { if let v = self._samples {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
-    } }()
-    if self.acceptedPosition != 0 {
-      try visitor.visitSingularUInt64Field(value: self.acceptedPosition, fieldNumber: 7)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._strokeID != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._strokeID, fieldNumber: 1)
+      }
+      if !_storage._owner.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._owner, fieldNumber: 2)
+      }
+      if _storage._touchID != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._touchID, fieldNumber: 3)
+      }
+      try { if let v = _storage._style {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+      } }()
+      try { if let v = _storage._samples {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      } }()
+      if _storage._acceptedPosition != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._acceptedPosition, fieldNumber: 7)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Touchsync_V1_StrokeRecord, rhs: Touchsync_V1_StrokeRecord) -> Bool {
-    if lhs.strokeID != rhs.strokeID {return false}
-    if lhs.owner != rhs.owner {return false}
-    if lhs.touchID != rhs.touchID {return false}
-    if lhs._style != rhs._style {return false}
-    if lhs._samples != rhs._samples {return false}
-    if lhs.acceptedPosition != rhs.acceptedPosition {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._strokeID != rhs_storage._strokeID {return false}
+        if _storage._owner != rhs_storage._owner {return false}
+        if _storage._touchID != rhs_storage._touchID {return false}
+        if _storage._style != rhs_storage._style {return false}
+        if _storage._samples != rhs_storage._samples {return false}
+        if _storage._acceptedPosition != rhs_storage._acceptedPosition {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,312 @@
+import TouchSyncCore
+
+/// A decoded batch could not be applied: the bytes were malformed, or they
+/// do not fit the replica (a gap, an unknown stroke, a wrong offset). Either
+/// way the subscriber must resync from a snapshot.
+public enum DiffStreamError: Error, Hashable, Sendable, CustomStringConvertible {
+    case wire(WireError)
+    case replica(ReplicaError)
+
+    public var description: String {
+        switch self {
+        case .wire(let error): "malformed batch: \(error)"
+        case .replica(let error): "batch does not fit the replica: \(error)"
+        }
+    }
+}
+
+/// The last two stored samples of a stroke and its sample count: what a
+/// segment of a `StrokeAppends` continues from.
+struct StrokeChain: Sendable {
+    var count = 0
+    var last: Sample? = nil
+    var beforeLast: Sample? = nil
+
+    init() {}
+
+    init(_ stroke: Stroke) {
+        count = stroke.samples.count
+        last = stroke.samples.last
+        beforeLast = count >= 2 ? stroke.samples[count - 2] : nil
+    }
+
+    mutating func advance(over samples: [Sample]) {
+        count += samples.count
+        if samples.count >= 2 {
+            beforeLast = samples[samples.count - 2]
+            last = samples[samples.count - 1]
+        } else if let only = samples.first {
+            beforeLast = last
+            last = only
+        }
+    }
+}
+
+/// The hub's encoder of one board's diff stream. It keeps, per active
+/// stroke, the two samples its next segment continues from, exactly as
+/// every replica that applied the same batches has them.
+public struct DiffStreamEncoder: Sendable {
+    public let board: String
+    private var chains: [StrokeID: StrokeChain] = [:]
+
+    /// An encoder for a board whose replicas hold `state` (e.g. after loading a journal).
+    public init(board: String, continuing state: BoardState = BoardState()) {
+        self.board = board
+        for stroke in state.activeStrokes.values { chains[stroke.id] = StrokeChain(stroke) }
+    }
+
+    public mutating func encode(_ batch: DiffBatch) -> Touchsync_V1_DiffBatch {
+        var proto = Touchsync_V1_DiffBatch()
+        proto.board = board
+        proto.sequence = batch.sequence
+        proto.hubTime = batch.hubTime
+        let reference = Self.timeReference(of: batch.diffs)
+        proto.timeReference = reference
+        var encoded: [Touchsync_V1_Diff] = []
+        encoded.reserveCapacity(batch.diffs.count)
+        var block: AppendBlock? = nil
+
+        func flush() {
+            if let finished = block.take() { encoded.append(finished.finish()) }
+        }
+        func segment(_ id: StrokeID, samples: [Sample], predicted: [Sample]?) {
+            if block?.contains(id) == true { flush() }
+            if block == nil { block = AppendBlock() }
+            let chain = chains[id] ?? StrokeChain()
+            block!.add(id, chain: chain, samples: samples, predicted: predicted, timeReference: reference)
+            chains[id, default: StrokeChain()].advance(over: samples)
+        }
+
+        let diffs = batch.diffs
+        var index = 0
+        while index < diffs.count {
+            let diff = diffs[index]
+            index += 1
+            switch diff {
+            case .appended(let id, let offset, let samples):
+                assert(offset == (chains[id]?.count ?? 0), "the encoder missed a batch of stroke \(id)")
+                if index < diffs.count, case .predicted(id, let predicted) = diffs[index] {
+                    index += 1
+                    segment(id, samples: samples, predicted: predicted)
+                } else {
+                    segment(id, samples: samples, predicted: nil)
+                }
+            case .predicted(let id, let predicted):
+                segment(id, samples: [], predicted: predicted)
+            case .began(let id, let owner, let touch, let style):
+                flush()
+                chains[id] = StrokeChain()
+                var began = Touchsync_V1_StrokeBegan()
+                began.strokeID = id.rawValue
+                began.owner = owner.rawValue
+                began.touchID = touch
+                began.style = style.proto
+                var proto = Touchsync_V1_Diff()
+                proto.began = began
+                encoded.append(proto)
+            case .amended(let id, let offset, let sample):
+                flush()
+                var amended = Touchsync_V1_SampleAmended()
+                amended.strokeID = id.rawValue
+                amended.offset = UInt32(offset)
+                amended.sample = SampleRunCodec.encode([sample])
+                var proto = Touchsync_V1_Diff()
+                proto.amended = amended
+                encoded.append(proto)
+            case .accepted(let id, let position):
+                flush()
+                chains[id] = nil
+                var accepted = Touchsync_V1_StrokeAccepted()
+                accepted.strokeID = id.rawValue
+                accepted.position = position
+                var proto = Touchsync_V1_Diff()
+                proto.accepted = accepted
+                encoded.append(proto)
+            case .cancelled(let id):
+                flush()
+                chains[id] = nil
+                var cancelled = Touchsync_V1_StrokeCancelled()
+                cancelled.strokeID = id.rawValue
+                var proto = Touchsync_V1_Diff()
+                proto.cancelled = cancelled
+                encoded.append(proto)
+            case .cleared(let owner):
+                flush()
+                var cleared = Touchsync_V1_Cleared()
+                cleared.owner = owner?.rawValue ?? ""
+                var proto = Touchsync_V1_Diff()
+                proto.cleared = cleared
+                encoded.append(proto)
+            }
+        }
+        flush()
+        proto.diffs = encoded
+        return proto
+    }
+
+    /// The first sample time in the batch, so segments of new strokes have small times.
+    static func timeReference(of diffs: [StrokeDiff]) -> Int64 {
+        for diff in diffs {
+            switch diff {
+            case .appended(_, _, let samples), .predicted(_, let samples):
+                if let first = samples.first { return first.time }
+            default: continue
+            }
+        }
+        return 0
+    }
+}
+
+/// One `StrokeAppends` under construction.
+private struct AppendBlock {
+    var ids: [Int64] = [], offsets: [UInt32] = [], counts: [UInt32] = [], predicted: [UInt32] = []
+    var writer = SampleColumnWriter(capacity: 64)
+    var previousID: Int64 = 0
+    var members: [StrokeID] = []
+
+    func contains(_ id: StrokeID) -> Bool { members.contains(id) }
+
+    mutating func add(_ id: StrokeID, chain: StrokeChain, samples: [Sample], predicted tail: [Sample]?, timeReference: Int64) {
+        members.append(id)
+        ids.append(Int64(bitPattern: id.rawValue) &- previousID)
+        previousID = Int64(bitPattern: id.rawValue)
+        offsets.append(UInt32(chain.count))
+        counts.append(UInt32(samples.count))
+        predicted.append(tail.map { UInt32($0.count + 1) } ?? 0)
+        writer.startSegment(after: chain.last, chain.beforeLast, timeReference: timeReference)
+        for sample in samples { writer.append(sample) }
+        for sample in tail ?? [] { writer.append(sample) }
+    }
+
+    consuming func finish() -> Touchsync_V1_Diff {
+        var appends = Touchsync_V1_StrokeAppends()
+        appends.strokeID = ids
+        appends.offset = offsets
+        appends.count = counts
+        appends.predicted = predicted
+        appends.samples = writer.finish()
+        var diff = Touchsync_V1_Diff()
+        diff.appends = appends
+        return diff
+    }
+}
+
+/// Decoding a batch needs the replica it will be applied to: segments
+/// continue the strokes' stored samples.
+public enum DiffStreamDecoder {
+    public static func decode(_ proto: Touchsync_V1_DiffBatch, against state: BoardState) throws(DiffStreamError)
+        -> DiffBatch
+    {
+        var chains: [StrokeID: StrokeChain] = [:]
+        func chain(_ id: StrokeID) throws(DiffStreamError) -> StrokeChain {
+            if let chain = chains[id] { return chain }
+            guard let stroke = state.activeStrokes[id] else { throw .replica(.unknownStroke(id)) }
+            return StrokeChain(stroke)
+        }
+        var diffs: [StrokeDiff] = []
+        diffs.reserveCapacity(proto.diffs.count)
+        do {
+            for diff in proto.diffs {
+                switch diff.kind {
+                case .began(let began):
+                    let id = StrokeID(began.strokeID)
+                    chains[id] = StrokeChain()
+                    diffs.append(
+                        .began(id, owner: UserNamespace(began.owner), touch: began.touchID, style: StrokeStyle(began.style)))
+                case .appends(let appends):
+                    let segments = appends.strokeID.count
+                    guard appends.offset.count == segments, appends.count.count == segments,
+                        appends.predicted.count == segments
+                    else { throw DiffStreamError.wire(.malformed("stroke appends columns differ in length")) }
+                    guard appends.samples.predictedCount == 0 else {
+                        throw DiffStreamError.wire(.malformed("stroke appends use per-segment predictions, not predicted_count"))
+                    }
+                    var reader = try SampleColumnReader(appends.samples)
+                    var raw: Int64 = 0
+                    for segment in 0..<segments {
+                        let (next, overflow) = raw.addingReportingOverflow(appends.strokeID[segment])
+                        guard !overflow, next > 0 else { throw DiffStreamError.wire(.malformed("stroke id delta out of range")) }
+                        raw = next
+                        let id = StrokeID(UInt64(raw))
+                        var current = try chain(id)
+                        let offset = Int(appends.offset[segment])
+                        guard offset == current.count else {
+                            throw DiffStreamError.replica(.wrongOffset(id, expected: current.count, received: offset))
+                        }
+                        let count = Int(appends.count[segment])
+                        let tail = Int(appends.predicted[segment]) - 1
+                        guard count + max(tail, 0) <= reader.count else {
+                            throw DiffStreamError.wire(.malformed("a segment is longer than the run"))
+                        }
+                        try reader.startSegment(after: current.last, current.beforeLast, timeReference: proto.timeReference)
+                        if count > 0 {
+                            var samples: [Sample] = []
+                            samples.reserveCapacity(count)
+                            for _ in 0..<count { samples.append(try reader.next()) }
+                            current.advance(over: samples)
+                            diffs.append(.appended(id, offset: offset, samples: samples))
+                        }
+                        if tail >= 0 {
+                            var predicted: [Sample] = []
+                            predicted.reserveCapacity(tail)
+                            for _ in 0..<tail { predicted.append(try reader.next()) }
+                            diffs.append(.predicted(id, samples: predicted))
+                        }
+                        chains[id] = current
+                    }
+                    try reader.finish()
+                case .amended(let amended):
+                    let samples = try SampleRunCodec.decodeSamples(amended.sample)
+                    guard samples.count == 1 else {
+                        throw DiffStreamError.wire(.malformed("an amendment carries \(samples.count) samples, not 1"))
+                    }
+                    diffs.append(.amended(StrokeID(amended.strokeID), offset: Int(amended.offset), sample: samples[0]))
+                case .accepted(let accepted):
+                    chains[StrokeID(accepted.strokeID)] = nil
+                    diffs.append(.accepted(StrokeID(accepted.strokeID), position: accepted.position))
+                case .cancelled(let cancelled):
+                    chains[StrokeID(cancelled.strokeID)] = nil
+                    diffs.append(.cancelled(StrokeID(cancelled.strokeID)))
+                case .cleared(let cleared):
+                    diffs.append(.cleared(owner: cleared.owner.isEmpty ? nil : UserNamespace(cleared.owner)))
+                case nil:
+                    throw DiffStreamError.wire(.malformed("a diff with no kind"))
+                }
+            }
+        } catch let error as DiffStreamError {
+            throw error
+        } catch let error as WireError {
+            throw .wire(error)
+        } catch {
+            throw .wire(.malformed("\(error)"))
+        }
+        return DiffBatch(sequence: proto.sequence, hubTime: proto.hubTime, diffs: diffs)
+    }
+}
+
+extension BoardState {
+    /// Decodes an encoded batch against this replica and applies it; returns
+    /// the diffs applied (for views that animate them).
+    @discardableResult
+    public mutating func apply(_ proto: Touchsync_V1_DiffBatch) throws(DiffStreamError) -> DiffBatch {
+        guard proto.sequence == sequence &+ 1 else {
+            throw .replica(.sequenceGap(expected: sequence &+ 1, received: proto.sequence))
+        }
+        let batch = try DiffStreamDecoder.decode(proto, against: self)
+        do {
+            try apply(batch)
+        } catch {
+            throw .replica(error)
+        }
+        return batch
+    }
+
+    /// The Clone-pattern rule on encoded batches: skip what the state already
+    /// includes (without decoding it), apply the next one.
+    @discardableResult
+    public mutating func applyIfNew(_ proto: Touchsync_V1_DiffBatch) throws(DiffStreamError) -> Bool {
+        if proto.sequence <= sequence { return false }
+        try apply(proto)
+        return true
+    }
+}
