@@ -31,10 +31,12 @@ public struct CodecBenchmark: Sendable {
         public var samples: Int
         public var agentBytesPerSample: Double
         public var publishBytesPerSample: Double
-        /// The diff stream when the hub publishes one coalesced batch per tick.
+        /// The diff stream when the hub publishes one coalesced batch per tick
+        /// of `eventsPerTick` input events per user (2 at 120 Hz: 16.7 ms).
         public var tickBytesPerSample: Double
-        /// Input events per user in one tick (2 at 120 Hz: a 16.7 ms tick).
         public var eventsPerTick: Int
+        /// Bytes per sample of the diff stream for ticks of 1, 2, 4 and 8 events per user.
+        public var bytesPerSampleByTick: [(eventsPerTick: Int, bytesPerSample: Double)]
         public var snapshotBytesPerSample: Double
         public var digest: BoardDigest
     }
@@ -48,6 +50,9 @@ public struct CodecBenchmark: Sendable {
         profile.withForce = withForce
         profile.clearRate = 0
         profile.strokeLength = 60...600
+        // Drawing fingers move continuously while down; an occasional pause (a skipped
+        // event, the finger frozen) still happens.
+        profile.idleRate = 0.02
         var simulator = SessionSimulator(seed: seed, profile: profile)
         var inputs: [(UserNamespace, TouchFrame, StrokeStyle)] = []
         inputs.reserveCapacity(frames)
@@ -150,6 +155,27 @@ public struct CodecBenchmark: Sendable {
         }
         guard tickReplica.digest == hub.digest else { throw ValidationError("tick-coalesced replica diverged from the hub") }
 
+        // The size side of the tick-length trade-off (latency grows with the tick).
+        var byTick: [(Int, Double)] = []
+        for events in [1, 2, 4, 8] {
+            var board = BoardState(limits: limits)
+            var coalescer = DiffCoalescer()
+            var encoder = DiffStreamEncoder(board: "bench")
+            var bytes = 0
+            var diffs: [StrokeDiff] = []
+            for (index, (user, frame, style)) in inputs.enumerated() {
+                diffs.removeAll(keepingCapacity: true)
+                try board.reduce(frame, from: user, style: style, into: &diffs)
+                coalescer.add(contentsOf: diffs)
+                if (index + 1) % (users * events) == 0 || index == inputs.count - 1, !coalescer.isEmpty {
+                    var message = Touchsync_V1_PublishMessage()
+                    message.batch = encoder.encode(board.sealBatch(coalescer.take(), hubTime: Int64(index)))
+                    bytes += WireCodec.encode(message).count
+                }
+            }
+            byTick.append((events, Double(bytes) / Double(samples)))
+        }
+
         let snapshotBytes = SnapshotCodec.chunks(of: hub.snapshot(), board: "bench", digest: hub.digest)
             .reduce(0) { $0 + WireCodec.encode($1).count }
         let stored = hub.storedSampleCount
@@ -158,6 +184,7 @@ public struct CodecBenchmark: Sendable {
             agentBytesPerSample: Double(agentMessages.reduce(0) { $0 + $1.count }) / Double(samples),
             publishBytesPerSample: Double(published.reduce(0) { $0 + $1.count }) / Double(samples),
             tickBytesPerSample: Double(tickBytes) / Double(samples), eventsPerTick: eventsPerTick,
+            bytesPerSampleByTick: byTick,
             snapshotBytesPerSample: Double(snapshotBytes) / Double(max(stored, 1)), digest: hub.digest)
     }
 }
@@ -200,10 +227,12 @@ struct BenchCommand: ParsableCommand {
         }
         print("")
         print("bytes per sample (predicted tails included in the stream, counted against real samples only):")
-        print(String(format: "  agent to hub, one message per input event         %6.2f", report.agentBytesPerSample))
-        print(String(format: "  hub to subscribers, one batch per input event     %6.2f", report.publishBytesPerSample))
-        print(String(format: "  hub to subscribers, one batch per tick (%d events) %6.2f", report.eventsPerTick, report.tickBytesPerSample))
-        print(String(format: "  snapshot (stored strokes)                         %6.2f", report.snapshotBytesPerSample))
+        print("  agent to hub, one message per input event".padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", report.agentBytesPerSample))
+        for (events, bytes) in report.bytesPerSampleByTick {
+            let label = "  hub to subscribers, tick of \(events) event(s) per user (\(String(format: "%.1f", Double(events) * 1000 / 120)) ms at 120 Hz)"
+            print(label.padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", bytes))
+        }
+        print("  snapshot (stored strokes, no per-tick framing)".padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", report.snapshotBytesPerSample))
         print("reference: Yjs (Yrs via pycrdt) merges ~870,000 samples/s in-process at 21 bytes/sample on this machine class")
     }
 }
