@@ -23,6 +23,8 @@ public struct CodecBenchmark: Sendable {
     public var withForce = false
     public var repetitions = 5
     public var seed: UInt64 = 1
+    /// Run only the reduce stage (for profilers).
+    public var reduceOnly = false
 
     public init() {}
 
@@ -91,6 +93,13 @@ public struct CodecBenchmark: Sendable {
                 if !diffs.isEmpty { batches.append(hub.sealBatch(diffs, hubTime: Int64(index))) }
             }
         })
+
+        if reduceOnly {
+            return Report(
+                figures: figures, samples: samples, agentBytesPerSample: 0, publishBytesPerSample: 0,
+                tickBytesPerSample: 0, eventsPerTick: 0, bytesPerSampleByTick: [], snapshotBytesPerSample: 0,
+                digest: hub.digest)
+        }
 
         var agentMessages: [[UInt8]] = []
         figures.append(best("encode agent frames") {
@@ -201,6 +210,7 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Samples per input event (2: 240 Hz digitizer at 120 Hz events).") var coalesced = 2
     @Flag(help: "Samples carry force (Pencil, 3D Touch).") var force = false
     @Option(help: "Repetitions per stage; the best is reported.") var repetitions = 5
+    @Flag(help: ArgumentHelp("Run only the reduce stage (for perf or callgrind).", visibility: .hidden)) var reduceOnly = false
 
     func validate() throws {
         guard frames >= 100 else { throw ValidationError("--frames must be at least 100") }
@@ -216,10 +226,12 @@ struct BenchCommand: ParsableCommand {
         benchmark.coalesced = coalesced
         benchmark.withForce = force
         benchmark.repetitions = repetitions
+        benchmark.reduceOnly = reduceOnly
         #if DEBUG
         print("warning: this is a debug build; run `make bench` (release) for real figures")
         #endif
         let report = try benchmark.run { print($0) }
+        if reduceOnly { return }
         print("")
         print("stage                                       samples/s   (best of \(repetitions))")
         for figure in report.figures {

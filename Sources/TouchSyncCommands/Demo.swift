@@ -111,7 +111,7 @@ public struct DemoScene: Sendable {
                 spectator = joined
             }
             if step % (steps / 4) == 0 {
-                report("  [hub] event \(step): sequence \(hub.sequence), \(hub.activeStrokes.count) strokes in progress, \(hub.acceptedStrokes.count) accepted, \(hub.storedSampleCount) samples stored")
+                report("  [hub] event \(step): sequence \(hub.sequence), \(hub.liveTouchCount) strokes in progress, \(hub.acceptedStrokes.count) accepted, \(hub.storedSampleCount) samples stored")
             }
         }
         result.hubDigest = hub.digest

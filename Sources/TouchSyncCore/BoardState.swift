@@ -24,6 +24,7 @@ public struct Stroke: Sendable, Equatable {
     }
 
     public var isActive: Bool { acceptedPosition == nil }
+
 }
 
 /// A live touch as the seed app's gray spot shows it: where the finger is now.
@@ -51,10 +52,9 @@ public struct TouchSpot: Sendable, Equatable {
 /// replica alike, so a replica that applies the hub's diffs in order holds
 /// exactly the hub's state. The hub reaches it through `reduce`, which first
 /// validates a whole frame and only then emits and applies its diffs.
-public struct BoardState: Sendable, Equatable {
+public struct BoardState: Sendable {
     /// The sequence number of the last batch this state includes.
     public internal(set) var sequence: UInt64 = 0
-    public internal(set) var activeStrokes: [StrokeID: Stroke] = [:]
     public internal(set) var acceptedStrokes: [Stroke] = []
     /// User namespace, then touch id, then the active stroke that touch draws.
     public internal(set) var touches: [UserNamespace: [TouchID: StrokeID]] = [:]
@@ -62,15 +62,50 @@ public struct BoardState: Sendable, Equatable {
     public internal(set) var nextAcceptPosition: UInt64 = 1
     public var limits: BoardLimits
 
+    // Active strokes live in a slab: mutating one is an array subscript, while
+    // mutating a dictionary value in place goes through a `_modify` coroutine
+    // whose frame is heap-allocated (one malloc per sample batch, measured).
+    @usableFromInline var slots: [Stroke?] = []
+    var freeSlots: [Int] = []
+    /// The slot of every stroke begun since `strokeIDBase`, by id - base (-1
+    /// once it has left the active strokes). Ids are dense and hub-assigned,
+    /// so an array beats a dictionary: no hashing, 4 bytes per stroke.
+    @usableFromInline var slotOfStroke: [Int32] = []
+    /// The first id `slotOfStroke` covers: 1, or a loaded snapshot's oldest active stroke.
+    @usableFromInline var strokeIDBase: UInt64 = 1
+    /// The widest span of stroke ids a snapshot's active strokes may cover (64 Mi strokes, 256 MiB of index).
+    public static let maxActiveStrokeIDSpan: UInt64 = 1 << 26
+    @usableFromInline var activeCount = 0
+
     public init(limits: BoardLimits = BoardLimits()) {
         self.limits = limits
     }
 
     // MARK: Views
 
+    /// The active stroke `id`, if it is in progress.
+    @inlinable
+    public func activeStroke(_ id: StrokeID) -> Stroke? {
+        slot(of: id).flatMap { slots[$0] }
+    }
+
+    /// The slab slot of active stroke `id`.
+    @inlinable
+    func slot(of id: StrokeID) -> Int? {
+        let index = id.rawValue &- strokeIDBase
+        guard index < UInt64(slotOfStroke.count) else { return nil }
+        let slot = slotOfStroke[Int(index)]
+        return slot >= 0 ? Int(slot) : nil
+    }
+
+    /// Strokes in progress by id (a copy: for inspection, not hot paths).
+    public var activeStrokes: [StrokeID: Stroke] {
+        Dictionary(uniqueKeysWithValues: slots.lazy.compactMap { $0 }.map { ($0.id, $0) })
+    }
+
     /// Strokes in progress, oldest first (stroke ids are assigned in begin order).
     public var orderedActiveStrokes: [Stroke] {
-        activeStrokes.values.sorted { $0.id < $1.id }
+        slots.compactMap { $0 }.sorted { $0.id < $1.id }
     }
 
     /// One spot per live touch, at its latest (not predicted) sample.
@@ -82,11 +117,11 @@ public struct BoardState: Sendable, Equatable {
         }
     }
 
-    public var liveTouchCount: Int { activeStrokes.count }
+    public var liveTouchCount: Int { activeCount }
 
     /// Samples stored in active and accepted strokes (predicted tails excluded).
     public var storedSampleCount: Int {
-        activeStrokes.values.reduce(0) { $0 + $1.samples.count } + acceptedStrokes.reduce(0) { $0 + $1.samples.count }
+        slots.reduce(0) { $0 + ($1?.samples.count ?? 0) } + acceptedStrokes.reduce(0) { $0 + $1.samples.count }
     }
 
     // MARK: Applying diffs
@@ -119,26 +154,28 @@ public struct BoardState: Sendable, Equatable {
         case .began(let id, let owner, let touch, let style):
             guard id == nextStrokeID else { throw .unexpectedStrokeID(expected: nextStrokeID, received: id) }
             guard touches[owner]?[touch] == nil else { throw .touchAlreadyDown(owner, touch) }
-            activeStrokes[id] = Stroke(id: id, owner: owner, touch: touch, style: style)
+            insertActive(Stroke(id: id, owner: owner, touch: touch, style: style))
             touches[owner, default: [:]][touch] = id
             nextStrokeID = StrokeID(id.rawValue + 1)
 
         case .appended(let id, let offset, let samples):
-            guard let count = activeStrokes[id]?.samples.count else { throw .unknownStroke(id) }
+            guard let slot = slot(of: id) else { throw .unknownStroke(id) }
+            let count = slots[slot]!.samples.count
             guard offset == count else { throw .wrongOffset(id, expected: count, received: offset) }
-            activeStrokes[id]!.samples.append(contentsOf: samples)
+            slots[slot]!.samples.append(contentsOf: samples)
 
         case .predicted(let id, let samples):
-            guard activeStrokes[id] != nil else { throw .unknownStroke(id) }
-            activeStrokes[id]!.predicted = samples
+            guard let slot = slot(of: id) else { throw .unknownStroke(id) }
+            slots[slot]!.predicted = samples
 
         case .amended(let id, let offset, let sample):
-            guard let count = activeStrokes[id]?.samples.count else { throw .unknownStroke(id) }
+            guard let slot = slot(of: id) else { throw .unknownStroke(id) }
+            let count = slots[slot]!.samples.count
             guard offset >= 0 && offset < count else { throw .wrongOffset(id, expected: count - 1, received: offset) }
-            activeStrokes[id]!.samples[offset] = sample
+            slots[slot]!.samples[offset] = sample
 
         case .accepted(let id, let position):
-            guard activeStrokes[id] != nil else { throw .unknownStroke(id) }
+            guard slot(of: id) != nil else { throw .unknownStroke(id) }
             guard position == nextAcceptPosition else {
                 throw .wrongAcceptPosition(expected: nextAcceptPosition, received: position)
             }
@@ -149,7 +186,7 @@ public struct BoardState: Sendable, Equatable {
             nextAcceptPosition = position + 1
 
         case .cancelled(let id):
-            guard activeStrokes[id] != nil else { throw .unknownStroke(id) }
+            guard slot(of: id) != nil else { throw .unknownStroke(id) }
             removeActive(id)
 
         case .cleared(let owner):
@@ -161,9 +198,29 @@ public struct BoardState: Sendable, Equatable {
         }
     }
 
+    /// Makes `stroke` active. Its id must be new (callers check it against `nextStrokeID`).
+    mutating func insertActive(_ stroke: Stroke) {
+        let index = Int(stroke.id.rawValue - strokeIDBase)
+        if slotOfStroke.count <= index {
+            slotOfStroke.append(contentsOf: repeatElement(-1, count: index + 1 - slotOfStroke.count))
+        }
+        if let slot = freeSlots.popLast() {
+            slots[slot] = stroke
+            slotOfStroke[index] = Int32(slot)
+        } else {
+            slotOfStroke[index] = Int32(slots.count)
+            slots.append(stroke)
+        }
+        activeCount += 1
+    }
+
     @discardableResult
     private mutating func removeActive(_ id: StrokeID) -> Stroke {
-        let stroke = activeStrokes.removeValue(forKey: id)!
+        let slot = slot(of: id)!
+        slotOfStroke[Int(id.rawValue - strokeIDBase)] = -1
+        activeCount -= 1
+        let stroke = slots[slot].take()!
+        freeSlots.append(slot)
         touches[stroke.owner]![stroke.touch] = nil
         if touches[stroke.owner]!.isEmpty { touches[stroke.owner] = nil }
         return stroke
@@ -188,5 +245,16 @@ public struct BoardState: Sendable, Equatable {
         precondition(!diffs.isEmpty, "an empty step publishes no batch")
         sequence += 1
         return DiffBatch(sequence: sequence, hubTime: hubTime, diffs: diffs)
+    }
+}
+
+extension BoardState: Equatable {
+    /// Equal boards show the same strokes in the same order, whatever slots hold them.
+    public static func == (lhs: BoardState, rhs: BoardState) -> Bool {
+        lhs.sequence == rhs.sequence && lhs.nextStrokeID == rhs.nextStrokeID
+            && lhs.nextAcceptPosition == rhs.nextAcceptPosition && lhs.limits == rhs.limits
+            && lhs.touches == rhs.touches && lhs.acceptedStrokes == rhs.acceptedStrokes
+            && lhs.activeCount == rhs.activeCount
+            && lhs.slots.allSatisfy { stroke in stroke.map { rhs.activeStroke($0.id) == $0 } ?? true }
     }
 }

@@ -2,7 +2,22 @@
 /// connection (routing id, later the authenticated key), never from a payload.
 public struct UserNamespace: Hashable, Comparable, Sendable, CustomStringConvertible {
     public let rawValue: String
-    public init(_ rawValue: String) { self.rawValue = rawValue }
+    /// FNV-1a of the name, computed once: the hub looks a user up on every
+    /// frame, and hashing one word is much cheaper than hashing the string.
+    private let fingerprint: UInt64
+
+    public init(_ rawValue: String) {
+        self.rawValue = rawValue
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in rawValue.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        fingerprint = hash
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.fingerprint == rhs.fingerprint && lhs.rawValue == rhs.rawValue
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(fingerprint) }
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
     public var description: String { rawValue }
 }

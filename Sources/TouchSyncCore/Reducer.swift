@@ -8,30 +8,41 @@ extension BoardState {
     public mutating func reduce(
         _ frame: TouchFrame, from user: UserNamespace, style: StrokeStyle, into diffs: inout [StrokeDiff]
     ) throws(TouchInputError) {
-        let userTouches = touches[user] ?? [:]
-        try validate(frame, userTouches: userTouches)
+        // The user's touch table as the frame found it. Each change names a
+        // different touch, so earlier changes never alter a later one's entry.
+        // (Holding it costs a copy of the small table only on frames that begin
+        // or end a touch; every other frame just reads it.)
+        let table = touches[user]
+        try validate(frame, table: table)
 
-        for change in frame.changes {
-            switch change.phase {
+        // Indexing (not `for change in`) reads fields in place instead of copying
+        // each change, which would retain its three arrays.
+        for index in frame.changes.indices {
+            let touch = frame.changes[index].touch
+            switch frame.changes[index].phase {
             case .began:
                 let id = nextStrokeID
-                emit(.began(id, owner: user, touch: change.touch, style: style), into: &diffs)
-                emitSamples(of: change, to: id, into: &diffs)
+                emit(.began(id, owner: user, touch: touch, style: style), into: &diffs)
+                emitSamples(of: frame.changes[index], to: id, into: &diffs)
             case .moved, .stationary:
-                emitSamples(of: change, to: userTouches[change.touch]!, into: &diffs)
+                emitSamples(of: frame.changes[index], to: table![touch]!, into: &diffs)
             case .ended:
-                let id = userTouches[change.touch]!
-                emitSamples(of: change, to: id, into: &diffs, predictions: false)
+                let id = table![touch]!
+                emitSamples(of: frame.changes[index], to: id, into: &diffs, predictions: false)
                 emit(.accepted(id, position: nextAcceptPosition), into: &diffs)
             case .cancelled:
-                emit(.cancelled(userTouches[change.touch]!), into: &diffs)
+                emit(.cancelled(table![touch]!), into: &diffs)
             }
         }
 
         if let alive = frame.aliveTouches, let remaining = touches[user] {
-            // Sorted so the same input always yields the same diffs (dictionary order is per process).
-            let vanished = remaining.filter { !alive.contains($0.key) }.map(\.value).sorted()
-            for id in vanished { emit(.cancelled(id), into: &diffs) }
+            var vanished: [StrokeID] = []  // allocates only when a touch did vanish
+            for (touch, id) in remaining where !alive.contains(touch) { vanished.append(id) }
+            if !vanished.isEmpty {
+                // Sorted so the same input always yields the same diffs (dictionary order is per process).
+                vanished.sort()
+                for id in vanished { emit(.cancelled(id), into: &diffs) }
+            }
         }
     }
 
@@ -51,67 +62,75 @@ extension BoardState {
     private mutating func emitSamples(
         of change: TouchChange, to id: StrokeID, into diffs: inout [StrokeDiff], predictions: Bool = true
     ) {
+        let slot = slot(of: id)!
         if !change.samples.isEmpty {
-            let offset = activeStrokes[id]!.samples.count
-            emit(.appended(id, offset: offset, samples: change.samples), into: &diffs)
+            emit(.appended(id, offset: slots[slot]!.samples.count, samples: change.samples), into: &diffs)
         }
         for amendment in change.amendments {
-            let offset = activeStrokes[id]!.offset(ofEstimation: amendment.estimationIndex)!
+            let offset = slots[slot]!.offset(ofEstimation: amendment.estimationIndex)!
             emit(.amended(id, offset: offset, sample: amendment), into: &diffs)
         }
         // A prediction lives until this touch's next change: replace it (or drop it) now.
-        if predictions && !(change.predicted.isEmpty && activeStrokes[id]!.predicted.isEmpty) {
+        if predictions && !(change.predicted.isEmpty && slots[slot]!.predicted.isEmpty) {
             emit(.predicted(id, samples: change.predicted), into: &diffs)
         }
     }
 
     // MARK: Validating
 
-    private func validate(_ frame: TouchFrame, userTouches: [TouchID: StrokeID]) throws(TouchInputError) {
+    private func validate(_ frame: TouchFrame, table userTouches: [TouchID: StrokeID]?) throws(TouchInputError) {
         guard frame.changes.count <= limits.maxChangesPerFrame else {
             throw .frameTooLarge("touch changes", limit: limits.maxChangesPerFrame)
         }
         var frameSamples = 0
-        for (index, change) in frame.changes.enumerated() {
+        var begins = false
+        let changes = frame.changes
+        for index in changes.indices {
+            let touch = changes[index].touch
+            let phase = changes[index].phase
             // Frames are small (≤ maxChangesPerFrame): a scan beats allocating a set.
-            for earlier in frame.changes[..<index] where earlier.touch == change.touch {
-                throw .duplicateTouchInFrame(change.touch)
+            for earlier in 0..<index where changes[earlier].touch == touch {
+                throw .duplicateTouchInFrame(touch)
             }
-            frameSamples += change.samples.count + change.predicted.count + change.amendments.count
-            guard change.predicted.count <= limits.maxPredictedSamples else {
+            let samples = changes[index].samples.count
+            let predicted = changes[index].predicted.count
+            frameSamples += samples + predicted + changes[index].amendments.count
+            guard predicted <= limits.maxPredictedSamples else {
                 throw .frameTooLarge("predicted samples per touch", limit: limits.maxPredictedSamples)
             }
-            let stroke = userTouches[change.touch].map { activeStrokes[$0]! }
-            switch change.phase {
+            let strokeID = userTouches?[touch]
+            switch phase {
             case .began:
-                guard stroke == nil else { throw .duplicateBegan(change.touch) }
-                guard !change.samples.isEmpty else { throw .missingSamples(change.touch, change.phase) }
+                guard strokeID == nil else { throw .duplicateBegan(touch) }
+                guard samples > 0 else { throw .missingSamples(touch, phase) }
+                begins = true
             case .moved:
-                guard stroke != nil else { throw .unknownTouch(change.touch, change.phase) }
-                guard !change.samples.isEmpty else { throw .missingSamples(change.touch, change.phase) }
+                guard strokeID != nil else { throw .unknownTouch(touch, phase) }
+                guard samples > 0 else { throw .missingSamples(touch, phase) }
             case .stationary, .ended, .cancelled:
-                guard stroke != nil else { throw .unknownTouch(change.touch, change.phase) }
+                guard strokeID != nil else { throw .unknownTouch(touch, phase) }
             }
-            if change.phase != .cancelled {
-                try validateSamples(of: change, stroke: stroke)
+            if phase != .cancelled {
+                try validateSamples(of: changes[index], stroke: strokeID)
             }
         }
         guard frameSamples <= limits.maxSamplesPerFrame else {
             throw .frameTooLarge("samples", limit: limits.maxSamplesPerFrame)
         }
-        let liveAfter = liveTouchCount(after: frame, userTouches: userTouches)
-        guard liveAfter <= limits.maxLiveTouchesPerUser else {
+        // Without a began the count cannot grow, and it was within the limit before.
+        if begins, liveTouchCount(after: frame, userTouches: userTouches ?? [:]) > limits.maxLiveTouchesPerUser {
             throw .tooManyTouches(limit: limits.maxLiveTouchesPerUser)
         }
     }
 
-    private func validateSamples(of change: TouchChange, stroke: Stroke?) throws(TouchInputError) {
+    private func validateSamples(of change: TouchChange, stroke id: StrokeID?) throws(TouchInputError) {
         let touch = change.touch
-        let stored = stroke?.samples.count ?? 0
-        guard stored + change.samples.count <= limits.maxSamplesPerStroke else {
+        // Borrow the stroke's samples only (copying the whole Stroke retains all its parts).
+        let stored = id.flatMap { slot(of: $0) }.map { slots[$0]!.samples } ?? []
+        guard stored.count + change.samples.count <= limits.maxSamplesPerStroke else {
             throw .strokeTooLong(touch, limit: limits.maxSamplesPerStroke)
         }
-        var previousTime = stroke?.samples.last?.time ?? Int64.min
+        var previousTime = stored.last?.time ?? Int64.min
         for sample in change.samples {
             if let problem = sample.validate() { throw .invalidSample(touch, problem) }
             guard sample.time >= previousTime else { throw .invalidSample(touch, .timeWentBackwards) }
@@ -127,7 +146,7 @@ extension BoardState {
                 index == 0
                 ? nil
                 : change.samples.last { $0.estimationIndex == index }
-                    ?? stroke?.offset(ofEstimation: index).map { stroke!.samples[$0] }
+                    ?? stored.last { $0.estimationIndex == index }
             guard let original else { throw .unknownEstimationIndex(touch, index) }
             guard original.x == amendment.x, original.y == amendment.y, original.time == amendment.time else {
                 throw .invalidSample(touch, .amendmentChangesLocation)
@@ -139,12 +158,16 @@ extension BoardState {
         func survives(_ touch: TouchID) -> Bool {
             frame.aliveTouches.map { $0.contains(touch) } ?? true
         }
+        let changes = frame.changes
         var count = 0
         for touch in userTouches.keys where survives(touch) {
-            let change = frame.changes.first { $0.touch == touch }
-            if change?.phase != .ended && change?.phase != .cancelled { count += 1 }
+            let index = changes.indices.first { changes[$0].touch == touch }
+            let phase = index.map { changes[$0].phase }
+            if phase != .ended && phase != .cancelled { count += 1 }
         }
-        for change in frame.changes where change.phase == .began && survives(change.touch) { count += 1 }
+        for index in changes.indices where changes[index].phase == .began && survives(changes[index].touch) {
+            count += 1
+        }
         return count
     }
 }

@@ -32,6 +32,12 @@ extension BoardState {
     /// (it came from a corrupt or hostile source).
     public init(snapshot: BoardSnapshot, limits: BoardLimits = BoardLimits()) throws(ReplicaError) {
         self.init(limits: limits)
+        strokeIDBase = snapshot.activeStrokes.first?.id.rawValue ?? snapshot.nextStrokeID.rawValue
+        guard strokeIDBase >= 1, snapshot.nextStrokeID.rawValue >= strokeIDBase,
+            snapshot.nextStrokeID.rawValue - strokeIDBase <= Self.maxActiveStrokeIDSpan
+        else {
+            throw .inconsistentSnapshot("active stroke ids span more than \(Self.maxActiveStrokeIDSpan) strokes")
+        }
         var previousID = StrokeID(0)
         for stroke in snapshot.activeStrokes {
             guard stroke.id > previousID, stroke.id < snapshot.nextStrokeID else {
@@ -44,7 +50,7 @@ extension BoardState {
                 throw .inconsistentSnapshot("touch \(stroke.touch) of \(stroke.owner) draws two strokes")
             }
             touches[stroke.owner, default: [:]][stroke.touch] = stroke.id
-            activeStrokes[stroke.id] = stroke
+            insertActive(stroke)
             previousID = stroke.id
         }
         var previousPosition: UInt64 = 0
@@ -57,7 +63,7 @@ extension BoardState {
             guard stroke.predicted.isEmpty else {
                 throw .inconsistentSnapshot("accepted stroke \(stroke.id) keeps a prediction")
             }
-            guard activeStrokes[stroke.id] == nil else {
+            guard slot(of: stroke.id) == nil else {
                 throw .inconsistentSnapshot("stroke \(stroke.id) is both active and accepted")
             }
             previousPosition = position

@@ -52,7 +52,7 @@ public struct DiffStreamEncoder: Sendable {
     /// An encoder for a board whose replicas hold `state` (e.g. after loading a journal).
     public init(board: String, continuing state: BoardState = BoardState()) {
         self.board = board
-        for stroke in state.activeStrokes.values { chains[stroke.id] = StrokeChain(stroke) }
+        for stroke in state.orderedActiveStrokes { chains[stroke.id] = StrokeChain(stroke) }
     }
 
     public mutating func encode(_ batch: DiffBatch) -> Touchsync_V1_DiffBatch {
@@ -200,7 +200,7 @@ public enum DiffStreamDecoder {
         var chains: [StrokeID: StrokeChain] = [:]
         func chain(_ id: StrokeID) throws(DiffStreamError) -> StrokeChain {
             if let chain = chains[id] { return chain }
-            guard let stroke = state.activeStrokes[id] else { throw .replica(.unknownStroke(id)) }
+            guard let stroke = state.activeStroke(id) else { throw .replica(.unknownStroke(id)) }
             return StrokeChain(stroke)
         }
         var diffs: [StrokeDiff] = []

@@ -163,6 +163,15 @@ struct ConvergenceTests {
         twice.nextStrokeID = StrokeID(good.nextStrokeID.rawValue + 1)
         #expect(throws: ReplicaError.self) { try BoardState(snapshot: twice) }
 
+        // A hostile snapshot cannot make the replica index 2^60 strokes.
+        var sparse = good
+        sparse.activeStrokes = [Stroke(id: StrokeID(1 << 60), owner: alice, touch: 1, style: .default)]
+        sparse.nextStrokeID = StrokeID((1 << 60) + 1)
+        sparse.acceptedStrokes = []
+        #expect(throws: ReplicaError.self) { try BoardState(snapshot: { var s = sparse; s.activeStrokes.insert(Stroke(id: StrokeID(1), owner: bob, touch: 1, style: .default), at: 0); return s }()) }
+        let far = try BoardState(snapshot: sparse)  // one active stroke far out is fine: the index starts at it
+        #expect(far.activeStroke(StrokeID(1 << 60)) != nil)
+
         var predictedAccepted = good
         predictedAccepted.acceptedStrokes[0].predicted = [sample(1, 1, t: 1)]
         #expect(throws: ReplicaError.self) { try BoardState(snapshot: predictedAccepted) }
