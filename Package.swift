@@ -7,6 +7,8 @@
 //   TouchSyncCore      the pure stroke model: board state, reducer, replica, digest (no I/O)
 //   TouchSyncSimulation  simulated fingers: deterministic multi-user touch sessions (pure)
 //   TouchSyncWire      protobuf messages (generated, committed) and codecs to and from the core
+//   TouchSyncHub       the hub: one thread owning the sockets and every board (a ServiceLifecycle Service)
+//   TouchSyncClient    agents (UIKit-shaped touch API) and subscribers (live replicas), over ZeroMQ
 //   TouchSyncCommands  the `touchsync` subcommands, as a testable library
 //   touchsync          a thin @main over TouchSyncCommands
 import PackageDescription
@@ -28,6 +30,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.28.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
     ],
     targets: [
@@ -60,13 +65,39 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncHub",
+            dependencies: [
+                "ZeroMQ",
+                "TouchSyncCore",
+                "TouchSyncWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TouchSyncClient",
+            dependencies: [
+                "ZeroMQ",
+                "TouchSyncCore",
+                "TouchSyncWire",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncCommands",
             dependencies: [
                 "ZeroMQ",
                 "TouchSyncCore",
                 "TouchSyncSimulation",
                 "TouchSyncWire",
+                "TouchSyncHub",
+                "TouchSyncClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -96,6 +127,21 @@ let package = Package(
                 "TouchSyncSimulation",
                 "TouchSyncWire",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TouchSyncHubTests",
+            dependencies: [
+                "ZeroMQ",
+                "TouchSyncCore",
+                "TouchSyncSimulation",
+                "TouchSyncWire",
+                "TouchSyncHub",
+                "TouchSyncClient",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -6,7 +6,7 @@
 ///
 /// Replaying the result from any state yields exactly what replaying the
 /// input would (a property the tests check on random sessions).
-public struct DiffCoalescer {
+public struct DiffCoalescer: Sendable {
     private var output: [StrokeDiff] = []
     /// Per stroke: the output index of its open append and of its prediction.
     private var openAppend: [StrokeID: Int] = [:]

@@ -62,6 +62,7 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
     case messageTooLarge = 13
     case rateLimited = 14
     case internalError = 15
+    case outOfOrder = 16
 }
 
 /// A diff that does not fit the replica's state: something was missed,

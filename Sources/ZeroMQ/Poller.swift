@@ -23,6 +23,13 @@ public struct ZMQPoller {
         return items.count - 1
     }
 
+    /// Adds a file descriptor (a pipe, an eventfd, a `Mailbox`) to watch for readability.
+    @discardableResult
+    public mutating func add(fileDescriptor: Int32) -> Int {
+        items.append(zmq_pollitem_t(socket: nil, fd: fileDescriptor, events: Int16(ZMQ_POLLIN), revents: 0))
+        return items.count - 1
+    }
+
     public var count: Int { items.count }
 
     /// Waits up to `timeoutMilliseconds` (-1: forever) and returns how many

@@ -72,6 +72,9 @@ extension ZMQSocket {
     /// `ZMQ_RCVTIMEO` and `ZMQ_SNDTIMEO` in milliseconds (-1: block forever).
     public func setReceiveTimeout(milliseconds: Int32) throws(ZMQError) { try setOption(ZMQ_RCVTIMEO, milliseconds) }
     public func setSendTimeout(milliseconds: Int32) throws(ZMQError) { try setOption(ZMQ_SNDTIMEO, milliseconds) }
+    /// `ZMQ_SNDBUF` and `ZMQ_RCVBUF`: the kernel's socket buffer sizes in bytes (0: the OS default).
+    public func setSendBuffer(bytes: Int32) throws(ZMQError) { try setOption(ZMQ_SNDBUF, bytes) }
+    public func setReceiveBuffer(bytes: Int32) throws(ZMQError) { try setOption(ZMQ_RCVBUF, bytes) }
     /// `ZMQ_IMMEDIATE`: queue only to peers whose connection is complete.
     public func setImmediate(_ on: Bool) throws(ZMQError) { try setOption(ZMQ_IMMEDIATE, Int32(on ? 1 : 0)) }
 
@@ -80,6 +83,9 @@ extension ZMQSocket {
     /// `ZMQ_ROUTER_MANDATORY`: sending to an unknown routing id fails with
     /// `EHOSTUNREACH` instead of being dropped silently.
     public func setRouterMandatory(_ on: Bool) throws(ZMQError) { try setOption(ZMQ_ROUTER_MANDATORY, Int32(on ? 1 : 0)) }
+    /// `ZMQ_ROUTER_HANDOVER`: a new connection with a routing id already in use
+    /// takes it over (a reconnecting peer whose old connection is not yet gone).
+    public func setRouterHandover(_ on: Bool) throws(ZMQError) { try setOption(ZMQ_ROUTER_HANDOVER, Int32(on ? 1 : 0)) }
     /// `ZMQ_ROUTING_ID` (was `ZMQ_IDENTITY`): this socket's id as its ROUTER peer sees it; set before connect.
     public func setRoutingID(_ id: [UInt8]) throws(ZMQError) { try setOption(ZMQ_ROUTING_ID, bytes: id) }
     public var routingID: [UInt8] { get throws(ZMQError) { try bytesOption(ZMQ_ROUTING_ID) } }

@@ -139,6 +139,9 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
 
   /// the hub failed; the message may be retried
   case `internal` // = 15
+
+  /// a numbered message whose predecessor never arrived: resend after the ack
+  case outOfOrder // = 16
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -163,6 +166,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case 13: self = .messageTooLarge
     case 14: self = .rateLimited
     case 15: self = .internal
+    case 16: self = .outOfOrder
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -185,6 +189,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case .messageTooLarge: return 13
     case .rateLimited: return 14
     case .internal: return 15
+    case .outOfOrder: return 16
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -207,6 +212,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     .messageTooLarge,
     .rateLimited,
     .internal,
+    .outOfOrder,
   ]
 
 }
@@ -308,7 +314,7 @@ nonisolated extension Touchsync_V1_TouchPhase: SwiftProtobuf._ProtoNameProviding
 }
 
 nonisolated extension Touchsync_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0")
 }
 
 nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

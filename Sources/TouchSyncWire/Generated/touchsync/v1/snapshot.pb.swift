@@ -34,6 +34,10 @@ public nonisolated struct Touchsync_V1_SnapshotRequest: Sendable {
 
   public var board: String = String()
 
+  /// Chosen by the subscriber and echoed in every reply, so replies to a
+  /// request it gave up on (time-out, resync) are recognised and dropped.
+  public var requestID: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -61,6 +65,9 @@ public nonisolated struct Touchsync_V1_SnapshotReply: Sendable {
     }
     set {body = .error(newValue)}
   }
+
+  /// the request this answers
+  public var requestID: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -178,7 +185,7 @@ fileprivate nonisolated let _protobuf_package = "touchsync.v1"
 
 nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SnapshotRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{3}request_id\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -187,6 +194,7 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.board) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.requestID) }()
       default: break
       }
     }
@@ -196,11 +204,15 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
     if !self.board.isEmpty {
       try visitor.visitSingularStringField(value: self.board, fieldNumber: 1)
     }
+    if self.requestID != 0 {
+      try visitor.visitSingularUInt64Field(value: self.requestID, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Touchsync_V1_SnapshotRequest, rhs: Touchsync_V1_SnapshotRequest) -> Bool {
     if lhs.board != rhs.board {return false}
+    if lhs.requestID != rhs.requestID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -208,7 +220,7 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
 
 nonisolated extension Touchsync_V1_SnapshotReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SnapshotReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}chunk\0\u{1}error\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}chunk\0\u{1}error\0\u{3}request_id\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -242,6 +254,7 @@ nonisolated extension Touchsync_V1_SnapshotReply: SwiftProtobuf.Message, SwiftPr
           self.body = .error(v)
         }
       }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.requestID) }()
       default: break
       }
     }
@@ -263,11 +276,15 @@ nonisolated extension Touchsync_V1_SnapshotReply: SwiftProtobuf.Message, SwiftPr
     }()
     case nil: break
     }
+    if self.requestID != 0 {
+      try visitor.visitSingularUInt64Field(value: self.requestID, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Touchsync_V1_SnapshotReply, rhs: Touchsync_V1_SnapshotReply) -> Bool {
     if lhs.body != rhs.body {return false}
+    if lhs.requestID != rhs.requestID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,372 @@
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import TouchSyncCore
+import TouchSyncWire
+import ZeroMQ
+
+/// How a subscriber reaches its hub.
+public struct SubscriberConfiguration: Sendable {
+    /// The hub's publish endpoint. Default `tcp://127.0.0.1:5571`.
+    public var publishEndpoint = "tcp://127.0.0.1:5571"
+    /// The hub's snapshot endpoint. Default `tcp://127.0.0.1:5572`.
+    public var snapshotEndpoint = "tcp://127.0.0.1:5572"
+    public var board: String
+    /// Ask again when a snapshot has not fully arrived by then. Default 2 s.
+    public var snapshotTimeout: Duration = .seconds(2)
+    /// Report the hub silent after this long without a batch or heartbeat. Default 3 s.
+    public var silenceTimeout: Duration = .seconds(3)
+    /// Messages queued for this subscriber before libzmq drops them (the
+    /// subscriber then notices the gap and resyncs). Default 100,000.
+    public var receiveHighWaterMark: Int32 = 100_000
+    /// The kernel's receive buffer in bytes. Default 0: the OS default.
+    public var receiveBufferBytes: Int32 = 0
+
+    public init(
+        board: String, publishEndpoint: String = "tcp://127.0.0.1:5571",
+        snapshotEndpoint: String = "tcp://127.0.0.1:5572"
+    ) {
+        self.board = board
+        self.publishEndpoint = publishEndpoint
+        self.snapshotEndpoint = snapshotEndpoint
+    }
+}
+
+/// What a subscriber did.
+public enum SubscriberEvent: Sendable, Equatable {
+    /// A snapshot was loaded: the replica is at `sequence`.
+    case synced(sequence: UInt64, digest: BoardDigest, chunks: Int)
+    /// A batch was applied to the replica.
+    case applied(DiffBatch)
+    /// The replica was found behind or wrong; a new snapshot is on its way.
+    case resyncing(reason: String)
+    /// The hub's heartbeat; `agrees` tells whether our digest matched at that sequence.
+    case heartbeat(sequence: UInt64, agrees: Bool)
+    /// Nothing from the hub for `silenceTimeout`.
+    case silent
+}
+
+/// Where a subscriber stands.
+public struct SubscriberStatus: Sendable, Equatable {
+    public var live = false
+    public var sequence: UInt64 = 0
+    public var resyncs = 0
+    public var batchesApplied = 0
+    public var activeStrokes = 0
+    public var acceptedStrokes = 0
+    public var liveTouches = 0
+}
+
+/// A live replica of one board: subscribes first, then loads a snapshot,
+/// then applies only the batches after it (the ZeroMQ Guide's Clone
+/// pattern). A gap in sequence numbers, a heartbeat ahead of the replica or
+/// a digest that disagrees triggers a resync. Its own thread does all socket
+/// work; every method here is safe from any thread or task.
+public final class BoardSubscriber: Sendable {
+    public let configuration: SubscriberConfiguration
+    /// Snapshots, applied batches, resyncs and heartbeats (the newest 10,000 are kept if not read).
+    public let events: AsyncStream<SubscriberEvent>
+    private let eventSink: AsyncStream<SubscriberEvent>.Continuation
+    private let mailbox: Mailbox<SubscriberCommand>
+    private let thread = SocketThread(name: "touchsync-subscriber")
+    private let context: ZMQContext
+    private let logger: Logger
+    private let shared = SubscriberShared()
+
+    public init(configuration: SubscriberConfiguration, context: ZMQContext? = nil, logger: Logger) throws {
+        self.configuration = configuration
+        self.context = try context ?? ZMQContext()
+        self.logger = logger
+        mailbox = try Mailbox()
+        (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+    }
+
+    public func start() {
+        let (configuration, context, mailbox, events, shared, logger) =
+            (configuration, context, mailbox, eventSink, shared, logger)
+        thread.start {
+            do {
+                try SubscriberLoop(
+                    configuration: configuration, context: context, mailbox: mailbox, events: events, shared: shared,
+                    logger: logger
+                ).run()
+            } catch {
+                logger.error("subscriber stopped", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    public func stop() async {
+        mailbox.post(.stop)
+        await thread.finished()
+        eventSink.finish()
+    }
+
+    public var status: SubscriberStatus { shared.status.withLock { $0 } }
+
+    /// A copy of the replica (taken on the subscriber's thread between two batches).
+    public func replica() async -> BoardState? {
+        await withCheckedContinuation { continuation in
+            mailbox.post(.inspect { continuation.resume(returning: $0) })
+        }
+    }
+
+    /// Waits until the replica is live at `sequence` or later; false on time-out.
+    public func waitUntil(sequence: UInt64, timeout: Duration = .seconds(5)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let status = self.status
+            if status.live && status.sequence >= sequence { return true }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return false
+    }
+
+    /// Stops reading for `duration`, as a stalled consumer would: messages
+    /// pile up, past the high-water mark libzmq drops them, and the
+    /// subscriber must notice and resync. For fault-injection tests.
+    public func stallReading(for duration: Duration) {
+        mailbox.post(.stall(duration))
+    }
+}
+
+final class SubscriberShared: Sendable {
+    let status = Mutex(SubscriberStatus())
+}
+
+enum SubscriberCommand: Sendable {
+    case stop
+    case inspect(@Sendable (BoardState?) -> Void)
+    case stall(Duration)
+}
+
+/// The subscriber's thread: owns the SUB and the snapshot DEALER.
+final class SubscriberLoop {
+    private enum Phase {
+        /// Waiting for snapshot `request`; batches received meanwhile are kept.
+        case syncing(request: UInt64, chunks: [Touchsync_V1_SnapshotChunk], queued: [Touchsync_V1_DiffBatch], deadline: ContinuousClock.Instant)
+        case live(BoardState)
+    }
+
+    private let configuration: SubscriberConfiguration
+    private let mailbox: Mailbox<SubscriberCommand>
+    private let events: AsyncStream<SubscriberEvent>.Continuation
+    private let shared: SubscriberShared
+    private let logger: Logger
+    private let subscriber: ZMQSocket
+    private let snapshots: ZMQSocket
+    private let topic: [UInt8]
+    private let clock = ContinuousClock()
+    private var phase: Phase
+    private var nextRequest: UInt64 = 1
+    private var lastHeard: ContinuousClock.Instant
+    private var reportedSilence = false
+    private let part = ZMQMessage()
+
+    init(
+        configuration: SubscriberConfiguration, context: ZMQContext, mailbox: Mailbox<SubscriberCommand>,
+        events: AsyncStream<SubscriberEvent>.Continuation, shared: SubscriberShared, logger: Logger
+    ) throws(ZMQError) {
+        self.configuration = configuration
+        self.mailbox = mailbox
+        self.events = events
+        self.shared = shared
+        self.logger = logger
+        topic = publishTopic(board: configuration.board)
+        subscriber = try ZMQSocket(context, type: .sub)
+        try subscriber.setReceiveHighWaterMark(configuration.receiveHighWaterMark)
+        if configuration.receiveBufferBytes > 0 { try subscriber.setReceiveBuffer(bytes: configuration.receiveBufferBytes) }
+        try subscriber.connect(configuration.publishEndpoint)
+        try subscriber.subscribe(topic)
+        snapshots = try ZMQSocket(context, type: .dealer)
+        try snapshots.connect(configuration.snapshotEndpoint)
+        lastHeard = clock.now
+        phase = .live(BoardState())  // replaced by the first request below
+        requestSnapshot(reason: nil)
+    }
+
+    func run() throws(ZMQError) {
+        defer {
+            subscriber.close()
+            snapshots.close()
+        }
+        var poller = ZMQPoller()
+        let subscriberIndex = try poller.add(subscriber)
+        let snapshotIndex = try poller.add(snapshots)
+        let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
+        while true {
+            do {
+                try poller.poll(timeoutMilliseconds: 50)
+            } catch {
+                if error.isTerminated { return }
+                throw error
+            }
+            if poller.isReadable(mailboxIndex) {
+                for command in mailbox.drain() {
+                    switch command {
+                    case .stop: return
+                    case .inspect(let reply):
+                        if case .live(let state) = phase { reply(state) } else { reply(nil) }
+                    case .stall(let duration):
+                        // Deliberately not reading: the point of the command.
+                        let (seconds, attoseconds) = duration.components
+                        var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+                        nanosleep(&pause, nil)
+                    }
+                }
+            }
+            if poller.isReadable(snapshotIndex) { try drainSnapshotReplies() }
+            if poller.isReadable(subscriberIndex) { try drainPublished() }
+            checkTimers()
+        }
+    }
+
+    // MARK: Snapshot
+
+    private func requestSnapshot(reason: String?) {
+        if let reason {
+            logger.info("resyncing", metadata: ["board": "\(configuration.board)", "reason": "\(reason)"])
+            events.yield(.resyncing(reason: reason))
+            shared.status.withLock {
+                $0.live = false
+                $0.resyncs += 1
+            }
+        }
+        let request = nextRequest
+        nextRequest += 1
+        var message = Touchsync_V1_SnapshotRequest()
+        message.board = configuration.board
+        message.requestID = request
+        _ = try? snapshots.send(WireCodec.encode(message), dontWait: true)
+        phase = .syncing(request: request, chunks: [], queued: [], deadline: clock.now + configuration.snapshotTimeout)
+    }
+
+    private func drainSnapshotReplies() throws(ZMQError) {
+        while try snapshots.receive(into: part, dontWait: true) {
+            let decoded = part.withUnsafeBytes { bytes in
+                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes) }
+            }
+            guard case .success(let reply) = decoded,
+                case .syncing(let request, var chunks, let queued, let deadline) = phase, reply.requestID == request
+            else { continue }  // a reply to a request we gave up on
+            switch reply.body {
+            case .error(let error):
+                logger.warning("snapshot refused", metadata: ["board": "\(configuration.board)", "error": "\(error.message)"])
+            case .chunk(let chunk):
+                chunks.append(chunk)
+                if chunks.count == Int(chunk.count) {
+                    load(chunks, queued: queued)
+                } else {
+                    phase = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
+                }
+            case nil:
+                break
+            }
+        }
+    }
+
+    private func load(_ chunks: [Touchsync_V1_SnapshotChunk], queued: [Touchsync_V1_DiffBatch]) {
+        do {
+            let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
+            var state = try BoardState(snapshot: snapshot)
+            guard state.digest == digest else {
+                requestSnapshot(reason: "the snapshot's digest does not match its strokes")
+                return
+            }
+            events.yield(.synced(sequence: state.sequence, digest: digest, chunks: chunks.count))
+            phase = .live(state)
+            publishStatus(state)
+            for batch in queued.sorted(by: { $0.sequence < $1.sequence }) where batch.sequence > state.sequence {
+                guard case .live = phase else { return }
+                applyLive(batch)
+            }
+            if case .live(let current) = phase { state = current }
+            publishStatus(state)
+        } catch {
+            requestSnapshot(reason: "unusable snapshot: \(error)")
+        }
+    }
+
+    // MARK: Published messages
+
+    private func drainPublished() throws(ZMQError) {
+        while try subscriber.receive(into: part, dontWait: true) {
+            guard part.hasMore else { continue }  // a topic without a body
+            guard try subscriber.receive(into: part, dontWait: true) else { return }
+            lastHeard = clock.now
+            reportedSilence = false
+            let decoded = part.withUnsafeBytes { bytes in
+                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes) }
+            }
+            guard case .success(let message) = decoded else {
+                requestSnapshot(reason: "malformed message from the hub")
+                continue
+            }
+            switch message.body {
+            case .batch(let batch):
+                switch phase {
+                case .syncing(let request, let chunks, var queued, let deadline):
+                    queued.append(batch)
+                    phase = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
+                case .live:
+                    applyLive(batch)
+                }
+            case .heartbeat(let heartbeat):
+                guard case .live(let state) = phase else { continue }
+                if heartbeat.sequence > state.sequence {
+                    // Batches and heartbeats leave the hub in order on one socket:
+                    // a heartbeat ahead of us means batches were dropped on the way.
+                    requestSnapshot(reason: "heartbeat at \(heartbeat.sequence), replica at \(state.sequence)")
+                } else if heartbeat.sequence == state.sequence {
+                    let agrees = state.digest.rawValue == heartbeat.digest
+                    events.yield(.heartbeat(sequence: heartbeat.sequence, agrees: agrees))
+                    if !agrees { requestSnapshot(reason: "digest differs from the hub's at \(state.sequence)") }
+                }
+            case nil:
+                break
+            }
+        }
+    }
+
+    private func applyLive(_ batch: Touchsync_V1_DiffBatch) {
+        guard case .live(var state) = phase else { return }
+        if batch.sequence <= state.sequence { return }  // already in the snapshot
+        phase = .live(BoardState())  // let `state` be uniquely referenced while it changes
+        do {
+            let applied = try state.apply(batch)
+            phase = .live(state)
+            shared.status.withLock { $0.batchesApplied += 1 }
+            publishStatus(state)
+            events.yield(.applied(applied))
+        } catch {
+            phase = .live(state)
+            requestSnapshot(reason: "\(error)")
+        }
+    }
+
+    private func publishStatus(_ state: BoardState) {
+        shared.status.withLock { status in
+            status.live = true
+            status.sequence = state.sequence
+            status.activeStrokes = state.liveTouchCount
+            status.acceptedStrokes = state.acceptedStrokes.count
+            status.liveTouches = state.liveTouchCount
+        }
+    }
+
+    private func checkTimers() {
+        let now = clock.now
+        if case .syncing(_, _, _, let deadline) = phase, now >= deadline {
+            requestSnapshot(reason: "no complete snapshot within \(configuration.snapshotTimeout)")
+        }
+        if !reportedSilence && now - lastHeard > configuration.silenceTimeout {
+            reportedSilence = true
+            events.yield(.silent)
+        }
+    }
+}

@@ -1,0 +1,77 @@
+import TouchSyncCore
+import TouchSyncWire
+
+/// One board as the hub publishes it: its state, the diffs reduced since the
+/// last batch (folded), and the encoder that continues every stroke's delta
+/// chain. Pure: the hub loop does the I/O.
+public struct BoardChannel: Sendable {
+    public let name: String
+    /// The publish topic: the board name and a zero byte.
+    public let topic: [UInt8]
+    public private(set) var state: BoardState
+    private var coalescer = DiffCoalescer()
+    private var encoder: DiffStreamEncoder
+    private var scratch: [StrokeDiff] = []
+    private var digestCache: (sequence: UInt64, digest: BoardDigest)? = nil
+
+    public init(name: String, limits: BoardLimits = BoardLimits()) {
+        self.name = name
+        topic = publishTopic(board: name)
+        state = BoardState(limits: limits)
+        encoder = DiffStreamEncoder(board: name)
+    }
+
+    /// Whether diffs wait to be published.
+    public var hasPending: Bool { !coalescer.isEmpty }
+
+    public mutating func reduce(_ frame: TouchFrame, from user: UserNamespace, style: StrokeStyle) throws(TouchInputError) {
+        scratch.removeAll(keepingCapacity: true)
+        defer { coalescer.add(contentsOf: scratch) }
+        try state.reduce(frame, from: user, style: style, into: &scratch)
+    }
+
+    public mutating func clear(_ scope: ClearScope, by user: UserNamespace) {
+        scratch.removeAll(keepingCapacity: true)
+        state.clear(scope, by: user, into: &scratch)
+        coalescer.add(contentsOf: scratch)
+    }
+
+    /// Cancels a user's live touches; returns how many.
+    @discardableResult
+    public mutating func cancelTouches(of user: UserNamespace) -> Int {
+        scratch.removeAll(keepingCapacity: true)
+        state.cancelTouches(of: user, into: &scratch)
+        coalescer.add(contentsOf: scratch)
+        return scratch.count
+    }
+
+    /// Seals what is pending into the next batch, encoded; nil when nothing is.
+    public mutating func sealBatch(hubTime: Int64) -> Touchsync_V1_DiffBatch? {
+        guard hasPending else { return nil }
+        return encoder.encode(state.sealBatch(coalescer.take(), hubTime: hubTime))
+    }
+
+    /// The board's digest at its current sequence (cached per sequence: it walks every sample).
+    public mutating func digest() -> BoardDigest {
+        if let cached = digestCache, cached.sequence == state.sequence, !hasPending { return cached.digest }
+        let digest = state.digest
+        if !hasPending { digestCache = (state.sequence, digest) }
+        return digest
+    }
+
+    public mutating func heartbeat(hubTime: Int64) -> Touchsync_V1_BoardHeartbeat {
+        var heartbeat = Touchsync_V1_BoardHeartbeat()
+        heartbeat.board = name
+        heartbeat.sequence = state.sequence
+        heartbeat.hubTime = hubTime
+        heartbeat.digest = digest().rawValue
+        return heartbeat
+    }
+
+    /// The snapshot at the current sequence; call after `sealBatch` so that
+    /// the state holds nothing unpublished.
+    public mutating func snapshotChunks(samplesPerChunk: Int) -> [Touchsync_V1_SnapshotChunk] {
+        precondition(!hasPending, "a snapshot must not include unpublished diffs")
+        return SnapshotCodec.chunks(of: state.snapshot(), board: name, digest: digest(), samplesPerChunk: samplesPerChunk)
+    }
+}

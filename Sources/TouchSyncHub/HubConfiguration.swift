@@ -1,0 +1,69 @@
+import TouchSyncCore
+
+/// Everything a hub can be told, with the defaults it runs on.
+public struct HubConfiguration: Sendable {
+    /// Agents connect here with DEALER sockets (the hub's ROUTER).
+    /// Default `tcp://127.0.0.1:5570`: loopback only, because there is no
+    /// authentication yet; use `tcp://*:5570` to accept other machines.
+    public var ingestEndpoint = "tcp://127.0.0.1:5570"
+    /// Subscribers connect here with SUB sockets (the hub's XPUB). Default `tcp://127.0.0.1:5571`.
+    public var publishEndpoint = "tcp://127.0.0.1:5571"
+    /// Subscribers ask for snapshots here with DEALER sockets (the hub's ROUTER). Default `tcp://127.0.0.1:5572`.
+    public var snapshotEndpoint = "tcp://127.0.0.1:5572"
+
+    /// An agent silent for longer than this has its live touches cancelled. Default 3 s.
+    public var livenessTimeout: Duration = .seconds(3)
+    /// Every board publishes a heartbeat this often, even when nobody draws. Default 1 s.
+    public var heartbeatInterval: Duration = .seconds(1)
+    /// The shortest time between two batches of one board. Default 0: a batch
+    /// goes out as soon as the hub has drained its input queue, so light
+    /// load costs no latency and heavy load batches naturally. A longer
+    /// interval trades latency for fewer bytes per sample (docs/performance.md).
+    public var publishInterval: Duration = .zero
+    /// A session silent this long is forgotten (its duplicate detection with it). Default 10 min.
+    public var sessionRetention: Duration = .seconds(600)
+
+    /// Messages larger than this get a MESSAGE_TOO_LARGE error. Default 1 MiB.
+    public var maxMessageBytes = 1 << 20
+    /// Messages larger than this are not even received: libzmq drops the
+    /// connection (`ZMQ_MAXMSGSIZE`). Default 16 MiB.
+    public var hardMessageLimit: Int64 = 16 << 20
+    /// Numbered messages one agent may send per second before RATE_LIMITED
+    /// (a bucket that refills at this rate and holds two seconds' worth). Default 2,000.
+    public var maxMessagesPerSecond = 2000
+    /// Messages the hub handles before it publishes and checks its timers. Default 512.
+    public var maxMessagesPerTurn = 512
+    /// Boards one hub holds. Default 10,000.
+    public var maxBoards = 10_000
+    /// Per-user limits of every board.
+    public var boardLimits = BoardLimits()
+    /// Samples per snapshot chunk. Default 65,536.
+    public var snapshotSamplesPerChunk = 65_536
+
+    /// Messages queued per subscriber before the hub drops that subscriber's
+    /// messages (it then resyncs): a slow subscriber never slows anyone else. Default 10,000.
+    public var publishHighWaterMark: Int32 = 10_000
+    /// The kernel's send buffer per subscriber connection, in bytes. Default 0:
+    /// the OS default. Smaller makes a stalled subscriber lose messages sooner.
+    public var publishSendBufferBytes: Int32 = 0
+    /// Messages queued per agent connection, both ways. Default 10,000.
+    public var ingestHighWaterMark: Int32 = 10_000
+
+    public init() {}
+
+    /// Endpoints on free loopback ports, for tests and the embedded demo.
+    public static func loopbackEphemeral() -> HubConfiguration {
+        var configuration = HubConfiguration()
+        configuration.ingestEndpoint = "tcp://127.0.0.1:*"
+        configuration.publishEndpoint = "tcp://127.0.0.1:*"
+        configuration.snapshotEndpoint = "tcp://127.0.0.1:*"
+        return configuration
+    }
+}
+
+/// Where a running hub actually listens (ports filled in after `:*`).
+public struct HubEndpoints: Sendable, Equatable {
+    public var ingest: String
+    public var publish: String
+    public var snapshot: String
+}

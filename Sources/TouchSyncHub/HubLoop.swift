@@ -1,0 +1,572 @@
+import CoreMetrics
+import Logging
+import TouchSyncCore
+import TouchSyncWire
+import ZeroMQ
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What other threads may ask of the hub loop.
+enum HubCommand: Sendable {
+    /// Publish what is pending, close the sockets and return from `run`.
+    case stop
+    /// Hand a copy of a board's published state to `reply` (nil: no such board).
+    case inspect(board: String, reply: @Sendable (BoardState?) -> Void)
+}
+
+/// The hub's single writer: one thread runs `run()`, owns the three sockets,
+/// every board and every agent session; nothing else touches them. It sleeps
+/// in `zmq_poll` on the sockets and the mailbox until input or a timer is due
+/// (the way CZMQ's zloop works), handles up to `maxMessagesPerTurn` messages,
+/// then publishes one batch per changed board and acknowledges agents.
+final class HubLoop {
+    private let configuration: HubConfiguration
+    private var logger: Logger
+    private var metrics: HubMetrics
+    private let mailbox: Mailbox<HubCommand>
+    private let ingest: ZMQSocket
+    private let publish: ZMQSocket
+    private let snapshots: ZMQSocket
+    let endpoints: HubEndpoints
+
+    private var boards: [String: BoardChannel] = [:]
+    private var dirtyBoards: [String] = []
+    private var sessions: [[UInt8]: AgentSession] = [:]
+    private var ackQueue: [[UInt8]] = []
+    /// Rate buckets of peers that have not said hello (so garbage floods are bounded too).
+    private var strangers: [[UInt8]: TokenBucket] = [:]
+    private var subscriptions: [[UInt8]: Int] = [:]
+
+    private let clock = ContinuousClock()
+    private var nextHeartbeat: ContinuousClock.Instant
+    private var nextSweep: ContinuousClock.Instant
+    private var nextPublish: ContinuousClock.Instant
+    private let sweepInterval: Duration
+
+    // Reused for every receive: no allocation per message.
+    private let routing = ZMQMessage()
+    private let payload = ZMQMessage()
+
+    init(
+        configuration: HubConfiguration, logger: Logger, metricsFactory: any MetricsFactory, context: ZMQContext,
+        mailbox: Mailbox<HubCommand>
+    ) throws(ZMQError) {
+        self.configuration = configuration
+        self.logger = logger
+        self.mailbox = mailbox
+        metrics = HubMetrics(factory: metricsFactory)
+
+        ingest = try ZMQSocket(context, type: .router)
+        try ingest.setRouterMandatory(true)
+        // A reconnecting agent keeps its routing id, and with it its namespace.
+        try ingest.setRouterHandover(true)
+        try ingest.setMaxMessageSize(configuration.hardMessageLimit)
+        try ingest.setReceiveHighWaterMark(configuration.ingestHighWaterMark)
+        try ingest.setSendHighWaterMark(configuration.ingestHighWaterMark)
+        try ingest.bind(configuration.ingestEndpoint)
+
+        publish = try ZMQSocket(context, type: .xpub)
+        try publish.setXPubVerbose(true)
+        try publish.setSendHighWaterMark(configuration.publishHighWaterMark)
+        if configuration.publishSendBufferBytes > 0 { try publish.setSendBuffer(bytes: configuration.publishSendBufferBytes) }
+        try publish.bind(configuration.publishEndpoint)
+
+        snapshots = try ZMQSocket(context, type: .router)
+        try snapshots.setRouterMandatory(true)
+        try snapshots.setSendHighWaterMark(100_000)
+        try snapshots.setMaxMessageSize(64 << 10)
+        try snapshots.bind(configuration.snapshotEndpoint)
+
+        endpoints = HubEndpoints(
+            ingest: try ingest.lastEndpoint, publish: try publish.lastEndpoint, snapshot: try snapshots.lastEndpoint)
+        let now = clock.now
+        nextHeartbeat = now + configuration.heartbeatInterval
+        sweepInterval = min(configuration.livenessTimeout / 4, .milliseconds(250))
+        nextSweep = now + sweepInterval
+        nextPublish = now
+    }
+
+    /// Runs until `.stop` arrives or the context is terminated; closes the sockets.
+    func run() {
+        defer {
+            ingest.close()
+            publish.close()
+            snapshots.close()
+        }
+        var poller = ZMQPoller()
+        do {
+            let ingestIndex = try poller.add(ingest)
+            let snapshotIndex = try poller.add(snapshots)
+            let publishIndex = try poller.add(publish)
+            let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
+            logger.info(
+                "hub listening",
+                metadata: [
+                    "ingest": "\(endpoints.ingest)", "publish": "\(endpoints.publish)",
+                    "snapshot": "\(endpoints.snapshot)",
+                ])
+            while true {
+                try poller.poll(timeoutMilliseconds: pollTimeout())
+                if poller.isReadable(mailboxIndex) {
+                    for command in mailbox.drain() {
+                        switch command {
+                        case .stop:
+                            publishDirtyBoards(force: true)
+                            sendAcks()
+                            logger.info("hub stopped")
+                            return
+                        case .inspect(let board, let reply):
+                            publishDirtyBoards(force: true)
+                            reply(boards[board]?.state)
+                        }
+                    }
+                }
+                if poller.isReadable(ingestIndex) { try drainIngest() }
+                if poller.isReadable(publishIndex) { try drainSubscriptions() }
+                if poller.isReadable(snapshotIndex) { try drainSnapshotRequests() }
+                publishDirtyBoards(force: false)
+                sendAcks()
+                runTimers()
+            }
+        } catch {
+            if error.isTerminated {
+                logger.info("hub stopped: context terminated")
+            } else {
+                logger.critical("hub loop failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    // MARK: Timers
+
+    private func pollTimeout() -> Int {
+        let now = clock.now
+        var deadline = min(nextHeartbeat, nextSweep)
+        if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
+        let wait = deadline - now
+        if wait <= .zero { return 0 }
+        let (seconds, attoseconds) = wait.components
+        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000) + 1
+    }
+
+    private func runTimers() {
+        let now = clock.now
+        if now >= nextSweep {
+            sweepSessions(now: now)
+            nextSweep = now + sweepInterval
+        }
+        if now >= nextHeartbeat {
+            let time = hubTime()
+            for name in boards.keys.sorted() {
+                sendHeartbeat(board: name, time: time)
+            }
+            nextHeartbeat = now + configuration.heartbeatInterval
+        }
+    }
+
+    /// Cancels the touches of agents silent past the liveness time-out and
+    /// forgets sessions silent past the retention.
+    private func sweepSessions(now: ContinuousClock.Instant) {
+        var forgotten: [[UInt8]] = []
+        for (routingID, session) in sessions {
+            let silence = now - session.lastHeard
+            if silence > configuration.livenessTimeout && !session.silenced {
+                sessions[routingID]!.silenced = true
+                let cancelled = boards[session.board]?.cancelTouches(of: session.user) ?? 0
+                if cancelled > 0 {
+                    markDirty(session.board)
+                    logger.info(
+                        "agent silent: touches cancelled",
+                        metadata: ["user": "\(session.user)", "board": "\(session.board)", "touches": "\(cancelled)"])
+                }
+            }
+            if silence > configuration.sessionRetention { forgotten.append(routingID) }
+        }
+        for routingID in forgotten { sessions[routingID] = nil }
+        strangers.removeAll(keepingCapacity: true)
+        metrics.agents.record(sessions.count)
+    }
+
+    // MARK: Ingest
+
+    private func drainIngest() throws(ZMQError) {
+        for _ in 0..<configuration.maxMessagesPerTurn {
+            guard try ingest.receive(into: routing, dontWait: true) else { return }
+            guard routing.hasMore, try ingest.receive(into: payload, dontWait: true) else {
+                continue  // a ROUTER always prefixes the routing id; a lone frame is not from a DEALER
+            }
+            var extraParts = false
+            while payload.hasMore {
+                extraParts = true
+                guard try ingest.receive(into: payload, dontWait: true) else { break }
+            }
+            let routingID = routing.bytes
+            metrics.messages.increment()
+            if extraParts {
+                refuse(routingID, WireError.malformed("an agent message is one frame, not several"), sequence: 0)
+                continue
+            }
+            handleAgentMessage(from: routingID)
+        }
+    }
+
+    private func handleAgentMessage(from routingID: [UInt8]) {
+        let now = clock.now
+        if payload.count > configuration.maxMessageBytes {
+            refuse(
+                routingID,
+                WireError(.messageTooLarge, "\(payload.count) bytes, the limit is \(configuration.maxMessageBytes)"),
+                sequence: 0)
+            return
+        }
+        let decoded = payload.withUnsafeBytes { bytes in
+            Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes) }
+        }
+        let message: Touchsync_V1_AgentMessage
+        switch decoded {
+        case .success(let value): message = value
+        case .failure(let error):
+            if admitStranger(routingID, now: now) { refuse(routingID, error, sequence: 0) }
+            return
+        }
+
+        if case .hello(let hello) = message.body {
+            handleHello(hello, from: routingID, now: now)
+            return
+        }
+        guard sessions[routingID] != nil else {
+            if admitStranger(routingID, now: now) {
+                refuse(routingID, WireError(.notWelcomed, "say hello first"), sequence: message.sequence)
+            }
+            return
+        }
+        sessions[routingID]!.lastHeard = now
+        if sessions[routingID]!.silenced {
+            sessions[routingID]!.silenced = false
+        }
+        guard sessions[routingID]!.bucket.take(now: now) else {
+            refuseNumbered(routingID, message.sequence, WireError(.rateLimited, "more than \(configuration.maxMessagesPerSecond) messages per second"))
+            return
+        }
+
+        switch message.body {
+        case .heartbeat:
+            requestAck(routingID)
+        case .frame, .style, .clear:
+            let session = sessions[routingID]!
+            let sequence = message.sequence
+            if sequence <= session.lastApplied {
+                metrics.duplicates.increment()  // resent after a reconnect: already applied
+                requestAck(routingID)
+                return
+            }
+            guard sequence == session.lastApplied + 1 else {
+                if !session.gapReported {
+                    sessions[routingID]!.gapReported = true
+                    refuse(
+                        routingID,
+                        WireError(.outOfOrder, "expected message \(session.lastApplied + 1), received \(sequence)"),
+                        sequence: sequence)
+                    requestAck(routingID)
+                }
+                return
+            }
+            sessions[routingID]!.lastApplied = sequence
+            sessions[routingID]!.gapReported = false
+            requestAck(routingID)
+            apply(message, from: session)
+        case .hello, nil:
+            refuse(routingID, WireError.malformed("an agent message with no body"), sequence: message.sequence)
+        }
+    }
+
+    /// Applies a numbered message that is next in its session's order.
+    private func apply(_ message: Touchsync_V1_AgentMessage, from session: AgentSession) {
+        let routingID = session.routingID
+        switch message.body {
+        case .frame(let proto):
+            let frame: TouchFrame
+            do {
+                frame = try TouchFrame(proto, sequence: message.sequence)
+            } catch {
+                refuse(routingID, error, sequence: message.sequence)
+                return
+            }
+            do {
+                try boards[session.board]!.reduce(frame, from: session.user, style: session.style)
+            } catch {
+                metrics.error(error.code)
+                reply(routingID, error: Touchsync_V1_Error(error, sequence: message.sequence))
+                return
+            }
+            metrics.frames.increment()
+            metrics.samples.increment(by: Int64(frame.changes.reduce(0) { $0 + $1.samples.count }))
+            markDirty(session.board)
+        case .style(let style):
+            let width = style.style.width
+            guard width > 0 && width <= 1000 * UInt32(Sample.unitsPerPoint) else {
+                refuse(routingID, WireError(.invalidValue, "stroke width must be above 0 and at most 1000 points"), sequence: message.sequence)
+                return
+            }
+            sessions[routingID]!.style = StrokeStyle(style.style)
+        case .clear(let clear):
+            boards[session.board]!.clear(clear.scope == .board ? .board : .own, by: session.user)
+            markDirty(session.board)
+        default:
+            break
+        }
+    }
+
+    private func handleHello(_ hello: Touchsync_V1_Hello, from routingID: [UInt8], now: ContinuousClock.Instant) {
+        guard admitStranger(routingID, now: now) || sessions[routingID] != nil else { return }
+        guard hello.protocolVersion == touchSyncProtocolVersion else {
+            refuse(
+                routingID,
+                WireError(.unsupportedVersion, "this hub speaks protocol \(touchSyncProtocolVersion), not \(hello.protocolVersion)"),
+                sequence: 0)
+            return
+        }
+        guard isValidBoardName(hello.board) else {
+            refuse(routingID, WireError(.unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL"), sequence: 0)
+            return
+        }
+        if boards[hello.board] == nil {
+            guard boards.count < configuration.maxBoards else {
+                refuse(routingID, WireError(.unknownBoard, "this hub holds its maximum of \(configuration.maxBoards) boards"), sequence: 0)
+                return
+            }
+            boards[hello.board] = BoardChannel(name: hello.board, limits: configuration.boardLimits)
+            metrics.boards.record(boards.count)
+            logger.info("board created", metadata: ["board": "\(hello.board)"])
+        }
+        if let existing = sessions[routingID], existing.board == hello.board {
+            // The same agent again (a reconnect): it resends everything after what we applied.
+            sessions[routingID]!.lastHeard = now
+            sessions[routingID]!.silenced = false
+        } else {
+            if let previous = sessions[routingID], boards[previous.board]?.cancelTouches(of: previous.user) ?? 0 > 0 {
+                markDirty(previous.board)
+            }
+            sessions[routingID] = AgentSession(
+                routingID: routingID, user: AgentSession.namespace(of: routingID), board: hello.board,
+                lastApplied: hello.resumeAfter, lastHeard: now,
+                bucket: TokenBucket(rate: configuration.maxMessagesPerSecond, now: now))
+            metrics.agents.record(sessions.count)
+            logger.debug(
+                "agent joined",
+                metadata: ["user": "\(AgentSession.namespace(of: routingID))", "board": "\(hello.board)", "client": "\(hello.clientName)"])
+        }
+        let session = sessions[routingID]!
+        var welcome = Touchsync_V1_Welcome()
+        welcome.protocolVersion = touchSyncProtocolVersion
+        welcome.board = session.board
+        welcome.user = session.user.rawValue
+        welcome.appliedThrough = session.lastApplied
+        welcome.heartbeatIntervalMs = UInt32(milliseconds(configuration.heartbeatInterval))
+        welcome.livenessTimeoutMs = UInt32(milliseconds(configuration.livenessTimeout))
+        welcome.maxLiveTouches = UInt32(configuration.boardLimits.maxLiveTouchesPerUser)
+        welcome.maxMessageBytes = UInt32(configuration.maxMessageBytes)
+        var reply = Touchsync_V1_HubReply()
+        reply.welcome = welcome
+        send(reply, to: routingID)
+    }
+
+    /// Peers without a session are rate limited too, so garbage cannot flood the hub.
+    private func admitStranger(_ routingID: [UInt8], now: ContinuousClock.Instant) -> Bool {
+        if sessions[routingID] != nil { return true }
+        if strangers[routingID] == nil {
+            strangers[routingID] = TokenBucket(rate: configuration.maxMessagesPerSecond, now: now)
+        }
+        return strangers[routingID]!.take(now: now)
+    }
+
+    private func refuseNumbered(_ routingID: [UInt8], _ sequence: UInt64, _ error: WireError) {
+        // A numbered message refused still counts as handled: the agent must not resend it.
+        if sequence == sessions[routingID]!.lastApplied + 1 {
+            sessions[routingID]!.lastApplied = sequence
+            requestAck(routingID)
+        }
+        refuse(routingID, error, sequence: sequence)
+    }
+
+    private func refuse(_ routingID: [UInt8], _ error: WireError, sequence: UInt64) {
+        metrics.error(error.code)
+        logger.debug("refused", metadata: ["error": "\(error)", "sequence": "\(sequence)"])
+        reply(routingID, error: Touchsync_V1_Error(error, sequence: sequence))
+    }
+
+    private func reply(_ routingID: [UInt8], error: Touchsync_V1_Error) {
+        var reply = Touchsync_V1_HubReply()
+        reply.error = error
+        send(reply, to: routingID)
+    }
+
+    private func requestAck(_ routingID: [UInt8]) {
+        if !sessions[routingID]!.ackPending {
+            sessions[routingID]!.ackPending = true
+            ackQueue.append(routingID)
+        }
+    }
+
+    private func sendAcks() {
+        for routingID in ackQueue {
+            guard let session = sessions[routingID], session.ackPending else { continue }
+            sessions[routingID]!.ackPending = false
+            var ack = Touchsync_V1_Ack()
+            ack.through = session.lastApplied
+            var reply = Touchsync_V1_HubReply()
+            reply.ack = ack
+            send(reply, to: routingID)
+        }
+        ackQueue.removeAll(keepingCapacity: true)
+    }
+
+    private func send(_ reply: Touchsync_V1_HubReply, to routingID: [UInt8]) {
+        do {
+            try ingest.send(multipart: [routingID, WireCodec.encode(reply)], dontWait: true)
+        } catch {
+            // EHOSTUNREACH: the agent left; it will hear the news when it reconnects.
+            logger.debug("reply not delivered", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Publishing
+
+    private func markDirty(_ board: String) {
+        if !dirtyBoards.contains(board) { dirtyBoards.append(board) }
+    }
+
+    private func publishDirtyBoards(force: Bool) {
+        guard !dirtyBoards.isEmpty else { return }
+        let now = clock.now
+        guard force || now >= nextPublish else { return }
+        let time = hubTime()
+        for name in dirtyBoards { publishPending(board: name, time: time) }
+        dirtyBoards.removeAll(keepingCapacity: true)
+        nextPublish = now + configuration.publishInterval
+    }
+
+    private func publishPending(board name: String, time: Int64) {
+        guard let batch = boards[name]?.sealBatch(hubTime: time) else { return }
+        var message = Touchsync_V1_PublishMessage()
+        message.batch = batch
+        let bytes = WireCodec.encode(message)
+        do {
+            try publish.send(multipart: [boards[name]!.topic, bytes], dontWait: true)
+        } catch {
+            logger.warning("publish failed", metadata: ["board": "\(name)", "error": "\(error)"])
+        }
+        metrics.batches.increment()
+        metrics.publishedBytes.increment(by: Int64(bytes.count))
+        metrics.liveTouches(board: name, count: boards[name]!.state.liveTouchCount)
+    }
+
+    private func sendHeartbeat(board name: String, time: Int64) {
+        guard let heartbeat = boards[name]?.heartbeat(hubTime: time) else { return }
+        var message = Touchsync_V1_PublishMessage()
+        message.heartbeat = heartbeat
+        do {
+            try publish.send(multipart: [boards[name]!.topic, WireCodec.encode(message)], dontWait: true)
+        } catch {
+            logger.warning("heartbeat failed", metadata: ["board": "\(name)", "error": "\(error)"])
+        }
+    }
+
+    /// XPUB hands up subscribe (1) and unsubscribe (0) messages.
+    private func drainSubscriptions() throws(ZMQError) {
+        for _ in 0..<configuration.maxMessagesPerTurn {
+            guard try publish.receive(into: payload, dontWait: true) else { return }
+            let event = payload.bytes
+            guard let kind = event.first else { continue }
+            let topic = Array(event.dropFirst())
+            if kind == 1 {
+                subscriptions[topic, default: 0] += 1
+                // Tell the newcomer where the board stands, so it can spot a gap at once.
+                if topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), boards[name] != nil {
+                    publishPending(board: name, time: hubTime())
+                    sendHeartbeat(board: name, time: hubTime())
+                }
+            } else if let count = subscriptions[topic] {
+                subscriptions[topic] = count > 1 ? count - 1 : nil
+            }
+            metrics.subscriptions.record(subscriptions.values.reduce(0, +))
+        }
+    }
+
+    // MARK: Snapshots
+
+    private func drainSnapshotRequests() throws(ZMQError) {
+        for _ in 0..<configuration.maxMessagesPerTurn {
+            guard try snapshots.receive(into: routing, dontWait: true) else { return }
+            guard routing.hasMore, try snapshots.receive(into: payload, dontWait: true) else { continue }
+            while payload.hasMore { _ = try snapshots.receive(into: payload, dontWait: true) }
+            let peer = routing.bytes
+            let decoded = payload.withUnsafeBytes { bytes in
+                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_SnapshotRequest.self, from: bytes) }
+            }
+            guard case .success(let request) = decoded else {
+                snapshotError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
+                continue
+            }
+            serveSnapshot(request, to: peer)
+        }
+    }
+
+    private func serveSnapshot(_ request: Touchsync_V1_SnapshotRequest, to peer: [UInt8]) {
+        guard isValidBoardName(request.board) else {
+            snapshotError(to: peer, requestID: request.requestID, code: .unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL")
+            return
+        }
+        let chunks: [Touchsync_V1_SnapshotChunk]
+        if boards[request.board] != nil {
+            // Publish first: the snapshot must be exactly the state at its sequence.
+            publishPending(board: request.board, time: hubTime())
+            chunks = boards[request.board]!.snapshotChunks(samplesPerChunk: configuration.snapshotSamplesPerChunk)
+        } else {
+            // Nobody has drawn here yet: the board is empty at sequence 0, and its
+            // first batch will be 1. Nothing is created for a mere spectator.
+            chunks = SnapshotCodec.chunks(of: BoardState().snapshot(), board: request.board, digest: BoardState().digest)
+        }
+        for chunk in chunks {
+            var reply = Touchsync_V1_SnapshotReply()
+            reply.chunk = chunk
+            reply.requestID = request.requestID
+            do {
+                guard try snapshots.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true) else {
+                    logger.warning("snapshot abandoned: the subscriber is not reading", metadata: ["board": "\(request.board)"])
+                    return
+                }
+            } catch {
+                logger.debug("snapshot not delivered", metadata: ["error": "\(error)"])
+                return
+            }
+        }
+    }
+
+    private func snapshotError(to peer: [UInt8], requestID: UInt64, code: ErrorCode, _ text: String) {
+        metrics.error(code)
+        var error = Touchsync_V1_SnapshotReply.Error()
+        error.code = code.proto
+        error.message = text
+        var reply = Touchsync_V1_SnapshotReply()
+        reply.error = error
+        reply.requestID = requestID
+        _ = try? snapshots.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true)
+    }
+}
+
+/// Microseconds since the Unix epoch.
+func hubTime() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+}
+
+func milliseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+}

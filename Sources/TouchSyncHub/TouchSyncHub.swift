@@ -1,0 +1,131 @@
+import CoreMetrics
+import Logging
+import ServiceLifecycle
+import Synchronization
+import TouchSyncCore
+import ZeroMQ
+
+/// The TouchSync hub as a `Service`: `run()` binds, serves until graceful
+/// shutdown (SIGTERM/SIGINT through a `ServiceGroup`), then publishes what is
+/// pending and closes its sockets. `start()`/`stop()` do the same by hand,
+/// for embedding (tests, the demo).
+public final class TouchSyncHub: Service {
+    public let configuration: HubConfiguration
+    private let logger: Logger
+    private let metricsFactory: any MetricsFactory
+    private let context: ZMQContext
+    private let state = Mutex<State>(.idle)
+
+    private enum State {
+        case idle
+        case running(Mailbox<HubCommand>, HubEndpoints, SocketThread)
+        case stopped
+    }
+
+    /// - Parameters:
+    ///   - context: share one with clients in the same process (needed for `inproc://`); a new one by default.
+    ///   - metricsFactory: where metrics go; the global `MetricsSystem.factory` by default.
+    public init(
+        configuration: HubConfiguration = HubConfiguration(), logger: Logger, metricsFactory: (any MetricsFactory)? = nil,
+        context: ZMQContext? = nil
+    ) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.metricsFactory = metricsFactory ?? MetricsSystem.factory
+        self.context = try context ?? ZMQContext()
+    }
+
+    /// Where the hub listens, once started.
+    public var endpoints: HubEndpoints? {
+        state.withLock { state in
+            if case .running(_, let endpoints, _) = state { return endpoints }
+            return nil
+        }
+    }
+
+    /// Binds the sockets and starts the loop thread. Throws when an endpoint
+    /// cannot be bound (in use, malformed) or the hub was already started.
+    @discardableResult
+    public func start() async throws -> HubEndpoints {
+        let mailbox = try Mailbox<HubCommand>()
+        let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
+        let thread = SocketThread(name: "touchsync-hub")
+        let endpoints: HubEndpoints = try await withCheckedThrowingContinuation { continuation in
+            thread.start {
+                let loop: HubLoop
+                do {
+                    loop = try HubLoop(
+                        configuration: configuration, logger: logger, metricsFactory: metricsFactory, context: context,
+                        mailbox: mailbox)
+                } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                continuation.resume(returning: loop.endpoints)
+                loop.run()
+            }
+        }
+        let accepted = state.withLock { state in
+            guard case .idle = state else { return false }
+            state = .running(mailbox, endpoints, thread)
+            return true
+        }
+        if !accepted {
+            mailbox.post(.stop)
+            await thread.finished()
+            throw HubError.alreadyStarted
+        }
+        return endpoints
+    }
+
+    /// Publishes what is pending, closes the sockets and waits for the loop thread.
+    public func stop() async {
+        let running: (Mailbox<HubCommand>, SocketThread)? = state.withLock { state in
+            guard case .running(let mailbox, _, let thread) = state else { return nil }
+            state = .stopped
+            return (mailbox, thread)
+        }
+        guard let (mailbox, thread) = running else { return }
+        mailbox.post(.stop)
+        await thread.finished()
+    }
+
+    /// Serves until graceful shutdown or cancellation.
+    public func run() async throws {
+        if endpoints == nil { try await start() }
+        guard case .running(_, _, let thread)? = state.withLock({ state -> State? in state }) else { return }
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                await thread.finished()
+            } onCancel: {
+                self.requestStop()
+            }
+        } onGracefulShutdown: {
+            self.requestStop()
+        }
+        await stop()
+    }
+
+    private func requestStop() {
+        state.withLock { state in
+            if case .running(let mailbox, _, _) = state { mailbox.post(.stop) }
+        }
+    }
+
+    /// A copy of a board's state as published so far (pending diffs are
+    /// published first), or nil when the board does not exist.
+    public func boardState(_ board: String) async -> BoardState? {
+        guard let mailbox = state.withLock({ state -> Mailbox<HubCommand>? in
+            if case .running(let mailbox, _, _) = state { return mailbox }
+            return nil
+        }) else { return nil }
+        return await withCheckedContinuation { continuation in
+            mailbox.post(.inspect(board: board, reply: { continuation.resume(returning: $0) }))
+        }
+    }
+}
+
+public enum HubError: Error, CustomStringConvertible {
+    case alreadyStarted
+    public var description: String { "the hub was already started" }
+}

@@ -1,0 +1,38 @@
+import Foundation
+import Synchronization
+
+/// A dedicated thread for a loop that blocks in `zmq_poll` and owns its
+/// sockets from creation to close, and a way to await its end from Swift
+/// concurrency.
+public final class SocketThread: Sendable {
+    private let name: String
+    private let completion = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    public init(name: String) { self.name = name }
+
+    /// Runs `body` on a new thread.
+    public func start(_ body: @escaping @Sendable () -> Void) {
+        let thread = Thread { [self] in
+            body()
+            let waiters = self.completion.withLock { state in
+                state.done = true
+                defer { state.waiters.removeAll() }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Returns once the thread's body has returned.
+    public func finished() async {
+        await withCheckedContinuation { continuation in
+            let done = completion.withLock { state in
+                if !state.done { state.waiters.append(continuation) }
+                return state.done
+            }
+            if done { continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,375 @@
+import CoreMetrics
+import Logging
+import MetricsTestKit
+import ServiceLifecycle
+import Testing
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncHub
+import TouchSyncSimulation
+import TouchSyncWire
+import ZeroMQ
+
+/// Every test here runs a real hub on 127.0.0.1 ports of its own, real
+/// agents and subscribers over TCP, and stops them all; each is bounded by
+/// explicit time-outs.
+@Suite("Hub end to end", .timeLimit(.minutes(2)))
+struct HubTests {
+    /// Three users with three fingers each draw interleaved; one subscriber
+    /// watches from the start, one joins half-way. Both end with the hub's
+    /// board: same digest, same accepted order.
+    @Test func agentsAndSubscribersConverge() async throws {
+        let test = try await TestHub.start()
+        let board = "wall"
+        let early = try test.subscriber(board: board)
+        var profile = SimulationProfile()
+        profile.users = 3
+        profile.fingersPerUser = 3
+        profile.clearRate = 0.003
+        var simulator = SessionSimulator(seed: 77, profile: profile)
+        let agents = try simulator.users.map { try test.agent(board: board, identity: $0.rawValue) }
+        var late: BoardSubscriber? = nil
+        var samples = 0
+        for step in 0..<1500 {
+            switch simulator.next() {
+            case .frame(let user, let frame, _):
+                samples += frame.changes.reduce(0) { $0 + $1.samples.count }
+                agents[simulator.users.firstIndex(of: user)!].send(frame.changes, alive: frame.aliveTouches)
+            case .clear(let user, let scope):
+                agents[simulator.users.firstIndex(of: user)!].clear(scope)
+            }
+            if step == 700 { late = try test.subscriber(board: board) }
+            if step % 25 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        for agent in agents { #expect(await agent.flush(timeout: .seconds(10))) }
+        let hub = try await test.board(board)
+        #expect(hub.acceptedStrokes.count > 20)
+        #expect(Set(hub.acceptedStrokes.map(\.owner.rawValue)).isSubset(of: Set(simulator.users.map(\.rawValue))))
+        for subscriber in [early, late!] {
+            #expect(await subscriber.waitUntil(sequence: hub.sequence, timeout: .seconds(10)))
+            let replica = try #require(await subscriber.replica())
+            #expect(replica.digest == hub.digest)
+            #expect(replica.acceptedStrokes.map(\.id) == hub.acceptedStrokes.map(\.id))
+            #expect(replica.orderedActiveStrokes.map(\.id) == hub.orderedActiveStrokes.map(\.id))
+        }
+        #expect(samples > 1000)
+        for agent in agents { await agent.stop() }
+        for agent in agents {
+            var refusals: [AgentEvent] = []
+            for await event in agent.events { if case .refused = event { refusals.append(event) } }
+            #expect(refusals.isEmpty, "a valid session was refused: \(refusals)")
+        }
+        await early.stop()
+        await late?.stop()
+        await test.hub.stop()
+    }
+
+    /// A subscriber that stops reading behind tiny high-water marks loses
+    /// batches; it notices (sequence gap or heartbeat ahead) and resyncs.
+    @Test func stalledSubscriberDetectsTheGapAndResyncs() async throws {
+        let test = try await TestHub.start {
+            $0.publishHighWaterMark = 4
+            $0.publishSendBufferBytes = 4096
+        }
+        let subscriber = try test.subscriber(board: "b") {
+            $0.receiveHighWaterMark = 2
+            $0.receiveBufferBytes = 4096
+        }
+        #expect(await subscriber.waitUntil(sequence: 0))
+        let agent = try test.agent(board: "b", identity: "busy")
+        subscriber.stallReading(for: .milliseconds(800))
+        try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(10, 10, 1)])])
+        for index in 1...400 {
+            try agent.touchesMoved([TouchInput(id: 1, coalesced: [point(10 + Double(index), 10, 1 + Double(index) / 240)])])
+            // Paced, so the hub publishes many small batches while the subscriber is stalled.
+            if index % 4 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        try agent.touchesEnded([TouchInput(id: 1, coalesced: [point(500, 10, 3)])])
+        #expect(await agent.flush())
+        let hub = try await test.board("b")
+        #expect(await subscriber.waitUntil(sequence: hub.sequence, timeout: .seconds(10)))
+        #expect(subscriber.status.resyncs >= 1)
+        #expect(await subscriber.replica()?.digest == hub.digest)
+        #expect(hub.acceptedStrokes.first?.samples.count == 402)
+        await agent.stop()
+        await subscriber.stop()
+        await test.hub.stop()
+    }
+
+    /// The connection is cut twice mid-stroke while frames are in flight (a
+    /// TCP relay holds them, then resets both sides, so they are lost for
+    /// sure). The first loss is followed by more frames: the hub sees the gap
+    /// and the agent resends. The second swallows the final "ended" and then
+    /// nothing more is sent: the agent hears no ack, reconnects and resends.
+    /// The stroke arrives with every sample exactly once, in order.
+    @Test func reconnectMidStrokeLosesAndDuplicatesNothing() async throws {
+        let metrics = TestMetrics()
+        let test = try await TestHub.start(metrics: metrics)
+        let port = UInt16(test.endpoints.ingest.split(separator: ":").last!)!
+        let proxy = try TCPFaultProxy(targetPort: port)
+        defer { proxy.stop() }
+        let agent = try test.agent(board: "b", identity: "pencil", endpoint: proxy.endpoint)
+        var sent: [Sample] = []
+        func track(_ points: [TouchPoint]) throws {
+            for (index, point) in points.enumerated() {
+                sent.append(try Sample(x: point.x, y: point.y, timestamp: point.timestamp, coalesced: index < points.count - 1))
+            }
+        }
+        let first = [point(100, 100, 1)]
+        try track(first)
+        try agent.touchesBegan([TouchInput(id: 7, coalesced: first)])
+        for index in 1...300 {
+            if index == 100 {
+                #expect(await agent.flush())
+                proxy.pause()  // frames 100…149 will be in flight when the line is cut
+            }
+            let t = 1 + Double(index) / 120
+            let points = [point(100 + Double(index), 100, t - 1.0 / 240), point(100.5 + Double(index), 100, t)]
+            try track(points)
+            try agent.touchesMoved([TouchInput(id: 7, coalesced: points, predicted: [point(102 + Double(index), 100, t + 0.008)])])
+            if index == 150 {
+                try await Task.sleep(for: .milliseconds(50))
+                proxy.dropConnections()
+                proxy.resume()
+            }
+            if index % 10 == 0 { try await Task.sleep(for: .milliseconds(2)) }
+        }
+        #expect(await agent.flush(timeout: .seconds(20)))
+        proxy.pause()
+        let last = [point(500, 100, 5)]
+        try track(last)
+        try agent.touchesEnded([TouchInput(id: 7, coalesced: last)])
+        try await Task.sleep(for: .milliseconds(50))
+        proxy.dropConnections()
+        proxy.resume()
+        #expect(await agent.flush(timeout: .seconds(20)))
+
+        #expect(proxy.drops == 2)
+        let hub = try await test.board("b")
+        #expect(hub.acceptedStrokes.count == 1)
+        #expect(hub.acceptedStrokes.first?.samples.count == sent.count)
+        #expect(hub.acceptedStrokes.first?.samples == sent)
+        #expect(hub.acceptedStrokes.first?.owner == UserNamespace("pencil"))
+        #expect(hub.liveTouchCount == 0)
+        // Both recovery paths really ran: a gap answered by OUT_OF_ORDER, and a reconnect with resend.
+        #expect(try metrics.expectCounter("touchsync_hub_errors_total", [("code", "outOfOrder")]).totalValue >= 1)
+        await agent.stop()
+        var disconnects = 0
+        for await event in agent.events { if event == .disconnected { disconnects += 1 } }
+        #expect(disconnects >= 1)
+        await test.hub.stop()
+    }
+
+    /// An agent that goes silent mid-stroke has its touches cancelled once
+    /// the liveness time-out has passed (and not before).
+    @Test func silentAgentsTouchesAreCancelledAfterTheTimeout() async throws {
+        let test = try await TestHub.start { $0.livenessTimeout = .milliseconds(600) }
+        let agent = try test.agent(board: "b", identity: "sleepy")
+        try agent.touchesBegan([
+            TouchInput(id: 1, coalesced: [point(1, 1, 1)]), TouchInput(id: 2, coalesced: [point(2, 2, 1)]),
+        ])
+        #expect(await agent.flush())
+        await agent.stop()  // gone without ending its touches
+        let silentSince = ContinuousClock.now
+        #expect(try await test.board("b").liveTouchCount == 2)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await test.board("b").liveTouchCount == 2, "cancelled before the time-out")
+        #expect(try await eventually(timeout: .seconds(5)) { try await test.board("b").liveTouchCount == 0 })
+        #expect(ContinuousClock.now - silentSince >= .milliseconds(600))
+        #expect(try await test.board("b").acceptedStrokes.isEmpty)
+        await test.hub.stop()
+    }
+
+    /// A touch missing from a frame's alive set is cancelled at once.
+    @Test func touchMissingFromTheAliveSetIsCancelled() async throws {
+        let test = try await TestHub.start()
+        let agent = try test.agent(board: "b", identity: "lossy")
+        try agent.touchesBegan((1...3).map { TouchInput(id: $0, coalesced: [point(Double($0), 1, 1)]) })
+        agent.send([TouchChange(touch: 2, phase: .moved, samples: [sample(64, 64, t: 1_100_000)])], alive: [2])
+        #expect(await agent.flush())
+        let hub = try await test.board("b")
+        #expect(hub.touches[UserNamespace("lossy")] == [2: hub.touches[UserNamespace("lossy")]![2]!])
+        #expect(hub.liveTouchCount == 1)
+        await agent.stop()
+        await test.hub.stop()
+    }
+
+    /// A second agent using the same touch ids cannot extend or end the first's touches.
+    @Test func usersCannotTouchEachOthersStrokes() async throws {
+        let test = try await TestHub.start()
+        let alice = try test.agent(board: "b", identity: "alice")
+        let mallory = try test.agent(board: "b", identity: "mallory")
+        try alice.touchesBegan([TouchInput(id: 1, coalesced: [point(10, 10, 1)])])
+        #expect(await alice.flush())
+        try mallory.touchesMoved([TouchInput(id: 1, coalesced: [point(900, 900, 2)])])
+        try mallory.touchesEnded([TouchInput(id: 1, coalesced: [point(900, 900, 3)])])
+        mallory.touchesCancelled([1])
+        #expect(await mallory.flush())
+        let hub = try await test.board("b")
+        let stroke = try #require(hub.orderedActiveStrokes.first)
+        #expect(hub.liveTouchCount == 1 && hub.acceptedStrokes.isEmpty)
+        #expect(stroke.owner == UserNamespace("alice"))
+        #expect(stroke.samples.map(\.x) == [640])
+        await mallory.stop()
+        var codes: [ErrorCode?] = []
+        for await event in mallory.events { if case .refused(_, let code, _) = event { codes.append(code) } }
+        #expect(codes == [.unknownTouch, .unknownTouch, .unknownTouch])
+        await alice.stop()
+        await test.hub.stop()
+    }
+
+    /// Bad input of every kind gets its typed error; a well-behaved agent on
+    /// the same board is untouched and the hub keeps serving.
+    @Test func badInputGetsTypedErrorsAndOthersCarryOn() async throws {
+        let test = try await TestHub.start {
+            $0.maxMessageBytes = 2048
+            $0.maxMessagesPerSecond = 40
+        }
+        let good = try test.agent(board: "b", identity: "good")
+        try good.touchesBegan([TouchInput(id: 1, coalesced: [point(10, 10, 1)])])
+
+        let raw = try RawAgent(test, identity: "raw")
+        try raw.send(bytes: [0xFF, 0xFF, 0xFF, 0xFF, 0x0F])
+        #expect(try raw.nextError()?.code == .malformed)
+        try raw.frame(1, [TouchChange(touch: 1, phase: .began, samples: [sample(0, 0, t: 0)])])
+        #expect(try raw.nextError()?.code == .notWelcomed)
+        try raw.hello(board: "b", version: 99)
+        #expect(try raw.nextError()?.code == .unsupportedVersion)
+        try raw.hello(board: "")
+        #expect(try raw.nextError()?.code == .unknownBoard)
+        try raw.send(bytes: [UInt8](repeating: 0x08, count: 4096))
+        #expect(try raw.nextError()?.code == .messageTooLarge)
+
+        try raw.hello(board: "b")
+        #expect(try raw.nextWelcome()?.user == "raw")
+        try raw.frame(1, [TouchChange(touch: 9, phase: .moved, samples: [sample(0, 0, t: 0)])])
+        let unknown = try #require(try raw.nextError())
+        #expect(unknown.code == .unknownTouch && unknown.sequence == 1)
+        try raw.frame(2, [TouchChange(touch: 1, phase: .began, samples: [sample(Int32.max, 0, t: 0)])])
+        #expect(try raw.nextError()?.code == .invalidValue)
+        try raw.frame(3, [TouchChange(touch: 1, phase: .began, samples: [sample(0, 0, t: 0)])])
+        try raw.frame(4, [TouchChange(touch: 1, phase: .began, samples: [sample(0, 0, t: 0)])])
+        #expect(try raw.nextError()?.code == .phaseOrder)
+        try raw.frame(9, [TouchChange(touch: 1, phase: .ended)])
+        #expect(try raw.nextError()?.code == .outOfOrder)
+        var unphased = Touchsync_V1_AgentMessage()
+        unphased.sequence = 5
+        var change = Touchsync_V1_TouchChange()
+        change.touchID = 1
+        unphased.frame.changes = [change]
+        try raw.send(unphased)
+        #expect(try raw.nextError()?.code == .malformed)
+
+        // A flood: the bucket holds 80 messages, refills 40 per second.
+        for index in 0..<150 {
+            var heartbeat = Touchsync_V1_AgentMessage()
+            heartbeat.heartbeat.agentTime = Int64(index)
+            try raw.send(heartbeat)
+        }
+        #expect(try raw.nextError()?.code == .rateLimited)
+
+        // NaN never leaves the agent.
+        #expect(throws: SampleError(.notFinite(field: "x"))) {
+            try good.touchesMoved([TouchInput(id: 1, coalesced: [point(.nan, 1, 2)])])
+        }
+        try good.touchesMoved([TouchInput(id: 1, coalesced: [point(20, 10, 2)])])
+        try good.touchesEnded([TouchInput(id: 1, coalesced: [point(30, 10, 3)])])
+        #expect(await good.flush())
+        let hub = try await test.board("b")
+        let goodStrokes = hub.acceptedStrokes.filter { $0.owner == UserNamespace("good") }
+        #expect(goodStrokes.count == 1)
+        #expect(goodStrokes.first?.samples.map(\.x) == [640, 1280, 1920])
+        // The raw agent's one valid stroke (frame 3) is still down.
+        #expect(hub.touches[UserNamespace("raw")]?.count == 1)
+        await good.stop()
+        await test.hub.stop()
+    }
+
+    /// Boards are separate: their own sequences, and subscribers see only theirs.
+    @Test func boardsAreIndependent() async throws {
+        let test = try await TestHub.start()
+        let watcherOfA = try test.subscriber(board: "a")
+        #expect(await watcherOfA.waitUntil(sequence: 0))
+        let agentA = try test.agent(board: "a", identity: "ann")
+        let agentB = try test.agent(board: "b", identity: "ben")
+        for id in 1...3 as ClosedRange<TouchID> {
+            try agentB.touchesBegan([TouchInput(id: id, coalesced: [point(1, 1, 1)])])
+            try agentB.touchesEnded([TouchInput(id: id, coalesced: [point(2, 1, 2)])])
+        }
+        try agentA.touchesBegan([TouchInput(id: 1, coalesced: [point(1, 1, 1)])])
+        #expect(await agentA.flush())
+        #expect(await agentB.flush())
+        let a = try await test.board("a")
+        let b = try await test.board("b")
+        #expect(a.sequence == 1 && b.sequence >= 1)
+        #expect(b.acceptedStrokes.count == 3)
+        #expect(await watcherOfA.waitUntil(sequence: 1))
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(watcherOfA.status.sequence == 1)
+        #expect(await watcherOfA.replica()?.digest == a.digest)
+        await agentA.stop()
+        await agentB.stop()
+        await watcherOfA.stop()
+        await test.hub.stop()
+    }
+
+    /// Heartbeats reach subscribers, who check their digest against the hub's.
+    @Test func heartbeatsConfirmTheReplica() async throws {
+        let test = try await TestHub.start()
+        let agent = try test.agent(board: "b", identity: "ink")
+        try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(1, 1, 1)])])
+        #expect(await agent.flush())
+        let subscriber = try test.subscriber(board: "b")
+        var agreed = false
+        for await event in subscriber.events {
+            if case .heartbeat(_, let agrees) = event {
+                agreed = agrees
+                break
+            }
+        }
+        #expect(agreed)
+        await agent.stop()
+        await subscriber.stop()
+        await test.hub.stop()
+    }
+
+    @Test func metricsCountFramesSamplesAndErrors() async throws {
+        let metrics = TestMetrics()
+        let test = try await TestHub.start(metrics: metrics)
+        let agent = try test.agent(board: "b", identity: "counted")
+        try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(1, 1, 1), point(2, 2, 1.1)])])
+        try agent.touchesMoved([TouchInput(id: 5, coalesced: [point(1, 1, 2)])])
+        #expect(await agent.flush())
+        _ = try await test.board("b")
+        #expect(try metrics.expectCounter("touchsync_hub_frames_total").totalValue == 1)
+        #expect(try metrics.expectCounter("touchsync_hub_samples_total").totalValue == 2)
+        #expect(try metrics.expectCounter("touchsync_hub_errors_total", [("code", "unknownTouch")]).totalValue == 1)
+        #expect(try metrics.expectGauge("touchsync_hub_boards").lastValue == 1)
+        await agent.stop()
+        await test.hub.stop()
+    }
+
+    /// As a service, the hub stops on graceful shutdown, and its ports are free again.
+    @Test func gracefulShutdownStopsTheServiceAndFreesItsPorts() async throws {
+        var configuration = HubConfiguration.loopbackEphemeral()
+        configuration.heartbeatInterval = .milliseconds(100)
+        let hub = try TouchSyncHub(configuration: configuration, logger: testLogger("hub"))
+        let endpoints = try await hub.start()
+        let group = ServiceGroup(services: [hub], logger: testLogger("group"))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await Task.sleep(for: .milliseconds(100))
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        #expect(hub.endpoints == nil)
+        // Every socket was closed: the same endpoints bind again.
+        var again = HubConfiguration()
+        again.ingestEndpoint = endpoints.ingest
+        again.publishEndpoint = endpoints.publish
+        again.snapshotEndpoint = endpoints.snapshot
+        let second = try TouchSyncHub(configuration: again, logger: testLogger("hub"))
+        #expect(try await second.start() == endpoints)
+        await second.stop()
+    }
+}

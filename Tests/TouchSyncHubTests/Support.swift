@@ -1,0 +1,149 @@
+import CoreMetrics
+import Foundation
+import Logging
+import Testing
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncHub
+import TouchSyncSimulation
+import TouchSyncWire
+import ZeroMQ
+
+/// Quiet by default; TOUCHSYNC_TEST_LOG=debug shows the hub's logs.
+func testLogger(_ label: String) -> Logger {
+    var logger = Logger(label: label)
+    logger.logLevel = ProcessInfoLevel.level
+    return logger
+}
+
+enum ProcessInfoLevel {
+    static let level: Logger.Level = {
+        if let value = getenv("TOUCHSYNC_TEST_LOG"), let level = Logger.Level(rawValue: String(cString: value)) {
+            return level
+        }
+        return .critical
+    }()
+}
+
+/// A hub on free loopback ports, with a shared context for its clients.
+struct TestHub {
+    let hub: TouchSyncHub
+    let endpoints: HubEndpoints
+    let context: ZMQContext
+
+    static func start(_ configure: (inout HubConfiguration) -> Void = { _ in }, metrics: (any MetricsFactory)? = nil)
+        async throws -> TestHub
+    {
+        var configuration = HubConfiguration.loopbackEphemeral()
+        configuration.heartbeatInterval = .milliseconds(200)
+        configure(&configuration)
+        let context = try ZMQContext()
+        let hub = try TouchSyncHub(
+            configuration: configuration, logger: testLogger("hub"), metricsFactory: metrics, context: context)
+        let endpoints = try await hub.start()
+        return TestHub(hub: hub, endpoints: endpoints, context: context)
+    }
+
+    func agent(board: String, identity: String? = nil, endpoint: String? = nil, configure: (inout AgentConfiguration) -> Void = { _ in })
+        throws -> TouchAgent
+    {
+        var configuration = AgentConfiguration(board: board, hubEndpoint: endpoint ?? endpoints.ingest)
+        configuration.identity = identity
+        configuration.heartbeatInterval = .milliseconds(100)
+        configuration.hubTimeout = .milliseconds(600)
+        configuration.reconnectDelay = .milliseconds(20) ... .milliseconds(200)
+        configure(&configuration)
+        let agent = try TouchAgent(configuration: configuration, context: context, logger: testLogger("agent"))
+        agent.start()
+        return agent
+    }
+
+    func subscriber(board: String, configure: (inout SubscriberConfiguration) -> Void = { _ in }) throws -> BoardSubscriber {
+        var configuration = SubscriberConfiguration(
+            board: board, publishEndpoint: endpoints.publish, snapshotEndpoint: endpoints.snapshot)
+        configuration.snapshotTimeout = .milliseconds(500)
+        configure(&configuration)
+        let subscriber = try BoardSubscriber(configuration: configuration, context: context, logger: testLogger("subscriber"))
+        subscriber.start()
+        return subscriber
+    }
+
+    /// The hub's board, waiting until it exists.
+    func board(_ name: String) async throws -> BoardState {
+        for _ in 0..<400 {
+            if let state = await hub.boardState(name) { return state }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        throw TestFailure("board \(name) never appeared on the hub")
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Waits for `condition`, polling; false when `timeout` passes first.
+func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return try await condition()
+}
+
+/// A raw DEALER speaking the protocol by hand, to send what no well-behaved agent would.
+final class RawAgent {
+    let socket: ZMQSocket
+
+    init(_ test: TestHub, identity: String) throws {
+        socket = try ZMQSocket(test.context, type: .dealer)
+        try socket.setRoutingID(Array(identity.utf8))
+        try socket.connect(test.endpoints.ingest)
+    }
+
+    func send(_ message: Touchsync_V1_AgentMessage) throws { try socket.send(WireCodec.encode(message)) }
+    func send(bytes: [UInt8]) throws { try socket.send(bytes) }
+
+    func hello(board: String, version: UInt32 = 1) throws {
+        var hello = Touchsync_V1_Hello()
+        hello.protocolVersion = version
+        hello.board = board
+        var message = Touchsync_V1_AgentMessage()
+        message.hello = hello
+        try send(message)
+    }
+
+    func frame(_ sequence: UInt64, _ changes: [TouchChange], alive: [TouchID]? = nil) throws {
+        var message = Touchsync_V1_AgentMessage()
+        message.sequence = sequence
+        message.frame = TouchFrame(changes: changes, aliveTouches: alive).proto
+        try send(message)
+    }
+
+    /// The next reply, or nil after `timeout`.
+    func reply(timeoutMilliseconds: Int = 3000) throws -> Touchsync_V1_HubReply? {
+        guard let parts = try socket.receiveBytes(timeoutMilliseconds: timeoutMilliseconds) else { return nil }
+        return try WireCodec.decode(Touchsync_V1_HubReply.self, from: parts[0])
+    }
+
+    /// Replies until one is an error (acks and welcomes are skipped).
+    func nextError(timeoutMilliseconds: Int = 3000) throws -> Touchsync_V1_Error? {
+        while let reply = try reply(timeoutMilliseconds: timeoutMilliseconds) {
+            if case .error(let error) = reply.body { return error }
+        }
+        return nil
+    }
+
+    func nextWelcome() throws -> Touchsync_V1_Welcome? {
+        while let reply = try reply() {
+            if case .welcome(let welcome) = reply.body { return welcome }
+        }
+        return nil
+    }
+}
+
+func point(_ x: Double, _ y: Double, _ t: Double) -> TouchPoint { TouchPoint(x: x, y: y, timestamp: t) }
+
+func sample(_ x: Int32, _ y: Int32, t: Int64) -> Sample { Sample(x: x, y: y, time: t) }
