@@ -147,7 +147,10 @@ let package = Package(
         ),
         .testTarget(
             name: "TouchSyncCommandsTests",
-            dependencies: ["TouchSyncCommands", "TouchSyncCore", "TouchSyncWire"],
+            dependencies: [
+                "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -110,9 +110,12 @@ public final class BoardSubscriber: Sendable {
     public var status: SubscriberStatus { shared.status.withLock { $0 } }
 
     /// A copy of the replica (taken on the subscriber's thread between two batches).
+    /// Nil before the first snapshot, while resyncing, and after `stop`.
     public func replica() async -> BoardState? {
         await withCheckedContinuation { continuation in
-            mailbox.post(.inspect { continuation.resume(returning: $0) })
+            if !mailbox.post(.inspect { continuation.resume(returning: $0) }) {
+                continuation.resume(returning: nil)
+            }
         }
     }
 
@@ -194,6 +197,7 @@ final class SubscriberLoop {
         defer {
             subscriber.close()
             snapshots.close()
+            for case .inspect(let reply) in mailbox.close() { reply(nil) }
         }
         var poller = ZMQPoller()
         let subscriberIndex = try poller.add(subscriber)

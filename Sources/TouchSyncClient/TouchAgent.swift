@@ -321,7 +321,10 @@ final class AgentLoop {
     }
 
     func run() {
-        defer { socket?.close() }
+        defer {
+            socket?.close()
+            _ = mailbox.close()
+        }
         while true {
             let now = clock.now
             if socket == nil && now >= reconnectAt { connect() }

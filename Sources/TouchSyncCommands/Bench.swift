@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TouchSyncCore
+import TouchSyncHub
 import TouchSyncSimulation
 import TouchSyncWire
 
@@ -135,29 +136,29 @@ public struct CodecBenchmark: Sendable {
         })
         guard replica.digest == hub.digest else { throw ValidationError("benchmark replica diverged from the hub") }
 
-        // The hub's pipeline: reduce every frame, fold the diffs of one tick, encode one batch per tick.
-        let eventsPerTick = 2
-        let framesPerTick = users * eventsPerTick
-        var tickBytes = 0
-        var tickBatches: [[UInt8]] = []
-        figures.append(try best("hub pipeline: reduce, coalesce per tick, encode") {
-            var board = BoardState(limits: limits)
-            var coalescer = DiffCoalescer()
-            var encoder = DiffStreamEncoder(board: "bench")
-            var diffs: [StrokeDiff] = []
-            tickBatches.removeAll(keepingCapacity: true)
+        // The hub's pipeline, as its loop runs it: reduce every frame into the
+        // board's channel, which folds a tick's diffs and encodes one batch.
+        func tickStream(eventsPerTick: Int) throws -> [[UInt8]] {
+            var channel = BoardChannel(name: "bench", limits: limits)
+            var batches: [[UInt8]] = []
             for (index, (user, frame, style)) in inputs.enumerated() {
-                diffs.removeAll(keepingCapacity: true)
-                try board.reduce(frame, from: user, style: style, into: &diffs)
-                coalescer.add(contentsOf: diffs)
-                if (index + 1) % framesPerTick == 0 || index == inputs.count - 1, !coalescer.isEmpty {
+                try channel.reduce(frame, from: user, style: style)
+                if (index + 1) % (users * eventsPerTick) == 0 || index == inputs.count - 1,
+                    let batch = channel.sealBatch(hubTime: Int64(index))
+                {
                     var message = Touchsync_V1_PublishMessage()
-                    message.batch = encoder.encode(board.sealBatch(coalescer.take(), hubTime: Int64(index)))
-                    tickBatches.append(WireCodec.encode(message))
+                    message.batch = batch
+                    batches.append(WireCodec.encode(message))
                 }
             }
+            return batches
+        }
+        let eventsPerTick = 2
+        var tickBatches: [[UInt8]] = []
+        figures.append(try best("hub pipeline: reduce, coalesce per tick, encode") {
+            tickBatches = try tickStream(eventsPerTick: eventsPerTick)
         })
-        tickBytes = tickBatches.reduce(0) { $0 + $1.count }
+        let tickBytes = tickBatches.reduce(0) { $0 + $1.count }
         var tickReplica = BoardState(limits: limits)
         for bytes in tickBatches {
             try tickReplica.apply(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch)
@@ -167,21 +168,7 @@ public struct CodecBenchmark: Sendable {
         // The size side of the tick-length trade-off (latency grows with the tick).
         var byTick: [(Int, Double)] = []
         for events in [1, 2, 4, 8] {
-            var board = BoardState(limits: limits)
-            var coalescer = DiffCoalescer()
-            var encoder = DiffStreamEncoder(board: "bench")
-            var bytes = 0
-            var diffs: [StrokeDiff] = []
-            for (index, (user, frame, style)) in inputs.enumerated() {
-                diffs.removeAll(keepingCapacity: true)
-                try board.reduce(frame, from: user, style: style, into: &diffs)
-                coalescer.add(contentsOf: diffs)
-                if (index + 1) % (users * events) == 0 || index == inputs.count - 1, !coalescer.isEmpty {
-                    var message = Touchsync_V1_PublishMessage()
-                    message.batch = encoder.encode(board.sealBatch(coalescer.take(), hubTime: Int64(index)))
-                    bytes += WireCodec.encode(message).count
-                }
-            }
+            let bytes = try tickStream(eventsPerTick: events).reduce(0) { $0 + $1.count }
             byTick.append((events, Double(bytes) / Double(samples)))
         }
 

@@ -1,153 +1,141 @@
-import Foundation
 import ArgumentParser
+import Foundation
+import Logging
+import TouchSyncClient
 import TouchSyncCore
+import TouchSyncHub
 import TouchSyncSimulation
-import TouchSyncWire
+import ZeroMQ
 
 /// What the demo proved.
 public struct DemoResult: Sendable {
     public var hubDigest: BoardDigest
-    public var spectatorDigest: BoardDigest
-    public var batches: Int
+    public var spectatorDigest: BoardDigest?
+    public var hubSequence: UInt64
     public var samples: Int
-    public var snapshotChunks: Int
-    public var agentBytes: Int
-    public var publishBytes: Int
-    public var converged: Bool { hubDigest == spectatorDigest }
+    public var acceptedStrokes: Int
+    public var spectatorJoinedAt: UInt64
+    public var spectatorResyncs: Int
+    public var converged: Bool { spectatorDigest == hubDigest }
 }
 
-/// The embedded default scene: simulated users draw with several fingers on
-/// one board; every input goes through the wire encoding into the hub's
-/// reducer, and a spectator joins half-way from a chunked snapshot plus the
-/// encoded diff batches. It ends by comparing the spectator's digest with the
-/// hub's. (Issue #3 moves hub and spectator onto ZeroMQ sockets.)
+/// The embedded default scene: a hub in this process on free loopback
+/// ports, simulated users each drawing with several fingers through their
+/// own agent connection, and a spectator that joins half-way (snapshot plus
+/// diffs). It ends by comparing the spectator's digest with the hub's.
 public struct DemoScene: Sendable {
     public var users = 3
     public var fingers = 3
-    public var steps = 4000
+    public var steps = 3000
     public var seed: UInt64 = 2026
     public var board = "demo"
 
     public init() {}
 
-    public func run(report: (String) -> Void) throws -> DemoResult {
+    public func run(logger: Logger, report: @Sendable (String) -> Void) async throws -> DemoResult {
+        let context = try ZMQContext()
+        let hub = try TouchSyncHub(configuration: .loopbackEphemeral(), logger: logger, context: context)
+        let endpoints = try await hub.start()
+        report("TouchSync demo: a hub on \(endpoints.ingest), \(users) users x \(fingers) fingers drawing on board \"\(board)\" (seed \(seed), \(steps) input events)")
+
         var profile = SimulationProfile()
         profile.users = users
         profile.fingersPerUser = fingers
         profile.withForce = false
         var simulator = SessionSimulator(seed: seed, profile: profile)
-        var hub = BoardState()
-        var spectator: BoardState? = nil
-        var publishLog: [[UInt8]] = []
-        var agentSequence: [UserNamespace: UInt64] = [:]
-        var encoder = DiffStreamEncoder(board: board)
-        var coalescer = DiffCoalescer()
-        // One batch per tick, as the hub publishes: about two input events per user.
-        let eventsPerTick = users * 2
-        var result = DemoResult(
-            hubDigest: hub.digest, spectatorDigest: BoardDigest(rawValue: 0), batches: 0, samples: 0,
-            snapshotChunks: 0, agentBytes: 0, publishBytes: 0)
-        let joinAt = steps / 2
+        var agents: [TouchAgent] = []
+        for user in simulator.users {
+            var configuration = AgentConfiguration(board: board, hubEndpoint: endpoints.ingest)
+            configuration.identity = user.rawValue
+            configuration.clientName = "touchsync demo"
+            let agent = try TouchAgent(configuration: configuration, context: context, logger: logger)
+            agent.start()
+            agents.append(agent)
+        }
 
-        report("TouchSync demo: \(users) users x \(fingers) fingers drawing on board \"\(board)\" (seed \(seed), \(steps) input events)")
+        var spectator: BoardSubscriber? = nil
+        var samples = 0
+        var joinedAt: UInt64 = 0
         for step in 1...steps {
-            var diffs: [StrokeDiff] = []
-            let input = simulator.next()
-            // Each input crosses the wire exactly as an agent would send it.
-            var message = Touchsync_V1_AgentMessage()
-            switch input {
+            switch simulator.next() {
             case .frame(let user, let frame, _):
-                agentSequence[user, default: 0] += 1
-                message.sequence = agentSequence[user]!
-                message.frame = frame.proto
+                samples += frame.changes.reduce(0) { $0 + $1.samples.count }
+                agents[simulator.users.firstIndex(of: user)!].send(frame.changes, alive: frame.aliveTouches)
             case .clear(let user, let scope):
-                agentSequence[user, default: 0] += 1
-                message.sequence = agentSequence[user]!
-                var clear = Touchsync_V1_Clear()
-                clear.scope = scope == .own ? .own : .board
-                message.clear = clear
+                agents[simulator.users.firstIndex(of: user)!].clear(scope)
             }
-            let bytes = WireCodec.encode(message)
-            result.agentBytes += bytes.count
-            let received = try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes)
-            switch (input, received.body) {
-            case (.frame(let user, _, let style), .frame(let frame)):
-                let decoded = try TouchFrame(frame, sequence: received.sequence)
-                result.samples += decoded.changes.reduce(0) { $0 + $1.samples.count }
-                try hub.reduce(decoded, from: user, style: style, into: &diffs)
-            case (.clear(let user, _), .clear(let clear)):
-                hub.clear(clear.scope == .own ? .own : .board, by: user, into: &diffs)
-            default:
-                throw ValidationError("the demo's own message did not round-trip")
-            }
-            coalescer.add(contentsOf: diffs)
-            let published = (step % eventsPerTick == 0 || step == joinAt || step == steps) && !coalescer.isEmpty
-            if published {
-                let batch = hub.sealBatch(coalescer.take(), hubTime: Int64(step) * 8_333)
-                var publish = Touchsync_V1_PublishMessage()
-                publish.batch = encoder.encode(batch)
-                let encoded = WireCodec.encode(publish)
-                result.publishBytes += encoded.count
-                publishLog.append(encoded)
-                result.batches += 1
-            }
-
-            if step == joinAt {
-                // Clone pattern: the spectator is already subscribed, so it holds the last few
-                // batches too; then it loads the snapshot and skips what the snapshot includes.
-                let chunks = SnapshotCodec.chunks(of: hub.snapshot(), board: board, digest: hub.digest, samplesPerChunk: 4096)
-                let wire = try chunks.map { try WireCodec.decode(Touchsync_V1_SnapshotChunk.self, from: WireCodec.encode($0)) }
-                let (snapshot, digest) = try SnapshotCodec.assemble(wire)
-                var joined = try BoardState(snapshot: snapshot)
-                guard joined.digest == digest else { throw ValidationError("snapshot digest mismatch") }
-                for bytes in publishLog.suffix(5) {
-                    try joined.applyIfNew(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch)
+            // Paced a little, so the hub publishes while the spectator joins.
+            if step % 20 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            if step == steps / 2 {
+                let configuration = SubscriberConfiguration(
+                    board: board, publishEndpoint: endpoints.publish, snapshotEndpoint: endpoints.snapshot)
+                let subscriber = try BoardSubscriber(configuration: configuration, context: context, logger: logger)
+                subscriber.start()
+                spectator = subscriber
+                for await event in subscriber.events {
+                    if case .synced(let sequence, let digest, let chunks) = event {
+                        joinedAt = sequence
+                        report("  [spectator] joined after event \(step): snapshot at sequence \(sequence) in \(chunks) chunk(s), digest \(digest)")
+                        break
+                    }
                 }
-                spectator = joined
-                result.snapshotChunks = chunks.count
-                report("  [spectator] joins at event \(step): snapshot at sequence \(snapshot.sequence) in \(chunks.count) chunks, \(joined.storedSampleCount) samples, digest \(digest)")
-            } else if var joined = spectator, let last = publishLog.last, published {
-                try joined.apply(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: last).batch)
-                spectator = joined
             }
             if step % (steps / 4) == 0 {
-                report("  [hub] event \(step): sequence \(hub.sequence), \(hub.liveTouchCount) strokes in progress, \(hub.acceptedStrokes.count) accepted, \(hub.storedSampleCount) samples stored")
+                let status = await hub.boardState(board)
+                report("  [hub] event \(step): sequence \(status?.sequence ?? 0), \(status?.liveTouchCount ?? 0) strokes in progress, \(status?.acceptedStrokes.count ?? 0) accepted")
             }
         }
-        result.hubDigest = hub.digest
-        result.spectatorDigest = spectator?.digest ?? BoardDigest(rawValue: 0)
-        report("  hub digest:       \(result.hubDigest) at sequence \(hub.sequence)")
-        report("  spectator digest: \(result.spectatorDigest) at sequence \(spectator?.sequence ?? 0)")
-        report(result.converged ? "  converged: the spectator shows exactly the hub's board" : "  DIVERGED: the spectator's board differs from the hub's")
-        let perSample = { (bytes: Int) in String(format: "%.2f", Double(bytes) / Double(max(result.samples, 1))) }
-        report("  wire: \(result.samples) samples; agent to hub \(perSample(result.agentBytes)) bytes/sample, hub to subscribers \(perSample(result.publishBytes)) bytes/sample (one batch per \(eventsPerTick) input events)")
+        for agent in agents {
+            guard await agent.flush(timeout: .seconds(15)) else { throw CommandFailure("an agent's frames were not acknowledged") }
+        }
+        guard let state = await hub.boardState(board) else { throw CommandFailure("the hub lost the board") }
+        var result = DemoResult(
+            hubDigest: state.digest, spectatorDigest: nil, hubSequence: state.sequence, samples: samples,
+            acceptedStrokes: state.acceptedStrokes.count, spectatorJoinedAt: joinedAt, spectatorResyncs: 0)
+        if let spectator {
+            _ = await spectator.waitUntil(sequence: state.sequence, timeout: .seconds(15))
+            result.spectatorDigest = await spectator.replica()?.digest
+            result.spectatorResyncs = spectator.status.resyncs
+            await spectator.stop()
+        }
+        for agent in agents { await agent.stop() }
+        await hub.stop()
+
+        report("  \(samples) samples sent; \(state.acceptedStrokes.count) strokes accepted, \(state.liveTouchCount) in progress")
+        report("  hub digest:       \(result.hubDigest) at sequence \(result.hubSequence)")
+        report("  spectator digest: \(result.spectatorDigest?.description ?? "none") (joined at sequence \(joinedAt))")
+        report(
+            result.converged
+                ? "  converged: the spectator shows exactly the hub's board"
+                : "  DIVERGED: the spectator's board differs from the hub's")
         return result
     }
 }
 
-struct DemoCommand: ParsableCommand {
+struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Run the embedded default scene and prove a late spectator converges on the hub.")
+        abstract: "Run the embedded default: a hub, simulated users drawing, a spectator joining half-way.")
 
-    @Option(help: "Simulated users.") var users = 3
+    @Option(help: "Simulated users (each its own agent connection).") var users = 3
     @Option(help: "Fingers per user.") var fingers = 3
-    @Option(help: "Input events to simulate.") var steps = 4000
+    @Option(help: "Input events to simulate.") var steps = 3000
     @Option(help: "Seed for the simulated fingers (same seed, same scene).") var seed: UInt64 = 2026
+    @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        guard (1...1000).contains(users) else { throw ValidationError("--users must be 1 to 1000") }
-        guard (1...20).contains(fingers) else { throw ValidationError("--fingers must be 1 to 20") }
-        guard steps >= 4 else { throw ValidationError("--steps must be at least 4") }
+        guard (1...200).contains(users) else { throw ValidationError("--users must be 1 to 200") }
+        guard (1...10).contains(fingers) else { throw ValidationError("--fingers must be 1 to 10") }
+        guard steps >= 8 else { throw ValidationError("--steps must be at least 8") }
     }
 
-    func run() throws {
+    func run() async throws {
         var scene = DemoScene()
         scene.users = users
         scene.fingers = fingers
         scene.steps = steps
         scene.seed = seed
-        let result = try scene.run { print($0) }
+        let result = try await scene.run(logger: logging.logger("touchsync.demo")) { emit($0) }
         if !result.converged { throw ExitCode.failure }
     }
 }

@@ -1,7 +1,7 @@
 import ArgumentParser
 
 /// `touchsync`: the root command.
-public struct TouchSyncCommand: ParsableCommand {
+public struct TouchSyncCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "touchsync",
         abstract: "Multi-user touch and stroke sync over ZeroMQ.",
@@ -9,9 +9,16 @@ public struct TouchSyncCommand: ParsableCommand {
             Agents publish touch-phase events; a hub merges each user's touches into \
             its own namespace, orders strokes per board and publishes stroke diffs; \
             subscribers keep an exact replica from a snapshot plus those diffs.
+
+            Try it from three shells:
+              touchsync hub
+              touchsync spectate --board demo
+              touchsync draw --board demo
             """,
-        version: "0.1.0 (protocol v1)",
-        subcommands: [DemoCommand.self, BenchCommand.self]
+        version: "0.2.0 (protocol v1)",
+        subcommands: [
+            HubCommand.self, SpectateCommand.self, DrawCommand.self, DemoCommand.self, BenchCommand.self,
+        ]
     )
 
     public init() {}

@@ -96,6 +96,8 @@ final class HubLoop {
             ingest.close()
             publish.close()
             snapshots.close()
+            // Whoever still waits for an answer gets one: the hub is gone.
+            for case .inspect(_, let reply) in mailbox.close() { reply(nil) }
         }
         var poller = ZMQPoller()
         do {

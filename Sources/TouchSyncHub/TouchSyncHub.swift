@@ -120,7 +120,9 @@ public final class TouchSyncHub: Service {
             return nil
         }) else { return nil }
         return await withCheckedContinuation { continuation in
-            mailbox.post(.inspect(board: board, reply: { continuation.resume(returning: $0) }))
+            if !mailbox.post(.inspect(board: board, reply: { continuation.resume(returning: $0) })) {
+                continuation.resume(returning: nil)
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ import Darwin
 /// `fileDescriptor` next to its sockets, wakes up and `drain`s. The queue is
 /// a `Mutex`; the wake-up is one byte in a non-blocking pipe.
 public final class Mailbox<Command: Sendable>: Sendable {
-    private let queue = Mutex<[Command]>([])
+    private let queue = Mutex<(commands: [Command], open: Bool)>(([], true))
     /// Poll this for readability; `drain` empties it.
     public let fileDescriptor: Int32
     private let writeEnd: Int32
@@ -31,25 +31,48 @@ public final class Mailbox<Command: Sendable>: Sendable {
     }
 
     deinit {
-        close(fileDescriptor)
-        close(writeEnd)
+        closeDescriptor(fileDescriptor)
+        closeDescriptor(writeEnd)
     }
 
     /// Queues `command` and wakes the owning thread. Never blocks: a full pipe
-    /// already means a wake-up is pending.
-    public func post(_ command: Command) {
-        queue.withLock { $0.append(command) }
-        var byte: UInt8 = 1
-        _ = write(writeEnd, &byte, 1)
+    /// already means a wake-up is pending. Returns false, queueing nothing,
+    /// once the owner has closed the mailbox (its thread is gone).
+    @discardableResult
+    public func post(_ command: Command) -> Bool {
+        let accepted = queue.withLock { queue in
+            if queue.open { queue.commands.append(command) }
+            return queue.open
+        }
+        if accepted {
+            var byte: UInt8 = 1
+            _ = write(writeEnd, &byte, 1)
+        }
+        return accepted
     }
 
     /// Takes every queued command, oldest first (on the owning thread).
     public func drain() -> [Command] {
         var sink = [UInt8](repeating: 0, count: 64)
         while read(fileDescriptor, &sink, sink.count) > 0 {}
-        return queue.withLock { commands in
-            defer { commands.removeAll(keepingCapacity: true) }
-            return commands
+        return queue.withLock { queue in
+            defer { queue.commands.removeAll(keepingCapacity: true) }
+            return queue.commands
         }
     }
+
+    /// Refuses further commands and returns those still queued, so the owner
+    /// can answer them before its thread ends (nobody waits forever).
+    public func close() -> [Command] {
+        queue.withLock { queue in
+            queue.open = false
+            defer { queue.commands.removeAll() }
+            return queue.commands
+        }
+    }
+}
+
+/// `close(2)`, out of reach of `Mailbox.close()`'s name.
+private func closeDescriptor(_ descriptor: Int32) {
+    _ = close(descriptor)
 }

@@ -1,20 +1,25 @@
+import Logging
+import Synchronization
 import Testing
 import TouchSyncCommands
 import TouchSyncCore
 
 @Suite("Commands")
 struct CommandsTests {
-    @Test func demoSpectatorConvergesAndReports() throws {
+    /// The embedded default, on real sockets: the spectator joins half-way and converges.
+    @Test func demoSpectatorConvergesAndReports() async throws {
         var scene = DemoScene()
         scene.steps = 600
-        var lines: [String] = []
-        let result = try scene.run { lines.append($0) }
+        let lines = Mutex<[String]>([])
+        var logger = Logger(label: "demo")
+        logger.logLevel = .critical
+        let result = try await scene.run(logger: logger) { line in lines.withLock { $0.append(line) } }
         #expect(result.converged)
         #expect(result.samples > 500)
-        #expect(result.batches >= 600 / 6)  // one batch per tick of 2 events per user
-        #expect(result.snapshotChunks >= 1)
-        #expect(lines.contains { $0.contains("converged: the spectator shows exactly the hub's board") })
-        #expect(lines.contains { $0.contains("[spectator] joins at event 300") })
+        #expect(result.spectatorJoinedAt > 0 && result.spectatorJoinedAt < result.hubSequence)
+        let text = lines.withLock { $0 }
+        #expect(text.contains { $0.contains("converged: the spectator shows exactly the hub's board") })
+        #expect(text.contains { $0.contains("[spectator] joined after event 300") })
     }
 
     @Test func benchmarkMeasuresEveryStageAndChecksItsReplica() throws {

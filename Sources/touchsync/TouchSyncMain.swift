@@ -1,4 +1,9 @@
 import TouchSyncCommands
 
 // The executable is only this: every command lives in TouchSyncCommands, where tests reach it.
-TouchSyncCommand.main()
+@main
+struct TouchSyncMain {
+    static func main() async {
+        await TouchSyncCommand.main()
+    }
+}

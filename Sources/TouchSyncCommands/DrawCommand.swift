@@ -1,0 +1,155 @@
+import ArgumentParser
+import Foundation
+import Logging
+import TouchSyncClient
+import TouchSyncCore
+
+struct DrawCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "draw",
+        abstract: "Draw a scripted multi-touch scene on a board, then exit.",
+        discussion: """
+            A few fingers touch down one after another and draw a spiral, a wave and \
+            circles at 120 Hz (two coalesced samples per event, one predicted), while \
+            a palm touches down and is cancelled. Exits once the hub has acknowledged \
+            everything, or with an error if it does not.
+            """)
+
+    @Option(help: "The board to draw on (created if new).") var board: String
+    @OptionGroup var hub: HubAddressOptions
+    @Option(help: "The identity (user namespace) to draw as; random by default.") var identity: String?
+    @Option(help: "Fingers drawing at once (1 to 10).") var fingers = 3
+    @Option(help: "Seconds the scene lasts.") var seconds = 2.0
+    @Flag(help: "Send as fast as possible instead of in real time.") var fast = false
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        try validateBoard(board)
+        guard (1...10).contains(fingers) else { throw ValidationError("--fingers must be 1 to 10") }
+        guard seconds > 0 && seconds <= 600 else { throw ValidationError("--seconds must be above 0 and at most 600") }
+        if let identity, identity.isEmpty || identity.utf8.count > 255 {
+            throw ValidationError("--identity must be 1 to 255 bytes")
+        }
+    }
+
+    func run() async throws {
+        var configuration = AgentConfiguration(board: board, hubEndpoint: hub.ingest)
+        configuration.identity = identity
+        configuration.clientName = "touchsync draw"
+        let agent = try TouchAgent(configuration: configuration, logger: logging.logger("touchsync.draw"))
+        agent.start()
+        let scene = ScriptedScene(fingers: fingers, seconds: seconds)
+        let refusals = Task {
+            var refused: [String] = []
+            for await event in agent.events {
+                if case .refused(let sequence, let code, let message) = event {
+                    refused.append("message \(sequence): \(code.map { "\($0)" } ?? "?"): \(message)")
+                }
+            }
+            return refused
+        }
+        emit("drawing on board \"\(board)\" at \(hub.ingest) as \(agent.identity): \(fingers) finger(s) and a palm, \(seconds) s")
+        agent.setStyle(StrokeStyle(rgba: 0x1565_C0FF, width: 5 * 64))
+        let start = ContinuousClock.now
+        for event in scene.events {
+            if !fast {
+                let due = start + Duration(secondsValue: event.time)
+                if due > ContinuousClock.now { try await Task.sleep(until: due) }
+            }
+            switch event.phase {
+            case .began: try agent.touchesBegan(event.touches)
+            case .moved: try agent.touchesMoved(event.touches)
+            case .stationary: try agent.touchesStationary(event.touches)
+            case .ended: try agent.touchesEnded(event.touches)
+            case .cancelled: agent.touchesCancelled(event.touches.map(\.id))
+            }
+        }
+        let acknowledged = await agent.flush(timeout: .seconds(5))
+        await agent.stop()
+        let refused = await refusals.value
+        for line in refused { emit("refused: \(line)") }
+        guard acknowledged else {
+            throw CommandFailure("the hub at \(hub.ingest) did not acknowledge the scene within 5 s: is it running?")
+        }
+        emit(
+            "done: \(scene.strokes) strokes (\(scene.samples) samples) and 1 cancelled touch, every message acknowledged"
+                + (refused.isEmpty ? "" : ", \(refused.count) refused"))
+        if !refused.isEmpty { throw ExitCode.failure }
+    }
+}
+
+/// The scripted scene `draw` sends: UIKit-shaped callbacks with times.
+struct ScriptedScene {
+    struct Event {
+        var time: Double
+        var phase: TouchPhase
+        var touches: [TouchInput]
+    }
+
+    private(set) var events: [Event] = []
+    private(set) var samples = 0
+    let strokes: Int
+
+    init(fingers: Int, seconds: Double, hz: Double = 120) {
+        strokes = fingers
+        let step = 1 / hz
+        let palm: TouchID = 99
+        var time = 0.0
+        var down = Set<TouchID>()
+        while time <= seconds + 1e-9 {
+            var began: [TouchInput] = [], moved: [TouchInput] = [], ended: [TouchInput] = []
+            for finger in 0..<fingers {
+                let id = TouchID(finger + 1)
+                let touchDown = Double(finger) * 0.15
+                let liftOff = seconds - Double(finger) * 0.1
+                guard time >= touchDown && time <= liftOff + 1e-9 else { continue }
+                let input = TouchInput(
+                    id: id,
+                    coalesced: [Self.point(finger, time - step / 2), Self.point(finger, time)],
+                    predicted: [Self.point(finger, time + step)])
+                if !down.contains(id) {
+                    down.insert(id)
+                    began.append(TouchInput(id: id, coalesced: [Self.point(finger, time)]))
+                    samples += 1
+                } else if time + step > liftOff + 1e-9 {
+                    down.remove(id)
+                    ended.append(TouchInput(id: id, coalesced: input.coalesced))
+                    samples += 2
+                } else {
+                    moved.append(input)
+                    samples += 2
+                }
+            }
+            // A palm rests on the screen for a moment; the system cancels it (palm rejection).
+            if abs(time - min(0.5, seconds / 3)) < step / 2 {
+                began.append(TouchInput(id: palm, coalesced: [TouchPoint(x: 900, y: 900, timestamp: time + 1)]))
+            }
+            if !began.isEmpty { events.append(Event(time: time, phase: .began, touches: began)) }
+            if !moved.isEmpty { events.append(Event(time: time, phase: .moved, touches: moved)) }
+            if !ended.isEmpty { events.append(Event(time: time, phase: .ended, touches: ended)) }
+            if abs(time - min(0.8, seconds / 2)) < step / 2 {
+                events.append(Event(time: time, phase: .cancelled, touches: [TouchInput(id: palm, coalesced: [])]))
+            }
+            time += step
+        }
+    }
+
+    /// Finger 0 draws a spiral, 1 a wave, the others circles of growing size.
+    static func point(_ finger: Int, _ time: Double) -> TouchPoint {
+        let originX = 250.0 + Double(finger) * 320
+        let originY = 400.0
+        let x: Double, y: Double
+        switch finger {
+        case 0:
+            let radius = 20 + 40 * time
+            (x, y) = (originX + radius * cos(4 * time), originY + radius * sin(4 * time))
+        case 1:
+            (x, y) = (originX - 120 + 120 * time, originY + 80 * sin(6 * time))
+        default:
+            let radius = 60.0 + 15 * Double(finger)
+            (x, y) = (originX + radius * cos(3 * time), originY + radius * sin(3 * time))
+        }
+        // UIKit timestamps count from boot, not from zero.
+        return TouchPoint(x: x, y: y, timestamp: 1 + time, force: nil)
+    }
+}

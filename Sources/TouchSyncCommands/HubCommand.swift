@@ -1,0 +1,71 @@
+import ArgumentParser
+import Logging
+import ServiceLifecycle
+import TouchSyncHub
+import ZeroMQ
+
+struct HubCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hub",
+        abstract: "Run a hub: agents draw into it, subscribers follow its boards.",
+        discussion: """
+            Listens on loopback by default: there is no authentication yet, so every \
+            connection can claim any identity. Use --public (or explicit endpoints) \
+            to accept other machines on a network you trust. Stops cleanly on Ctrl-C \
+            or SIGTERM, publishing what is pending first.
+            """)
+
+    @Option(help: "Endpoint for agents (ROUTER).") var ingest = "tcp://127.0.0.1:5570"
+    @Option(help: "Endpoint for subscribers (XPUB).") var publish = "tcp://127.0.0.1:5571"
+    @Option(help: "Endpoint for snapshot requests (ROUTER).") var snapshot = "tcp://127.0.0.1:5572"
+    @Flag(help: "Listen on every interface (tcp://*:5570, 5571, 5572) instead of loopback.") var `public` = false
+    @Option(help: "Seconds of silence after which an agent's touches are cancelled.") var livenessTimeout = 3.0
+    @Option(help: "Seconds between two heartbeats of a board.") var heartbeat = 1.0
+    @Option(help: "Shortest milliseconds between two batches of a board (0: as soon as input is drained).")
+    var publishIntervalMs = 0
+    @Option(help: "Largest agent message in bytes; larger ones get MESSAGE_TOO_LARGE.") var maxMessageBytes = 1 << 20
+    @Option(help: "Touches one user may have down at once.") var maxTouches = 20
+    @Option(help: "Numbered messages one agent may send per second.") var maxMessagesPerSecond = 2000
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        guard livenessTimeout > 0, heartbeat > 0 else { throw ValidationError("time-outs and intervals must be positive") }
+        guard publishIntervalMs >= 0 else { throw ValidationError("--publish-interval-ms cannot be negative") }
+        guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
+        guard (1...1000).contains(maxTouches) else { throw ValidationError("--max-touches must be 1 to 1000") }
+        guard maxMessagesPerSecond > 0 else { throw ValidationError("--max-messages-per-second must be positive") }
+    }
+
+    func run() async throws {
+        let logger = logging.logger("touchsync.hub")
+        var configuration = HubConfiguration()
+        configuration.ingestEndpoint = `public` ? "tcp://*:5570" : ingest
+        configuration.publishEndpoint = `public` ? "tcp://*:5571" : publish
+        configuration.snapshotEndpoint = `public` ? "tcp://*:5572" : snapshot
+        configuration.livenessTimeout = Duration(secondsValue: livenessTimeout)
+        configuration.heartbeatInterval = Duration(secondsValue: heartbeat)
+        configuration.publishInterval = .milliseconds(publishIntervalMs)
+        configuration.maxMessageBytes = maxMessageBytes
+        configuration.boardLimits.maxLiveTouchesPerUser = maxTouches
+        configuration.maxMessagesPerSecond = maxMessagesPerSecond
+
+        let hub = try TouchSyncHub(configuration: configuration, logger: logger)
+        let endpoints: HubEndpoints
+        do {
+            endpoints = try await hub.start()
+        } catch let error as ZMQError {
+            throw CommandFailure(
+                "cannot listen: \(error.description). Is another hub running? Choose other endpoints with --ingest, --publish and --snapshot.")
+        }
+        emit("TouchSync hub listening")
+        emit("  agents      \(endpoints.ingest)")
+        emit("  subscribers \(endpoints.publish)")
+        emit("  snapshots   \(endpoints.snapshot)")
+        emit("Ctrl-C stops it.")
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: hub)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        emit("hub stopped")
+    }
+}
