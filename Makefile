@@ -23,10 +23,13 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# Debug builds: they share one build with the tests and start fastest on a fresh machine.
 demo: deps
-	$(SWIFT) run -c release touchsync demo
+	$(SWIFT) run touchsync demo
 
+# The tests also run the touchsync binary as real processes: build it first.
 test: deps
+	$(SWIFT) build
 	$(SWIFT) test
 
 bench: deps

@@ -148,7 +148,7 @@ let package = Package(
         .testTarget(
             name: "TouchSyncCommandsTests",
             dependencies: [
-                "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire",
+                "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -1,8 +1,10 @@
+import Foundation
 import Logging
 import Synchronization
 import Testing
 import TouchSyncCommands
 import TouchSyncCore
+import ZeroMQ
 
 @Suite("Commands")
 struct CommandsTests {
@@ -42,5 +44,79 @@ struct CommandsTests {
         _ = try TouchSyncCommand.parseAsRoot(["demo", "--steps", "10"])
         #expect(TouchSyncCommand.helpMessage().contains("demo"))
         #expect(TouchSyncCommand.helpMessage().contains("bench"))
+    }
+}
+
+/// The README's three shells, as three real processes of the built binary.
+@Suite("touchsync processes", .timeLimit(.minutes(2)))
+struct ProcessTests {
+    /// `.build/<triple>/debug/touchsync`, next to this test bundle.
+    static var binary: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("touchsync")
+    }
+
+    /// Free loopback ports (bound, read, released: good enough for a test on loopback).
+    static func freePorts(_ count: Int) throws -> [Int] {
+        let sockets = try (0..<count).map { _ in
+            let context = try ZMQContext()
+            let socket = try ZMQSocket(context, type: .router)
+            try socket.bind("tcp://127.0.0.1:*")
+            return socket
+        }
+        defer { sockets.forEach { $0.close() } }
+        return try sockets.map { Int(try $0.lastEndpoint.split(separator: ":").last!)! }
+    }
+
+    static func run(_ arguments: [String]) throws -> (Process, Pipe) {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return (process, output)
+    }
+
+    @Test func hubDrawAndSpectateWorkTogether() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build the touchsync product first (make test does)")
+        let ports = try Self.freePorts(3)
+        let hubAddress = ["--hub", "tcp://127.0.0.1:\(ports[0])"]
+        let subscriberAddress = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
+        let (hub, hubOutput) = try Self.run([
+            "hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+            "--snapshot", "tcp://127.0.0.1:\(ports[2])",
+        ])
+        try await Task.sleep(for: .milliseconds(300))
+        let (spectator, spectatorOutput) = try Self.run(["spectate", "--board", "wall", "--json", "--duration", "3"] + subscriberAddress)
+        try await Task.sleep(for: .milliseconds(300))
+        let (draw, drawOutput) = try Self.run(["draw", "--board", "wall", "--fast", "--identity", "tester"] + hubAddress)
+        draw.waitUntilExit()
+        #expect(draw.terminationStatus == 0)
+        let drawText = String(decoding: drawOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(drawText.contains("every message acknowledged"))
+
+        spectator.waitUntilExit()
+        #expect(spectator.terminationStatus == 0)
+        let lines = String(decoding: spectatorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n")
+        let events = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        #expect(events.first?["event"] as? String == "synced")
+        let batches = events.filter { $0["event"] as? String == "batch" }
+        #expect(batches.count > 0)
+        // Consecutive sequence numbers: nothing was missed.
+        let sequences = batches.compactMap { $0["sequence"] as? Int }
+        #expect(sequences == Array(1...(sequences.last ?? 0)))
+        let accepted = batches.compactMap { ($0["diffs"] as? [String: Int])?["accepted"] }.reduce(0, +)
+        let cancelled = batches.compactMap { ($0["diffs"] as? [String: Int])?["cancelled"] }.reduce(0, +)
+        #expect(accepted == 3)  // three fingers
+        #expect(cancelled == 1)  // the palm
+
+        hub.interrupt()  // SIGINT: graceful shutdown
+        hub.waitUntilExit()
+        #expect(hub.terminationStatus == 0)
+        let hubText = String(decoding: hubOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(hubText.contains("TouchSync hub listening") && hubText.contains("hub stopped"))
     }
 }
