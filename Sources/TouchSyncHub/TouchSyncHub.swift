@@ -18,6 +18,7 @@ public final class TouchSyncHub: Service {
 
     private enum State {
         case idle
+        case starting
         case running(Mailbox<HubCommand>, HubEndpoints, SocketThread)
         case stopped
     }
@@ -47,34 +48,44 @@ public final class TouchSyncHub: Service {
     /// cannot be bound (in use, malformed) or the hub was already started.
     @discardableResult
     public func start() async throws -> HubEndpoints {
-        let mailbox = try Mailbox<HubCommand>()
-        let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
-        let thread = SocketThread(name: "touchsync-hub")
-        let endpoints: HubEndpoints = try await withCheckedThrowingContinuation { continuation in
-            thread.start {
-                let loop: HubLoop
-                do {
-                    loop = try HubLoop(
-                        configuration: configuration, logger: logger, metricsFactory: metricsFactory, context: context,
-                        mailbox: mailbox)
-                } catch {
-                    continuation.resume(throwing: error)
-                    return
-                }
-                continuation.resume(returning: loop.endpoints)
-                loop.run()
-            }
-        }
-        let accepted = state.withLock { state in
+        let claimed = state.withLock { state in
             guard case .idle = state else { return false }
-            state = .running(mailbox, endpoints, thread)
+            state = .starting
             return true
         }
-        if !accepted {
-            mailbox.post(.stop)
-            await thread.finished()
-            throw HubError.alreadyStarted
+        guard claimed else { throw HubError.alreadyStarted }
+        let mailbox: Mailbox<HubCommand>
+        do {
+            mailbox = try Mailbox<HubCommand>()
+        } catch {
+            state.withLock { $0 = .idle }
+            throw error
         }
+        let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
+        let thread = SocketThread(name: "touchsync-hub")
+        let endpoints: HubEndpoints
+        do {
+            endpoints = try await withCheckedThrowingContinuation { continuation in
+                thread.start {
+                    // Built on its own thread: the loop's sockets never leave it.
+                    let loop: HubLoop
+                    do {
+                        loop = try HubLoop(
+                            configuration: configuration, logger: logger, metricsFactory: metricsFactory,
+                            context: context, mailbox: mailbox)
+                    } catch {
+                        continuation.resume(throwing: error)
+                        return
+                    }
+                    continuation.resume(returning: loop.endpoints)
+                    loop.run()
+                }
+            }
+        } catch {
+            state.withLock { $0 = .idle }  // nothing was bound: the hub can be started again
+            throw error
+        }
+        state.withLock { $0 = .running(mailbox, endpoints, thread) }
         return endpoints
     }
 
@@ -92,7 +103,7 @@ public final class TouchSyncHub: Service {
 
     /// Serves until graceful shutdown or cancellation.
     public func run() async throws {
-        if endpoints == nil { try await start() }
+        if state.withLock({ if case .idle = $0 { return true } else { return false } }) { try await start() }
         guard case .running(_, _, let thread)? = state.withLock({ state -> State? in state }) else { return }
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
@@ -129,5 +140,5 @@ public final class TouchSyncHub: Service {
 
 public enum HubError: Error, CustomStringConvertible {
     case alreadyStarted
-    public var description: String { "the hub was already started" }
+    public var description: String { "the hub was already started (a hub runs once; make a new one to serve again)" }
 }

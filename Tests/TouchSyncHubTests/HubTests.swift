@@ -1,4 +1,5 @@
 import CoreMetrics
+import Foundation
 import Logging
 import MetricsTestKit
 import ServiceLifecycle
@@ -347,6 +348,24 @@ struct HubTests {
         #expect(try metrics.expectGauge("touchsync_hub_boards").lastValue == 1)
         await agent.stop()
         await test.hub.stop()
+    }
+
+    /// A hub starts once; a bind failure leaves it startable; a second start is refused.
+    @Test func startIsRefusedTwiceAndRecoversFromABindFailure() async throws {
+        var broken = HubConfiguration.loopbackEphemeral()
+        broken.publishEndpoint = "nonsense://x"
+        let hub = try TouchSyncHub(configuration: broken, logger: testLogger("hub"))
+        let error = await #expect(throws: ZMQError.self) { try await hub.start() }
+        #expect(error?.code == EPROTONOSUPPORT)
+        #expect(hub.endpoints == nil)
+
+        let good = try TouchSyncHub(configuration: .loopbackEphemeral(), logger: testLogger("hub"))
+        let endpoints = try await good.start()
+        await #expect(throws: HubError.self) { try await good.start() }
+        #expect(good.endpoints == endpoints)
+        await good.stop()
+        await #expect(throws: HubError.self) { try await good.start() }
+        #expect(await good.boardState("any") == nil)  // answered, not hung, after stop
     }
 
     /// As a service, the hub stops on graceful shutdown, and its ports are free again.
