@@ -9,6 +9,7 @@
 //   TouchSyncWire      protobuf messages (generated, committed) and codecs to and from the core
 //   TouchSyncHub       the hub: one thread owning the sockets and every board (a ServiceLifecycle Service)
 //   TouchSyncClient    agents (UIKit-shaped touch API) and subscribers (live replicas), over ZeroMQ
+//   TouchSyncLoad      load runs with simulated fingers: latency, loss, convergence reports
 //   TouchSyncCommands  the `touchsync` subcommands, as a testable library
 //   touchsync          a thin @main over TouchSyncCommands
 import PackageDescription
@@ -33,6 +34,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.1.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
     ],
     targets: [
@@ -87,6 +89,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncLoad",
+            dependencies: [
+                "TouchSyncCore",
+                "TouchSyncSimulation",
+                "TouchSyncHub",
+                "TouchSyncClient",
+                "ZeroMQ",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncCommands",
             dependencies: [
                 "ZeroMQ",
@@ -95,6 +110,7 @@ let package = Package(
                 "TouchSyncWire",
                 "TouchSyncHub",
                 "TouchSyncClient",
+                "TouchSyncLoad",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -26,6 +26,9 @@ public struct SubscriberConfiguration: Sendable {
     public var receiveHighWaterMark: Int32 = 100_000
     /// The kernel's receive buffer in bytes. Default 0: the OS default.
     public var receiveBufferBytes: Int32 = 0
+    /// Called on the subscriber's thread right after each batch is applied
+    /// (for measurements: keep it short, it delays the next batch).
+    public var onApplied: (@Sendable (DiffBatch) -> Void)? = nil
 
     public init(
         board: String, publishEndpoint: String = "tcp://127.0.0.1:5571",
@@ -60,6 +63,8 @@ public struct SubscriberStatus: Sendable, Equatable {
     public var activeStrokes = 0
     public var acceptedStrokes = 0
     public var liveTouches = 0
+    /// Bytes of published messages received (topics included).
+    public var bytesReceived = 0
 }
 
 /// A live replica of one board: subscribes first, then loads a snapshot,
@@ -302,6 +307,8 @@ final class SubscriberLoop {
         while try subscriber.receive(into: part, dontWait: true) {
             guard part.hasMore else { continue }  // a topic without a body
             guard try subscriber.receive(into: part, dontWait: true) else { return }
+            let size = part.count + topic.count
+            shared.status.withLock { $0.bytesReceived += size }
             lastHeard = clock.now
             reportedSilence = false
             let decoded = part.withUnsafeBytes { bytes in
@@ -344,6 +351,7 @@ final class SubscriberLoop {
         do {
             let applied = try state.apply(batch)
             phase = .live(state)
+            configuration.onApplied?(applied)
             shared.status.withLock { $0.batchesApplied += 1 }
             publishStatus(state)
             events.yield(.applied(applied))

@@ -246,6 +246,9 @@ public final class TouchAgent: Sendable {
         shared.progress.withLock { ($0.acknowledged, $0.numbered) }
     }
 
+    /// Bytes this agent has sent, resends and heartbeats included.
+    public var bytesSent: Int { shared.progress.withLock { $0.bytesSent } }
+
     /// Waits until the hub has acknowledged every message sent so far; false on time-out.
     public func flush(timeout: Duration = .seconds(5)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
@@ -264,6 +267,8 @@ struct AgentProgress: Sendable {
     /// Numbered messages the agent thread has numbered and queued.
     var numbered: UInt64 = 0
     var acknowledged: UInt64 = 0
+    /// Bytes handed to the socket, resends and heartbeats included.
+    var bytesSent = 0
 }
 
 /// State the agent's callers and its thread share.
@@ -414,7 +419,9 @@ final class AgentLoop {
         do {
             // Never block the agent: a message the socket cannot take now stays
             // in `unacknowledged` and goes again after the next welcome.
-            _ = try socket.send(bytes, dontWait: true)
+            if try socket.send(bytes, dontWait: true) {
+                shared.progress.withLock { $0.bytesSent += bytes.count }
+            }
             lastSent = clock.now
         } catch {
             logger.debug("agent send failed", metadata: ["error": "\(error)"])

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import TouchSyncLoad
 import ServiceLifecycle
 import TouchSyncHub
 import ZeroMQ

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import TouchSyncLoad
 
 #if canImport(Glibc)
 import Glibc
@@ -45,12 +46,6 @@ struct LoggingOptions: ParsableArguments {
 func validateBoard(_ board: String) throws {
     guard !board.isEmpty, board.utf8.count <= 128, !board.utf8.contains(0) else {
         throw ValidationError("--board must be 1 to 128 bytes of UTF-8 without NUL")
-    }
-}
-
-extension Duration {
-    init(secondsValue: Double) {
-        self = .nanoseconds(Int64(secondsValue * 1e9))
     }
 }
 

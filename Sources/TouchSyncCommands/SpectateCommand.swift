@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import TouchSyncLoad
 import TouchSyncClient
 import TouchSyncCore
 import UnixSignals

@@ -17,7 +17,8 @@ public struct TouchSyncCommand: AsyncParsableCommand {
             """,
         version: "0.2.0 (protocol v1)",
         subcommands: [
-            HubCommand.self, SpectateCommand.self, DrawCommand.self, DemoCommand.self, BenchCommand.self,
+            HubCommand.self, SpectateCommand.self, DrawCommand.self, LoadCommand.self, DemoCommand.self,
+            BenchCommand.self,
         ]
     )
 

@@ -66,4 +66,10 @@ public struct HubEndpoints: Sendable, Equatable {
     public var ingest: String
     public var publish: String
     public var snapshot: String
+
+    public init(ingest: String, publish: String, snapshot: String) {
+        self.ingest = ingest
+        self.publish = publish
+        self.snapshot = snapshot
+    }
 }

@@ -67,12 +67,17 @@ public struct SessionSimulator: Sendable {
         var pendingEstimate: Sample? = nil
     }
 
-    public init(seed: UInt64, profile: SimulationProfile = SimulationProfile(), userPrefix: String = "user") {
+    /// - Parameter startTime: the agent clock (µs) of the first event; a load
+    ///   run passes the real monotonic clock, so sample times are creation times.
+    public init(
+        seed: UInt64, profile: SimulationProfile = SimulationProfile(), userPrefix: String = "user",
+        startTime: Int64 = 1_000_000
+    ) {
         self.profile = profile
         random = SplitMix64(seed: seed)
         users = (0..<profile.users).map { UserNamespace("\(userPrefix)-\($0)") }
         fingers = Array(repeating: Array(repeating: Finger(), count: profile.fingersPerUser), count: profile.users)
-        clocks = Array(repeating: 1_000_000, count: profile.users)
+        clocks = Array(repeating: startTime, count: profile.users)
         frameSequences = Array(repeating: 0, count: profile.users)
     }
 
@@ -90,11 +95,26 @@ public struct SessionSimulator: Sendable {
         return .frame(users[user], nextFrame(for: user), Self.style(forUser: user))
     }
 
+    /// The next input event of `user`, happening at `time` (agent clock, µs):
+    /// its samples are spread over the step before it. Load runs pass the real
+    /// clock, so a sample's time is when it was made.
+    public mutating func nextFrame(for user: Int, at time: Int64) -> TouchFrame {
+        // The event covers the real time since this user's previous one, so its
+        // samples are never in the future and never older than the last one sent.
+        let nominal = Int64(1_000_000 / profile.hz)
+        let step = min(max(time - clocks[user], 1), nominal * 4)
+        clocks[user] = max(clocks[user], time)
+        return frame(for: user, now: clocks[user], step: step)
+    }
+
     /// The next input event of one user: every finger that changed.
     public mutating func nextFrame(for user: Int) -> TouchFrame {
         let step = Int64(1_000_000 / profile.hz)
         clocks[user] += step
-        let now = clocks[user]
+        return frame(for: user, now: clocks[user], step: step)
+    }
+
+    private mutating func frame(for user: Int, now: Int64, step: Int64) -> TouchFrame {
         var changes: [TouchChange] = []
         endedThisEvent.removeAll(keepingCapacity: true)
         for index in fingers[user].indices {

@@ -1,3 +1,4 @@
+import CZeroMQ
 import Foundation
 import Synchronization
 
@@ -13,6 +14,8 @@ public final class SocketThread: Sendable {
     /// Runs `body` on a new thread.
     public func start(_ body: @escaping @Sendable () -> Void) {
         let thread = Thread { [self] in
+            // The OS-level name (15 bytes at most) that top -H, perf, gdb and /proc show.
+            czmq_name_current_thread(String(self.name.utf8.prefix(15))!)
             body()
             let waiters = self.completion.withLock { state in
                 state.done = true

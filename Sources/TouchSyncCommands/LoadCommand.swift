@@ -1,0 +1,110 @@
+import ArgumentParser
+import Foundation
+import Logging
+import TouchSyncHub
+import TouchSyncLoad
+
+struct LoadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load",
+        abstract: "Load a hub with simulated fingers; report latency, throughput, loss and convergence.",
+        discussion: """
+            Each simulated user is an agent with its own connection, drawing with several \
+            fingers in real time: smooth curves, fingers touching down and lifting on their \
+            own, touch ids reused, occasional cancels, coalesced and predicted samples. \
+            Subscribers measure latency from a sample's creation to its application in \
+            their replica. At the end every subscriber's board is compared, sample by \
+            sample, with what was drawn. Without --hub an embedded hub runs in this process.
+            Exits with status 1 when anything was lost or duplicated or a digest differs.
+            """)
+
+    @Option(help: "Simulated users (agents).") var users = 10
+    @Option(help: "Fingers per user.") var fingers = 3
+    @Option(help: "Input events per second per finger.") var hz = 120.0
+    @Option(help: "Samples per input event (2 for 240 Hz input).") var coalesced = 2
+    @Option(help: "Predicted samples per touch change.") var predicted = 1
+    @Option(help: "Seconds of drawing.") var duration = 5.0
+    @Option(help: "Stop once this many strokes have begun (if before --duration).") var strokes: Int?
+    @Option(help: "Boards the users are spread over.") var boards = 1
+    @Option(help: "Subscribers per board (connected before drawing starts).") var subscribers = 1
+    @Flag(help: "Also start one subscriber per board half-way (snapshot plus diffs).") var lateSubscriber = false
+    @Option(help: "Seconds over which users start drawing one after another.") var rampUp = 0.0
+    @Option(help: "Chance per event that a live touch is cancelled.") var cancelRate = 0.01
+    @Option(help: "Seed for the fingers (same seed, same run).") var seed: UInt64 = 1
+    @Option(name: .customLong("hub"), help: "An external hub's ingest endpoint (default: an embedded hub).")
+    var ingest: String?
+    @Option(help: "The external hub's publish endpoint (default: the --hub port + 1).") var publish: String?
+    @Option(help: "The external hub's snapshot endpoint (default: the --hub port + 2).") var snapshot: String?
+    @Option(help: "Write the report as JSON to this file.") var json: String?
+    @Option(help: "Write latency and throughput over time as an SVG chart to this file.") var svg: String?
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        guard (1...5000).contains(users) else { throw ValidationError("--users must be 1 to 5000") }
+        guard (1...10).contains(fingers) else { throw ValidationError("--fingers must be 1 to 10") }
+        guard hz > 0 && hz <= 1000 else { throw ValidationError("--hz must be above 0 and at most 1000") }
+        guard (1...32).contains(coalesced) else { throw ValidationError("--coalesced must be 1 to 32") }
+        guard (0...16).contains(predicted) else { throw ValidationError("--predicted must be 0 to 16") }
+        guard duration > 0 && duration <= 3600 else { throw ValidationError("--duration must be above 0 and at most 3600") }
+        guard (1...1000).contains(boards), boards <= users else { throw ValidationError("--boards must be 1 to --users") }
+        guard (1...100).contains(subscribers) else { throw ValidationError("--subscribers must be 1 to 100") }
+        guard (0...1).contains(cancelRate) else { throw ValidationError("--cancel-rate must be between 0 and 1") }
+        guard rampUp >= 0 && rampUp < duration else { throw ValidationError("--ramp-up must be at least 0 and below --duration") }
+        if publish != nil || snapshot != nil, ingest == nil {
+            throw ValidationError("--publish and --snapshot go with --hub")
+        }
+        if let ingest, Self.port(of: ingest) == nil, publish == nil || snapshot == nil {
+            throw ValidationError("cannot derive ports from --hub \(ingest): give --publish and --snapshot")
+        }
+    }
+
+    static func port(of endpoint: String) -> Int? {
+        endpoint.split(separator: ":").last.flatMap { Int($0) }
+    }
+
+    func run() async throws {
+        var configuration = LoadConfiguration()
+        configuration.users = users
+        configuration.fingers = fingers
+        configuration.hz = hz
+        configuration.coalesced = coalesced
+        configuration.predicted = predicted
+        configuration.duration = Duration(secondsValue: duration)
+        configuration.strokes = strokes
+        configuration.boards = boards
+        configuration.subscribers = subscribers
+        configuration.lateSubscriber = lateSubscriber
+        configuration.rampUp = Duration(secondsValue: rampUp)
+        configuration.cancelRate = cancelRate
+        configuration.seed = seed
+        if let ingest {
+            let base = ingest.split(separator: ":").dropLast().joined(separator: ":")
+            let port = Self.port(of: ingest) ?? 0
+            configuration.hub = HubEndpoints(
+                ingest: ingest, publish: publish ?? "\(base):\(port + 1)", snapshot: snapshot ?? "\(base):\(port + 2)")
+        }
+        emit(
+            "load: \(users) users x \(fingers) fingers at \(Int(hz)) Hz (\(coalesced) samples per event, \(predicted) predicted), "
+                + "\(boards) board(s), \(subscribers) subscriber(s) each, \(duration) s, hub "
+                + (configuration.hub?.ingest ?? "embedded")
+                + "; up to \(Int(configuration.offeredSamplesPerSecond)) samples/s offered")
+        let run = LoadRun(configuration: configuration, logger: logging.logger("touchsync.load"))
+        let report = try await run.run { progress in
+            emit(
+                String(
+                    format: "  %5.1f s  %9.0f samples/s  %5d touches down  latency p50 %6d µs  p99 %7d µs",
+                    progress.elapsed.seconds, progress.samplesPerSecond, progress.liveTouches, progress.latencyP50,
+                    progress.latencyP99))
+        }
+        emit(report.text)
+        if let json {
+            try report.json.write(to: URL(fileURLWithPath: json))
+            emit("report written to \(json)")
+        }
+        if let svg {
+            try report.svg.write(toFile: svg, atomically: true, encoding: .utf8)
+            emit("chart written to \(svg)")
+        }
+        if !report.passed { throw ExitCode.failure }
+    }
+}

@@ -1,0 +1,43 @@
+import TouchSyncHub
+
+/// A load run: how many simulated fingers, how fast, for how long, against which hub.
+public struct LoadConfiguration: Sendable {
+    /// Simulated users, each an agent with its own connection. Default 10.
+    public var users = 10
+    /// Fingers per user. Default 3.
+    public var fingers = 3
+    /// Input events per second per finger. Default 120.
+    public var hz: Double = 120
+    /// Samples per input event (2: a 240 Hz digitizer at 120 Hz events). Default 2.
+    public var coalesced = 2
+    /// Predicted samples per touch change. Default 1.
+    public var predicted = 1
+    /// How long fingers draw. Default 5 s.
+    public var duration: Duration = .seconds(5)
+    /// Stop after this many strokes have begun, if it comes before `duration`.
+    public var strokes: Int? = nil
+    /// Boards the users are spread over (round robin). Default 1.
+    public var boards = 1
+    /// Subscribers per board, connected before anyone draws. Default 1.
+    public var subscribers = 1
+    /// Also start one subscriber per board half-way through (snapshot plus diffs). Default false.
+    public var lateSubscriber = false
+    /// Users start drawing one after another over this time. Default 0.
+    public var rampUp: Duration = .zero
+    /// Chance per event that a live touch is cancelled. Default 0.01.
+    public var cancelRate = 0.01
+    /// Chance per frame that the alive set silently drops a touch (the hub cancels it). Default 0.005.
+    public var vanishRate = 0.005
+    /// Same seed, same fingers. Default 1.
+    public var seed: UInt64 = 1
+    /// The hub to load; nil runs an embedded hub in this process on free loopback ports.
+    public var hub: HubEndpoints? = nil
+    /// Configuration of the embedded hub.
+    public var embeddedHub = HubConfiguration.loopbackEphemeral()
+
+    public init() {}
+
+    /// Samples per second the run offers (real samples, predictions not counted),
+    /// assuming every finger is down all the time (an upper bound).
+    public var offeredSamplesPerSecond: Double { Double(users * fingers * coalesced) * hz }
+}

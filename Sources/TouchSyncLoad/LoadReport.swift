@@ -1,0 +1,144 @@
+import Foundation
+
+/// End-to-end latency percentiles, in microseconds.
+public struct LatencySummary: Sendable, Equatable {
+    public var count: Int
+    public var p50: UInt64
+    public var p90: UInt64
+    public var p99: UInt64
+    public var p999: UInt64
+    public var max: UInt64
+    public var mean: Double
+}
+
+/// One second of a run, as the measuring subscribers saw it.
+public struct LatencySecond: Sendable, Equatable {
+    public var second: Int
+    /// Samples applied in that second, by all measuring subscribers together.
+    public var samples: Int
+    public var p99: UInt64
+}
+
+/// What a load run measured.
+public struct LoadReport: Sendable {
+    public var configuration: LoadConfiguration
+    public var drawingSeconds: Double
+    public var samplesSent: Int
+    public var framesSent: Int
+    /// The fewest samples any measuring subscriber applied through diffs.
+    public var samplesApplied: Int
+    /// Samples drawn that a subscriber does not show (over all subscribers).
+    public var lost: Int
+    /// Samples a subscriber shows more than once or that were never drawn.
+    public var duplicated: Int
+    /// Every frame acknowledged, every subscriber at the hub's digest, nothing lost or duplicated.
+    public var converged: Bool
+    public var latency: LatencySummary
+    public var latencyOverTime: [LatencySecond]
+    public var agentBytesPerSample: Double
+    public var subscriberBytesPerSample: Double
+    /// How far the load generator itself fell behind its schedule, at worst.
+    public var generatorBehindMilliseconds: Double
+    public var resyncs: Int
+    /// CPU seconds of the embedded hub's thread (nil for an external hub).
+    public var hubCPUSeconds: Double?
+    /// Peak resident memory of this whole process (generator, hub, subscribers).
+    public var maxResidentBytes: Int
+
+    public var samplesPerSecond: Double { Double(samplesSent) / max(drawingSeconds, 1e-9) }
+    public var framesPerSecond: Double { Double(framesSent) / max(drawingSeconds, 1e-9) }
+    /// Whether the run delivered everything exactly (the exit status of `touchsync load`).
+    public var passed: Bool { converged && lost == 0 && duplicated == 0 }
+
+    public var text: String {
+        func number(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }
+        var lines = [
+            "samples sent        \(samplesSent) in \(framesSent) frames over \(number(drawingSeconds, 1)) s"
+                + " (\(number(samplesPerSecond)) samples/s, \(number(framesPerSecond)) frames/s)",
+            "samples applied     \(samplesApplied) (the fewest of \(configuration.subscribers * configuration.boards) subscriber(s))",
+            "lost / duplicated   \(lost) / \(duplicated)",
+            "converged           \(converged ? "yes: every subscriber shows exactly what was drawn, at the hub's digest" : "NO")",
+            "latency (µs)        p50 \(latency.p50)  p90 \(latency.p90)  p99 \(latency.p99)  p99.9 \(latency.p999)  max \(latency.max)"
+                + "  (\(latency.count) samples, creation to application in a subscriber)",
+            "wire bytes/sample   agent to hub \(number(agentBytesPerSample, 2)), hub to each subscriber \(number(subscriberBytesPerSample, 2))",
+            "resyncs             \(resyncs)",
+            "generator behind    at most \(number(generatorBehindMilliseconds, 1)) ms",
+        ]
+        if let hubCPUSeconds {
+            lines.append(
+                "hub CPU             \(number(hubCPUSeconds, 2)) s (\(number(100 * hubCPUSeconds / max(drawingSeconds, 1e-9)))% of one core)")
+        }
+        lines.append("process peak RSS    \(maxResidentBytes / (1 << 20)) MiB (generator, hub and subscribers together)")
+        return lines.joined(separator: "\n")
+    }
+
+    /// The report as JSON (`touchsync load --json FILE`).
+    public var json: Data {
+        var object: [String: Any] = [
+            "samples_sent": samplesSent,
+            "frames_sent": framesSent,
+            "samples_applied": samplesApplied,
+            "lost": lost,
+            "duplicated": duplicated,
+            "converged": converged,
+            "latency_us": [
+                "p50": latency.p50, "p90": latency.p90, "p99": latency.p99, "p999": latency.p999, "max": latency.max,
+                "mean": latency.mean, "count": latency.count,
+            ] as [String: Any],
+            "samples_per_second": samplesPerSecond,
+            "frames_per_second": framesPerSecond,
+            "wire_bytes_per_sample": ["agent_to_hub": agentBytesPerSample, "hub_to_subscriber": subscriberBytesPerSample],
+            "resyncs": resyncs,
+            "generator_behind_ms": generatorBehindMilliseconds,
+            "drawing_seconds": drawingSeconds,
+            "max_resident_bytes": maxResidentBytes,
+            "configuration": [
+                "users": configuration.users, "fingers": configuration.fingers, "hz": configuration.hz,
+                "coalesced": configuration.coalesced, "predicted": configuration.predicted,
+                "boards": configuration.boards, "subscribers": configuration.subscribers,
+                "cancel_rate": configuration.cancelRate, "seed": configuration.seed,
+                "hub": configuration.hub == nil ? "embedded" : "external",
+            ] as [String: Any],
+            "latency_over_time": latencyOverTime.map { ["second": $0.second, "samples": $0.samples, "p99_us": $0.p99] },
+        ]
+        if let hubCPUSeconds { object["hub_cpu_seconds"] = hubCPUSeconds }
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])) ?? Data()
+    }
+
+    /// Latency (p99 per second) and throughput (samples applied per second) over the run, as SVG.
+    public var svg: String {
+        let width = 760.0, height = 420.0, left = 70.0, right = 70.0, top = 40.0, bottom = 50.0
+        let plotWidth = width - left - right, plotHeight = height - top - bottom
+        let points = latencyOverTime
+        let seconds = Double(max(points.last?.second ?? 1, 1))
+        let maxLatency = Double(max(points.map(\.p99).max() ?? 1, 1))
+        let maxSamples = Double(max(points.map(\.samples).max() ?? 1, 1))
+        func x(_ second: Int) -> Double { left + plotWidth * Double(second) / seconds }
+        func polyline(_ values: [Double], top ceiling: Double) -> String {
+            zip(points, values).map { point, value in
+                String(format: "%.1f,%.1f", x(point.second), top + plotHeight * (1 - value / ceiling))
+            }.joined(separator: " ")
+        }
+        let latencyLine = polyline(points.map { Double($0.p99) }, top: maxLatency)
+        let throughputLine = polyline(points.map { Double($0.samples) }, top: maxSamples)
+        func tidy(_ value: Double) -> String { value >= 10 ? String(format: "%.0f", value) : String(format: "%.1f", value) }
+        return """
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height))" font-family="sans-serif" font-size="12">
+            <rect width="100%" height="100%" fill="white"/>
+            <text x="\(left)" y="22" font-size="14">TouchSync load: \(configuration.users) users x \(configuration.fingers) fingers at \(Int(configuration.hz)) Hz, p99 latency and throughput per second</text>
+            <line x1="\(left)" y1="\(top + plotHeight)" x2="\(left + plotWidth)" y2="\(top + plotHeight)" stroke="black"/>
+            <line x1="\(left)" y1="\(top)" x2="\(left)" y2="\(top + plotHeight)" stroke="#c62828"/>
+            <line x1="\(left + plotWidth)" y1="\(top)" x2="\(left + plotWidth)" y2="\(top + plotHeight)" stroke="#1565c0"/>
+            <text x="\(left - 8)" y="\(top + 4)" text-anchor="end" fill="#c62828">\(tidy(maxLatency / 1000)) ms</text>
+            <text x="\(left - 8)" y="\(top + plotHeight)" text-anchor="end" fill="#c62828">0</text>
+            <text x="\(left + plotWidth + 8)" y="\(top + 4)" fill="#1565c0">\(tidy(maxSamples)) /s</text>
+            <text x="\(left + plotWidth + 8)" y="\(top + plotHeight)" fill="#1565c0">0</text>
+            <text x="\(left + plotWidth / 2)" y="\(height - 15)" text-anchor="middle">seconds (0 to \(Int(seconds)))</text>
+            <polyline fill="none" stroke="#c62828" stroke-width="2" points="\(latencyLine)"/>
+            <polyline fill="none" stroke="#1565c0" stroke-width="2" points="\(throughputLine)"/>
+            <text x="\(left + 10)" y="\(top + 16)" fill="#c62828">p99 latency</text>
+            <text x="\(left + 10)" y="\(top + 32)" fill="#1565c0">samples applied per second</text>
+            </svg>
+            """
+    }
+}

@@ -1,0 +1,349 @@
+import Foundation
+import Histogram
+import Logging
+import Synchronization
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncHub
+import TouchSyncSimulation
+import ZeroMQ
+
+/// Where a load run stands, once a second.
+public struct LoadProgress: Sendable {
+    public var elapsed: Duration
+    public var samplesPerSecond: Double
+    public var liveTouches: Int
+    public var latencyP50: UInt64
+    public var latencyP99: UInt64
+    public var samplesSent: Int
+}
+
+/// A load run: simulated users drawing in real time through their own agent
+/// connections, subscribers measuring end-to-end latency as they apply the
+/// hub's batches, then an exact check of what every subscriber shows
+/// against what every user drew.
+public struct LoadRun: Sendable {
+    public let configuration: LoadConfiguration
+    private let logger: Logger
+
+    public init(configuration: LoadConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func run(progress: @Sendable (LoadProgress) -> Void = { _ in }) async throws -> LoadReport {
+        let configuration = self.configuration
+        let context = try ZMQContext()
+        var embedded: TouchSyncHub? = nil
+        let endpoints: HubEndpoints
+        if let hub = configuration.hub {
+            endpoints = hub
+        } else {
+            let hub = try TouchSyncHub(configuration: configuration.embeddedHub, logger: logger, context: context)
+            endpoints = try await hub.start()
+            embedded = hub
+        }
+        let boards = (0..<configuration.boards).map { "load-\(configuration.seed)-\($0)" }
+        let latency = LatencyRecorder()
+
+        func subscribe(_ board: String, counter: AppliedCounter?) throws -> BoardSubscriber {
+            var settings = SubscriberConfiguration(
+                board: board, publishEndpoint: endpoints.publish, snapshotEndpoint: endpoints.snapshot)
+            if let counter {
+                settings.onApplied = { batch in
+                    latency.record(batch)
+                    counter.add(batch)
+                }
+            }
+            let subscriber = try BoardSubscriber(configuration: settings, context: context, logger: logger)
+            subscriber.start()
+            return subscriber
+        }
+        var subscribers: [(board: Int, subscriber: BoardSubscriber, applied: AppliedCounter)] = []
+        for (index, board) in boards.enumerated() {
+            for _ in 0..<configuration.subscribers {
+                let counter = AppliedCounter()
+                subscribers.append((index, try subscribe(board, counter: counter), counter))
+            }
+        }
+        for (_, subscriber, _) in subscribers {
+            guard await subscriber.waitUntil(sequence: 0, timeout: .seconds(10)) else {
+                throw LoadError.unreachable("no snapshot from \(endpoints.snapshot) within 10 s")
+            }
+        }
+
+        // Users are spread over the boards; each board has its own simulator.
+        let step = 1 / configuration.hz
+        var simulators: [SessionSimulator] = []
+        var members: [[Int]] = Array(repeating: [], count: configuration.boards)
+        for user in 0..<configuration.users { members[user % configuration.boards].append(user) }
+        for (index, users) in members.enumerated() {
+            var profile = SimulationProfile()
+            profile.users = max(users.count, 1)
+            profile.fingersPerUser = configuration.fingers
+            profile.hz = configuration.hz
+            profile.coalesced = configuration.coalesced...configuration.coalesced
+            profile.predicted = configuration.predicted...configuration.predicted
+            profile.cancelRate = configuration.cancelRate
+            profile.vanishRate = configuration.vanishRate
+            profile.clearRate = 0
+            profile.withForce = false
+            profile.strokeLength = 20...400
+            simulators.append(
+                SessionSimulator(
+                    seed: configuration.seed &+ UInt64(index), profile: profile, userPrefix: "load-\(index)",
+                    startTime: 0))
+        }
+        var agents: [TouchAgent] = []
+        var drawn: [DrawnStrokes] = Array(repeating: DrawnStrokes(), count: configuration.users)
+        for user in 0..<configuration.users {
+            let board = user % configuration.boards
+            let local = members[board].firstIndex(of: user)!
+            var settings = AgentConfiguration(board: boards[board], hubEndpoint: endpoints.ingest)
+            settings.identity = simulators[board].users[local].rawValue
+            settings.clientName = "touchsync load"
+            let agent = try TouchAgent(configuration: settings, context: context, logger: logger)
+            agent.start()
+            agents.append(agent)
+        }
+
+        // Drive: every tick, each started user sends one input event, stamped with the real time.
+        let clock = ContinuousClock()
+        let start = clock.now
+        let tick = Duration(secondsValue: step)
+        var nextTick = start
+        var samplesSent = 0
+        var framesSent = 0
+        var lastReport = start
+        var samplesAtLastReport = 0
+        var behind: Duration = .zero
+        var late: [BoardSubscriber] = []
+        while clock.now - start < configuration.duration {
+            if let limit = configuration.strokes, drawn.reduce(0, { $0 + $1.strokesBegun }) >= limit { break }
+            try await Task.sleep(until: nextTick)
+            behind = max(behind, clock.now - nextTick)
+            let elapsed = clock.now - start
+            for user in 0..<configuration.users {
+                if configuration.rampUp > .zero,
+                    elapsed < configuration.rampUp * (Double(user) / Double(configuration.users))
+                {
+                    continue
+                }
+                let board = user % configuration.boards
+                let local = members[board].firstIndex(of: user)!
+                let frame = simulators[board].nextFrame(for: local, at: monotonicMicroseconds())
+                guard !frame.changes.isEmpty || frame.aliveTouches != nil else { continue }
+                drawn[user].record(frame)
+                samplesSent += frame.changes.reduce(0) { $0 + $1.samples.count }
+                framesSent += 1
+                agents[user].send(frame.changes, alive: frame.aliveTouches)
+            }
+            if configuration.lateSubscriber && late.isEmpty && elapsed >= configuration.duration / 2 {
+                late = try boards.map { try subscribe($0, counter: nil) }
+            }
+            nextTick += tick
+            if nextTick < clock.now - tick * 10 { nextTick = clock.now }  // fell far behind: do not burst to catch up
+            if clock.now - lastReport >= .seconds(1) {
+                let interval = clock.now - lastReport
+                let (p50, p99) = latency.percentiles(50, 99)
+                progress(
+                    LoadProgress(
+                        elapsed: clock.now - start,
+                        samplesPerSecond: Double(samplesSent - samplesAtLastReport) / interval.seconds,
+                        liveTouches: drawn.reduce(0) { $0 + $1.liveCount }, latencyP50: p50, latencyP99: p99,
+                        samplesSent: samplesSent))
+                lastReport = clock.now
+                samplesAtLastReport = samplesSent
+            }
+        }
+        let drawingTime = clock.now - start
+
+        // Drain: every frame acknowledged, every subscriber at the hub's sequence.
+        var acknowledged = true
+        for agent in agents where !(await agent.flush(timeout: .seconds(30))) { acknowledged = false }
+        var finalSequence: [UInt64] = []
+        var hubDigests: [BoardDigest?] = []
+        for board in boards {
+            if let embedded {
+                let state = await embedded.boardState(board)
+                finalSequence.append(state?.sequence ?? 0)
+                hubDigests.append(state?.digest)
+            } else {
+                finalSequence.append(0)
+                hubDigests.append(nil)
+            }
+        }
+        var converged = acknowledged
+        var lost = 0
+        var duplicated = 0
+        for (board, subscriber) in subscribers.map({ ($0.board, $0.subscriber) }) + late.enumerated().map({ ($0.offset, $0.element) }) {
+            if embedded != nil {
+                guard await subscriber.waitUntil(sequence: finalSequence[board], timeout: .seconds(30)) else {
+                    converged = false
+                    continue
+                }
+            } else {
+                try await Task.sleep(for: .seconds(2))  // an external hub: let the last batches arrive
+            }
+            guard let replica = await subscriber.replica() else {
+                converged = false
+                continue
+            }
+            if let digest = hubDigests[board], digest != replica.digest { converged = false }
+            for (local, user) in members[board].enumerated() {
+                let owner = simulators[board].users[local]
+                let shown = (replica.orderedActiveStrokes + replica.acceptedStrokes)
+                    .filter { $0.owner == owner }.sorted { $0.id < $1.id }.map(\.samples)
+                let (missing, extra) = drawn[user].compare(with: shown)
+                lost += missing
+                duplicated += extra
+            }
+        }
+        let applied = subscribers.map { $0.applied.samples }
+
+        let bytesIn = agents.reduce(0) { $0 + $1.bytesSent }
+        let bytesOut = subscribers.reduce(0) { $0 + $1.subscriber.status.bytesReceived }
+        let resyncs = subscribers.reduce(0) { $0 + $1.subscriber.status.resyncs }
+        let hubCPU = embedded != nil ? threadCPUSeconds(named: "touchsync-hub") : nil
+        for (_, subscriber, _) in subscribers { await subscriber.stop() }
+        for subscriber in late { await subscriber.stop() }
+        for agent in agents { await agent.stop() }
+        if let embedded { await embedded.stop() }
+
+        return LoadReport(
+            configuration: configuration, drawingSeconds: drawingTime.seconds, samplesSent: samplesSent,
+            framesSent: framesSent, samplesApplied: applied.min() ?? 0, lost: lost, duplicated: duplicated,
+            converged: converged && lost == 0 && duplicated == 0, latency: latency.snapshot(),
+            latencyOverTime: latency.timeline(), agentBytesPerSample: Double(bytesIn) / Double(max(samplesSent, 1)),
+            subscriberBytesPerSample: Double(bytesOut) / Double(max(samplesSent, 1) * max(subscribers.count, 1)),
+            generatorBehindMilliseconds: behind.seconds * 1000, resyncs: resyncs, hubCPUSeconds: hubCPU,
+            maxResidentBytes: maxResidentBytes())
+    }
+}
+
+public enum LoadError: Error, CustomStringConvertible {
+    case unreachable(String)
+    public var description: String {
+        switch self {
+        case .unreachable(let why): "the hub is unreachable: \(why)"
+        }
+    }
+}
+
+/// End-to-end latency: from a sample's creation (its timestamp, the monotonic
+/// clock) to its application in a subscriber's replica, recorded on the
+/// subscriber's thread.
+final class LatencyRecorder: Sendable {
+    private struct State {
+        var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+        var applied: [ObjectIdentifier: Int] = [:]
+        /// Per second of the run: samples applied and the worst latency.
+        var timeline: [(second: Int, samples: Int, p99: UInt64)] = []
+        var secondHistogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .two)
+        var second = 0
+        var secondSamples = 0
+    }
+    private let state = Mutex(State())
+    private let origin = monotonicMicroseconds()
+
+    func record(_ batch: DiffBatch) {
+        let now = monotonicMicroseconds()
+        state.withLock { state in
+            let second = Int((now - origin) / 1_000_000)
+            if second != state.second {
+                state.timeline.append((state.second, state.secondSamples, state.secondHistogram.valueAtPercentile(99)))
+                state.second = second
+                state.secondSamples = 0
+                state.secondHistogram.reset()
+            }
+            for diff in batch.diffs {
+                guard case .appended(_, _, let samples) = diff else { continue }
+                for sample in samples {
+                    let latency = UInt64(max(0, now - sample.time))
+                    _ = state.histogram.record(latency)
+                    _ = state.secondHistogram.record(latency)
+                }
+                state.secondSamples += samples.count
+            }
+        }
+    }
+
+    func percentiles(_ first: Double, _ second: Double) -> (UInt64, UInt64) {
+        state.withLock { ($0.histogram.valueAtPercentile(first), $0.histogram.valueAtPercentile(second)) }
+    }
+
+    func snapshot() -> LatencySummary {
+        state.withLock { state in
+            let h = state.histogram
+            return LatencySummary(
+                count: Int(h.totalCount), p50: h.valueAtPercentile(50), p90: h.valueAtPercentile(90),
+                p99: h.valueAtPercentile(99), p999: h.valueAtPercentile(99.9), max: h.max, mean: h.mean)
+        }
+    }
+
+    func timeline() -> [LatencySecond] {
+        state.withLock { state in
+            state.timeline.map { LatencySecond(second: $0.second, samples: $0.samples, p99: $0.p99) }
+                + [LatencySecond(second: state.second, samples: state.secondSamples, p99: state.secondHistogram.valueAtPercentile(99))]
+        }
+    }
+}
+
+/// Samples one subscriber applied through diffs.
+final class AppliedCounter: Sendable {
+    private let count = Mutex(0)
+
+    func add(_ batch: DiffBatch) {
+        var samples = 0
+        for diff in batch.diffs {
+            if case .appended(_, _, let appended) = diff { samples += appended.count }
+        }
+        count.withLock { $0 += samples }
+    }
+
+    var samples: Int { count.withLock { $0 } }
+}
+
+extension Duration {
+    public var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) * 1e-18
+    }
+
+    public init(secondsValue: Double) { self = .nanoseconds(Int64(secondsValue * 1e9)) }
+}
+
+/// Microseconds of the monotonic clock: the agent clock of a load run.
+func monotonicMicroseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+}
+
+/// CPU seconds (user + system) of this process's threads with that name, from /proc.
+func threadCPUSeconds(named name: String) -> Double? {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return nil }
+    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+    var total = 0.0
+    var found = false
+    for task in tasks {
+        guard let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+            comm.trimmingCharacters(in: .whitespacesAndNewlines) == name,
+            let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { continue }
+        // Fields after "(comm)": state is 3rd, utime 14th, stime 15th.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
+        total += (user + system) / ticks
+        found = true
+    }
+    return found ? total : nil
+}
+
+/// The process's peak resident memory, in bytes.
+func maxResidentBytes() -> Int {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Int(usage.ru_maxrss) * 1024
+}
