@@ -162,6 +162,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TouchSyncLoadTests",
+            dependencies: [
+                "TouchSyncLoad", "TouchSyncCore",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TouchSyncCommandsTests",
             dependencies: [
                 "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ",

@@ -1,0 +1,73 @@
+import Foundation
+import Logging
+import Testing
+import TouchSyncCore
+import TouchSyncLoad
+
+/// Short, bounded load runs against an embedded hub on loopback.
+@Suite("Load runs", .timeLimit(.minutes(2)))
+struct LoadTests {
+    static var quiet: Logger {
+        var logger = Logger(label: "load")
+        logger.logLevel = .critical
+        return logger
+    }
+
+    /// Cancels, vanishing touches, touch ids reused, a subscriber joining
+    /// half-way: nothing lost, nothing duplicated, every replica converges.
+    @Test func everySampleArrivesExactlyOnce() async throws {
+        var configuration = LoadConfiguration()
+        configuration.users = 4
+        configuration.fingers = 3
+        configuration.duration = .milliseconds(1500)
+        configuration.cancelRate = 0.05
+        configuration.vanishRate = 0.02
+        configuration.lateSubscriber = true
+        configuration.seed = 11
+        let report = try await LoadRun(configuration: configuration, logger: Self.quiet).run()
+        #expect(report.samplesSent > 1000)
+        #expect(report.lost == 0)
+        #expect(report.duplicated == 0)
+        #expect(report.converged)
+        #expect(report.passed)
+        #expect(report.samplesApplied == report.samplesSent)
+        #expect(report.latency.count == report.samplesSent)
+        #expect(report.latency.p50 > 0 && report.latency.p50 <= report.latency.p99 && report.latency.p99 <= report.latency.max)
+        #expect(report.agentBytesPerSample > 0 && report.subscriberBytesPerSample > 0)
+        #expect(report.hubCPUSeconds != nil)
+    }
+
+    @Test func severalBoardsAndSubscribers() async throws {
+        var configuration = LoadConfiguration()
+        configuration.users = 6
+        configuration.fingers = 2
+        configuration.boards = 3
+        configuration.subscribers = 2
+        configuration.duration = .seconds(1)
+        configuration.rampUp = .milliseconds(300)
+        let report = try await LoadRun(configuration: configuration, logger: Self.quiet).run()
+        #expect(report.passed)
+        #expect(report.lost == 0 && report.duplicated == 0)
+        // Every one of the six subscribers applied every sample of its own board:
+        // the fewest applied is at least the smallest board's share.
+        #expect(report.samplesApplied > 0)
+    }
+
+    @Test func reportHasTheDocumentedKeys() async throws {
+        var configuration = LoadConfiguration()
+        configuration.users = 2
+        configuration.fingers = 1
+        configuration.duration = .milliseconds(500)
+        let report = try await LoadRun(configuration: configuration, logger: Self.quiet).run()
+        let object = try #require(try JSONSerialization.jsonObject(with: report.json) as? [String: Any])
+        for key in ["samples_sent", "samples_applied", "lost", "duplicated", "converged", "latency_us", "samples_per_second", "wire_bytes_per_sample"] {
+            #expect(object[key] != nil, "missing \(key)")
+        }
+        let latency = try #require(object["latency_us"] as? [String: Any])
+        for key in ["p50", "p99", "p999", "max"] { #expect(latency[key] != nil) }
+        #expect(object["samples_sent"] as? Int == report.samplesSent)
+        #expect(object["converged"] as? Bool == true)
+        #expect(report.svg.hasPrefix("<svg") && report.svg.contains("polyline"))
+        #expect(report.text.contains("lost / duplicated   0 / 0"))
+    }
+}
