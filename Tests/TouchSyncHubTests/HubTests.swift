@@ -78,20 +78,31 @@ struct HubTests {
         }
         #expect(await subscriber.waitUntil(sequence: 0))
         let agent = try test.agent(board: "b", identity: "busy")
-        subscriber.stallReading(for: .milliseconds(800))
+        let stall: Duration = .seconds(4)
+        let stalledAt = ContinuousClock.now
+        subscriber.stallReading(for: stall)
+        try await Task.sleep(for: .milliseconds(50))
+        // Far more bytes than the tiny buffers hold (about 100 KB against 16 KB),
+        // all published while the subscriber is not reading.
         try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(10, 10, 1)])])
-        for index in 1...400 {
-            try agent.touchesMoved([TouchInput(id: 1, coalesced: [point(10 + Double(index), 10, 1 + Double(index) / 240)])])
-            // Paced, so the hub publishes many small batches while the subscriber is stalled.
-            if index % 4 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        for index in 1...1000 {
+            let t = 1 + Double(index) / 120
+            var points: [TouchPoint] = []
+            for part in 0..<8 {
+                let offset = Double(part)
+                points.append(point(10 + Double(index) + offset / 8, 10 + offset, t - (7 - offset) / 960))
+            }
+            try agent.touchesMoved([TouchInput(id: 1, coalesced: points)])
+            if index % 50 == 0 { try await Task.sleep(for: .milliseconds(1)) }
         }
-        try agent.touchesEnded([TouchInput(id: 1, coalesced: [point(500, 10, 3)])])
+        try agent.touchesEnded([TouchInput(id: 1, coalesced: [point(2000, 10, 20)])])
         #expect(await agent.flush())
+        #expect(ContinuousClock.now - stalledAt < stall, "the hub published everything while the subscriber stalled")
         let hub = try await test.board("b")
         #expect(await subscriber.waitUntil(sequence: hub.sequence, timeout: .seconds(10)))
         #expect(subscriber.status.resyncs >= 1)
         #expect(await subscriber.replica()?.digest == hub.digest)
-        #expect(hub.acceptedStrokes.first?.samples.count == 402)
+        #expect(hub.acceptedStrokes.first?.samples.count == 8002)
         await agent.stop()
         await subscriber.stop()
         await test.hub.stop()
