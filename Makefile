@@ -33,7 +33,9 @@ test: deps
 	$(SWIFT) test
 
 bench: deps
-	$(SWIFT) run -c release touchsync bench
+	$(SWIFT) build -c release
+	.build/release/touchsync bench
+	.build/release/touchsync bench --transport
 
 proto:
 	scripts/generate-proto.sh

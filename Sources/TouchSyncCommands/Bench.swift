@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import TouchSyncCore
 import TouchSyncHub
+import TouchSyncLoad
 import TouchSyncSimulation
 import TouchSyncWire
 
@@ -185,7 +186,7 @@ public struct CodecBenchmark: Sendable {
     }
 }
 
-struct BenchCommand: ParsableCommand {
+struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure the stroke model and wire codecs: samples per second and bytes per sample.",
@@ -198,6 +199,10 @@ struct BenchCommand: ParsableCommand {
     @Flag(help: "Samples carry force (Pencil, 3D Touch).") var force = false
     @Option(help: "Repetitions per stage; the best is reported.") var repetitions = 5
     @Flag(help: ArgumentHelp("Run only the reduce stage (for perf or callgrind).", visibility: .hidden)) var reduceOnly = false
+    @Flag(help: "Instead: the hub against a bare libzmq forwarder over loopback TCP (throughput and latency, 1 and 10 subscribers).")
+    var transport = false
+    @Option(help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
+    @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         guard frames >= 100 else { throw ValidationError("--frames must be at least 100") }
@@ -205,7 +210,11 @@ struct BenchCommand: ParsableCommand {
         guard repetitions >= 1 else { throw ValidationError("--repetitions must be at least 1") }
     }
 
-    func run() throws {
+    func run() async throws {
+        if transport {
+            try await runTransport()
+            return
+        }
         var benchmark = CodecBenchmark()
         benchmark.frames = frames
         benchmark.users = users
@@ -233,5 +242,36 @@ struct BenchCommand: ParsableCommand {
         }
         print("  snapshot (stored strokes, no per-tick framing)".padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", report.snapshotBytesPerSample))
         print("reference: Yjs (Yrs via pycrdt) merges ~870,000 samples/s in-process at 21 bytes/sample on this machine class")
+    }
+
+    /// The hub and a bare forwarder, one after the other in this process, same input.
+    func runTransport() async throws {
+        #if DEBUG
+        emit("warning: this is a debug build; run `make bench` (release) for real figures")
+        #endif
+        var benchmark = TransportBenchmark()
+        benchmark.messagesPerAgent = messagesPerAgent
+        let logger = logging.logger("touchsync.bench")
+        emit("transport: \(benchmark.agents) agents x \(benchmark.fingers) fingers, \(benchmark.coalesced) samples per event, loopback TCP")
+        emit("")
+        emit("throughput at saturation (\(benchmark.messagesPerAgent) messages per agent)")
+        for subscribers in [1, 10] {
+            let bare = try await benchmark.throughput(.forwarder, subscribers: subscribers, logger: logger)
+            let hub = try await benchmark.throughput(.hub, subscribers: subscribers, logger: logger)
+            emit(String(
+                format: "  %2d subscriber(s): forwarder %10.0f samples/s   hub %10.0f samples/s   hub/forwarder %.2f",
+                subscribers, bare.samplesPerSecond, hub.samplesPerSecond, hub.samplesPerSecond / bare.samplesPerSecond))
+        }
+        emit("")
+        emit("latency at \(Int(benchmark.latencyRate)) samples/s (µs, sample creation to decoded in a subscriber; the hub's subscribers also apply)")
+        for subscribers in [1, 10] {
+            let bare = try await benchmark.latency(.forwarder, subscribers: subscribers, logger: logger)
+            let hub = try await benchmark.latency(.hub, subscribers: subscribers, logger: logger)
+            for result in [bare, hub] {
+                let s = result.summary
+                emit("  \(String(format: "%2d", subscribers)) subscriber(s) \(result.target.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) p50 \(s.p50)  p90 \(s.p90)  p99 \(s.p99)  p99.9 \(s.p999)  max \(s.max)  (\(s.count) samples)")
+            }
+            emit(String(format: "     hub p99 / forwarder p99: %.2f", Double(hub.summary.p99) / Double(max(bare.summary.p99, 1))))
+        }
     }
 }

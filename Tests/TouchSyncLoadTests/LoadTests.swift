@@ -71,3 +71,23 @@ struct LoadTests {
         #expect(report.text.contains("lost / duplicated   0 / 0"))
     }
 }
+
+@Suite("Transport benchmark harness", .timeLimit(.minutes(2)))
+struct TransportBenchmarkTests {
+    /// Both targets deliver every message of a small run to every subscriber.
+    @Test func bothTargetsDeliverEverything() async throws {
+        var benchmark = TransportBenchmark()
+        benchmark.agents = 3
+        benchmark.messagesPerAgent = 40
+        for target in TransportBenchmark.Target.allCases {
+            let result = try await benchmark.throughput(target, subscribers: 2, logger: LoadTests.quiet)
+            #expect(result.samples > 0)
+            #expect(result.seconds > 0 && result.seconds < 60, "\(target) did not finish")
+        }
+        benchmark.latencyRate = 2000
+        benchmark.latencyDuration = .milliseconds(500)
+        let latency = try await benchmark.latency(.hub, subscribers: 1, logger: LoadTests.quiet)
+        #expect(latency.summary.count > 0)
+        #expect(latency.summary.p50 <= latency.summary.p99)
+    }
+}

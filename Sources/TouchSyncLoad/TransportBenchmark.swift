@@ -1,0 +1,408 @@
+import Foundation
+import Histogram
+import Logging
+import Synchronization
+import TouchSyncCore
+import TouchSyncHub
+import TouchSyncSimulation
+import TouchSyncWire
+import ZeroMQ
+
+/// The hub against the physical limit of its transport, in one process and
+/// one run: (1) a bare libzmq forwarder (ROUTER in, PUB out, no processing)
+/// and (2) the TouchSync hub, fed the same agent messages by the same raw
+/// DEALER producers, read by the same number of SUB subscribers.
+public struct TransportBenchmark: Sendable {
+    public enum Target: String, Sendable, CaseIterable {
+        case forwarder = "bare libzmq forwarder"
+        case hub = "TouchSync hub"
+    }
+
+    /// Producer connections (agents). Default 20.
+    public var agents = 20
+    public var fingers = 5
+    public var coalesced = 2
+    /// Messages per agent in a saturation run. Default 2,000.
+    public var messagesPerAgent = 2000
+    /// Offered rate of the latency runs, samples per second. Default 100,000.
+    public var latencyRate: Double = 100_000
+    public var latencyDuration: Duration = .seconds(3)
+    public var seed: UInt64 = 3
+
+    public init() {}
+
+    public struct Throughput: Sendable {
+        public var target: Target
+        public var subscribers: Int
+        public var samples: Int
+        public var seconds: Double
+        public var samplesPerSecond: Double { Double(samples) / seconds }
+    }
+
+    public struct Latency: Sendable {
+        public var target: Target
+        public var subscribers: Int
+        public var summary: LatencySummary
+    }
+
+    // MARK: Saturation
+
+    public func throughput(_ target: Target, subscribers: Int, logger: Logger) async throws -> Throughput {
+        let context = try ZMQContext()
+        let messages = workload()
+        let samples = messages.reduce(0) { $0 + $1.samples }
+        let bench = try await Bench.start(target, context: context, logger: logger)
+        let board = "bench"
+        // Subscribers: the forwarder's count agent messages; the hub's apply batches to a replica.
+        let expected = messages.count
+        let done = Locked<[ContinuousClock.Instant]>([])
+        let ready = Locked(0)
+        let threads = (0..<subscribers).map { _ in SocketThread(name: "bench-subscriber") }
+        let finalSequence = Locked<UInt64?>(nil)
+        for thread in threads {
+            thread.start {
+                do {
+                    try Bench.subscribe(context: context, endpoint: bench.publish, board: board, ready: ready) { reader in
+                        var count = 0
+                        var replica = BoardState(limits: Bench.limits)
+                        var finished = ContinuousClock.now
+                        reading: while true {
+                            // The hub's heartbeats (every second) wake a reader that already has everything.
+                            let payload = try reader.next(timeoutMilliseconds: 100)
+                            switch target {
+                            case .forwarder:
+                                guard payload != nil else { continue reading }
+                                count += 1
+                                if count == expected {
+                                    finished = ContinuousClock.now
+                                    break reading
+                                }
+                            case .hub:
+                                if let payload {
+                                    let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: payload)
+                                    if case .batch(let batch) = message.body {
+                                        try replica.apply(batch)
+                                        finished = ContinuousClock.now
+                                    }
+                                }
+                                if let last = finalSequence.withLock({ $0 }), replica.sequence >= last { break reading }
+                            }
+                        }
+                        done.withLock { $0.append(finished) }
+                    }
+                } catch {
+                    logger.error("benchmark subscriber failed", metadata: ["error": "\(error)"])
+                    done.withLock { $0.append(ContinuousClock.now) }
+                }
+            }
+        }
+        while ready.withLock({ $0 }) < subscribers { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(200))  // subscriptions reach the publisher
+
+        let start = ContinuousClock.now
+        try await Bench.produce(messages, target: target, context: context, endpoint: bench.ingest, paced: nil)
+        if target == .hub, let hub = bench.hub {
+            // Every frame is acknowledged: the board's last sequence is final.
+            let sequence = await hub.boardState(board)?.sequence ?? 0
+            finalSequence.withLock { $0 = sequence }
+        }
+        for thread in threads { await thread.finished() }
+        let end = done.withLock { $0.max() ?? ContinuousClock.now }
+        await bench.stop()
+        return Throughput(target: target, subscribers: subscribers, samples: samples, seconds: (end - start).seconds)
+    }
+
+    // MARK: Latency at a fixed rate
+
+    public func latency(_ target: Target, subscribers: Int, logger: Logger) async throws -> Latency {
+        let context = try ZMQContext()
+        let bench = try await Bench.start(target, context: context, logger: logger)
+        let board = "bench"
+        let histogram = Locked(Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three))
+        let ready = Locked(0)
+        let stop = Locked(false)
+        let threads = (0..<subscribers).map { _ in SocketThread(name: "bench-subscriber") }
+        for thread in threads {
+            thread.start {
+                do {
+                    try Bench.subscribe(context: context, endpoint: bench.publish, board: board, ready: ready) { reader in
+                        var replica = BoardState(limits: Bench.limits)
+                        var times: [Int64] = []
+                        while !stop.withLock({ $0 }) {
+                            guard let payload = try reader.next(timeoutMilliseconds: 100) else { continue }
+                            times.removeAll(keepingCapacity: true)
+                            switch target {
+                            case .forwarder:
+                                let message = try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: payload)
+                                guard case .frame(let proto) = message.body else { continue }
+                                let frame = try TouchFrame(proto, sequence: message.sequence)
+                                for change in frame.changes { times += change.samples.map(\.time) }
+                            case .hub:
+                                let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: payload)
+                                guard case .batch(let batch) = message.body else { continue }
+                                for diff in try replica.apply(batch).diffs {
+                                    if case .appended(_, _, let samples) = diff { times += samples.map(\.time) }
+                                }
+                            }
+                            let now = monotonicMicroseconds()
+                            histogram.withLock { histogram in
+                                for time in times { _ = histogram.record(UInt64(max(0, now - time))) }
+                            }
+                        }
+                    }
+                } catch {
+                    logger.error("benchmark subscriber failed", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+        while ready.withLock({ $0 }) < subscribers { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(200))
+        let perMessage = Double(fingers * coalesced) * 0.8  // about 80% of fingers are down at a time
+        let count = Int(latencyRate / perMessage * latencyDuration.seconds)
+        try await Bench.produce(
+            workload(messages: max(count / agents, 1), live: true), target: target, context: context,
+            endpoint: bench.ingest, paced: latencyRate)
+        try await Task.sleep(for: .milliseconds(500))
+        stop.withLock { $0 = true }
+        for thread in threads { await thread.finished() }
+        await bench.stop()
+        let h = histogram.withLock { $0 }
+        return Latency(
+            target: target, subscribers: subscribers,
+            summary: LatencySummary(
+                count: Int(h.totalCount), p50: h.valueAtPercentile(50), p90: h.valueAtPercentile(90),
+                p99: h.valueAtPercentile(99), p999: h.valueAtPercentile(99.9), max: h.max, mean: h.mean))
+    }
+
+    // MARK: Workload
+
+    struct Message: Sendable {
+        var agent: Int
+        /// Encoded `AgentMessage`, or nil to encode at send time with the current clock (`live`).
+        var bytes: [UInt8]
+        var frame: TouchFrame
+        var samples: Int
+    }
+
+    /// Frames of `agents` users, interleaved, numbered per agent from 1.
+    func workload(messages perAgent: Int? = nil, live: Bool = false) -> [Message] {
+        var profile = SimulationProfile()
+        profile.users = agents
+        profile.fingersPerUser = fingers
+        profile.coalesced = coalesced...coalesced
+        profile.predicted = 1...1
+        profile.withForce = false
+        profile.clearRate = 0
+        profile.idleRate = 0.02
+        profile.estimateRate = 0
+        profile.strokeLength = 60...600
+        var simulator = SessionSimulator(seed: seed, profile: profile, userPrefix: "bench")
+        var messages: [Message] = []
+        var sequences = Array(repeating: UInt64(0), count: agents)
+        for _ in 0..<(perAgent ?? messagesPerAgent) {
+            for agent in 0..<agents {
+                let frame = simulator.nextFrame(for: agent)
+                sequences[agent] += 1
+                var message = Touchsync_V1_AgentMessage()
+                message.sequence = sequences[agent]
+                message.frame = frame.proto
+                messages.append(
+                    Message(
+                        agent: agent, bytes: live ? [] : WireCodec.encode(message), frame: frame,
+                        samples: frame.changes.reduce(0) { $0 + $1.samples.count }))
+            }
+        }
+        return messages
+    }
+}
+
+/// One target under test: its endpoints, and the hub when it is one.
+struct Bench: Sendable {
+    static let limits: BoardLimits = {
+        var limits = BoardLimits()
+        limits.maxSamplesPerStroke = .max
+        return limits
+    }()
+
+    let ingest: String
+    let publish: String
+    let hub: TouchSyncHub?
+    let forwarder: (SocketThread, Mailbox<Bool>)?
+
+    static func start(_ target: TransportBenchmark.Target, context: ZMQContext, logger: Logger) async throws -> Bench {
+        switch target {
+        case .hub:
+            var configuration = HubConfiguration.loopbackEphemeral()
+            configuration.maxMessagesPerSecond = 10_000_000  // producers here send as fast as they can
+            configuration.boardLimits = limits
+            configuration.ingestHighWaterMark = 100_000
+            configuration.publishHighWaterMark = 100_000
+            let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: context)
+            let endpoints = try await hub.start()
+            return Bench(ingest: endpoints.ingest, publish: endpoints.publish, hub: hub, forwarder: nil)
+        case .forwarder:
+            let thread = SocketThread(name: "bench-forwarder")
+            let mailbox = try Mailbox<Bool>()
+            let endpoints: (String, String) = try await withCheckedThrowingContinuation { continuation in
+                thread.start {
+                    do {
+                        let input = try ZMQSocket(context, type: .router)
+                        try input.setReceiveHighWaterMark(100_000)
+                        try input.bind("tcp://127.0.0.1:*")
+                        let output = try ZMQSocket(context, type: .pub)
+                        try output.setSendHighWaterMark(100_000)
+                        try output.bind("tcp://127.0.0.1:*")
+                        continuation.resume(returning: (try input.lastEndpoint, try output.lastEndpoint))
+                        // The physical limit: receive a message, publish its payload, nothing else.
+                        let routing = ZMQMessage()
+                        let payload = ZMQMessage()
+                        let topic = publishTopic(board: "bench")
+                        var poller = ZMQPoller()
+                        let inputIndex = try poller.add(input)
+                        let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
+                        while true {
+                            try poller.poll(timeoutMilliseconds: -1)
+                            if poller.isReadable(mailboxIndex) { break }
+                            guard poller.isReadable(inputIndex) else { continue }
+                            while try input.receive(into: routing, dontWait: true) {
+                                guard try input.receive(into: payload, dontWait: true) else { break }
+                                try topic.withUnsafeBytes { _ = try output.send($0, more: true) }
+                                try payload.withUnsafeBytes { _ = try output.send($0) }
+                            }
+                        }
+                        _ = mailbox.close()
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+            }
+            return Bench(ingest: endpoints.0, publish: endpoints.1, hub: nil, forwarder: (thread, mailbox))
+        }
+    }
+
+    func stop() async {
+        if let hub { await hub.stop() }
+        if let (thread, mailbox) = forwarder {
+            mailbox.post(true)
+            await thread.finished()
+        }
+    }
+
+    /// A SUB on `board`'s topic, reading payload frames.
+    struct Reader {
+        let socket: ZMQSocket
+        let part = ZMQMessage()
+
+        /// The next payload (the topic frame skipped), or nil on time-out.
+        func next(timeoutMilliseconds: Int = -1) throws -> [UInt8]? {
+            if timeoutMilliseconds >= 0 { guard try socket.waitReadable(timeoutMilliseconds: timeoutMilliseconds) else { return nil } }
+            guard try socket.receive(into: part) else { return nil }
+            guard part.hasMore, try socket.receive(into: part) else { return nil }
+            return part.bytes
+        }
+    }
+
+    static func subscribe(
+        context: ZMQContext, endpoint: String, board: String, ready: Locked<Int>, _ body: (Reader) throws -> Void
+    ) throws {
+        let socket = try ZMQSocket(context, type: .sub)
+        try socket.setReceiveHighWaterMark(1_000_000)
+        try socket.connect(endpoint)
+        try socket.subscribe(publishTopic(board: board))
+        ready.withLock { $0 += 1 }
+        defer { socket.close() }
+        try body(Reader(socket: socket))
+    }
+
+    /// Sends `messages` from one DEALER per agent: as fast as possible, or at
+    /// `paced` samples per second with each frame's samples stamped at send time.
+    /// For the hub it says hello first and waits until everything is acknowledged.
+    static func produce(
+        _ messages: [TransportBenchmark.Message], target: TransportBenchmark.Target, context: ZMQContext,
+        endpoint: String, paced: Double?
+    ) async throws {
+        let agents = (messages.map(\.agent).max() ?? 0) + 1
+        let thread = SocketThread(name: "bench-producer")
+        let failure = Locked<(any Error)?>(nil)
+        thread.start {
+            do {
+                let sockets = try (0..<agents).map { agent in
+                    let socket = try ZMQSocket(context, type: .dealer)
+                    try socket.setRoutingID(Array("bench-\(agent)".utf8))
+                    try socket.setSendHighWaterMark(100_000)
+                    // Closing must deliver what is queued (the binding's default LINGER 0 would drop it).
+                    try socket.setLinger(milliseconds: 10_000)
+                    try socket.connect(endpoint)
+                    return socket
+                }
+                if target == .hub {
+                    for socket in sockets {
+                        var hello = Touchsync_V1_AgentMessage()
+                        hello.hello.protocolVersion = touchSyncProtocolVersion
+                        hello.hello.board = "bench"
+                        try socket.send(WireCodec.encode(hello))
+                        _ = try socket.receiveMultipart(timeoutMilliseconds: 5000)
+                    }
+                }
+                let clock = ContinuousClock()
+                let start = clock.now
+                var sent = 0.0
+                var lastSequence = Array(repeating: UInt64(0), count: agents)
+                for message in messages {
+                    if let paced {
+                        let due = start + .nanoseconds(Int64(sent / paced * 1e9))
+                        while clock.now < due {}  // spin: a sleep's granularity would clump the load
+                    }
+                    var bytes = message.bytes
+                    if bytes.isEmpty {
+                        // Stamp every sample with now, as if just made (its latency starts here).
+                        let now = monotonicMicroseconds()
+                        var frame = message.frame
+                        for change in frame.changes.indices {
+                            for sample in frame.changes[change].samples.indices { frame.changes[change].samples[sample].time = now }
+                            for sample in frame.changes[change].predicted.indices {
+                                frame.changes[change].predicted[sample].time = now + 8000
+                            }
+                        }
+                        lastSequence[message.agent] += 1
+                        var proto = Touchsync_V1_AgentMessage()
+                        proto.sequence = lastSequence[message.agent]
+                        proto.frame = frame.proto
+                        bytes = WireCodec.encode(proto)
+                    } else {
+                        lastSequence[message.agent] += 1
+                    }
+                    try sockets[message.agent].send(bytes)
+                    sent += Double(message.samples)
+                }
+                if target == .hub {
+                    // Done when every agent's last message is acknowledged.
+                    for (agent, socket) in sockets.enumerated() {
+                        while true {
+                            guard let parts = try socket.receiveMultipart(timeoutMilliseconds: 30_000) else { break }
+                            let reply = try WireCodec.decode(Touchsync_V1_HubReply.self, from: parts[0].bytes)
+                            if case .ack(let ack) = reply.body, ack.through >= lastSequence[agent] { break }
+                        }
+                    }
+                }
+                for socket in sockets { socket.close() }
+            } catch {
+                failure.withLock { $0 = error }
+            }
+        }
+        await thread.finished()
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
+}
+
+/// A value shared between threads behind a lock (a `Mutex` cannot be
+/// captured by the escaping closures that threads run).
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { mutex = Mutex(value) }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try mutex.withLock { try body(&$0) }
+    }
+}
