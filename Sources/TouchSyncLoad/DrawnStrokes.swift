@@ -51,8 +51,6 @@ struct DrawnStrokes {
     /// The strokes a board must show for this user, in begin order.
     var visible: [[Sample]] { strokes.filter { !$0.cancelled }.map(\.samples) }
 
-    var sampleCount: Int { strokes.reduce(0) { $0 + $1.samples.count } }
-
     /// Touches down now.
     var liveCount: Int { live.count }
 

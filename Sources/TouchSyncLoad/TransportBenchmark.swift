@@ -178,7 +178,7 @@ public struct TransportBenchmark: Sendable {
 
     struct Message: Sendable {
         var agent: Int
-        /// Encoded `AgentMessage`, or nil to encode at send time with the current clock (`live`).
+        /// Encoded `AgentMessage`, or empty to encode at send time with the current clock (`live`).
         var bytes: [UInt8]
         var frame: TouchFrame
         var samples: Int
