@@ -62,7 +62,8 @@ public struct SubscriberStatus: Sendable, Equatable {
     public var batchesApplied = 0
     public var activeStrokes = 0
     public var acceptedStrokes = 0
-    public var liveTouches = 0
+    /// Touches down: one active stroke each.
+    public var liveTouches: Int { activeStrokes }
     /// Bytes of published messages received (topics included).
     public var bytesReceived = 0
 }
@@ -367,7 +368,6 @@ final class SubscriberLoop {
             status.sequence = state.sequence
             status.activeStrokes = state.liveTouchCount
             status.acceptedStrokes = state.acceptedStrokes.count
-            status.liveTouches = state.liveTouchCount
         }
     }
 

@@ -6,6 +6,8 @@ struct AgentSession {
     let routingID: [UInt8]
     let user: UserNamespace
     var board: String
+    /// The board's slot in the hub loop's `channels`.
+    var boardSlot: Int
     /// The highest numbered message applied (or refused with an error).
     var lastApplied: UInt64
     var style = StrokeStyle.default

@@ -33,8 +33,15 @@ final class HubLoop {
     private let snapshots: ZMQSocket
     let endpoints: HubEndpoints
 
-    private var boards: [String: BoardChannel] = [:]
-    private var dirtyBoards: [String] = []
+    /// Boards by slot, found by name only on hello and snapshot requests; a
+    /// session keeps its board's slot, so a frame reaches its board by array
+    /// subscript (mutating a dictionary value in place heap-allocates a
+    /// coroutine frame each time). Boards are never removed (`maxBoards`).
+    private var channels: [BoardChannel] = []
+    private var boardSlots: [String: Int] = [:]
+    /// Slots with diffs to publish, each once: added when its channel goes
+    /// from nothing pending to pending (see `change`).
+    private var dirtyBoards: [Int] = []
     private var sessions: [[UInt8]: AgentSession] = [:]
     private var ackQueue: [[UInt8]] = []
     /// Rate buckets of peers that have not said hello (so garbage floods are bounded too).
@@ -123,7 +130,7 @@ final class HubLoop {
                             return
                         case .inspect(let board, let reply):
                             publishDirtyBoards(force: true)
-                            reply(boards[board]?.state)
+                            reply(boardSlots[board].map { channels[$0].state })
                         }
                     }
                 }
@@ -163,9 +170,7 @@ final class HubLoop {
         }
         if now >= nextHeartbeat {
             let time = hubTime()
-            for name in boards.keys.sorted() {
-                sendHeartbeat(board: name, time: time)
-            }
+            for slot in channels.indices { sendHeartbeat(slot: slot, time: time) }
             nextHeartbeat = now + configuration.heartbeatInterval
         }
     }
@@ -178,9 +183,9 @@ final class HubLoop {
             let silence = now - session.lastHeard
             if silence > configuration.livenessTimeout && !session.silenced {
                 sessions[routingID]!.silenced = true
-                let cancelled = boards[session.board]?.cancelTouches(of: session.user) ?? 0
+                var cancelled = 0
+                change(session.boardSlot) { cancelled = $0.cancelTouches(of: session.user) }
                 if cancelled > 0 {
-                    markDirty(session.board)
                     logger.info(
                         "agent silent: touches cancelled",
                         metadata: ["user": "\(session.user)", "board": "\(session.board)", "touches": "\(cancelled)"])
@@ -240,54 +245,55 @@ final class HubLoop {
             handleHello(hello, from: routingID, now: now)
             return
         }
-        guard sessions[routingID] != nil else {
+        // One lookup in, one write back: the session changes as a local value.
+        guard var session = sessions[routingID] else {
             if admitStranger(routingID, now: now) {
                 refuse(routingID, WireError(.notWelcomed, "say hello first"), sequence: message.sequence)
             }
             return
         }
-        sessions[routingID]!.lastHeard = now
-        if sessions[routingID]!.silenced {
-            sessions[routingID]!.silenced = false
-        }
-        guard sessions[routingID]!.bucket.take(now: now) else {
-            refuseNumbered(routingID, message.sequence, WireError(.rateLimited, "more than \(configuration.maxMessagesPerSecond) messages per second"))
+        defer { sessions[routingID] = session }
+        session.lastHeard = now
+        session.silenced = false
+        guard session.bucket.take(now: now) else {
+            refuseNumbered(
+                &session, message.sequence,
+                WireError(.rateLimited, "more than \(configuration.maxMessagesPerSecond) messages per second"))
             return
         }
 
         switch message.body {
         case .heartbeat:
-            requestAck(routingID)
+            requestAck(&session)
         case .frame, .style, .clear:
-            let session = sessions[routingID]!
             let sequence = message.sequence
             if sequence <= session.lastApplied {
                 metrics.duplicates.increment()  // resent after a reconnect: already applied
-                requestAck(routingID)
+                requestAck(&session)
                 return
             }
             guard sequence == session.lastApplied + 1 else {
                 if !session.gapReported {
-                    sessions[routingID]!.gapReported = true
+                    session.gapReported = true
                     refuse(
                         routingID,
                         WireError(.outOfOrder, "expected message \(session.lastApplied + 1), received \(sequence)"),
                         sequence: sequence)
-                    requestAck(routingID)
+                    requestAck(&session)
                 }
                 return
             }
-            sessions[routingID]!.lastApplied = sequence
-            sessions[routingID]!.gapReported = false
-            requestAck(routingID)
-            apply(message, from: session)
+            session.lastApplied = sequence
+            session.gapReported = false
+            requestAck(&session)
+            apply(message, to: &session)
         case .hello, nil:
             refuse(routingID, WireError.malformed("an agent message with no body"), sequence: message.sequence)
         }
     }
 
     /// Applies a numbered message that is next in its session's order.
-    private func apply(_ message: Touchsync_V1_AgentMessage, from session: AgentSession) {
+    private func apply(_ message: Touchsync_V1_AgentMessage, to session: inout AgentSession) {
         let routingID = session.routingID
         switch message.body {
         case .frame(let proto):
@@ -298,26 +304,30 @@ final class HubLoop {
                 refuse(routingID, error, sequence: message.sequence)
                 return
             }
+            let (user, style) = (session.user, session.style)
             do {
-                try boards[session.board]!.reduce(frame, from: session.user, style: session.style)
+                try change(session.boardSlot) { (channel: inout BoardChannel) throws(TouchInputError) in
+                    try channel.reduce(frame, from: user, style: style)
+                }
             } catch {
                 metrics.error(error.code)
                 reply(routingID, error: Touchsync_V1_Error(error, sequence: message.sequence))
                 return
             }
+            var samples = 0
+            for index in frame.changes.indices { samples += frame.changes[index].samples.count }  // no copy of each change
             metrics.frames.increment()
-            metrics.samples.increment(by: Int64(frame.changes.reduce(0) { $0 + $1.samples.count }))
-            markDirty(session.board)
+            metrics.samples.increment(by: Int64(samples))
         case .style(let style):
             let width = style.style.width
             guard width > 0 && width <= 1000 * UInt32(Sample.unitsPerPoint) else {
                 refuse(routingID, WireError(.invalidValue, "stroke width must be above 0 and at most 1000 points"), sequence: message.sequence)
                 return
             }
-            sessions[routingID]!.style = StrokeStyle(style.style)
+            session.style = StrokeStyle(style.style)
         case .clear(let clear):
-            boards[session.board]!.clear(clear.scope == .board ? .board : .own, by: session.user)
-            markDirty(session.board)
+            let user = session.user
+            change(session.boardSlot) { $0.clear(clear.scope == .board ? .board : .own, by: user) }
         default:
             break
         }
@@ -336,13 +346,18 @@ final class HubLoop {
             refuse(routingID, WireError(.unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL"), sequence: 0)
             return
         }
-        if boards[hello.board] == nil {
-            guard boards.count < configuration.maxBoards else {
+        let slot: Int
+        if let existing = boardSlots[hello.board] {
+            slot = existing
+        } else {
+            guard channels.count < configuration.maxBoards else {
                 refuse(routingID, WireError(.unknownBoard, "this hub holds its maximum of \(configuration.maxBoards) boards"), sequence: 0)
                 return
             }
-            boards[hello.board] = BoardChannel(name: hello.board, limits: configuration.boardLimits)
-            metrics.boards.record(boards.count)
+            slot = channels.count
+            channels.append(BoardChannel(name: hello.board, limits: configuration.boardLimits))
+            boardSlots[hello.board] = slot
+            metrics.boards.record(channels.count)
             logger.info("board created", metadata: ["board": "\(hello.board)"])
         }
         if let existing = sessions[routingID], existing.board == hello.board {
@@ -350,11 +365,11 @@ final class HubLoop {
             sessions[routingID]!.lastHeard = now
             sessions[routingID]!.silenced = false
         } else {
-            if let previous = sessions[routingID], boards[previous.board]?.cancelTouches(of: previous.user) ?? 0 > 0 {
-                markDirty(previous.board)
+            if let previous = sessions[routingID] {
+                change(previous.boardSlot) { _ = $0.cancelTouches(of: previous.user) }
             }
             sessions[routingID] = AgentSession(
-                routingID: routingID, user: AgentSession.namespace(of: routingID), board: hello.board,
+                routingID: routingID, user: AgentSession.namespace(of: routingID), board: hello.board, boardSlot: slot,
                 lastApplied: hello.resumeAfter, lastHeard: now,
                 bucket: TokenBucket(rate: configuration.maxMessagesPerSecond, now: now))
             metrics.agents.record(sessions.count)
@@ -386,13 +401,13 @@ final class HubLoop {
         return strangers[routingID]!.take(now: now)
     }
 
-    private func refuseNumbered(_ routingID: [UInt8], _ sequence: UInt64, _ error: WireError) {
+    private func refuseNumbered(_ session: inout AgentSession, _ sequence: UInt64, _ error: WireError) {
         // A numbered message refused still counts as handled: the agent must not resend it.
-        if sequence == sessions[routingID]!.lastApplied + 1 {
-            sessions[routingID]!.lastApplied = sequence
-            requestAck(routingID)
+        if sequence == session.lastApplied + 1 {
+            session.lastApplied = sequence
+            requestAck(&session)
         }
-        refuse(routingID, error, sequence: sequence)
+        refuse(session.routingID, error, sequence: sequence)
     }
 
     private func refuse(_ routingID: [UInt8], _ error: WireError, sequence: UInt64) {
@@ -407,10 +422,10 @@ final class HubLoop {
         send(reply, to: routingID)
     }
 
-    private func requestAck(_ routingID: [UInt8]) {
-        if !sessions[routingID]!.ackPending {
-            sessions[routingID]!.ackPending = true
-            ackQueue.append(routingID)
+    private func requestAck(_ session: inout AgentSession) {
+        if !session.ackPending {
+            session.ackPending = true
+            ackQueue.append(session.routingID)
         }
     }
 
@@ -438,8 +453,12 @@ final class HubLoop {
 
     // MARK: Publishing
 
-    private func markDirty(_ board: String) {
-        if !dirtyBoards.contains(board) { dirtyBoards.append(board) }
+    /// Changes a board, queueing it for publishing when it now has diffs
+    /// pending and had none before (so each dirty board is queued once).
+    private func change<Failure: Error>(_ slot: Int, _ body: (inout BoardChannel) throws(Failure) -> Void) throws(Failure) {
+        let wasPending = channels[slot].hasPending
+        defer { if !wasPending && channels[slot].hasPending { dirtyBoards.append(slot) } }
+        try body(&channels[slot])
     }
 
     private func publishDirtyBoards(force: Bool) {
@@ -447,34 +466,33 @@ final class HubLoop {
         let now = clock.now
         guard force || now >= nextPublish else { return }
         let time = hubTime()
-        for name in dirtyBoards { publishPending(board: name, time: time) }
+        for slot in dirtyBoards { publishPending(slot: slot, time: time) }
         dirtyBoards.removeAll(keepingCapacity: true)
         nextPublish = now + configuration.publishInterval
     }
 
-    private func publishPending(board name: String, time: Int64) {
-        guard let batch = boards[name]?.sealBatch(hubTime: time) else { return }
+    private func publishPending(slot: Int, time: Int64) {
+        guard let batch = channels[slot].sealBatch(hubTime: time) else { return }
         var message = Touchsync_V1_PublishMessage()
         message.batch = batch
         let bytes = WireCodec.encode(message)
         do {
-            try publish.send(multipart: [boards[name]!.topic, bytes], dontWait: true)
+            try publish.send(multipart: [channels[slot].topic, bytes], dontWait: true)
         } catch {
-            logger.warning("publish failed", metadata: ["board": "\(name)", "error": "\(error)"])
+            logger.warning("publish failed", metadata: ["board": "\(channels[slot].name)", "error": "\(error)"])
         }
         metrics.batches.increment()
         metrics.publishedBytes.increment(by: Int64(bytes.count))
-        metrics.liveTouches(board: name, count: boards[name]!.state.liveTouchCount)
+        metrics.liveTouches(board: channels[slot].name, count: channels[slot].state.liveTouchCount)
     }
 
-    private func sendHeartbeat(board name: String, time: Int64) {
-        guard let heartbeat = boards[name]?.heartbeat(hubTime: time) else { return }
+    private func sendHeartbeat(slot: Int, time: Int64) {
         var message = Touchsync_V1_PublishMessage()
-        message.heartbeat = heartbeat
+        message.heartbeat = channels[slot].heartbeat(hubTime: time)
         do {
-            try publish.send(multipart: [boards[name]!.topic, WireCodec.encode(message)], dontWait: true)
+            try publish.send(multipart: [channels[slot].topic, WireCodec.encode(message)], dontWait: true)
         } catch {
-            logger.warning("heartbeat failed", metadata: ["board": "\(name)", "error": "\(error)"])
+            logger.warning("heartbeat failed", metadata: ["board": "\(channels[slot].name)", "error": "\(error)"])
         }
     }
 
@@ -488,9 +506,11 @@ final class HubLoop {
             if kind == 1 {
                 subscriptions[topic, default: 0] += 1
                 // Tell the newcomer where the board stands, so it can spot a gap at once.
-                if topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), boards[name] != nil {
-                    publishPending(board: name, time: hubTime())
-                    sendHeartbeat(board: name, time: hubTime())
+                if topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self),
+                    let slot = boardSlots[name]
+                {
+                    publishPending(slot: slot, time: hubTime())
+                    sendHeartbeat(slot: slot, time: hubTime())
                 }
             } else if let count = subscriptions[topic] {
                 subscriptions[topic] = count > 1 ? count - 1 : nil
@@ -524,10 +544,10 @@ final class HubLoop {
             return
         }
         let chunks: [Touchsync_V1_SnapshotChunk]
-        if boards[request.board] != nil {
+        if let slot = boardSlots[request.board] {
             // Publish first: the snapshot must be exactly the state at its sequence.
-            publishPending(board: request.board, time: hubTime())
-            chunks = boards[request.board]!.snapshotChunks(samplesPerChunk: configuration.snapshotSamplesPerChunk)
+            publishPending(slot: slot, time: hubTime())
+            chunks = channels[slot].snapshotChunks(samplesPerChunk: configuration.snapshotSamplesPerChunk)
         } else {
             // Nobody has drawn here yet: the board is empty at sequence 0, and its
             // first batch will be 1. Nothing is created for a mere spectator.

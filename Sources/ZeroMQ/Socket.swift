@@ -105,14 +105,11 @@ public final class ZMQSocket {
 
     @discardableResult
     public func send(_ bytes: [UInt8], more: Bool = false, dontWait: Bool = false) throws(ZMQError) -> Bool {
-        let socket = try open("send")
-        let flags = (more ? ZMQ_SNDMORE : 0) | (dontWait ? ZMQ_DONTWAIT : 0)
-        do {
-            try zmqCall("send") { bytes.withUnsafeBytes { zmq_send(socket, $0.baseAddress, $0.count, flags) } }
-            return true
-        } catch where error.isWouldBlock && dontWait {
-            return false
+        // `withUnsafeBytes` is rethrows, not typed: carry the typed error out in a Result.
+        let result = bytes.withUnsafeBytes { buffer in
+            Result { () throws(ZMQError) in try send(buffer, more: more, dontWait: dontWait) }
         }
+        return try result.get()
     }
 
     @discardableResult
