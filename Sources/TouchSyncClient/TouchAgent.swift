@@ -105,9 +105,6 @@ public final class TouchAgent: Sendable {
     private let thread: SocketThread
     private let context: ZMQContext
     private let logger: Logger
-    /// Touches down, as the frames sent so far leave them; guarded together
-    /// with posting so frames carry alive sets in call order.
-    private let liveTouches = Mutex<Set<TouchID>>([])
     private let shared = AgentShared()
 
     public init(configuration: AgentConfiguration, context: ZMQContext? = nil, logger: Logger) throws {
@@ -125,11 +122,11 @@ public final class TouchAgent: Sendable {
         let (configuration, identity, context, mailbox, events, shared, logger) =
             (configuration, identity, context, mailbox, eventSink, shared, logger)
         thread.start {
-            // Built here, so the loop and its socket belong to this thread only.
-            AgentLoop(
-                configuration: configuration, identity: identity, context: context, mailbox: mailbox, events: events,
-                shared: shared, logger: logger
-            ).run()
+            // Built here, so the connection and its socket belong to this thread only.
+            let connection = AgentConnection(
+                configuration: configuration, identity: identity, context: context, shared: shared, logger: logger,
+                report: { events.yield($0) })
+            AgentDriver(connections: [connection], mailbox: mailbox).run()
         }
     }
 
@@ -199,23 +196,18 @@ public final class TouchAgent: Sendable {
     /// pass `alive` to state it instead (touches missing from it are cancelled
     /// by the hub, and forgotten here).
     public func send(_ changes: [TouchChange], alive: [TouchID]? = nil) {
-        liveTouches.withLock { live in
-            for change in changes {
-                switch change.phase {
-                case .began: live.insert(change.touch)
-                case .ended, .cancelled: live.remove(change.touch)
-                case .moved, .stationary: break
-                }
-            }
-            if let alive { live = Set(alive) }
-            let frame = TouchFrame(changes: changes, aliveTouches: alive ?? Array(live))
-            postNumbered(.frame(frame.proto))
+        // Counted and posted under one lock, so the driver numbers messages in posting order.
+        shared.progress.withLock { progress in
+            progress.posted += 1
+            mailbox.post(.frame(connection: 0, changes: changes, alive: alive))
         }
     }
 
     private func postNumbered(_ body: Touchsync_V1_AgentMessage.OneOf_Body) {
-        shared.progress.withLock { $0.posted += 1 }
-        mailbox.post(.numbered(body))
+        shared.progress.withLock { progress in
+            progress.posted += 1
+            mailbox.post(.numbered(connection: 0, body))
+        }
     }
 
     private func send(_ touches: [TouchInput], phase: TouchPhase) throws(SampleError) {
@@ -251,246 +243,6 @@ public final class TouchAgent: Sendable {
 
     /// Waits until the hub has acknowledged every message sent so far; false on time-out.
     public func flush(timeout: Duration = .seconds(5)) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        let target = shared.progress.withLock { $0.posted }
-        while ContinuousClock.now < deadline {
-            if shared.progress.withLock({ $0.acknowledged >= target }) { return true }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return shared.progress.withLock { $0.acknowledged >= target }
-    }
-}
-
-struct AgentProgress: Sendable {
-    /// Numbered messages posted by callers (the agent thread numbers them in this order).
-    var posted: UInt64 = 0
-    /// Numbered messages the agent thread has numbered and queued.
-    var numbered: UInt64 = 0
-    var acknowledged: UInt64 = 0
-    /// Bytes handed to the socket, resends and heartbeats included.
-    var bytesSent = 0
-}
-
-/// State the agent's callers and its thread share.
-final class AgentShared: Sendable {
-    let progress = Mutex<AgentProgress>(AgentProgress())
-}
-
-enum AgentCommand: Sendable {
-    case numbered(Touchsync_V1_AgentMessage.OneOf_Body)
-    case stop
-}
-
-/// The agent's thread: owns the DEALER, numbers messages, keeps them until
-/// acknowledged, reconnects and resends.
-final class AgentLoop {
-    private let configuration: AgentConfiguration
-    private let identity: String
-    private let context: ZMQContext
-    private let mailbox: Mailbox<AgentCommand>
-    private let events: AsyncStream<AgentEvent>.Continuation
-    private let shared: AgentShared
-    private let logger: Logger
-    private let clock = ContinuousClock()
-
-    private var socket: ZMQSocket? = nil
-    private var welcomed = false
-    private var nextSequence: UInt64 = 1
-    private var unacknowledged: [(sequence: UInt64, bytes: [UInt8])] = []
-    private var acknowledged: UInt64 = 0
-    private var lastSent: ContinuousClock.Instant
-    private var lastHeard: ContinuousClock.Instant
-    /// When the hub last acknowledged something new, or when the oldest
-    /// message now waiting for an ack was queued.
-    private var lastProgress: ContinuousClock.Instant
-    private var reconnectAt: ContinuousClock.Instant
-    private var attempt = 0
-    private let reply = ZMQMessage()
-
-    init(
-        configuration: AgentConfiguration, identity: String, context: ZMQContext, mailbox: Mailbox<AgentCommand>,
-        events: AsyncStream<AgentEvent>.Continuation, shared: AgentShared, logger: Logger
-    ) {
-        self.configuration = configuration
-        self.identity = identity
-        self.context = context
-        self.mailbox = mailbox
-        self.events = events
-        self.shared = shared
-        self.logger = logger
-        let now = clock.now
-        lastSent = now
-        lastHeard = now
-        lastProgress = now
-        reconnectAt = now
-    }
-
-    func run() {
-        defer {
-            socket?.close()
-            _ = mailbox.close()
-        }
-        while true {
-            let now = clock.now
-            if socket == nil && now >= reconnectAt { connect() }
-            var poller = ZMQPoller()
-            let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
-            let socketIndex = socket.flatMap { try? poller.add($0) }
-            do {
-                try poller.poll(timeoutMilliseconds: pollTimeout())
-            } catch {
-                if error.isTerminated { return }
-                continue
-            }
-            if poller.isReadable(mailboxIndex) {
-                for command in mailbox.drain() {
-                    switch command {
-                    case .stop: return
-                    case .numbered(let body): queue(body)
-                    }
-                }
-            }
-            if let socketIndex, poller.isReadable(socketIndex) { receiveReplies() }
-            runTimers()
-        }
-    }
-
-    private func pollTimeout() -> Int {
-        let now = clock.now
-        var deadline =
-            socket == nil
-            ? reconnectAt
-            : min(lastSent + configuration.heartbeatInterval, lastHeard + configuration.hubTimeout)
-        if socket != nil && !unacknowledged.isEmpty { deadline = min(deadline, lastProgress + configuration.hubTimeout) }
-        if deadline < now { deadline = now }
-        let (seconds, attoseconds) = (deadline - now).components
-        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000) + 1
-    }
-
-    private func connect() {
-        do {
-            let socket = try ZMQSocket(context, type: .dealer)
-            try socket.setRoutingID(Array(identity.utf8))
-            try socket.setSendHighWaterMark(100_000)
-            try socket.connect(configuration.hubEndpoint)
-            self.socket = socket
-            var hello = Touchsync_V1_Hello()
-            hello.protocolVersion = touchSyncProtocolVersion
-            hello.board = configuration.board
-            hello.clientName = configuration.clientName
-            hello.resumeAfter = acknowledged
-            var message = Touchsync_V1_AgentMessage()
-            message.hello = hello
-            transmit(WireCodec.encode(message))
-            lastHeard = clock.now
-        } catch {
-            logger.warning("agent cannot connect", metadata: ["endpoint": "\(configuration.hubEndpoint)", "error": "\(error)"])
-            scheduleReconnect()
-        }
-    }
-
-    private func scheduleReconnect() {
-        socket?.close()
-        socket = nil
-        welcomed = false
-        let lower = configuration.reconnectDelay.lowerBound
-        let upper = configuration.reconnectDelay.upperBound
-        var delay = lower * (1 << min(attempt, 16))
-        if delay > upper { delay = upper }
-        delay = delay * Double.random(in: 0.5...1.5)
-        attempt += 1
-        reconnectAt = clock.now + delay
-    }
-
-    private func queue(_ body: Touchsync_V1_AgentMessage.OneOf_Body) {
-        var message = Touchsync_V1_AgentMessage()
-        message.sequence = nextSequence
-        message.body = body
-        let bytes = WireCodec.encode(message)
-        if unacknowledged.isEmpty { lastProgress = clock.now }
-        unacknowledged.append((nextSequence, bytes))
-        shared.progress.withLock { $0.numbered = nextSequence }
-        nextSequence += 1
-        if welcomed { transmit(bytes) }
-    }
-
-    private func transmit(_ bytes: [UInt8]) {
-        guard let socket else { return }
-        do {
-            // Never block the agent: a message the socket cannot take now stays
-            // in `unacknowledged` and goes again after the next welcome.
-            if try socket.send(bytes, dontWait: true) {
-                shared.progress.withLock { $0.bytesSent += bytes.count }
-            }
-            lastSent = clock.now
-        } catch {
-            logger.debug("agent send failed", metadata: ["error": "\(error)"])
-        }
-    }
-
-    private func receiveReplies() {
-        guard let socket else { return }
-        while (try? socket.receive(into: reply, dontWait: true)) == true {
-            lastHeard = clock.now
-            let decoded = reply.withUnsafeBytes { bytes in
-                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_HubReply.self, from: bytes) }
-            }
-            guard case .success(let message) = decoded else { continue }
-            switch message.body {
-            case .welcome(let welcome):
-                welcomed = true
-                attempt = 0
-                acknowledge(through: welcome.appliedThrough)
-                events.yield(.welcomed(user: welcome.user, appliedThrough: welcome.appliedThrough))
-                // Resend, in order, everything the hub has not applied.
-                for (_, bytes) in unacknowledged { transmit(bytes) }
-            case .ack(let ack):
-                acknowledge(through: ack.through)
-            case .error(let error):
-                events.yield(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
-                if error.code == .outOfOrder {
-                    for (_, bytes) in unacknowledged { transmit(bytes) }
-                }
-            case nil:
-                break
-            }
-        }
-    }
-
-    private func acknowledge(through sequence: UInt64) {
-        guard sequence > acknowledged else { return }
-        acknowledged = sequence
-        lastProgress = clock.now
-        if let keep = unacknowledged.firstIndex(where: { $0.sequence > sequence }) {
-            unacknowledged.removeFirst(keep)
-        } else {
-            unacknowledged.removeAll(keepingCapacity: true)
-        }
-        shared.progress.withLock { $0.acknowledged = sequence }
-    }
-
-    private func runTimers() {
-        let now = clock.now
-        guard socket != nil else { return }
-        // Silence, or replies that never acknowledge what we sent (the message
-        // was lost on a connection libzmq has quietly replaced): either way,
-        // reconnect; the welcome says what the hub has, and we resend the rest.
-        let stalled = !unacknowledged.isEmpty && now - lastProgress > configuration.hubTimeout
-        if now - lastHeard > configuration.hubTimeout || stalled {
-            logger.info(
-                stalled ? "acknowledgements stalled: reconnecting" : "hub silent: reconnecting",
-                metadata: ["endpoint": "\(configuration.hubEndpoint)"])
-            events.yield(.disconnected)
-            scheduleReconnect()
-            lastProgress = reconnectAt
-            return
-        }
-        if welcomed && now - lastSent >= configuration.heartbeatInterval {
-            var heartbeat = Touchsync_V1_Heartbeat()
-            heartbeat.agentTime = Int64(Date().timeIntervalSince1970 * 1e6)
-            var message = Touchsync_V1_AgentMessage()
-            message.heartbeat = heartbeat
-            transmit(WireCodec.encode(message))
-        }
+        await shared.flush(timeout: timeout)
     }
 }

@@ -31,6 +31,8 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Seconds over which users start drawing one after another.") var rampUp = 0.0
     @Option(help: "Chance per event that a live touch is cancelled.") var cancelRate = 0.01
     @Option(help: "Seed for the fingers (same seed, same run).") var seed: UInt64 = 1
+    @Option(help: "Threads driving the agents' connections (each user keeps its own connection).")
+    var agentThreads = 2
     @Option(name: .customLong("hub"), help: "An external hub's ingest endpoint (default: an embedded hub).")
     var ingest: String?
     @Option(help: "The external hub's publish endpoint (default: the --hub port + 1).") var publish: String?
@@ -49,6 +51,7 @@ struct LoadCommand: AsyncParsableCommand {
         guard (1...1000).contains(boards), boards <= users else { throw ValidationError("--boards must be 1 to --users") }
         guard (1...100).contains(subscribers) else { throw ValidationError("--subscribers must be 1 to 100") }
         guard (0...1).contains(cancelRate) else { throw ValidationError("--cancel-rate must be between 0 and 1") }
+        guard (1...64).contains(agentThreads) else { throw ValidationError("--agent-threads must be 1 to 64") }
         guard rampUp >= 0 && rampUp < duration else { throw ValidationError("--ramp-up must be at least 0 and below --duration") }
         if publish != nil || snapshot != nil, ingest == nil {
             throw ValidationError("--publish and --snapshot go with --hub")
@@ -77,6 +80,7 @@ struct LoadCommand: AsyncParsableCommand {
         configuration.rampUp = Duration(secondsValue: rampUp)
         configuration.cancelRate = cancelRate
         configuration.seed = seed
+        configuration.agentThreads = agentThreads
         if let ingest {
             let base = ingest.split(separator: ":").dropLast().joined(separator: ":")
             let port = Self.port(of: ingest) ?? 0

@@ -30,6 +30,9 @@ public struct LoadConfiguration: Sendable {
     public var vanishRate = 0.005
     /// Same seed, same fingers. Default 1.
     public var seed: UInt64 = 1
+    /// Threads driving the agents' connections (each user still has its own
+    /// connection and identity). Default 2.
+    public var agentThreads = 2
     /// The hub to load; nil runs an embedded hub in this process on free loopback ports.
     public var hub: HubEndpoints? = nil
     /// Configuration of the embedded hub.

@@ -40,6 +40,19 @@ public struct LoadReport: Sendable {
     /// How far the load generator itself fell behind its schedule, at worst.
     public var generatorBehindMilliseconds: Double
     public var resyncs: Int
+    /// Input ticks the generator ran, and how many its schedule had (duration × hz):
+    /// fewer means the generator itself could not keep up and skipped ticks.
+    public var ticksRun: Int
+    public var ticksScheduled: Int
+    /// From the end of drawing until every frame was acknowledged and every
+    /// subscriber showed the hub's last batch: the backlog the hub still had
+    /// (embedded hub only: an external hub's last sequence is not known here).
+    public var drainSeconds: Double?
+    /// From starting the agents until the hub had welcomed every one (before drawing began).
+    public var connectSeconds: Double
+    /// Messages the hub refused by error code, and agent reconnects (none in a healthy run).
+    public var refusals: [String: Int]
+    public var reconnects: Int
     /// CPU seconds of the embedded hub's thread (nil for an external hub).
     public var hubCPUSeconds: Double?
     /// Peak resident memory of this whole process (generator, hub, subscribers).
@@ -47,6 +60,11 @@ public struct LoadReport: Sendable {
 
     public var samplesPerSecond: Double { Double(samplesSent) / max(drawingSeconds, 1e-9) }
     public var framesPerSecond: Double { Double(framesSent) / max(drawingSeconds, 1e-9) }
+    /// The generator ran at least 99% of its ticks and the hub's backlog
+    /// drained within a second of the end: the offered load was carried in real time.
+    public var keptUp: Bool {
+        Double(ticksRun) >= 0.99 * Double(ticksScheduled) && (drainSeconds ?? 0) <= 1 && converged
+    }
     /// Whether the run delivered everything exactly (the exit status of `touchsync load`).
     public var passed: Bool { converged && lost == 0 && duplicated == 0 }
 
@@ -62,11 +80,16 @@ public struct LoadReport: Sendable {
                 + "  (\(latency.count) samples, creation to application in a subscriber)",
             "wire bytes/sample   agent to hub \(number(agentBytesPerSample, 2)), hub to each subscriber \(number(subscriberBytesPerSample, 2))",
             "resyncs             \(resyncs)",
-            "generator behind    at most \(number(generatorBehindMilliseconds, 1)) ms",
+            "generator behind    at most \(number(generatorBehindMilliseconds, 1)) ms; ran \(ticksRun) of \(ticksScheduled) ticks",
+            "connect all agents  \(number(connectSeconds, 2)) s (before drawing)",
+            "drain after drawing \(drainSeconds.map { number($0, 2) + " s" } ?? "not measured (external hub)")",
+            "refused / reconnects \(refusals.values.reduce(0, +)) / \(reconnects)"
+                + (refusals.isEmpty ? "" : " (" + refusals.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")"),
+            "kept up             \(keptUp ? "yes" : "NO") (99% of ticks run, backlog drained within 1 s, converged)",
         ]
         if let hubCPUSeconds {
             lines.append(
-                "hub CPU             \(number(hubCPUSeconds, 2)) s (\(number(100 * hubCPUSeconds / max(drawingSeconds, 1e-9)))% of one core)")
+                "hub CPU             \(number(hubCPUSeconds, 2)) s (\(number(100 * hubCPUSeconds / max(drawingSeconds + (drainSeconds ?? 0), 1e-9)))% of one core while drawing and draining)")
         }
         lines.append("process peak RSS    \(maxResidentBytes / (1 << 20)) MiB (generator, hub and subscribers together)")
         return lines.joined(separator: "\n")
@@ -89,6 +112,12 @@ public struct LoadReport: Sendable {
             "frames_per_second": framesPerSecond,
             "wire_bytes_per_sample": ["agent_to_hub": agentBytesPerSample, "hub_to_subscriber": subscriberBytesPerSample],
             "resyncs": resyncs,
+            "ticks_run": ticksRun,
+            "connect_seconds": connectSeconds,
+            "ticks_scheduled": ticksScheduled,
+            "refusals": refusals,
+            "reconnects": reconnects,
+            "kept_up": keptUp,
             "generator_behind_ms": generatorBehindMilliseconds,
             "drawing_seconds": drawingSeconds,
             "max_resident_bytes": maxResidentBytes,
@@ -97,11 +126,13 @@ public struct LoadReport: Sendable {
                 "coalesced": configuration.coalesced, "predicted": configuration.predicted,
                 "boards": configuration.boards, "subscribers": configuration.subscribers,
                 "cancel_rate": configuration.cancelRate, "seed": configuration.seed,
+                "agent_threads": configuration.agentThreads,
                 "hub": configuration.hub == nil ? "embedded" : "external",
             ] as [String: Any],
             "latency_over_time": latencyOverTime.map { ["second": $0.second, "samples": $0.samples, "p99_us": $0.p99] },
         ]
         if let hubCPUSeconds { object["hub_cpu_seconds"] = hubCPUSeconds }
+        if let drainSeconds { object["drain_seconds"] = drainSeconds }
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])) ?? Data()
     }
 

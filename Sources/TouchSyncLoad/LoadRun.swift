@@ -33,13 +33,20 @@ public struct LoadRun: Sendable {
 
     public func run(progress: @Sendable (LoadProgress) -> Void = { _ in }) async throws -> LoadReport {
         let configuration = self.configuration
-        let context = try ZMQContext()
+        raiseOpenFileLimit()
+        // Every user's connection is a socket, plus the subscribers and the embedded hub's own;
+        // twice that, as libzmq frees a closed socket's slot only later (reconnects).
+        let sockets = configuration.users + configuration.boards * (configuration.subscribers + 1) * 2 + 64
+        let context = try ZMQContext(maxSockets: Int32(clamping: max(1023, 2 * sockets)))
         var embedded: TouchSyncHub? = nil
         let endpoints: HubEndpoints
         if let hub = configuration.hub {
             endpoints = hub
         } else {
-            let hub = try TouchSyncHub(configuration: configuration.embeddedHub, logger: logger, context: context)
+            // Its own context, so its I/O thread is its own, as a separate process's would be.
+            let hub = try TouchSyncHub(
+                configuration: configuration.embeddedHub, logger: logger,
+                context: ZMQContext(maxSockets: Int32(clamping: max(1023, 2 * sockets))))
             endpoints = try await hub.start()
             embedded = hub
         }
@@ -94,18 +101,29 @@ public struct LoadRun: Sendable {
                     seed: configuration.seed &+ UInt64(index), profile: profile, userPrefix: "load-\(index)",
                     startTime: 0))
         }
-        var agents: [TouchAgent] = []
-        var drawn: [DrawnStrokes] = Array(repeating: DrawnStrokes(), count: configuration.users)
-        for user in 0..<configuration.users {
-            let board = user % configuration.boards
-            let local = members[board].firstIndex(of: user)!
-            var settings = AgentConfiguration(board: boards[board], hubEndpoint: endpoints.ingest)
-            settings.identity = simulators[board].users[local].rawValue
-            settings.clientName = "touchsync load"
-            let agent = try TouchAgent(configuration: settings, context: context, logger: logger)
-            agent.start()
-            agents.append(agent)
+        // Each user's board and index among that board's users, and its own connection.
+        let placement = (0..<configuration.users).map { user in
+            (board: user % configuration.boards, local: user / configuration.boards)
         }
+        var drawn: [DrawnStrokes] = Array(repeating: DrawnStrokes(), count: configuration.users)
+        let agents = try AgentPool(
+            configurations: placement.map { board, local in
+                var settings = AgentConfiguration(board: boards[board], hubEndpoint: endpoints.ingest)
+                settings.identity = simulators[board].users[local].rawValue
+                settings.clientName = "touchsync load"
+                return settings
+            }, threads: configuration.agentThreads, context: context, logger: logger)
+        let connecting = ContinuousClock.now
+        agents.start()
+        // Drawing starts once every user is connected: a run measures carrying
+        // strokes, and the connection storm is reported on its own.
+        guard await agents.waitUntilWelcomed(timeout: .seconds(60)) else {
+            await agents.stop()
+            for (_, subscriber, _) in subscribers { await subscriber.stop() }
+            if let embedded { await embedded.stop() }
+            throw LoadError.unreachable("not every agent was welcomed by \(endpoints.ingest) within 60 s")
+        }
+        let connectTime = ContinuousClock.now - connecting
 
         // Drive: every tick, each started user sends one input event, stamped with the real time.
         let clock = ContinuousClock()
@@ -118,10 +136,12 @@ public struct LoadRun: Sendable {
         var samplesAtLastReport = 0
         var behind: Duration = .zero
         var late: [BoardSubscriber] = []
+        var ticksRun = 0
         while clock.now - start < configuration.duration {
             if let limit = configuration.strokes, drawn.reduce(0, { $0 + $1.strokesBegun }) >= limit { break }
             try await Task.sleep(until: nextTick)
             behind = max(behind, clock.now - nextTick)
+            ticksRun += 1
             let elapsed = clock.now - start
             for user in 0..<configuration.users {
                 if configuration.rampUp > .zero,
@@ -129,14 +149,13 @@ public struct LoadRun: Sendable {
                 {
                     continue
                 }
-                let board = user % configuration.boards
-                let local = members[board].firstIndex(of: user)!
+                let (board, local) = placement[user]
                 let frame = simulators[board].nextFrame(for: local, at: monotonicMicroseconds())
                 guard !frame.changes.isEmpty || frame.aliveTouches != nil else { continue }
                 drawn[user].record(frame)
                 samplesSent += frame.changes.reduce(0) { $0 + $1.samples.count }
                 framesSent += 1
-                agents[user].send(frame.changes, alive: frame.aliveTouches)
+                agents.send(agent: user, frame.changes, alive: frame.aliveTouches)
             }
             if configuration.lateSubscriber && late.isEmpty && elapsed >= configuration.duration / 2 {
                 late = try boards.map { try subscribe($0, counter: nil) }
@@ -159,8 +178,7 @@ public struct LoadRun: Sendable {
         let drawingTime = clock.now - start
 
         // Drain: every frame acknowledged, every subscriber at the hub's sequence.
-        var acknowledged = true
-        for agent in agents where !(await agent.flush(timeout: .seconds(30))) { acknowledged = false }
+        let acknowledged = await agents.flush(timeout: .seconds(60))
         var finalSequence: [UInt64] = []
         var hubDigests: [BoardDigest?] = []
         for board in boards {
@@ -174,26 +192,27 @@ public struct LoadRun: Sendable {
             }
         }
         var converged = acknowledged
+        let measured = subscribers.map { ($0.board, $0.subscriber) } + late.enumerated().map { ($0.offset, $0.element) }
+        var caughtUp = Array(repeating: true, count: measured.count)
+        if embedded != nil {
+            for (index, (board, subscriber)) in measured.enumerated() {
+                caughtUp[index] = await subscriber.waitUntil(sequence: finalSequence[board], timeout: .seconds(30))
+            }
+        } else {
+            try await Task.sleep(for: .seconds(2))  // an external hub: let the last batches arrive
+        }
+        let drainTime: Duration? = embedded != nil ? clock.now - start - drawingTime : nil
         var lost = 0
         var duplicated = 0
-        for (board, subscriber) in subscribers.map({ ($0.board, $0.subscriber) }) + late.enumerated().map({ ($0.offset, $0.element) }) {
-            if embedded != nil {
-                guard await subscriber.waitUntil(sequence: finalSequence[board], timeout: .seconds(30)) else {
-                    converged = false
-                    continue
-                }
-            } else {
-                try await Task.sleep(for: .seconds(2))  // an external hub: let the last batches arrive
-            }
-            guard let replica = await subscriber.replica() else {
+        for (index, (board, subscriber)) in measured.enumerated() {
+            guard caughtUp[index], let replica = await subscriber.replica() else {
                 converged = false
                 continue
             }
             if let digest = hubDigests[board], digest != replica.digest { converged = false }
+            let shownByOwner = Dictionary(grouping: replica.orderedActiveStrokes + replica.acceptedStrokes, by: \.owner)
             for (local, user) in members[board].enumerated() {
-                let owner = simulators[board].users[local]
-                let shown = (replica.orderedActiveStrokes + replica.acceptedStrokes)
-                    .filter { $0.owner == owner }.sorted { $0.id < $1.id }.map(\.samples)
+                let shown = (shownByOwner[simulators[board].users[local]] ?? []).sorted { $0.id < $1.id }.map(\.samples)
                 let (missing, extra) = drawn[user].compare(with: shown)
                 lost += missing
                 duplicated += extra
@@ -201,13 +220,14 @@ public struct LoadRun: Sendable {
         }
         let applied = subscribers.map { $0.applied.samples }
 
-        let bytesIn = agents.reduce(0) { $0 + $1.bytesSent }
+        let bytesIn = agents.bytesSent
         let bytesOut = subscribers.reduce(0) { $0 + $1.subscriber.status.bytesReceived }
         let resyncs = subscribers.reduce(0) { $0 + $1.subscriber.status.resyncs }
         let hubCPU = embedded != nil ? threadCPUSeconds(named: "touchsync-hub") : nil
         for (_, subscriber, _) in subscribers { await subscriber.stop() }
         for subscriber in late { await subscriber.stop() }
-        for agent in agents { await agent.stop() }
+        let (refusals, reconnects) = (agents.refusals, agents.reconnects)
+        await agents.stop()
         if let embedded { await embedded.stop() }
 
         return LoadReport(
@@ -216,7 +236,9 @@ public struct LoadRun: Sendable {
             converged: converged && lost == 0 && duplicated == 0, latency: latency.snapshot(),
             latencyOverTime: latency.timeline(), agentBytesPerSample: Double(bytesIn) / Double(max(samplesSent, 1)),
             subscriberBytesPerSample: Double(bytesOut) / Double(max(samplesSent, 1) * max(subscribers.count, 1)),
-            generatorBehindMilliseconds: behind.seconds * 1000, resyncs: resyncs, hubCPUSeconds: hubCPU,
+            generatorBehindMilliseconds: behind.seconds * 1000, resyncs: resyncs,
+            ticksRun: ticksRun, ticksScheduled: Int((drawingTime.seconds * configuration.hz).rounded()),
+            drainSeconds: drainTime?.seconds, connectSeconds: connectTime.seconds, refusals: refusals, reconnects: reconnects, hubCPUSeconds: hubCPU,
             maxResidentBytes: maxResidentBytes())
     }
 }
@@ -339,6 +361,16 @@ func threadCPUSeconds(named name: String) -> Double? {
         found = true
     }
     return found ? total : nil
+}
+
+/// Thousands of connections need thousands of descriptors (each socket has
+/// its TCP connection and a wake-up descriptor, on both ends for an embedded
+/// hub): lift the soft limit to the hard one.
+func raiseOpenFileLimit() {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+    limit.rlim_cur = limit.rlim_max
+    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
 }
 
 /// The process's peak resident memory, in bytes.

@@ -11,18 +11,26 @@ public final class ZMQContext: Sendable {
     // by libzmq's contract, and this class never mutates the pointer.
     nonisolated(unsafe) let handle: UnsafeMutableRawPointer
 
-    /// Creates a context with `ioThreads` background I/O threads (libzmq's default is 1).
-    public init(ioThreads: Int32 = 1) throws(ZMQError) {
+    /// Creates a context with `ioThreads` background I/O threads (libzmq's
+    /// default is 1) and room for `maxSockets` sockets (libzmq's default is
+    /// 1,023; a process that opens more gets `EMFILE` from `zmq_socket`).
+    public init(ioThreads: Int32 = 1, maxSockets: Int32? = nil) throws(ZMQError) {
         handle = try zmqCall("ZMQContext.init") { zmq_ctx_new() }
-        if ioThreads != 1 {
-            do {
+        do {
+            if ioThreads != 1 {
                 try zmqCall("ZMQContext.init") { zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) }
-            } catch {
-                zmq_ctx_term(handle)
-                throw error
             }
+            if let maxSockets {
+                try zmqCall("ZMQContext.init") { zmq_ctx_set(handle, ZMQ_MAX_SOCKETS, maxSockets) }
+            }
+        } catch {
+            zmq_ctx_term(handle)
+            throw error
         }
     }
+
+    /// How many sockets this context allows at once.
+    public var maxSockets: Int32 { zmq_ctx_get(handle, ZMQ_MAX_SOCKETS) }
 
     /// Makes every blocking call on this context's sockets fail with `ETERM`,
     /// so their owning threads wake up, close their sockets and finish.

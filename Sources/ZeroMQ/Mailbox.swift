@@ -40,11 +40,15 @@ public final class Mailbox<Command: Sendable>: Sendable {
     /// once the owner has closed the mailbox (its thread is gone).
     @discardableResult
     public func post(_ command: Command) -> Bool {
-        let accepted = queue.withLock { queue in
-            if queue.open { queue.commands.append(command) }
-            return queue.open
+        // Only the first command into an empty queue writes the wake-up byte:
+        // `drain` empties the pipe before it takes the queue, so a command
+        // added to a non-empty queue is always taken by a drain still to come.
+        let (accepted, wake) = queue.withLock { queue in
+            guard queue.open else { return (false, false) }
+            queue.commands.append(command)
+            return (true, queue.commands.count == 1)
         }
-        if accepted {
+        if wake {
             var byte: UInt8 = 1
             _ = write(writeEnd, &byte, 1)
         }

@@ -37,6 +37,27 @@ struct LoadTests {
         #expect(report.hubCPUSeconds != nil)
     }
 
+    /// Many users on one driver thread: more connections than the driver
+    /// polls, so replies are read by its periodic sweep. Each user still has
+    /// its own connection (the hub welcomes each identity).
+    @Test func manyAgentsOnOneThreadArriveExactlyOnce() async throws {
+        var configuration = LoadConfiguration()
+        configuration.users = 60
+        configuration.fingers = 2
+        configuration.hz = 30
+        configuration.agentThreads = 1
+        configuration.duration = .seconds(1)
+        configuration.seed = 5
+        let report = try await LoadRun(configuration: configuration, logger: Self.quiet).run()
+        #expect(report.samplesSent > 100)
+        #expect(report.lost == 0 && report.duplicated == 0)
+        #expect(report.passed)
+        #expect(report.samplesApplied == report.samplesSent)
+        #expect(report.refusals.isEmpty)
+        #expect(report.ticksRun > 0 && report.ticksScheduled > 0)
+        #expect(report.drainSeconds != nil)
+    }
+
     @Test func severalBoardsAndSubscribers() async throws {
         var configuration = LoadConfiguration()
         configuration.users = 6
@@ -60,7 +81,10 @@ struct LoadTests {
         configuration.duration = .milliseconds(500)
         let report = try await LoadRun(configuration: configuration, logger: Self.quiet).run()
         let object = try #require(try JSONSerialization.jsonObject(with: report.json) as? [String: Any])
-        for key in ["samples_sent", "samples_applied", "lost", "duplicated", "converged", "latency_us", "samples_per_second", "wire_bytes_per_sample"] {
+        for key in [
+            "samples_sent", "samples_applied", "lost", "duplicated", "converged", "latency_us", "samples_per_second",
+            "wire_bytes_per_sample", "kept_up", "ticks_run", "ticks_scheduled", "drain_seconds", "connect_seconds",
+        ] {
             #expect(object[key] != nil, "missing \(key)")
         }
         let latency = try #require(object["latency_us"] as? [String: Any])

@@ -189,6 +189,49 @@ struct MessageTests {
         #expect(try first.receive(into: message, dontWait: true) == false)
     }
 
+    /// libzmq refuses sockets past the context's limit with EMFILE; a larger
+    /// limit lets a load generator open thousands of connections.
+    @Test func contextSocketLimitIsEnforcedAndRaisable() throws {
+        let small = try ZMQContext(maxSockets: 4)
+        #expect(small.maxSockets == 4)
+        var sockets: [ZMQSocket] = []
+        var refusal: ZMQError? = nil
+        for _ in 0..<8 {
+            do {
+                sockets.append(try ZMQSocket(small, type: .dealer))
+            } catch {
+                refusal = error
+                break
+            }
+        }
+        #expect(sockets.count == 4)
+        #expect(refusal?.code == EMFILE)
+        for socket in sockets { socket.close() }
+
+        let large = try ZMQContext(maxSockets: 3000)
+        #expect(large.maxSockets == 3000)
+        let many = try (0..<1100).map { _ in try ZMQSocket(large, type: .dealer) }
+        #expect(many.count == 1100)  // past libzmq's default of 1,023
+        for socket in many { socket.close() }
+    }
+
+    /// Many commands posted before the owner drains: one wake-up, all delivered in order.
+    @Test func mailboxDeliversEveryCommandInOrder() throws {
+        let mailbox = try Mailbox<Int>()
+        for value in 0..<1000 { #expect(mailbox.post(value)) }
+        var poller = ZMQPoller()
+        let index = poller.add(fileDescriptor: mailbox.fileDescriptor)
+        #expect(try poller.poll(timeoutMilliseconds: 1000) == 1 && poller.isReadable(index))
+        #expect(mailbox.drain() == Array(0..<1000))
+        // Drained: nothing to wake for until the next post.
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 0)
+        #expect(mailbox.post(7))
+        #expect(try poller.poll(timeoutMilliseconds: 1000) == 1)
+        #expect(mailbox.drain() == [7])
+        #expect(mailbox.close().isEmpty)
+        #expect(!mailbox.post(8))
+    }
+
     @Test func maxMessageSizeDisconnectsAnOversizedPeer() throws {
         let context = try ZMQContext()
         let pull = try ZMQSocket(context, type: .pull)

@@ -1,0 +1,336 @@
+import Foundation
+import Logging
+import Synchronization
+import TouchSyncCore
+import TouchSyncWire
+import ZeroMQ
+
+struct AgentProgress: Sendable {
+    /// Numbered messages posted by callers (the driver thread numbers them in this order).
+    var posted: UInt64 = 0
+    /// Numbered messages the driver thread has numbered and queued.
+    var numbered: UInt64 = 0
+    var acknowledged: UInt64 = 0
+    /// Bytes handed to the socket, resends and heartbeats included.
+    var bytesSent = 0
+}
+
+/// State one agent's callers and its driver thread share.
+final class AgentShared: Sendable {
+    let progress = Mutex<AgentProgress>(AgentProgress())
+
+    /// Waits until the hub has acknowledged every message posted so far; false on time-out.
+    func flush(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        let target = progress.withLock { $0.posted }
+        while ContinuousClock.now < deadline {
+            if progress.withLock({ $0.acknowledged >= target }) { return true }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return progress.withLock { $0.acknowledged >= target }
+    }
+}
+
+enum AgentCommand: Sendable {
+    /// Changes for connection `connection`; the driver numbers them and adds the alive set.
+    case frame(connection: Int, changes: [TouchChange], alive: [TouchID]?)
+    case numbered(connection: Int, Touchsync_V1_AgentMessage.OneOf_Body)
+    case stop
+}
+
+/// One agent's connection to its hub, driven by an `AgentDriver` thread
+/// (which owns the socket): numbers messages, keeps them until acknowledged,
+/// reconnects on silence or stalled acks, and resends what the hub has not
+/// applied.
+final class AgentConnection {
+    let configuration: AgentConfiguration
+    let identity: String
+    private let context: ZMQContext
+    private let report: @Sendable (AgentEvent) -> Void
+    let shared: AgentShared
+    private let logger: Logger
+
+    private(set) var socket: ZMQSocket? = nil
+    private var welcomed = false
+    private var nextSequence: UInt64 = 1
+    private var unacknowledged: [(sequence: UInt64, bytes: [UInt8])] = []
+    private var acknowledged: UInt64 = 0
+    /// Touches down as the frames queued so far leave them: each frame's alive set.
+    private var liveTouches: Set<TouchID> = []
+    private var lastSent: ContinuousClock.Instant
+    private var lastHeard: ContinuousClock.Instant
+    /// When the hub last acknowledged something new, or when the oldest
+    /// message now waiting for an ack was queued.
+    private var lastProgress: ContinuousClock.Instant
+    private var reconnectAt: ContinuousClock.Instant
+    private var attempt = 0
+
+    init(
+        configuration: AgentConfiguration, identity: String, context: ZMQContext, shared: AgentShared,
+        logger: Logger, report: @escaping @Sendable (AgentEvent) -> Void
+    ) {
+        self.configuration = configuration
+        self.identity = identity
+        self.context = context
+        self.shared = shared
+        self.logger = logger
+        self.report = report
+        let now = ContinuousClock.now
+        lastSent = now
+        lastHeard = now
+        lastProgress = now
+        reconnectAt = now
+    }
+
+    func close() {
+        socket?.close()
+        socket = nil
+    }
+
+    /// When `runTimers` next has something to do.
+    var deadline: ContinuousClock.Instant {
+        guard socket != nil else { return reconnectAt }
+        var deadline = min(lastSent + configuration.heartbeatInterval, lastHeard + configuration.hubTimeout)
+        if !unacknowledged.isEmpty { deadline = min(deadline, lastProgress + configuration.hubTimeout) }
+        return deadline
+    }
+
+    private func connect(now: ContinuousClock.Instant) {
+        do {
+            let socket = try ZMQSocket(context, type: .dealer)
+            try socket.setRoutingID(Array(identity.utf8))
+            try socket.setSendHighWaterMark(100_000)
+            try socket.connect(configuration.hubEndpoint)
+            self.socket = socket
+            var hello = Touchsync_V1_Hello()
+            hello.protocolVersion = touchSyncProtocolVersion
+            hello.board = configuration.board
+            hello.clientName = configuration.clientName
+            hello.resumeAfter = acknowledged
+            var message = Touchsync_V1_AgentMessage()
+            message.hello = hello
+            transmit(WireCodec.encode(message), now: now)
+            lastHeard = now
+        } catch {
+            logger.warning(
+                "agent cannot connect", metadata: ["endpoint": "\(configuration.hubEndpoint)", "error": "\(error)"])
+            scheduleReconnect(now: now)
+        }
+    }
+
+    private func scheduleReconnect(now: ContinuousClock.Instant) {
+        close()
+        welcomed = false
+        let lower = configuration.reconnectDelay.lowerBound
+        let upper = configuration.reconnectDelay.upperBound
+        var delay = lower * (1 << min(attempt, 16))
+        if delay > upper { delay = upper }
+        delay = delay * Double.random(in: 0.5...1.5)
+        attempt += 1
+        reconnectAt = now + delay
+    }
+
+    func queue(changes: [TouchChange], alive: [TouchID]?, now: ContinuousClock.Instant) {
+        for change in changes {
+            switch change.phase {
+            case .began: liveTouches.insert(change.touch)
+            case .ended, .cancelled: liveTouches.remove(change.touch)
+            case .moved, .stationary: break
+            }
+        }
+        if let alive { liveTouches = Set(alive) }
+        let frame = TouchFrame(changes: changes, aliveTouches: alive ?? Array(liveTouches))
+        queue(.frame(frame.proto), now: now)
+    }
+
+    func queue(_ body: Touchsync_V1_AgentMessage.OneOf_Body, now: ContinuousClock.Instant) {
+        var message = Touchsync_V1_AgentMessage()
+        message.sequence = nextSequence
+        message.body = body
+        let bytes = WireCodec.encode(message)
+        if unacknowledged.isEmpty { lastProgress = now }
+        unacknowledged.append((nextSequence, bytes))
+        shared.progress.withLock { $0.numbered = nextSequence }
+        nextSequence += 1
+        if welcomed { transmit(bytes, now: now) }
+    }
+
+    private func transmit(_ bytes: [UInt8], now: ContinuousClock.Instant) {
+        guard let socket else { return }
+        do {
+            // Never block the driver: a message the socket cannot take now stays
+            // in `unacknowledged` and goes again after the next welcome.
+            if try socket.send(bytes, dontWait: true) {
+                shared.progress.withLock { $0.bytesSent += bytes.count }
+            }
+            lastSent = now
+        } catch {
+            logger.debug("agent send failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Reads every reply waiting on the socket into `reply` (the driver's reusable message).
+    func receiveReplies(into reply: ZMQMessage, now: ContinuousClock.Instant) {
+        guard let socket else { return }
+        while (try? socket.receive(into: reply, dontWait: true)) == true {
+            lastHeard = now
+            let decoded = reply.withUnsafeBytes { bytes in
+                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_HubReply.self, from: bytes) }
+            }
+            guard case .success(let message) = decoded else { continue }
+            switch message.body {
+            case .welcome(let welcome):
+                welcomed = true
+                attempt = 0
+                acknowledge(through: welcome.appliedThrough, now: now)
+                report(.welcomed(user: welcome.user, appliedThrough: welcome.appliedThrough))
+                // Resend, in order, everything the hub has not applied.
+                for (_, bytes) in unacknowledged { transmit(bytes, now: now) }
+            case .ack(let ack):
+                acknowledge(through: ack.through, now: now)
+            case .error(let error):
+                report(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
+                if error.code == .outOfOrder {
+                    for (_, bytes) in unacknowledged { transmit(bytes, now: now) }
+                }
+            case nil:
+                break
+            }
+        }
+    }
+
+    private func acknowledge(through sequence: UInt64, now: ContinuousClock.Instant) {
+        guard sequence > acknowledged else { return }
+        acknowledged = sequence
+        lastProgress = now
+        if let keep = unacknowledged.firstIndex(where: { $0.sequence > sequence }) {
+            unacknowledged.removeFirst(keep)
+        } else {
+            unacknowledged.removeAll(keepingCapacity: true)
+        }
+        shared.progress.withLock { $0.acknowledged = sequence }
+    }
+
+    /// Connects when due, reconnects on silence, sends heartbeats when idle.
+    func runTimers(now: ContinuousClock.Instant) {
+        guard socket != nil else {
+            if now >= reconnectAt { connect(now: now) }
+            return
+        }
+        // Silence, or replies that never acknowledge what we sent (the message
+        // was lost on a connection libzmq has quietly replaced): either way,
+        // reconnect; the welcome says what the hub has, and we resend the rest.
+        let stalled = !unacknowledged.isEmpty && now - lastProgress > configuration.hubTimeout
+        if now - lastHeard > configuration.hubTimeout || stalled {
+            logger.info(
+                stalled ? "acknowledgements stalled: reconnecting" : "hub silent: reconnecting",
+                metadata: ["endpoint": "\(configuration.hubEndpoint)", "agent": "\(identity)"])
+            report(.disconnected)
+            scheduleReconnect(now: now)
+            lastProgress = reconnectAt
+            return
+        }
+        if welcomed && now - lastSent >= configuration.heartbeatInterval {
+            var heartbeat = Touchsync_V1_Heartbeat()
+            heartbeat.agentTime = Int64(Date().timeIntervalSince1970 * 1e6)
+            var message = Touchsync_V1_AgentMessage()
+            message.heartbeat = heartbeat
+            transmit(WireCodec.encode(message), now: now)
+        }
+    }
+}
+
+/// A thread that owns and drives agent connections, one or many: other
+/// threads only post commands to its mailbox, so every socket stays on this
+/// thread from creation to close.
+///
+/// A few connections are polled with the mailbox. Many are not: `zmq_poll`
+/// costs two option reads per socket on every wake-up, and replies (acks)
+/// arrive all the time, so a poll over hundreds of sockets would spend the
+/// thread on polling. Instead the thread sleeps on the mailbox alone and reads
+/// every socket without waiting once per `sweepInterval`: replies only move
+/// acknowledgements and timers, which tolerate a few milliseconds.
+final class AgentDriver {
+    private let connections: [AgentConnection]
+    private let mailbox: Mailbox<AgentCommand>
+    private let reply = ZMQMessage()
+    /// Up to this many connections are polled; more are swept.
+    static let maxPolledConnections = 16
+    static let sweepInterval: Duration = .milliseconds(5)
+
+    init(connections: [AgentConnection], mailbox: Mailbox<AgentCommand>) {
+        self.connections = connections
+        self.mailbox = mailbox
+    }
+
+    func run() {
+        defer {
+            for connection in connections { connection.close() }
+            _ = mailbox.close()
+        }
+        let clock = ContinuousClock()
+        let sweeping = connections.count > Self.maxPolledConnections
+        // Timers of every connection run together, when the earliest is due,
+        // so a turn with many connections does not scan them all.
+        var timersDue = clock.now
+        var nextSweep = clock.now
+        var poller = ZMQPoller()
+        var polled: [Int] = []  // connection index of each socket entry after the mailbox
+        var pollerStale = true
+        while true {
+            var now = clock.now
+            if now >= timersDue {
+                var next = now + .milliseconds(250)
+                for connection in connections {
+                    let hadSocket = connection.socket != nil
+                    connection.runTimers(now: now)
+                    if hadSocket != (connection.socket != nil) { pollerStale = true }
+                    next = min(next, connection.deadline)
+                }
+                timersDue = max(next, now + .milliseconds(1))
+            }
+            if pollerStale {
+                poller = ZMQPoller()
+                polled.removeAll(keepingCapacity: true)
+                poller.add(fileDescriptor: mailbox.fileDescriptor)
+                if !sweeping {
+                    for (index, connection) in connections.enumerated() {
+                        if let socket = connection.socket, (try? poller.add(socket)) != nil { polled.append(index) }
+                    }
+                }
+                pollerStale = false
+            }
+            let wakeUp = sweeping ? min(timersDue, nextSweep) : timersDue
+            let (seconds, attoseconds) = (wakeUp - now).components
+            let timeout = max(0, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000) + 1)
+            do {
+                try poller.poll(timeoutMilliseconds: timeout)
+            } catch {
+                if error.isTerminated { return }
+                continue
+            }
+            now = clock.now
+            if poller.isReadable(0) {
+                for command in mailbox.drain() {
+                    switch command {
+                    case .stop: return
+                    case .frame(let index, let changes, let alive):
+                        connections[index].queue(changes: changes, alive: alive, now: now)
+                    case .numbered(let index, let body):
+                        connections[index].queue(body, now: now)
+                    }
+                }
+            }
+            if sweeping {
+                if now >= nextSweep {
+                    for connection in connections { connection.receiveReplies(into: reply, now: now) }
+                    nextSweep = now + Self.sweepInterval
+                }
+            } else {
+                for (entry, index) in polled.enumerated() where poller.isReadable(entry + 1) {
+                    connections[index].receiveReplies(into: reply, now: now)
+                }
+            }
+        }
+    }
+}
