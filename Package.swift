@@ -7,6 +7,8 @@
 //   TouchSyncCore      the pure stroke model: board state, reducer, replica, digest (no I/O)
 //   TouchSyncSimulation  simulated fingers: deterministic multi-user touch sessions (pure)
 //   TouchSyncWire      protobuf messages (generated, committed) and codecs to and from the core
+//   TouchSyncJournal   the durable journal: checksummed segment files per board, recovery, history for replay
+//   TouchSyncRender    boards drawn as SVG (pure)
 //   TouchSyncHub       the hub: one thread owning the sockets and every board (a ServiceLifecycle Service)
 //   TouchSyncClient    agents (UIKit-shaped touch API) and subscribers (live replicas), over ZeroMQ
 //   TouchSyncLoad      load runs with simulated fingers: latency, loss, convergence reports
@@ -67,11 +69,26 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncJournal",
+            dependencies: [
+                "TouchSyncCore",
+                "TouchSyncWire",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TouchSyncRender",
+            dependencies: ["TouchSyncCore"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncHub",
             dependencies: [
                 "ZeroMQ",
                 "TouchSyncCore",
                 "TouchSyncWire",
+                "TouchSyncJournal",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -105,6 +122,8 @@ let package = Package(
             name: "TouchSyncCommands",
             dependencies: [
                 "ZeroMQ",
+                "TouchSyncJournal",
+                "TouchSyncRender",
                 "TouchSyncCore",
                 "TouchSyncSimulation",
                 "TouchSyncWire",

@@ -3,6 +3,7 @@ import Logging
 import TouchSyncLoad
 import ServiceLifecycle
 import TouchSyncHub
+import TouchSyncJournal
 import ZeroMQ
 
 struct HubCommand: AsyncParsableCommand {
@@ -14,6 +15,14 @@ struct HubCommand: AsyncParsableCommand {
             connection can claim any identity. Use --public (or explicit endpoints) \
             to accept other machines on a network you trust. Stops cleanly on Ctrl-C \
             or SIGTERM, publishing what is pending first.
+
+            Boards are journaled to --data (default ./touchsync-data) and recovered \
+            when the hub starts again, even after a crash or SIGKILL. --fsync says \
+            when writes are made durable, and so when agents are acknowledged: \
+            "batch" (fdatasync every batch: survives power loss), an interval such \
+            as "20ms" (the default: the same guarantee, acknowledgements wait up to \
+            the interval), or "never" (acknowledged once written to the OS: survives \
+            a killed hub, not a power cut). --no-journal keeps boards in memory only.
             """)
 
     @Option(help: "Endpoint for agents (ROUTER).") var ingest = "tcp://127.0.0.1:5570"
@@ -27,9 +36,19 @@ struct HubCommand: AsyncParsableCommand {
     @Option(help: "Largest agent message in bytes; larger ones get MESSAGE_TOO_LARGE.") var maxMessageBytes = 1 << 20
     @Option(help: "Touches one user may have down at once.") var maxTouches = 20
     @Option(help: "Numbered messages one agent may send per second.") var maxMessagesPerSecond = 2000
+    @Option(help: "Folder of the journal (created if missing).") var data = JournalDefaults.directory
+    @Option(help: "When journal writes are made durable: batch, never, or an interval such as 20ms or 1s.")
+    var fsync = "20ms"
+    @Option(help: "A board starts a new journal segment (opening with a checkpoint) at this size, in MiB.")
+    var segmentMib = 16
+    @Flag(help: "Keep boards in memory only: nothing survives a restart.") var noJournal = false
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
+        guard FsyncPolicy(argument: fsync) != nil else {
+            throw ValidationError("--fsync must be batch, never, or an interval such as 20ms or 1s")
+        }
+        guard (1...4096).contains(segmentMib) else { throw ValidationError("--segment-mib must be 1 to 4096") }
         guard livenessTimeout > 0, heartbeat > 0 else { throw ValidationError("time-outs and intervals must be positive") }
         guard publishIntervalMs >= 0 else { throw ValidationError("--publish-interval-ms cannot be negative") }
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
@@ -49,6 +68,12 @@ struct HubCommand: AsyncParsableCommand {
         configuration.maxMessageBytes = maxMessageBytes
         configuration.boardLimits.maxLiveTouchesPerUser = maxTouches
         configuration.maxMessagesPerSecond = maxMessagesPerSecond
+        if !noJournal {
+            var journal = JournalConfiguration(directory: data)
+            journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync
+            journal.segmentBytes = segmentMib << 20
+            configuration.journal = journal
+        }
 
         let hub = try TouchSyncHub(configuration: configuration, logger: logger)
         let endpoints: HubEndpoints
@@ -57,6 +82,19 @@ struct HubCommand: AsyncParsableCommand {
         } catch let error as ZMQError {
             throw CommandFailure(
                 "cannot listen: \(error.description). Is another hub running? Choose other endpoints with --ingest, --publish and --snapshot.")
+        } catch let error as JournalError {
+            throw CommandFailure("cannot open the journal in \(data): \(error). Choose another folder with --data, or --no-journal.")
+        }
+        if let journal = configuration.journal {
+            emit("journal \(journal.directory) (fsync \(journal.fsync)): \(hub.recovered.count) board(s) recovered")
+            for board in hub.recovered {
+                emit("  \(board.board): batch \(board.sequence), \(board.samples) samples, digest \(board.digest)")
+                for damage in board.damage {
+                    emit("  \(damage.isCorruption ? "DAMAGE" : "repaired"): \(damage)")
+                }
+            }
+        } else {
+            emit("no journal: boards live in memory only")
         }
         emit("TouchSync hub listening")
         emit("  agents      \(endpoints.ingest)")

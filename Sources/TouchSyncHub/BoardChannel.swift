@@ -1,4 +1,5 @@
 import TouchSyncCore
+import TouchSyncJournal
 import TouchSyncWire
 
 /// One board as the hub publishes it: its state, the diffs reduced since the
@@ -14,11 +15,24 @@ public struct BoardChannel: Sendable {
     private var scratch: [StrokeDiff] = []
     private var digestCache: (sequence: UInt64, digest: BoardDigest)? = nil
 
+    /// Agents' progress (applied through, style) to journal with the next batch.
+    var progressPending: [[UInt8]: AgentProgress] = [:]
+    /// Agents' progress as the journal had it at start-up, for their next hello.
+    var recoveredProgress: [[UInt8]: AgentProgress] = [:]
+
     public init(name: String, limits: BoardLimits = BoardLimits()) {
         self.name = name
         topic = publishTopic(board: name)
         state = BoardState(limits: limits)
         encoder = DiffStreamEncoder(board: name)
+    }
+
+    /// A board recovered from the journal: it carries on from `state`.
+    public init(name: String, recovered state: BoardState) {
+        self.name = name
+        topic = publishTopic(board: name)
+        self.state = state
+        encoder = DiffStreamEncoder(board: name, continuing: state)
     }
 
     /// Whether diffs wait to be published.

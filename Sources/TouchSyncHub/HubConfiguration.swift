@@ -1,4 +1,5 @@
 import TouchSyncCore
+import TouchSyncJournal
 
 /// Everything a hub can be told, with the defaults it runs on.
 public struct HubConfiguration: Sendable {
@@ -48,6 +49,13 @@ public struct HubConfiguration: Sendable {
     public var publishSendBufferBytes: Int32 = 0
     /// Messages queued per agent connection, both ways. Default 10,000.
     public var ingestHighWaterMark: Int32 = 10_000
+
+    /// Where boards are journaled, and the fsync policy. Default nil: boards
+    /// live in memory only (the `touchsync hub` command journals by default,
+    /// into `./touchsync-data`). With a journal, an agent's frames are
+    /// acknowledged only once they are as durable as the policy promises, and
+    /// a restarted hub recovers every board (docs/architecture.md).
+    public var journal: JournalConfiguration? = nil
 
     public init() {}
 

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Logging
 import TouchSyncCore
+import TouchSyncJournal
 import TouchSyncWire
 import ZeroMQ
 
@@ -54,6 +55,14 @@ final class HubLoop {
     private var nextPublish: ContinuousClock.Instant
     private let sweepInterval: Duration
 
+    /// Durable boards (nil: memory only). Acks wait until what they cover is journaled.
+    private let journal: Journal?
+    /// A journal write failed: nothing more can be promised durable, so
+    /// nothing more is acknowledged (agents keep their frames and resend).
+    private var journalFailed = false
+    /// What the journal gave back at start-up.
+    private(set) var recovered: [RecoveredBoardSummary] = []
+
     // Reused for every receive: no allocation per message.
     private let routing = ZMQMessage()
     private let payload = ZMQMessage()
@@ -61,11 +70,36 @@ final class HubLoop {
     init(
         configuration: HubConfiguration, logger: Logger, metricsFactory: any MetricsFactory, context: ZMQContext,
         mailbox: Mailbox<HubCommand>
-    ) throws(ZMQError) {
+    ) throws {
         self.configuration = configuration
         self.logger = logger
         self.mailbox = mailbox
         metrics = HubMetrics(factory: metricsFactory)
+        if let journalConfiguration = configuration.journal {
+            let journal = try Journal(configuration: journalConfiguration, logger: logger)
+            let clock = ContinuousClock()
+            let started = clock.now
+            for board in try journal.recover(limits: configuration.boardLimits) {
+                var channel = BoardChannel(name: board.name, recovered: board.state)
+                for agent in board.agents { channel.recoveredProgress[agent.routingID] = agent }
+                boardSlots[board.name] = channels.count
+                channels.append(channel)
+                recovered.append(
+                    RecoveredBoardSummary(
+                        board: board.name, sequence: board.state.sequence, digest: board.state.digest,
+                        samples: board.state.storedSampleCount, damage: board.damage))
+                logger.info(
+                    "board recovered",
+                    metadata: [
+                        "board": "\(board.name)", "sequence": "\(board.state.sequence)",
+                        "records": "\(board.recordsApplied)", "damage": "\(board.damage.count)",
+                        "seconds": "\((clock.now - started).components.seconds)",
+                    ])
+            }
+            self.journal = journal
+        } else {
+            journal = nil
+        }
 
         ingest = try ZMQSocket(context, type: .router)
         try ingest.setRouterMandatory(true)
@@ -125,7 +159,9 @@ final class HubLoop {
                         switch command {
                         case .stop:
                             publishDirtyBoards(force: true)
+                            syncJournal(force: true)
                             sendAcks()
+                            journal?.close()
                             logger.info("hub stopped")
                             return
                         case .inspect(let board, let reply):
@@ -138,6 +174,7 @@ final class HubLoop {
                 if poller.isReadable(publishIndex) { try drainSubscriptions() }
                 if poller.isReadable(snapshotIndex) { try drainSnapshotRequests() }
                 publishDirtyBoards(force: false)
+                syncJournal(force: false)
                 sendAcks()
                 runTimers()
             }
@@ -156,6 +193,7 @@ final class HubLoop {
         let now = clock.now
         var deadline = min(nextHeartbeat, nextSweep)
         if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
+        if let due = journal?.nextSyncDue { deadline = min(deadline, due) }
         let wait = deadline - now
         if wait <= .zero { return 0 }
         let (seconds, attoseconds) = wait.components
@@ -252,7 +290,15 @@ final class HubLoop {
             }
             return
         }
-        defer { sessions[routingID] = session }
+        let appliedBefore = session.lastApplied
+        let styleBefore = session.style
+        defer {
+            if journal != nil && (session.lastApplied != appliedBefore || session.style != styleBefore) {
+                channels[session.boardSlot].progressPending[routingID] = AgentProgress(
+                    routingID: routingID, appliedThrough: session.lastApplied, style: session.style)
+            }
+            sessions[routingID] = session
+        }
         session.lastHeard = now
         session.silenced = false
         guard session.bucket.take(now: now) else {
@@ -368,10 +414,17 @@ final class HubLoop {
             if let previous = sessions[routingID] {
                 change(previous.boardSlot) { _ = $0.cancelTouches(of: previous.user) }
             }
-            sessions[routingID] = AgentSession(
+            var session = AgentSession(
                 routingID: routingID, user: AgentSession.namespace(of: routingID), board: hello.board, boardSlot: slot,
                 lastApplied: hello.resumeAfter, lastHeard: now,
                 bucket: TokenBucket(rate: configuration.maxMessagesPerSecond, now: now))
+            // After a restart the journal knows how far this agent got: frames
+            // it resends that the board already has are not applied twice.
+            if let progress = channels[slot].recoveredProgress.removeValue(forKey: routingID) {
+                session.lastApplied = max(session.lastApplied, progress.appliedThrough)
+                session.style = progress.style
+            }
+            sessions[routingID] = session
             metrics.agents.record(sessions.count)
             logger.debug(
                 "agent joined",
@@ -430,6 +483,11 @@ final class HubLoop {
     }
 
     private func sendAcks() {
+        // An ack promises the frame is as durable as the fsync policy says:
+        // every applied diff journaled (no board waiting to publish) and synced.
+        if journal != nil {
+            guard dirtyBoards.isEmpty, journal?.hasUnsyncedWrites == false, !journalFailed else { return }
+        }
         for routingID in ackQueue {
             guard let session = sessions[routingID], session.ackPending else { continue }
             sessions[routingID]!.ackPending = false
@@ -473,9 +531,23 @@ final class HubLoop {
 
     private func publishPending(slot: Int, time: Int64) {
         guard let batch = channels[slot].sealBatch(hubTime: time) else { return }
-        var message = Touchsync_V1_PublishMessage()
-        message.batch = batch
-        let bytes = WireCodec.encode(message)
+        let encodedBatch = WireCodec.encode(batch)
+        // Journaled before it is published: no subscriber sees a batch the journal may not have.
+        if let journal, !journalFailed {
+            let progress = Array(channels[slot].progressPending.values)
+            channels[slot].progressPending.removeAll(keepingCapacity: true)
+            do {
+                try journal.append(
+                    board: channels[slot].name, encodedBatch: encodedBatch, sequence: batch.sequence, hubTime: time,
+                    agents: progress, state: channels[slot].state)
+            } catch {
+                journalFailed = true
+                logger.critical(
+                    "journal write failed: no further frame will be acknowledged until the hub restarts",
+                    metadata: ["board": "\(channels[slot].name)", "error": "\(error)"])
+            }
+        }
+        let bytes = WireCodec.field(1, wrapping: encodedBatch)  // PublishMessage.batch
         do {
             try publish.send(multipart: [channels[slot].topic, bytes], dontWait: true)
         } catch {
@@ -484,6 +556,19 @@ final class HubLoop {
         metrics.batches.increment()
         metrics.publishedBytes.increment(by: Int64(bytes.count))
         metrics.liveTouches(board: channels[slot].name, count: channels[slot].state.liveTouchCount)
+    }
+
+    /// Syncs the journal when its policy says so (`force`: now, if anything is unsynced).
+    private func syncJournal(force: Bool) {
+        guard let journal, !journalFailed else { return }
+        do {
+            if force { try journal.sync() } else { _ = try journal.syncIfDue(now: clock.now) }
+        } catch {
+            journalFailed = true
+            logger.critical(
+                "journal sync failed: no further frame will be acknowledged until the hub restarts",
+                metadata: ["error": "\(error)"])
+        }
     }
 
     private func sendHeartbeat(slot: Int, time: Int64) {

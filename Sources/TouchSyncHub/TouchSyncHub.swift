@@ -3,7 +3,18 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import TouchSyncCore
+import TouchSyncJournal
 import ZeroMQ
+
+/// A board the hub recovered from its journal at start-up.
+public struct RecoveredBoardSummary: Sendable {
+    public var board: String
+    public var sequence: UInt64
+    public var digest: BoardDigest
+    public var samples: Int
+    /// Damage found and repaired (torn tails truncated, corrupt tails moved aside).
+    public var damage: [JournalDamage]
+}
 
 /// The TouchSync hub as a `Service`: `run()` binds, serves until graceful
 /// shutdown (SIGTERM/SIGINT through a `ServiceGroup`), then publishes what is
@@ -15,6 +26,7 @@ public final class TouchSyncHub: Service {
     private let metricsFactory: any MetricsFactory
     private let context: ZMQContext
     private let state = Mutex<State>(.idle)
+    private let recoveredBoards = Mutex<[RecoveredBoardSummary]>([])
 
     private enum State {
         case idle
@@ -66,7 +78,7 @@ public final class TouchSyncHub: Service {
         let endpoints: HubEndpoints
         do {
             endpoints = try await withCheckedThrowingContinuation { continuation in
-                thread.start {
+                thread.start { [self] in
                     // Built on its own thread: the loop's sockets never leave it.
                     let loop: HubLoop
                     do {
@@ -77,6 +89,7 @@ public final class TouchSyncHub: Service {
                         continuation.resume(throwing: error)
                         return
                     }
+                    self.recoveredBoards.withLock { $0 = loop.recovered }
                     continuation.resume(returning: loop.endpoints)
                     loop.run()
                 }
@@ -88,6 +101,9 @@ public final class TouchSyncHub: Service {
         state.withLock { $0 = .running(mailbox, endpoints, thread) }
         return endpoints
     }
+
+    /// The boards recovered from the journal when the hub started (empty without a journal).
+    public var recovered: [RecoveredBoardSummary] { recoveredBoards.withLock { $0 } }
 
     /// Publishes what is pending, closes the sockets and waits for the loop thread.
     public func stop() async {

@@ -27,4 +27,29 @@ public enum WireCodec {
             preconditionFailure("encoding \(type(of: message)) failed: \(error)")
         }
     }
+
+    /// `bytes` (an encoded message) as length-delimited field `field` of an
+    /// enclosing message: protobuf lets a message be built by concatenating
+    /// its fields, so an already encoded batch is wrapped, not encoded again.
+    public static func field(_ field: UInt32, wrapping bytes: [UInt8], into out: inout [UInt8]) {
+        appendVarint(UInt64(field) << 3 | 2, to: &out)
+        appendVarint(UInt64(bytes.count), to: &out)
+        out.append(contentsOf: bytes)
+    }
+
+    public static func field(_ field: UInt32, wrapping bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + 12)
+        self.field(field, wrapping: bytes, into: &out)
+        return out
+    }
+
+    static func appendVarint(_ value: UInt64, to out: inout [UInt8]) {
+        var value = value
+        while value >= 0x80 {
+            out.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        out.append(UInt8(value))
+    }
 }

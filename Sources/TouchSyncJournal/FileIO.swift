@@ -1,0 +1,163 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What went wrong with a journal.
+public enum JournalError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A system call failed: which, on what, and errno.
+    case system(call: String, path: String, errno: Int32)
+    /// A request that cannot be met: no such board, not a journal folder, a bad argument.
+    case invalid(String)
+    /// A journal that cannot be used at all (no readable checkpoint).
+    case unreadable(String)
+
+    public var description: String {
+        switch self {
+        case .system(let call, let path, let code):
+            "\(call)(\(path)) failed: \(String(cString: strerror(code))) (errno \(code))"
+        case .invalid(let why): why
+        case .unreadable(let why): "journal unreadable: \(why)"
+        }
+    }
+}
+
+/// Every system call of the journal goes through here: -1 becomes a typed
+/// error carrying errno and the path, and EINTR is retried.
+@inline(__always)
+func systemCall<Result: BinaryInteger>(_ call: String, path: String, _ body: () -> Result) throws(JournalError) -> Result {
+    while true {
+        let result = body()
+        if result != -1 { return result }
+        let code = errno
+        if code == EINTR { continue }
+        throw .system(call: call, path: path, errno: code)
+    }
+}
+
+/// An open file of the journal, owned by one thread.
+final class JournalFile {
+    let path: String
+    private var descriptor: Int32
+    /// Bytes in the file (the journal only appends, or truncates).
+    private(set) var size: Int
+
+    private init(path: String, descriptor: Int32, size: Int) {
+        self.path = path
+        self.descriptor = descriptor
+        self.size = size
+    }
+
+    deinit { close() }
+
+    /// Opens for appending, creating the file when `create` (and failing if it exists then).
+    static func openForAppending(_ path: String, create: Bool) throws(JournalError) -> JournalFile {
+        let flags = O_WRONLY | O_APPEND | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0)
+        let descriptor = try systemCall("open", path: path) { open(path, flags, 0o644) }
+        let end = try systemCall("lseek", path: path) { lseek(descriptor, 0, SEEK_END) }
+        return JournalFile(path: path, descriptor: descriptor, size: Int(end))
+    }
+
+    func write(_ bytes: [UInt8]) throws(JournalError) {
+        var offset = 0
+        while offset < bytes.count {
+            let (descriptor, start) = (descriptor, offset)
+            let written = bytes.withUnsafeBytes { buffer in
+                Glibc.write(descriptor, buffer.baseAddress! + start, buffer.count - start)
+            }
+            if written == -1 {
+                if errno == EINTR { continue }
+                throw .system(call: "write", path: path, errno: errno)
+            }
+            offset += written
+        }
+        size += bytes.count
+    }
+
+    /// Makes what was written durable (data, and the size that reaches it).
+    func sync() throws(JournalError) {
+        _ = try systemCall("fdatasync", path: path) { fdatasync(descriptor) }
+    }
+
+    func close() {
+        if descriptor >= 0 {
+            _ = Glibc.close(descriptor)
+            descriptor = -1
+        }
+    }
+
+    static func readAll(_ path: String) throws(JournalError) -> [UInt8] {
+        let descriptor = try systemCall("open", path: path) { open(path, O_RDONLY | O_CLOEXEC) }
+        defer { _ = Glibc.close(descriptor) }
+        var status = stat()
+        _ = try systemCall("fstat", path: path) { fstat(descriptor, &status) }
+        var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
+        var offset = 0
+        while offset < bytes.count {
+            let start = offset
+            let read = bytes.withUnsafeMutableBytes { buffer in
+                Glibc.read(descriptor, buffer.baseAddress! + start, buffer.count - start)
+            }
+            if read == -1 {
+                if errno == EINTR { continue }
+                throw .system(call: "read", path: path, errno: errno)
+            }
+            if read == 0 { break }  // shrank while reading
+            offset += read
+        }
+        if offset < bytes.count { bytes.removeSubrange(offset...) }
+        return bytes
+    }
+
+    static func truncate(_ path: String, to length: Int) throws(JournalError) {
+        _ = try systemCall("truncate", path: path) { Glibc.truncate(path, off_t(length)) }
+    }
+
+    static func writeWhole(_ path: String, _ bytes: [UInt8]) throws(JournalError) {
+        let file = try openForAppending(path, create: true)
+        try file.write(bytes)
+        try file.sync()
+    }
+
+    /// Makes a folder's entries (files created, renamed, removed) durable.
+    static func syncDirectory(_ path: String) throws(JournalError) {
+        let descriptor = try systemCall("open", path: path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        defer { _ = Glibc.close(descriptor) }
+        _ = try systemCall("fsync", path: path) { fsync(descriptor) }
+    }
+
+    static func makeDirectory(_ path: String) throws(JournalError) {
+        var component = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            component += "/" + part
+            if mkdir(component, 0o755) == -1 && errno != EEXIST {
+                throw .system(call: "mkdir", path: component, errno: errno)
+            }
+        }
+    }
+
+    static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    static func remove(_ path: String) throws(JournalError) {
+        _ = try systemCall("unlink", path: path) { unlink(path) }
+    }
+
+    static func rename(_ from: String, to: String) throws(JournalError) {
+        _ = try systemCall("rename", path: from) { Glibc.rename(from, to) }
+    }
+
+    /// Names in a folder (no "." or "..").
+    static func list(_ path: String) throws(JournalError) -> [String] {
+        guard let directory = opendir(path) else { throw .system(call: "opendir", path: path, errno: errno) }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+}

@@ -1,0 +1,377 @@
+import Logging
+import TouchSyncCore
+import TouchSyncWire
+
+/// When the journal makes writes durable, and so when the hub acknowledges.
+public enum FsyncPolicy: Sendable, Equatable, CustomStringConvertible {
+    /// `fdatasync` after every batch, before anything in it is acknowledged:
+    /// an acknowledged frame survives a crash of the process, the kernel or
+    /// the power. The slowest.
+    case everyBatch
+    /// `fdatasync` at most this often; acknowledgements wait for it, so the
+    /// guarantee is that of `everyBatch` with up to this much added latency.
+    /// Batches are published before they are durable: after a crash,
+    /// subscribers that saw a batch the journal lost resync (digest mismatch).
+    case interval(Duration)
+    /// Never `fdatasync`: frames are acknowledged once written to the
+    /// operating system. They survive a kill of the hub process (SIGKILL
+    /// included), not a kernel crash or power loss.
+    case never
+
+    public var description: String {
+        switch self {
+        case .everyBatch: "batch"
+        case .interval(let interval):
+            "\(interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000)ms"
+        case .never: "never"
+        }
+    }
+
+    /// Parses `batch`, `never`, or an interval such as `50ms` or `1s`.
+    public init?(argument: String) {
+        switch argument {
+        case "batch", "always", "every-batch": self = .everyBatch
+        case "never": self = .never
+        default:
+            if argument.hasSuffix("ms"), let value = Int(argument.dropLast(2)), value > 0 {
+                self = .interval(.milliseconds(value))
+            } else if argument.hasSuffix("s"), let value = Double(argument.dropLast()), value > 0 {
+                self = .interval(.milliseconds(Int(value * 1000)))
+            } else {
+                return nil
+            }
+        }
+    }
+}
+
+public enum JournalDefaults {
+    /// The data folder when none is given: under the working directory.
+    public static let directory = "touchsync-data"
+}
+
+/// Where and how the hub journals. Defaults are documented per property.
+public struct JournalConfiguration: Sendable {
+    /// The data folder; each board gets a folder inside it.
+    public var directory: String
+    /// Default `.interval(.milliseconds(20))`: acknowledged frames survive
+    /// power loss, for at most 20 ms of added acknowledgement latency.
+    public var fsync: FsyncPolicy = .interval(.milliseconds(20))
+    /// A board starts a new segment, beginning with a checkpoint of its whole
+    /// state, once its current one reaches this size. Default 16 MiB.
+    public var segmentBytes = 16 << 20
+
+    public init(directory: String) { self.directory = directory }
+}
+
+/// A board as the journal had it at start-up.
+public struct RecoveredBoard: Sendable {
+    public var name: String
+    public var state: BoardState
+    /// Every agent's progress on this board, by routing id.
+    public var agents: [AgentProgress]
+    /// Damage found and repaired (torn tails truncated, corrupt tails moved aside).
+    public var damage: [JournalDamage]
+    /// Records read and applied to reach `state`.
+    public var recordsApplied: Int
+}
+
+/// Damage in one segment, and what recovery did about it.
+public struct JournalDamage: Sendable, Equatable, CustomStringConvertible {
+    public var board: String
+    public var segment: String
+    public var damage: SegmentDamage
+    /// Where the untrusted bytes went (corruption is moved aside, never deleted), if anywhere.
+    public var movedTo: String?
+
+    public var description: String {
+        "board \(board), segment \(segment): \(damage)" + (movedTo.map { "; those bytes were moved to \($0)" } ?? "")
+    }
+
+    public var isCorruption: Bool {
+        if case .corrupt = damage { return true }
+        return false
+    }
+}
+
+/// The hub's durable, append-only journal: per board, segment files of
+/// checksummed records (each segment opens with a checkpoint), recovered at
+/// start-up. Owned by the hub thread.
+public final class Journal {
+    public let configuration: JournalConfiguration
+    private let logger: Logger
+    private var writers: [String: BoardJournalWriter] = [:]
+    /// Written but not yet made durable (for the fsync policy).
+    public private(set) var hasUnsyncedWrites = false
+    private let clock = ContinuousClock()
+    private var lastSync: ContinuousClock.Instant
+
+    public init(configuration: JournalConfiguration, logger: Logger) throws(JournalError) {
+        self.configuration = configuration
+        self.logger = logger
+        lastSync = clock.now
+        try JournalFile.makeDirectory(configuration.directory)
+    }
+
+    /// Reads every board back to its last durable state, repairs torn or
+    /// corrupt tails (reporting each), and opens each board for appending.
+    public func recover(limits: BoardLimits = BoardLimits()) throws(JournalError) -> [RecoveredBoard] {
+        var boards: [RecoveredBoard] = []
+        for folder in try JournalFile.list(configuration.directory) {
+            guard let name = BoardFolderName.decode(folder), BoardFolderName.encode(name) == folder else { continue }
+            let path = configuration.directory + "/" + folder
+            guard let (recovered, writer) = try recoverBoard(name: name, folder: path, limits: limits) else { continue }
+            writers[name] = writer
+            for damage in recovered.damage {
+                if damage.isCorruption {
+                    logger.error("journal damage", metadata: ["damage": "\(damage)"])
+                } else {
+                    logger.warning("journal torn tail truncated", metadata: ["damage": "\(damage)"])
+                }
+            }
+            boards.append(recovered)
+        }
+        return boards
+    }
+
+    private func recoverBoard(name: String, folder: String, limits: BoardLimits) throws(JournalError)
+        -> (RecoveredBoard, BoardJournalWriter)?
+    {
+        var segments = try JournalFile.list(folder).filter { SegmentFormat.sequence(ofFileName: $0) != nil }
+        var damage: [JournalDamage] = []
+        // The newest segment with a readable checkpoint holds the state; a newer
+        // one without (a crash while starting it) is set aside whole.
+        while let last = segments.last {
+            let path = folder + "/" + last
+            let bytes = try JournalFile.readAll(path)
+            let scan = SegmentFormat.scan(bytes)
+            var replayed = Self.replay(bytes, scan, limits: limits, stopBefore: nil)
+            if case .corrupt = replayed.problem, replayed.partial {
+                // A batch failed half-way through applying: rebuild without it.
+                replayed = Self.replay(bytes, scan, limits: limits, stopBefore: replayed.applied)
+            }
+            guard let state = replayed.state else {
+                let aside = path + ".damaged"
+                try JournalFile.rename(path, to: aside)
+                damage.append(
+                    JournalDamage(
+                        board: name, segment: last, damage: replayed.problem ?? .tornTail(offset: 0, bytes: bytes.count),
+                        movedTo: aside))
+                segments.removeLast()
+                continue
+            }
+            if let problem = replayed.problem {
+                var movedTo: String? = nil
+                if case .corrupt = problem {
+                    // Keep the untrusted bytes for inspection; never silently drop them.
+                    let aside = path + ".damaged-at-\(replayed.goodLength)"
+                    try JournalFile.writeWhole(aside, Array(bytes[replayed.goodLength...]))
+                    movedTo = aside
+                }
+                try JournalFile.truncate(path, to: replayed.goodLength)
+                damage.append(JournalDamage(board: name, segment: last, damage: problem, movedTo: movedTo))
+            }
+            // Older segments are not needed for the state, but replay reads them:
+            // report damage there too.
+            for older in segments.dropLast() {
+                if let olderDamage = SegmentFormat.scan(try JournalFile.readAll(folder + "/" + older)).damage {
+                    damage.append(JournalDamage(board: name, segment: older, damage: olderDamage, movedTo: nil))
+                }
+            }
+            let writer = try BoardJournalWriter(
+                board: name, folder: folder, reopening: path, agents: replayed.agents,
+                segmentBytes: configuration.segmentBytes)
+            let recovered = RecoveredBoard(
+                name: name, state: state, agents: Array(replayed.agents.values), damage: damage,
+                recordsApplied: replayed.applied)
+            return (recovered, writer)
+        }
+        if !damage.isEmpty {
+            throw .unreadable("board \(name): no segment with a readable checkpoint (\(damage.map(\.description)))")
+        }
+        return nil
+    }
+
+    /// Replays one segment's good records: its checkpoint, then its batches in
+    /// order, up to the first that does not decode or apply (or `stopBefore`).
+    static func replay(_ bytes: [UInt8], _ scan: SegmentScan, limits: BoardLimits, stopBefore: Int?) -> SegmentReplay {
+        var result = SegmentReplay(goodLength: SegmentFormat.magic.count)
+        for (index, record) in scan.records.enumerated() {
+            if let stopBefore, index >= stopBefore {
+                result.problem = .corrupt(
+                    offset: record.offset, bytes: bytes.count - record.offset,
+                    reason: "batch record \(index) does not apply to the board before it")
+                return result
+            }
+            let untrusted = { (reason: String) in
+                SegmentDamage.corrupt(offset: record.offset, bytes: bytes.count - record.offset, reason: reason)
+            }
+            let entry: JournalEntry
+            do {
+                entry = try bytes.withUnsafeBytes { raw throws(JournalError) in
+                    try JournalRecordCodec.decode(UnsafeRawBufferPointer(rebasing: raw[record.payload]), limits: limits)
+                }
+            } catch {
+                result.problem = untrusted("\(error)")
+                return result
+            }
+            switch entry {
+            case .checkpoint(let loaded, _, let progress) where index == 0:
+                result.state = loaded
+                for agent in progress { result.agents[agent.routingID] = agent }
+            case .batch(let batch, let progress) where index > 0:
+                do {
+                    try result.state!.apply(batch)
+                } catch {
+                    result.problem = untrusted("batch \(batch.sequence) does not apply to the board at \(result.state!.sequence): \(error)")
+                    result.partial = true
+                    return result
+                }
+                for agent in progress { result.agents[agent.routingID] = agent }
+            default:
+                result.problem = untrusted(
+                    index == 0 ? "the segment does not start with a checkpoint" : "a checkpoint inside a segment")
+                return result
+            }
+            result.applied += 1
+            result.goodLength = record.payload.upperBound
+        }
+        result.problem = scan.damage
+        return result
+    }
+
+    /// Appends one published batch and the agents' progress in it. `state` is
+    /// the board after the batch (used when a new segment starts).
+    public func append(
+        board: String, encodedBatch: [UInt8], sequence: UInt64, hubTime: Int64, agents: [AgentProgress], state: BoardState
+    ) throws(JournalError) {
+        let writer: BoardJournalWriter
+        if let existing = writers[board] {
+            writer = existing
+        } else {
+            guard sequence == 1 else {
+                throw .invalid("board \(board) has no journal but is at batch \(sequence): its folder was removed while the hub ran")
+            }
+            writer = try BoardJournalWriter(
+                board: board, creatingIn: configuration.directory + "/" + BoardFolderName.encode(board), hubTime: hubTime,
+                limits: state.limits, segmentBytes: configuration.segmentBytes)
+            writers[board] = writer
+        }
+        try writer.append(encodedBatch: encodedBatch, agents: agents)
+        if writer.segmentFull {
+            // The new segment starts with a checkpoint: make the old one durable first.
+            try writer.sync()
+            try writer.startSegment(state: state, hubTime: hubTime)
+        }
+        hasUnsyncedWrites = true
+        if configuration.fsync == .everyBatch { try sync() }
+        if configuration.fsync == .never { hasUnsyncedWrites = false }
+    }
+
+    /// When the next `sync` is due under an interval policy (nil: none pending).
+    public var nextSyncDue: ContinuousClock.Instant? {
+        guard hasUnsyncedWrites, case .interval(let interval) = configuration.fsync else { return nil }
+        return lastSync + interval
+    }
+
+    /// Makes every write so far durable.
+    public func sync() throws(JournalError) {
+        if hasUnsyncedWrites {
+            for writer in writers.values { try writer.sync() }
+        }
+        hasUnsyncedWrites = false
+        lastSync = clock.now
+    }
+
+    /// Syncs under an interval policy when due; true if everything written is now durable.
+    public func syncIfDue(now: ContinuousClock.Instant) throws(JournalError) -> Bool {
+        if let due = nextSyncDue, now >= due { try sync() }
+        return !hasUnsyncedWrites
+    }
+
+    public func close() {
+        try? sync()
+        for writer in writers.values { writer.close() }
+        writers.removeAll()
+    }
+}
+
+/// What replaying one segment gave.
+struct SegmentReplay {
+    /// Nil when the segment has no readable checkpoint.
+    var state: BoardState? = nil
+    var agents: [[UInt8]: AgentProgress] = [:]
+    var applied = 0
+    var goodLength: Int
+    var problem: SegmentDamage? = nil
+    /// The problem struck while a batch was being applied (the state is unusable).
+    var partial = false
+}
+
+/// One board's open segment.
+final class BoardJournalWriter {
+    let board: String
+    let folder: String
+    private var file: JournalFile
+    private let segmentBytes: Int
+    /// Every agent's latest progress on the board, for checkpoints.
+    private var agents: [[UInt8]: AgentProgress]
+    private var dirty = false
+
+    /// A new board: its folder and a first segment opening with the empty board.
+    init(board: String, creatingIn folder: String, hubTime: Int64, limits: BoardLimits, segmentBytes: Int) throws(JournalError) {
+        self.board = board
+        self.folder = folder
+        self.segmentBytes = segmentBytes
+        agents = [:]
+        try JournalFile.makeDirectory(folder)
+        file = try Self.createSegment(
+            folder: folder, board: board, state: BoardState(limits: limits), hubTime: hubTime, agents: [])
+    }
+
+    /// A recovered board: append to its newest segment.
+    init(board: String, folder: String, reopening path: String, agents: [[UInt8]: AgentProgress], segmentBytes: Int)
+        throws(JournalError)
+    {
+        self.board = board
+        self.folder = folder
+        self.segmentBytes = segmentBytes
+        self.agents = agents
+        file = try JournalFile.openForAppending(path, create: false)
+    }
+
+    private static func createSegment(
+        folder: String, board: String, state: BoardState, hubTime: Int64, agents: [AgentProgress]
+    ) throws(JournalError) -> JournalFile {
+        let path = folder + "/" + SegmentFormat.fileName(firstSequence: state.sequence)
+        let file = try JournalFile.openForAppending(path, create: true)
+        let checkpoint = JournalRecordCodec.checkpointPayload(state: state, board: board, hubTime: hubTime, agents: agents)
+        try file.write(SegmentFormat.magic + SegmentFormat.frame(checkpoint))
+        try file.sync()
+        try JournalFile.syncDirectory(folder)
+        return file
+    }
+
+    var segmentFull: Bool { file.size >= segmentBytes }
+
+    func append(encodedBatch: [UInt8], agents progress: [AgentProgress]) throws(JournalError) {
+        try file.write(SegmentFormat.frame(JournalRecordCodec.batchPayload(encodedBatch: encodedBatch, agents: progress)))
+        for agent in progress { agents[agent.routingID] = agent }
+        dirty = true
+    }
+
+    func startSegment(state: BoardState, hubTime: Int64) throws(JournalError) {
+        let next = try Self.createSegment(
+            folder: folder, board: board, state: state, hubTime: hubTime, agents: Array(agents.values))
+        file.close()
+        file = next
+        dirty = false
+    }
+
+    func sync() throws(JournalError) {
+        guard dirty else { return }
+        try file.sync()
+        dirty = false
+    }
+
+    func close() { file.close() }
+}

@@ -1,0 +1,122 @@
+import TouchSyncCore
+import TouchSyncWire
+
+/// How far the hub has applied one agent's numbered messages on a board:
+/// journaled with the batches that contain them, so a restarted hub neither
+/// applies a resent frame twice nor forgets the agent's style.
+public struct AgentProgress: Sendable, Equatable {
+    public var routingID: [UInt8]
+    public var appliedThrough: UInt64
+    public var style: StrokeStyle
+
+    public init(routingID: [UInt8], appliedThrough: UInt64, style: StrokeStyle) {
+        self.routingID = routingID
+        self.appliedThrough = appliedThrough
+        self.style = style
+    }
+
+    init(_ proto: Touchsync_V1_AgentProgress) {
+        self.init(routingID: Array(proto.routingID), appliedThrough: proto.appliedThrough, style: StrokeStyle(proto.style))
+    }
+
+    var proto: Touchsync_V1_AgentProgress {
+        var proto = Touchsync_V1_AgentProgress()
+        proto.routingID = .init(routingID)
+        proto.appliedThrough = appliedThrough
+        proto.style = style.proto
+        return proto
+    }
+}
+
+/// One decoded journal record.
+enum JournalEntry {
+    case checkpoint(state: BoardState, hubTime: Int64, agents: [AgentProgress])
+    case batch(Touchsync_V1_DiffBatch, agents: [AgentProgress])
+}
+
+enum JournalRecordCodec {
+    /// A batch record, wrapping the batch's already encoded bytes (no second encoding).
+    static func batchPayload(encodedBatch: [UInt8], agents: [AgentProgress]) -> [UInt8] {
+        var body: [UInt8] = []
+        body.reserveCapacity(encodedBatch.count + agents.count * 32 + 8)
+        WireCodec.field(1, wrapping: encodedBatch, into: &body)
+        for agent in agents { WireCodec.field(2, wrapping: WireCodec.encode(agent.proto), into: &body) }
+        return WireCodec.field(1, wrapping: body)  // JournalRecord.batch
+    }
+
+    static func checkpointPayload(state: BoardState, board: String, hubTime: Int64, agents: [AgentProgress]) -> [UInt8] {
+        var checkpoint = Touchsync_V1_JournalCheckpoint()
+        checkpoint.hubTime = hubTime
+        checkpoint.chunks = SnapshotCodec.chunks(of: state.snapshot(), board: board, digest: state.digest)
+        checkpoint.agents = agents.map(\.proto)
+        var record = Touchsync_V1_JournalRecord()
+        record.checkpoint = checkpoint
+        return WireCodec.encode(record)
+    }
+
+    /// Decodes and checks one record's payload; a checkpoint must load into a
+    /// state with the digest it recorded.
+    static func decode(_ payload: UnsafeRawBufferPointer, limits: BoardLimits) throws(JournalError) -> JournalEntry {
+        let record: Touchsync_V1_JournalRecord
+        do {
+            record = try WireCodec.decode(Touchsync_V1_JournalRecord.self, from: payload)
+        } catch {
+            throw .unreadable("a record with a good checksum does not decode: \(error)")
+        }
+        switch record.body {
+        case .batch(let batch):
+            return .batch(batch.batch, agents: batch.agents.map(AgentProgress.init))
+        case .checkpoint(let checkpoint):
+            do {
+                let (snapshot, digest) = try SnapshotCodec.assemble(checkpoint.chunks)
+                let state = try BoardState(snapshot: snapshot, limits: limits)
+                guard state.digest == digest else {
+                    throw JournalError.unreadable("a checkpoint at sequence \(snapshot.sequence) loads to a different digest")
+                }
+                return .checkpoint(state: state, hubTime: checkpoint.hubTime, agents: checkpoint.agents.map(AgentProgress.init))
+            } catch let error as JournalError {
+                throw error
+            } catch {
+                throw .unreadable("a checkpoint does not load: \(error)")
+            }
+        case nil:
+            throw .unreadable("a record with no body")
+        }
+    }
+}
+
+/// Board names are any UTF-8 (no NUL); a board's folder name keeps letters,
+/// digits, `-` and `_` and writes every other byte as `%XX`, so no name can
+/// climb out of the data folder or collide with another.
+public enum BoardFolderName {
+    public static func encode(_ board: String) -> String {
+        var name = ""
+        for byte in board.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                name.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = String(byte, radix: 16, uppercase: true)
+                name += "%" + (hex.count == 1 ? "0" + hex : hex)
+            }
+        }
+        return name
+    }
+
+    public static func decode(_ name: String) -> String? {
+        var bytes: [UInt8] = []
+        var utf8 = name.utf8[...]
+        while let byte = utf8.popFirst() {
+            if byte == UInt8(ascii: "%") {
+                guard utf8.count >= 2, let value = UInt8(String(decoding: utf8.prefix(2), as: UTF8.self), radix: 16)
+                else { return nil }
+                bytes.append(value)
+                utf8 = utf8.dropFirst(2)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}
