@@ -181,6 +181,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TouchSyncJournalTests",
+            dependencies: [
+                "TouchSyncJournal", "TouchSyncCore", "TouchSyncSimulation", "TouchSyncWire",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TouchSyncLoadTests",
             dependencies: [
                 "TouchSyncLoad", "TouchSyncCore",

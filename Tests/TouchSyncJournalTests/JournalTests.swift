@@ -1,0 +1,210 @@
+import Foundation
+import Logging
+import Testing
+import TouchSyncCore
+import TouchSyncJournal
+import TouchSyncSimulation
+import TouchSyncWire
+
+/// A simulated board journaled batch by batch, as the hub does it.
+struct JournaledBoard {
+    var state = BoardState()
+    var encoder = DiffStreamEncoder(board: "board")
+    var simulator: SessionSimulator
+    var digests: [UInt64: BoardDigest] = [0: BoardState().digest]
+    var time: Int64 = 1_000_000
+
+    init(seed: UInt64) {
+        var profile = SimulationProfile()
+        profile.users = 2
+        profile.clearRate = 0
+        simulator = SessionSimulator(seed: seed, profile: profile)
+    }
+
+    /// Reduces events until a batch has diffs, journals it; returns its sequence.
+    mutating func appendBatch(to journal: Journal, agent: String = "agent-a") throws -> UInt64 {
+        var diffs: [StrokeDiff] = []
+        while diffs.isEmpty {
+            switch simulator.next() {
+            case .frame(let user, let frame, let style): try state.reduce(frame, from: user, style: style, into: &diffs)
+            case .clear(let user, let scope): state.clear(scope, by: user, into: &diffs)
+            }
+        }
+        time += 16_667
+        let batch = encoder.encode(state.sealBatch(diffs, hubTime: time))
+        let progress = AgentProgress(routingID: Array(agent.utf8), appliedThrough: state.sequence * 2, style: .default)
+        try journal.append(
+            board: "board", encodedBatch: WireCodec.encode(batch), sequence: batch.sequence, hubTime: time,
+            agents: [progress], state: state)
+        digests[state.sequence] = state.digest
+        return state.sequence
+    }
+}
+
+func temporaryDirectory(_ name: String) -> String {
+    let path = NSTemporaryDirectory() + "touchsync-\(name)-\(UUID().uuidString.prefix(8))"
+    try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+func segmentFiles(_ directory: String) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: directory + "/board").filter { $0.hasSuffix(".tsj") }.sorted()
+        .map { directory + "/board/" + $0 }
+}
+
+@Suite("Journal")
+struct JournalTests {
+    static var quiet: Logger {
+        var logger = Logger(label: "journal")
+        logger.logLevel = .critical
+        return logger
+    }
+
+    func openJournal(_ directory: String, fsync: FsyncPolicy = .never, segmentBytes: Int = 16 << 20) throws -> Journal {
+        var configuration = JournalConfiguration(directory: directory)
+        configuration.fsync = fsync
+        configuration.segmentBytes = segmentBytes
+        return try Journal(configuration: configuration, logger: Self.quiet)
+    }
+
+    @Test(arguments: [FsyncPolicy.everyBatch, .interval(.milliseconds(5)), .never])
+    func recoversExactlyWhatWasWritten(policy: FsyncPolicy) throws {
+        let directory = temporaryDirectory("recover")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var board = JournaledBoard(seed: 3)
+        let journal = try openJournal(directory, fsync: policy)
+        #expect(try journal.recover().isEmpty)
+        for _ in 0..<200 { _ = try board.appendBatch(to: journal) }
+        if policy == .everyBatch || policy == .never { #expect(!journal.hasUnsyncedWrites) }
+        try journal.sync()
+        #expect(!journal.hasUnsyncedWrites)
+        journal.close()
+
+        let recovered = try openJournal(directory).recover()
+        let only = try #require(recovered.first)
+        #expect(recovered.count == 1 && only.name == "board")
+        #expect(only.state.sequence == 200)
+        #expect(only.state.digest == board.state.digest)
+        #expect(only.damage.isEmpty)
+        #expect(only.agents == [AgentProgress(routingID: Array("agent-a".utf8), appliedThrough: 400, style: .default)])
+    }
+
+    /// A crash mid-append leaves part of a record: recovery truncates it,
+    /// reports it, and appending carries on from the last whole batch.
+    @Test func tornTailIsTruncatedAndReported() throws {
+        let directory = temporaryDirectory("torn")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var board = JournaledBoard(seed: 5)
+        let journal = try openJournal(directory)
+        for _ in 0..<50 { _ = try board.appendBatch(to: journal) }
+        journal.close()
+        let segment = try #require(try segmentFiles(directory).last)
+        let whole = try Data(contentsOf: URL(fileURLWithPath: segment))
+        // Cut the last record (batch 50) somewhere inside.
+        let cut = whole.count - 5
+        try whole.prefix(cut).write(to: URL(fileURLWithPath: segment))
+
+        let reopened = try openJournal(directory)
+        let recovered = try #require(try reopened.recover().first)
+        #expect(recovered.state.sequence == 49)
+        #expect(recovered.state.digest == board.digests[49])
+        let damage = try #require(recovered.damage.first)
+        #expect(!damage.isCorruption)
+        guard case .tornTail = damage.damage else {
+            Issue.record("expected a torn tail, got \(damage)")
+            return
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: segment)).count < cut)  // truncated on disk
+
+        // Carry on: the next batch is 50 again (the torn one never counted).
+        var replay = JournaledBoard(seed: 5)
+        let scratch = try openJournal(temporaryDirectory("scratch"))
+        for _ in 0..<49 { _ = try replay.appendBatch(to: scratch) }
+        #expect(try replay.appendBatch(to: reopened) == 50)
+        reopened.close()
+        let again = try #require(try openJournal(directory).recover().first)
+        #expect(again.state.sequence == 50 && again.damage.isEmpty)
+        #expect(again.state.digest == board.digests[50])
+    }
+
+    /// A flipped byte in a record that is not the last: everything from it on
+    /// is untrusted, moved aside (not deleted) and reported as corruption.
+    @Test func flippedByteInTheMiddleIsReportedAndSetAside() throws {
+        let directory = temporaryDirectory("flip")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var board = JournaledBoard(seed: 7)
+        let journal = try openJournal(directory)
+        for _ in 0..<100 { _ = try board.appendBatch(to: journal) }
+        journal.close()
+        let segment = try #require(try segmentFiles(directory).last)
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: segment)))
+        let position = bytes.count * 2 / 3
+        bytes[position] ^= 0x40
+        try Data(bytes).write(to: URL(fileURLWithPath: segment))
+
+        let recovered = try #require(try openJournal(directory).recover().first)
+        let damage = try #require(recovered.damage.first)
+        #expect(damage.isCorruption)
+        #expect(damage.damage.offset <= position)
+        let aside = try #require(damage.movedTo)
+        let setAside = try Data(contentsOf: URL(fileURLWithPath: aside))
+        #expect(setAside.count == bytes.count - damage.damage.offset)  // every untrusted byte kept
+        // The state is exactly the last batch before the damage.
+        let sequence = recovered.state.sequence
+        #expect(sequence > 0 && sequence < 100)
+        #expect(recovered.state.digest == board.digests[sequence])
+    }
+
+    /// Small segments: the board rolls into new segments, each opening with a
+    /// checkpoint; compaction drops the old ones and replay from the kept
+    /// checkpoint on is unchanged.
+    @Test func segmentsRollAndCompactionKeepsReplayFromTheCheckpoint() throws {
+        let directory = temporaryDirectory("compact")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var board = JournaledBoard(seed: 9)
+        let journal = try openJournal(directory, segmentBytes: 8 << 10)
+        for _ in 0..<400 { _ = try board.appendBatch(to: journal) }
+        journal.close()
+        #expect(try segmentFiles(directory).count >= 3)
+
+        let history = try BoardHistory.open(dataDirectory: directory, board: "board")
+        let full = try history.load()
+        #expect(full.start.sequence == 0)
+        #expect(full.batches.count == 400)
+        #expect(full.endState.digest == board.state.digest)
+        // Seeking starts from the newest checkpoint at or before the moment.
+        let middle = full.batches[250].hubTime
+        let seeked = try history.load(from: middle)
+        #expect(seeked.start.sequence > 0 && seeked.startTime <= middle)
+        #expect(try seeked.state(at: middle).digest == board.digests[251])
+        #expect(try full.state(at: middle).digest == board.digests[251])
+
+        let removed = try history.compact(before: middle)
+        #expect(!removed.isEmpty)
+        let compacted = try BoardHistory.open(dataDirectory: directory, board: "board").load()
+        #expect(compacted.start.sequence == seeked.start.sequence)
+        #expect(compacted.batches.map(\.sequence) == seeked.batches.map(\.sequence))
+        #expect(compacted.endState.digest == board.state.digest)
+        // And the hub still recovers the same board.
+        let recovered = try #require(try openJournal(directory).recover().first)
+        #expect(recovered.state.digest == board.state.digest)
+    }
+
+    @Test func boardFolderNamesCannotEscapeTheDataFolder() {
+        for name in ["../etc", "a/b", ".", "..", "white board", "ünï", "%41", "x-y_z9"] {
+            let folder = BoardFolderName.encode(name)
+            #expect(!folder.contains("/") && !folder.contains(".") && !folder.isEmpty)
+            #expect(BoardFolderName.decode(folder) == name)
+        }
+        #expect(BoardFolderName.encode("x-y_z9") == "x-y_z9")
+    }
+
+    @Test func fsyncPolicyArguments() {
+        #expect(FsyncPolicy(argument: "batch") == .everyBatch)
+        #expect(FsyncPolicy(argument: "never") == .never)
+        #expect(FsyncPolicy(argument: "20ms") == .interval(.milliseconds(20)))
+        #expect(FsyncPolicy(argument: "1s") == .interval(.seconds(1)))
+        #expect(FsyncPolicy(argument: "soon") == nil)
+        #expect(FsyncPolicy(argument: "0ms") == nil)
+    }
+}
