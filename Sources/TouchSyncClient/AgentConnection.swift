@@ -102,20 +102,24 @@ final class AgentConnection {
             try socket.setSendHighWaterMark(100_000)
             try socket.connect(configuration.hubEndpoint)
             self.socket = socket
-            var hello = Touchsync_V1_Hello()
-            hello.protocolVersion = touchSyncProtocolVersion
-            hello.board = configuration.board
-            hello.clientName = configuration.clientName
-            hello.resumeAfter = acknowledged
-            var message = Touchsync_V1_AgentMessage()
-            message.hello = hello
-            transmit(WireCodec.encode(message), now: now)
+            sayHello(now: now)
             lastHeard = now
         } catch {
             logger.warning(
                 "agent cannot connect", metadata: ["endpoint": "\(configuration.hubEndpoint)", "error": "\(error)"])
             scheduleReconnect(now: now)
         }
+    }
+
+    private func sayHello(now: ContinuousClock.Instant) {
+        var hello = Touchsync_V1_Hello()
+        hello.protocolVersion = touchSyncProtocolVersion
+        hello.board = configuration.board
+        hello.clientName = configuration.clientName
+        hello.resumeAfter = acknowledged
+        var message = Touchsync_V1_AgentMessage()
+        message.hello = hello
+        transmit(WireCodec.encode(message), now: now)
     }
 
     private func scheduleReconnect(now: ContinuousClock.Instant) {
@@ -192,6 +196,12 @@ final class AgentConnection {
                 report(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
                 if error.code == .outOfOrder {
                     for (_, bytes) in unacknowledged { transmit(bytes, now: now) }
+                } else if error.code == .notWelcomed && welcomed {
+                    // The hub does not know us: it restarted (libzmq reconnected
+                    // underneath). Say hello again at once; the welcome says what
+                    // it has (from its journal) and we resend the rest.
+                    welcomed = false
+                    sayHello(now: now)
                 }
             case nil:
                 break

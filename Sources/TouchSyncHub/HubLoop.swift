@@ -60,6 +60,11 @@ final class HubLoop {
     /// A journal write failed: nothing more can be promised durable, so
     /// nothing more is acknowledged (agents keep their frames and resend).
     private var journalFailed = false
+    /// Users with touches down on a recovered board and no session yet: if
+    /// they do not say hello within the liveness time-out, their touches are
+    /// cancelled as a silent agent's would be (no stroke stays stuck).
+    private var recoveredUsers: [(slot: Int, user: UserNamespace)] = []
+    private var recoveredAt: ContinuousClock.Instant? = nil
     /// What the journal gave back at start-up.
     private(set) var recovered: [RecoveredBoardSummary] = []
 
@@ -83,6 +88,9 @@ final class HubLoop {
                 var channel = BoardChannel(name: board.name, recovered: board.state)
                 for agent in board.agents { channel.recoveredProgress[agent.routingID] = agent }
                 boardSlots[board.name] = channels.count
+                for user in board.state.touches.keys where !(board.state.touches[user]?.isEmpty ?? true) {
+                    recoveredUsers.append((channels.count, user))
+                }
                 channels.append(channel)
                 recovered.append(
                     RecoveredBoardSummary(
@@ -97,6 +105,7 @@ final class HubLoop {
                     ])
             }
             self.journal = journal
+            recoveredAt = clock.now
         } else {
             journal = nil
         }
@@ -217,6 +226,18 @@ final class HubLoop {
     /// forgets sessions silent past the retention.
     private func sweepSessions(now: ContinuousClock.Instant) {
         var forgotten: [[UInt8]] = []
+        if let recoveredAt, now - recoveredAt > configuration.livenessTimeout {
+            for (slot, user) in recoveredUsers
+            where !sessions.values.contains(where: { $0.user == user && $0.boardSlot == slot }) {
+                var cancelled = 0
+                change(slot) { cancelled = $0.cancelTouches(of: user) }
+                logger.info(
+                    "agent did not return after the restart: touches cancelled",
+                    metadata: ["user": "\(user)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
+            }
+            recoveredUsers.removeAll()
+            self.recoveredAt = nil
+        }
         for (routingID, session) in sessions {
             let silence = now - session.lastHeard
             if silence > configuration.livenessTimeout && !session.silenced {

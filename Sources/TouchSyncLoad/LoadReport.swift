@@ -50,6 +50,8 @@ public struct LoadReport: Sendable {
     public var drainSeconds: Double?
     /// From starting the agents until the hub had welcomed every one (before drawing began).
     public var connectSeconds: Double
+    /// Each board's digest as its subscribers ended (hex), to compare with a hub's.
+    public var boardDigests: [String: String]
     /// Messages the hub refused by error code, and agent reconnects (none in a healthy run).
     public var refusals: [String: Int]
     public var reconnects: Int
@@ -75,7 +77,7 @@ public struct LoadReport: Sendable {
                 + " (\(number(samplesPerSecond)) samples/s, \(number(framesPerSecond)) frames/s)",
             "samples applied     \(samplesApplied) (the fewest of \(configuration.subscribers * configuration.boards) subscriber(s))",
             "lost / duplicated   \(lost) / \(duplicated)",
-            "converged           \(converged ? "yes: every subscriber shows exactly what was drawn, at the hub's digest" : "NO")",
+            "converged           \(converged ? "yes: every subscriber shows exactly what was drawn" + (configuration.hub == nil ? ", at the hub's digest" : "") : "NO")",
             "latency (µs)        p50 \(latency.p50)  p90 \(latency.p90)  p99 \(latency.p99)  p99.9 \(latency.p999)  max \(latency.max)"
                 + "  (\(latency.count) samples, creation to application in a subscriber)",
             "wire bytes/sample   agent to hub \(number(agentBytesPerSample, 2)), hub to each subscriber \(number(subscriberBytesPerSample, 2))",
@@ -113,6 +115,7 @@ public struct LoadReport: Sendable {
             "wire_bytes_per_sample": ["agent_to_hub": agentBytesPerSample, "hub_to_subscriber": subscriberBytesPerSample],
             "resyncs": resyncs,
             "ticks_run": ticksRun,
+            "board_digests": boardDigests,
             "connect_seconds": connectSeconds,
             "ticks_scheduled": ticksScheduled,
             "refusals": refusals,

@@ -204,12 +204,14 @@ public struct LoadRun: Sendable {
         let drainTime: Duration? = embedded != nil ? clock.now - start - drawingTime : nil
         var lost = 0
         var duplicated = 0
+        var boardDigests: [String: String] = [:]
         for (index, (board, subscriber)) in measured.enumerated() {
             guard caughtUp[index], let replica = await subscriber.replica() else {
                 converged = false
                 continue
             }
             if let digest = hubDigests[board], digest != replica.digest { converged = false }
+            if index < subscribers.count { boardDigests[boards[board]] = "\(replica.digest)" }
             let shownByOwner = Dictionary(grouping: replica.orderedActiveStrokes + replica.acceptedStrokes, by: \.owner)
             for (local, user) in members[board].enumerated() {
                 let shown = (shownByOwner[simulators[board].users[local]] ?? []).sorted { $0.id < $1.id }.map(\.samples)
@@ -238,7 +240,7 @@ public struct LoadRun: Sendable {
             subscriberBytesPerSample: Double(bytesOut) / Double(max(samplesSent, 1) * max(subscribers.count, 1)),
             generatorBehindMilliseconds: behind.seconds * 1000, resyncs: resyncs,
             ticksRun: ticksRun, ticksScheduled: Int((drawingTime.seconds * configuration.hz).rounded()),
-            drainSeconds: drainTime?.seconds, connectSeconds: connectTime.seconds, refusals: refusals, reconnects: reconnects, hubCPUSeconds: hubCPU,
+            drainSeconds: drainTime?.seconds, connectSeconds: connectTime.seconds, boardDigests: boardDigests, refusals: refusals, reconnects: reconnects, hubCPUSeconds: hubCPU,
             maxResidentBytes: maxResidentBytes())
     }
 }

@@ -84,9 +84,11 @@ struct ProcessTests {
         let ports = try Self.freePorts(3)
         let hubAddress = ["--hub", "tcp://127.0.0.1:\(ports[0])"]
         let subscriberAddress = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
+        let data = NSTemporaryDirectory() + "touchsync-processes-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: data) }
         let (hub, hubOutput) = try Self.run([
             "hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
-            "--snapshot", "tcp://127.0.0.1:\(ports[2])",
+            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--data", data,
         ])
         try await Task.sleep(for: .milliseconds(300))
         let (spectator, spectatorOutput) = try Self.run(["spectate", "--board", "wall", "--json", "--duration", "3"] + subscriberAddress)
@@ -118,5 +120,61 @@ struct ProcessTests {
         #expect(hub.terminationStatus == 0)
         let hubText = String(decoding: hubOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(hubText.contains("TouchSync hub listening") && hubText.contains("hub stopped"))
+    }
+
+    /// SIGKILL the hub (a real child process) in the middle of a load run and
+    /// start it again on the same journal: the load run (another process, its
+    /// agents reconnecting and resending) ends with nothing lost and nothing
+    /// duplicated, and a hub killed once more recovers exactly the digest the
+    /// subscribers ended with.
+    @Test(.timeLimit(.minutes(2)))
+    func hubKilledMidRunRecoversEveryAcknowledgedSample() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build the touchsync product first (make test does)")
+        let ports = try Self.freePorts(3)
+        let data = NSTemporaryDirectory() + "touchsync-kill-\(UUID().uuidString.prefix(8))"
+        let report = data + "-report.json"
+        defer {
+            try? FileManager.default.removeItem(atPath: data)
+            try? FileManager.default.removeItem(atPath: report)
+        }
+        let endpoints = [
+            "--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])",
+        ]
+        let hubArguments = ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])"] + endpoints + ["--data", data, "--fsync", "batch"]
+        var (hub, _) = try Self.run(hubArguments)
+        try await Task.sleep(for: .milliseconds(500))
+        let (load, loadOutput) = try Self.run(
+            ["load", "--hub", "tcp://127.0.0.1:\(ports[0])"] + endpoints + [
+                "--users", "4", "--fingers", "3", "--duration", "4", "--seed", "21", "--json", report,
+            ])
+        try await Task.sleep(for: .milliseconds(1800))
+        kill(hub.processIdentifier, SIGKILL)
+        hub.waitUntilExit()
+        #expect(hub.terminationReason == .uncaughtSignal)
+        (hub, _) = try Self.run(hubArguments)
+
+        load.waitUntilExit()
+        let loadText = String(decoding: loadOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any])
+        #expect(object["lost"] as? Int == 0)
+        #expect(object["duplicated"] as? Int == 0)
+        #expect(object["converged"] as? Bool == true)
+        #expect((object["samples_sent"] as? Int ?? 0) > 500)
+        let digest = try #require((object["board_digests"] as? [String: String])?["load-21-0"])
+
+        // Kill it again with everything acknowledged: it must come back at exactly that board.
+        try await Task.sleep(for: .milliseconds(200))
+        kill(hub.processIdentifier, SIGKILL)
+        hub.waitUntilExit()
+        let (restarted, restartedOutput) = try Self.run(hubArguments)
+        try await Task.sleep(for: .milliseconds(700))
+        restarted.interrupt()
+        restarted.waitUntilExit()
+        let restartText = String(decoding: restartedOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(restartText.contains("1 board(s) recovered"))
+        #expect(restartText.contains("load-21-0: batch ") && restartText.contains("digest \(digest)"), "\(restartText)")
+        #expect(!restartText.contains("DAMAGE"))
     }
 }
