@@ -4,6 +4,7 @@ import Logging
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncHub
+import TouchSyncRender
 import TouchSyncSimulation
 import ZeroMQ
 
@@ -16,6 +17,8 @@ public struct DemoResult: Sendable {
     public var acceptedStrokes: Int
     public var spectatorJoinedAt: UInt64
     public var spectatorResyncs: Int
+    /// The hub's board at the end, for the image.
+    public var board: BoardState
     public var converged: Bool { spectatorDigest == hubDigest }
 }
 
@@ -91,7 +94,8 @@ public struct DemoScene: Sendable {
         guard let state = await hub.boardState(board) else { throw CommandFailure("the hub lost the board") }
         var result = DemoResult(
             hubDigest: state.digest, spectatorDigest: nil, hubSequence: state.sequence, samples: samples,
-            acceptedStrokes: state.acceptedStrokes.count, spectatorJoinedAt: joinedAt, spectatorResyncs: 0)
+            acceptedStrokes: state.acceptedStrokes.count, spectatorJoinedAt: joinedAt, spectatorResyncs: 0,
+            board: state)
         if let spectator {
             _ = await spectator.waitUntil(sequence: state.sequence, timeout: .seconds(15))
             result.spectatorDigest = await spectator.replica()?.digest
@@ -121,6 +125,8 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Fingers per user.") var fingers = 3
     @Option(help: "Input events to simulate.") var steps = 3000
     @Option(help: "Seed for the simulated fingers (same seed, same scene).") var seed: UInt64 = 2026
+    @Option(help: "Write the final board here (.svg; .png too when rsvg-convert is installed).")
+    var image = "demo-output/demo-board.svg"
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -136,6 +142,10 @@ struct DemoCommand: AsyncParsableCommand {
         scene.steps = steps
         scene.seed = seed
         let result = try await scene.run(logger: logging.logger("touchsync.demo")) { emit($0) }
+        var renderer = BoardRenderer()
+        renderer.caption = "TouchSync demo: board \"\(scene.board)\" at batch \(result.hubSequence), digest \(result.hubDigest)"
+        let written = try BoardImage.write(renderer.svg(of: result.board), to: image, png: true)
+        emit("  board image: " + written.joined(separator: " and "))
         if !result.converged { throw ExitCode.failure }
     }
 }

@@ -35,6 +35,13 @@ public struct BoardChannel: Sendable {
         encoder = DiffStreamEncoder(board: name, continuing: state)
     }
 
+    /// Applies a recorded batch (a replay): the state moves on exactly as the
+    /// live board's did; nothing is pending afterwards.
+    public mutating func applyRecorded(_ batch: Touchsync_V1_DiffBatch) throws(DiffStreamError) {
+        precondition(!hasPending, "a replayed board reduces nothing of its own")
+        try state.apply(batch)
+    }
+
     /// Whether diffs wait to be published.
     public var hasPending: Bool { !coalescer.isEmpty }
 

@@ -32,6 +32,7 @@ final class HubLoop {
     private let ingest: ZMQSocket
     private let publish: ZMQSocket
     private let snapshots: ZMQSocket
+    private let snapshotService: SnapshotService
     let endpoints: HubEndpoints
 
     /// Boards by slot, found by name only on hello and snapshot requests; a
@@ -130,6 +131,7 @@ final class HubLoop {
         try snapshots.setSendHighWaterMark(100_000)
         try snapshots.setMaxMessageSize(64 << 10)
         try snapshots.bind(configuration.snapshotEndpoint)
+        snapshotService = SnapshotService(socket: snapshots, logger: logger)
 
         endpoints = HubEndpoints(
             ingest: try ingest.lastEndpoint, publish: try publish.lastEndpoint, snapshot: try snapshots.lastEndpoint)
@@ -628,62 +630,18 @@ final class HubLoop {
     // MARK: Snapshots
 
     private func drainSnapshotRequests() throws(ZMQError) {
-        for _ in 0..<configuration.maxMessagesPerTurn {
-            guard try snapshots.receive(into: routing, dontWait: true) else { return }
-            guard routing.hasMore, try snapshots.receive(into: payload, dontWait: true) else { continue }
-            while payload.hasMore { _ = try snapshots.receive(into: payload, dontWait: true) }
-            let peer = routing.bytes
-            let decoded = payload.withUnsafeBytes { bytes in
-                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_SnapshotRequest.self, from: bytes) }
+        try snapshotService.drain(limit: configuration.maxMessagesPerTurn) { request in
+            if let slot = boardSlots[request.board] {
+                // Publish first: the snapshot must be exactly the state at its sequence.
+                publishPending(slot: slot, time: hubTime())
+                return channels[slot].snapshotChunks(samplesPerChunk: configuration.snapshotSamplesPerChunk)
             }
-            guard case .success(let request) = decoded else {
-                snapshotError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
-                continue
-            }
-            serveSnapshot(request, to: peer)
-        }
-    }
-
-    private func serveSnapshot(_ request: Touchsync_V1_SnapshotRequest, to peer: [UInt8]) {
-        guard isValidBoardName(request.board) else {
-            snapshotError(to: peer, requestID: request.requestID, code: .unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL")
-            return
-        }
-        let chunks: [Touchsync_V1_SnapshotChunk]
-        if let slot = boardSlots[request.board] {
-            // Publish first: the snapshot must be exactly the state at its sequence.
-            publishPending(slot: slot, time: hubTime())
-            chunks = channels[slot].snapshotChunks(samplesPerChunk: configuration.snapshotSamplesPerChunk)
-        } else {
             // Nobody has drawn here yet: the board is empty at sequence 0, and its
             // first batch will be 1. Nothing is created for a mere spectator.
-            chunks = SnapshotCodec.chunks(of: BoardState().snapshot(), board: request.board, digest: BoardState().digest)
+            return SnapshotCodec.chunks(of: BoardState().snapshot(), board: request.board, digest: BoardState().digest)
+        } refused: { code in
+            metrics.error(code)
         }
-        for chunk in chunks {
-            var reply = Touchsync_V1_SnapshotReply()
-            reply.chunk = chunk
-            reply.requestID = request.requestID
-            do {
-                guard try snapshots.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true) else {
-                    logger.warning("snapshot abandoned: the subscriber is not reading", metadata: ["board": "\(request.board)"])
-                    return
-                }
-            } catch {
-                logger.debug("snapshot not delivered", metadata: ["error": "\(error)"])
-                return
-            }
-        }
-    }
-
-    private func snapshotError(to peer: [UInt8], requestID: UInt64, code: ErrorCode, _ text: String) {
-        metrics.error(code)
-        var error = Touchsync_V1_SnapshotReply.Error()
-        error.code = code.proto
-        error.message = text
-        var reply = Touchsync_V1_SnapshotReply()
-        reply.error = error
-        reply.requestID = requestID
-        _ = try? snapshots.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true)
     }
 }
 

@@ -1,0 +1,153 @@
+import ArgumentParser
+import Foundation
+import Logging
+import TouchSyncHub
+import TouchSyncJournal
+import TouchSyncLoad
+import UnixSignals
+import ZeroMQ
+
+struct ReplayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Republish a recorded board with its original timing, for spectators and subscribers.",
+        discussion: """
+            Reads the board from a hub's journal (--data) and publishes it on a publish and \
+            a snapshot endpoint that speak the hub's protocol, so `touchsync spectate \
+            --publish … --snapshot …` (or any subscriber) attaches as to a live board. \
+            Times are seconds into the recording; seeking starts from the nearest \
+            checkpoint. The clock starts when the first subscriber arrives (--now: at once). \
+            It keeps serving the final board until Ctrl-C (--exit-at-end: exit).
+            """)
+
+    @Option(help: "The journal folder (a hub's --data).") var data = JournalDefaults.directory
+    @Option(help: "The board to replay.") var board: String
+    @Option(help: "Time scale (2: twice as fast), or max.") var speed = "1"
+    @Option(help: "Start this many seconds into the recording.") var from = 0.0
+    @Option(help: "Stop this many seconds into the recording (default: its end).") var to: Double?
+    @Option(help: "Endpoint for subscribers (XPUB).") var publish = "tcp://127.0.0.1:5581"
+    @Option(help: "Endpoint for snapshot requests (ROUTER).") var snapshot = "tcp://127.0.0.1:5582"
+    @Flag(help: "Start the clock at once instead of at the first subscriber.") var now = false
+    @Flag(help: "Exit once the last batch is out instead of serving the final board.") var exitAtEnd = false
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        try validateBoard(board)
+        guard speed == "max" || (Double(speed).map { $0 > 0 && $0 <= 10_000 } ?? false) else {
+            throw ValidationError("--speed must be a number above 0 (at most 10000) or max")
+        }
+        guard from >= 0 else { throw ValidationError("--from cannot be negative") }
+        if let to, to <= from { throw ValidationError("--to must be after --from") }
+    }
+
+    func run() async throws {
+        let logger = logging.logger("touchsync.replay")
+        var configuration = ReplayConfiguration()
+        configuration.publishEndpoint = publish
+        configuration.snapshotEndpoint = snapshot
+        configuration.speed = speed == "max" ? nil : Double(speed)
+        configuration.from = Duration(secondsValue: from)
+        configuration.to = to.map { Duration(secondsValue: $0) }
+        configuration.waitForSubscriber = !now
+        let history: LoadedHistory
+        do {
+            let recorded = try BoardHistory.open(dataDirectory: data, board: board)
+            let first = try recorded.load(from: nil)
+            // Seek: start from the newest checkpoint at or before --from.
+            history = from > 0 ? try recorded.load(from: first.firstTime + Int64(from * 1e6)) : first
+        } catch {
+            throw CommandFailure("\(error)")
+        }
+        for damage in history.damage { emit("warning: \(damage); the replay ends there") }
+        let replay = try BoardReplay(board: board, history: history, configuration: configuration, logger: logger)
+        let endpoints: (publish: String, snapshot: String)
+        do {
+            endpoints = try await replay.start()
+        } catch let error as ZMQError {
+            throw CommandFailure("cannot listen: \(error.description). Choose other endpoints with --publish and --snapshot.")
+        }
+        let span = Double(history.endTime - history.firstTime) / 1e6
+        emit("replaying board \"\(board)\" from \(data): \(replay.total) batches, \(String(format: "%.1f", span)) s recorded, speed \(speed)")
+        emit("  subscribers \(endpoints.publish)")
+        emit("  snapshots   \(endpoints.snapshot)")
+        if !now { emit("waiting for the first subscriber (touchsync spectate --board \(board) --publish \(endpoints.publish) --snapshot \(endpoints.snapshot))") }
+
+        let result: ReplayResult? = await withTaskGroup(of: ReplayResult?.self) { tasks in
+            tasks.addTask { await replay.finished() }
+            tasks.addTask {
+                var last = -1
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    let (published, sequence) = replay.progress
+                    if published != last {
+                        emit("  \(published) of \(replay.total) batches, at sequence \(sequence)")
+                        last = published
+                    }
+                }
+                return nil
+            }
+            tasks.addTask {
+                for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) { break }
+                await replay.stop()
+                return nil
+            }
+            let first = await tasks.next() ?? nil
+            tasks.cancelAll()
+            if first != nil && exitAtEnd { await replay.stop() }
+            if first != nil && !exitAtEnd {
+                emitSummary(first!)
+                emit("serving the final board until Ctrl-C")
+                _ = await tasks.next()  // the signal task: stops the replay
+                return first
+            }
+            await replay.stop()
+            return first
+        }
+        guard let result else {
+            emit("replay stopped before its end")
+            return
+        }
+        if exitAtEnd { emitSummary(result) }
+    }
+
+    private func emitSummary(_ result: ReplayResult) {
+        emit(
+            "replay done: \(result.batches) batches, \(result.samples) samples, sequence \(result.sequence), digest \(result.digest)")
+        emit(
+            String(
+                format: "  %.2f s recorded in %.2f s; lateness against the scaled timing: p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+                result.recordedSeconds, result.wallSeconds, Double(result.latenessP50) / 1000, Double(result.latenessP99) / 1000,
+                Double(result.latenessMax) / 1000))
+    }
+}
+
+struct CompactCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compact",
+        abstract: "Drop a board's old journal segments, keeping history from a checkpoint on.",
+        discussion: """
+            Every segment opens with a checkpoint (the whole board), so the segments before \
+            a checkpoint can go without changing what replay shows from that checkpoint on. \
+            Safe while the hub runs: the newest segment, which it appends to, is never \
+            touched. Segments roll over at the hub's --segment-mib.
+            """)
+
+    @Option(help: "The journal folder (a hub's --data).") var data = JournalDefaults.directory
+    @Option(help: "The board to compact (default: every board).") var board: String?
+    @Option(help: "Keep history from the newest checkpoint at or before this many seconds into the recording (default: the newest checkpoint).")
+    var before: Double?
+
+    func run() async throws {
+        do {
+            let boards = try board.map { [$0] } ?? BoardHistory.boards(in: data)
+            for name in boards {
+                let history = try BoardHistory.open(dataDirectory: data, board: name)
+                let firstTime = before != nil ? try history.load().firstTime : 0
+                let removed = try history.compact(before: before.map { firstTime + Int64($0 * 1e6) })
+                emit("\(name): \(removed.count) segment(s) removed, \(history.segments.count - removed.count) kept")
+            }
+        } catch {
+            throw CommandFailure("\(error)")
+        }
+    }
+}

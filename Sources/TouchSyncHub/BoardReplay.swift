@@ -1,0 +1,308 @@
+import Logging
+import Synchronization
+import TouchSyncCore
+import TouchSyncJournal
+import TouchSyncWire
+import ZeroMQ
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How a recorded board is republished. Defaults are documented per property.
+public struct ReplayConfiguration: Sendable {
+    /// Subscribers connect here (XPUB). Default `tcp://127.0.0.1:5581`, next
+    /// to a hub's 5571 so both can run on one machine.
+    public var publishEndpoint = "tcp://127.0.0.1:5581"
+    /// Snapshot requests (ROUTER). Default `tcp://127.0.0.1:5582`.
+    public var snapshotEndpoint = "tcp://127.0.0.1:5582"
+    /// Time scale: 2 replays twice as fast. nil: as fast as possible. Default 1.
+    public var speed: Double? = 1
+    /// Start this far into the recording (from the oldest checkpoint kept). Default 0.
+    public var from: Duration = .zero
+    /// Stop this far into the recording. Default nil: at its end.
+    public var to: Duration? = nil
+    /// Wait for the first subscriber before starting the clock. Default true.
+    public var waitForSubscriber = true
+    /// A heartbeat (sequence and digest) this often, as a hub sends. Default 1 s.
+    public var heartbeatInterval: Duration = .seconds(1)
+    /// Batches published per turn at `speed` nil, between which requests are served. Default 256.
+    public var burst = 256
+
+    public init() {}
+}
+
+/// What a replay did.
+public struct ReplayResult: Sendable {
+    public var batches: Int
+    public var samples: Int
+    /// The board's sequence and digest after the last batch replayed.
+    public var sequence: UInt64
+    public var digest: BoardDigest
+    /// The recording's span replayed, and the wall time it took.
+    public var recordedSeconds: Double
+    public var wallSeconds: Double
+    /// How late each batch went out against its scaled recorded time, in µs
+    /// (p50, p99, max; never negative: a batch is never sent early).
+    public var latenessP50: Int64
+    public var latenessP99: Int64
+    public var latenessMax: Int64
+    public var earliest: Int64
+}
+
+/// A recorded board republished with its original timing (scaled), on a
+/// publish and a snapshot endpoint that speak exactly the hub's protocol: any
+/// spectator or `BoardSubscriber` attaches to it as to a live board.
+/// One thread owns both sockets and the board.
+public final class BoardReplay: Sendable {
+    public let configuration: ReplayConfiguration
+    public let board: String
+    private let history: LoadedHistory
+    private let logger: Logger
+    private let context: ZMQContext
+    private let mailbox: Mailbox<ReplayCommand>
+    private let thread = SocketThread(name: "touchsync-replay")
+    private let outcome = Mutex<(result: ReplayResult?, waiters: [CheckedContinuation<ReplayResult?, Never>])>((nil, []))
+    private let progressState = Mutex<(published: Int, sequence: UInt64)>((0, 0))
+
+    /// - Parameter history: the board from the checkpoint at or before `configuration.from` (see `BoardHistory.load`).
+    public init(
+        board: String, history: LoadedHistory, configuration: ReplayConfiguration, logger: Logger, context: ZMQContext? = nil
+    ) throws {
+        self.board = board
+        self.history = history
+        self.configuration = configuration
+        self.logger = logger
+        self.context = try context ?? ZMQContext()
+        mailbox = try Mailbox()
+    }
+
+    /// Binds both endpoints and starts; returns where it listens (publish, snapshot).
+    public func start() async throws -> (publish: String, snapshot: String) {
+        let (board, history, configuration, logger, context, mailbox) = (board, history, configuration, logger, context, mailbox)
+        return try await withCheckedThrowingContinuation { continuation in
+            thread.start { [self] in
+                let loop: ReplayLoop
+                do {
+                    loop = try ReplayLoop(
+                        board: board, history: history, configuration: configuration, logger: logger, context: context,
+                        mailbox: mailbox)
+                } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                continuation.resume(returning: loop.endpoints)
+                loop.run(
+                    progress: { published, sequence in self.progressState.withLock { $0 = (published, sequence) } },
+                    finished: { result in self.finish(result) })
+                self.finish(nil)
+            }
+        }
+    }
+
+    /// Batches published so far, and the sequence reached.
+    public var progress: (published: Int, sequence: UInt64) { progressState.withLock { $0 } }
+
+    /// Batches to publish in all (from `from` to `to`).
+    public var total: Int { ReplayLoop.window(history, configuration).count }
+
+    private func finish(_ result: ReplayResult?) {
+        let waiters = outcome.withLock { state in
+            if state.result == nil, let result { state.result = result }
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        let result = outcome.withLock { $0.result }
+        for waiter in waiters { waiter.resume(returning: result) }
+    }
+
+    /// Waits until the last batch is out (nil if stopped before).
+    public func finished() async -> ReplayResult? {
+        await withCheckedContinuation { continuation in
+            let done = outcome.withLock { state -> ReplayResult?? in
+                if let result = state.result { return .some(result) }
+                state.waiters.append(continuation)
+                return .none
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+    }
+
+    /// Stops serving and closes both sockets.
+    public func stop() async {
+        mailbox.post(.stop)
+        await thread.finished()
+    }
+}
+
+enum ReplayCommand: Sendable { case stop }
+
+final class ReplayLoop {
+    private let board: String
+    private let history: LoadedHistory
+    private let configuration: ReplayConfiguration
+    private let logger: Logger
+    private let mailbox: Mailbox<ReplayCommand>
+    private let publish: ZMQSocket
+    private let snapshots: ZMQSocket
+    private let snapshotService: SnapshotService
+    private var channel: BoardChannel
+    private let clock = ContinuousClock()
+    private let event = ZMQMessage()
+    private var subscribed = false
+    let endpoints: (publish: String, snapshot: String)
+
+    init(
+        board: String, history: LoadedHistory, configuration: ReplayConfiguration, logger: Logger, context: ZMQContext,
+        mailbox: Mailbox<ReplayCommand>
+    ) throws {
+        self.board = board
+        self.history = history
+        self.configuration = configuration
+        self.logger = logger
+        self.mailbox = mailbox
+        publish = try ZMQSocket(context, type: .xpub)
+        try publish.setXPubVerbose(true)
+        try publish.setSendHighWaterMark(100_000)
+        try publish.bind(configuration.publishEndpoint)
+        snapshots = try ZMQSocket(context, type: .router)
+        try snapshots.setRouterMandatory(true)
+        try snapshots.setMaxMessageSize(64 << 10)
+        try snapshots.bind(configuration.snapshotEndpoint)
+        snapshotService = SnapshotService(socket: snapshots, logger: logger)
+        endpoints = (try publish.lastEndpoint, try snapshots.lastEndpoint)
+        // The board at `from`: the checkpoint plus the batches before it.
+        channel = BoardChannel(name: board, recovered: history.start)
+        let skipped = Self.window(history, configuration).lowerBound
+        for batch in history.batches[..<skipped] { try channel.applyRecorded(batch) }
+    }
+
+    /// The batches between `from` and `to`, as indices into `history.batches`.
+    static func window(_ history: LoadedHistory, _ configuration: ReplayConfiguration) -> Range<Int> {
+        let from = history.firstTime + microseconds(configuration.from)
+        let to = configuration.to.map { history.firstTime + microseconds($0) } ?? Int64.max
+        let first = history.batches.firstIndex { $0.hubTime >= from } ?? history.batches.count
+        let end = history.batches.firstIndex { $0.hubTime > to } ?? history.batches.count
+        return first..<max(first, end)
+    }
+
+    func run(progress: (Int, UInt64) -> Void, finished: (ReplayResult) -> Void) {
+        defer {
+            publish.close()
+            snapshots.close()
+            _ = mailbox.close()
+        }
+        let window = Self.window(history, configuration)
+        let origin = history.firstTime + microseconds(configuration.from)
+        var next = window.lowerBound
+        var start: ContinuousClock.Instant? = configuration.waitForSubscriber ? nil : clock.now
+        var nextHeartbeat = clock.now
+        var lateness: [Int64] = []
+        lateness.reserveCapacity(window.count)
+        var samples = 0
+        var done = false
+        var poller = ZMQPoller()
+        do {
+            let publishIndex = try poller.add(publish)
+            let snapshotIndex = try poller.add(snapshots)
+            let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
+            while true {
+                let now = clock.now
+                var wake = nextHeartbeat
+                if let start, next < window.upperBound {
+                    wake = min(wake, due(history.batches[next], start: start, origin: origin))
+                }
+                let wait = wake - now
+                let timeout =
+                    wait <= .zero ? 0 : Int(wait.components.seconds) * 1000 + Int(wait.components.attoseconds / 1_000_000_000_000_000) + 1
+                try poller.poll(timeoutMilliseconds: timeout)
+                if poller.isReadable(mailboxIndex), mailbox.drain().contains(where: { if case .stop = $0 { true } else { false } }) {
+                    return
+                }
+                if poller.isReadable(publishIndex) { try drainSubscriptions() }
+                if poller.isReadable(snapshotIndex) {
+                    try snapshotService.drain(limit: 64) { request in
+                        request.board == board ? channel.snapshotChunks(samplesPerChunk: SnapshotCodec.defaultSamplesPerChunk) : nil
+                    }
+                }
+                if start == nil && subscribed { start = clock.now }
+                if let start {
+                    var sent = 0
+                    while next < window.upperBound, sent < configuration.burst || configuration.speed != nil {
+                        let batch = history.batches[next]
+                        let dueAt = due(batch, start: start, origin: origin)
+                        let now = clock.now
+                        guard now >= dueAt else { break }
+                        lateness.append(microseconds(now - dueAt))
+                        try channel.applyRecorded(batch)
+                        try publish.send(multipart: [channel.topic, WireCodec.field(1, wrapping: WireCodec.encode(batch))])
+                        for diff in batch.diffs { samples += diff.sampleCount }
+                        next += 1
+                        sent += 1
+                    }
+                    if sent > 0 { progress(next - window.lowerBound, channel.state.sequence) }
+                    if next == window.upperBound && !done {
+                        done = true
+                        finished(result(lateness: lateness, samples: samples, start: start, origin: origin, window: window))
+                        logger.info("replay finished", metadata: ["board": "\(board)", "sequence": "\(channel.state.sequence)"])
+                    }
+                }
+                if clock.now >= nextHeartbeat {
+                    var message = Touchsync_V1_PublishMessage()
+                    message.heartbeat = channel.heartbeat(hubTime: hubTime())
+                    _ = try? publish.send(multipart: [channel.topic, WireCodec.encode(message)], dontWait: true)
+                    nextHeartbeat = clock.now + configuration.heartbeatInterval
+                }
+            }
+        } catch {
+            if let error = error as? ZMQError, error.isTerminated { return }
+            logger.error("replay stopped", metadata: ["board": "\(board)", "error": "\(error)"])
+        }
+    }
+
+    private func due(_ batch: Touchsync_V1_DiffBatch, start: ContinuousClock.Instant, origin: Int64) -> ContinuousClock.Instant {
+        guard let speed = configuration.speed else { return start }
+        return start + .microseconds(Int64(Double(batch.hubTime - origin) / speed))
+    }
+
+    private func drainSubscriptions() throws(ZMQError) {
+        while try publish.receive(into: event, dontWait: true) {
+            let bytes = event.bytes
+            if bytes.first == 1 && Array(bytes.dropFirst()) == channel.topic {
+                subscribed = true
+                // Tell the newcomer where the board stands, as a hub does.
+                var message = Touchsync_V1_PublishMessage()
+                message.heartbeat = channel.heartbeat(hubTime: hubTime())
+                _ = try? publish.send(multipart: [channel.topic, WireCodec.encode(message)], dontWait: true)
+            }
+        }
+    }
+
+    private func result(
+        lateness: [Int64], samples: Int, start: ContinuousClock.Instant, origin: Int64, window: Range<Int>
+    ) -> ReplayResult {
+        let sorted = lateness.sorted()
+        func percentile(_ p: Double) -> Int64 { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        let recorded = window.isEmpty ? 0 : Double(history.batches[window.upperBound - 1].hubTime - origin) / 1e6
+        return ReplayResult(
+            batches: window.count, samples: samples, sequence: channel.state.sequence, digest: channel.digest(),
+            recordedSeconds: recorded, wallSeconds: Double(microseconds(clock.now - start)) / 1e6,
+            latenessP50: percentile(0.5), latenessP99: percentile(0.99), latenessMax: sorted.last ?? 0,
+            earliest: sorted.first ?? 0)
+    }
+}
+
+func microseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+}
+
+extension Touchsync_V1_Diff {
+    /// Real samples this diff appends.
+    var sampleCount: Int {
+        guard case .appends(let appends) = kind else { return 0 }
+        return appends.count.reduce(0) { $0 + Int($1) }
+    }
+}

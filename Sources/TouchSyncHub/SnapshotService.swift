@@ -1,0 +1,80 @@
+import Logging
+import TouchSyncCore
+import TouchSyncWire
+import ZeroMQ
+
+/// The snapshot side of the Clone pattern, shared by the hub and replays:
+/// read requests from a ROUTER, answer each with the chunks of a board.
+struct SnapshotService {
+    let socket: ZMQSocket
+    let logger: Logger
+    private let routing = ZMQMessage()
+    private let payload = ZMQMessage()
+
+    init(socket: ZMQSocket, logger: Logger) {
+        self.socket = socket
+        self.logger = logger
+    }
+
+    /// Handles up to `limit` waiting requests: `chunks` gives a board's
+    /// snapshot (nil: refuse with `unknownBoard`); `refused` counts errors.
+    func drain(
+        limit: Int, chunks: (Touchsync_V1_SnapshotRequest) -> [Touchsync_V1_SnapshotChunk]?,
+        refused: (ErrorCode) -> Void = { _ in }
+    ) throws(ZMQError) {
+        for _ in 0..<limit {
+            guard try socket.receive(into: routing, dontWait: true) else { return }
+            guard routing.hasMore, try socket.receive(into: payload, dontWait: true) else { continue }
+            while payload.hasMore { _ = try socket.receive(into: payload, dontWait: true) }
+            let peer = routing.bytes
+            let decoded = payload.withUnsafeBytes { bytes in
+                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_SnapshotRequest.self, from: bytes) }
+            }
+            guard case .success(let request) = decoded else {
+                refused(.malformed)
+                sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
+                continue
+            }
+            guard isValidBoardName(request.board) else {
+                refused(.unknownBoard)
+                sendError(
+                    to: peer, requestID: request.requestID, code: .unknownBoard,
+                    "a board name is 1 to 128 bytes of UTF-8 without NUL")
+                continue
+            }
+            guard let reply = chunks(request) else {
+                refused(.unknownBoard)
+                sendError(to: peer, requestID: request.requestID, code: .unknownBoard, "no board \"\(request.board)\" here")
+                continue
+            }
+            send(reply, requestID: request.requestID, to: peer, board: request.board)
+        }
+    }
+
+    private func send(_ chunks: [Touchsync_V1_SnapshotChunk], requestID: UInt64, to peer: [UInt8], board: String) {
+        for chunk in chunks {
+            var reply = Touchsync_V1_SnapshotReply()
+            reply.chunk = chunk
+            reply.requestID = requestID
+            do {
+                guard try socket.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true) else {
+                    logger.warning("snapshot abandoned: the subscriber is not reading", metadata: ["board": "\(board)"])
+                    return
+                }
+            } catch {
+                logger.debug("snapshot not delivered", metadata: ["error": "\(error)"])
+                return
+            }
+        }
+    }
+
+    private func sendError(to peer: [UInt8], requestID: UInt64, code: ErrorCode, _ text: String) {
+        var error = Touchsync_V1_SnapshotReply.Error()
+        error.code = code.proto
+        error.message = text
+        var reply = Touchsync_V1_SnapshotReply()
+        reply.error = error
+        reply.requestID = requestID
+        _ = try? socket.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true)
+    }
+}
