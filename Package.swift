@@ -169,6 +169,7 @@ let package = Package(
             name: "TouchSyncHubTests",
             dependencies: [
                 "ZeroMQ",
+                "TouchSyncJournal",
                 "TouchSyncCore",
                 "TouchSyncSimulation",
                 "TouchSyncWire",
@@ -186,6 +187,11 @@ let package = Package(
                 "TouchSyncJournal", "TouchSyncCore", "TouchSyncSimulation", "TouchSyncWire",
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TouchSyncRenderTests",
+            dependencies: ["TouchSyncRender", "TouchSyncCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

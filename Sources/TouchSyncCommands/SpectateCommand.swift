@@ -4,23 +4,36 @@ import Logging
 import TouchSyncLoad
 import TouchSyncClient
 import TouchSyncCore
+import TouchSyncJournal
 import UnixSignals
 
 struct SpectateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "spectate",
         abstract: "Follow a board live: strokes in progress and accepted, touches, sequence, digest.",
-        discussion: "Prints a running view (at most four lines a second), or with --json one JSON object per event.")
+        discussion: """
+            Prints a running view (at most four lines a second), or with --json one JSON \
+            object per event. With --from-beginning and the hub's journal folder (--data), \
+            it first replays the board's history from the journal (at --speed), then \
+            follows it live: replay then follow.
+            """)
 
     @Option(help: "The board to follow.") var board: String
     @OptionGroup var hub: HubAddressOptions
     @Flag(help: "One JSON object per line per event (synced, batch, resync, heartbeat, silent), for scripts.")
     var json = false
     @Option(help: "Stop after this many seconds (default: run until Ctrl-C).") var duration: Double?
+    @Flag(help: "Replay the board's history from the journal (--data) first, then follow it live.")
+    var fromBeginning = false
+    @Option(help: "The hub's journal folder, for --from-beginning.") var data = JournalDefaults.directory
+    @Option(help: "Time scale of the replayed history (2: twice as fast), or max.") var speed = "max"
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         try validateBoard(board)
+        guard speed == "max" || (Double(speed).map { $0 > 0 } ?? false) else {
+            throw ValidationError("--speed must be a number above 0 or max")
+        }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
     }
 
@@ -31,6 +44,7 @@ struct SpectateCommand: AsyncParsableCommand {
         subscriber.start()
         if !json { emit("spectating board \"\(board)\" via \(hub.publish) (Ctrl-C stops)") }
         let view = SpectatorView(board: board, json: json)
+        if fromBeginning { try await replayHistory(view) }
         await withTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
                 for await event in subscriber.events { await view.show(event, subscriber: subscriber) }
@@ -46,6 +60,35 @@ struct SpectateCommand: AsyncParsableCommand {
             }
             await tasks.waitForAll()
         }
+    }
+}
+
+extension SpectateCommand {
+    /// Shows the board's recorded history batch by batch, with its timing
+    /// scaled by `--speed`; the live subscriber then carries on from wherever
+    /// the hub is (its snapshot includes everything replayed).
+    func replayHistory(_ view: SpectatorView) async throws {
+        let history: LoadedHistory
+        do {
+            history = try BoardHistory.open(dataDirectory: data, board: board).load()
+        } catch {
+            throw CommandFailure("\(error) (--from-beginning reads the hub's journal folder, given with --data)")
+        }
+        if !json { emit("replaying \(history.batches.count) recorded batches of \"\(board)\" from \(data), then following live") }
+        var state = history.start
+        let scale = Double(speed)
+        let clock = ContinuousClock()
+        let start = clock.now
+        for batch in history.batches {
+            if let scale {
+                let due = start + .microseconds(Int64(Double(batch.hubTime - history.startTime) / scale))
+                if due > clock.now { try await Task.sleep(until: due) }
+            }
+            let applied: DiffBatch
+            do { applied = try state.apply(batch) } catch { throw CommandFailure("the journal does not replay: \(error)") }
+            await view.showReplayed(applied, state: state)
+        }
+        await view.finishReplay(state: state)
     }
 }
 
@@ -82,6 +125,42 @@ actor SpectatorView {
         if pending && ContinuousClock.now - lastLine >= .milliseconds(250) {
             await printStatus(subscriber)
         }
+    }
+
+    /// A batch from the journal (replay then follow).
+    func showReplayed(_ batch: DiffBatch, state: BoardState) {
+        if json {
+            var counts: [String: Int] = [:]
+            for diff in batch.diffs { counts[diff.kindName, default: 0] += 1 }
+            let object: [String: Any] = [
+                "board": board, "event": "replayed", "sequence": batch.sequence, "hub_time_us": batch.hubTime, "diffs": counts,
+            ]
+            if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+                emit(String(decoding: data, as: UTF8.self))
+            }
+        } else if ContinuousClock.now - lastLine >= .milliseconds(250) {
+            lastLine = ContinuousClock.now
+            emit(statusLine(prefix: "replay ", state: state, resyncs: nil))
+        }
+    }
+
+    func finishReplay(state: BoardState) {
+        if json {
+            let object: [String: Any] = [
+                "board": board, "event": "replay_done", "sequence": state.sequence, "digest": state.digest.description,
+            ]
+            if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
+                emit(String(decoding: data, as: UTF8.self))
+            }
+        } else {
+            emit(statusLine(prefix: "replay ", state: state, resyncs: nil))
+            emit("history replayed to sequence \(state.sequence); following live")
+        }
+    }
+
+    private func statusLine(prefix: String, state: BoardState, resyncs: Int?) -> String {
+        "\(prefix)seq \(state.sequence)  strokes: \(state.liveTouchCount) in progress, \(state.acceptedStrokes.count) accepted"
+            + "  touches \(state.liveTouchCount)  digest \(state.digest)" + (resyncs.map { "  resyncs \($0)" } ?? "")
     }
 
     func finish(subscriber: BoardSubscriber) async {

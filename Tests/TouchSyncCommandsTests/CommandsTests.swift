@@ -41,6 +41,14 @@ struct CommandsTests {
         #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["demo", "--users", "0"]) }
         #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["bench", "--coalesced", "100"]) }
         #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["nonsense"]) }
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["render", "--board", "b", "--at", "3"]) }  // --at needs --data
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["render", "--board", "b", "-o", "x.jpg"]) }
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["replay", "--board", "b", "--speed", "0"]) }
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["replay", "--board", "b", "--from", "5", "--to", "2"]) }
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["hub", "--fsync", "sometimes"]) }
+        _ = try TouchSyncCommand.parseAsRoot(["hub", "--fsync", "batch", "--data", "/tmp/x"])
+        _ = try TouchSyncCommand.parseAsRoot(["replay", "--board", "b", "--speed", "max", "--from", "1.5"])
+        _ = try TouchSyncCommand.parseAsRoot(["render", "--board", "b", "--data", "d", "--frames", "out", "--fps", "5"])
         _ = try TouchSyncCommand.parseAsRoot(["demo", "--steps", "10"])
         #expect(TouchSyncCommand.helpMessage().contains("demo"))
         #expect(TouchSyncCommand.helpMessage().contains("bench"))

@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+import TouchSyncCore
+import TouchSyncRender
+
+@Suite("Rendering")
+struct RenderTests {
+    /// A known scene: alice's red stroke accepted first, then bob's tap (in the default purple);
+    /// carol's blue stroke in progress with a prediction. The SVG has the
+    /// accepted strokes solid in acceptance order, the one in progress at
+    /// half opacity, its predicted tail fainter, and a gray spot at carol's finger.
+    @Test func knownSceneHasTheExpectedStrokesInOrderAndColour() throws {
+        var board = BoardState()
+        var diffs: [StrokeDiff] = []
+        let red = StrokeStyle(rgba: 0xFF00_00FF, width: 8 * UInt32(Sample.unitsPerPoint))
+        let blue = StrokeStyle(rgba: 0x0000_FF80, width: 2 * UInt32(Sample.unitsPerPoint))
+        func points(_ coordinates: [(Double, Double)], from time: Double) throws -> [Sample] {
+            try coordinates.enumerated().map { index, point in
+                try Sample(x: point.0, y: point.1, timestamp: time + Double(index) / 120)
+            }
+        }
+        let alice = UserNamespace("alice"), bob = UserNamespace("bob"), carol = UserNamespace("carol")
+        try board.reduce(TouchFrame(changes: [TouchChange(touch: 1, phase: .began, samples: try points([(10, 10), (20, 15)], from: 0))]), from: alice, style: red, into: &diffs)
+        try board.reduce(TouchFrame(changes: [TouchChange(touch: 1, phase: .moved, samples: try points([(30, 30), (40, 35)], from: 0.1))]), from: alice, style: red, into: &diffs)
+        try board.reduce(TouchFrame(changes: [TouchChange(touch: 1, phase: .ended, samples: try points([(50, 50)], from: 0.2))]), from: alice, style: red, into: &diffs)
+        try board.reduce(TouchFrame(changes: [TouchChange(touch: 7, phase: .began, samples: try points([(200, 200)], from: 0.3))]), from: bob, style: .default, into: &diffs)
+        try board.reduce(TouchFrame(changes: [TouchChange(touch: 7, phase: .ended, samples: try points([(200, 200)], from: 0.31))]), from: bob, style: .default, into: &diffs)
+        try board.reduce(
+            TouchFrame(changes: [TouchChange(touch: 3, phase: .began, samples: try points([(100, 100), (110, 120), (130, 125)], from: 0.4), predicted: try points([(150, 130)], from: 0.5))]),
+            from: carol, style: blue, into: &diffs)
+        _ = board.sealBatch(diffs, hubTime: 1)
+
+        let svg = BoardRenderer().svg(of: board)
+        #expect(svg.hasPrefix("<svg xmlns=\"http://www.w3.org/2000/svg\""))
+        let accepted = try #require(section(svg, "accepted"))
+        let inProgress = try #require(section(svg, "in-progress"))
+        let touches = try #require(section(svg, "touches"))
+
+        // Accepted: alice's red path, then bob's tap as a dot in the default purple.
+        let aliceAt = try #require(accepted.range(of: "data-owner=\"alice\""))
+        let bobAt = try #require(accepted.range(of: "data-owner=\"bob\""))
+        #expect(aliceAt.lowerBound < bobAt.lowerBound)
+        #expect(accepted.contains("stroke=\"#ff0000\" stroke-opacity=\"1\" stroke-width=\"8\""))
+        #expect(accepted.contains("d=\"M10 10 Q20 15 25 22.5 Q30 30 35 32.5 Q40 35 45 42.5 L50 50\""))  // midpoint quadratics
+        // The tap (down and up in place): a zero-length line, which round caps draw as a dot.
+        #expect(accepted.contains("d=\"M200 200 L200 200\" stroke=\"#6a1b9a\""))
+        #expect(!accepted.contains("carol"))
+
+        // In progress: carol's blue path at half of its own alpha (0x80), the prediction fainter.
+        #expect(inProgress.contains("class=\"in-progress\"") && inProgress.contains("stroke=\"#0000ff\""))
+        #expect(inProgress.contains("stroke-opacity=\"0.25\""))
+        #expect(inProgress.contains("class=\"predicted\"") && inProgress.contains("stroke-opacity=\"0.13\""))
+        #expect(!inProgress.contains("alice"))
+
+        // One gray spot, 100 points across, at carol's latest real sample.
+        #expect(touches.components(separatedBy: "<circle").count == 2)
+        #expect(touches.contains("data-owner=\"carol\"") && touches.contains("cx=\"130\" cy=\"125\" r=\"50\""))
+        #expect(svg.contains("fill=\"#d3d3d3\""))
+    }
+
+    @Test func emptyBoardAndCaptionAreValid() {
+        var renderer = BoardRenderer()
+        renderer.caption = "a <board> & more"
+        let svg = renderer.svg(of: BoardState())
+        #expect(svg.contains("a &lt;board&gt; &amp; more"))
+        #expect(svg.hasSuffix("</svg>\n"))
+        renderer.canvas = (1024, 768)
+        #expect(renderer.svg(of: BoardState()).contains("width=\"1024\" height=\"768\""))
+    }
+
+    func section(_ svg: String, _ id: String) -> String? {
+        guard let start = svg.range(of: "<g id=\"\(id)\"") else { return nil }
+        guard let end = svg.range(of: "</g>", range: start.upperBound..<svg.endIndex) else { return nil }
+        return String(svg[start.lowerBound..<end.upperBound])
+    }
+}
