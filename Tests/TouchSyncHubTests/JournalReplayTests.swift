@@ -6,13 +6,14 @@ import TouchSyncHub
 import TouchSyncJournal
 import TouchSyncSimulation
 
-/// A hub with a journal: a simulated session drawn in real time by real
-/// agents, then the hub stopped. Returns the live board's final state.
-func recordSession(into directory: String, board: String, seconds: Double, seed: UInt64) async throws -> BoardState {
+/// A hub with a journal: a simulated session of `events` input events drawn
+/// by real agents, paced in real time, then the hub stopped. Returns the
+/// live board's final state.
+func recordSession(into directory: String, board: String, events: Int, seed: UInt64) async throws -> BoardState {
     let test = try await TestHub.start { configuration in
         var journal = JournalConfiguration(directory: directory)
         journal.fsync = .never
-        journal.segmentBytes = 16 << 10  // several segments, so seeking has checkpoints to choose from
+        journal.segmentBytes = 8 << 10  // several segments, so seeking has checkpoints to choose from
         configuration.journal = journal
     }
     var profile = SimulationProfile()
@@ -21,15 +22,11 @@ func recordSession(into directory: String, board: String, seconds: Double, seed:
     var simulator = SessionSimulator(seed: seed, profile: profile)
     var agents: [UserNamespace: TouchAgent] = [:]
     for user in simulator.users { agents[user] = try test.agent(board: board, identity: user.rawValue) }
-    let clock = ContinuousClock()
-    let start = clock.now
-    var step = 0
-    while clock.now - start < .milliseconds(Int64(seconds * 1000)) {
+    for step in 1...events {
         switch simulator.next() {
         case .frame(let user, let frame, _): agents[user]!.send(frame.changes, alive: frame.aliveTouches)
         case .clear(let user, let scope): agents[user]!.clear(scope)
         }
-        step += 1
         if step % 4 == 0 { try await Task.sleep(for: .milliseconds(4)) }  // real timing for the replay to keep
     }
     for agent in agents.values { #expect(await agent.flush(timeout: .seconds(10))) }
@@ -44,7 +41,7 @@ struct JournalReplayTests {
     @Test func restartedHubRecoversBoardsAndAgentsProgress() async throws {
         let directory = NSTemporaryDirectory() + "touchsync-hubjournal-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let live = try await recordSession(into: directory, board: "wall", seconds: 0.5, seed: 4)
+        let live = try await recordSession(into: directory, board: "wall", events: 300, seed: 4)
         #expect(live.sequence > 10)
 
         let again = try await TestHub.start { $0.journal = JournalConfiguration(directory: directory) }
@@ -77,7 +74,7 @@ struct JournalReplayTests {
     @Test func replayKeepsTimingAndEndsAtTheLiveDigest() async throws {
         let directory = NSTemporaryDirectory() + "touchsync-replay-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let live = try await recordSession(into: directory, board: "session", seconds: 1.0, seed: 8)
+        let live = try await recordSession(into: directory, board: "session", events: 1000, seed: 8)
         let recorded = try BoardHistory.open(dataDirectory: directory, board: "session")
         #expect(recorded.segments.count >= 2)
         let history = try recorded.load()
