@@ -109,6 +109,8 @@ let package = Package(
             name: "TouchSyncLoad",
             dependencies: [
                 "TouchSyncCore",
+                "TouchSyncJournal",
+                "TouchSyncWire",
                 "TouchSyncSimulation",
                 "TouchSyncHub",
                 "TouchSyncClient",

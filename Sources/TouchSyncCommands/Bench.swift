@@ -202,6 +202,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Instead: the hub against a bare libzmq forwarder over loopback TCP (throughput and latency, 1 and 10 subscribers).")
     var transport = false
     @Option(help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
+    @Flag(help: "Instead: the journal (write throughput per fsync policy, recovery, replay at full speed, late-join snapshot).")
+    var journal = false
+    @Option(help: "With --journal: samples on the large board.") var boardSamples = 1_000_000
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -213,6 +216,10 @@ struct BenchCommand: AsyncParsableCommand {
     func run() async throws {
         if transport {
             try await runTransport()
+            return
+        }
+        if journal {
+            try await runJournal()
             return
         }
         var benchmark = CodecBenchmark()
@@ -273,5 +280,30 @@ struct BenchCommand: AsyncParsableCommand {
             }
             emit(String(format: "     hub p99 / forwarder p99: %.2f", Double(hub.summary.p99) / Double(max(bare.summary.p99, 1))))
         }
+    }
+
+    func runJournal() async throws {
+        var benchmark = JournalBenchmark()
+        benchmark.boardSamples = boardSamples
+        let figures = try await benchmark.run(logger: logging.logger("touchsync.bench")) { emit("  " + $0) }
+        func rate(_ value: Double) -> String { String(format: "%.0f", value) }
+        emit(
+            "journal: a board of \(figures.samples) samples in \(figures.batches) batches (\(figures.journalBytes) bytes of batches,"
+                + String(format: " %.2f bytes/sample)", Double(figures.journalBytes) / Double(figures.samples)))
+        let samplesPerBatch = Double(figures.samples) / Double(figures.batches)
+        for write in figures.writes {
+            emit(
+                "  write, fsync \(write.policy): \(write.batches) batches in \(String(format: "%.3f", write.seconds)) s = "
+                    + "\(rate(Double(write.batches) / write.seconds)) batches/s, \(rate(Double(write.batches) * samplesPerBatch / write.seconds)) samples/s")
+        }
+        emit(
+            "  recovery of the whole board: \(String(format: "%.3f", figures.recoverySeconds)) s (\(figures.recoveredRecords) records, "
+                + "\(rate(Double(figures.samples) / figures.recoverySeconds)) samples/s)")
+        emit(
+            "  replay at full speed to a subscriber: \(String(format: "%.3f", figures.replaySeconds)) s = "
+                + "\(rate(Double(figures.samples) / figures.replaySeconds)) samples/s")
+        emit(
+            "  late join (snapshot of the whole board from a hub, 3 subscribers one after another): "
+                + figures.lateJoinSeconds.map { String(format: "%.1f ms", $0 * 1000) }.joined(separator: ", "))
     }
 }

@@ -115,3 +115,22 @@ struct TransportBenchmarkTests {
         #expect(latency.summary.p50 <= latency.summary.p99)
     }
 }
+
+@Suite("Journal benchmark harness", .timeLimit(.minutes(2)))
+struct JournalBenchmarkTests {
+    /// A small board through every stage: each checks its own result (the
+    /// recovered, replayed and late-joined boards equal the recorded one).
+    @Test func everyStageRunsAndChecksItsBoard() async throws {
+        var benchmark = JournalBenchmark()
+        benchmark.boardSamples = 20_000
+        benchmark.batchesWithFsyncEach = 20
+        benchmark.directory = NSTemporaryDirectory() + "touchsync-journal-bench-test-\(UUID().uuidString.prefix(8))"
+        let figures = try await benchmark.run(logger: LoadTests.quiet) { _ in }
+        #expect(figures.samples >= 20_000)
+        #expect(figures.writes.map(\.policy) == ["never", "20ms", "batch"])
+        #expect(figures.writes.last?.batches == 20)
+        #expect(figures.recoveredRecords == figures.batches + 1)  // the checkpoint, then every batch
+        #expect(figures.lateJoinSeconds.count == 3)
+        #expect(!FileManager.default.fileExists(atPath: benchmark.directory))
+    }
+}
