@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import TouchSyncHub
+import TouchSyncJournal
 import TouchSyncLoad
 
 struct LoadCommand: AsyncParsableCommand {
@@ -37,6 +38,9 @@ struct LoadCommand: AsyncParsableCommand {
     var ingest: String?
     @Option(help: "The external hub's publish endpoint (default: the --hub port + 1).") var publish: String?
     @Option(help: "The external hub's snapshot endpoint (default: the --hub port + 2).") var snapshot: String?
+    @Option(help: "Journal the embedded hub's boards into this folder (default: memory only).") var data: String?
+    @Option(help: "With --data: when journal writes are made durable (batch, never, or an interval such as 20ms).")
+    var fsync = "20ms"
     @Option(help: "Write the report as JSON to this file.") var json: String?
     @Option(help: "Write latency and throughput over time as an SVG chart to this file.") var svg: String?
     @OptionGroup var logging: LoggingOptions
@@ -53,6 +57,10 @@ struct LoadCommand: AsyncParsableCommand {
         guard (0...1).contains(cancelRate) else { throw ValidationError("--cancel-rate must be between 0 and 1") }
         guard (1...64).contains(agentThreads) else { throw ValidationError("--agent-threads must be 1 to 64") }
         guard rampUp >= 0 && rampUp < duration else { throw ValidationError("--ramp-up must be at least 0 and below --duration") }
+        guard FsyncPolicy(argument: fsync) != nil else {
+            throw ValidationError("--fsync must be batch, never, or an interval such as 20ms or 1s")
+        }
+        if data != nil && ingest != nil { throw ValidationError("--data journals the embedded hub: not with --hub") }
         if publish != nil || snapshot != nil, ingest == nil {
             throw ValidationError("--publish and --snapshot go with --hub")
         }
@@ -81,6 +89,11 @@ struct LoadCommand: AsyncParsableCommand {
         configuration.cancelRate = cancelRate
         configuration.seed = seed
         configuration.agentThreads = agentThreads
+        if let data {
+            var journal = JournalConfiguration(directory: data)
+            journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync
+            configuration.embeddedHub.journal = journal
+        }
         if let ingest {
             let base = ingest.split(separator: ":").dropLast().joined(separator: ":")
             let port = Self.port(of: ingest) ?? 0
@@ -90,7 +103,7 @@ struct LoadCommand: AsyncParsableCommand {
         emit(
             "load: \(users) users x \(fingers) fingers at \(Int(hz)) Hz (\(coalesced) samples per event, \(predicted) predicted), "
                 + "\(boards) board(s), \(subscribers) subscriber(s) each, \(duration) s, hub "
-                + (configuration.hub?.ingest ?? "embedded")
+                + (configuration.hub?.ingest ?? "embedded") + (data.map { ", journal \($0) (fsync \(fsync))" } ?? "")
                 + "; up to \(Int(configuration.offeredSamplesPerSecond)) samples/s offered")
         let run = LoadRun(configuration: configuration, logger: logging.logger("touchsync.load"))
         let report = try await run.run { progress in
