@@ -184,5 +184,45 @@ struct ProcessTests {
         #expect(restartText.contains("1 board(s) recovered"))
         #expect(restartText.contains("load-21-0: batch ") && restartText.contains("digest \(digest)"), "\(restartText)")
         #expect(!restartText.contains("DAMAGE"))
+
+        // The same journal, through the other commands (real processes): a
+        // replay at full speed ends at that digest, a picture at a moment,
+        // a time-lapse, compaction.
+        let replayPorts = try Self.freePorts(2)
+        let (replay, replayOutput) = try Self.run([
+            "replay", "--data", data, "--board", "load-21-0", "--speed", "max", "--now", "--exit-at-end",
+            "--publish", "tcp://127.0.0.1:\(replayPorts[0])", "--snapshot", "tcp://127.0.0.1:\(replayPorts[1])",
+        ])
+        replay.waitUntilExit()
+        let replayText = String(decoding: replayOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(replay.terminationStatus == 0)
+        #expect(replayText.contains("replay done:") && replayText.contains("digest \(digest)"), "\(replayText)")
+
+        let picture = data + "-at.svg"
+        let frames = data + "-frames"
+        defer {
+            try? FileManager.default.removeItem(atPath: picture)
+            try? FileManager.default.removeItem(atPath: frames)
+        }
+        let (render, _) = try Self.run(["render", "--data", data, "--board", "load-21-0", "--at", "2", "-o", picture])
+        render.waitUntilExit()
+        #expect(render.terminationStatus == 0)
+        let svg = try String(contentsOfFile: picture, encoding: .utf8)
+        #expect(svg.hasPrefix("<svg") && svg.contains("<path"))
+        let (lapse, _) = try Self.run(["render", "--data", data, "--board", "load-21-0", "--frames", frames, "--fps", "4"])
+        lapse.waitUntilExit()
+        #expect(lapse.terminationStatus == 0)
+        let written = try FileManager.default.contentsOfDirectory(atPath: frames).filter { $0.hasSuffix(".svg") }
+        #expect(written.count >= 15)  // 4 s of drawing at 4 frames per second
+        #expect(written.contains("frame-000001.svg"))
+
+        let (unknown, _) = try Self.run(["render", "--data", data, "--board", "nope", "-o", picture])
+        unknown.waitUntilExit()
+        #expect(unknown.terminationStatus != 0)  // a clear error, not an empty picture
+
+        let (compact, compactOutput) = try Self.run(["compact", "--data", data])
+        compact.waitUntilExit()
+        #expect(compact.terminationStatus == 0)
+        #expect(String(decoding: compactOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("load-21-0:"))
     }
 }
