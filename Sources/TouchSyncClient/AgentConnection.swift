@@ -5,7 +5,7 @@ import TouchSyncCore
 import TouchSyncWire
 import ZeroMQ
 
-struct AgentProgress: Sendable {
+struct AgentCounters: Sendable {
     /// Numbered messages posted by callers (the driver thread numbers them in this order).
     var posted: UInt64 = 0
     /// Numbered messages the driver thread has numbered and queued.
@@ -17,7 +17,7 @@ struct AgentProgress: Sendable {
 
 /// State one agent's callers and its driver thread share.
 final class AgentShared: Sendable {
-    let progress = Mutex<AgentProgress>(AgentProgress())
+    let progress = Mutex<AgentCounters>(AgentCounters())
 
     /// Waits until the hub has acknowledged every message posted so far; false on time-out.
     func flush(timeout: Duration) async -> Bool {

@@ -91,6 +91,7 @@ public final class BoardReplay: Sendable {
                         mailbox: mailbox)
                 } catch {
                     continuation.resume(throwing: error)
+                    self.finish(nil)  // nobody waits for a replay that never started
                     return
                 }
                 continuation.resume(returning: loop.endpoints)

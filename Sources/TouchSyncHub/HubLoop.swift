@@ -102,7 +102,7 @@ final class HubLoop {
                     metadata: [
                         "board": "\(board.name)", "sequence": "\(board.state.sequence)",
                         "records": "\(board.recordsApplied)", "damage": "\(board.damage.count)",
-                        "seconds": "\((clock.now - started).components.seconds)",
+                        "milliseconds": "\(milliseconds(clock.now - started))",
                     ])
             }
             self.journal = journal

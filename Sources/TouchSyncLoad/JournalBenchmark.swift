@@ -40,7 +40,8 @@ public struct JournalBenchmark: Sendable {
     /// A recorded board: every batch encoded as the hub publishes it.
     struct Recording {
         var batches: [(bytes: [UInt8], sequence: UInt64, time: Int64, samples: Int)] = []
-        var states: BoardState
+        /// The board after the last batch.
+        var finalState: BoardState
     }
 
     func record() throws -> Recording {
@@ -53,7 +54,7 @@ public struct JournalBenchmark: Sendable {
         var state = BoardState()
         var encoder = DiffStreamEncoder(board: "large")
         var coalescer = DiffCoalescer()
-        var recording = Recording(states: state)
+        var recording = Recording(finalState: state)
         var samples = 0
         var pendingSamples = 0
         var events = 0
@@ -83,7 +84,7 @@ public struct JournalBenchmark: Sendable {
             let batch = encoder.encode(state.sealBatch(coalescer.take(), hubTime: time))
             recording.batches.append((WireCodec.encode(batch), batch.sequence, time, pendingSamples))
         }
-        recording.states = state
+        recording.finalState = state
         return recording
     }
 
@@ -112,7 +113,7 @@ public struct JournalBenchmark: Sendable {
             for batch in recording.batches[..<count] {
                 try journal.append(
                     board: "large", encodedBatch: batch.bytes, sequence: batch.sequence, hubTime: batch.time,
-                    agents: progressEntry, state: recording.states)
+                    agents: progressEntry, state: recording.finalState)
                 _ = try journal.syncIfDue(now: clock.now)
             }
             try journal.sync()
@@ -127,7 +128,7 @@ public struct JournalBenchmark: Sendable {
         let start = clock.now
         let recovered = try Journal(configuration: recovery, logger: logger).recover()
         let recoverySeconds = (clock.now - start).seconds
-        guard let board = recovered.first, board.state.digest == recording.states.digest else {
+        guard let board = recovered.first, board.state.digest == recording.finalState.digest else {
             throw JournalBenchmarkError("recovery did not reproduce the board")
         }
 
@@ -149,7 +150,7 @@ public struct JournalBenchmark: Sendable {
             throw JournalBenchmarkError("the replay subscriber never reached the end")
         }
         let replaySeconds = (clock.now - replayStart).seconds
-        guard await subscriber.replica()?.digest == recording.states.digest else {
+        guard await subscriber.replica()?.digest == recording.finalState.digest else {
             throw JournalBenchmarkError("the replayed board differs")
         }
         await subscriber.stop()
@@ -174,7 +175,7 @@ public struct JournalBenchmark: Sendable {
                 throw JournalBenchmarkError("a late subscriber never synced")
             }
             lateJoins.append((clock.now - joinStart).seconds)
-            guard await late.replica()?.digest == recording.states.digest else {
+            guard await late.replica()?.digest == recording.finalState.digest else {
                 throw JournalBenchmarkError("a late subscriber's board differs")
             }
             await late.stop()
