@@ -38,6 +38,8 @@ struct LoadCommand: AsyncParsableCommand {
     var ingest: String?
     @Option(help: "The external hub's publish endpoint (default: the --hub port + 1).") var publish: String?
     @Option(help: "The external hub's snapshot endpoint (default: the --hub port + 2).") var snapshot: String?
+    @Option(help: "The embedded hub's shortest milliseconds between two batches of a board (0: as soon as input is drained).")
+    var publishIntervalMs = 0
     @Option(help: "Journal the embedded hub's boards into this folder (default: memory only).") var data: String?
     @Option(help: "With --data: when journal writes are made durable (batch, never, or an interval such as 20ms).")
     var fsync = "20ms"
@@ -61,6 +63,8 @@ struct LoadCommand: AsyncParsableCommand {
             throw ValidationError("--fsync must be batch, never, or an interval such as 20ms or 1s")
         }
         if data != nil && ingest != nil { throw ValidationError("--data journals the embedded hub: not with --hub") }
+        guard (0...10_000).contains(publishIntervalMs) else { throw ValidationError("--publish-interval-ms must be 0 to 10000") }
+        if publishIntervalMs > 0 && ingest != nil { throw ValidationError("--publish-interval-ms sets the embedded hub: not with --hub") }
         if publish != nil || snapshot != nil, ingest == nil {
             throw ValidationError("--publish and --snapshot go with --hub")
         }
@@ -89,6 +93,7 @@ struct LoadCommand: AsyncParsableCommand {
         configuration.cancelRate = cancelRate
         configuration.seed = seed
         configuration.agentThreads = agentThreads
+        configuration.embeddedHub.publishInterval = .milliseconds(publishIntervalMs)
         if let data {
             var journal = JournalConfiguration(directory: data)
             journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync
