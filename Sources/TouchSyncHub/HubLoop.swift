@@ -559,11 +559,18 @@ final class HubLoop {
         if let journal, !journalFailed {
             let progress = Array(channels[slot].progressPending.values)
             channels[slot].progressPending.removeAll(keepingCapacity: true)
+            let (bytesBefore, syncsBefore, started) = (journal.bytesWritten, journal.syncs, clock.now)
             do {
                 try journal.append(
                     board: channels[slot].name, encodedBatch: encodedBatch, sequence: batch.sequence, hubTime: time,
                     agents: progress, state: channels[slot].state)
+                metrics.journalBytes.increment(by: Int64(journal.bytesWritten - bytesBefore))
+                if journal.syncs > syncsBefore {  // fsync per batch
+                    metrics.journalSyncs.increment()
+                    metrics.journalSyncDuration.recordNanoseconds(nanoseconds(clock.now - started))
+                }
             } catch {
+                metrics.journalFailures.increment()
                 journalFailed = true
                 logger.critical(
                     "journal write failed: no further frame will be acknowledged until the hub restarts",
@@ -584,9 +591,15 @@ final class HubLoop {
     /// Syncs the journal when its policy says so (`force`: now, if anything is unsynced).
     private func syncJournal(force: Bool) {
         guard let journal, !journalFailed else { return }
+        let (syncsBefore, started) = (journal.syncs, clock.now)
         do {
             if force { try journal.sync() } else { _ = try journal.syncIfDue(now: clock.now) }
+            if journal.syncs > syncsBefore {
+                metrics.journalSyncs.increment()
+                metrics.journalSyncDuration.recordNanoseconds(nanoseconds(clock.now - started))
+            }
         } catch {
+            metrics.journalFailures.increment()
             journalFailed = true
             logger.critical(
                 "journal sync failed: no further frame will be acknowledged until the hub restarts",
@@ -650,6 +663,11 @@ func hubTime() -> Int64 {
     var now = timespec()
     clock_gettime(CLOCK_REALTIME, &now)
     return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+}
+
+func nanoseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
 }
 
 func milliseconds(_ duration: Duration) -> Int64 {

@@ -102,6 +102,10 @@ public final class Journal {
     private var writers: [String: BoardJournalWriter] = [:]
     /// Written but not yet made durable (for the fsync policy).
     public private(set) var hasUnsyncedWrites = false
+    /// Bytes appended since this journal was opened (checkpoints included).
+    public private(set) var bytesWritten = 0
+    /// `fdatasync` rounds since this journal was opened.
+    public private(set) var syncs = 0
     private let clock = ContinuousClock()
     private var lastSync: ContinuousClock.Instant
 
@@ -256,11 +260,11 @@ public final class Journal {
                 limits: state.limits, segmentBytes: configuration.segmentBytes)
             writers[board] = writer
         }
-        try writer.append(encodedBatch: encodedBatch, agents: agents)
+        bytesWritten += try writer.append(encodedBatch: encodedBatch, agents: agents)
         if writer.segmentFull {
             // The new segment starts with a checkpoint: make the old one durable first.
             try writer.sync()
-            try writer.startSegment(state: state, hubTime: hubTime)
+            bytesWritten += try writer.startSegment(state: state, hubTime: hubTime)
         }
         hasUnsyncedWrites = true
         if configuration.fsync == .everyBatch { try sync() }
@@ -277,6 +281,7 @@ public final class Journal {
     public func sync() throws(JournalError) {
         if hasUnsyncedWrites {
             for writer in writers.values { try writer.sync() }
+            syncs += 1
         }
         hasUnsyncedWrites = false
         lastSync = clock.now
@@ -353,18 +358,23 @@ final class BoardJournalWriter {
 
     var segmentFull: Bool { file.size >= segmentBytes }
 
-    func append(encodedBatch: [UInt8], agents progress: [AgentProgress]) throws(JournalError) {
-        try file.write(SegmentFormat.frame(JournalRecordCodec.batchPayload(encodedBatch: encodedBatch, agents: progress)))
+    /// Returns the bytes written.
+    func append(encodedBatch: [UInt8], agents progress: [AgentProgress]) throws(JournalError) -> Int {
+        let record = SegmentFormat.frame(JournalRecordCodec.batchPayload(encodedBatch: encodedBatch, agents: progress))
+        try file.write(record)
         for agent in progress { agents[agent.routingID] = agent }
         dirty = true
+        return record.count
     }
 
-    func startSegment(state: BoardState, hubTime: Int64) throws(JournalError) {
+    /// Returns the bytes written (the new segment's header and checkpoint).
+    func startSegment(state: BoardState, hubTime: Int64) throws(JournalError) -> Int {
         let next = try Self.createSegment(
             folder: folder, board: board, state: state, hubTime: hubTime, agents: Array(agents.values))
         file.close()
         file = next
         dirty = false
+        return next.size
     }
 
     func sync() throws(JournalError) {

@@ -1,4 +1,5 @@
 import Foundation
+import MetricsTestKit
 import Testing
 import TouchSyncClient
 import TouchSyncCore
@@ -66,6 +67,39 @@ struct JournalReplayTests {
         }
         #expect((welcomedAt ?? 0) > 0)
         await agent.stop()
+    }
+
+    /// With fsync per batch, an ack means the frame's batch is on disk: the
+    /// journal's bytes and syncs are counted, and an unwritable data folder is
+    /// refused at start with a typed error.
+    @Test func journalIsCountedAndAnUnusableFolderIsRefused() async throws {
+        let directory = NSTemporaryDirectory() + "touchsync-metrics-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let metrics = TestMetrics()
+        let test = try await TestHub.start({ configuration in
+            var journal = JournalConfiguration(directory: directory)
+            journal.fsync = .everyBatch
+            configuration.journal = journal
+        }, metrics: metrics)
+        let agent = try test.agent(board: "b", identity: "durable")
+        try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(1, 1, 1), point(2, 2, 1.1)])])
+        try agent.touchesEnded([TouchInput(id: 1, coalesced: [point(3, 3, 1.2)])])
+        #expect(await agent.flush())
+        #expect(try metrics.expectCounter("touchsync_hub_journal_bytes_total").totalValue > 0)
+        #expect(try metrics.expectCounter("touchsync_hub_journal_syncs_total").totalValue >= 1)
+        #expect(try metrics.expectTimer("touchsync_hub_journal_sync_seconds").values.count >= 1)
+        await agent.stop()
+        await test.hub.stop()
+        let history = try BoardHistory.open(dataDirectory: directory, board: "b").load()
+        #expect(history.endState.acceptedStrokes.count == 1 && history.endState.storedSampleCount == 3)
+
+        // A data folder that is a file: the hub does not start, and says why.
+        let file = directory + "/not-a-folder"
+        #expect(FileManager.default.createFile(atPath: file, contents: Data([1])))
+        var configuration = HubConfiguration.loopbackEphemeral()
+        configuration.journal = JournalConfiguration(directory: file)
+        let hub = try TouchSyncHub(configuration: configuration, logger: testLogger("hub"))
+        await #expect(throws: JournalError.self) { try await hub.start() }
     }
 
     /// Replay at speed 1 keeps the recorded timing (never early; how late is
