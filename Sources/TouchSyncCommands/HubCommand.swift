@@ -28,7 +28,8 @@ struct HubCommand: AsyncParsableCommand {
     @Option(help: "Endpoint for agents (ROUTER).") var ingest = "tcp://127.0.0.1:5570"
     @Option(help: "Endpoint for subscribers (XPUB).") var publish = "tcp://127.0.0.1:5571"
     @Option(help: "Endpoint for snapshot requests (ROUTER).") var snapshot = "tcp://127.0.0.1:5572"
-    @Flag(help: "Listen on every interface (tcp://*:5570, 5571, 5572) instead of loopback.") var `public` = false
+    @Option(help: "Endpoint for history requests (ROUTER; served when journaling).") var history = "tcp://127.0.0.1:5573"
+    @Flag(help: "Listen on every interface (tcp://*:5570, 5571, 5572, 5573) instead of loopback.") var `public` = false
     @Option(help: "Seconds of silence after which an agent's touches are cancelled.") var livenessTimeout = 3.0
     @Option(help: "Seconds between two heartbeats of a board.") var heartbeat = 1.0
     @Option(help: "Shortest milliseconds between two batches of a board (0: as soon as input is drained).")
@@ -62,6 +63,7 @@ struct HubCommand: AsyncParsableCommand {
         configuration.ingestEndpoint = `public` ? "tcp://*:5570" : ingest
         configuration.publishEndpoint = `public` ? "tcp://*:5571" : publish
         configuration.snapshotEndpoint = `public` ? "tcp://*:5572" : snapshot
+        configuration.historyEndpoint = `public` ? "tcp://*:5573" : history
         configuration.livenessTimeout = Duration(secondsValue: livenessTimeout)
         configuration.heartbeatInterval = Duration(secondsValue: heartbeat)
         configuration.publishInterval = .milliseconds(publishIntervalMs)
@@ -81,7 +83,7 @@ struct HubCommand: AsyncParsableCommand {
             endpoints = try await hub.start()
         } catch let error as ZMQError {
             throw CommandFailure(
-                "cannot listen: \(error.description). Is another hub running? Choose other endpoints with --ingest, --publish and --snapshot.")
+                "cannot listen: \(error.description). Is another hub running? Choose other endpoints with --ingest, --publish, --snapshot and --history.")
         } catch let error as JournalError {
             throw CommandFailure("cannot open the journal in \(data): \(error). Choose another folder with --data, or --no-journal.")
         }
@@ -100,6 +102,7 @@ struct HubCommand: AsyncParsableCommand {
         emit("  agents      \(endpoints.ingest)")
         emit("  subscribers \(endpoints.publish)")
         emit("  snapshots   \(endpoints.snapshot)")
+        if let history = endpoints.history { emit("  history     \(history)") }
         emit("Ctrl-C stops it.")
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(

@@ -5,6 +5,7 @@ import TouchSyncLoad
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncJournal
+import TouchSyncWire
 import UnixSignals
 
 struct SpectateCommand: AsyncParsableCommand {
@@ -13,9 +14,9 @@ struct SpectateCommand: AsyncParsableCommand {
         abstract: "Follow a board live: strokes in progress and accepted, touches, sequence, digest.",
         discussion: """
             Prints a running view (at most four lines a second), or with --json one JSON \
-            object per event. With --from-beginning and the hub's journal folder (--data), \
-            it first replays the board's history from the journal (at --speed), then \
-            follows it live: replay then follow.
+            object per event. With --from-beginning it first replays the board's recorded \
+            history (at --speed; from the hub's history endpoint, or from a journal folder \
+            given with --data), then follows it live: replay then follow.
             """)
 
     @Option(help: "The board to follow.") var board: String
@@ -25,7 +26,8 @@ struct SpectateCommand: AsyncParsableCommand {
     @Option(help: "Stop after this many seconds (default: run until Ctrl-C).") var duration: Double?
     @Flag(help: "Replay the board's history from the journal (--data) first, then follow it live.")
     var fromBeginning = false
-    @Option(help: "The hub's journal folder, for --from-beginning.") var data = JournalDefaults.directory
+    @Option(help: "With --from-beginning: read the history from this journal folder instead of the hub.")
+    var data: String?
     @Option(help: "Time scale of the replayed history (2: twice as fast), or max.") var speed = "max"
     @OptionGroup var logging: LoggingOptions
 
@@ -68,24 +70,37 @@ extension SpectateCommand {
     /// scaled by `--speed`; the live subscriber then carries on from wherever
     /// the hub is (its snapshot includes everything replayed).
     func replayHistory(_ view: SpectatorView) async throws {
-        let history: LoadedHistory
-        do {
-            history = try BoardHistory.open(dataDirectory: data, board: board).load()
-        } catch {
-            throw CommandFailure("\(error) (--from-beginning reads the hub's journal folder, given with --data)")
+        let (start, startTime, batches): (BoardState, Int64, [Touchsync_V1_DiffBatch])
+        if let data {
+            do {
+                let history = try BoardHistory.open(dataDirectory: data, board: board).load()
+                (start, startTime, batches) = (history.start, history.startTime, history.batches)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+        } else {
+            do {
+                let history = try await HistoryClient.fetch(
+                    board: board, endpoint: hub.history, logger: logging.logger("touchsync.spectate"))
+                (start, startTime, batches) = (history.start, history.batches.first?.hubTime ?? 0, history.batches)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
         }
-        if !json { emit("replaying \(history.batches.count) recorded batches of \"\(board)\" from \(data), then following live") }
-        var state = history.start
+        if !json {
+            emit("replaying \(batches.count) recorded batches of \"\(board)\" from \(data ?? hub.history), then following live")
+        }
+        var state = start
         let scale = Double(speed)
         let clock = ContinuousClock()
-        let start = clock.now
-        for batch in history.batches {
+        let began = clock.now
+        for batch in batches {
             if let scale {
-                let due = start + .microseconds(Int64(Double(batch.hubTime - history.startTime) / scale))
+                let due = began + .microseconds(Int64(Double(batch.hubTime - startTime) / scale))
                 if due > clock.now { try await Task.sleep(until: due) }
             }
             let applied: DiffBatch
-            do { applied = try state.apply(batch) } catch { throw CommandFailure("the journal does not replay: \(error)") }
+            do { applied = try state.apply(batch) } catch { throw CommandFailure("the history does not replay: \(error)") }
             await view.showReplayed(applied, state: state)
         }
         await view.finishReplay(state: state)

@@ -11,6 +11,9 @@ public struct HubConfiguration: Sendable {
     public var publishEndpoint = "tcp://127.0.0.1:5571"
     /// Subscribers ask for snapshots here with DEALER sockets (the hub's ROUTER). Default `tcp://127.0.0.1:5572`.
     public var snapshotEndpoint = "tcp://127.0.0.1:5572"
+    /// Spectators ask for a board's recorded history here (a ROUTER served
+    /// by a thread of its own), when the hub journals. Default `tcp://127.0.0.1:5573`.
+    public var historyEndpoint = "tcp://127.0.0.1:5573"
 
     /// An agent silent for longer than this has its live touches cancelled. Default 3 s.
     public var livenessTimeout: Duration = .seconds(3)
@@ -65,6 +68,7 @@ public struct HubConfiguration: Sendable {
         configuration.ingestEndpoint = "tcp://127.0.0.1:*"
         configuration.publishEndpoint = "tcp://127.0.0.1:*"
         configuration.snapshotEndpoint = "tcp://127.0.0.1:*"
+        configuration.historyEndpoint = "tcp://127.0.0.1:*"
         return configuration
     }
 }
@@ -74,10 +78,13 @@ public struct HubEndpoints: Sendable, Equatable {
     public var ingest: String
     public var publish: String
     public var snapshot: String
+    /// Where recorded histories are served (nil: the hub does not journal).
+    public var history: String?
 
-    public init(ingest: String, publish: String, snapshot: String) {
+    public init(ingest: String, publish: String, snapshot: String, history: String? = nil) {
         self.ingest = ingest
         self.publish = publish
         self.snapshot = snapshot
+        self.history = history
     }
 }

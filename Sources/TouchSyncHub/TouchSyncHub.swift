@@ -31,7 +31,7 @@ public final class TouchSyncHub: Service {
     private enum State {
         case idle
         case starting
-        case running(Mailbox<HubCommand>, HubEndpoints, SocketThread)
+        case running(Mailbox<HubCommand>, HubEndpoints, SocketThread, history: (Mailbox<HubCommand>, SocketThread)?)
         case stopped
     }
 
@@ -51,7 +51,7 @@ public final class TouchSyncHub: Service {
     /// Where the hub listens, once started.
     public var endpoints: HubEndpoints? {
         state.withLock { state in
-            if case .running(_, let endpoints, _) = state { return endpoints }
+            if case .running(_, let endpoints, _, _) = state { return endpoints }
             return nil
         }
     }
@@ -75,7 +75,7 @@ public final class TouchSyncHub: Service {
         }
         let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
         let thread = SocketThread(name: "touchsync-hub")
-        let endpoints: HubEndpoints
+        var endpoints: HubEndpoints
         do {
             endpoints = try await withCheckedThrowingContinuation { continuation in
                 thread.start { [self] in
@@ -98,7 +98,37 @@ public final class TouchSyncHub: Service {
             state.withLock { $0 = .idle }  // nothing was bound: the hub can be started again
             throw error
         }
-        state.withLock { $0 = .running(mailbox, endpoints, thread) }
+        // The history service: its own thread and socket, so reading files never stalls the loop.
+        var history: (Mailbox<HubCommand>, SocketThread)? = nil
+        if let journal = configuration.journal {
+            do {
+                let historyMailbox = try Mailbox<HubCommand>()
+                let historyThread = SocketThread(name: "touchsync-history")
+                let historyEndpoint: String = try await withCheckedThrowingContinuation { continuation in
+                    historyThread.start {
+                        let service: HistoryService
+                        do {
+                            service = try HistoryService(
+                                dataDirectory: journal.directory, endpoint: configuration.historyEndpoint, context: context,
+                                mailbox: historyMailbox, logger: logger)
+                        } catch {
+                            continuation.resume(throwing: error)
+                            return
+                        }
+                        continuation.resume(returning: service.endpoint)
+                        service.run()
+                    }
+                }
+                endpoints.history = historyEndpoint
+                history = (historyMailbox, historyThread)
+            } catch {
+                mailbox.post(.stop)
+                await thread.finished()
+                state.withLock { $0 = .idle }
+                throw error
+            }
+        }
+        state.withLock { $0 = .running(mailbox, endpoints, thread, history: history) }
         return endpoints
     }
 
@@ -107,12 +137,16 @@ public final class TouchSyncHub: Service {
 
     /// Publishes what is pending, closes the sockets and waits for the loop thread.
     public func stop() async {
-        let running: (Mailbox<HubCommand>, SocketThread)? = state.withLock { state in
-            guard case .running(let mailbox, _, let thread) = state else { return nil }
+        let running: (Mailbox<HubCommand>, SocketThread, (Mailbox<HubCommand>, SocketThread)?)? = state.withLock { state in
+            guard case .running(let mailbox, _, let thread, let history) = state else { return nil }
             state = .stopped
-            return (mailbox, thread)
+            return (mailbox, thread, history)
         }
-        guard let (mailbox, thread) = running else { return }
+        guard let (mailbox, thread, history) = running else { return }
+        if let (historyMailbox, historyThread) = history {
+            historyMailbox.post(.stop)
+            await historyThread.finished()
+        }
         mailbox.post(.stop)
         await thread.finished()
     }
@@ -120,7 +154,7 @@ public final class TouchSyncHub: Service {
     /// Serves until graceful shutdown or cancellation.
     public func run() async throws {
         if state.withLock({ if case .idle = $0 { return true } else { return false } }) { try await start() }
-        guard case .running(_, _, let thread)? = state.withLock({ state -> State? in state }) else { return }
+        guard case .running(_, _, let thread, _)? = state.withLock({ state -> State? in state }) else { return }
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
                 await thread.finished()
@@ -135,7 +169,7 @@ public final class TouchSyncHub: Service {
 
     private func requestStop() {
         state.withLock { state in
-            if case .running(let mailbox, _, _) = state { mailbox.post(.stop) }
+            if case .running(let mailbox, _, _, _) = state { mailbox.post(.stop) }
         }
     }
 
@@ -143,7 +177,7 @@ public final class TouchSyncHub: Service {
     /// published first), or nil when the board does not exist.
     public func boardState(_ board: String) async -> BoardState? {
         guard let mailbox = state.withLock({ state -> Mailbox<HubCommand>? in
-            if case .running(let mailbox, _, _) = state { return mailbox }
+            if case .running(let mailbox, _, _, _) = state { return mailbox }
             return nil
         }) else { return nil }
         return await withCheckedContinuation { continuation in

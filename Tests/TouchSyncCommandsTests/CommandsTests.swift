@@ -76,7 +76,10 @@ struct ProcessTests {
         return try sockets.map { Int(try $0.lastEndpoint.split(separator: ":").last!)! }
     }
 
-    static func run(_ arguments: [String]) throws -> (Process, Pipe) {
+    /// Starts the binary; a watchdog kills it after `limit` seconds, so a
+    /// hung child fails the test instead of hanging it (reads of its output
+    /// and waits for its exit then return).
+    static func run(_ arguments: [String], limit: Double = 60) throws -> (Process, Pipe) {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -84,6 +87,14 @@ struct ProcessTests {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
+        Thread.detachNewThread {
+            let deadline = Date().addingTimeInterval(limit)
+            while Date() < deadline {
+                if !process.isRunning { return }  // exited (and reaped: its pid is not ours to signal any more)
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
         return (process, output)
     }
 
@@ -107,10 +118,10 @@ struct ProcessTests {
         let drawText = String(decoding: drawOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(drawText.contains("every message acknowledged"))
 
+        let lines = String(decoding: spectatorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .split(separator: "\n")  // read before waiting: the pipe must not fill up
         spectator.waitUntilExit()
         #expect(spectator.terminationStatus == 0)
-        let lines = String(decoding: spectatorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .split(separator: "\n")
         let events = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
         #expect(events.first?["event"] as? String == "synced")
         let batches = events.filter { $0["event"] as? String == "batch" }
@@ -138,7 +149,7 @@ struct ProcessTests {
     @Test(.timeLimit(.minutes(2)))
     func hubKilledMidRunRecoversEveryAcknowledgedSample() async throws {
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build the touchsync product first (make test does)")
-        let ports = try Self.freePorts(3)
+        let ports = try Self.freePorts(4)
         let data = NSTemporaryDirectory() + "touchsync-kill-\(UUID().uuidString.prefix(8))"
         let report = data + "-report.json"
         defer {
@@ -148,7 +159,8 @@ struct ProcessTests {
         let endpoints = [
             "--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])",
         ]
-        let hubArguments = ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])"] + endpoints + ["--data", data, "--fsync", "batch"]
+        let history = ["--history", "tcp://127.0.0.1:\(ports[3])"]
+        let hubArguments = ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])"] + endpoints + history + ["--data", data, "--fsync", "batch"]
         var (hub, _) = try Self.run(hubArguments)
         try await Task.sleep(for: .milliseconds(500))
         let (load, loadOutput) = try Self.run(
@@ -171,6 +183,22 @@ struct ProcessTests {
         #expect(object["converged"] as? Bool == true)
         #expect((object["samples_sent"] as? Int ?? 0) > 500)
         let digest = try #require((object["board_digests"] as? [String: String])?["load-21-0"])
+
+        // A spectator joining now from the beginning: the history over the
+        // network ends at that digest, then it follows live.
+        let (spectator, spectatorOutput) = try Self.run(
+            ["spectate", "--board", "load-21-0", "--from-beginning", "--json", "--duration", "1"] + endpoints + history)
+        // Read to the end first: a replay prints more than a pipe holds.
+        let spectatorText = String(decoding: spectatorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        spectator.waitUntilExit()
+        #expect(spectator.terminationStatus == 0)
+        let events = spectatorText
+            .split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let replayed = events.filter { $0["event"] as? String == "replayed" }.compactMap { $0["sequence"] as? Int }
+        #expect(!replayed.isEmpty && replayed == Array(1...replayed.count))
+        let done = try #require(events.first { $0["event"] as? String == "replay_done" })
+        #expect(done["digest"] as? String == digest)
+        #expect(events.contains { $0["event"] as? String == "synced" && $0["digest"] as? String == digest })
 
         // Kill it again with everything acknowledged: it must come back at exactly that board.
         try await Task.sleep(for: .milliseconds(200))

@@ -56,6 +56,15 @@ struct JournalReplayTests {
         #expect(await subscriber.waitUntil(sequence: live.sequence, timeout: .seconds(5)))
         #expect(await subscriber.replica()?.digest == live.digest)
         await subscriber.stop()
+        // Its history over the network (replay then follow): from the empty board, every batch, to the same digest.
+        let historyEndpoint = try #require(again.endpoints.history)
+        let history = try await HistoryClient.fetch(board: "wall", endpoint: historyEndpoint, context: again.context, logger: testLogger("history"))
+        #expect(history.start.sequence == 0)
+        #expect(history.batches.map(\.sequence) == Array(1...live.sequence))
+        #expect(history.end.digest == live.digest)
+        let nobody = try await HistoryClient.fetch(board: "never-drawn", endpoint: historyEndpoint, context: again.context, logger: testLogger("history"))
+        #expect(nobody.batches.isEmpty && nobody.end.sequence == 0)
+
         let owner = try #require(live.acceptedStrokes.first?.owner ?? live.orderedActiveStrokes.first?.owner)
         let agent = try again.agent(board: "wall", identity: owner.rawValue)
         var welcomedAt: UInt64? = nil
@@ -92,6 +101,11 @@ struct JournalReplayTests {
         await test.hub.stop()
         let history = try BoardHistory.open(dataDirectory: directory, board: "b").load()
         #expect(history.endState.acceptedStrokes.count == 1 && history.endState.storedSampleCount == 3)
+        // A hub without a journal serves no history.
+        #expect(test.endpoints.history != nil)
+        let memoryOnly = try await TestHub.start()
+        #expect(memoryOnly.endpoints.history == nil)
+        await memoryOnly.hub.stop()
 
         // A data folder that is a file: the hub does not start, and says why.
         let file = directory + "/not-a-folder"
@@ -100,6 +114,44 @@ struct JournalReplayTests {
         configuration.journal = JournalConfiguration(directory: file)
         let hub = try TouchSyncHub(configuration: configuration, logger: testLogger("hub"))
         await #expect(throws: JournalError.self) { try await hub.start() }
+    }
+
+    /// Histories fetched while the hub is appending to the same journal hold
+    /// together (a record being written is simply not served yet), and grow.
+    @Test func historyWhileDrawingIsAlwaysConsistent() async throws {
+        let directory = NSTemporaryDirectory() + "touchsync-history-live-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let test = try await TestHub.start { configuration in
+            var journal = JournalConfiguration(directory: directory)
+            journal.fsync = .never
+            configuration.journal = journal
+        }
+        let agent = try test.agent(board: "busy", identity: "drawer")
+        let drawing = Task {
+            var simulator = SessionSimulator(seed: 12, profile: SimulationProfile())
+            for step in 1...1500 {
+                let frame = simulator.nextFrame(for: 0)
+                if !frame.changes.isEmpty || frame.aliveTouches != nil { agent.send(frame.changes, alive: frame.aliveTouches) }
+                if step % 10 == 0 { try? await Task.sleep(for: .milliseconds(2)) }
+            }
+        }
+        _ = try await test.board("busy")
+        var sequences: [UInt64] = []
+        for _ in 0..<6 {
+            let history = try await HistoryClient.fetch(
+                board: "busy", endpoint: try #require(test.endpoints.history), context: test.context, logger: testLogger("history"))
+            sequences.append(history.end.sequence)
+            try await Task.sleep(for: .milliseconds(40))
+        }
+        _ = await drawing.result
+        #expect(await agent.flush(timeout: .seconds(10)))
+        #expect(sequences == sequences.sorted())
+        #expect(sequences.last! > 0)
+        let final = try await HistoryClient.fetch(
+            board: "busy", endpoint: try #require(test.endpoints.history), context: test.context, logger: testLogger("history"))
+        #expect(final.end.digest == (try await test.board("busy")).digest)
+        await agent.stop()
+        await test.hub.stop()
     }
 
     /// Replay at speed 1 keeps the recorded timing (never early; how late is

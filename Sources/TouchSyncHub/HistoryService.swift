@@ -1,0 +1,151 @@
+import Logging
+import TouchSyncCore
+import TouchSyncJournal
+import TouchSyncWire
+import ZeroMQ
+
+/// Serves boards' recorded histories from the journal on the hub's history
+/// endpoint (a ROUTER), on a thread of its own so that reading files never
+/// stalls the hub loop. It only reads: the journal is safe to read while the
+/// hub appends (a record still being written reads as a torn tail and is
+/// simply not sent yet).
+final class HistoryService {
+    private let dataDirectory: String
+    private let socket: ZMQSocket
+    private let mailbox: Mailbox<HubCommand>
+    private let logger: Logger
+    let endpoint: String
+    private let routing = ZMQMessage()
+    private let payload = ZMQMessage()
+    /// Recorded batches per reply message (a reply stays well under a megabyte).
+    static let batchesPerReply = 64
+
+    init(dataDirectory: String, endpoint: String, context: ZMQContext, mailbox: Mailbox<HubCommand>, logger: Logger) throws {
+        self.dataDirectory = dataDirectory
+        self.mailbox = mailbox
+        self.logger = logger
+        socket = try ZMQSocket(context, type: .router)
+        try socket.setRouterMandatory(true)
+        try socket.setSendHighWaterMark(0)  // a history is sent whole; its size is bounded by the board's
+        try socket.setMaxMessageSize(64 << 10)
+        try socket.bind(endpoint)
+        self.endpoint = try socket.lastEndpoint
+    }
+
+    func run() {
+        defer {
+            socket.close()
+            _ = mailbox.close()
+        }
+        var poller = ZMQPoller()
+        do {
+            let socketIndex = try poller.add(socket)
+            let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
+            while true {
+                try poller.poll(timeoutMilliseconds: -1)
+                if poller.isReadable(mailboxIndex), mailbox.drain().contains(where: { if case .stop = $0 { true } else { false } }) {
+                    return
+                }
+                if poller.isReadable(socketIndex) { try drain() }
+            }
+        } catch {
+            if !error.isTerminated { logger.error("history service stopped", metadata: ["error": "\(error)"]) }
+        }
+    }
+
+    private func drain() throws(ZMQError) {
+        while try socket.receive(into: routing, dontWait: true) {
+            guard routing.hasMore, try socket.receive(into: payload, dontWait: true) else { continue }
+            while payload.hasMore { _ = try socket.receive(into: payload, dontWait: true) }
+            let peer = routing.bytes
+            let decoded = payload.withUnsafeBytes { bytes in
+                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_HistoryRequest.self, from: bytes) }
+            }
+            guard case .success(let request) = decoded else {
+                sendError(to: peer, requestID: 0, code: .malformed, "not a HistoryRequest")
+                continue
+            }
+            serve(request, to: peer)
+        }
+    }
+
+    private func serve(_ request: Touchsync_V1_HistoryRequest, to peer: [UInt8]) {
+        guard isValidBoardName(request.board) else {
+            sendError(to: peer, requestID: request.requestID, code: .unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL")
+            return
+        }
+        let history: LoadedHistory
+        do {
+            history = try BoardHistory.open(dataDirectory: dataDirectory, board: request.board).load()
+        } catch {
+            // A board nobody has drawn on yet has no journal: it is empty, at sequence 0.
+            if case .invalid = error {
+                sendEmpty(to: peer, request: request)
+            } else {
+                sendError(to: peer, requestID: request.requestID, code: .internalError, "\(error)")
+            }
+            return
+        }
+        if let damage = history.damage.first(where: \.isCorruption) {
+            logger.error("history request hit journal damage", metadata: ["damage": "\(damage)"])
+            sendError(to: peer, requestID: request.requestID, code: .internalError, "the journal is damaged: \(damage)")
+            return
+        }
+        var replies: [Touchsync_V1_HistoryReply] = []
+        for chunk in SnapshotCodec.chunks(of: history.start.snapshot(), board: request.board, digest: history.start.digest) {
+            var reply = Touchsync_V1_HistoryReply()
+            reply.checkpoint = chunk
+            replies.append(reply)
+        }
+        var start = 0
+        while start < history.batches.count {
+            var reply = Touchsync_V1_HistoryReply()
+            var batches = Touchsync_V1_HistoryBatches()
+            batches.batches = Array(history.batches[start..<min(start + Self.batchesPerReply, history.batches.count)])
+            reply.batches = batches
+            replies.append(reply)
+            start += Self.batchesPerReply
+        }
+        var end = Touchsync_V1_HistoryEnd()
+        end.sequence = history.endState.sequence
+        end.digest = history.endState.digest.rawValue
+        var last = Touchsync_V1_HistoryReply()
+        last.end = end
+        replies.append(last)
+        for var reply in replies {
+            reply.requestID = request.requestID
+            do {
+                try socket.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true)
+            } catch {
+                logger.debug("history not delivered", metadata: ["error": "\(error)"])
+                return
+            }
+        }
+    }
+
+    private func sendEmpty(to peer: [UInt8], request: Touchsync_V1_HistoryRequest) {
+        let empty = BoardState()
+        for chunk in SnapshotCodec.chunks(of: empty.snapshot(), board: request.board, digest: empty.digest) {
+            var reply = Touchsync_V1_HistoryReply()
+            reply.checkpoint = chunk
+            reply.requestID = request.requestID
+            _ = try? socket.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true)
+        }
+        var reply = Touchsync_V1_HistoryReply()
+        var end = Touchsync_V1_HistoryEnd()
+        end.digest = empty.digest.rawValue
+        reply.end = end
+        reply.requestID = request.requestID
+        _ = try? socket.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true)
+    }
+
+    private func sendError(to peer: [UInt8], requestID: UInt64, code: ErrorCode, _ text: String) {
+        var error = Touchsync_V1_SnapshotReply.Error()
+        error.code = code.proto
+        error.message = text
+        var reply = Touchsync_V1_HistoryReply()
+        reply.error = error
+        reply.requestID = requestID
+        _ = try? socket.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true)
+    }
+}
