@@ -150,7 +150,7 @@ public struct JournalBenchmark: Sendable {
             throw JournalBenchmarkError("the replay subscriber never reached the end")
         }
         let replaySeconds = (clock.now - replayStart).seconds
-        guard await subscriber.replica()?.digest == recording.finalState.digest else {
+        guard await Self.replicaDigest(subscriber) == recording.finalState.digest else {
             throw JournalBenchmarkError("the replayed board differs")
         }
         await subscriber.stop()
@@ -175,7 +175,7 @@ public struct JournalBenchmark: Sendable {
                 throw JournalBenchmarkError("a late subscriber never synced")
             }
             lateJoins.append((clock.now - joinStart).seconds)
-            guard await late.replica()?.digest == recording.finalState.digest else {
+            guard await Self.replicaDigest(late) == recording.finalState.digest else {
                 throw JournalBenchmarkError("a late subscriber's board differs")
             }
             await late.stop()
@@ -187,6 +187,19 @@ public struct JournalBenchmark: Sendable {
             writes: writes.map { (policy: $0.0, batches: $0.1, seconds: $0.2) },
             recoverySeconds: recoverySeconds, recoveredRecords: board.recordsApplied, replaySeconds: replaySeconds,
             lateJoinSeconds: lateJoins)
+    }
+}
+
+extension JournalBenchmark {
+    /// The subscriber's board digest; a subscriber in the middle of a resync
+    /// (a starved machine can make it think the hub went quiet) has no
+    /// replica for a moment, so this waits for one, for up to 10 s.
+    static func replicaDigest(_ subscriber: BoardSubscriber) async -> BoardDigest? {
+        for _ in 0..<1000 {
+            if let replica = await subscriber.replica() { return replica.digest }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
     }
 }
 

@@ -99,26 +99,28 @@ struct ProcessTests {
     }
 
     @Test func hubDrawAndSpectateWorkTogether() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }  // none outlives the test, whatever fails
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build the touchsync product first (make test does)")
         let ports = try Self.freePorts(3)
         let hubAddress = ["--hub", "tcp://127.0.0.1:\(ports[0])"]
         let subscriberAddress = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
         let data = NSTemporaryDirectory() + "touchsync-processes-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: data) }
-        let (hub, hubOutput) = try Self.run([
+        let (hub, hubOutput, hubStart) = try await children.startHub([
             "hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
             "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--data", data,
-        ])
-        try await Task.sleep(for: .milliseconds(300))
-        let (spectator, spectatorOutput) = try Self.run(["spectate", "--board", "wall", "--json", "--duration", "3"] + subscriberAddress)
-        try await Task.sleep(for: .milliseconds(300))
-        let (draw, drawOutput) = try Self.run(["draw", "--board", "wall", "--fast", "--identity", "tester"] + hubAddress)
+        ], port: ports[0])
+        let (spectator, spectatorOutput) = try children.run(["spectate", "--board", "wall", "--json", "--duration", "5"] + subscriberAddress)
+        // Draw only once the spectator has synced (its first line), so it sees every batch.
+        let firstOutput = spectatorOutput.fileHandleForReading.availableData
+        let (draw, drawOutput) = try children.run(["draw", "--board", "wall", "--fast", "--identity", "tester"] + hubAddress)
         draw.waitUntilExit()
         #expect(draw.terminationStatus == 0)
         let drawText = String(decoding: drawOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(drawText.contains("every message acknowledged"))
 
-        let lines = String(decoding: spectatorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let lines = String(decoding: firstOutput + spectatorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             .split(separator: "\n")  // read before waiting: the pipe must not fill up
         spectator.waitUntilExit()
         #expect(spectator.terminationStatus == 0)
@@ -137,7 +139,7 @@ struct ProcessTests {
         hub.interrupt()  // SIGINT: graceful shutdown
         hub.waitUntilExit()
         #expect(hub.terminationStatus == 0)
-        let hubText = String(decoding: hubOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let hubText = hubStart + String(decoding: hubOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(hubText.contains("TouchSync hub listening") && hubText.contains("hub stopped"))
     }
 
@@ -148,6 +150,8 @@ struct ProcessTests {
     /// subscribers ended with.
     @Test(.timeLimit(.minutes(2)))
     func hubKilledMidRunRecoversEveryAcknowledgedSample() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }  // none outlives the test, whatever fails
         try #require(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build the touchsync product first (make test does)")
         let ports = try Self.freePorts(4)
         let data = NSTemporaryDirectory() + "touchsync-kill-\(UUID().uuidString.prefix(8))"
@@ -161,9 +165,8 @@ struct ProcessTests {
         ]
         let history = ["--history", "tcp://127.0.0.1:\(ports[3])"]
         let hubArguments = ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])"] + endpoints + history + ["--data", data, "--fsync", "batch"]
-        var (hub, _) = try Self.run(hubArguments)
-        try await Task.sleep(for: .milliseconds(500))
-        let (load, loadOutput) = try Self.run(
+        var (hub, _, _) = try await children.startHub(hubArguments, port: ports[0])
+        let (load, loadOutput) = try children.run(
             ["load", "--hub", "tcp://127.0.0.1:\(ports[0])"] + endpoints + [
                 "--users", "4", "--fingers", "3", "--duration", "4", "--seed", "21", "--json", report,
             ])
@@ -171,7 +174,7 @@ struct ProcessTests {
         kill(hub.processIdentifier, SIGKILL)
         hub.waitUntilExit()
         #expect(hub.terminationReason == .uncaughtSignal)
-        (hub, _) = try Self.run(hubArguments)
+        (hub, _, _) = try await children.startHub(hubArguments, port: ports[0])
 
         load.waitUntilExit()
         let loadText = String(decoding: loadOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -186,7 +189,7 @@ struct ProcessTests {
 
         // A spectator joining now from the beginning: the history over the
         // network ends at that digest, then it follows live.
-        let (spectator, spectatorOutput) = try Self.run(
+        let (spectator, spectatorOutput) = try children.run(
             ["spectate", "--board", "load-21-0", "--from-beginning", "--json", "--duration", "1"] + endpoints + history)
         // Read to the end first: a replay prints more than a pipe holds.
         let spectatorText = String(decoding: spectatorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -204,11 +207,10 @@ struct ProcessTests {
         try await Task.sleep(for: .milliseconds(200))
         kill(hub.processIdentifier, SIGKILL)
         hub.waitUntilExit()
-        let (restarted, restartedOutput) = try Self.run(hubArguments)
-        try await Task.sleep(for: .milliseconds(700))
+        let (restarted, restartedOutput, restartedStart) = try await children.startHub(hubArguments, port: ports[0])
         restarted.interrupt()
         restarted.waitUntilExit()
-        let restartText = String(decoding: restartedOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let restartText = restartedStart + String(decoding: restartedOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(restartText.contains("1 board(s) recovered"))
         #expect(restartText.contains("load-21-0: batch ") && restartText.contains("digest \(digest)"), "\(restartText)")
         #expect(!restartText.contains("DAMAGE"))
@@ -217,7 +219,7 @@ struct ProcessTests {
         // replay at full speed ends at that digest, a picture at a moment,
         // a time-lapse, compaction.
         let replayPorts = try Self.freePorts(2)
-        let (replay, replayOutput) = try Self.run([
+        let (replay, replayOutput) = try children.run([
             "replay", "--data", data, "--board", "load-21-0", "--speed", "max", "--now", "--exit-at-end",
             "--publish", "tcp://127.0.0.1:\(replayPorts[0])", "--snapshot", "tcp://127.0.0.1:\(replayPorts[1])",
         ])
@@ -232,25 +234,78 @@ struct ProcessTests {
             try? FileManager.default.removeItem(atPath: picture)
             try? FileManager.default.removeItem(atPath: frames)
         }
-        let (render, _) = try Self.run(["render", "--data", data, "--board", "load-21-0", "--at", "2", "-o", picture])
+        let (render, _) = try children.run(["render", "--data", data, "--board", "load-21-0", "--at", "2", "-o", picture])
         render.waitUntilExit()
         #expect(render.terminationStatus == 0)
         let svg = try String(contentsOfFile: picture, encoding: .utf8)
         #expect(svg.hasPrefix("<svg") && svg.contains("<path"))
-        let (lapse, _) = try Self.run(["render", "--data", data, "--board", "load-21-0", "--frames", frames, "--fps", "4"])
+        let (lapse, _) = try children.run(["render", "--data", data, "--board", "load-21-0", "--frames", frames, "--fps", "4"])
         lapse.waitUntilExit()
         #expect(lapse.terminationStatus == 0)
         let written = try FileManager.default.contentsOfDirectory(atPath: frames).filter { $0.hasSuffix(".svg") }
         #expect(written.count >= 15)  // 4 s of drawing at 4 frames per second
         #expect(written.contains("frame-000001.svg"))
 
-        let (unknown, _) = try Self.run(["render", "--data", data, "--board", "nope", "-o", picture])
+        let (unknown, _) = try children.run(["render", "--data", data, "--board", "nope", "-o", picture])
         unknown.waitUntilExit()
         #expect(unknown.terminationStatus != 0)  // a clear error, not an empty picture
 
-        let (compact, compactOutput) = try Self.run(["compact", "--data", data])
+        let (compact, compactOutput) = try children.run(["compact", "--data", data])
         compact.waitUntilExit()
         #expect(compact.terminationStatus == 0)
         #expect(String(decoding: compactOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("load-21-0:"))
+    }
+}
+
+/// The processes one test started, so that all of them end with it.
+final class ChildProcesses {
+    private var started: [Process] = []
+
+    func run(_ arguments: [String], limit: Double = 60) throws -> (Process, Pipe) {
+        let (process, output) = try ProcessTests.run(arguments, limit: limit)
+        started.append(process)
+        return (process, output)
+    }
+
+    /// Starts a hub and waits until it listens on `port` (its ingest) and has
+    /// printed its start-up lines (so a signal now reaches its handlers);
+    /// returns what it printed so far. Fails with that text if it exits first.
+    func startHub(_ arguments: [String], port: Int) async throws -> (Process, Pipe, String) {
+        let (hub, output) = try run(arguments)
+        var text = ""
+        // Blocks until the hub writes or exits (the watchdog bounds a hang).
+        while !text.contains("Ctrl-C stops it.") {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { throw TestFailure("the hub exited before it was ready: \(text)") }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !listens(port: UInt16(port)) {
+            guard ContinuousClock.now < deadline else { throw TestFailure("the hub does not listen on \(port): \(text)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try await Task.sleep(for: .milliseconds(100))  // its service group installs the signal handlers next
+        return (hub, output, text)
+    }
+
+    func killAll() {
+        for process in started where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Whether a socket listens on 127.0.0.1:`port` (from /proc/net/tcp; such
+/// files report size 0, so they are read to the end).
+func listens(port: UInt16) -> Bool {
+    guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return false }
+    let hex = String(port, radix: 16, uppercase: true)
+    let wanted = "0100007F:" + String(repeating: "0", count: 4 - hex.count) + hex
+    return table.split(separator: "\n").dropFirst().contains { line in
+        let fields = line.split(separator: " ")
+        return fields.count > 3 && fields[1] == wanted && fields[3] == "0A"
     }
 }

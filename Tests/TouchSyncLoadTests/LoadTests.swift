@@ -25,7 +25,7 @@ struct LoadTests {
         configuration.lateSubscriber = true
         configuration.seed = 11
         let report = try await LoadRun(configuration: configuration, logger: Self.quiet).run()
-        #expect(report.samplesSent > 100)  // something real was drawn (no speed is asserted here)
+        #expect(report.samplesSent > 20)  // something real was drawn (no speed is asserted here)
         #expect(report.lost == 0)
         #expect(report.duplicated == 0)
         #expect(report.converged)
@@ -49,7 +49,7 @@ struct LoadTests {
         configuration.duration = .seconds(1)
         configuration.seed = 5
         let report = try await LoadRun(configuration: configuration, logger: Self.quiet).run()
-        #expect(report.samplesSent > 100)
+        #expect(report.samplesSent > 20)  // something real was drawn (no speed is asserted here)
         #expect(report.lost == 0 && report.duplicated == 0)
         #expect(report.passed)
         #expect(report.samplesApplied == report.samplesSent)
