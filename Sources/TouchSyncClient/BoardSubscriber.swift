@@ -70,7 +70,8 @@ public struct SubscriberStatus: Sendable, Equatable {
 
 /// A live replica of one board: subscribes first, then loads a snapshot,
 /// then applies only the batches after it (the ZeroMQ Guide's Clone
-/// pattern). A gap in sequence numbers, a heartbeat ahead of the replica or
+/// pattern). A gap in sequence numbers, a heartbeat ahead of the replica
+/// (batches lost) or behind it (the hub restarted without some of them), or
 /// a digest that disagrees triggers a resync. Its own thread does all socket
 /// work; every method here is safe from any thread or task.
 public final class BoardSubscriber: Sendable {
@@ -338,6 +339,10 @@ final class SubscriberLoop {
                     let agrees = state.digest.rawValue == heartbeat.digest
                     events.yield(.heartbeat(sequence: heartbeat.sequence, agrees: agrees))
                     if !agrees { requestSnapshot(reason: "digest differs from the hub's at \(state.sequence)") }
+                } else {
+                    // Behind what we applied: the hub restarted without some batches
+                    // we saw (lost with unsynced journal writes). Its board is the truth.
+                    requestSnapshot(reason: "the hub is at \(heartbeat.sequence), behind the replica at \(state.sequence): it went back")
                 }
             case nil:
                 break

@@ -6,6 +6,7 @@ import TouchSyncCore
 import TouchSyncHub
 import TouchSyncJournal
 import TouchSyncSimulation
+import ZeroMQ
 
 /// A hub with a journal: a simulated session of `events` input events drawn
 /// by real agents, paced in real time, then the hub stopped. Returns the
@@ -76,6 +77,60 @@ struct JournalReplayTests {
         }
         #expect((welcomedAt ?? 0) > 0)
         await agent.stop()
+    }
+
+    /// A hub that comes back with fewer batches than its subscribers saw (the
+    /// tail of its journal lost, as unsynced writes are in a power cut): a
+    /// subscriber that kept running notices it went back and resyncs to it.
+    @Test func subscriberResyncsWhenTheHubComesBackBehindIt() async throws {
+        let directory = NSTemporaryDirectory() + "touchsync-behind-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = HubConfiguration.loopbackEphemeral()
+        configuration.heartbeatInterval = .milliseconds(200)
+        configuration.journal = JournalConfiguration(directory: directory)
+        let context = try ZMQContext()
+        let first = try TouchSyncHub(configuration: configuration, logger: testLogger("hub"), context: context)
+        let endpoints = try await first.start()
+        var settings = SubscriberConfiguration(board: "b", publishEndpoint: endpoints.publish, snapshotEndpoint: endpoints.snapshot)
+        settings.snapshotTimeout = .milliseconds(500)
+        let subscriber = try BoardSubscriber(configuration: settings, context: context, logger: testLogger("subscriber"))
+        subscriber.start()
+        var agentSettings = AgentConfiguration(board: "b", hubEndpoint: endpoints.ingest)
+        agentSettings.identity = "writer"
+        let agent = try TouchAgent(configuration: agentSettings, context: context, logger: testLogger("agent"))
+        agent.start()
+        try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(1, 1, 1)])])
+        for index in 1...60 {
+            try agent.touchesMoved([TouchInput(id: 1, coalesced: [point(1 + Double(index), 1, 1 + Double(index) / 120)])])
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        try agent.touchesEnded([TouchInput(id: 1, coalesced: [point(100, 1, 2)])])
+        #expect(await agent.flush())
+        await agent.stop()
+        let before = try #require(await first.boardState("b"))
+        #expect(await subscriber.waitUntil(sequence: before.sequence, timeout: .seconds(5)))
+        await first.stop()
+
+        // Lose the last third of the journal, as a power cut loses unsynced writes.
+        let folder = directory + "/b"
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".tsj") }.first)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + segment))
+        try bytes.prefix(bytes.count * 2 / 3).write(to: URL(fileURLWithPath: folder + "/" + segment))
+
+        var again = configuration
+        again.ingestEndpoint = endpoints.ingest
+        again.publishEndpoint = endpoints.publish
+        again.snapshotEndpoint = endpoints.snapshot
+        let second = try TouchSyncHub(configuration: again, logger: testLogger("hub"), context: context)
+        _ = try await second.start()
+        let recovered = try #require(second.recovered.first)
+        #expect(recovered.sequence < before.sequence)
+        let resynced = await eventually(timeout: .seconds(10)) {
+            await subscriber.replica()?.digest == recovered.digest && subscriber.status.resyncs >= 1
+        }
+        #expect(resynced, "the subscriber kept the board the hub no longer has")
+        await subscriber.stop()
+        await second.stop()
     }
 
     /// With fsync per batch, an ack means the frame's batch is on disk: the
