@@ -559,22 +559,11 @@ final class HubLoop {
         if let journal, !journalFailed {
             let progress = Array(channels[slot].progressPending.values)
             channels[slot].progressPending.removeAll(keepingCapacity: true)
-            let (bytesBefore, syncsBefore, started) = (journal.bytesWritten, journal.syncs, clock.now)
-            do {
+            let (name, state) = (channels[slot].name, channels[slot].state)
+            withJournal(journal, doing: "write") { () throws(JournalError) in
                 try journal.append(
-                    board: channels[slot].name, encodedBatch: encodedBatch, sequence: batch.sequence, hubTime: time,
-                    agents: progress, state: channels[slot].state)
-                metrics.journalBytes.increment(by: Int64(journal.bytesWritten - bytesBefore))
-                if journal.syncs > syncsBefore {  // fsync per batch
-                    metrics.journalSyncs.increment()
-                    metrics.journalSyncDuration.recordNanoseconds(nanoseconds(clock.now - started))
-                }
-            } catch {
-                metrics.journalFailures.increment()
-                journalFailed = true
-                logger.critical(
-                    "journal write failed: no further frame will be acknowledged until the hub restarts",
-                    metadata: ["board": "\(channels[slot].name)", "error": "\(error)"])
+                    board: name, encodedBatch: encodedBatch, sequence: batch.sequence, hubTime: time, agents: progress,
+                    state: state)
             }
         }
         let bytes = WireCodec.field(1, wrapping: encodedBatch)  // PublishMessage.batch
@@ -591,19 +580,29 @@ final class HubLoop {
     /// Syncs the journal when its policy says so (`force`: now, if anything is unsynced).
     private func syncJournal(force: Bool) {
         guard let journal, !journalFailed else { return }
-        let (syncsBefore, started) = (journal.syncs, clock.now)
-        do {
+        withJournal(journal, doing: "sync") { () throws(JournalError) in
             if force { try journal.sync() } else { _ = try journal.syncIfDue(now: clock.now) }
-            if journal.syncs > syncsBefore {
-                metrics.journalSyncs.increment()
-                metrics.journalSyncDuration.recordNanoseconds(nanoseconds(clock.now - started))
-            }
+        }
+    }
+
+    /// Runs a journal operation, counting the bytes and syncs it did; a
+    /// failure stops acknowledgements for good (nothing more can be promised durable).
+    private func withJournal(_ journal: Journal, doing what: String, _ body: () throws(JournalError) -> Void) {
+        let (bytesBefore, syncsBefore, started) = (journal.bytesWritten, journal.syncs, clock.now)
+        do {
+            try body()
         } catch {
             metrics.journalFailures.increment()
             journalFailed = true
             logger.critical(
-                "journal sync failed: no further frame will be acknowledged until the hub restarts",
+                "journal \(what) failed: no further frame will be acknowledged until the hub restarts",
                 metadata: ["error": "\(error)"])
+            return
+        }
+        if journal.bytesWritten > bytesBefore { metrics.journalBytes.increment(by: Int64(journal.bytesWritten - bytesBefore)) }
+        if journal.syncs > syncsBefore {
+            metrics.journalSyncs.increment()
+            metrics.journalSyncDuration.recordNanoseconds(nanoseconds(clock.now - started))
         }
     }
 
