@@ -124,7 +124,7 @@ public final class Journal {
             guard let name = BoardFolderName.decode(folder), BoardFolderName.encode(name) == folder else { continue }
             let path = configuration.directory + "/" + folder
             guard let (recovered, writer) = try recoverBoard(name: name, folder: path, limits: limits) else { continue }
-            writers[name] = writer
+            if let writer { writers[name] = writer }
             for damage in recovered.damage {
                 if damage.isCorruption {
                     logger.error("journal damage", metadata: ["damage": "\(damage)"])
@@ -137,8 +137,12 @@ public final class Journal {
         return boards
     }
 
+    /// The board from its newest readable segment, and a writer appending to
+    /// that segment; nil for a folder with no segment at all. A board with no
+    /// readable checkpoint left comes back empty, with its damage reported and
+    /// no writer (the next batch, 1, starts a new first segment).
     private func recoverBoard(name: String, folder: String, limits: BoardLimits) throws(JournalError)
-        -> (RecoveredBoard, BoardJournalWriter)?
+        -> (RecoveredBoard, BoardJournalWriter?)?
     {
         var segments = try JournalFile.list(folder).filter { SegmentFormat.sequence(ofFileName: $0) != nil }
         var damage: [JournalDamage] = []
@@ -189,10 +193,12 @@ public final class Journal {
                 recordsApplied: replayed.applied)
             return (recovered, writer)
         }
-        if !damage.isEmpty {
-            throw .unreadable("board \(name): no segment with a readable checkpoint (\(damage.map(\.description)))")
-        }
-        return nil
+        guard !damage.isEmpty else { return nil }
+        // Nothing readable is left (every segment was moved aside, never deleted):
+        // the board starts over, empty, and says why.
+        return (
+            RecoveredBoard(name: name, state: BoardState(limits: limits), agents: [], damage: damage, recordsApplied: 0), nil
+        )
     }
 
     /// Replays one segment's good records: its checkpoint, then its batches in

@@ -155,6 +155,34 @@ struct JournalTests {
         #expect(recovered.state.digest == board.digests[sequence])
     }
 
+    /// A board whose only segment was cut before its checkpoint was complete
+    /// (a crash right after the board was created): the hub still starts, the
+    /// board comes back empty with the damage reported and the bytes kept,
+    /// and it journals again from batch 1.
+    @Test func boardWithNoReadableCheckpointStartsOverAndSaysWhy() throws {
+        let directory = temporaryDirectory("nocheckpoint")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var board = JournaledBoard(seed: 13)
+        let journal = try openJournal(directory)
+        _ = try board.appendBatch(to: journal)
+        journal.close()
+        let segment = try #require(try segmentFiles(directory).first)
+        let whole = try Data(contentsOf: URL(fileURLWithPath: segment))
+        try whole.prefix(20).write(to: URL(fileURLWithPath: segment))  // inside the checkpoint record
+
+        let reopened = try openJournal(directory)
+        let recovered = try #require(try reopened.recover().first)
+        #expect(recovered.state.sequence == 0)
+        let damage = try #require(recovered.damage.first)
+        #expect(damage.movedTo == segment + ".damaged")
+        #expect(FileManager.default.fileExists(atPath: segment + ".damaged"))
+        var fresh = JournaledBoard(seed: 13)
+        #expect(try fresh.appendBatch(to: reopened) == 1)
+        reopened.close()
+        let again = try #require(try openJournal(directory).recover().first)
+        #expect(again.state.sequence == 1 && again.damage.isEmpty)
+    }
+
     /// Small segments: the board rolls into new segments, each opening with a
     /// checkpoint; compaction drops the old ones and replay from the kept
     /// checkpoint on is unchanged.
