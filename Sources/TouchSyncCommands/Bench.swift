@@ -189,7 +189,7 @@ public struct CodecBenchmark: Sendable {
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Measure the stroke model and wire codecs: samples per second and bytes per sample.",
+        abstract: "Benchmarks: the model and codecs (default), the hub against bare libzmq (--transport), the journal (--journal).",
         discussion: "Build with -c release for meaningful figures (make bench does). Figures go to docs/performance.md.")
 
     @Option(help: "Input events (frames) in the workload.") var frames = 200_000

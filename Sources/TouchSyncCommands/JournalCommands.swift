@@ -72,42 +72,37 @@ struct ReplayCommand: AsyncParsableCommand {
         emit("  snapshots   \(endpoints.snapshot)")
         if !now { emit("waiting for the first subscriber (touchsync spectate --board \(board) --publish \(endpoints.publish) --snapshot \(endpoints.snapshot))") }
 
-        let result: ReplayResult? = await withTaskGroup(of: ReplayResult?.self) { tasks in
-            tasks.addTask { await replay.finished() }
-            tasks.addTask {
-                var last = -1
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(1))
-                    let (published, sequence) = replay.progress
-                    if published != last {
-                        emit("  \(published) of \(replay.total) batches, at sequence \(sequence)")
-                        last = published
-                    }
+        let progress = Task {
+            var last = -1
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                let (published, sequence) = replay.progress
+                if published != last && !Task.isCancelled {
+                    emit("  \(published) of \(replay.total) batches, at sequence \(sequence)")
+                    last = published
                 }
-                return nil
             }
-            tasks.addTask {
-                for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) { break }
-                await replay.stop()
-                return nil
-            }
-            let first = await tasks.next() ?? nil
-            tasks.cancelAll()
-            if first != nil && exitAtEnd { await replay.stop() }
-            if first != nil && !exitAtEnd {
-                emitSummary(first!)
-                emit("serving the final board until Ctrl-C")
-                _ = await tasks.next()  // the signal task: stops the replay
-                return first
-            }
-            await replay.stop()
-            return first
         }
+        // Ctrl-C or SIGTERM stops the replay, whether it is still running or serving its end.
+        let signals = Task {
+            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) { break }
+            await replay.stop()
+        }
+        let result = await replay.finished()  // nil: stopped before the end
+        progress.cancel()
         guard let result else {
             emit("replay stopped before its end")
+            await signals.value
             return
         }
-        if exitAtEnd { emitSummary(result) }
+        emitSummary(result)
+        if exitAtEnd {
+            signals.cancel()
+            await replay.stop()
+            return
+        }
+        emit("serving the final board until Ctrl-C")
+        await signals.value
     }
 
     private func emitSummary(_ result: ReplayResult) {

@@ -228,6 +228,23 @@ struct ProcessTests {
         #expect(replay.terminationStatus == 0)
         #expect(replayText.contains("replay done:") && replayText.contains("digest \(digest)"), "\(replayText)")
 
+        // Without --exit-at-end it keeps serving the final board until Ctrl-C.
+        let (serving, servingOutput) = try children.run([
+            "replay", "--data", data, "--board", "load-21-0", "--speed", "max", "--now",
+            "--publish", "tcp://127.0.0.1:\(replayPorts[0])", "--snapshot", "tcp://127.0.0.1:\(replayPorts[1])",
+        ])
+        var servingText = ""
+        while !servingText.contains("serving the final board until Ctrl-C") {
+            let chunk = servingOutput.fileHandleForReading.availableData
+            if chunk.isEmpty { break }  // exited (or killed by the watchdog)
+            servingText += String(decoding: chunk, as: UTF8.self)
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(serving.isRunning, "the replay did not keep serving: \(servingText)")
+        serving.interrupt()
+        serving.waitUntilExit()
+        #expect(serving.terminationReason == .exit && serving.terminationStatus == 0)
+
         let picture = data + "-at.svg"
         let frames = data + "-frames"
         defer {
