@@ -89,6 +89,7 @@ let package = Package(
                 "TouchSyncCore",
                 "TouchSyncWire",
                 "TouchSyncJournal",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -311,10 +311,8 @@ final class AgentDriver {
                 pollerStale = false
             }
             let wakeUp = sweeping ? min(timersDue, nextSweep) : timersDue
-            let (seconds, attoseconds) = (wakeUp - now).components
-            let timeout = max(0, Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000) + 1)
             do {
-                try poller.poll(timeoutMilliseconds: timeout)
+                try poller.poll(timeoutMilliseconds: ZMQPoller.timeout(until: wakeUp, now: now))
             } catch {
                 if error.isTerminated { return }
                 continue

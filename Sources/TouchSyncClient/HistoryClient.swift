@@ -62,8 +62,7 @@ public enum HistoryClient {
         var replies: [Touchsync_V1_HistoryReply] = []
         let message = ZMQMessage()
         while true {
-            let left = deadline - ContinuousClock.now
-            let milliseconds = Int(left.components.seconds) * 1000 + Int(left.components.attoseconds / 1_000_000_000_000_000)
+            let milliseconds = ZMQPoller.timeout(until: deadline)
             guard milliseconds > 0 else { throw HistoryError.timedOut(endpoint: endpoint) }
             try socket.setReceiveTimeout(milliseconds: Int32(clamping: milliseconds))
             guard try socket.receive(into: message) else { throw HistoryError.timedOut(endpoint: endpoint) }

@@ -215,10 +215,7 @@ final class ReplayLoop {
                 if let start, next < window.upperBound {
                     wake = min(wake, due(history.batches[next], start: start, origin: origin))
                 }
-                let wait = wake - now
-                let timeout =
-                    wait <= .zero ? 0 : Int(wait.components.seconds) * 1000 + Int(wait.components.attoseconds / 1_000_000_000_000_000) + 1
-                try poller.poll(timeoutMilliseconds: timeout)
+                try poller.poll(timeoutMilliseconds: ZMQPoller.timeout(until: wake, now: now))
                 if poller.isReadable(mailboxIndex), mailbox.drain().contains(where: { if case .stop = $0 { true } else { false } }) {
                     return
                 }
@@ -293,11 +290,6 @@ final class ReplayLoop {
             latenessP50: percentile(0.5), latenessP99: percentile(0.99), latenessMax: sorted.last ?? 0,
             earliest: sorted.first ?? 0)
     }
-}
-
-func microseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
 }
 
 extension Touchsync_V1_Diff {

@@ -15,8 +15,7 @@ final class HistoryService {
     private let mailbox: Mailbox<HubCommand>
     private let logger: Logger
     let endpoint: String
-    private let routing = ZMQMessage()
-    private let payload = ZMQMessage()
+    private let receiver: RequestReceiver
     /// Recorded batches per reply message (a reply stays well under a megabyte).
     static let batchesPerReply = 64
 
@@ -30,6 +29,7 @@ final class HistoryService {
         try socket.setMaxMessageSize(64 << 10)
         try socket.bind(endpoint)
         self.endpoint = try socket.lastEndpoint
+        receiver = RequestReceiver(socket: socket)
     }
 
     func run() {
@@ -54,13 +54,7 @@ final class HistoryService {
     }
 
     private func drain() throws(ZMQError) {
-        while try socket.receive(into: routing, dontWait: true) {
-            guard routing.hasMore, try socket.receive(into: payload, dontWait: true) else { continue }
-            while payload.hasMore { _ = try socket.receive(into: payload, dontWait: true) }
-            let peer = routing.bytes
-            let decoded = payload.withUnsafeBytes { bytes in
-                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_HistoryRequest.self, from: bytes) }
-            }
+        while let (peer, decoded) = try receiver.next(Touchsync_V1_HistoryRequest.self) {
             guard case .success(let request) = decoded else {
                 sendError(to: peer, requestID: 0, code: .malformed, "not a HistoryRequest")
                 continue

@@ -205,10 +205,7 @@ final class HubLoop {
         var deadline = min(nextHeartbeat, nextSweep)
         if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
         if let due = journal?.nextSyncDue { deadline = min(deadline, due) }
-        let wait = deadline - now
-        if wait <= .zero { return 0 }
-        let (seconds, attoseconds) = wait.components
-        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000) + 1
+        return ZMQPoller.timeout(until: deadline, now: now)
     }
 
     private func runTimers() {
@@ -662,6 +659,11 @@ func hubTime() -> Int64 {
     var now = timespec()
     clock_gettime(CLOCK_REALTIME, &now)
     return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+}
+
+func microseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
 }
 
 func nanoseconds(_ duration: Duration) -> Int64 {

@@ -1,19 +1,45 @@
 import Logging
+import SwiftProtobuf
 import TouchSyncCore
 import TouchSyncWire
 import ZeroMQ
+
+/// A ROUTER serving one-frame protobuf requests from DEALERs (snapshots,
+/// histories): reads the next request, whole, with the peer to answer.
+struct RequestReceiver {
+    let socket: ZMQSocket
+    private let routing = ZMQMessage()
+    private let payload = ZMQMessage()
+
+    init(socket: ZMQSocket) { self.socket = socket }
+
+    /// The next waiting request (nil: none), decoded, or why it is not one.
+    func next<Request: SwiftProtobuf.Message>(_ type: Request.Type) throws(ZMQError)
+        -> (peer: [UInt8], request: Result<Request, WireError>)?
+    {
+        while try socket.receive(into: routing, dontWait: true) {
+            guard routing.hasMore, try socket.receive(into: payload, dontWait: true) else { continue }
+            while payload.hasMore { _ = try socket.receive(into: payload, dontWait: true) }
+            let decoded = payload.withUnsafeBytes { bytes in
+                Result { () throws(WireError) in try WireCodec.decode(type, from: bytes) }
+            }
+            return (routing.bytes, decoded)
+        }
+        return nil
+    }
+}
 
 /// The snapshot side of the Clone pattern, shared by the hub and replays:
 /// read requests from a ROUTER, answer each with the chunks of a board.
 struct SnapshotService {
     let socket: ZMQSocket
     let logger: Logger
-    private let routing = ZMQMessage()
-    private let payload = ZMQMessage()
+    private let receiver: RequestReceiver
 
     init(socket: ZMQSocket, logger: Logger) {
         self.socket = socket
         self.logger = logger
+        receiver = RequestReceiver(socket: socket)
     }
 
     /// Handles up to `limit` waiting requests: `chunks` gives a board's
@@ -23,13 +49,7 @@ struct SnapshotService {
         refused: (ErrorCode) -> Void = { _ in }
     ) throws(ZMQError) {
         for _ in 0..<limit {
-            guard try socket.receive(into: routing, dontWait: true) else { return }
-            guard routing.hasMore, try socket.receive(into: payload, dontWait: true) else { continue }
-            while payload.hasMore { _ = try socket.receive(into: payload, dontWait: true) }
-            let peer = routing.bytes
-            let decoded = payload.withUnsafeBytes { bytes in
-                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_SnapshotRequest.self, from: bytes) }
-            }
+            guard let (peer, decoded) = try receiver.next(Touchsync_V1_SnapshotRequest.self) else { return }
             guard case .success(let request) = decoded else {
                 refused(.malformed)
                 sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")

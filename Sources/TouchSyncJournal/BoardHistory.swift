@@ -61,9 +61,7 @@ public struct BoardHistory: Sendable {
             for (index, record) in scan.records.enumerated() {
                 let entry: JournalEntry
                 do {
-                    entry = try bytes.withUnsafeBytes { raw throws(JournalError) in
-                        try JournalRecordCodec.decode(UnsafeRawBufferPointer(rebasing: raw[record.payload]), limits: limits)
-                    }
+                    entry = try JournalRecordCodec.decode(bytes, payload: record.payload, limits: limits)
                 } catch {
                     history.damage.append(
                         JournalDamage(

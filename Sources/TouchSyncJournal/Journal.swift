@@ -217,9 +217,7 @@ public final class Journal {
             }
             let entry: JournalEntry
             do {
-                entry = try bytes.withUnsafeBytes { raw throws(JournalError) in
-                    try JournalRecordCodec.decode(UnsafeRawBufferPointer(rebasing: raw[record.payload]), limits: limits)
-                }
+                entry = try JournalRecordCodec.decode(bytes, payload: record.payload, limits: limits)
             } catch {
                 result.problem = untrusted("\(error)")
                 return result

@@ -54,6 +54,14 @@ enum JournalRecordCodec {
         return WireCodec.encode(record)
     }
 
+    /// Decodes the record whose payload is `bytes[payload]` (a range from `SegmentFormat.scan`).
+    static func decode(_ bytes: [UInt8], payload: Range<Int>, limits: BoardLimits) throws(JournalError) -> JournalEntry {
+        let decoded = bytes.withUnsafeBytes { raw in
+            Result { () throws(JournalError) in try decode(UnsafeRawBufferPointer(rebasing: raw[payload]), limits: limits) }
+        }
+        return try decoded.get()
+    }
+
     /// Decodes and checks one record's payload; a checkpoint must load into a
     /// state with the digest it recorded.
     static func decode(_ payload: UnsafeRawBufferPointer, limits: BoardLimits) throws(JournalError) -> JournalEntry {

@@ -45,3 +45,15 @@ public struct ZMQPoller {
     public func isReadable(_ index: Int) -> Bool { items[index].revents & Int16(ZMQ_POLLIN) != 0 }
     public func isWritable(_ index: Int) -> Bool { items[index].revents & Int16(ZMQ_POLLOUT) != 0 }
 }
+
+extension ZMQPoller {
+    /// The `poll` time-out that wakes a loop at `deadline`: 0 once it has
+    /// passed, otherwise whole milliseconds plus one, so the loop never wakes
+    /// just before its deadline and spins.
+    public static func timeout(until deadline: ContinuousClock.Instant, now: ContinuousClock.Instant = .now) -> Int {
+        let wait = deadline - now
+        guard wait > .zero else { return 0 }
+        let (seconds, attoseconds) = wait.components
+        return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000) + 1
+    }
+}
