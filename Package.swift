@@ -9,7 +9,8 @@
 //   TouchSyncWire      protobuf messages (generated, committed) and codecs to and from the core
 //   TouchSyncJournal   the durable journal: checksummed segment files per board, recovery, history for replay
 //   TouchSyncRender    boards drawn as SVG (pure)
-//   TouchSyncHub       the hub: one thread owning the sockets and every board (a ServiceLifecycle Service)
+//   TouchSyncHubCore   the hub without I/O: sessions, boards, acks, liveness as a state machine (events in, actions out)
+//   TouchSyncHub       the hub's ZeroMQ adapter: one thread owning the sockets and a HubCore (a ServiceLifecycle Service)
 //   TouchSyncClient    agents (UIKit-shaped touch API) and subscribers (live replicas), over ZeroMQ
 //   TouchSyncLoad      load runs with simulated fingers: latency, loss, convergence reports
 //   TouchSyncCommands  the `touchsync` subcommands, as a testable library
@@ -83,8 +84,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncHubCore",
+            dependencies: [
+                "TouchSyncCore",
+                "TouchSyncWire",
+                "TouchSyncJournal",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncHub",
             dependencies: [
+                "TouchSyncHubCore",
                 "ZeroMQ",
                 "TouchSyncCore",
                 "TouchSyncWire",
@@ -114,6 +127,7 @@ let package = Package(
                 "TouchSyncWire",
                 "TouchSyncSimulation",
                 "TouchSyncHub",
+                "TouchSyncHubCore",
                 "TouchSyncClient",
                 "ZeroMQ",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -131,11 +145,13 @@ let package = Package(
                 "TouchSyncSimulation",
                 "TouchSyncWire",
                 "TouchSyncHub",
+                "TouchSyncHubCore",
                 "TouchSyncClient",
                 "TouchSyncLoad",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -177,6 +193,7 @@ let package = Package(
                 "TouchSyncSimulation",
                 "TouchSyncWire",
                 "TouchSyncHub",
+                "TouchSyncHubCore",
                 "TouchSyncClient",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

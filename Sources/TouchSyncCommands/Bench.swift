@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import TouchSyncCore
 import TouchSyncHub
+import TouchSyncHubCore
 import TouchSyncLoad
 import TouchSyncSimulation
 import TouchSyncWire

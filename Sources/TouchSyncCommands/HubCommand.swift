@@ -3,6 +3,7 @@ import Logging
 import TouchSyncLoad
 import ServiceLifecycle
 import TouchSyncHub
+import TouchSyncHubCore
 import TouchSyncJournal
 import ZeroMQ
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import TouchSyncHub
+import TouchSyncHubCore
 import TouchSyncJournal
 import TouchSyncLoad
 

@@ -1,6 +1,7 @@
 import Logging
 import Synchronization
 import TouchSyncCore
+import TouchSyncHubCore
 import TouchSyncJournal
 import TouchSyncWire
 import ZeroMQ
@@ -62,7 +63,7 @@ public final class BoardReplay: Sendable {
     private let history: LoadedHistory
     private let logger: Logger
     private let context: ZMQContext
-    private let mailbox: Mailbox<ReplayCommand>
+    private let mailbox: Mailbox<StopCommand>
     private let thread = SocketThread(name: "touchsync-replay")
     private let outcome = Mutex<(result: ReplayResult?, waiters: [CheckedContinuation<ReplayResult?, Never>])>((nil, []))
     private let progressState = Mutex<(published: Int, sequence: UInt64)>((0, 0))
@@ -138,14 +139,12 @@ public final class BoardReplay: Sendable {
     }
 }
 
-enum ReplayCommand: Sendable { case stop }
-
 final class ReplayLoop {
     private let board: String
     private let history: LoadedHistory
     private let configuration: ReplayConfiguration
     private let logger: Logger
-    private let mailbox: Mailbox<ReplayCommand>
+    private let mailbox: Mailbox<StopCommand>
     private let publish: ZMQSocket
     private let snapshots: ZMQSocket
     private let snapshotService: SnapshotService
@@ -157,7 +156,7 @@ final class ReplayLoop {
 
     init(
         board: String, history: LoadedHistory, configuration: ReplayConfiguration, logger: Logger, context: ZMQContext,
-        mailbox: Mailbox<ReplayCommand>
+        mailbox: Mailbox<StopCommand>
     ) throws {
         self.board = board
         self.history = history
@@ -204,60 +203,61 @@ final class ReplayLoop {
         lateness.reserveCapacity(window.count)
         var samples = 0
         var done = false
-        var poller = ZMQPoller()
         do {
-            let publishIndex = try poller.add(publish)
-            let snapshotIndex = try poller.add(snapshots)
-            let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
-            while true {
-                let now = clock.now
-                var wake = nextHeartbeat
-                if let start, next < window.upperBound {
-                    wake = min(wake, due(history.batches[next], start: start, origin: origin))
-                }
-                try poller.poll(timeoutMilliseconds: ZMQPoller.timeout(until: wake, now: now))
-                if poller.isReadable(mailboxIndex), mailbox.drain().contains(where: { if case .stop = $0 { true } else { false } }) {
-                    return
-                }
-                if poller.isReadable(publishIndex) { try drainSubscriptions() }
-                if poller.isReadable(snapshotIndex) {
-                    try snapshotService.drain(limit: 64) { request in
-                        request.board == board ? channel.snapshotChunks(samplesPerChunk: SnapshotCodec.defaultSamplesPerChunk) : nil
+            var loop = try PollLoop(mailbox: mailbox, sockets: [publish, snapshots])
+            try loop.run(
+                deadline: {
+                    guard let start, next < window.upperBound else { return nextHeartbeat }
+                    return min(nextHeartbeat, due(history.batches[next], start: start, origin: origin))
+                },
+                commands: { _ in .stop },
+                readable: { index in
+                    if index == 0 { try drainSubscriptions() }
+                    if index == 1 {
+                        try snapshotService.drain(limit: 64) { request in
+                            request.board == board ? channel.snapshotChunks(samplesPerChunk: SnapshotCodec.defaultSamplesPerChunk) : nil
+                        }
                     }
-                }
-                if start == nil && subscribed { start = clock.now }
-                if let start {
-                    var sent = 0
-                    while next < window.upperBound, sent < configuration.burst || configuration.speed != nil {
-                        let batch = history.batches[next]
-                        let dueAt = due(batch, start: start, origin: origin)
-                        let now = clock.now
-                        guard now >= dueAt else { break }
-                        lateness.append(microseconds(now - dueAt))
-                        try channel.applyRecorded(batch)
-                        try publish.send(multipart: [channel.topic, WireCodec.field(1, wrapping: WireCodec.encode(batch))])
-                        for diff in batch.diffs { samples += diff.sampleCount }
-                        next += 1
-                        sent += 1
+                },
+                turnEnded: {
+                    if start == nil && subscribed { start = clock.now }
+                    if let start {
+                        var sent = 0
+                        while next < window.upperBound, sent < configuration.burst || configuration.speed != nil {
+                            let batch = history.batches[next]
+                            let dueAt = due(batch, start: start, origin: origin)
+                            let now = clock.now
+                            guard now >= dueAt else { break }
+                            lateness.append(microseconds(now - dueAt))
+                            try channel.applyRecorded(batch)
+                            try publish.send(multipart: [channel.topic, WireCodec.field(1, wrapping: WireCodec.encode(batch))])
+                            for diff in batch.diffs { samples += diff.sampleCount }
+                            next += 1
+                            sent += 1
+                        }
+                        if sent > 0 { progress(next - window.lowerBound, channel.state.sequence) }
+                        if next == window.upperBound && !done {
+                            done = true
+                            finished(result(lateness: lateness, samples: samples, start: start, origin: origin, window: window))
+                            logger.info("replay finished", metadata: ["board": "\(board)", "sequence": "\(channel.state.sequence)"])
+                        }
                     }
-                    if sent > 0 { progress(next - window.lowerBound, channel.state.sequence) }
-                    if next == window.upperBound && !done {
-                        done = true
-                        finished(result(lateness: lateness, samples: samples, start: start, origin: origin, window: window))
-                        logger.info("replay finished", metadata: ["board": "\(board)", "sequence": "\(channel.state.sequence)"])
+                    if clock.now >= nextHeartbeat {
+                        sendHeartbeat()
+                        nextHeartbeat = clock.now + configuration.heartbeatInterval
                     }
-                }
-                if clock.now >= nextHeartbeat {
-                    var message = Touchsync_V1_PublishMessage()
-                    message.heartbeat = channel.heartbeat(hubTime: hubTime())
-                    _ = try? publish.send(multipart: [channel.topic, WireCodec.encode(message)], dontWait: true)
-                    nextHeartbeat = clock.now + configuration.heartbeatInterval
-                }
-            }
+                })
+        } catch let error as ZMQError where error.isTerminated {
+            return
         } catch {
-            if let error = error as? ZMQError, error.isTerminated { return }
             logger.error("replay stopped", metadata: ["board": "\(board)", "error": "\(error)"])
         }
+    }
+
+    private func sendHeartbeat() {
+        var message = Touchsync_V1_PublishMessage()
+        message.heartbeat = channel.heartbeat(hubTime: wallClockMicroseconds())
+        _ = try? publish.send(multipart: [channel.topic, WireCodec.encode(message)], dontWait: true)
     }
 
     private func due(_ batch: Touchsync_V1_DiffBatch, start: ContinuousClock.Instant, origin: Int64) -> ContinuousClock.Instant {
@@ -270,10 +270,7 @@ final class ReplayLoop {
             let bytes = event.bytes
             if bytes.first == 1 && Array(bytes.dropFirst()) == channel.topic {
                 subscribed = true
-                // Tell the newcomer where the board stands, as a hub does.
-                var message = Touchsync_V1_PublishMessage()
-                message.heartbeat = channel.heartbeat(hubTime: hubTime())
-                _ = try? publish.send(multipart: [channel.topic, WireCodec.encode(message)], dontWait: true)
+                sendHeartbeat()  // tell the newcomer where the board stands, as a hub does
             }
         }
     }

@@ -12,14 +12,14 @@ import ZeroMQ
 final class HistoryService {
     private let dataDirectory: String
     private let socket: ZMQSocket
-    private let mailbox: Mailbox<HubCommand>
+    private let mailbox: Mailbox<StopCommand>
     private let logger: Logger
     let endpoint: String
     private let receiver: RequestReceiver
     /// Recorded batches per reply message (a reply stays well under a megabyte).
     static let batchesPerReply = 64
 
-    init(dataDirectory: String, endpoint: String, context: ZMQContext, mailbox: Mailbox<HubCommand>, logger: Logger) throws {
+    init(dataDirectory: String, endpoint: String, context: ZMQContext, mailbox: Mailbox<StopCommand>, logger: Logger) throws {
         self.dataDirectory = dataDirectory
         self.mailbox = mailbox
         self.logger = logger
@@ -37,19 +37,14 @@ final class HistoryService {
             socket.close()
             _ = mailbox.close()
         }
-        var poller = ZMQPoller()
         do {
-            let socketIndex = try poller.add(socket)
-            let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
-            while true {
-                try poller.poll(timeoutMilliseconds: -1)
-                if poller.isReadable(mailboxIndex), mailbox.drain().contains(where: { if case .stop = $0 { true } else { false } }) {
-                    return
-                }
-                if poller.isReadable(socketIndex) { try drain() }
-            }
+            var loop = try PollLoop(mailbox: mailbox, sockets: [socket])
+            try loop.run(
+                deadline: { nil }, commands: { _ in .stop }, readable: { _ in try drain() }, turnEnded: {})
+        } catch let error as ZMQError where error.isTerminated {
+            return
         } catch {
-            if !error.isTerminated { logger.error("history service stopped", metadata: ["error": "\(error)"]) }
+            logger.error("history service stopped", metadata: ["error": "\(error)"])
         }
     }
 

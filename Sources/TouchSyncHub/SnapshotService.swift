@@ -71,7 +71,12 @@ struct SnapshotService {
         }
     }
 
-    private func send(_ chunks: [Touchsync_V1_SnapshotChunk], requestID: UInt64, to peer: [UInt8], board: String) {
+    /// The next waiting request (nil: none), decoded, or why it is not one.
+    func next() throws(ZMQError) -> (peer: [UInt8], request: Result<Touchsync_V1_SnapshotRequest, WireError>)? {
+        try receiver.next(Touchsync_V1_SnapshotRequest.self)
+    }
+
+    func send(_ chunks: [Touchsync_V1_SnapshotChunk], requestID: UInt64, to peer: [UInt8], board: String) {
         for chunk in chunks {
             var reply = Touchsync_V1_SnapshotReply()
             reply.chunk = chunk
@@ -88,7 +93,7 @@ struct SnapshotService {
         }
     }
 
-    private func sendError(to peer: [UInt8], requestID: UInt64, code: ErrorCode, _ text: String) {
+    func sendError(to peer: [UInt8], requestID: UInt64, code: ErrorCode, _ text: String) {
         var error = Touchsync_V1_SnapshotReply.Error()
         error.code = code.proto
         error.message = text

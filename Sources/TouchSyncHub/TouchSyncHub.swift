@@ -3,6 +3,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import TouchSyncCore
+import TouchSyncHubCore
 import TouchSyncJournal
 import ZeroMQ
 
@@ -28,11 +29,30 @@ public final class TouchSyncHub: Service {
     private let state = Mutex<State>(.idle)
     private let recoveredBoards = Mutex<[RecoveredBoardSummary]>([])
 
+    /// The hub's lifecycle. `stop()` is honoured in every state: during
+    /// `.starting` it is remembered, and `start()` shuts what it started down
+    /// before it returns (throwing `HubError.stoppedWhileStarting`).
     private enum State {
         case idle
-        case starting
-        case running(Mailbox<HubCommand>, HubEndpoints, SocketThread, history: (Mailbox<HubCommand>, SocketThread)?)
+        case starting(stopRequested: Bool, waiters: [CheckedContinuation<Bool, Never>])
+        case running(Running)
         case stopped
+    }
+
+    private struct Running {
+        var mailbox: Mailbox<HubLoopCommand>
+        var endpoints: HubEndpoints
+        var thread: SocketThread
+        var history: (mailbox: Mailbox<StopCommand>, thread: SocketThread)?
+
+        func stop() async {
+            if let (historyMailbox, historyThread) = history {
+                historyMailbox.post(.stop)
+                await historyThread.finished()
+            }
+            mailbox.post(.stop)
+            await thread.finished()
+        }
     }
 
     /// - Parameters:
@@ -51,113 +71,159 @@ public final class TouchSyncHub: Service {
     /// Where the hub listens, once started.
     public var endpoints: HubEndpoints? {
         state.withLock { state in
-            if case .running(_, let endpoints, _, _) = state { return endpoints }
+            if case .running(let running) = state { return running.endpoints }
             return nil
         }
     }
 
-    /// Binds the sockets and starts the loop thread. Throws when an endpoint
-    /// cannot be bound (in use, malformed) or the hub was already started.
+    /// Recovers the journal, binds the sockets and starts the loop thread.
+    /// Throws when an endpoint cannot be bound (in use, malformed), the
+    /// journal cannot be opened, the hub was already started, or `stop()`
+    /// was called while it started.
     @discardableResult
     public func start() async throws -> HubEndpoints {
         let claimed = state.withLock { state in
             guard case .idle = state else { return false }
-            state = .starting
+            state = .starting(stopRequested: false, waiters: [])
             return true
         }
         guard claimed else { throw HubError.alreadyStarted }
-        let mailbox: Mailbox<HubCommand>
+        let running: Running
         do {
-            mailbox = try Mailbox<HubCommand>()
+            running = try await launch()
         } catch {
-            state.withLock { $0 = .idle }
+            // Nothing is left bound: the hub can be started again, unless it was told to stop.
+            finishStarting(as: { stopRequested in stopRequested ? .stopped : .idle })
             throw error
         }
+        var stopRequested = false
+        finishStarting(as: { requested in
+            stopRequested = requested
+            return requested ? .stopped : .running(running)
+        })
+        if stopRequested {
+            await running.stop()
+            throw HubError.stoppedWhileStarting
+        }
+        return running.endpoints
+    }
+
+    /// Leaves `.starting` for the state `next` chooses (given whether a stop
+    /// was requested), and releases every `stop()` that waited.
+    private func finishStarting(as next: (Bool) -> State) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            guard case .starting(let stopRequested, let waiters) = state else { return [] }
+            state = next(stopRequested)
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(returning: true) }
+    }
+
+    private func launch() async throws -> Running {
+        let mailbox = try Mailbox<HubLoopCommand>()
         let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
         let thread = SocketThread(name: "touchsync-hub")
-        var endpoints: HubEndpoints
+        var endpoints: HubEndpoints = try await withCheckedThrowingContinuation { continuation in
+            thread.start { [self] in
+                // Built on its own thread: the journal and the sockets never leave it.
+                let loop: HubLoop
+                do {
+                    let startup = try HubStartup(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
+                    self.recoveredBoards.withLock { $0 = startup.summaries }
+                    loop = try HubLoop(
+                        configuration: configuration, core: startup.core, journal: startup.journal, logger: logger,
+                        metricsFactory: metricsFactory, context: context, mailbox: mailbox)
+                } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                continuation.resume(returning: loop.endpoints)
+                loop.run()
+            }
+        }
+        // The history service: its own thread and socket, so reading files never stalls the loop.
+        guard let journal = configuration.journal else {
+            return Running(mailbox: mailbox, endpoints: endpoints, thread: thread, history: nil)
+        }
         do {
-            endpoints = try await withCheckedThrowingContinuation { continuation in
-                thread.start { [self] in
-                    // Built on its own thread: the loop's sockets never leave it.
-                    let loop: HubLoop
+            let historyMailbox = try Mailbox<StopCommand>()
+            let historyThread = SocketThread(name: "touchsync-history")
+            endpoints.history = try await withCheckedThrowingContinuation { continuation in
+                historyThread.start {
+                    let service: HistoryService
                     do {
-                        loop = try HubLoop(
-                            configuration: configuration, logger: logger, metricsFactory: metricsFactory,
-                            context: context, mailbox: mailbox)
+                        service = try HistoryService(
+                            dataDirectory: journal.directory, endpoint: configuration.historyEndpoint, context: context,
+                            mailbox: historyMailbox, logger: logger)
                     } catch {
                         continuation.resume(throwing: error)
                         return
                     }
-                    self.recoveredBoards.withLock { $0 = loop.recovered }
-                    continuation.resume(returning: loop.endpoints)
-                    loop.run()
+                    continuation.resume(returning: service.endpoint)
+                    service.run()
                 }
             }
+            return Running(mailbox: mailbox, endpoints: endpoints, thread: thread, history: (historyMailbox, historyThread))
         } catch {
-            state.withLock { $0 = .idle }  // nothing was bound: the hub can be started again
+            mailbox.post(.stop)
+            await thread.finished()
             throw error
         }
-        // The history service: its own thread and socket, so reading files never stalls the loop.
-        var history: (Mailbox<HubCommand>, SocketThread)? = nil
-        if let journal = configuration.journal {
-            do {
-                let historyMailbox = try Mailbox<HubCommand>()
-                let historyThread = SocketThread(name: "touchsync-history")
-                let historyEndpoint: String = try await withCheckedThrowingContinuation { continuation in
-                    historyThread.start {
-                        let service: HistoryService
-                        do {
-                            service = try HistoryService(
-                                dataDirectory: journal.directory, endpoint: configuration.historyEndpoint, context: context,
-                                mailbox: historyMailbox, logger: logger)
-                        } catch {
-                            continuation.resume(throwing: error)
-                            return
-                        }
-                        continuation.resume(returning: service.endpoint)
-                        service.run()
-                    }
-                }
-                endpoints.history = historyEndpoint
-                history = (historyMailbox, historyThread)
-            } catch {
-                mailbox.post(.stop)
-                await thread.finished()
-                state.withLock { $0 = .idle }
-                throw error
-            }
-        }
-        state.withLock { $0 = .running(mailbox, endpoints, thread, history: history) }
-        return endpoints
     }
 
     /// The boards recovered from the journal when the hub started (empty without a journal).
     public var recovered: [RecoveredBoardSummary] { recoveredBoards.withLock { $0 } }
 
-    /// Publishes what is pending, closes the sockets and waits for the loop thread.
+    /// Publishes what is pending, closes the sockets and waits for the loop
+    /// thread. During `start()` it waits until the start has been undone; a
+    /// hub that was never started cannot be started afterwards.
     public func stop() async {
-        let running: (Mailbox<HubCommand>, SocketThread, (Mailbox<HubCommand>, SocketThread)?)? = state.withLock { state in
-            guard case .running(let mailbox, _, let thread, let history) = state else { return nil }
-            state = .stopped
-            return (mailbox, thread, history)
+        enum Next {
+            case stopRunning(Running)
+            case waitForStart
+            case nothing
         }
-        guard let (mailbox, thread, history) = running else { return }
-        if let (historyMailbox, historyThread) = history {
-            historyMailbox.post(.stop)
-            await historyThread.finished()
+        let next = state.withLock { state -> Next in
+            switch state {
+            case .idle:
+                state = .stopped
+                return .nothing
+            case .starting:
+                return .waitForStart
+            case .running(let running):
+                state = .stopped
+                return .stopRunning(running)
+            case .stopped:
+                return .nothing
+            }
         }
-        mailbox.post(.stop)
-        await thread.finished()
+        switch next {
+        case .nothing:
+            return
+        case .stopRunning(let running):
+            await running.stop()
+        case .waitForStart:
+            let registered = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let waiter = state.withLock { state -> Bool in
+                    guard case .starting(_, var waiters) = state else { return false }
+                    waiters.append(continuation)
+                    state = .starting(stopRequested: true, waiters: waiters)
+                    return true
+                }
+                if !waiter { continuation.resume(returning: false) }
+            }
+            // The start finished before the request was seen: stop whatever it left.
+            if !registered { await stop() }
+        }
     }
 
     /// Serves until graceful shutdown or cancellation.
     public func run() async throws {
-        if state.withLock({ if case .idle = $0 { return true } else { return false } }) { try await start() }
-        guard case .running(_, _, let thread, _)? = state.withLock({ state -> State? in state }) else { return }
+        if case .idle = state.withLock({ $0 }) { try await start() }
+        guard case .running(let running) = state.withLock({ $0 }) else { return }
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
-                await thread.finished()
+                await running.thread.finished()
             } onCancel: {
                 self.requestStop()
             }
@@ -169,15 +235,15 @@ public final class TouchSyncHub: Service {
 
     private func requestStop() {
         state.withLock { state in
-            if case .running(let mailbox, _, _, _) = state { mailbox.post(.stop) }
+            if case .running(let running) = state { running.mailbox.post(.stop) }
         }
     }
 
     /// A copy of a board's state as published so far (pending diffs are
     /// published first), or nil when the board does not exist.
     public func boardState(_ board: String) async -> BoardState? {
-        guard let mailbox = state.withLock({ state -> Mailbox<HubCommand>? in
-            if case .running(let mailbox, _, _, _) = state { return mailbox }
+        guard let mailbox = state.withLock({ state -> Mailbox<HubLoopCommand>? in
+            if case .running(let running) = state { return running.mailbox }
             return nil
         }) else { return nil }
         return await withCheckedContinuation { continuation in
@@ -190,5 +256,12 @@ public final class TouchSyncHub: Service {
 
 public enum HubError: Error, CustomStringConvertible {
     case alreadyStarted
-    public var description: String { "the hub was already started (a hub runs once; make a new one to serve again)" }
+    case stoppedWhileStarting
+
+    public var description: String {
+        switch self {
+        case .alreadyStarted: "the hub was already started or stopped (a hub runs once; make a new one to serve again)"
+        case .stoppedWhileStarting: "the hub was stopped while it started: it no longer listens"
+        }
+    }
 }

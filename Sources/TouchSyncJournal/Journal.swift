@@ -225,7 +225,7 @@ public final class Journal {
             switch entry {
             case .checkpoint(let loaded, _, let progress) where index == 0:
                 result.state = loaded
-                for agent in progress { result.agents[agent.routingID] = agent }
+                for agent in progress { result.agents[agent.principal] = agent }
             case .batch(let batch, let progress) where index > 0:
                 do {
                     try result.state!.apply(batch)
@@ -234,7 +234,7 @@ public final class Journal {
                     result.partial = true
                     return result
                 }
-                for agent in progress { result.agents[agent.routingID] = agent }
+                for agent in progress { result.agents[agent.principal] = agent }
             default:
                 result.problem = untrusted(
                     index == 0 ? "the segment does not start with a checkpoint" : "a checkpoint inside a segment")
@@ -308,7 +308,7 @@ public final class Journal {
 struct SegmentReplay {
     /// Nil when the segment has no readable checkpoint.
     var state: BoardState? = nil
-    var agents: [[UInt8]: AgentProgress] = [:]
+    var agents: [UserNamespace: AgentProgress] = [:]
     var applied = 0
     var goodLength: Int
     var problem: SegmentDamage? = nil
@@ -323,7 +323,7 @@ final class BoardJournalWriter {
     private var file: JournalFile
     private let segmentBytes: Int
     /// Every agent's latest progress on the board, for checkpoints.
-    private var agents: [[UInt8]: AgentProgress]
+    private var agents: [UserNamespace: AgentProgress]
     private var dirty = false
 
     /// A new board: its folder and a first segment opening with the empty board.
@@ -338,7 +338,7 @@ final class BoardJournalWriter {
     }
 
     /// A recovered board: append to its newest segment.
-    init(board: String, folder: String, reopening path: String, agents: [[UInt8]: AgentProgress], segmentBytes: Int)
+    init(board: String, folder: String, reopening path: String, agents: [UserNamespace: AgentProgress], segmentBytes: Int)
         throws(JournalError)
     {
         self.board = board
@@ -366,7 +366,7 @@ final class BoardJournalWriter {
     func append(encodedBatch: [UInt8], agents progress: [AgentProgress]) throws(JournalError) -> Int {
         let record = SegmentFormat.frame(JournalRecordCodec.batchPayload(encodedBatch: encodedBatch, agents: progress))
         try file.write(record)
-        for agent in progress { agents[agent.routingID] = agent }
+        for agent in progress { agents[agent.principal] = agent }
         dirty = true
         return record.count
     }

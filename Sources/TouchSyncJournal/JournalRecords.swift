@@ -5,23 +5,26 @@ import TouchSyncWire
 /// journaled with the batches that contain them, so a restarted hub neither
 /// applies a resent frame twice nor forgets the agent's style.
 public struct AgentProgress: Sendable, Equatable {
-    public var routingID: [UInt8]
+    /// The agent's user namespace (stored as its UTF-8 bytes in `routing_id`).
+    public var principal: UserNamespace
     public var appliedThrough: UInt64
     public var style: StrokeStyle
 
-    public init(routingID: [UInt8], appliedThrough: UInt64, style: StrokeStyle) {
-        self.routingID = routingID
+    public init(principal: UserNamespace, appliedThrough: UInt64, style: StrokeStyle) {
+        self.principal = principal
         self.appliedThrough = appliedThrough
         self.style = style
     }
 
     init(_ proto: Touchsync_V1_AgentProgress) {
-        self.init(routingID: Array(proto.routingID), appliedThrough: proto.appliedThrough, style: StrokeStyle(proto.style))
+        self.init(
+            principal: UserNamespace(String(decoding: proto.routingID, as: UTF8.self)), appliedThrough: proto.appliedThrough,
+            style: StrokeStyle(proto.style))
     }
 
     var proto: Touchsync_V1_AgentProgress {
         var proto = Touchsync_V1_AgentProgress()
-        proto.routingID = .init(routingID)
+        proto.routingID = .init(principal.rawValue.utf8)
         proto.appliedThrough = appliedThrough
         proto.style = style.proto
         return proto

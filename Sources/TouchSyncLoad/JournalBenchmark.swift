@@ -3,6 +3,7 @@ import Logging
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncHub
+import TouchSyncHubCore
 import TouchSyncJournal
 import TouchSyncSimulation
 import TouchSyncWire
@@ -95,7 +96,7 @@ public struct JournalBenchmark: Sendable {
         let recording = try record()
         let samples = recording.batches.reduce(0) { $0 + $1.samples }
         let bytes = recording.batches.reduce(0) { $0 + $1.bytes.count }
-        let progressEntry = [AgentProgress(routingID: Array("bench".utf8), appliedThrough: 1, style: .default)]
+        let progressEntry = [AgentProgress(principal: UserNamespace("bench"), appliedThrough: 1, style: .default)]
         var writes: [(String, Int, Double)] = []
         let clock = ContinuousClock()
         // The whole board with each policy but fsync-per-batch, which writes a bounded prefix.

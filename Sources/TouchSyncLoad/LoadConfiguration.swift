@@ -1,4 +1,5 @@
 import TouchSyncHub
+import TouchSyncHubCore
 
 /// A load run: how many simulated fingers, how fast, for how long, against which hub.
 public struct LoadConfiguration: Sendable {

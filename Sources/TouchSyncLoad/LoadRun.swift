@@ -5,6 +5,7 @@ import Synchronization
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncHub
+import TouchSyncHubCore
 import TouchSyncSimulation
 import ZeroMQ
 

@@ -4,6 +4,7 @@ import Logging
 import Synchronization
 import TouchSyncCore
 import TouchSyncHub
+import TouchSyncHubCore
 import TouchSyncSimulation
 import TouchSyncWire
 import ZeroMQ

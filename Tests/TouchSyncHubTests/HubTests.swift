@@ -7,6 +7,7 @@ import Testing
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncHub
+import TouchSyncHubCore
 import TouchSyncSimulation
 import TouchSyncWire
 import ZeroMQ

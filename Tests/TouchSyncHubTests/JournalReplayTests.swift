@@ -4,6 +4,7 @@ import Testing
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncHub
+import TouchSyncHubCore
 import TouchSyncJournal
 import TouchSyncSimulation
 import ZeroMQ

@@ -32,7 +32,7 @@ struct JournaledBoard {
         }
         time += 16_667
         let batch = encoder.encode(state.sealBatch(diffs, hubTime: time))
-        let progress = AgentProgress(routingID: Array(agent.utf8), appliedThrough: state.sequence * 2, style: .default)
+        let progress = AgentProgress(principal: UserNamespace(agent), appliedThrough: state.sequence * 2, style: .default)
         try journal.append(
             board: "board", encodedBatch: WireCodec.encode(batch), sequence: batch.sequence, hubTime: time,
             agents: [progress], state: state)
@@ -86,7 +86,7 @@ struct JournalTests {
         #expect(only.state.sequence == 200)
         #expect(only.state.digest == board.state.digest)
         #expect(only.damage.isEmpty)
-        #expect(only.agents == [AgentProgress(routingID: Array("agent-a".utf8), appliedThrough: 400, style: .default)])
+        #expect(only.agents == [AgentProgress(principal: UserNamespace("agent-a"), appliedThrough: 400, style: .default)])
     }
 
     /// A crash mid-append leaves part of a record: recovery truncates it,

@@ -14,9 +14,6 @@ struct HubMetrics {
     let agents: Gauge
     let subscriptions: Gauge
     let boards: Gauge
-    let journalBytes: Counter
-    let journalSyncs: Counter
-    let journalSyncDuration: Timer
     let journalFailures: Counter
     private var errors: [ErrorCode: Counter] = [:]
     private var liveTouches: [String: Gauge] = [:]
@@ -32,9 +29,6 @@ struct HubMetrics {
         agents = Gauge(label: "touchsync_hub_agents", factory: factory)
         subscriptions = Gauge(label: "touchsync_hub_subscriptions", factory: factory)
         boards = Gauge(label: "touchsync_hub_boards", factory: factory)
-        journalBytes = Counter(label: "touchsync_hub_journal_bytes_total", factory: factory)
-        journalSyncs = Counter(label: "touchsync_hub_journal_syncs_total", factory: factory)
-        journalSyncDuration = Timer(label: "touchsync_hub_journal_sync_seconds", factory: factory)
         journalFailures = Counter(label: "touchsync_hub_journal_failures_total", factory: factory)
     }
 

@@ -4,23 +4,23 @@ import TouchSyncWire
 
 /// One board as the hub publishes it: its state, the diffs reduced since the
 /// last batch (folded), and the encoder that continues every stroke's delta
-/// chain. Pure: the hub loop does the I/O.
-public struct BoardChannel: Sendable {
-    public let name: String
+/// chain. Pure: the hub's transport does the I/O.
+package struct BoardChannel: Sendable {
+    package let name: String
     /// The publish topic: the board name and a zero byte.
-    public let topic: [UInt8]
-    public private(set) var state: BoardState
+    package let topic: [UInt8]
+    package private(set) var state: BoardState
     private var coalescer = DiffCoalescer()
     private var encoder: DiffStreamEncoder
     private var scratch: [StrokeDiff] = []
     private var digestCache: (sequence: UInt64, digest: BoardDigest)? = nil
 
-    /// Agents' progress (applied through, style) to journal with the next batch.
-    var progressPending: [[UInt8]: AgentProgress] = [:]
+    /// Agents' progress (applied through, style) to journal with the next batch, by principal.
+    var progressPending: [UserNamespace: AgentProgress] = [:]
     /// Agents' progress as the journal had it at start-up, for their next hello.
-    var recoveredProgress: [[UInt8]: AgentProgress] = [:]
+    var recoveredProgress: [UserNamespace: AgentProgress] = [:]
 
-    public init(name: String, limits: BoardLimits = BoardLimits()) {
+    package init(name: String, limits: BoardLimits = BoardLimits()) {
         self.name = name
         topic = publishTopic(board: name)
         state = BoardState(limits: limits)
@@ -28,7 +28,7 @@ public struct BoardChannel: Sendable {
     }
 
     /// A board recovered from the journal: it carries on from `state`.
-    public init(name: String, recovered state: BoardState) {
+    package init(name: String, recovered state: BoardState) {
         self.name = name
         topic = publishTopic(board: name)
         self.state = state
@@ -37,21 +37,21 @@ public struct BoardChannel: Sendable {
 
     /// Applies a recorded batch (a replay): the state moves on exactly as the
     /// live board's did; nothing is pending afterwards.
-    public mutating func applyRecorded(_ batch: Touchsync_V1_DiffBatch) throws(DiffStreamError) {
+    package mutating func applyRecorded(_ batch: Touchsync_V1_DiffBatch) throws(DiffStreamError) {
         precondition(!hasPending, "a replayed board reduces nothing of its own")
         try state.apply(batch)
     }
 
     /// Whether diffs wait to be published.
-    public var hasPending: Bool { !coalescer.isEmpty }
+    package var hasPending: Bool { !coalescer.isEmpty }
 
-    public mutating func reduce(_ frame: TouchFrame, from user: UserNamespace, style: StrokeStyle) throws(TouchInputError) {
+    package mutating func reduce(_ frame: TouchFrame, from user: UserNamespace, style: StrokeStyle) throws(TouchInputError) {
         scratch.removeAll(keepingCapacity: true)
         defer { coalescer.add(contentsOf: scratch) }
         try state.reduce(frame, from: user, style: style, into: &scratch)
     }
 
-    public mutating func clear(_ scope: ClearScope, by user: UserNamespace) {
+    package mutating func clear(_ scope: ClearScope, by user: UserNamespace) {
         scratch.removeAll(keepingCapacity: true)
         state.clear(scope, by: user, into: &scratch)
         coalescer.add(contentsOf: scratch)
@@ -59,7 +59,7 @@ public struct BoardChannel: Sendable {
 
     /// Cancels a user's live touches; returns how many.
     @discardableResult
-    public mutating func cancelTouches(of user: UserNamespace) -> Int {
+    package mutating func cancelTouches(of user: UserNamespace) -> Int {
         scratch.removeAll(keepingCapacity: true)
         state.cancelTouches(of: user, into: &scratch)
         coalescer.add(contentsOf: scratch)
@@ -67,20 +67,20 @@ public struct BoardChannel: Sendable {
     }
 
     /// Seals what is pending into the next batch, encoded; nil when nothing is.
-    public mutating func sealBatch(hubTime: Int64) -> Touchsync_V1_DiffBatch? {
+    package mutating func sealBatch(hubTime: Int64) -> Touchsync_V1_DiffBatch? {
         guard hasPending else { return nil }
         return encoder.encode(state.sealBatch(coalescer.take(), hubTime: hubTime))
     }
 
     /// The board's digest at its current sequence (cached per sequence: it walks every sample).
-    public mutating func digest() -> BoardDigest {
+    package mutating func digest() -> BoardDigest {
         if let cached = digestCache, cached.sequence == state.sequence, !hasPending { return cached.digest }
         let digest = state.digest
         if !hasPending { digestCache = (state.sequence, digest) }
         return digest
     }
 
-    public mutating func heartbeat(hubTime: Int64) -> Touchsync_V1_BoardHeartbeat {
+    package mutating func heartbeat(hubTime: Int64) -> Touchsync_V1_BoardHeartbeat {
         var heartbeat = Touchsync_V1_BoardHeartbeat()
         heartbeat.board = name
         heartbeat.sequence = state.sequence
@@ -91,7 +91,7 @@ public struct BoardChannel: Sendable {
 
     /// The snapshot at the current sequence; call after `sealBatch` so that
     /// the state holds nothing unpublished.
-    public mutating func snapshotChunks(samplesPerChunk: Int) -> [Touchsync_V1_SnapshotChunk] {
+    package mutating func snapshotChunks(samplesPerChunk: Int) -> [Touchsync_V1_SnapshotChunk] {
         precondition(!hasPending, "a snapshot must not include unpublished diffs")
         return SnapshotCodec.chunks(of: state.snapshot(), board: name, digest: digest(), samplesPerChunk: samplesPerChunk)
     }

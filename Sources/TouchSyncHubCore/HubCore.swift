@@ -1,0 +1,571 @@
+import CoreMetrics
+import Logging
+import TouchSyncCore
+import TouchSyncJournal
+import TouchSyncWire
+
+/// The hub without I/O: every board, every agent session, the numbering and
+/// rate rules, acknowledgements held until the journal is durable, liveness,
+/// heartbeats and snapshots, as a state machine. A transport adapter feeds it
+/// `HubEvent`s with the time and carries out the `HubAction`s it returns, in
+/// order; it never reads a clock, a socket or a file, so every rule can be
+/// tested with a manual clock (`Tests/TouchSyncHubTests/HubCoreTests.swift`).
+///
+/// Single writer: one thread owns a core (the hub loop's).
+public struct HubCore {
+    public let configuration: HubConfiguration
+    private var logger: Logger
+    private var metrics: HubMetrics
+
+    /// Boards by slot, found by name only on hello and snapshot requests; a
+    /// session keeps its board's slot, so a frame reaches its board by array
+    /// subscript (mutating a dictionary value in place heap-allocates a
+    /// coroutine frame each time). Boards are never removed (`maxBoards`).
+    private var channels: [BoardChannel] = []
+    private var boardSlots: [String: Int] = [:]
+    /// Slots with diffs to publish, each once (see `change`).
+    private var dirtyBoards: [Int] = []
+    /// Agent sessions by principal: one session per user namespace.
+    private var sessions: [UserNamespace: AgentSession] = [:]
+    private var ackQueue: [UserNamespace] = []
+    /// Rate buckets of peers that have not said hello (so garbage floods are bounded too).
+    private var strangers: [PeerID: TokenBucket] = [:]
+    private var subscriptions: [[UInt8]: Int] = [:]
+
+    /// Users with touches down on a recovered board and no session yet: if
+    /// they do not say hello within the liveness time-out, their touches are
+    /// cancelled as a silent agent's would be (no stroke stays stuck).
+    private var recoveredUsers: [(slot: Int, user: UserNamespace)] = []
+    private var recoveredUntil: ContinuousClock.Instant? = nil
+
+    private var journal: JournalProgress?
+
+    // Timers. `livenessDue` may be early (a session heard since): the check
+    // then finds nothing and looks again at the next real deadline.
+    private var nextHeartbeat: ContinuousClock.Instant
+    private var nextHousekeeping: ContinuousClock.Instant
+    private var livenessDue: ContinuousClock.Instant? = nil
+    private var nextPublish: ContinuousClock.Instant
+    private let housekeepingInterval: Duration
+
+    /// Wall-clock microseconds at `origin`: batch times are derived from the
+    /// monotonic `now`, so the core never reads a clock.
+    private let wallOrigin: Int64
+    private let origin: ContinuousClock.Instant
+
+    /// - Parameters:
+    ///   - recovered: the boards the journal gave back (empty without one).
+    ///   - now, wallClockMicroseconds: the time the core starts at, on the monotonic clock events will use and on the wall clock.
+    public init(
+        configuration: HubConfiguration, recovered: [RecoveredBoard] = [], now: ContinuousClock.Instant,
+        wallClockMicroseconds: Int64, logger: Logger, metricsFactory: any MetricsFactory
+    ) {
+        self.configuration = configuration
+        self.logger = logger
+        metrics = HubMetrics(factory: metricsFactory)
+        origin = now
+        wallOrigin = wallClockMicroseconds
+        nextHeartbeat = now + configuration.heartbeatInterval
+        housekeepingInterval = min(configuration.livenessTimeout / 4, .milliseconds(250))
+        nextHousekeeping = now + housekeepingInterval
+        nextPublish = now
+        if let policy = configuration.journal?.fsync { journal = JournalProgress(policy: policy, lastSyncAt: now) }
+        for board in recovered {
+            var channel = BoardChannel(name: board.name, recovered: board.state)
+            for agent in board.agents { channel.recoveredProgress[agent.principal] = agent }
+            boardSlots[board.name] = channels.count
+            for (user, touches) in board.state.touches where !touches.isEmpty {
+                recoveredUsers.append((channels.count, user))
+            }
+            channels.append(channel)
+        }
+        if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.livenessTimeout }
+        metrics.boards.record(channels.count)
+    }
+
+    // MARK: Reading the state
+
+    /// A board as published so far (nil: nobody has drawn on it).
+    public func board(_ name: String) -> BoardState? { boardSlots[name].map { channels[$0].state } }
+
+    public var boardNames: [String] { channels.map(\.name) }
+    public var sessionCount: Int { sessions.count }
+
+    /// When the core next needs a `.turnEnded` though nothing arrives.
+    public var nextDeadline: ContinuousClock.Instant {
+        var deadline = min(nextHeartbeat, nextHousekeeping)
+        if let livenessDue { deadline = min(deadline, livenessDue) }
+        if let recoveredUntil { deadline = min(deadline, recoveredUntil) }
+        if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
+        if let due = journal?.syncDue { deadline = min(deadline, due) }
+        return deadline
+    }
+
+    /// Wall-clock microseconds at `now`.
+    public func hubTime(at now: ContinuousClock.Instant) -> Int64 { wallOrigin + microseconds(now - origin) }
+
+    // MARK: Events
+
+    /// Handles one event at `now`, appending what to do to `actions`.
+    public mutating func handle(_ event: HubEvent, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        switch event {
+        case .agentMessage(let peer, let request):
+            metrics.messages.increment()
+            handle(request, from: peer, now: now, into: &actions)
+        case .undecodable(let peer, let error):
+            metrics.messages.increment()
+            if sessions[peer.principal]?.peer == peer.id || admitStranger(peer.id, now: now) {
+                refuse(peer.id, HubRefusal(error.code, error.reason), into: &actions)
+            }
+        case .peerGone(let id):
+            if let (principal, session) = sessions.first(where: { $0.value.peer == id }) {
+                sessions[principal] = nil
+                let cancelled = change(session.boardSlot) { $0.cancelTouches(of: principal) }
+                logger.info("agent gone: touches cancelled", metadata: ["user": "\(principal)", "touches": "\(cancelled)"])
+                metrics.agents.record(sessions.count)
+            }
+        case .subscribed(let topic):
+            subscriptions[topic, default: 0] += 1
+            metrics.subscriptions.record(subscriptions.values.reduce(0, +))
+            // Tell the newcomer where the board stands, so it can spot a gap at once.
+            if topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), let slot = boardSlots[name] {
+                publishPending(slot: slot, now: now, into: &actions)
+                actions.append(.publish(heartbeat(slot: slot, now: now)))
+            }
+        case .unsubscribed(let topic):
+            if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
+            metrics.subscriptions.record(subscriptions.values.reduce(0, +))
+        case .snapshotRequested(let peer, let board, let requestID):
+            snapshot(board, for: peer, requestID: requestID, now: now, into: &actions)
+        case .journalProgress(let written, let synced):
+            journal?.progress(written: written, synced: synced)
+            sendAcks(into: &actions)
+        case .journalFailed(let reason):
+            guard journal?.failed == false else { return }
+            journal?.failed = true
+            metrics.journalFailures.increment()
+            logger.critical(
+                "journal failed: no further frame will be acknowledged until the hub restarts", metadata: ["error": "\(reason)"])
+        case .turnEnded:
+            publishDirtyBoards(force: false, now: now, into: &actions)
+            syncJournalIfDue(force: false, now: now, into: &actions)
+            sendAcks(into: &actions)
+            runTimers(now: now, into: &actions)
+        case .publishNow:
+            publishDirtyBoards(force: true, now: now, into: &actions)
+        case .stopping:
+            publishDirtyBoards(force: true, now: now, into: &actions)
+            syncJournalIfDue(force: true, now: now, into: &actions)
+            sendAcks(into: &actions)
+        }
+    }
+
+    /// `handle(_:now:into:)` returning a new array (tests).
+    public mutating func handle(_ event: HubEvent, now: ContinuousClock.Instant) -> [HubAction] {
+        var actions: [HubAction] = []
+        handle(event, now: now, into: &actions)
+        return actions
+    }
+
+    // MARK: Agents
+
+    private mutating func handle(
+        _ request: AgentRequest, from peer: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
+    ) {
+        if case .hello(let hello) = request {
+            handleHello(hello, from: peer, now: now, into: &actions)
+            return
+        }
+        // One lookup in, one write back: the session changes as a local value.
+        guard var session = sessions[peer.principal], session.peer == peer.id else {
+            if admitStranger(peer.id, now: now) {
+                let sequence: UInt64
+                switch request {
+                case .numbered(let number, _), .empty(let number): sequence = number
+                case .heartbeat, .hello: sequence = 0
+                }
+                refuse(peer.id, HubRefusal(.notWelcomed, "say hello first", sequence: sequence), into: &actions)
+            }
+            return
+        }
+        let appliedBefore = session.numbering.appliedThrough
+        let styleBefore = session.style
+        defer {
+            if journal != nil && (session.numbering.appliedThrough != appliedBefore || session.style != styleBefore) {
+                channels[session.boardSlot].progressPending[session.principal] = AgentProgress(
+                    principal: session.principal, appliedThrough: session.numbering.appliedThrough, style: session.style)
+            }
+            sessions[peer.principal] = session
+        }
+        session.heard(at: now)
+        guard session.bucket.take(now: now) else {
+            var sequence: UInt64 = 0
+            if case .numbered(let number, _) = request {
+                sequence = number
+                // Refused, but handled: the agent must not resend it.
+                if session.numbering.skip(number) { requestAck(&session) }
+            }
+            refuse(
+                peer.id, HubRefusal(.rateLimited, "more than \(configuration.maxMessagesPerSecond) messages per second", sequence: sequence),
+                into: &actions)
+            return
+        }
+        switch request {
+        case .hello:
+            preconditionFailure("handled above")
+        case .heartbeat:
+            requestAck(&session)
+        case .empty(let sequence):
+            refuse(peer.id, HubRefusal(.malformed, "an agent message with no body", sequence: sequence), into: &actions)
+        case .numbered(let sequence, let body):
+            do {
+                switch try session.numbering.admit(sequence) {
+                case .duplicate:
+                    metrics.duplicates.increment()  // resent after a reconnect: already applied
+                    requestAck(&session)
+                case .next:
+                    requestAck(&session)
+                    apply(body, sequence: sequence, to: &session, into: &actions)
+                }
+            } catch {
+                guard case .gap(let expected, let received, let report) = error, report else { return }
+                refuse(peer.id, HubRefusal(.outOfOrder, "expected message \(expected), received \(received)", sequence: received), into: &actions)
+                requestAck(&session)
+            }
+        }
+    }
+
+    /// Applies a numbered message that is next in its session's order.
+    private mutating func apply(
+        _ body: NumberedRequest, sequence: UInt64, to session: inout AgentSession, into actions: inout [HubAction]
+    ) {
+        switch body {
+        case .frame(let frame):
+            let (user, style) = (session.principal, session.style)
+            do {
+                try change(session.boardSlot) { (channel: inout BoardChannel) throws(TouchInputError) in
+                    try channel.reduce(frame, from: user, style: style)
+                }
+            } catch {
+                refuse(session.peer, HubRefusal(error.code, error.description, sequence: sequence), into: &actions)
+                return
+            }
+            var samples = 0
+            for index in frame.changes.indices { samples += frame.changes[index].samples.count }  // no copy of each change
+            metrics.frames.increment()
+            metrics.samples.increment(by: Int64(samples))
+        case .style(let style):
+            guard style.width > 0 && style.width <= 1000 * UInt32(Sample.unitsPerPoint) else {
+                refuse(session.peer, HubRefusal(.invalidValue, "stroke width must be above 0 and at most 1000 points", sequence: sequence), into: &actions)
+                return
+            }
+            session.style = style
+        case .clear(let scope):
+            let user = session.principal
+            change(session.boardSlot) { $0.clear(scope, by: user) }
+        case .invalid(let error):
+            refuse(session.peer, HubRefusal(error.code, error.reason, sequence: sequence), into: &actions)
+        }
+    }
+
+    private mutating func handleHello(
+        _ hello: AgentHello, from peer: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
+    ) {
+        guard sessions[peer.principal]?.peer == peer.id || admitStranger(peer.id, now: now) else { return }
+        guard hello.protocolVersion == touchSyncProtocolVersion else {
+            refuse(
+                peer.id,
+                HubRefusal(.unsupportedVersion, "this hub speaks protocol \(touchSyncProtocolVersion), not \(hello.protocolVersion)"),
+                into: &actions)
+            return
+        }
+        guard isValidBoardName(hello.board) else {
+            refuse(peer.id, HubRefusal(.unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL"), into: &actions)
+            return
+        }
+        let slot: Int
+        if let existing = boardSlots[hello.board] {
+            slot = existing
+        } else {
+            guard channels.count < configuration.maxBoards else {
+                refuse(peer.id, HubRefusal(.unknownBoard, "this hub holds its maximum of \(configuration.maxBoards) boards"), into: &actions)
+                return
+            }
+            slot = channels.count
+            channels.append(BoardChannel(name: hello.board, limits: configuration.boardLimits))
+            boardSlots[hello.board] = slot
+            metrics.boards.record(channels.count)
+            logger.info("board created", metadata: ["board": "\(hello.board)"])
+        }
+        let principal = peer.principal
+        if sessions[principal]?.board == hello.board {
+            // The same agent again (a reconnect): it resends everything after what we applied.
+            sessions[principal]!.resumed(by: peer.id, sessionID: hello.sessionID, at: now)
+        } else {
+            if let previous = sessions[principal] {
+                change(previous.boardSlot) { _ = $0.cancelTouches(of: principal) }
+            }
+            var session = AgentSession(
+                principal: principal, peer: peer.id, sessionID: hello.sessionID, board: hello.board, boardSlot: slot,
+                appliedThrough: hello.resumeAfter, now: now, messagesPerSecond: configuration.maxMessagesPerSecond)
+            // After a restart the journal knows how far this agent got: frames
+            // it resends that the board already has are not applied twice.
+            if let progress = channels[slot].recoveredProgress.removeValue(forKey: principal) {
+                session.numbering.recover(through: progress.appliedThrough)
+                session.style = progress.style
+            }
+            sessions[principal] = session
+            metrics.agents.record(sessions.count)
+            logger.debug("agent joined", metadata: ["user": "\(principal)", "board": "\(hello.board)", "client": "\(hello.clientName)"])
+        }
+        let deadline = now + configuration.livenessTimeout
+        livenessDue = min(livenessDue ?? deadline, deadline)
+        let welcome = AgentWelcome(
+            board: hello.board, user: principal, appliedThrough: sessions[principal]!.numbering.appliedThrough,
+            heartbeatIntervalMilliseconds: UInt32(milliseconds(configuration.heartbeatInterval)),
+            livenessTimeoutMilliseconds: UInt32(milliseconds(configuration.livenessTimeout)),
+            maxLiveTouches: UInt32(configuration.boardLimits.maxLiveTouchesPerUser),
+            maxMessageBytes: UInt32(configuration.maxMessageBytes))
+        actions.append(.reply(to: peer.id, .welcome(welcome)))
+    }
+
+    /// Peers without a session are rate limited too, so garbage cannot flood the hub.
+    private mutating func admitStranger(_ peer: PeerID, now: ContinuousClock.Instant) -> Bool {
+        if strangers[peer] == nil { strangers[peer] = TokenBucket(rate: configuration.maxMessagesPerSecond, now: now) }
+        return strangers[peer]!.take(now: now)
+    }
+
+    private mutating func refuse(_ peer: PeerID, _ refusal: HubRefusal, into actions: inout [HubAction]) {
+        metrics.error(refusal.code)
+        logger.debug("refused", metadata: ["error": "\(refusal)"])
+        actions.append(.reply(to: peer, .error(refusal)))
+    }
+
+    private mutating func requestAck(_ session: inout AgentSession) {
+        if !session.ackPending {
+            session.ackPending = true
+            ackQueue.append(session.principal)
+        }
+    }
+
+    private mutating func sendAcks(into actions: inout [HubAction]) {
+        // An ack promises the frame is as durable as the fsync policy says:
+        // every applied diff journaled (no board waiting to publish) and synced.
+        if let journal {
+            guard dirtyBoards.isEmpty, journal.isDurable else { return }
+        }
+        for principal in ackQueue {
+            guard let session = sessions[principal], session.ackPending else { continue }
+            sessions[principal]!.ackPending = false
+            actions.append(.reply(to: session.peer, .ack(through: session.numbering.appliedThrough)))
+        }
+        ackQueue.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: Timers
+
+    private mutating func runTimers(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        if let due = livenessDue, now >= due { checkLiveness(now: now) }
+        if let until = recoveredUntil, now >= until { cancelUnreturnedUsers() }
+        if now >= nextHousekeeping {
+            forgetOldSessions(now: now)
+            strangers.removeAll(keepingCapacity: true)
+            nextHousekeeping = now + housekeepingInterval
+        }
+        if now >= nextHeartbeat {
+            for slot in channels.indices { actions.append(.publish(heartbeat(slot: slot, now: now))) }
+            nextHeartbeat = now + configuration.heartbeatInterval
+        }
+    }
+
+    /// Cancels the touches of sessions silent for the liveness time-out, and
+    /// finds when the next one can fall silent.
+    private mutating func checkLiveness(now: ContinuousClock.Instant) {
+        var next: ContinuousClock.Instant? = nil
+        for principal in sessions.keys {
+            guard let deadline = sessions[principal]!.silenceDeadline(timeout: configuration.livenessTimeout) else { continue }
+            guard now >= deadline else {
+                next = min(next ?? deadline, deadline)
+                continue
+            }
+            do {
+                try sessions[principal]!.fallSilent(at: now, timeout: configuration.livenessTimeout)
+            } catch {
+                continue  // cannot happen: the deadline has passed and the session was live
+            }
+            let slot = sessions[principal]!.boardSlot
+            let cancelled = change(slot) { $0.cancelTouches(of: principal) }
+            if cancelled > 0 {
+                logger.info(
+                    "agent silent: touches cancelled",
+                    metadata: ["user": "\(principal)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
+            }
+        }
+        livenessDue = next
+    }
+
+    private mutating func cancelUnreturnedUsers() {
+        for (slot, user) in recoveredUsers where sessions[user]?.boardSlot != slot {
+            let cancelled = change(slot) { $0.cancelTouches(of: user) }
+            logger.info(
+                "agent did not return after the restart: touches cancelled",
+                metadata: ["user": "\(user)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
+        }
+        recoveredUsers.removeAll()
+        recoveredUntil = nil
+    }
+
+    /// Forgets sessions silent past the retention (their duplicate detection with them).
+    private mutating func forgetOldSessions(now: ContinuousClock.Instant) {
+        let retention = configuration.sessionRetention
+        let before = sessions.count
+        sessions = sessions.filter { now - $0.value.presence.lastHeard <= retention }
+        if sessions.count != before { metrics.agents.record(sessions.count) }
+    }
+
+    // MARK: Publishing
+
+    /// Changes a board, queueing it for publishing when it now has diffs
+    /// pending and had none before (so each dirty board is queued once).
+    @discardableResult
+    private mutating func change<Result, Failure: Error>(
+        _ slot: Int, _ body: (inout BoardChannel) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        let wasPending = channels[slot].hasPending
+        defer { if !wasPending && channels[slot].hasPending { dirtyBoards.append(slot) } }
+        return try body(&channels[slot])
+    }
+
+    private mutating func publishDirtyBoards(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        guard !dirtyBoards.isEmpty, force || now >= nextPublish else { return }
+        for slot in dirtyBoards { publishPending(slot: slot, now: now, into: &actions) }
+        dirtyBoards.removeAll(keepingCapacity: true)
+        nextPublish = now + configuration.publishInterval
+    }
+
+    /// Seals a board's pending diffs into its next batch: journaled first, then published.
+    private mutating func publishPending(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        let time = hubTime(at: now)
+        guard let batch = channels[slot].sealBatch(hubTime: time) else { return }
+        let encodedBatch = WireCodec.encode(batch)
+        // Journaled before it is published: no subscriber sees a batch the journal may not have.
+        if journal?.failed == false {
+            let ticket = journal!.append(now: now)
+            actions.append(
+                .appendToJournal(
+                    JournalAppend(
+                        ticket: ticket, board: channels[slot].name, encodedBatch: encodedBatch, sequence: batch.sequence,
+                        hubTime: time, agents: Array(channels[slot].progressPending.values), state: channels[slot].state)))
+            channels[slot].progressPending.removeAll(keepingCapacity: true)
+        }
+        let bytes = WireCodec.field(1, wrapping: encodedBatch)  // PublishMessage.batch
+        actions.append(
+            .publish(Publication(board: channels[slot].name, kind: .batch(sequence: batch.sequence), topic: channels[slot].topic, bytes: bytes)))
+        metrics.batches.increment()
+        metrics.publishedBytes.increment(by: Int64(bytes.count))
+        metrics.liveTouches(board: channels[slot].name, count: channels[slot].state.liveTouchCount)
+    }
+
+    private mutating func syncJournalIfDue(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        guard journal?.failed == false, let through = journal!.syncIfDue(force: force, now: now) else { return }
+        actions.append(.syncJournal(through: through))
+    }
+
+    private mutating func heartbeat(slot: Int, now: ContinuousClock.Instant) -> Publication {
+        var message = Touchsync_V1_PublishMessage()
+        message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now))
+        return Publication(
+            board: channels[slot].name,
+            kind: .heartbeat(sequence: message.heartbeat.sequence, digest: BoardDigest(rawValue: message.heartbeat.digest)),
+            topic: channels[slot].topic, bytes: WireCodec.encode(message))
+    }
+
+    // MARK: Snapshots
+
+    private mutating func snapshot(
+        _ board: String, for peer: PeerID, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
+    ) {
+        guard isValidBoardName(board) else {
+            metrics.error(.unknownBoard)
+            actions.append(
+                .refuseSnapshot(to: peer, requestID: requestID, HubRefusal(.unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL")))
+            return
+        }
+        guard let slot = boardSlots[board] else {
+            // Nobody has drawn here yet: the board is empty at sequence 0, and its
+            // first batch will be 1. Nothing is created for a mere spectator.
+            let empty = BoardState()
+            actions.append(.sendSnapshot(to: peer, requestID: requestID, board: board, state: empty, digest: empty.digest))
+            return
+        }
+        // Publish first: the snapshot must be exactly the state at its sequence.
+        publishPending(slot: slot, now: now, into: &actions)
+        let digest = channels[slot].digest()
+        actions.append(.sendSnapshot(to: peer, requestID: requestID, board: board, state: channels[slot].state, digest: digest))
+    }
+}
+
+/// What the core knows of its journal: appends it asked for, what the
+/// transport reports written and synced, and when the fsync policy wants a sync.
+struct JournalProgress {
+    let policy: FsyncPolicy
+    private(set) var appended: UInt64 = 0
+    private(set) var written: UInt64 = 0
+    private(set) var synced: UInt64 = 0
+    private var syncRequested: UInt64 = 0
+    private var lastSyncAt: ContinuousClock.Instant
+    /// A write or sync failed: nothing more is promised durable (no more acks).
+    var failed = false
+
+    init(policy: FsyncPolicy, lastSyncAt: ContinuousClock.Instant) {
+        self.policy = policy
+        self.lastSyncAt = lastSyncAt
+    }
+
+    mutating func append(now: ContinuousClock.Instant) -> UInt64 {
+        appended += 1
+        return appended
+    }
+
+    mutating func progress(written: UInt64, synced: UInt64) {
+        self.written = max(self.written, written)
+        self.synced = max(self.synced, synced)
+    }
+
+    /// Everything appended is as durable as the policy promises.
+    var isDurable: Bool {
+        guard !failed else { return false }
+        return (policy == .never ? written : synced) >= appended
+    }
+
+    /// When an interval policy wants the next sync (nil: nothing to sync, or not that policy).
+    var syncDue: ContinuousClock.Instant? {
+        guard !failed, appended > syncRequested, case .interval(let interval) = policy else { return nil }
+        return lastSyncAt + interval
+    }
+
+    /// The ticket to sync through when a sync is due now (`force`: whatever the policy).
+    mutating func syncIfDue(force: Bool, now: ContinuousClock.Instant) -> UInt64? {
+        guard appended > syncRequested || force else { return nil }
+        let due: Bool
+        switch policy {
+        case .everyBatch: due = true
+        case .interval: due = syncDue.map { now >= $0 } ?? false
+        case .never: due = false
+        }
+        guard due || force else { return nil }
+        syncRequested = appended
+        lastSyncAt = now
+        return appended
+    }
+}
+
+func microseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+}
+
+func milliseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+}

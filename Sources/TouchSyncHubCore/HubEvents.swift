@@ -1,0 +1,161 @@
+import TouchSyncCore
+import TouchSyncJournal
+import TouchSyncWire
+
+/// A connection as its transport names it: an opaque token the core only
+/// compares and hands back in replies (for ZeroMQ, the ROUTER routing id).
+public struct PeerID: Hashable, Sendable, CustomStringConvertible {
+    public let bytes: [UInt8]
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+    public var description: String { String(decoding: bytes, as: UTF8.self) }
+}
+
+/// Who sent a message: the connection, and the user namespace its transport
+/// vouches for (today derived from the routing id; an authenticated
+/// transport puts the authenticated user here). The core trusts only this
+/// principal for the namespace of every touch, never anything in a payload.
+public struct Peer: Hashable, Sendable {
+    public var id: PeerID
+    public var principal: UserNamespace
+    public init(id: PeerID, principal: UserNamespace) {
+        self.id = id
+        self.principal = principal
+    }
+}
+
+/// An agent's message, decoded into model types by the transport adapter.
+public enum AgentRequest: Sendable {
+    case hello(AgentHello)
+    /// Numbered messages: applied exactly once, in order.
+    case numbered(sequence: UInt64, NumberedRequest)
+    /// "I am still here": answered with an ack.
+    case heartbeat
+    /// A message with no body it understands.
+    case empty(sequence: UInt64)
+}
+
+public struct AgentHello: Sendable, Equatable {
+    public var protocolVersion: UInt32
+    public var board: String
+    public var clientName: String
+    /// The agent resends every message numbered after this.
+    public var resumeAfter: UInt64
+    /// The agent process's session (empty when the client sends none).
+    public var sessionID: [UInt8]
+
+    public init(protocolVersion: UInt32 = touchSyncProtocolVersion, board: String, clientName: String = "", resumeAfter: UInt64 = 0, sessionID: [UInt8] = []) {
+        self.protocolVersion = protocolVersion
+        self.board = board
+        self.clientName = clientName
+        self.resumeAfter = resumeAfter
+        self.sessionID = sessionID
+    }
+}
+
+/// What a numbered message asks for. Adding a case is a compile error in the
+/// core (every switch over it is exhaustive) until it is handled.
+public enum NumberedRequest: Sendable {
+    case frame(TouchFrame)
+    case style(StrokeStyle)
+    case clear(ClearScope)
+    /// Numbered, but its body does not decode into the model: it still takes
+    /// its place in the numbering (refused, never resent).
+    case invalid(WireError)
+}
+
+/// What the transport tells the core.
+public enum HubEvent: Sendable {
+    case agentMessage(from: Peer, AgentRequest)
+    /// Bytes from a peer that are no agent message (too large, several frames, undecodable).
+    case undecodable(from: Peer, WireError)
+    /// The transport knows the connection is closed (the ZeroMQ ROUTER cannot tell).
+    case peerGone(PeerID)
+    /// A subscription to, or unsubscription from, a publish topic (board name and a zero byte).
+    case subscribed(topic: [UInt8])
+    case unsubscribed(topic: [UInt8])
+    case snapshotRequested(by: PeerID, board: String, requestID: UInt64)
+    /// The journal actions carried out so far: appends through `writtenThrough`
+    /// are written, syncs through `syncedThrough` made them durable.
+    case journalProgress(writtenThrough: UInt64, syncedThrough: UInt64)
+    /// A journal action failed: nothing more can be promised durable.
+    case journalFailed(String)
+    /// The transport has handled what was waiting, or `nextDeadline` passed:
+    /// publish what is due, run due timers, acknowledge.
+    case turnEnded
+    /// Publish every pending batch now (before the board is inspected).
+    case publishNow
+    /// The hub is stopping: publish everything pending and sync the journal.
+    case stopping
+}
+
+/// What the core asks the transport to do, in order.
+public enum HubAction: Sendable {
+    case reply(to: PeerID, HubReply)
+    case publish(Publication)
+    /// Write a batch to the journal before the publication that follows it.
+    case appendToJournal(JournalAppend)
+    /// Make every append through `through` durable (fsync).
+    case syncJournal(through: UInt64)
+    /// Answer a snapshot request with the board as published at `state.sequence`.
+    case sendSnapshot(to: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest)
+    case refuseSnapshot(to: PeerID, requestID: UInt64, HubRefusal)
+}
+
+/// A reply to one agent.
+public enum HubReply: Sendable, Equatable {
+    case welcome(AgentWelcome)
+    /// Every numbered message through `through` is handled (applied or refused) and as durable as the policy promises.
+    case ack(through: UInt64)
+    case error(HubRefusal)
+}
+
+public struct AgentWelcome: Sendable, Equatable {
+    public var board: String
+    public var user: UserNamespace
+    public var appliedThrough: UInt64
+    public var heartbeatIntervalMilliseconds: UInt32
+    public var livenessTimeoutMilliseconds: UInt32
+    public var maxLiveTouches: UInt32
+    public var maxMessageBytes: UInt32
+}
+
+/// A typed refusal: the error code, why in words, and the message it answers.
+public struct HubRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+    public var code: ErrorCode
+    public var message: String
+    public var sequence: UInt64
+
+    public init(_ code: ErrorCode, _ message: String, sequence: UInt64 = 0) {
+        self.code = code
+        self.message = message
+        self.sequence = sequence
+    }
+
+    public var description: String { "\(code) (message \(sequence)): \(message)" }
+}
+
+/// One message on a board's publish topic, encoded.
+public struct Publication: Sendable {
+    public enum Kind: Sendable, Equatable {
+        case batch(sequence: UInt64)
+        case heartbeat(sequence: UInt64, digest: BoardDigest)
+    }
+    public var board: String
+    public var kind: Kind
+    public var topic: [UInt8]
+    /// An encoded `PublishMessage`.
+    public var bytes: [UInt8]
+}
+
+/// One batch to journal, with the progress of the agents it contains.
+public struct JournalAppend: Sendable {
+    /// Numbers the appends 1, 2, 3…: `journalProgress` reports against it.
+    public var ticket: UInt64
+    public var board: String
+    public var encodedBatch: [UInt8]
+    public var sequence: UInt64
+    public var hubTime: Int64
+    public var agents: [AgentProgress]
+    /// The board after the batch (a new segment starts with it).
+    public var state: BoardState
+}
