@@ -185,6 +185,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TouchSyncHubCoreTests",
+            dependencies: [
+                "TouchSyncHubCore", "TouchSyncCore", "TouchSyncJournal", "TouchSyncSimulation", "TouchSyncWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TouchSyncHubTests",
             dependencies: [
                 "ZeroMQ",

@@ -6,11 +6,6 @@ import TouchSyncJournal
 import TouchSyncWire
 import ZeroMQ
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// What other threads may ask of the hub loop (every case is answered).
 enum HubLoopCommand: Sendable {
@@ -268,34 +263,4 @@ final class HubLoop {
             }
         }
     }
-}
-
-/// What the adapter counts of the journal I/O it carries out.
-struct JournalMetrics {
-    let bytes: Counter
-    let syncs: Counter
-    let syncDuration: Timer
-
-    init(factory: any MetricsFactory) {
-        bytes = Counter(label: "touchsync_hub_journal_bytes_total", factory: factory)
-        syncs = Counter(label: "touchsync_hub_journal_syncs_total", factory: factory)
-        syncDuration = Timer(label: "touchsync_hub_journal_sync_seconds", factory: factory)
-    }
-}
-
-/// Microseconds since the Unix epoch.
-func wallClockMicroseconds() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
-}
-
-func microseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
-}
-
-func nanoseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
 }

@@ -67,12 +67,20 @@ public struct JournalConfiguration: Sendable {
 public struct RecoveredBoard: Sendable {
     public var name: String
     public var state: BoardState
-    /// Every agent's progress on this board, by routing id.
+    /// Every agent's progress on this board.
     public var agents: [AgentProgress]
     /// Damage found and repaired (torn tails truncated, corrupt tails moved aside).
     public var damage: [JournalDamage]
     /// Records read and applied to reach `state`.
     public var recordsApplied: Int
+
+    public init(name: String, state: BoardState, agents: [AgentProgress], damage: [JournalDamage] = [], recordsApplied: Int = 0) {
+        self.name = name
+        self.state = state
+        self.agents = agents
+        self.damage = damage
+        self.recordsApplied = recordsApplied
+    }
 }
 
 /// Damage in one segment, and what recovery did about it.

@@ -1,0 +1,135 @@
+import CoreMetrics
+import Logging
+import MetricsTestKit
+import TouchSyncCore
+import TouchSyncHubCore
+import TouchSyncJournal
+import TouchSyncWire
+
+/// A `HubCore` driven by hand: a manual clock (an instant that only moves
+/// when the test says), every action it returns recorded, and a replica fed
+/// from its publications exactly as a subscriber would be. No sockets.
+final class CoreHarness {
+    var core: HubCore
+    let start: ContinuousClock.Instant
+    private(set) var now: ContinuousClock.Instant
+    /// Every action, in order, since the last `take()`.
+    private(set) var actions: [HubAction] = []
+    /// Replicas of every board, fed from published batches.
+    private(set) var replicas: [String: BoardState] = [:]
+    private(set) var batches: [String: [UInt64]] = [:]
+    let metrics: TestMetrics
+
+    init(_ configure: (inout HubConfiguration) -> Void = { _ in }, recovered: [RecoveredBoard] = []) {
+        var configuration = HubConfiguration()
+        configure(&configuration)
+        start = ContinuousClock.now
+        now = start
+        metrics = TestMetrics()
+        var logger = Logger(label: "core")
+        logger.logLevel = .critical
+        core = HubCore(
+            configuration: configuration, recovered: recovered, now: start, wallClockMicroseconds: 1_700_000_000_000_000,
+            logger: logger, metricsFactory: metrics)
+        for board in recovered { replicas[board.name] = board.state }
+    }
+
+    /// Moves the manual clock on.
+    func advance(_ duration: Duration) { now += duration }
+    func advance(to instant: ContinuousClock.Instant) { now = instant }
+
+    /// Handles `event` now; records and returns its actions (replicas follow publications).
+    @discardableResult
+    func send(_ event: HubEvent) -> [HubAction] {
+        let produced = core.handle(event, now: now)
+        for action in produced {
+            guard case .publish(let publication) = action else { continue }
+            guard let message = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes) else {
+                fatalError("the core published bytes that are not a PublishMessage")
+            }
+            if case .batch(let batch) = message.body {
+                batches[publication.board, default: []].append(batch.sequence)
+                do {
+                    try replicas[publication.board, default: BoardState()].apply(batch)
+                } catch {
+                    fatalError("a replica refused batch \(batch.sequence) of \(publication.board): \(error)")
+                }
+            }
+        }
+        actions += produced
+        return produced
+    }
+
+    func message(_ peer: Peer, _ request: AgentRequest) -> [HubAction] { send(.agentMessage(from: peer, request)) }
+
+    @discardableResult
+    func hello(_ peer: Peer, board: String, resumeAfter: UInt64 = 0) -> AgentWelcome? {
+        let replies = send(.agentMessage(from: peer, .hello(AgentHello(board: board, resumeAfter: resumeAfter))))
+        for case .reply(_, .welcome(let welcome)) in replies { return welcome }
+        return nil
+    }
+
+    /// Ends a turn: what the loop does after each wake-up.
+    @discardableResult
+    func endTurn() -> [HubAction] { send(.turnEnded) }
+
+    /// Takes the recorded actions.
+    func take() -> [HubAction] {
+        defer { actions.removeAll() }
+        return actions
+    }
+}
+
+extension [HubAction] {
+    func replies(to peer: Peer) -> [HubReply] {
+        compactMap { action in
+            guard case .reply(let to, let reply) = action, to == peer.id else { return nil }
+            return reply
+        }
+    }
+
+    func acks(to peer: Peer) -> [UInt64] {
+        replies(to: peer).compactMap { if case .ack(let through) = $0 { through } else { nil } }
+    }
+
+    func errors(to peer: Peer) -> [HubRefusal] {
+        replies(to: peer).compactMap { if case .error(let refusal) = $0 { refusal } else { nil } }
+    }
+
+    var publications: [Publication] {
+        compactMap { if case .publish(let publication) = $0 { publication } else { nil } }
+    }
+
+    var batchSequences: [UInt64] {
+        publications.compactMap { if case .batch(let sequence) = $0.kind { sequence } else { nil } }
+    }
+
+    var heartbeats: [(board: String, sequence: UInt64, digest: BoardDigest)] {
+        publications.compactMap { publication in
+            guard case .heartbeat(let sequence, let digest) = publication.kind else { return nil }
+            return (publication.board, sequence, digest)
+        }
+    }
+
+    var journalAppends: [JournalAppend] {
+        compactMap { if case .appendToJournal(let append) = $0 { append } else { nil } }
+    }
+
+    var journalSyncs: [UInt64] {
+        compactMap { if case .syncJournal(let through) = $0 { through } else { nil } }
+    }
+}
+
+func peer(_ name: String) -> Peer { Peer(routingID: Array(name.utf8)) }
+
+func began(_ touch: UInt64, x: Int32 = 0, t: Int64 = 0) -> NumberedRequest {
+    .frame(TouchFrame(changes: [TouchChange(touch: TouchID(touch), phase: .began, samples: [Sample(x: x, y: 0, time: t)])]))
+}
+
+func moved(_ touch: UInt64, x: Int32, t: Int64) -> NumberedRequest {
+    .frame(TouchFrame(changes: [TouchChange(touch: TouchID(touch), phase: .moved, samples: [Sample(x: x, y: 0, time: t)])]))
+}
+
+func ended(_ touch: UInt64, x: Int32, t: Int64) -> NumberedRequest {
+    .frame(TouchFrame(changes: [TouchChange(touch: TouchID(touch), phase: .ended, samples: [Sample(x: x, y: 0, time: t)])]))
+}

@@ -1,0 +1,260 @@
+import Testing
+import TouchSyncCore
+import TouchSyncHubCore
+import TouchSyncJournal
+import TouchSyncWire
+
+/// The hub's rules, tested on the core alone: a manual clock, no sockets,
+/// no threads, no sleeps. Every time below is exact.
+@Suite("HubCore")
+struct HubCoreTests {
+    @Test func helloWelcomesAndNumberingAppliesEachMessageOnce() {
+        let hub = CoreHarness()
+        let ann = peer("ann")
+        #expect(hub.message(ann, .numbered(sequence: 1, began(1))).errors(to: ann).map(\.code) == [.notWelcomed])
+        let welcome = try? #require(hub.hello(ann, board: "b"))
+        #expect(welcome?.user == UserNamespace("ann") && welcome?.appliedThrough == 0 && welcome?.board == "b")
+
+        #expect(hub.message(ann, .numbered(sequence: 1, began(1, x: 10))).isEmpty)
+        let turn = hub.endTurn()
+        #expect(turn.batchSequences == [1])
+        #expect(turn.acks(to: ann) == [1])
+
+        // A resend after a reconnect: acknowledged again, applied once.
+        _ = hub.message(ann, .numbered(sequence: 1, began(1, x: 10)))
+        let resend = hub.endTurn()
+        #expect(resend.batchSequences.isEmpty && resend.acks(to: ann) == [1])
+        #expect(hub.metrics.counters.first { $0.label == "touchsync_hub_duplicate_messages_total" }?.totalValue == 1)
+
+        // A gap: told once, then silence until the missing message arrives.
+        #expect(hub.message(ann, .numbered(sequence: 3, moved(1, x: 30, t: 2))).errors(to: ann).map(\.code) == [.outOfOrder])
+        #expect(hub.message(ann, .numbered(sequence: 4, moved(1, x: 40, t: 3))).errors(to: ann).isEmpty)
+        #expect(hub.endTurn().acks(to: ann) == [1])
+        _ = hub.message(ann, .numbered(sequence: 2, moved(1, x: 20, t: 1)))
+        _ = hub.message(ann, .numbered(sequence: 3, moved(1, x: 30, t: 2)))
+        _ = hub.message(ann, .numbered(sequence: 4, ended(1, x: 40, t: 3)))
+        #expect(hub.endTurn().acks(to: ann) == [4])
+        let board = try? #require(hub.core.board("b"))
+        #expect(board?.acceptedStrokes.map { $0.samples.map(\.x) } == [[10, 20, 30, 40]])
+        #expect(hub.replicas["b"] == board)
+
+        // The same user on a new connection resumes its numbering (ROUTER_HANDOVER keeps the id).
+        #expect(hub.hello(ann, board: "b", resumeAfter: 2)?.appliedThrough == 4)
+    }
+
+    @Test func refusedMessagesTakeTheirPlaceAndCarryTheirCode() {
+        let hub = CoreHarness()
+        let bob = peer("bob")
+        hub.hello(bob, board: "b")
+        let refusals = hub.message(bob, .numbered(sequence: 1, moved(7, x: 1, t: 1))).errors(to: bob)
+        #expect(refusals == [HubRefusal(.unknownTouch, refusals.first?.message ?? "", sequence: 1)])
+        #expect(hub.message(bob, .numbered(sequence: 2, .style(StrokeStyle(rgba: 0, width: 0)))).errors(to: bob).map(\.code) == [.invalidValue])
+        #expect(hub.message(bob, .numbered(sequence: 3, .invalid(.malformed("bad")))).errors(to: bob).map(\.code) == [.malformed])
+        #expect(hub.message(bob, .empty(sequence: 0)).errors(to: bob).map(\.code) == [.malformed])
+        #expect(hub.endTurn().acks(to: bob) == [3])  // refused, but handled: never resent
+        #expect(hub.message(peer("eve"), .hello(AgentHello(protocolVersion: 9, board: "b"))).errors(to: peer("eve")).map(\.code) == [.unsupportedVersion])
+        #expect(hub.message(peer("eve"), .hello(AgentHello(board: ""))).errors(to: peer("eve")).map(\.code) == [.unknownBoard])
+        #expect(hub.send(.undecodable(from: peer("eve"), .malformed("x"))).errors(to: peer("eve")).map(\.code) == [.malformed])
+    }
+
+    @Test func rateLimitsRefuseFloodsAndRefill() {
+        let hub = CoreHarness { $0.maxMessagesPerSecond = 10 }
+        let flood = peer("flood")
+        hub.hello(flood, board: "b")
+        var refused = 0
+        for _ in 0..<25 { refused += hub.message(flood, .heartbeat).errors(to: flood).filter { $0.code == .rateLimited }.count }
+        #expect(refused == 5)  // the bucket holds two seconds' worth: 20
+        hub.advance(.milliseconds(500))  // refills 5
+        var admitted = 0
+        for _ in 0..<8 where hub.message(flood, .heartbeat).errors(to: flood).isEmpty { admitted += 1 }
+        #expect(admitted == 5)
+        // A numbered message refused by the limit still takes its place.
+        #expect(hub.message(flood, .numbered(sequence: 1, began(1))).errors(to: flood).map(\.sequence) == [1])
+        #expect(hub.endTurn().acks(to: flood) == [1])
+        // Strangers (no hello) are limited too, per connection.
+        var strangerReplies = 0
+        for _ in 0..<50 { strangerReplies += hub.send(.undecodable(from: peer("junk"), .malformed("x"))).errors(to: peer("junk")).count }
+        #expect(strangerReplies == 20)
+    }
+
+    @Test func silenceCancelsTouchesAtExactlyTheLivenessTimeout() {
+        let hub = CoreHarness { $0.livenessTimeout = .seconds(3) }
+        let sam = peer("sam")
+        hub.hello(sam, board: "b")
+        hub.advance(.seconds(1))
+        _ = hub.message(sam, .numbered(sequence: 1, began(1)))
+        _ = hub.message(sam, .numbered(sequence: 2, began(2)))
+        hub.endTurn()
+        let lastHeard = hub.now
+        #expect(hub.core.board("b")?.liveTouchCount == 2)
+        // The core asks to be woken for it (heartbeats and housekeeping come first, harmlessly).
+        while hub.core.nextDeadline < lastHeard + .seconds(3) {
+            hub.advance(to: hub.core.nextDeadline)
+            hub.endTurn()
+            #expect(hub.core.board("b")?.liveTouchCount == 2, "cancelled before the time-out")
+        }
+        hub.advance(to: lastHeard + .seconds(3) - .nanoseconds(1))
+        hub.endTurn()
+        #expect(hub.core.board("b")?.liveTouchCount == 2)
+        hub.advance(to: lastHeard + .seconds(3))
+        hub.endTurn()
+        hub.endTurn()
+        #expect(hub.core.board("b")?.liveTouchCount == 0)
+        #expect(hub.replicas["b"]?.liveTouchCount == 0)
+        // Heard again: live, and its next touches count.
+        _ = hub.message(sam, .numbered(sequence: 3, began(1)))
+        hub.endTurn()
+        #expect(hub.core.board("b")?.liveTouchCount == 1)
+    }
+
+    @Test func aGonePeerHasItsTouchesCancelledAtOnce() {
+        let hub = CoreHarness()
+        let tab = peer("tab")
+        hub.hello(tab, board: "b")
+        _ = hub.message(tab, .numbered(sequence: 1, began(1)))
+        hub.endTurn()
+        hub.send(.peerGone(tab.id))
+        hub.endTurn()
+        #expect(hub.core.board("b")?.liveTouchCount == 0)
+        #expect(hub.core.sessionCount == 0)
+        #expect(hub.message(tab, .heartbeat).errors(to: tab).map(\.code) == [.notWelcomed])
+    }
+
+    @Test func acknowledgementsWaitUntilTheJournalIsDurable() {
+        var configuration = JournalConfiguration(directory: "unused")
+        configuration.fsync = .interval(.milliseconds(20))
+        let hub = CoreHarness { $0.journal = configuration }
+        let ink = peer("ink")
+        hub.hello(ink, board: "b")
+        hub.advance(.milliseconds(25))
+        _ = hub.message(ink, .numbered(sequence: 1, began(1)))
+        var turn = hub.endTurn()
+        // Journaled before published; synced at once (no sync for 25 ms); no ack yet.
+        #expect(turn.journalAppends.map(\.ticket) == [1])
+        #expect(turn.journalAppends.first?.agents == [AgentProgress(principal: UserNamespace("ink"), appliedThrough: 1, style: .default)])
+        let appendIndex = turn.firstIndex { if case .appendToJournal = $0 { true } else { false } }
+        let publishIndex = turn.firstIndex { if case .publish = $0 { true } else { false } }
+        #expect(appendIndex! < publishIndex!)
+        #expect(turn.journalSyncs == [1])
+        #expect(turn.acks(to: ink).isEmpty)
+        #expect(hub.send(.journalProgress(writtenThrough: 1, syncedThrough: 0)).acks(to: ink).isEmpty, "acked before durable")
+        #expect(hub.send(.journalProgress(writtenThrough: 1, syncedThrough: 1)).acks(to: ink) == [1])
+
+        // The next batch within the interval waits for the interval's sync.
+        hub.advance(.milliseconds(1))
+        _ = hub.message(ink, .numbered(sequence: 2, moved(1, x: 5, t: 1)))
+        turn = hub.endTurn()
+        #expect(turn.journalAppends.map(\.ticket) == [2] && turn.journalSyncs.isEmpty)
+        #expect(hub.send(.journalProgress(writtenThrough: 2, syncedThrough: 1)).acks(to: ink).isEmpty)
+        #expect(hub.core.nextDeadline <= hub.start + .milliseconds(45))
+        hub.advance(to: hub.start + .milliseconds(45) - .nanoseconds(1))
+        #expect(hub.endTurn().journalSyncs.isEmpty)
+        hub.advance(to: hub.start + .milliseconds(45))
+        turn = hub.endTurn()
+        #expect(turn.journalSyncs == [2] && turn.acks(to: ink).isEmpty)
+        #expect(hub.send(.journalProgress(writtenThrough: 2, syncedThrough: 2)).acks(to: ink) == [2])
+
+        // A failed journal: nothing is acknowledged again, nothing more is journaled.
+        _ = hub.message(ink, .numbered(sequence: 3, moved(1, x: 6, t: 2)))
+        turn = hub.endTurn()
+        hub.send(.journalFailed("disk full"))
+        hub.advance(.seconds(1))
+        _ = hub.message(ink, .numbered(sequence: 4, moved(1, x: 7, t: 3)))
+        turn = hub.endTurn() + hub.send(.journalProgress(writtenThrough: 3, syncedThrough: 3))
+        #expect(turn.acks(to: ink).isEmpty && turn.journalAppends.isEmpty)
+        #expect(turn.batchSequences == [4])
+    }
+
+    @Test(arguments: [FsyncPolicy.never, .everyBatch])
+    func otherFsyncPolicies(policy: FsyncPolicy) {
+        var configuration = JournalConfiguration(directory: "unused")
+        configuration.fsync = policy
+        let hub = CoreHarness { $0.journal = configuration }
+        let ink = peer("ink")
+        hub.hello(ink, board: "b")
+        _ = hub.message(ink, .numbered(sequence: 1, began(1)))
+        let turn = hub.endTurn()
+        #expect(turn.journalSyncs == (policy == .never ? [] : [1]))
+        #expect(hub.send(.journalProgress(writtenThrough: 1, syncedThrough: 0)).acks(to: ink) == (policy == .never ? [1] : []))
+        // Stopping syncs whatever the policy.
+        _ = hub.message(ink, .numbered(sequence: 2, moved(1, x: 1, t: 1)))
+        #expect(hub.send(.stopping).journalSyncs == [2])
+    }
+
+    @Test func snapshotIsTheStateAfterItsBatch() throws {
+        let hub = CoreHarness()
+        let pen = peer("pen")
+        let spectator = PeerID(Array("spectator".utf8))
+        hub.hello(pen, board: "b")
+        _ = hub.message(pen, .numbered(sequence: 1, began(1, x: 1)))
+        hub.endTurn()
+        _ = hub.message(pen, .numbered(sequence: 2, moved(1, x: 2, t: 1)))
+        // Pending diffs are published first: the snapshot is exactly batch 2's state.
+        let actions = hub.send(.snapshotRequested(by: spectator, board: "b", requestID: 7))
+        #expect(actions.batchSequences == [2])
+        guard case .sendSnapshot(let to, let requestID, let board, let state, let digest)? = actions.last else {
+            Issue.record("no snapshot sent: \(actions)")
+            return
+        }
+        #expect(to == spectator && requestID == 7 && board == "b")
+        #expect(state.sequence == 2 && state == hub.replicas["b"] && digest == state.digest)
+        // A board nobody drew on: empty at sequence 0, and not created.
+        guard case .sendSnapshot(_, _, _, let empty, _)? = hub.send(.snapshotRequested(by: spectator, board: "new", requestID: 8)).last else {
+            Issue.record("no snapshot of an unused board")
+            return
+        }
+        #expect(empty.sequence == 0 && hub.core.board("new") == nil)
+        guard case .refuseSnapshot(_, 9, let refusal)? = hub.send(.snapshotRequested(by: spectator, board: "", requestID: 9)).last else {
+            Issue.record("an invalid board name was not refused")
+            return
+        }
+        #expect(refusal.code == .unknownBoard)
+    }
+
+    @Test func heartbeatsEveryIntervalAndAtOnceForANewSubscriber() {
+        let hub = CoreHarness { $0.heartbeatInterval = .seconds(1) }
+        let pen = peer("pen")
+        hub.hello(pen, board: "b")
+        _ = hub.message(pen, .numbered(sequence: 1, began(1)))
+        _ = hub.message(pen, .numbered(sequence: 2, .clear(.own)))
+        // The first subscriber: pending diffs published, then a heartbeat at that sequence.
+        let subscribed = hub.send(.subscribed(topic: publishTopic(board: "b")))
+        #expect(subscribed.batchSequences == [1])
+        #expect(subscribed.heartbeats.map(\.sequence) == [1])
+        #expect(subscribed.heartbeats.first?.digest == hub.replicas["b"]?.digest)
+        #expect(hub.send(.subscribed(topic: publishTopic(board: "nobody-draws-here"))).isEmpty)
+        hub.advance(.milliseconds(999))
+        #expect(hub.endTurn().heartbeats.isEmpty)
+        hub.advance(.milliseconds(1))
+        let beats = hub.endTurn().heartbeats
+        #expect(beats.map(\.board) == ["b"] && beats.first?.sequence == 1)
+    }
+
+    @Test func recoveredUsersWhoDoNotReturnAreCancelled() throws {
+        var state = BoardState()
+        var diffs: [StrokeDiff] = []
+        try state.reduce(TouchFrame(changes: [TouchChange(touch: 1, phase: .began, samples: [Sample(x: 0, y: 0, time: 0)])]), from: UserNamespace("gone"), style: .default, into: &diffs)
+        try state.reduce(TouchFrame(changes: [TouchChange(touch: 1, phase: .began, samples: [Sample(x: 0, y: 0, time: 0)])]), from: UserNamespace("back"), style: .default, into: &diffs)
+        _ = state.sealBatch(diffs, hubTime: 0)
+        let recovered = RecoveredBoard(
+            name: "b", state: state, agents: [AgentProgress(principal: UserNamespace("back"), appliedThrough: 7, style: .default)],
+            damage: [], recordsApplied: 1)
+        let hub = CoreHarness({ $0.livenessTimeout = .seconds(3) }, recovered: [recovered])
+        #expect(hub.hello(peer("back"), board: "b")?.appliedThrough == 7)
+        hub.advance(.seconds(2))
+        _ = hub.message(peer("back"), .heartbeat)
+        hub.advance(.seconds(1))
+        hub.endTurn()
+        let board = hub.core.board("b")
+        #expect(board?.touches[UserNamespace("gone")]?.isEmpty ?? true)
+        #expect(board?.touches[UserNamespace("back")]?.count == 1)
+    }
+
+    @Test func boardLimitRefusesNewBoards() {
+        let hub = CoreHarness { $0.maxBoards = 1 }
+        hub.hello(peer("a"), board: "one")
+        let refusal = hub.message(peer("b"), .hello(AgentHello(board: "two"))).errors(to: peer("b")).first
+        #expect(refusal?.code == .unknownBoard)
+        #expect(refusal?.message.contains("maximum of 1 boards") == true)
+    }
+}
