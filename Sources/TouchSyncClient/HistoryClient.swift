@@ -9,7 +9,7 @@ public struct RecordedHistory: Sendable {
     /// The board at the oldest checkpoint the hub keeps (empty at sequence 0 unless compacted).
     public var start: BoardState
     /// Every recorded batch after it, in order, with its hub time.
-    public var batches: [Touchsync_V1_DiffBatch]
+    public var batches: [RecordedBatch]
     /// The board after the last batch (checked against the hub's digest).
     public var end: BoardState
 }
@@ -80,12 +80,12 @@ public enum HistoryClient {
 
     static func assemble(_ replies: [Touchsync_V1_HistoryReply], board: String) throws -> RecordedHistory {
         var chunks: [Touchsync_V1_SnapshotChunk] = []
-        var batches: [Touchsync_V1_DiffBatch] = []
+        var batches: [RecordedBatch] = []
         var endDigest: UInt64? = nil
         for reply in replies {
             switch reply.body {
             case .checkpoint(let chunk): chunks.append(chunk)
-            case .batches(let more): batches += more.batches
+            case .batches(let more): batches += more.batches.map(RecordedBatch.init)
             case .end(let end): endDigest = end.digest
             case .error, nil: break
             }

@@ -70,7 +70,7 @@ extension SpectateCommand {
     /// scaled by `--speed`; the live subscriber then carries on from wherever
     /// the hub is (its snapshot includes everything replayed).
     func replayHistory(_ view: SpectatorView) async throws {
-        let (start, startTime, batches): (BoardState, Int64, [Touchsync_V1_DiffBatch])
+        let (start, startTime, batches): (BoardState, Int64, [RecordedBatch])
         if let data {
             do {
                 let history = try BoardHistory.open(dataDirectory: data, board: board).load()

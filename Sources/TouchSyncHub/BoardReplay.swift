@@ -176,7 +176,7 @@ final class ReplayLoop {
         // The board at `from`: the checkpoint plus the batches before it.
         channel = BoardChannel(name: board, recovered: history.start)
         let skipped = Self.window(history, configuration).lowerBound
-        for batch in history.batches[..<skipped] { try channel.applyRecorded(batch) }
+        for batch in history.batches[..<skipped] { try channel.applyRecorded(batch.proto) }
     }
 
     /// The batches between `from` and `to`, as indices into `history.batches`.
@@ -229,9 +229,9 @@ final class ReplayLoop {
                             let now = clock.now
                             guard now >= dueAt else { break }
                             lateness.append(microseconds(now - dueAt))
-                            try channel.applyRecorded(batch)
-                            try publish.send(multipart: [channel.topic, WireCodec.field(1, wrapping: WireCodec.encode(batch))])
-                            for diff in batch.diffs { samples += diff.sampleCount }
+                            try channel.applyRecorded(batch.proto)
+                            try publish.send(multipart: [channel.topic, WireCodec.field(1, wrapping: WireCodec.encode(batch.proto))])
+                            samples += batch.sampleCount
                             next += 1
                             sent += 1
                         }
@@ -260,7 +260,7 @@ final class ReplayLoop {
         _ = try? publish.send(multipart: [channel.topic, WireCodec.encode(message)], dontWait: true)
     }
 
-    private func due(_ batch: Touchsync_V1_DiffBatch, start: ContinuousClock.Instant, origin: Int64) -> ContinuousClock.Instant {
+    private func due(_ batch: RecordedBatch, start: ContinuousClock.Instant, origin: Int64) -> ContinuousClock.Instant {
         guard let speed = configuration.speed else { return start }
         return start + .microseconds(Int64(Double(batch.hubTime - origin) / speed))
     }
@@ -286,13 +286,5 @@ final class ReplayLoop {
             recordedSeconds: recorded, wallSeconds: Double(microseconds(clock.now - start)) / 1e6,
             latenessP50: percentile(0.5), latenessP99: percentile(0.99), latenessMax: sorted.last ?? 0,
             earliest: sorted.first ?? 0)
-    }
-}
-
-extension Touchsync_V1_Diff {
-    /// Real samples this diff appends.
-    var sampleCount: Int {
-        guard case .appends(let appends) = kind else { return 0 }
-        return appends.count.reduce(0) { $0 + Int($1) }
     }
 }

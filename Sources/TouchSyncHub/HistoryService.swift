@@ -90,7 +90,7 @@ final class HistoryService {
         while start < history.batches.count {
             var reply = Touchsync_V1_HistoryReply()
             var batches = Touchsync_V1_HistoryBatches()
-            batches.batches = Array(history.batches[start..<min(start + Self.batchesPerReply, history.batches.count)])
+            batches.batches = history.batches[start..<min(start + Self.batchesPerReply, history.batches.count)].map(\.proto)
             reply.batches = batches
             replies.append(reply)
             start += Self.batchesPerReply

@@ -94,7 +94,7 @@ public struct BoardHistory: Sendable {
                                 movedTo: nil))
                         return history
                     }
-                    history.batches.append(batch)
+                    history.batches.append(RecordedBatch(batch))
                 default:
                     throw .unreadable("segment \(segment.name): record \(index) is out of place")
                 }
@@ -153,7 +153,7 @@ public struct LoadedHistory: Sendable {
     public var start: BoardState
     public var startTime: Int64
     /// The batches after it, in order (each carries its hub time).
-    public var batches: [Touchsync_V1_DiffBatch] = []
+    public var batches: [RecordedBatch] = []
     /// The board after every batch.
     public var endState = BoardState()
     /// The hub time of the oldest checkpoint kept (the start of the recording).

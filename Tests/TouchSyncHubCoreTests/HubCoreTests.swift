@@ -8,12 +8,12 @@ import TouchSyncWire
 /// no threads, no sleeps. Every time below is exact.
 @Suite("HubCore")
 struct HubCoreTests {
-    @Test func helloWelcomesAndNumberingAppliesEachMessageOnce() {
+    @Test func helloWelcomesAndNumberingAppliesEachMessageOnce() throws {
         let hub = CoreHarness()
         let ann = peer("ann")
         #expect(hub.message(ann, .numbered(sequence: 1, began(1))).errors(to: ann).map(\.code) == [.notWelcomed])
-        let welcome = try? #require(hub.hello(ann, board: "b"))
-        #expect(welcome?.user == UserNamespace("ann") && welcome?.appliedThrough == 0 && welcome?.board == "b")
+        let welcome = try #require(hub.hello(ann, board: "b"))
+        #expect(welcome.user == UserNamespace("ann") && welcome.appliedThrough == 0 && welcome.board == "b")
 
         #expect(hub.message(ann, .numbered(sequence: 1, began(1, x: 10))).isEmpty)
         let turn = hub.endTurn()
@@ -34,8 +34,8 @@ struct HubCoreTests {
         _ = hub.message(ann, .numbered(sequence: 3, moved(1, x: 30, t: 2)))
         _ = hub.message(ann, .numbered(sequence: 4, ended(1, x: 40, t: 3)))
         #expect(hub.endTurn().acks(to: ann) == [4])
-        let board = try? #require(hub.core.board("b"))
-        #expect(board?.acceptedStrokes.map { $0.samples.map(\.x) } == [[10, 20, 30, 40]])
+        let board = try #require(hub.core.board("b"))
+        #expect(board.acceptedStrokes.map { $0.samples.map(\.x) } == [[10, 20, 30, 40]])
         #expect(hub.replicas["b"] == board)
 
         // The same user on a new connection resumes its numbering (ROUTER_HANDOVER keeps the id).
