@@ -28,12 +28,12 @@ demo: deps
 	$(SWIFT) run touchsync demo
 
 # The tests also run the touchsync binary as real processes: build it first.
-# One test at a time: the tests run real hubs, load runs, killed processes
-# and timed replays on loopback, and on a 2-core machine running them all at
-# once makes them measure each other's scheduling instead of TouchSync.
+# They run in parallel (swift-testing's default): the hub's rules are tested
+# on HubCore with a manual clock, and the socket and process tests wait for
+# observable conditions with deadlines rather than for fixed times.
 test: deps
 	$(SWIFT) build
-	$(SWIFT) test --no-parallel
+	$(SWIFT) test
 
 bench: deps
 	$(SWIFT) build -c release

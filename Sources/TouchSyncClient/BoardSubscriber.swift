@@ -66,6 +66,10 @@ public struct SubscriberStatus: Sendable, Equatable {
     public var liveTouches: Int { activeStrokes }
     /// Bytes of published messages received (topics included).
     public var bytesReceived = 0
+    /// Heartbeats received while live (each carries the hub's sequence and digest).
+    public var heartbeats = 0
+    /// `stallReading` commands that have begun (tests wait for the stall to start).
+    public var stalls = 0
 }
 
 /// A live replica of one board: subscribes first, then loads a snapshot,
@@ -225,6 +229,7 @@ final class SubscriberLoop {
                         if case .live(let state) = phase { reply(state) } else { reply(nil) }
                     case .stall(let duration):
                         // Deliberately not reading: the point of the command.
+                        shared.status.withLock { $0.stalls += 1 }
                         let (seconds, attoseconds) = duration.components
                         var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
                         nanosleep(&pause, nil)
@@ -331,6 +336,7 @@ final class SubscriberLoop {
                 }
             case .heartbeat(let heartbeat):
                 guard case .live(let state) = phase else { continue }
+                shared.status.withLock { $0.heartbeats += 1 }
                 if heartbeat.sequence > state.sequence {
                     // Batches and heartbeats leave the hub in order on one socket:
                     // a heartbeat ahead of us means batches were dropped on the way.

@@ -104,11 +104,20 @@ struct HubCommand: AsyncParsableCommand {
         emit("  subscribers \(endpoints.publish)")
         emit("  snapshots   \(endpoints.snapshot)")
         if let history = endpoints.history { emit("  history     \(history)") }
-        emit("Ctrl-C stops it.")
+        // Said by a service of the group: services start only once the group
+        // traps SIGINT and SIGTERM, so a Ctrl-C from then on stops the hub gracefully.
+        let ready = Announcement { emit("Ctrl-C stops it.") }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: hub)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                services: [.init(service: hub), .init(service: ready, successTerminationBehavior: .ignore)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         emit("hub stopped")
     }
+}
+
+/// A service that says something when its group has started (signals trapped) and ends.
+struct Announcement: Service {
+    let say: @Sendable () -> Void
+    func run() async throws { say() }
 }

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import TouchSyncCommands
 import TouchSyncCore
+import TouchSyncWire
 import ZeroMQ
 
 @Suite("Commands")
@@ -170,7 +171,12 @@ struct ProcessTests {
             ["load", "--hub", "tcp://127.0.0.1:\(ports[0])"] + endpoints + [
                 "--users", "4", "--fingers", "3", "--duration", "4", "--seed", "21", "--json", report,
             ])
-        try await Task.sleep(for: .milliseconds(1800))
+        // Killed mid-run: once the journal holds a good part of the drawing (the run lasts 4 s).
+        let deadline = ContinuousClock.now + .seconds(20)
+        while directoryBytes(data) < 64 << 10 && ContinuousClock.now < deadline && load.isRunning {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(load.isRunning, "the load run ended before the hub was killed")
         kill(hub.processIdentifier, SIGKILL)
         hub.waitUntilExit()
         #expect(hub.terminationReason == .uncaughtSignal)
@@ -204,7 +210,6 @@ struct ProcessTests {
         #expect(events.contains { $0["event"] as? String == "synced" && $0["digest"] as? String == digest })
 
         // Kill it again with everything acknowledged: it must come back at exactly that board.
-        try await Task.sleep(for: .milliseconds(200))
         kill(hub.processIdentifier, SIGKILL)
         hub.waitUntilExit()
         let (restarted, restartedOutput, restartedStart) = try await children.startHub(hubArguments, port: ports[0])
@@ -239,7 +244,9 @@ struct ProcessTests {
             if chunk.isEmpty { break }  // exited (or killed by the watchdog)
             servingText += String(decoding: chunk, as: UTF8.self)
         }
-        try await Task.sleep(for: .milliseconds(500))
+        // Still answering after it said so: a snapshot request round trip.
+        let reply = try snapshotReply(endpoint: "tcp://127.0.0.1:\(replayPorts[1])", board: "load-21-0")
+        #expect(reply?.requestID == 1 && reply?.chunk.sequence ?? 0 > 0, "no snapshot from the serving replay")
         #expect(serving.isRunning, "the replay did not keep serving: \(servingText)")
         serving.interrupt()
         serving.waitUntilExit()
@@ -301,8 +308,7 @@ final class ChildProcesses {
             guard ContinuousClock.now < deadline else { throw TestFailure("the hub does not listen on \(port): \(text)") }
             try await Task.sleep(for: .milliseconds(20))
         }
-        try await Task.sleep(for: .milliseconds(100))  // its service group installs the signal handlers next
-        return (hub, output, text)
+        return (hub, output, text)  // "Ctrl-C stops it." comes once SIGINT is handled
     }
 
     func killAll() {
@@ -325,4 +331,28 @@ func listens(port: UInt16) -> Bool {
         let fields = line.split(separator: " ")
         return fields.count > 3 && fields[1] == wanted && fields[3] == "0A"
     }
+}
+
+/// The bytes of every file below `path`.
+func directoryBytes(_ path: String) -> Int {
+    guard let files = FileManager.default.enumerator(atPath: path) else { return 0 }
+    var total = 0
+    for case let file as String in files {
+        total += (try? FileManager.default.attributesOfItem(atPath: path + "/" + file)[.size] as? Int) ?? 0
+    }
+    return total
+}
+
+/// Asks a snapshot endpoint for a board; the first reply, or nil within 5 s.
+func snapshotReply(endpoint: String, board: String) throws -> Touchsync_V1_SnapshotReply? {
+    let context = try ZMQContext()
+    let socket = try ZMQSocket(context, type: .dealer)
+    defer { socket.close() }
+    try socket.connect(endpoint)
+    var request = Touchsync_V1_SnapshotRequest()
+    request.board = board
+    request.requestID = 1
+    try socket.send(WireCodec.encode(request))
+    guard let parts = try socket.receiveBytes(timeoutMilliseconds: 5000) else { return nil }
+    return try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
 }

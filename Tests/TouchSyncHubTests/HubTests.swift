@@ -85,7 +85,7 @@ struct HubTests {
         let stall: Duration = .seconds(6)
         let stalledAt = ContinuousClock.now
         subscriber.stallReading(for: stall)
-        try await Task.sleep(for: .milliseconds(50))
+        #expect(await eventually { subscriber.status.stalls == 1 })
         // Far more bytes than the tiny buffers hold (about 100 KB against 16 KB),
         // all published while the subscriber is not reading.
         try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(10, 10, 1)])])
@@ -144,7 +144,7 @@ struct HubTests {
             try track(points)
             try agent.touchesMoved([TouchInput(id: 7, coalesced: points, predicted: [point(102 + Double(index), 100, t + 0.008)])])
             if index == 150 {
-                try await Task.sleep(for: .milliseconds(50))
+                #expect(await eventually { proxy.heldBytes > 0 }, "no frame in flight to lose")
                 proxy.dropConnections()
                 proxy.resume()
             }
@@ -155,7 +155,7 @@ struct HubTests {
         let last = [point(500, 100, 5)]
         try track(last)
         try agent.touchesEnded([TouchInput(id: 7, coalesced: last)])
-        try await Task.sleep(for: .milliseconds(50))
+        #expect(await eventually { proxy.heldBytes > 0 }, "the final frame is not in flight")
         proxy.dropConnections()
         proxy.resume()
         #expect(await agent.flush(timeout: .seconds(20)))
@@ -190,8 +190,6 @@ struct HubTests {
         await agent.stop()  // gone without ending its touches
         let silentSince = ContinuousClock.now
         #expect(try await test.board("b").liveTouchCount == 2)
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(try await test.board("b").liveTouchCount == 2, "cancelled before the time-out")
         #expect(try await eventually(timeout: .seconds(5)) { try await test.board("b").liveTouchCount == 0 })
         // The hub last heard the agent shortly before it stopped (a heartbeat every 100 ms).
         #expect(ContinuousClock.now - silentSince >= .milliseconds(1700))
@@ -323,7 +321,9 @@ struct HubTests {
         #expect(a.sequence == 1 && b.sequence >= 1)
         #expect(b.acceptedStrokes.count == 3)
         #expect(await watcherOfA.waitUntil(sequence: 1))
-        try await Task.sleep(for: .milliseconds(300))
+        // Two more heartbeats of board a: anything b's drawing sent to a's topic came before them.
+        let heartbeats = watcherOfA.status.heartbeats
+        #expect(await eventually { watcherOfA.status.heartbeats >= heartbeats + 2 })
         #expect(watcherOfA.status.sequence == 1)
         #expect(await watcherOfA.replica()?.digest == a.digest)
         await agentA.stop()
@@ -397,7 +397,7 @@ struct HubTests {
         let group = ServiceGroup(services: [hub], logger: testLogger("group"))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            try await Task.sleep(for: .milliseconds(100))
+            // A request made before the group runs is remembered: it starts the hub's run, then shuts it down.
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }

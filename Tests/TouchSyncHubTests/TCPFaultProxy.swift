@@ -43,6 +43,19 @@ final class TCPFaultProxy: Sendable {
 
     /// Stops forwarding: bytes pile up in flight until `resume` (or are lost by `dropConnections`).
     func pause() { state.withLock { $0.paused = true } }
+
+    /// Bytes that reached the proxy and wait in its sockets (held while paused).
+    var heldBytes: Int {
+        state.withLock { state in
+            state.pairs.reduce(0) { total, pair in
+                var waiting: Int32 = 0
+                var other: Int32 = 0
+                _ = ioctl(pair.0, UInt(FIONREAD), &waiting)
+                _ = ioctl(pair.1, UInt(FIONREAD), &other)
+                return total + Int(waiting) + Int(other)
+            }
+        }
+    }
     func resume() { state.withLock { $0.paused = false } }
 
     /// Cuts every connection now (RST to both sides): whatever was in flight is lost.
