@@ -386,6 +386,38 @@ struct HubTests {
         #expect(await good.boardState("any") == nil)  // answered, not hung, after stop
     }
 
+    /// `stop()` racing `start()`: whichever comes first, once both have
+    /// returned the hub serves nothing and its ports are free. A stop that
+    /// lands while the hub is starting is honoured (start throws
+    /// `stoppedWhileStarting`), not forgotten.
+    @Test func stopDuringStartIsHonoured() async throws {
+        var outcomes: [String: Int] = [:]
+        for _ in 0..<40 {
+            let hub = try TouchSyncHub(configuration: .loopbackEphemeral(), logger: testLogger("hub"))
+            async let started: Result<HubEndpoints, any Error> = { () async -> Result<HubEndpoints, any Error> in
+                do { return .success(try await hub.start()) } catch { return .failure(error) }
+            }()
+            await Task.yield()
+            await hub.stop()
+            let outcome = await started
+            #expect(hub.endpoints == nil, "the hub still serves after stop()")
+            switch outcome {
+            case .success(let endpoints):
+                outcomes["started, then stopped", default: 0] += 1
+                let port = UInt16(endpoints.ingest.split(separator: ":").last!)!
+                #expect(await eventually(timeout: .seconds(2)) { !isListening(port: port) })
+            case .failure(HubError.stoppedWhileStarting):
+                outcomes["stopped while starting", default: 0] += 1
+            case .failure(HubError.alreadyStarted):
+                outcomes["stopped before starting", default: 0] += 1
+            case .failure(let error):
+                Issue.record("unexpected: \(error)")
+            }
+            await #expect(throws: HubError.self) { try await hub.start() }  // a stopped hub stays stopped
+        }
+        print("stop racing start, 40 times: \(outcomes)")
+    }
+
     /// As a service, the hub stops on graceful shutdown, and its ports are free again.
     @Test func gracefulShutdownStopsTheServiceAndFreesItsPorts() async throws {
         var configuration = HubConfiguration.loopbackEphemeral()
