@@ -418,9 +418,10 @@ public struct HubCore {
     /// Forgets sessions silent past the retention (their duplicate detection with them).
     private mutating func forgetOldSessions(now: ContinuousClock.Instant) {
         let retention = configuration.sessionRetention
-        let before = sessions.count
-        sessions = sessions.filter { now - $0.value.presence.lastHeard <= retention }
-        if sessions.count != before { metrics.agents.record(sessions.count) }
+        let forgotten = sessions.compactMap { now - $0.value.presence.lastHeard > retention ? $0.key : nil }
+        guard !forgotten.isEmpty else { return }  // the common case: no new dictionary
+        for principal in forgotten { sessions[principal] = nil }
+        metrics.agents.record(sessions.count)
     }
 
     // MARK: Publishing
