@@ -193,19 +193,19 @@ struct BenchCommand: AsyncParsableCommand {
         abstract: "Benchmarks: the model and codecs (default), the hub against bare libzmq (--transport), the journal (--journal).",
         discussion: "Build with -c release for meaningful figures (make bench does). Figures go to docs/performance.md.")
 
-    @Option(help: "Input events (frames) in the workload.") var frames = 200_000
-    @Option(help: "Simulated users.") var users = 4
-    @Option(help: "Fingers per user.") var fingers = 5
-    @Option(help: "Samples per input event (2: 240 Hz digitizer at 120 Hz events).") var coalesced = 2
+    @Option(parsing: .unconditional, help: "Input events (frames) in the workload.") var frames = 200_000
+    @Option(parsing: .unconditional, help: "Simulated users.") var users = 4
+    @Option(parsing: .unconditional, help: "Fingers per user.") var fingers = 5
+    @Option(parsing: .unconditional, help: "Samples per input event (2: 240 Hz digitizer at 120 Hz events).") var coalesced = 2
     @Flag(help: "Samples carry force (Pencil, 3D Touch).") var force = false
-    @Option(help: "Repetitions per stage; the best is reported.") var repetitions = 5
+    @Option(parsing: .unconditional, help: "Repetitions per stage; the best is reported.") var repetitions = 5
     @Flag(help: ArgumentHelp("Run only the reduce stage (for perf or callgrind).", visibility: .hidden)) var reduceOnly = false
     @Flag(help: "Instead: the hub against a bare libzmq forwarder over loopback TCP (throughput and latency, 1 and 10 subscribers).")
     var transport = false
-    @Option(help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
+    @Option(parsing: .unconditional, help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
     @Flag(help: "Instead: the journal (write throughput per fsync policy, recovery, replay at full speed, late-join snapshot).")
     var journal = false
-    @Option(help: "With --journal: samples on the large board.") var boardSamples = 1_000_000
+    @Option(parsing: .unconditional, help: "With --journal: samples on the large board.") var boardSamples = 1_000_000
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -237,9 +237,11 @@ struct BenchCommand: AsyncParsableCommand {
         let report = try benchmark.run { print($0) }
         if reduceOnly { return }
         print("")
-        print("stage                                       samples/s   (best of \(repetitions))")
+        // The label column is as wide as the longest stage name: no label is cut.
+        let width = max(42, report.figures.map(\.stage.count).max() ?? 0)
+        print("stage".padding(toLength: width, withPad: " ", startingAt: 0), "   samples/s   (best of \(repetitions))")
         for figure in report.figures {
-            print(figure.stage.padding(toLength: 42, withPad: " ", startingAt: 0), String(format: "%12.0f", figure.samplesPerSecond))
+            print(figure.stage.padding(toLength: width, withPad: " ", startingAt: 0), String(format: "%12.0f", figure.samplesPerSecond))
         }
         print("")
         print("bytes per sample (predicted tails included in the stream, counted against real samples only):")

@@ -20,6 +20,34 @@ public struct DemoResult: Sendable {
     /// The hub's board at the end, for the image.
     public var board: BoardState
     public var converged: Bool { spectatorDigest == hubDigest }
+
+    /// A hash of every user's strokes taken one user at a time, each in that
+    /// user's own order (accepted, then in progress): what the seed decides,
+    /// without the interleaving of users that the board digest also covers.
+    public var sceneFingerprint: String {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        func mix(_ value: Int64) {
+            for shift in stride(from: 0, to: 64, by: 8) {
+                hash = (hash ^ UInt64(truncatingIfNeeded: value >> Int64(shift)) & 0xFF) &* 0x0000_0100_0000_01B3
+            }
+        }
+        let owners = Set(board.acceptedStrokes.map(\.owner) + board.orderedActiveStrokes.map(\.owner)).sorted()
+        for owner in owners {
+            for (marker, strokes) in [(1, board.acceptedStrokes), (2, board.orderedActiveStrokes)] {
+                mix(Int64(marker))
+                for stroke in strokes where stroke.owner == owner {
+                    mix(Int64(stroke.samples.count))
+                    for sample in stroke.samples {
+                        mix(Int64(sample.x))
+                        mix(Int64(sample.y))
+                        mix(sample.time)
+                    }
+                }
+            }
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
 }
 
 /// The embedded default scene: a hub in this process on free loopback
@@ -45,6 +73,7 @@ public struct DemoScene: Sendable {
         profile.users = users
         profile.fingersPerUser = fingers
         profile.withForce = false
+        profile.boardClears = false  // the seed alone decides every user's strokes (see --seed)
         var simulator = SessionSimulator(seed: seed, profile: profile)
         var agents: [TouchAgent] = []
         for user in simulator.users {
@@ -106,6 +135,7 @@ public struct DemoScene: Sendable {
         await hub.stop()
 
         report("  \(samples) samples sent; \(state.acceptedStrokes.count) strokes accepted, \(state.liveTouchCount) in progress")
+        report("  scene fingerprint: \(result.sceneFingerprint) (each user's strokes in that user's order: fixed by the seed)")
         report("  hub digest:       \(result.hubDigest) at sequence \(result.hubSequence)")
         report("  spectator digest: \(result.spectatorDigest?.description ?? "none") (joined at sequence \(joinedAt))")
         report(
@@ -121,12 +151,23 @@ struct DemoCommand: AsyncParsableCommand {
         commandName: "demo",
         abstract: "Run the embedded default: a hub, simulated users drawing, a spectator joining half-way.")
 
-    @Option(help: "Simulated users (each its own agent connection).") var users = 3
-    @Option(help: "Fingers per user.") var fingers = 3
-    @Option(help: "Input events to simulate.") var steps = 3000
-    @Option(help: "Seed for the simulated fingers (same seed, same scene).") var seed: UInt64 = 2026
+    @Option(parsing: .unconditional, help: "Simulated users (each its own agent connection).") var users = 3
+    @Option(parsing: .unconditional, help: "Fingers per user.") var fingers = 3
+    @Option(parsing: .unconditional, help: "Input events to simulate.") var steps = 3000
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Seed for the simulated fingers.",
+            discussion: """
+                The same seed draws the same strokes for every user (same samples, same \
+                accepted and in-progress strokes, the same scene fingerprint). The order in \
+                which the hub interleaves different users' input comes from real timing over \
+                TCP, so the board digest, which covers that order, may differ between runs.
+                """))
+    var seed: UInt64 = 2026
     @Option(help: "Write the final board here (.svg; .png too when rsvg-convert is installed).")
-    var image = "demo-output/demo-board.svg"
+    var image = Self.defaultImage
+    static let defaultImage = "demo-output/demo-board.svg"
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -144,8 +185,13 @@ struct DemoCommand: AsyncParsableCommand {
         let result = try await scene.run(logger: logging.logger("touchsync.demo")) { emit($0) }
         var renderer = BoardRenderer()
         renderer.caption = "TouchSync demo: board \"\(scene.board)\" at batch \(result.hubSequence), digest \(result.hubDigest)"
+        if image == Self.defaultImage {
+            // The default's folder is ours to make; a folder the user names must exist.
+            try FileManager.default.createDirectory(atPath: "demo-output", withIntermediateDirectories: true)
+        }
         let written = try BoardImage.write(renderer.svg(of: result.board), to: image, png: true)
         emit("  board image: " + written.joined(separator: " and "))
+        if image.hasSuffix(".svg") && BoardImage.rsvgConvert == nil { emit("  \(BoardImage.pngHint)") }
         if !result.converged { throw ExitCode.failure }
     }
 }

@@ -19,8 +19,8 @@ struct DrawCommand: AsyncParsableCommand {
     @Option(help: "The board to draw on (created if new).") var board: String
     @OptionGroup var hub: HubAddressOptions
     @Option(help: "The identity (user namespace) to draw as; random by default.") var identity: String?
-    @Option(help: "Fingers drawing at once (1 to 10).") var fingers = 3
-    @Option(help: "Seconds the scene lasts.") var seconds = 2.0
+    @Option(parsing: .unconditional, help: "Fingers drawing at once (1 to 10).") var fingers = 3
+    @Option(parsing: .unconditional, help: "Seconds the scene lasts.") var seconds = 2.0
     @Flag(help: "Send as fast as possible instead of in real time.") var fast = false
     @OptionGroup var logging: LoggingOptions
 

@@ -31,17 +31,17 @@ struct HubCommand: AsyncParsableCommand {
     @Option(help: "Endpoint for snapshot requests (ROUTER).") var snapshot = "tcp://127.0.0.1:5572"
     @Option(help: "Endpoint for history requests (ROUTER; served when journaling).") var history = "tcp://127.0.0.1:5573"
     @Flag(help: "Listen on every interface (tcp://*:5570, 5571, 5572, 5573) instead of loopback.") var `public` = false
-    @Option(help: "Seconds of silence after which an agent's touches are cancelled.") var livenessTimeout = 3.0
-    @Option(help: "Seconds between two heartbeats of a board.") var heartbeat = 1.0
-    @Option(help: "Shortest milliseconds between two batches of a board (0: as soon as input is drained).")
+    @Option(parsing: .unconditional, help: "Seconds of silence after which an agent's touches are cancelled.") var livenessTimeout = 3.0
+    @Option(parsing: .unconditional, help: "Seconds between two heartbeats of a board.") var heartbeat = 1.0
+    @Option(parsing: .unconditional, help: "Shortest milliseconds between two batches of a board (0: as soon as input is drained).")
     var publishIntervalMs = 0
-    @Option(help: "Largest agent message in bytes; larger ones get MESSAGE_TOO_LARGE.") var maxMessageBytes = 1 << 20
-    @Option(help: "Touches one user may have down at once.") var maxTouches = 20
-    @Option(help: "Numbered messages one agent may send per second.") var maxMessagesPerSecond = 2000
+    @Option(parsing: .unconditional, help: "Largest agent message in bytes; larger ones get MESSAGE_TOO_LARGE.") var maxMessageBytes = 1 << 20
+    @Option(parsing: .unconditional, help: "Touches one user may have down at once.") var maxTouches = 20
+    @Option(parsing: .unconditional, help: "Numbered messages one agent may send per second.") var maxMessagesPerSecond = 2000
     @Option(help: "Folder of the journal (created if missing).") var data = JournalDefaults.directory
     @Option(help: "When journal writes are made durable: batch, never, or an interval such as 20ms or 1s.")
     var fsync = "20ms"
-    @Option(help: "A board starts a new journal segment (opening with a checkpoint) at this size, in MiB.")
+    @Option(parsing: .unconditional, help: "A board starts a new journal segment (opening with a checkpoint) at this size, in MiB.")
     var segmentMib = 16
     @Flag(help: "Keep boards in memory only: nothing survives a restart.") var noJournal = false
     @OptionGroup var logging: LoggingOptions
@@ -51,7 +51,8 @@ struct HubCommand: AsyncParsableCommand {
             throw ValidationError("--fsync must be batch, never, or an interval such as 20ms or 1s")
         }
         guard (1...4096).contains(segmentMib) else { throw ValidationError("--segment-mib must be 1 to 4096") }
-        guard livenessTimeout > 0, heartbeat > 0 else { throw ValidationError("time-outs and intervals must be positive") }
+        guard livenessTimeout > 0 else { throw ValidationError("--liveness-timeout must be above 0 seconds") }
+        guard heartbeat > 0 else { throw ValidationError("--heartbeat must be above 0 seconds") }
         guard publishIntervalMs >= 0 else { throw ValidationError("--publish-interval-ms cannot be negative") }
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
         guard (1...1000).contains(maxTouches) else { throw ValidationError("--max-touches must be 1 to 1000") }

@@ -23,8 +23,8 @@ struct ReplayCommand: AsyncParsableCommand {
     @Option(help: "The journal folder (a hub's --data).") var data = JournalDefaults.directory
     @Option(help: "The board to replay.") var board: String
     @Option(help: "Time scale (2: twice as fast), or max.") var speed = "1"
-    @Option(help: "Start this many seconds into the recording.") var from = 0.0
-    @Option(help: "Stop this many seconds into the recording (default: its end).") var to: Double?
+    @Option(parsing: .unconditional, help: "Start this many seconds into the recording.") var from = 0.0
+    @Option(parsing: .unconditional, help: "Stop this many seconds into the recording (default: its end).") var to: Double?
     @Option(help: "Endpoint for subscribers (XPUB).") var publish = "tcp://127.0.0.1:5581"
     @Option(help: "Endpoint for snapshot requests (ROUTER).") var snapshot = "tcp://127.0.0.1:5582"
     @Flag(help: "Start the clock at once instead of at the first subscriber.") var now = false
@@ -53,8 +53,15 @@ struct ReplayCommand: AsyncParsableCommand {
         do {
             let recorded = try BoardHistory.open(dataDirectory: data, board: board)
             let first = try recorded.load(from: nil)
+            let length = Double(first.endTime - first.firstTime) / 1e6
+            guard from <= length else {
+                throw CommandFailure(
+                    "--from \(from) s is past the end of the recording of \"\(board)\", which is \(String(format: "%.2f", length)) s long")
+            }
             // Seek: start from the newest checkpoint at or before --from.
             history = from > 0 ? try recorded.load(from: first.firstTime + Int64(from * 1e6)) : first
+        } catch let failure as CommandFailure {
+            throw failure
         } catch {
             throw CommandFailure("\(error)")
         }
@@ -129,16 +136,19 @@ struct CompactCommand: AsyncParsableCommand {
 
     @Option(help: "The journal folder (a hub's --data).") var data = JournalDefaults.directory
     @Option(help: "The board to compact (default: every board).") var board: String?
-    @Option(help: "Keep history from the newest checkpoint at or before this many seconds into the recording (default: the newest checkpoint).")
+    @Option(parsing: .unconditional, help: "Keep history from the newest checkpoint at or before this many seconds into the recording (default: the newest checkpoint).")
     var before: Double?
+    @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
+        let logger = logging.logger("touchsync.compact")
         do {
             let boards = try board.map { [$0] } ?? BoardHistory.boards(in: data)
             for name in boards {
                 let history = try BoardHistory.open(dataDirectory: data, board: name)
                 let firstTime = before != nil ? try history.load().firstTime : 0
                 let removed = try history.compact(before: before.map { firstTime + Int64($0 * 1e6) })
+                for segment in removed { logger.info("segment removed", metadata: ["board": "\(name)", "segment": "\(segment)"]) }
                 emit("\(name): \(removed.count) segment(s) removed, \(history.segments.count - removed.count) kept")
             }
         } catch {

@@ -5,6 +5,7 @@ import TouchSyncHub
 import TouchSyncHubCore
 import TouchSyncJournal
 import TouchSyncLoad
+import UnixSignals
 
 struct LoadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -17,29 +18,31 @@ struct LoadCommand: AsyncParsableCommand {
             Subscribers measure latency from a sample's creation to its application in \
             their replica. At the end every subscriber's board is compared, sample by \
             sample, with what was drawn. Without --hub an embedded hub runs in this process.
-            Exits with status 1 when anything was lost or duplicated or a digest differs.
+            Exits with status 1 when anything was lost or duplicated or a digest differs. \
+            Ctrl-C (or SIGTERM) stops the drawing early: the run drains, checks and prints \
+            (and writes) its report for what was drawn, marked as interrupted, and exits 130.
             """)
 
-    @Option(help: "Simulated users (agents).") var users = 10
-    @Option(help: "Fingers per user.") var fingers = 3
-    @Option(help: "Input events per second per finger.") var hz = 120.0
-    @Option(help: "Samples per input event (2 for 240 Hz input).") var coalesced = 2
-    @Option(help: "Predicted samples per touch change.") var predicted = 1
-    @Option(help: "Seconds of drawing.") var duration = 5.0
-    @Option(help: "Stop once this many strokes have begun (if before --duration).") var strokes: Int?
-    @Option(help: "Boards the users are spread over.") var boards = 1
-    @Option(help: "Subscribers per board (connected before drawing starts).") var subscribers = 1
+    @Option(parsing: .unconditional, help: "Simulated users (agents).") var users = 10
+    @Option(parsing: .unconditional, help: "Fingers per user.") var fingers = 3
+    @Option(parsing: .unconditional, help: "Input events per second per finger.") var hz = 120.0
+    @Option(parsing: .unconditional, help: "Samples per input event (2 for 240 Hz input).") var coalesced = 2
+    @Option(parsing: .unconditional, help: "Predicted samples per touch change.") var predicted = 1
+    @Option(parsing: .unconditional, help: "Seconds of drawing.") var duration = 5.0
+    @Option(parsing: .unconditional, help: "Stop once this many strokes have begun (if before --duration).") var strokes: Int?
+    @Option(parsing: .unconditional, help: "Boards the users are spread over.") var boards = 1
+    @Option(parsing: .unconditional, help: "Subscribers per board (connected before drawing starts).") var subscribers = 1
     @Flag(help: "Also start one subscriber per board half-way (snapshot plus diffs).") var lateSubscriber = false
-    @Option(help: "Seconds over which users start drawing one after another.") var rampUp = 0.0
-    @Option(help: "Chance per event that a live touch is cancelled.") var cancelRate = 0.01
-    @Option(help: "Seed for the fingers (same seed, same run).") var seed: UInt64 = 1
-    @Option(help: "Threads driving the agents' connections (each user keeps its own connection).")
+    @Option(parsing: .unconditional, help: "Seconds over which users start drawing one after another.") var rampUp = 0.0
+    @Option(parsing: .unconditional, help: "Chance per event that a live touch is cancelled.") var cancelRate = 0.01
+    @Option(parsing: .unconditional, help: "Seed for the fingers (same seed, same run).") var seed: UInt64 = 1
+    @Option(parsing: .unconditional, help: "Threads driving the agents' connections (each user keeps its own connection).")
     var agentThreads = 2
     @Option(name: .customLong("hub"), help: "An external hub's ingest endpoint (default: an embedded hub).")
     var ingest: String?
     @Option(help: "The external hub's publish endpoint (default: the --hub port + 1).") var publish: String?
     @Option(help: "The external hub's snapshot endpoint (default: the --hub port + 2).") var snapshot: String?
-    @Option(help: "The embedded hub's shortest milliseconds between two batches of a board (0: as soon as input is drained).")
+    @Option(parsing: .unconditional, help: "The embedded hub's shortest milliseconds between two batches of a board (0: as soon as input is drained).")
     var publishIntervalMs = 0
     @Option(help: "Journal the embedded hub's boards into this folder (default: memory only).") var data: String?
     @Option(help: "With --data: when journal writes are made durable (batch, never, or an interval such as 20ms).")
@@ -112,7 +115,18 @@ struct LoadCommand: AsyncParsableCommand {
                 + (configuration.hub?.ingest ?? "embedded") + (data.map { ", journal \($0) (fsync \(fsync))" } ?? "")
                 + "; up to \(Int(configuration.offeredSamplesPerSecond)) samples/s offered")
         let run = LoadRun(configuration: configuration, logger: logging.logger("touchsync.load"))
-        let report = try await run.run { progress in
+        let interruption = LoadInterruption()
+        let signals = Task {
+            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) {
+                emit("interrupted: stopping the drawing, draining and checking what was drawn (again to quit at once)")
+                interruption.request()
+                break
+            }
+            // A second Ctrl-C quits without the report.
+            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) { Foundation.exit(130) }
+        }
+        defer { signals.cancel() }
+        let report = try await run.run(interruption: interruption) { progress in
             emit(
                 String(
                     format: "  %5.1f s  %9.0f samples/s  %5d touches down  latency p50 %6d µs  p99 %7d µs",
@@ -128,6 +142,7 @@ struct LoadCommand: AsyncParsableCommand {
             try report.svg.write(toFile: svg, atomically: true, encoding: .utf8)
             emit("chart written to \(svg)")
         }
+        if report.interrupted { throw ExitCode(130) }
         if !report.passed { throw ExitCode.failure }
     }
 }

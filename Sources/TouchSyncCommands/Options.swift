@@ -23,8 +23,6 @@ struct HubAddressOptions: ParsableArguments {
     var publish = "tcp://127.0.0.1:5571"
     @Option(name: .customLong("snapshot"), help: "The hub's snapshot endpoint (subscribers).")
     var snapshot = "tcp://127.0.0.1:5572"
-    @Option(name: .customLong("history"), help: "The hub's history endpoint (spectate --from-beginning).")
-    var history = "tcp://127.0.0.1:5573"
 }
 
 struct LoggingOptions: ParsableArguments {

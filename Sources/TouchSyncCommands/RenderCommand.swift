@@ -17,16 +17,19 @@ struct RenderCommand: AsyncParsableCommand {
             Without --data the board is taken live from a hub (a snapshot). With --data it \
             is read from the journal, at --at seconds into the recording (default: its end). \
             --frames DIR --fps N renders a time-lapse of a recording as numbered frames. \
-            A .png output needs rsvg-convert (apt-get install librsvg2-bin).
+            A .png output needs rsvg-convert (apt-get install librsvg2-bin); it is converted \
+            through a temporary SVG, which is not kept. Without --output the image goes to \
+            the board's name with "/" and control characters replaced by "_", plus .svg, \
+            in the current folder. Folders are never created, except the --frames folder.
             """)
 
     @Option(help: "The board to draw.") var board: String
     @OptionGroup var hub: HubAddressOptions
     @Option(help: "Read the board from this journal folder instead of a live hub.") var data: String?
-    @Option(help: "Seconds into the recording (with --data; default: the end).") var at: Double?
-    @Option(name: .shortAndLong, help: "The image to write: a .svg or .png file.") var output: String?
+    @Option(parsing: .unconditional, help: "Seconds into the recording (with --data; default: the end).") var at: Double?
+    @Option(name: .shortAndLong, help: "The image to write: a .svg or .png file (default: BOARD.svg).") var output: String?
     @Option(help: "Render a time-lapse into this folder as frame-000001.svg, … (with --data).") var frames: String?
-    @Option(help: "Frames per second of recording time in a time-lapse.") var fps = 10.0
+    @Option(parsing: .unconditional, help: "Frames per second of recording time in a time-lapse.") var fps = 10.0
     @Flag(help: "With --frames, also write each frame as PNG (needs rsvg-convert).") var png = false
     @Option(help: "Canvas size in points, e.g. 1024x768 (default: fit the drawing).") var size: String?
     @OptionGroup var logging: LoggingOptions
@@ -68,7 +71,7 @@ struct RenderCommand: AsyncParsableCommand {
             let time = at.map { history.firstTime + Int64($0 * 1e6) } ?? history.endTime
             let state = try history.state(at: time)
             renderer.caption = "\(board) at \(String(format: "%.2f", Double(time - history.firstTime) / 1e6)) s, batch \(state.sequence)"
-            let written = try BoardImage.write(renderer.svg(of: state), to: output ?? "\(BoardFolderName.encode(board)).svg")
+            let written = try BoardImage.write(renderer.svg(of: state), to: output ?? BoardImage.defaultFileName(board: board))
             emit("board \"\(board)\" at batch \(state.sequence) (\(state.acceptedStrokes.count) accepted, \(state.liveTouchCount) in progress) written to " + written.joined(separator: " and "))
         } else {
             var configuration = SubscriberConfiguration(board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
@@ -81,8 +84,12 @@ struct RenderCommand: AsyncParsableCommand {
             guard synced, let state else {
                 throw CommandFailure("no snapshot of \"\(board)\" from \(hub.snapshot) within 5 s: is the hub running? (or read a journal with --data)")
             }
+            // A board exists once its first batch is out: sequence 0 is a board nobody has drawn on.
+            guard state.sequence > 0 else {
+                throw CommandFailure("no such board: nothing has been drawn on \"\(board)\" at \(hub.snapshot) (board names are exact; a journal's boards are listed by render --data DIR --board x)")
+            }
             renderer.caption = "\(board) live at batch \(state.sequence)"
-            let written = try BoardImage.write(renderer.svg(of: state), to: output ?? "\(BoardFolderName.encode(board)).svg")
+            let written = try BoardImage.write(renderer.svg(of: state), to: output ?? BoardImage.defaultFileName(board: board))
             emit("board \"\(board)\" at batch \(state.sequence) (\(state.acceptedStrokes.count) accepted, \(state.liveTouchCount) in progress) written to " + written.joined(separator: " and "))
         }
     }
@@ -113,8 +120,6 @@ struct RenderCommand: AsyncParsableCommand {
                 lastReport = clock.now
             }
         }
-        if png && BoardImage.rsvgConvert == nil {
-            emit("note: rsvg-convert is not installed (apt-get install librsvg2-bin): SVG frames only")
-        }
+        if png && BoardImage.rsvgConvert == nil { emit("note: \(BoardImage.pngHint): SVG frames only") }
     }
 }

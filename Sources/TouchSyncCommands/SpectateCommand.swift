@@ -21,9 +21,10 @@ struct SpectateCommand: AsyncParsableCommand {
 
     @Option(help: "The board to follow.") var board: String
     @OptionGroup var hub: HubAddressOptions
+    @Option(help: "The hub's history endpoint (for --from-beginning).") var history = "tcp://127.0.0.1:5573"
     @Flag(help: "One JSON object per line per event (synced, batch, resync, heartbeat, silent), for scripts.")
     var json = false
-    @Option(help: "Stop after this many seconds (default: run until Ctrl-C).") var duration: Double?
+    @Option(parsing: .unconditional, help: "Stop after this many seconds (default: run until Ctrl-C).") var duration: Double?
     @Flag(help: "Replay the board's history from the journal (--data) first, then follow it live.")
     var fromBeginning = false
     @Option(help: "With --from-beginning: read the history from this journal folder instead of the hub.")
@@ -81,14 +82,14 @@ extension SpectateCommand {
         } else {
             do {
                 let history = try await HistoryClient.fetch(
-                    board: board, endpoint: hub.history, logger: logging.logger("touchsync.spectate"))
+                    board: board, endpoint: history, logger: logging.logger("touchsync.spectate"))
                 (start, startTime, batches) = (history.start, history.batches.first?.hubTime ?? 0, history.batches)
             } catch {
                 throw CommandFailure("\(error)")
             }
         }
         if !json {
-            emit("replaying \(batches.count) recorded batches of \"\(board)\" from \(data ?? hub.history), then following live")
+            emit("replaying \(batches.count) recorded batches of \"\(board)\" from \(data ?? history), then following live")
         }
         var state = start
         let scale = Double(speed)

@@ -40,40 +40,19 @@ final class HubLoop {
     private let clock = ContinuousClock()
 
     init(
-        configuration: HubConfiguration, core: HubCore, journal: Journal?, logger: Logger, metricsFactory: any MetricsFactory,
-        context: ZMQContext, mailbox: Mailbox<HubLoopCommand>
-    ) throws {
+        configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, logger: Logger,
+        metricsFactory: any MetricsFactory, mailbox: Mailbox<HubLoopCommand>
+    ) {
         self.configuration = configuration
-        self.core = core
-        self.journal = journal
+        core = startup.core
+        journal = startup.journal
         self.logger = logger
         self.mailbox = mailbox
         journalMetrics = JournalMetrics(factory: metricsFactory)
-
-        ingest = try ZMQSocket(context, type: .router)
-        try ingest.setRouterMandatory(true)
-        // A reconnecting agent keeps its routing id, and with it its namespace.
-        try ingest.setRouterHandover(true)
-        try ingest.setMaxMessageSize(configuration.hardMessageLimit)
-        try ingest.setReceiveHighWaterMark(configuration.ingestHighWaterMark)
-        try ingest.setSendHighWaterMark(configuration.ingestHighWaterMark)
-        try ingest.bind(configuration.ingestEndpoint)
-
-        publish = try ZMQSocket(context, type: .xpub)
-        try publish.setXPubVerbose(true)
-        try publish.setSendHighWaterMark(configuration.publishHighWaterMark)
-        if configuration.publishSendBufferBytes > 0 { try publish.setSendBuffer(bytes: configuration.publishSendBufferBytes) }
-        try publish.bind(configuration.publishEndpoint)
-
-        let snapshots = try ZMQSocket(context, type: .router)
-        try snapshots.setRouterMandatory(true)
-        try snapshots.setSendHighWaterMark(100_000)
-        try snapshots.setMaxMessageSize(64 << 10)
-        try snapshots.bind(configuration.snapshotEndpoint)
-        snapshotService = SnapshotService(socket: snapshots, logger: logger)
-
-        endpoints = HubEndpoints(
-            ingest: try ingest.lastEndpoint, publish: try publish.lastEndpoint, snapshot: try snapshots.lastEndpoint)
+        ingest = sockets.ingest
+        publish = sockets.publish
+        snapshotService = SnapshotService(socket: sockets.snapshots, logger: logger)
+        endpoints = sockets.endpoints
     }
 
     /// Runs until `.stop` arrives or the context is terminated; closes the sockets.

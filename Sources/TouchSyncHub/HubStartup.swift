@@ -3,6 +3,7 @@ import Logging
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncJournal
+import ZeroMQ
 
 /// What a hub starts from: its journal opened and recovered (when it
 /// journals), and a `HubCore` holding the recovered boards.
@@ -39,5 +40,56 @@ struct HubStartup {
             configuration: configuration, recovered: recovered, now: clock.now, wallClockMicroseconds: wallClockMicroseconds(),
             logger: logger, metricsFactory: metricsFactory)
         self.summaries = summaries
+    }
+}
+
+/// The hub's three sockets, bound. Bound before the journal is opened, so a
+/// hub that cannot listen leaves nothing behind (not even its data folder).
+struct HubSockets {
+    let ingest: ZMQSocket
+    let publish: ZMQSocket
+    let snapshots: ZMQSocket
+    let endpoints: HubEndpoints
+
+    init(configuration: HubConfiguration, context: ZMQContext) throws {
+        let ingest = try ZMQSocket(context, type: .router)
+        let publish = try ZMQSocket(context, type: .xpub)
+        let snapshots = try ZMQSocket(context, type: .router)
+        do {
+            try ingest.setRouterMandatory(true)
+            // A reconnecting agent keeps its routing id, and with it its namespace.
+            try ingest.setRouterHandover(true)
+            try ingest.setMaxMessageSize(configuration.hardMessageLimit)
+            try ingest.setReceiveHighWaterMark(configuration.ingestHighWaterMark)
+            try ingest.setSendHighWaterMark(configuration.ingestHighWaterMark)
+            try ingest.bind(configuration.ingestEndpoint)
+
+            try publish.setXPubVerbose(true)
+            try publish.setSendHighWaterMark(configuration.publishHighWaterMark)
+            if configuration.publishSendBufferBytes > 0 { try publish.setSendBuffer(bytes: configuration.publishSendBufferBytes) }
+            try publish.bind(configuration.publishEndpoint)
+
+            try snapshots.setRouterMandatory(true)
+            try snapshots.setSendHighWaterMark(100_000)
+            try snapshots.setMaxMessageSize(64 << 10)
+            try snapshots.bind(configuration.snapshotEndpoint)
+
+            endpoints = HubEndpoints(
+                ingest: try ingest.lastEndpoint, publish: try publish.lastEndpoint, snapshot: try snapshots.lastEndpoint)
+        } catch {
+            ingest.close()
+            publish.close()
+            snapshots.close()
+            throw error
+        }
+        self.ingest = ingest
+        self.publish = publish
+        self.snapshots = snapshots
+    }
+
+    func close() {
+        ingest.close()
+        publish.close()
+        snapshots.close()
     }
 }

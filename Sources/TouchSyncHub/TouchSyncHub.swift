@@ -128,11 +128,18 @@ public final class TouchSyncHub: Service {
                 // Built on its own thread: the journal and the sockets never leave it.
                 let loop: HubLoop
                 do {
-                    let startup = try HubStartup(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
+                    let sockets = try HubSockets(configuration: configuration, context: context)
+                    let startup: HubStartup
+                    do {
+                        startup = try HubStartup(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
+                    } catch {
+                        sockets.close()
+                        throw error
+                    }
                     self.recoveredBoards.withLock { $0 = startup.summaries }
-                    loop = try HubLoop(
-                        configuration: configuration, core: startup.core, journal: startup.journal, logger: logger,
-                        metricsFactory: metricsFactory, context: context, mailbox: mailbox)
+                    loop = HubLoop(
+                        configuration: configuration, sockets: sockets, startup: startup, logger: logger,
+                        metricsFactory: metricsFactory, mailbox: mailbox)
                 } catch {
                     continuation.resume(throwing: error)
                     return

@@ -26,6 +26,7 @@ public struct BoardHistory: Sendable {
     }
 
     public static func open(dataDirectory: String, board: String) throws(JournalError) -> BoardHistory {
+        guard JournalFile.exists(dataDirectory) else { throw .invalid("no journal folder at \(dataDirectory)") }
         let folder = dataDirectory + "/" + BoardFolderName.encode(board)
         guard JournalFile.exists(folder) else {
             let known = (try? boards(in: dataDirectory)) ?? []

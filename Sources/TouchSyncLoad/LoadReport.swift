@@ -59,6 +59,8 @@ public struct LoadReport: Sendable {
     public var hubCPUSeconds: Double?
     /// Peak resident memory of this whole process (generator, hub, subscribers).
     public var maxResidentBytes: Int
+    /// Stopped early (Ctrl-C): the figures cover the drawing until then.
+    public var interrupted = false
 
     public var samplesPerSecond: Double { Double(samplesSent) / max(drawingSeconds, 1e-9) }
     public var framesPerSecond: Double { Double(framesSent) / max(drawingSeconds, 1e-9) }
@@ -72,7 +74,8 @@ public struct LoadReport: Sendable {
 
     public var text: String {
         func number(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }
-        var lines = [
+        var lines = interrupted ? ["INTERRUPTED after \(number(drawingSeconds, 1)) s of drawing: the figures below cover that part"] : []
+        lines += [
             "samples sent        \(samplesSent) in \(framesSent) frames over \(number(drawingSeconds, 1)) s"
                 + " (\(number(samplesPerSecond)) samples/s, \(number(framesPerSecond)) frames/s)",
             "samples applied     \(samplesApplied) (the fewest of \(configuration.subscribers * configuration.boards) subscriber(s))",
@@ -93,7 +96,9 @@ public struct LoadReport: Sendable {
             lines.append(
                 "hub CPU             \(number(hubCPUSeconds, 2)) s (\(number(100 * hubCPUSeconds / max(drawingSeconds + (drainSeconds ?? 0), 1e-9)))% of one core while drawing and draining)")
         }
-        lines.append("process peak RSS    \(maxResidentBytes / (1 << 20)) MiB (generator, hub and subscribers together)")
+        lines.append(
+            "process peak RSS    \(maxResidentBytes / (1 << 20)) MiB "
+                + (configuration.hub == nil ? "(generator, hub and subscribers together)" : "(generator and subscribers; the hub is another process)"))
         return lines.joined(separator: "\n")
     }
 
@@ -123,6 +128,7 @@ public struct LoadReport: Sendable {
             "kept_up": keptUp,
             "generator_behind_ms": generatorBehindMilliseconds,
             "drawing_seconds": drawingSeconds,
+            "interrupted": interrupted,
             "max_resident_bytes": maxResidentBytes,
             "configuration": [
                 "users": configuration.users, "fingers": configuration.fingers, "hz": configuration.hz,
@@ -143,7 +149,9 @@ public struct LoadReport: Sendable {
     public var svg: String {
         let width = 760.0, height = 420.0, left = 70.0, right = 70.0, top = 40.0, bottom = 50.0
         let plotWidth = width - left - right, plotHeight = height - top - bottom
-        let points = latencyOverTime
+        // Whole seconds only: the last entry is the second still under way
+        // when the run ended, and its few samples would read as a collapse.
+        let points = latencyOverTime.count > 1 ? Array(latencyOverTime.dropLast()) : latencyOverTime
         let seconds = Double(max(points.last?.second ?? 1, 1))
         let maxLatency = Double(max(points.map(\.p99).max() ?? 1, 1))
         let maxSamples = Double(max(points.map(\.samples).max() ?? 1, 1))

@@ -19,6 +19,15 @@ public struct LoadProgress: Sendable {
     public var samplesSent: Int
 }
 
+/// Asks a running load to stop drawing early (Ctrl-C): it then drains,
+/// checks and reports what was drawn so far, marked as interrupted.
+public final class LoadInterruption: Sendable {
+    private let requested = Mutex(false)
+    public init() {}
+    public func request() { requested.withLock { $0 = true } }
+    public var isRequested: Bool { requested.withLock { $0 } }
+}
+
 /// A load run: simulated users drawing in real time through their own agent
 /// connections, subscribers measuring end-to-end latency as they apply the
 /// hub's batches, then an exact check of what every subscriber shows
@@ -32,7 +41,9 @@ public struct LoadRun: Sendable {
         self.logger = logger
     }
 
-    public func run(progress: @Sendable (LoadProgress) -> Void = { _ in }) async throws -> LoadReport {
+    public func run(
+        interruption: LoadInterruption = LoadInterruption(), progress: @Sendable (LoadProgress) -> Void = { _ in }
+    ) async throws -> LoadReport {
         let configuration = self.configuration
         raiseOpenFileLimit()
         // Every user's connection is a socket, plus the subscribers and the embedded hub's own;
@@ -138,9 +149,10 @@ public struct LoadRun: Sendable {
         var behind: Duration = .zero
         var late: [BoardSubscriber] = []
         var ticksRun = 0
-        while clock.now - start < configuration.duration {
+        while clock.now - start < configuration.duration && !interruption.isRequested {
             if let limit = configuration.strokes, drawn.reduce(0, { $0 + $1.strokesBegun }) >= limit { break }
             try await Task.sleep(until: nextTick)
+            if interruption.isRequested { break }
             behind = max(behind, clock.now - nextTick)
             ticksRun += 1
             let elapsed = clock.now - start
@@ -242,7 +254,7 @@ public struct LoadRun: Sendable {
             generatorBehindMilliseconds: behind.seconds * 1000, resyncs: resyncs,
             ticksRun: ticksRun, ticksScheduled: Int((drawingTime.seconds * configuration.hz).rounded()),
             drainSeconds: drainTime?.seconds, connectSeconds: connectTime.seconds, boardDigests: boardDigests, refusals: refusals, reconnects: reconnects, hubCPUSeconds: hubCPU,
-            maxResidentBytes: maxResidentBytes())
+            maxResidentBytes: maxResidentBytes(), interrupted: interruption.isRequested)
     }
 }
 

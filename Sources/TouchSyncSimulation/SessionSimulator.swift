@@ -28,6 +28,11 @@ public struct SimulationProfile: Sendable {
     public var estimateRate = 0.05
     /// Chance per step of a clear instead of a frame (half own, half board).
     public var clearRate = 0.005
+    /// Whether half the clears clear the whole board. A board clear removes
+    /// other users' strokes, so what it removes depends on how the users'
+    /// input interleaves on the way to the hub; without board clears the
+    /// strokes each user leaves on the board depend on the seed alone.
+    public var boardClears = true
     /// Chance per event that a down finger is left out of the frame (it did not change).
     public var idleRate = 0.15
     /// Whether samples carry force (3D Touch, Pencil); most fingers report none.
@@ -90,7 +95,8 @@ public struct SessionSimulator: Sendable {
     public mutating func next() -> SimulatedInput {
         let user = Int.random(in: 0..<users.count, using: &random)
         if random.chance(profile.clearRate) {
-            return .clear(users[user], random.chance(0.5) ? .own : .board)
+            let board = random.chance(0.5)
+            return .clear(users[user], board && profile.boardClears ? .board : .own)
         }
         return .frame(users[user], nextFrame(for: user), Self.style(forUser: user))
     }

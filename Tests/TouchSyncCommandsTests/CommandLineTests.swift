@@ -1,0 +1,212 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// What a command printed and how it ended.
+struct Outcome {
+    var status: Int32
+    var output: String
+    var errors: String
+}
+
+/// Runs the built `touchsync` to its end (killed after `limit` seconds), in `folder`.
+func touchsync(_ arguments: [String], in folder: String? = nil, limit: Double = 60) throws -> Outcome {
+    let process = Process()
+    process.executableURL = ProcessTests.binary
+    process.arguments = arguments
+    if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    // Read both pipes while it runs, so neither fills up and blocks it.
+    let collected = Shared<(Data, Data)>((Data(), Data()))
+    let readers = DispatchGroup()
+    for (pipe, index) in [(output, 0), (errors, 1)] {
+        readers.enter()
+        DispatchQueue.global().async {
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            collected.update { if index == 0 { $0.0 = data } else { $0.1 = data } }
+            readers.leave()
+        }
+    }
+    if readers.wait(timeout: .now() + limit) == .timedOut {
+        kill(process.processIdentifier, SIGKILL)
+        readers.wait()
+    }
+    process.waitUntilExit()
+    let (out, err) = collected.value
+    return Outcome(
+        status: process.terminationStatus, output: String(decoding: out, as: UTF8.self), errors: String(decoding: err, as: UTF8.self))
+}
+
+/// Shared state for the reader threads above (a `Mutex` is not copyable into closures: a class holds it).
+final class Shared<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func update(_ body: (inout Value) -> Void) { mutex.withLock { body(&$0) } }
+    var value: Value { mutex.withLock { $0 } }
+}
+
+func temporaryFolder(_ name: String) throws -> String {
+    let folder = NSTemporaryDirectory() + "touchsync-\(name)-\(UUID().uuidString.prefix(8))"
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    return folder
+}
+
+/// The command line as a careful user meets it (issue 16): every rough edge
+/// found by trying the commands by hand, through the real binary.
+@Suite("Command line edges", .timeLimit(.minutes(3)))
+struct CommandLineTests {
+    @Test func negativeNumbersReachTheRangeCheckAndEveryErrorNamesItsOption() throws {
+        let users = try touchsync(["load", "--users", "-1"])
+        #expect(users.status == 64)
+        #expect(users.errors.contains("--users must be 1 to 5000"), "\(users.errors)")
+        let seconds = try touchsync(["draw", "--board", "b", "--seconds", "-2"])
+        #expect(seconds.status == 64 && seconds.errors.contains("--seconds must be above 0"), "\(seconds.errors)")
+        let heartbeat = try touchsync(["hub", "--heartbeat", "0"])
+        #expect(heartbeat.status == 64 && heartbeat.errors.contains("--heartbeat must be above 0"), "\(heartbeat.errors)")
+        let liveness = try touchsync(["hub", "--liveness-timeout", "-1"])
+        #expect(liveness.status == 64 && liveness.errors.contains("--liveness-timeout"), "\(liveness.errors)")
+        // --history belongs to spectate only; compact takes --log-level like every command.
+        #expect(try !touchsync(["draw", "--help"]).output.contains("--history"))
+        #expect(try !touchsync(["render", "--help"]).output.contains("--history"))
+        #expect(try touchsync(["spectate", "--help"]).output.contains("--history"))
+        #expect(try touchsync(["compact", "--help"]).output.contains("--log-level"))
+    }
+
+    @Test func renderRefusesUnknownBoardsAndWritesFilesCarefully() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let folder = try temporaryFolder("render")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let data = folder + "/data"
+        let ports = try ProcessTests.freePorts(4)
+        let publishing = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
+        let (hub, _, _) = try await children.startHub(
+            ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--history", "tcp://127.0.0.1:\(ports[3])", "--data", data] + publishing,
+            port: ports[0])
+        let board = "my board/one"
+        let draw = try touchsync(["draw", "--board", board, "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        #expect(draw.status == 0, "\(draw.output)\(draw.errors)")
+
+        // A board nobody drew on is an error, not an empty picture.
+        let unknown = try touchsync(["render", "--board", "nosuch"] + publishing, in: folder)
+        #expect(unknown.status == 1 && unknown.errors.contains("no such board"), "\(unknown.errors)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/nosuch.svg"))
+
+        // The default file name is the board's, readable.
+        let live = try touchsync(["render", "--board", board] + publishing, in: folder)
+        #expect(live.status == 0, "\(live.errors)")
+        let svg = try String(contentsOfFile: folder + "/my board_one.svg", encoding: .utf8)
+        #expect(svg.hasPrefix("<svg") && svg.contains("<path"))
+
+        // Folders are not created; file errors are plain words with the path.
+        let missing = try touchsync(["render", "--board", board, "-o", folder + "/no/such/dir/x.svg"] + publishing)
+        #expect(missing.status == 1 && missing.errors.contains("the folder \(folder)/no/such/dir does not exist"), "\(missing.errors)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/no"))
+        let proc = try touchsync(["render", "--board", board, "-o", "/proc/x.svg"] + publishing)
+        #expect(proc.status == 1 && proc.errors.contains("cannot write /proc/x.svg:"), "\(proc.errors)")
+        #expect(!proc.errors.contains("NSCocoaErrorDomain"))
+
+        // A PNG is written alone (through a temporary SVG), or refused with what to install.
+        let png = try touchsync(["render", "--board", board, "--data", data, "-o", folder + "/picture.png"])
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder)
+        #expect(!files.contains("picture.svg"), "an SVG was left beside the PNG: \(files)")
+        #expect(!files.contains { $0.contains(".tmp") }, "a temporary file was left: \(files)")
+        if png.status == 0 {
+            #expect(files.contains("picture.png"))
+        } else {
+            #expect(png.errors.contains("apt-get install librsvg2-bin"), "\(png.errors)")
+            #expect(!files.contains("picture.png"))
+        }
+
+        // A second hub on a port in use fails without creating its data folder.
+        let second = try touchsync(["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--data", folder + "/second"])
+        #expect(second.status == 1 && second.errors.contains("cannot listen"), "\(second.errors)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/second"))
+
+        // Replay: a time past the end gives the recording's length; a missing folder says so.
+        let late = try touchsync(["replay", "--data", data, "--board", board, "--from", "1e9", "--exit-at-end"])
+        #expect(late.status == 1 && late.errors.contains("past the end of the recording") && late.errors.contains(" s long"), "\(late.errors)")
+        let nowhere = try touchsync(["replay", "--data", folder + "/nowhere", "--board", board])
+        #expect(nowhere.status == 1 && nowhere.errors.contains("no journal folder at \(folder)/nowhere"), "\(nowhere.errors)")
+        let compact = try touchsync(["compact", "--data", data, "--log-level", "info"])
+        #expect(compact.status == 0 && compact.output.contains("my board/one:"), "\(compact.errors)")
+        hub.interrupt()
+        hub.waitUntilExit()
+    }
+
+    /// Ctrl-C during a load run: the drawing stops, the run drains and checks,
+    /// prints and writes its report marked as interrupted, and exits 130.
+    @Test func interruptedLoadRunStillReports() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let folder = try temporaryFolder("load")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let ports = try ProcessTests.freePorts(3)
+        _ = try await children.startHub(
+            ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+             "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--no-journal"], port: ports[0])
+        let (load, output) = try children.run([
+            "load", "--hub", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--users", "3", "--fingers", "2", "--duration", "60",
+            "--json", folder + "/report.json", "--svg", folder + "/chart.svg",
+        ])
+        var text = ""
+        // Two progress lines (one a second), then Ctrl-C.
+        while text.components(separatedBy: "samples/s").count < 4 {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        load.interrupt()
+        text += String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        load.waitUntilExit()
+        #expect(load.terminationReason == .exit && load.terminationStatus == 130, "\(text)")
+        #expect(text.contains("INTERRUPTED after"), "\(text)")
+        #expect(text.contains("lost / duplicated   0 / 0"))
+        #expect(text.contains("(generator and subscribers; the hub is another process)"))
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: folder + "/report.json"))) as? [String: Any])
+        #expect(report["interrupted"] as? Bool == true)
+        #expect((report["drawing_seconds"] as? Double ?? 60) < 30)
+        // The chart draws whole seconds only: one point fewer than the timeline, whose last second was cut short.
+        let timeline = try #require(report["latency_over_time"] as? [[String: Any]])
+        let chart = try String(contentsOfFile: folder + "/chart.svg", encoding: .utf8)
+        let throughput = try #require(chart.components(separatedBy: "stroke=\"#1565c0\" stroke-width=\"2\" points=\"").last?.split(separator: "\"").first)
+        #expect(throughput.split(separator: " ").count == timeline.count - 1)
+    }
+
+    /// The same seed draws the same strokes for every user; the board digest
+    /// may differ (it covers how users interleaved), as --seed's help says.
+    @Test func demoSeedFixesEveryUsersStrokes() throws {
+        let folder = try temporaryFolder("demo")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        func run(seed: Int) throws -> (fingerprint: String, accepted: String, output: String) {
+            let demo = try touchsync(["demo", "--steps", "600", "--seed", "\(seed)", "--image", folder + "/board-\(seed).svg"])
+            #expect(demo.status == 0, "\(demo.errors)")
+            let lines = demo.output.split(separator: "\n")
+            let fingerprint = lines.first { $0.contains("scene fingerprint:") }.map(String.init) ?? ""
+            let accepted = lines.first { $0.contains("strokes accepted") }.map(String.init) ?? ""
+            return (fingerprint, accepted, demo.output)
+        }
+        let first = try run(seed: 5)
+        let again = try run(seed: 5)
+        let other = try run(seed: 6)
+        #expect(!first.fingerprint.isEmpty && first.fingerprint == again.fingerprint)
+        #expect(first.accepted == again.accepted)
+        #expect(first.fingerprint != other.fingerprint)
+        #expect(try touchsync(["demo", "--help"]).output.contains("board digest"))
+        // Without rsvg-convert the demo says how to get the PNG.
+        let pngWritten = first.output.contains("board-5.png")
+        #expect(pngWritten || first.output.contains("apt-get install librsvg2-bin"))
+    }
+
+    @Test func benchTableKeepsWholeLabels() throws {
+        let bench = try touchsync(["bench", "--frames", "300", "--repetitions", "1"])
+        #expect(bench.status == 0)
+        #expect(bench.output.contains("hub pipeline: reduce, coalesce per tick, encode "), "\(bench.output)")
+    }
+}
