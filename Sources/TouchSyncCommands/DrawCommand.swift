@@ -80,29 +80,34 @@ struct DrawCommand: AsyncParsableCommand {
 }
 
 /// The scripted scene `draw` sends: UIKit-shaped callbacks with times.
-struct ScriptedScene {
-    struct Event {
-        var time: Double
-        var phase: TouchPhase
-        var touches: [TouchInput]
+public struct ScriptedScene: Sendable {
+    public struct Event: Sendable {
+        public var time: Double
+        public var phase: TouchPhase
+        public var touches: [TouchInput]
     }
 
-    private(set) var events: [Event] = []
-    private(set) var samples = 0
-    let strokes: Int
+    public private(set) var events: [Event] = []
+    public private(set) var samples = 0
+    /// Fingers that touch down (in a very short scene the last ones have no time to).
+    public private(set) var strokes = 0
 
-    init(fingers: Int, seconds: Double, hz: Double = 120) {
-        strokes = fingers
+    public init(fingers: Int, seconds: Double, hz: Double = 120) {
         let step = 1 / hz
         let palm: TouchID = 99
         var time = 0.0
         var down = Set<TouchID>()
+        var palmDown = false
+        var lastTime = 0.0
         while time <= seconds + 1e-9 {
             var began: [TouchInput] = [], moved: [TouchInput] = [], ended: [TouchInput] = []
             for finger in 0..<fingers {
                 let id = TouchID(finger + 1)
-                let touchDown = Double(finger) * 0.15
-                let liftOff = seconds - Double(finger) * 0.1
+                // Fingers touch down one after another and lift in turn, all within the scene
+                // (touch-down in the first 30%, lift-off in the last 20%), whatever its length.
+                let share = Double(finger) / Double(fingers)
+                let touchDown = seconds * 0.3 * share
+                let liftOff = seconds - seconds * 0.2 * share
                 guard time >= touchDown && time <= liftOff + 1e-9 else { continue }
                 let input = TouchInput(
                     id: id,
@@ -110,6 +115,7 @@ struct ScriptedScene {
                     predicted: [Self.point(finger, time + step)])
                 if !down.contains(id) {
                     down.insert(id)
+                    strokes += 1
                     began.append(TouchInput(id: id, coalesced: [Self.point(finger, time)]))
                     samples += 1
                 } else if time + step > liftOff + 1e-9 {
@@ -122,17 +128,29 @@ struct ScriptedScene {
                 }
             }
             // A palm rests on the screen for a moment; the system cancels it (palm rejection).
-            if abs(time - min(0.5, seconds / 3)) < step / 2 {
+            if abs(time - min(0.5, seconds / 3)) < step / 2 && !palmDown {
                 began.append(TouchInput(id: palm, coalesced: [TouchPoint(x: 900, y: 900, timestamp: time + 1)]))
+                palmDown = true
             }
             if !began.isEmpty { events.append(Event(time: time, phase: .began, touches: began)) }
             if !moved.isEmpty { events.append(Event(time: time, phase: .moved, touches: moved)) }
             if !ended.isEmpty { events.append(Event(time: time, phase: .ended, touches: ended)) }
-            if abs(time - min(0.8, seconds / 2)) < step / 2 {
+            if abs(time - min(0.8, seconds / 2)) < step / 2 && palmDown {
                 events.append(Event(time: time, phase: .cancelled, touches: [TouchInput(id: palm, coalesced: [])]))
+                palmDown = false
             }
+            lastTime = time
             time += step
         }
+        // A scene ends every touch it began, however short it is: fingers lift, the palm is rejected.
+        if !down.isEmpty {
+            let lifting = down.sorted().map { id in
+                TouchInput(id: id, coalesced: [Self.point(Int(id) - 1, lastTime + step / 2)])
+            }
+            events.append(Event(time: lastTime, phase: .ended, touches: lifting))
+            samples += lifting.count
+        }
+        if palmDown { events.append(Event(time: lastTime, phase: .cancelled, touches: [TouchInput(id: palm, coalesced: [])])) }
     }
 
     /// Finger 0 draws a spiral, 1 a wave, the others circles of growing size.

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import TouchSyncCommands
 
 /// What a command printed and how it ended.
 struct Outcome {
@@ -88,7 +89,8 @@ struct CommandLineTests {
             ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--history", "tcp://127.0.0.1:\(ports[3])", "--data", data] + publishing,
             port: ports[0])
         let board = "my board/one"
-        let draw = try touchsync(["draw", "--board", board, "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        // A short scene still ends every stroke it drew before it reports success.
+        let draw = try touchsync(["draw", "--board", board, "--seconds", "0.5", "--hub", "tcp://127.0.0.1:\(ports[0])"])
         #expect(draw.status == 0, "\(draw.output)\(draw.errors)")
 
         // A board nobody drew on is an error, not an empty picture.
@@ -99,6 +101,7 @@ struct CommandLineTests {
         // The default file name is the board's, readable.
         let live = try touchsync(["render", "--board", board] + publishing, in: folder)
         #expect(live.status == 0, "\(live.errors)")
+        #expect(live.output.contains("(3 accepted, 0 in progress)"), "\(live.output)")
         let svg = try String(contentsOfFile: folder + "/my board_one.svg", encoding: .utf8)
         #expect(svg.hasPrefix("<svg") && svg.contains("<path"))
 
@@ -202,6 +205,33 @@ struct CommandLineTests {
         // Without rsvg-convert the demo says how to get the PNG.
         let pngWritten = first.output.contains("board-5.png")
         #expect(pngWritten || first.output.contains("apt-get install librsvg2-bin"))
+    }
+
+    /// However short the scene, every touch it begins ends (fingers) or is
+    /// cancelled (the palm) before `draw` reports success.
+    @Test(arguments: [0.01, 0.1, 0.5, 1.0, 2.0])
+    func drawnScenesEndEveryTouch(seconds: Double) {
+        for fingers in 1...10 {
+            let scene = ScriptedScene(fingers: fingers, seconds: seconds)
+            var down = Set<UInt64>()
+            var began = 0
+            for event in scene.events {
+                for touch in event.touches {
+                    switch event.phase {
+                    case .began:
+                        #expect(down.insert(touch.id).inserted)
+                        began += 1
+                    case .ended, .cancelled: #expect(down.remove(touch.id) != nil)
+                    case .moved, .stationary: #expect(down.contains(touch.id))
+                    }
+                }
+            }
+            #expect(down.isEmpty, "\(fingers) finger(s), \(seconds) s: touches left down: \(down)")
+            #expect(began == scene.strokes + 1)  // the fingers it counts as strokes, and the palm
+            #expect(scene.strokes >= 1 && scene.strokes <= fingers)
+            if seconds >= 0.5 { #expect(scene.strokes == fingers) }
+            #expect(scene.events.map(\.time) == scene.events.map(\.time).sorted())
+        }
     }
 
     @Test func benchTableKeepsWholeLabels() throws {
