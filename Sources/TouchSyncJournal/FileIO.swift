@@ -12,6 +12,8 @@ public enum JournalError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalid(String)
     /// A journal that cannot be used at all (no readable checkpoint).
     case unreadable(String)
+    /// Another process holds the data folder (its lock file names its pid).
+    case locked(folder: String, holder: String)
 
     public var description: String {
         switch self {
@@ -19,6 +21,8 @@ public enum JournalError: Error, Sendable, Equatable, CustomStringConvertible {
             "\(call)(\(path)) failed: \(String(cString: strerror(code))) (errno \(code))"
         case .invalid(let why): why
         case .unreadable(let why): "journal unreadable: \(why)"
+        case .locked(let folder, let holder):
+            "\(folder) is in use by another hub (\(holder)): two hubs on one data folder would overwrite each other's boards"
         }
     }
 }
@@ -159,5 +163,60 @@ final class JournalFile {
             if name != "." && name != ".." { names.append(name) }
         }
         return names.sorted()
+    }
+}
+
+/// An exclusive `flock` on a data folder's lock file, held as long as this
+/// value lives: a second hub on the same folder is refused at start, and the
+/// lock goes with the process however it ends (even SIGKILL).
+final class FolderLock {
+    static let fileName = "touchsync.lock"
+    private var descriptor: Int32
+
+    init(folder: String) throws(JournalError) {
+        let path = folder + "/" + Self.fileName
+        descriptor = try systemCall("open", path: path) { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        if flock(descriptor, LOCK_EX | LOCK_NB) == -1 {
+            let code = errno
+            var holder = [UInt8](repeating: 0, count: 64)
+            let count = holder.withUnsafeMutableBytes { Glibc.pread(descriptor, $0.baseAddress, $0.count, 0) }
+            _ = Glibc.close(descriptor)
+            guard code == EWOULDBLOCK else { throw .system(call: "flock", path: path, errno: code) }
+            let text = String(decoding: holder.prefix(max(count, 0)).filter { $0 != 0x0A }, as: UTF8.self)
+            throw .locked(folder: folder, holder: text.isEmpty ? "pid unknown" : text)
+        }
+        // Who holds it, for the message a second hub prints.
+        let note = Array("pid \(getpid())\n".utf8)
+        do {
+            _ = try systemCall("ftruncate", path: path) { ftruncate(descriptor, 0) }
+            _ = try systemCall("pwrite", path: path) { note.withUnsafeBytes { Glibc.pwrite(descriptor, $0.baseAddress, $0.count, 0) } }
+        } catch {
+            _ = Glibc.close(descriptor)
+            throw error
+        }
+    }
+
+    deinit { release() }
+
+    func release() {
+        if descriptor >= 0 {
+            _ = Glibc.close(descriptor)  // closing the descriptor releases the flock
+            descriptor = -1
+        }
+    }
+}
+
+extension JournalFile {
+    /// Proves the folder takes writes now (read-only mounts, full disks and
+    /// missing permissions show here, at start, not at the first frame).
+    static func probeWritable(_ folder: String) throws(JournalError) {
+        let path = folder + "/.touchsync-write-probe"
+        let file = try openForAppending(path, create: !exists(path))
+        defer {
+            file.close()
+            unlink(path)
+        }
+        try file.write(Array(repeating: 0, count: 4096))
+        try file.sync()
     }
 }

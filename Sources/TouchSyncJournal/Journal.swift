@@ -116,12 +116,18 @@ public final class Journal {
     public private(set) var syncs = 0
     private let clock = ContinuousClock()
     private var lastSync: ContinuousClock.Instant
+    /// Held for the journal's life: one hub per data folder.
+    private let lock: FolderLock
 
+    /// Opens (creating) the data folder, takes its lock (another hub holding
+    /// it is an error naming its pid) and checks that it takes writes.
     public init(configuration: JournalConfiguration, logger: Logger) throws(JournalError) {
         self.configuration = configuration
         self.logger = logger
         lastSync = clock.now
         try JournalFile.makeDirectory(configuration.directory)
+        lock = try FolderLock(folder: configuration.directory)
+        try JournalFile.probeWritable(configuration.directory)
     }
 
     /// Reads every board back to its last durable state, repairs torn or
@@ -309,6 +315,7 @@ public final class Journal {
         try? sync()
         for writer in writers.values { writer.close() }
         writers.removeAll()
+        lock.release()
     }
 }
 

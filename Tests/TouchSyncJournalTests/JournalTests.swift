@@ -67,6 +67,19 @@ struct JournalTests {
         return try Journal(configuration: configuration, logger: Self.quiet)
     }
 
+    /// One journal per data folder: a second one is refused, naming the
+    /// holder's pid, until the first is closed.
+    @Test func aDataFolderTakesOneJournalAtATime() throws {
+        let directory = NSTemporaryDirectory() + "touchsync-lock-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let first = try openJournal(directory)
+        #expect(throws: JournalError.locked(folder: directory, holder: "pid \(getpid())")) { try openJournal(directory) }
+        first.close()
+        let second = try openJournal(directory)
+        #expect(throws: JournalError.self) { try openJournal(directory) }
+        second.close()
+    }
+
     @Test(arguments: [FsyncPolicy.everyBatch, .interval(.milliseconds(5)), .never])
     func recoversExactlyWhatWasWritten(policy: FsyncPolicy) throws {
         let directory = temporaryDirectory("recover")
