@@ -35,7 +35,9 @@ enum AgentCommand: Sendable {
     /// Changes for connection `connection`; the driver numbers them and adds the alive set.
     case frame(connection: Int, changes: [TouchChange], alive: [TouchID]?)
     case numbered(connection: Int, Touchsync_V1_AgentMessage.OneOf_Body)
-    case stop
+    /// Stop the driver; with `goodbye`, each connection tells the hub first
+    /// (its live touches are cancelled at once instead of after the abandon time-out).
+    case stop(goodbye: Bool)
 }
 
 /// One agent's connection to its hub, driven by an `AgentDriver` thread
@@ -52,6 +54,12 @@ final class AgentConnection {
 
     private(set) var socket: ZMQSocket? = nil
     private var welcomed = false
+    /// The agent session: numbering belongs to it. A new one starts (and the
+    /// waiting messages are numbered again from 1) only when the hub cannot
+    /// resume this one (it restarted without it).
+    private var sessionID = AgentConnection.newSessionID()
+    /// Messages acknowledged in earlier sessions (the counters callers see run on across sessions).
+    private var earlierSessions: UInt64 = 0
     private var nextSequence: UInt64 = 1
     private var unacknowledged: [(sequence: UInt64, bytes: [UInt8])] = []
     private var acknowledged: UInt64 = 0
@@ -117,6 +125,7 @@ final class AgentConnection {
         hello.board = configuration.board
         hello.clientName = configuration.clientName
         hello.resumeAfter = acknowledged
+        hello.sessionID = Data(sessionID)
         var message = Touchsync_V1_AgentMessage()
         message.hello = hello
         transmit(WireCodec.encode(message), now: now)
@@ -154,7 +163,7 @@ final class AgentConnection {
         let bytes = WireCodec.encode(message)
         if unacknowledged.isEmpty { lastProgress = now }
         unacknowledged.append((nextSequence, bytes))
-        shared.progress.withLock { $0.numbered = nextSequence }
+        shared.progress.withLock { [earlierSessions, nextSequence] in $0.numbered = earlierSessions + nextSequence }
         nextSequence += 1
         if welcomed { transmit(bytes, now: now) }
     }
@@ -196,6 +205,8 @@ final class AgentConnection {
                 report(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
                 if error.code == .outOfOrder {
                     for (_, bytes) in unacknowledged { transmit(bytes, now: now) }
+                } else if error.code == .cannotResume {
+                    startNewSession(now: now)
                 } else if error.code == .notWelcomed && welcomed {
                     // The hub does not know us: it restarted (libzmq reconnected
                     // underneath). Say hello again at once; the welcome says what
@@ -218,7 +229,44 @@ final class AgentConnection {
         } else {
             unacknowledged.removeAll(keepingCapacity: true)
         }
-        shared.progress.withLock { $0.acknowledged = sequence }
+        shared.progress.withLock { [earlierSessions] in $0.acknowledged = earlierSessions + sequence }
+    }
+
+    /// The hub cannot resume this session (it restarted without it, or
+    /// forgot it): start a new one and number the waiting messages from 1.
+    private func startNewSession(now: ContinuousClock.Instant) {
+        logger.notice(
+            "the hub cannot resume this agent's session: starting a new one",
+            metadata: ["agent": "\(identity)", "waiting": "\(unacknowledged.count)"])
+        earlierSessions += acknowledged
+        sessionID = Self.newSessionID()
+        acknowledged = 0
+        var sequence: UInt64 = 0
+        unacknowledged = unacknowledged.map { entry in
+            sequence += 1
+            guard var message = try? WireCodec.decode(Touchsync_V1_AgentMessage.self, from: entry.bytes) else { return entry }
+            message.sequence = sequence
+            return (sequence, WireCodec.encode(message))
+        }
+        nextSequence = sequence + 1
+        welcomed = false
+        lastProgress = now
+        sayHello(now: now)
+    }
+
+    static func newSessionID() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
+    /// Tells the hub this agent leaves on purpose, and lets the socket
+    /// deliver it (briefly) when it closes.
+    func sayGoodbye(now: ContinuousClock.Instant) {
+        guard welcomed, let socket else { return }
+        var message = Touchsync_V1_AgentMessage()
+        message.goodbye = Touchsync_V1_Goodbye()
+        transmit(WireCodec.encode(message), now: now)
+        try? socket.setLinger(milliseconds: 200)
     }
 
     /// Connects when due, reconnects on silence, sends heartbeats when idle.
@@ -321,7 +369,9 @@ final class AgentDriver {
             if poller.isReadable(0) {
                 for command in mailbox.drain() {
                     switch command {
-                    case .stop: return
+                    case .stop(let goodbye):
+                        if goodbye { for connection in connections { connection.sayGoodbye(now: now) } }
+                        return
                     case .frame(let index, let changes, let alive):
                         connections[index].queue(changes: changes, alive: alive, now: now)
                     case .numbered(let index, let body):

@@ -103,9 +103,10 @@ public final class AgentPool: Sendable {
     public var refusals: [String: Int] { counts.withLock { $0.refused } }
     public var reconnects: Int { counts.withLock { $0.disconnected } }
 
-    /// Stops every driver and closes every connection; unacknowledged messages are dropped.
-    public func stop() async {
-        for mailbox in mailboxes { mailbox.post(.stop) }
+    /// Stops every driver and closes every connection (each says goodbye
+    /// first unless `goodbye` is false); unacknowledged messages are dropped.
+    public func stop(goodbye: Bool = true) async {
+        for mailbox in mailboxes { mailbox.post(.stop(goodbye: goodbye)) }
         for thread in threads { await thread.finished() }
     }
 }

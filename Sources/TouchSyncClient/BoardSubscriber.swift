@@ -70,6 +70,9 @@ public struct SubscriberStatus: Sendable, Equatable {
     public var heartbeats = 0
     /// `stallReading` commands that have begun (tests wait for the stall to start).
     public var stalls = 0
+    /// Users the hub has not heard from lately (as of the last heartbeat):
+    /// their touches stay down, stalled, until they return or are abandoned.
+    public var silentUsers: [String] = []
 }
 
 /// A live replica of one board: subscribes first, then loads a snapshot,
@@ -336,7 +339,10 @@ final class SubscriberLoop {
                 }
             case .heartbeat(let heartbeat):
                 guard case .live(let state) = phase else { continue }
-                shared.status.withLock { $0.heartbeats += 1 }
+                shared.status.withLock { status in
+                    status.heartbeats += 1
+                    status.silentUsers = heartbeat.silentUsers
+                }
                 if heartbeat.sequence > state.sequence {
                     // Batches and heartbeats leave the hub in order on one socket:
                     // a heartbeat ahead of us means batches were dropped on the way.

@@ -132,8 +132,11 @@ public final class TouchAgent: Sendable {
 
     /// Stops at once and closes the socket; messages not yet acknowledged are
     /// dropped. Call `flush` first to be sure everything arrived.
-    public func stop() async {
-        mailbox.post(.stop)
+    /// - Parameter goodbye: tell the hub this agent leaves (default), so its
+    ///   touches still down are cancelled at once; false leaves as a network
+    ///   failure would (the hub keeps them until its abandon time-out).
+    public func stop(goodbye: Bool = true) async {
+        mailbox.post(.stop(goodbye: goodbye))
         await thread.finished()
         eventSink.finish()
     }

@@ -31,7 +31,10 @@ struct HubCommand: AsyncParsableCommand {
     @Option(help: "Endpoint for snapshot requests (ROUTER).") var snapshot = "tcp://127.0.0.1:5572"
     @Option(help: "Endpoint for history requests (ROUTER; served when journaling).") var history = "tcp://127.0.0.1:5573"
     @Flag(help: "Listen on every interface (tcp://*:5570, 5571, 5572, 5573) instead of loopback.") var `public` = false
-    @Option(parsing: .unconditional, help: "Seconds of silence after which an agent's touches are cancelled.") var livenessTimeout = 3.0
+    @Option(parsing: .unconditional, help: "Seconds of silence after which an agent is reported silent (its touches are kept, stalled).")
+    var livenessTimeout = 3.0
+    @Option(parsing: .unconditional, help: "Seconds of silence after which a silent agent's touches are cancelled (at least --liveness-timeout).")
+    var abandonTimeout = 30.0
     @Option(parsing: .unconditional, help: "Seconds between two heartbeats of a board.") var heartbeat = 1.0
     @Option(parsing: .unconditional, help: "Shortest milliseconds between two batches of a board (0: as soon as input is drained).")
     var publishIntervalMs = 0
@@ -53,6 +56,9 @@ struct HubCommand: AsyncParsableCommand {
         guard (1...4096).contains(segmentMib) else { throw ValidationError("--segment-mib must be 1 to 4096") }
         guard livenessTimeout > 0 else { throw ValidationError("--liveness-timeout must be above 0 seconds") }
         guard heartbeat > 0 else { throw ValidationError("--heartbeat must be above 0 seconds") }
+        guard abandonTimeout >= livenessTimeout else {
+            throw ValidationError("--abandon-timeout must be at least --liveness-timeout (\(livenessTimeout) s)")
+        }
         guard publishIntervalMs >= 0 else { throw ValidationError("--publish-interval-ms cannot be negative") }
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
         guard (1...1000).contains(maxTouches) else { throw ValidationError("--max-touches must be 1 to 1000") }
@@ -67,6 +73,7 @@ struct HubCommand: AsyncParsableCommand {
         configuration.snapshotEndpoint = `public` ? "tcp://*:5572" : snapshot
         configuration.historyEndpoint = `public` ? "tcp://*:5573" : history
         configuration.livenessTimeout = Duration(secondsValue: livenessTimeout)
+        configuration.abandonTimeout = Duration(secondsValue: abandonTimeout)
         configuration.heartbeatInterval = Duration(secondsValue: heartbeat)
         configuration.publishInterval = .milliseconds(publishIntervalMs)
         configuration.maxMessageBytes = maxMessageBytes

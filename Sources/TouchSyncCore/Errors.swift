@@ -63,6 +63,10 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
     case rateLimited = 14
     case internalError = 15
     case outOfOrder = 16
+    /// A hello whose resume_after the hub cannot honour for its session: start a new session.
+    case cannotResume = 17
+    /// The hub cannot make frames durable (its journal failed): nothing more is acknowledged.
+    case storageUnavailable = 18
 }
 
 /// A diff that does not fit the replica's state: something was missed,

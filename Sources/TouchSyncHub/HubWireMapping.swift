@@ -33,6 +33,8 @@ extension AgentRequest {
             }
         case .heartbeat:
             self = .heartbeat
+        case .goodbye:
+            self = .goodbye
         case nil:
             self = .empty(sequence: sequence)
         }

@@ -5,40 +5,51 @@ import TouchSyncCore
 /// messages are handled, and whether it is being heard.
 ///
 /// A peer with no session has not said hello (the core answers it
-/// NOT_WELCOMED); a session leaves the table when it is forgotten, replaced
-/// or its peer is gone. In between it moves between `.live` and `.silent`
-/// only through the methods below.
+/// NOT_WELCOMED); a session leaves the table when it says goodbye, its peer
+/// is gone, a new session of the same user replaces it, or it is forgotten
+/// after the retention. In between it moves `.live` → `.silent` (not heard
+/// for the liveness time-out: touches kept) → `.abandoned` (not heard for
+/// the abandon time-out: touches cancelled), and back to `.live` whenever it
+/// is heard, only through the methods below.
 struct AgentSession {
     let principal: UserNamespace
     private(set) var peer: PeerID
-    /// The session id of the agent process (from its hello; may be empty).
-    private(set) var sessionID: [UInt8]
+    /// The agent session's id (from its hello): numbering belongs to it.
+    let sessionID: [UInt8]
     let board: String
     /// The board's slot in the core's `channels`.
     let boardSlot: Int
     var numbering: MessageNumbering
+    /// The highest number acknowledged to the agent (what the hub promised
+    /// durable): a welcome says this, never more.
+    var acknowledged: UInt64
     var style = StrokeStyle.default
     private(set) var presence: Presence
     var ackPending = false
     var bucket: TokenBucket
+    /// When the agent was last told STORAGE_UNAVAILABLE (told at most once a second).
+    var storageWarnedAt: ContinuousClock.Instant? = nil
 
     enum Presence: Equatable {
         /// Heard within the liveness time-out.
         case live(lastHeard: ContinuousClock.Instant)
-        /// Silent past the liveness time-out: its live touches were cancelled.
+        /// Not heard for the liveness time-out: its touches stay down, stalled.
         case silent(lastHeard: ContinuousClock.Instant)
+        /// Not heard for the abandon time-out: its touches were cancelled.
+        case abandoned(lastHeard: ContinuousClock.Instant)
 
         var lastHeard: ContinuousClock.Instant {
             switch self {
-            case .live(let at), .silent(let at): at
+            case .live(let at), .silent(let at), .abandoned(let at): at
             }
         }
     }
 
     enum TransitionError: Error, Equatable {
-        /// `fallSilent` on a session that is already silent, or heard since `deadline`.
-        case notSilent
-        case alreadySilent
+        /// The time-out for the transition has not passed since the session was last heard.
+        case tooSoon
+        /// The session is not in the state the transition starts from.
+        case wrongState
     }
 
     init(
@@ -51,36 +62,47 @@ struct AgentSession {
         self.board = board
         self.boardSlot = boardSlot
         numbering = MessageNumbering(appliedThrough: appliedThrough)
+        acknowledged = appliedThrough
         presence = .live(lastHeard: now)
         bucket = TokenBucket(rate: messagesPerSecond, now: now)
     }
 
-    /// A message arrived from `peer`: the session is live again.
+    /// A message arrived: the session is live again.
     mutating func heard(at now: ContinuousClock.Instant) {
         presence = .live(lastHeard: now)
     }
 
-    /// The same agent said hello again (a reconnect, possibly on a new connection).
-    mutating func resumed(by peer: PeerID, sessionID: [UInt8], at now: ContinuousClock.Instant) {
+    /// The same session said hello again (a reconnect, possibly on a new connection).
+    mutating func resumed(by peer: PeerID, at now: ContinuousClock.Instant) {
         self.peer = peer
-        self.sessionID = sessionID
         presence = .live(lastHeard: now)
     }
 
-    /// When silence turns this session silent (nil: it already is).
-    func silenceDeadline(timeout: Duration) -> ContinuousClock.Instant? {
-        guard case .live(let lastHeard) = presence else { return nil }
-        return lastHeard + timeout
+    var isSilent: Bool {
+        if case .silent = presence { true } else { false }
+    }
+
+    /// When silence next changes this session (silent, then abandoned; nil: nothing more).
+    func nextDeadline(liveness: Duration, abandon: Duration) -> ContinuousClock.Instant? {
+        switch presence {
+        case .live(let lastHeard): lastHeard + liveness
+        case .silent(let lastHeard): lastHeard + abandon
+        case .abandoned: nil
+        }
     }
 
     /// Live → silent, once the liveness time-out has passed since it was last heard.
     mutating func fallSilent(at now: ContinuousClock.Instant, timeout: Duration) throws(TransitionError) {
-        switch presence {
-        case .silent: throw .alreadySilent
-        case .live(let lastHeard):
-            guard now - lastHeard >= timeout else { throw .notSilent }
-            presence = .silent(lastHeard: lastHeard)
-        }
+        guard case .live(let lastHeard) = presence else { throw .wrongState }
+        guard now - lastHeard >= timeout else { throw .tooSoon }
+        presence = .silent(lastHeard: lastHeard)
+    }
+
+    /// Silent → abandoned, once the abandon time-out has passed since it was last heard.
+    mutating func abandon(at now: ContinuousClock.Instant, timeout: Duration) throws(TransitionError) {
+        guard case .silent(let lastHeard) = presence else { throw .wrongState }
+        guard now - lastHeard >= timeout else { throw .tooSoon }
+        presence = .abandoned(lastHeard: lastHeard)
     }
 
     /// The namespace of a connection known only by its routing id: the id as

@@ -19,6 +19,8 @@ package struct BoardChannel: Sendable {
     var progressPending: [UserNamespace: AgentProgress] = [:]
     /// Agents' progress as the journal had it at start-up, for their next hello.
     var recoveredProgress: [UserNamespace: AgentProgress] = [:]
+    /// Users whose agents are silent (touches kept, stalled): listed in heartbeats.
+    var silentUsers: Set<UserNamespace> = []
 
     package init(name: String, limits: BoardLimits = BoardLimits()) {
         self.name = name
@@ -86,6 +88,7 @@ package struct BoardChannel: Sendable {
         heartbeat.sequence = state.sequence
         heartbeat.hubTime = hubTime
         heartbeat.digest = digest().rawValue
+        heartbeat.silentUsers = silentUsers.map(\.rawValue).sorted()
         return heartbeat
     }
 

@@ -15,8 +15,16 @@ public struct HubConfiguration: Sendable {
     /// by a thread of its own), when the hub journals. Default `tcp://127.0.0.1:5573`.
     public var historyEndpoint = "tcp://127.0.0.1:5573"
 
-    /// An agent silent for longer than this has its live touches cancelled. Default 3 s.
+    /// An agent not heard from for this long is *silent*: its touches stay
+    /// down (a network outage is not a user who left), and heartbeats list it
+    /// so spectators can show its strokes as stalled. Default 3 s.
     public var livenessTimeout: Duration = .seconds(3)
+    /// An agent silent for this long is *gone*: its live touches are
+    /// cancelled (at once instead when it says goodbye, or when a new
+    /// session of the same user starts). A silent agent that comes back
+    /// sooner resumes its strokes, and its resent frames apply. Default 30 s;
+    /// at least `livenessTimeout`.
+    public var abandonTimeout: Duration = .seconds(30)
     /// Every board publishes a heartbeat this often, even when nobody draws. Default 1 s.
     public var heartbeatInterval: Duration = .seconds(1)
     /// The shortest time between two batches of one board. Default 0: a batch

@@ -33,7 +33,7 @@ public struct HubCore {
     private var subscriptions: [[UInt8]: Int] = [:]
 
     /// Users with touches down on a recovered board and no session yet: if
-    /// they do not say hello within the liveness time-out, their touches are
+    /// they do not resume within the abandon time-out, their touches are
     /// cancelled as a silent agent's would be (no stroke stays stuck).
     private var recoveredUsers: [(slot: Int, user: UserNamespace)] = []
     private var recoveredUntil: ContinuousClock.Instant? = nil
@@ -79,7 +79,7 @@ public struct HubCore {
             }
             channels.append(channel)
         }
-        if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.livenessTimeout }
+        if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
         metrics.boards.record(channels.count)
     }
 
@@ -118,11 +118,8 @@ public struct HubCore {
                 refuse(peer.id, HubRefusal(error.code, error.reason), into: &actions)
             }
         case .peerGone(let id):
-            if let (principal, session) = sessions.first(where: { $0.value.peer == id }) {
-                sessions[principal] = nil
-                let cancelled = change(session.boardSlot) { $0.cancelTouches(of: principal) }
-                logger.info("agent gone: touches cancelled", metadata: ["user": "\(principal)", "touches": "\(cancelled)"])
-                metrics.agents.record(sessions.count)
+            if let principal = sessions.first(where: { $0.value.peer == id })?.key {
+                end(principal, why: "its connection closed")
             }
         case .subscribed(let topic):
             subscriptions[topic, default: 0] += 1
@@ -139,24 +136,30 @@ public struct HubCore {
             snapshot(board, for: peer, requestID: requestID, now: now, into: &actions)
         case .journalProgress(let written, let synced):
             journal?.progress(written: written, synced: synced)
-            sendAcks(into: &actions)
+            sendAcks(now: now, into: &actions)
         case .journalFailed(let reason):
             guard journal?.failed == false else { return }
             journal?.failed = true
             metrics.journalFailures.increment()
             logger.critical(
                 "journal failed: no further frame will be acknowledged until the hub restarts", metadata: ["error": "\(reason)"])
+            // Everyone still waiting hears it now.
+            for principal in sessions.keys where !sessions[principal]!.ackPending {
+                sessions[principal]!.ackPending = true
+                ackQueue.append(principal)
+            }
+            warnStorageUnavailable(now: now, into: &actions)
         case .turnEnded:
             publishDirtyBoards(force: false, now: now, into: &actions)
             syncJournalIfDue(force: false, now: now, into: &actions)
-            sendAcks(into: &actions)
+            sendAcks(now: now, into: &actions)
             runTimers(now: now, into: &actions)
         case .publishNow:
             publishDirtyBoards(force: true, now: now, into: &actions)
         case .stopping:
             publishDirtyBoards(force: true, now: now, into: &actions)
             syncJournalIfDue(force: true, now: now, into: &actions)
-            sendAcks(into: &actions)
+            sendAcks(now: now, into: &actions)
         }
     }
 
@@ -182,10 +185,14 @@ public struct HubCore {
                 let sequence: UInt64
                 switch request {
                 case .numbered(let number, _), .empty(let number): sequence = number
-                case .heartbeat, .hello: sequence = 0
+                case .heartbeat, .hello, .goodbye: sequence = 0
                 }
                 refuse(peer.id, HubRefusal(.notWelcomed, "say hello first", sequence: sequence), into: &actions)
             }
+            return
+        }
+        if case .goodbye = request {
+            end(peer.principal, why: "it said goodbye")
             return
         }
         let appliedBefore = session.numbering.appliedThrough
@@ -193,10 +200,12 @@ public struct HubCore {
         defer {
             if journal != nil && (session.numbering.appliedThrough != appliedBefore || session.style != styleBefore) {
                 channels[session.boardSlot].progressPending[session.principal] = AgentProgress(
-                    principal: session.principal, appliedThrough: session.numbering.appliedThrough, style: session.style)
+                    principal: session.principal, appliedThrough: session.numbering.appliedThrough, style: session.style,
+                    sessionID: session.sessionID)
             }
             sessions[peer.principal] = session
         }
+        if session.isSilent { channels[session.boardSlot].silentUsers.remove(session.principal) }
         session.heard(at: now)
         guard session.bucket.take(now: now) else {
             var sequence: UInt64 = 0
@@ -211,7 +220,7 @@ public struct HubCore {
             return
         }
         switch request {
-        case .hello:
+        case .hello, .goodbye:
             preconditionFailure("handled above")
         case .heartbeat:
             requestAck(&session)
@@ -283,6 +292,12 @@ public struct HubCore {
             refuse(peer.id, HubRefusal(.unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL"), into: &actions)
             return
         }
+        guard (1...64).contains(hello.sessionID.count) else {
+            refuse(
+                peer.id, HubRefusal(.malformed, "Hello.session_id must be 1 to 64 bytes, chosen at random once per agent session"),
+                into: &actions)
+            return
+        }
         let slot: Int
         if let existing = boardSlots[hello.board] {
             slot = existing
@@ -298,30 +313,57 @@ public struct HubCore {
             logger.info("board created", metadata: ["board": "\(hello.board)"])
         }
         let principal = peer.principal
-        if sessions[principal]?.board == hello.board {
-            // The same agent again (a reconnect): it resends everything after what we applied.
-            sessions[principal]!.resumed(by: peer.id, sessionID: hello.sessionID, at: now)
+        let resumeAfter = hello.resumeAfter
+        if let existing = sessions[principal], existing.sessionID == hello.sessionID, existing.board == hello.board {
+            // The same session again (a reconnect): it resends everything after what we acknowledged.
+            guard resumeAfter <= existing.numbering.appliedThrough else {
+                refuse(
+                    peer.id,
+                    HubRefusal(
+                        .cannotResume,
+                        "resume_after \(resumeAfter) is beyond the \(existing.numbering.appliedThrough) message(s) this hub applied for this session"),
+                    into: &actions)
+                return
+            }
+            if existing.isSilent { channels[existing.boardSlot].silentUsers.remove(principal) }
+            sessions[principal]!.resumed(by: peer.id, at: now)
         } else {
-            if let previous = sessions[principal] {
-                change(previous.boardSlot) { _ = $0.cancelTouches(of: principal) }
+            // A new session, or one the hub knows only from its journal (after a restart).
+            let recorded = channels[slot].recoveredProgress[principal].flatMap { $0.sessionID == hello.sessionID ? $0 : nil }
+            let appliedThrough = recorded?.appliedThrough ?? 0
+            guard resumeAfter <= appliedThrough else {
+                refuse(
+                    peer.id,
+                    HubRefusal(
+                        .cannotResume,
+                        recorded == nil
+                            ? "this hub does not know this session (it restarted without it, or forgot it): start a new session, numbered from 1"
+                            : "resume_after \(resumeAfter) is beyond the \(appliedThrough) message(s) this hub recorded for this session"),
+                    into: &actions)
+                return
+            }
+            // The user's previous session ends: its touches are cancelled now.
+            if sessions[principal] != nil { end(principal, why: "a new session of the same user started") }
+            if channels[slot].recoveredProgress.removeValue(forKey: principal) != nil && recorded == nil {
+                change(slot) { _ = $0.cancelTouches(of: principal) }  // the session before the restart does not come back
             }
             var session = AgentSession(
                 principal: principal, peer: peer.id, sessionID: hello.sessionID, board: hello.board, boardSlot: slot,
-                appliedThrough: hello.resumeAfter, now: now, messagesPerSecond: configuration.maxMessagesPerSecond)
-            // After a restart the journal knows how far this agent got: frames
-            // it resends that the board already has are not applied twice.
-            if let progress = channels[slot].recoveredProgress.removeValue(forKey: principal) {
-                session.numbering.recover(through: progress.appliedThrough)
-                session.style = progress.style
-            }
+                appliedThrough: appliedThrough, now: now, messagesPerSecond: configuration.maxMessagesPerSecond)
+            if let recorded { session.style = recorded.style }
             sessions[principal] = session
             metrics.agents.record(sessions.count)
-            logger.debug("agent joined", metadata: ["user": "\(principal)", "board": "\(hello.board)", "client": "\(hello.clientName)"])
+            logger.debug(
+                "agent joined",
+                metadata: [
+                    "user": "\(principal)", "board": "\(hello.board)", "client": "\(hello.clientName)",
+                    "resumed": "\(recorded != nil)",
+                ])
         }
         let deadline = now + configuration.livenessTimeout
         livenessDue = min(livenessDue ?? deadline, deadline)
         let welcome = AgentWelcome(
-            board: hello.board, user: principal, appliedThrough: sessions[principal]!.numbering.appliedThrough,
+            board: hello.board, user: principal, appliedThrough: sessions[principal]!.acknowledged,
             heartbeatIntervalMilliseconds: UInt32(milliseconds(configuration.heartbeatInterval)),
             livenessTimeoutMilliseconds: UInt32(milliseconds(configuration.livenessTimeout)),
             maxLiveTouches: UInt32(configuration.boardLimits.maxLiveTouchesPerUser),
@@ -348,16 +390,40 @@ public struct HubCore {
         }
     }
 
-    private mutating func sendAcks(into actions: inout [HubAction]) {
+    private mutating func sendAcks(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         // An ack promises the frame is as durable as the fsync policy says:
         // every applied diff journaled (no board waiting to publish) and synced.
         if let journal {
+            if journal.failed {
+                warnStorageUnavailable(now: now, into: &actions)
+                return
+            }
             guard dirtyBoards.isEmpty, journal.isDurable else { return }
         }
         for principal in ackQueue {
             guard let session = sessions[principal], session.ackPending else { continue }
             sessions[principal]!.ackPending = false
+            sessions[principal]!.acknowledged = session.numbering.appliedThrough
             actions.append(.reply(to: session.peer, .ack(through: session.numbering.appliedThrough)))
+        }
+        ackQueue.removeAll(keepingCapacity: true)
+    }
+
+    /// With a failed journal nothing is acknowledged again: the agents waiting
+    /// for an ack are told why (at most once a second each), and keep their frames.
+    private mutating func warnStorageUnavailable(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        for principal in ackQueue {
+            guard let session = sessions[principal], session.ackPending else { continue }
+            sessions[principal]!.ackPending = false
+            if let warned = session.storageWarnedAt, now - warned < .seconds(1) { continue }
+            sessions[principal]!.storageWarnedAt = now
+            refuse(
+                session.peer,
+                HubRefusal(
+                    .storageUnavailable,
+                    "the hub cannot make frames durable (its journal failed): nothing after message \(session.acknowledged) is acknowledged; keep them",
+                    sequence: session.numbering.appliedThrough),
+                into: &actions)
         }
         ackQueue.removeAll(keepingCapacity: true)
     }
@@ -378,30 +444,46 @@ public struct HubCore {
         }
     }
 
-    /// Cancels the touches of sessions silent for the liveness time-out, and
-    /// finds when the next one can fall silent.
+    /// Moves sessions on as their silence grows: silent after the liveness
+    /// time-out (touches kept, listed in heartbeats), abandoned after the
+    /// abandon time-out (touches cancelled); finds the next such moment.
     private mutating func checkLiveness(now: ContinuousClock.Instant) {
+        let (liveness, abandon) = (configuration.livenessTimeout, configuration.abandonTimeout)
         var next: ContinuousClock.Instant? = nil
         for principal in sessions.keys {
-            guard let deadline = sessions[principal]!.silenceDeadline(timeout: configuration.livenessTimeout) else { continue }
+            guard let deadline = sessions[principal]!.nextDeadline(liveness: liveness, abandon: abandon) else { continue }
             guard now >= deadline else {
                 next = min(next ?? deadline, deadline)
                 continue
             }
-            do {
-                try sessions[principal]!.fallSilent(at: now, timeout: configuration.livenessTimeout)
-            } catch {
-                continue  // cannot happen: the deadline has passed and the session was live
-            }
             let slot = sessions[principal]!.boardSlot
-            let cancelled = change(slot) { $0.cancelTouches(of: principal) }
-            if cancelled > 0 {
+            if (try? sessions[principal]!.fallSilent(at: now, timeout: liveness)) != nil {
+                channels[slot].silentUsers.insert(principal)
+                logger.info("agent silent: its touches are kept", metadata: ["user": "\(principal)", "board": "\(channels[slot].name)"])
+                // Abandoned later, unless heard again first.
+                let abandonAt = sessions[principal]!.presence.lastHeard + abandon
+                next = min(next ?? abandonAt, abandonAt)
+            } else if (try? sessions[principal]!.abandon(at: now, timeout: abandon)) != nil {
+                channels[slot].silentUsers.remove(principal)
+                let cancelled = change(slot) { $0.cancelTouches(of: principal) }
                 logger.info(
-                    "agent silent: touches cancelled",
+                    "agent gone (silent past the abandon time-out): touches cancelled",
                     metadata: ["user": "\(principal)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
             }
         }
         livenessDue = next
+    }
+
+    /// Ends a session now (goodbye, connection closed, replaced): its live
+    /// touches are cancelled and its numbering forgotten.
+    private mutating func end(_ principal: UserNamespace, why: String) {
+        guard let session = sessions.removeValue(forKey: principal) else { return }
+        channels[session.boardSlot].silentUsers.remove(principal)
+        let cancelled = change(session.boardSlot) { $0.cancelTouches(of: principal) }
+        logger.info(
+            "agent session ended: touches cancelled",
+            metadata: ["user": "\(principal)", "board": "\(session.board)", "why": "\(why)", "touches": "\(cancelled)"])
+        metrics.agents.record(sessions.count)
     }
 
     private mutating func cancelUnreturnedUsers() {
@@ -420,7 +502,9 @@ public struct HubCore {
         let retention = configuration.sessionRetention
         let forgotten = sessions.compactMap { now - $0.value.presence.lastHeard > retention ? $0.key : nil }
         guard !forgotten.isEmpty else { return }  // the common case: no new dictionary
-        for principal in forgotten { sessions[principal] = nil }
+        for principal in forgotten {
+            if let session = sessions.removeValue(forKey: principal) { channels[session.boardSlot].silentUsers.remove(principal) }
+        }
         metrics.agents.record(sessions.count)
     }
 

@@ -30,6 +30,8 @@ public enum AgentRequest: Sendable {
     case numbered(sequence: UInt64, NumberedRequest)
     /// "I am still here": answered with an ack.
     case heartbeat
+    /// The agent leaves on purpose: its live touches are cancelled at once.
+    case goodbye
     /// A message with no body it understands.
     case empty(sequence: UInt64)
 }

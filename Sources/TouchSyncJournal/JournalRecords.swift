@@ -9,22 +9,26 @@ public struct AgentProgress: Sendable, Equatable {
     public var principal: UserNamespace
     public var appliedThrough: UInt64
     public var style: StrokeStyle
+    /// The agent session the numbers belong to (empty in older journals).
+    public var sessionID: [UInt8]
 
-    public init(principal: UserNamespace, appliedThrough: UInt64, style: StrokeStyle) {
+    public init(principal: UserNamespace, appliedThrough: UInt64, style: StrokeStyle, sessionID: [UInt8] = []) {
         self.principal = principal
         self.appliedThrough = appliedThrough
         self.style = style
+        self.sessionID = sessionID
     }
 
     init(_ proto: Touchsync_V1_AgentProgress) {
         self.init(
             principal: UserNamespace(String(decoding: proto.routingID, as: UTF8.self)), appliedThrough: proto.appliedThrough,
-            style: StrokeStyle(proto.style))
+            style: StrokeStyle(proto.style), sessionID: Array(proto.sessionID))
     }
 
     var proto: Touchsync_V1_AgentProgress {
         var proto = Touchsync_V1_AgentProgress()
         proto.routingID = .init(principal.rawValue.utf8)
+        proto.sessionID = .init(sessionID)
         proto.appliedThrough = appliedThrough
         proto.style = style.proto
         return proto

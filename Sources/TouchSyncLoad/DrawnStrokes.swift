@@ -53,6 +53,7 @@ struct DrawnStrokes {
 
     /// Touches down now.
     var liveCount: Int { live.count }
+    var liveTouches: [TouchID] { live.keys.sorted() }
 
     /// Compares with the user's strokes on a board (ordered by stroke id):
     /// samples expected and absent, and samples present and not expected.

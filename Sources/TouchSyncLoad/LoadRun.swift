@@ -188,6 +188,14 @@ public struct LoadRun: Sendable {
                 samplesAtLastReport = samplesSent
             }
         }
+        // Every finger still down lifts (as people do when they stop drawing),
+        // so the boards end with nothing in progress, whatever stopped the run.
+        for user in 0..<configuration.users where drawn[user].liveCount > 0 {
+            let lift = TouchFrame(changes: drawn[user].liveTouches.map { TouchChange(touch: $0, phase: .ended) }, aliveTouches: [])
+            drawn[user].record(lift)
+            framesSent += 1
+            agents.send(agent: user, lift.changes, alive: lift.aliveTouches)
+        }
         let drawingTime = clock.now - start
 
         // Drain: every frame acknowledged, every subscriber at the hub's sequence.

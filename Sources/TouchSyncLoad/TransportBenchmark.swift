@@ -341,6 +341,7 @@ struct Bench: Sendable {
                         var hello = Touchsync_V1_AgentMessage()
                         hello.hello.protocolVersion = touchSyncProtocolVersion
                         hello.hello.board = "bench"
+                        hello.hello.sessionID = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
                         try socket.send(WireCodec.encode(hello))
                         _ = try socket.receiveMultipart(timeoutMilliseconds: 5000)
                     }

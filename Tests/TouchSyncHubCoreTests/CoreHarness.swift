@@ -63,8 +63,9 @@ final class CoreHarness {
     func message(_ peer: Peer, _ request: AgentRequest) -> [HubAction] { send(.agentMessage(from: peer, request)) }
 
     @discardableResult
-    func hello(_ peer: Peer, board: String, resumeAfter: UInt64 = 0) -> AgentWelcome? {
-        let replies = send(.agentMessage(from: peer, .hello(AgentHello(board: board, resumeAfter: resumeAfter))))
+    func hello(_ peer: Peer, board: String, resumeAfter: UInt64 = 0, session: String = "session-1") -> AgentWelcome? {
+        let replies = send(
+            .agentMessage(from: peer, .hello(AgentHello(board: board, resumeAfter: resumeAfter, sessionID: Array(session.utf8)))))
         for case .reply(_, .welcome(let welcome)) in replies { return welcome }
         return nil
     }
@@ -104,10 +105,12 @@ extension [HubAction] {
         publications.compactMap { if case .batch(let sequence) = $0.kind { sequence } else { nil } }
     }
 
-    var heartbeats: [(board: String, sequence: UInt64, digest: BoardDigest)] {
+    var heartbeats: [(board: String, sequence: UInt64, digest: BoardDigest, silent: [String])] {
         publications.compactMap { publication in
-            guard case .heartbeat(let sequence, let digest) = publication.kind else { return nil }
-            return (publication.board, sequence, digest)
+            guard case .heartbeat(let sequence, let digest) = publication.kind,
+                let message = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes)
+            else { return nil }
+            return (publication.board, sequence, digest, message.heartbeat.silentUsers)
         }
     }
 

@@ -77,8 +77,14 @@ struct HubCoreTests {
         #expect(strangerReplies == 20)
     }
 
-    @Test func silenceCancelsTouchesAtExactlyTheLivenessTimeout() {
-        let hub = CoreHarness { $0.livenessTimeout = .seconds(3) }
+    /// A silent agent is not a gone agent: at exactly the liveness time-out
+    /// its touches are kept and heartbeats list it as silent; at exactly the
+    /// abandon time-out they are cancelled. Heard again before, it carries on.
+    @Test func silenceKeepsTouchesUntilTheAbandonTimeout() throws {
+        let hub = CoreHarness {
+            $0.livenessTimeout = .seconds(3)
+            $0.abandonTimeout = .seconds(30)
+        }
         let sam = peer("sam")
         hub.hello(sam, board: "b")
         hub.advance(.seconds(1))
@@ -90,21 +96,90 @@ struct HubCoreTests {
         // The core asks to be woken for it (heartbeats and housekeeping come first, harmlessly).
         while hub.core.nextDeadline < lastHeard + .seconds(3) {
             hub.advance(to: hub.core.nextDeadline)
-            hub.endTurn()
-            #expect(hub.core.board("b")?.liveTouchCount == 2, "cancelled before the time-out")
+            #expect(hub.endTurn().heartbeats.allSatisfy { $0.silent.isEmpty })
         }
-        hub.advance(to: lastHeard + .seconds(3) - .nanoseconds(1))
-        hub.endTurn()
-        #expect(hub.core.board("b")?.liveTouchCount == 2)
         hub.advance(to: lastHeard + .seconds(3))
+        hub.endTurn()
+        hub.advance(to: lastHeard + .seconds(4))  // the next heartbeat lists sam as silent; nothing was cancelled
+        let beats = hub.endTurn().heartbeats
+        #expect(beats.last?.silent == ["sam"])
+        #expect(hub.core.board("b")?.liveTouchCount == 2)
+        #expect(hub.core.nextDeadline <= lastHeard + .seconds(30))
+        hub.advance(to: lastHeard + .seconds(30) - .nanoseconds(1))
+        hub.endTurn()
+        #expect(hub.core.board("b")?.liveTouchCount == 2, "cancelled before the abandon time-out")
+        hub.advance(to: lastHeard + .seconds(30))
         hub.endTurn()
         hub.endTurn()
         #expect(hub.core.board("b")?.liveTouchCount == 0)
         #expect(hub.replicas["b"]?.liveTouchCount == 0)
-        // Heard again: live, and its next touches count.
+        // Heard again: live, numbering carried on, and its next touches count.
         _ = hub.message(sam, .numbered(sequence: 3, began(1)))
+        #expect(hub.endTurn().acks(to: sam) == [3])
+        #expect(hub.core.board("b")?.liveTouchCount == 1)
+    }
+
+    /// A network outage shorter than the abandon time-out: the agent comes
+    /// back with the same session, and its strokes simply continue.
+    @Test func aSilentAgentThatResumesContinuesItsStrokes() {
+        let hub = CoreHarness {
+            $0.livenessTimeout = .seconds(3)
+            $0.abandonTimeout = .seconds(30)
+        }
+        let ann = peer("ann")
+        hub.hello(ann, board: "b")
+        _ = hub.message(ann, .numbered(sequence: 1, began(1, x: 1)))
+        _ = hub.message(ann, .numbered(sequence: 2, moved(1, x: 2, t: 1)))
+        #expect(hub.endTurn().acks(to: ann) == [2])
+        hub.advance(.seconds(20))  // twenty seconds without a word (messages 3 and 4 lost on the way)
         hub.endTurn()
         #expect(hub.core.board("b")?.liveTouchCount == 1)
+        #expect(hub.hello(ann, board: "b", resumeAfter: 2)?.appliedThrough == 2)
+        _ = hub.message(ann, .numbered(sequence: 3, moved(1, x: 3, t: 2)))
+        _ = hub.message(ann, .numbered(sequence: 4, ended(1, x: 4, t: 3)))
+        #expect(hub.endTurn().acks(to: ann) == [4])
+        #expect(hub.core.board("b")?.acceptedStrokes.map { $0.samples.map(\.x) } == [[1, 2, 3, 4]])
+    }
+
+    /// Numbering belongs to the session: a new process of the same user (a
+    /// new session id) starts at 1, and its first messages are applied, not
+    /// dropped as duplicates; the previous session's touches end at once.
+    @Test func aNewSessionOfTheSameUserStartsItsOwnNumbering() {
+        let hub = CoreHarness()
+        let dave = peer("dave")
+        hub.hello(dave, board: "b", session: "first-run")
+        _ = hub.message(dave, .numbered(sequence: 1, began(1, x: 1)))
+        _ = hub.message(dave, .numbered(sequence: 2, began(2, x: 2)))
+        #expect(hub.endTurn().acks(to: dave) == [2])
+        // The same identity, a new process: numbering from 1 again.
+        #expect(hub.hello(dave, board: "b", session: "second-run")?.appliedThrough == 0)
+        _ = hub.message(dave, .numbered(sequence: 1, began(1, x: 10)))
+        #expect(hub.endTurn().acks(to: dave) == [1])
+        let board = hub.core.board("b")
+        #expect(board?.orderedActiveStrokes.map { $0.samples.map(\.x) } == [[10]])  // the first run's touches were cancelled
+        // A resume must name a session the hub knows, and not claim more than it applied.
+        let poison = hub.message(dave, .hello(AgentHello(board: "b", resumeAfter: UInt64.max, sessionID: Array("second-run".utf8))))
+        #expect(poison.errors(to: dave).map(\.code) == [.cannotResume])
+        let stranger = hub.message(peer("erin"), .hello(AgentHello(board: "b", resumeAfter: 5, sessionID: Array("never-seen".utf8))))
+        #expect(stranger.errors(to: peer("erin")).map(\.code) == [.cannotResume])
+        let unnamed = hub.message(peer("erin"), .hello(AgentHello(board: "b")))
+        #expect(unnamed.errors(to: peer("erin")).map(\.code) == [.malformed])
+        // The poisoned hello changed nothing: the session goes on.
+        _ = hub.message(dave, .numbered(sequence: 2, moved(1, x: 11, t: 1)))
+        #expect(hub.endTurn().acks(to: dave) == [2])
+    }
+
+    /// Goodbye: the touches still down are cancelled at once.
+    @Test func goodbyeCancelsTouchesAtOnce() {
+        let hub = CoreHarness()
+        let tab = peer("tab")
+        hub.hello(tab, board: "b")
+        _ = hub.message(tab, .numbered(sequence: 1, began(1)))
+        hub.endTurn()
+        _ = hub.message(tab, .goodbye)
+        hub.endTurn()
+        #expect(hub.core.board("b")?.liveTouchCount == 0)
+        #expect(hub.core.sessionCount == 0)
     }
 
     @Test func aGonePeerHasItsTouchesCancelledAtOnce() {
@@ -131,7 +206,9 @@ struct HubCoreTests {
         var turn = hub.endTurn()
         // Journaled before published; synced at once (no sync for 25 ms); no ack yet.
         #expect(turn.journalAppends.map(\.ticket) == [1])
-        #expect(turn.journalAppends.first?.agents == [AgentProgress(principal: UserNamespace("ink"), appliedThrough: 1, style: .default)])
+        #expect(
+            turn.journalAppends.first?.agents
+                == [AgentProgress(principal: UserNamespace("ink"), appliedThrough: 1, style: .default, sessionID: Array("session-1".utf8))])
         let appendIndex = turn.firstIndex { if case .appendToJournal = $0 { true } else { false } }
         let publishIndex = turn.firstIndex { if case .publish = $0 { true } else { false } }
         #expect(appendIndex! < publishIndex!)
@@ -237,12 +314,23 @@ struct HubCoreTests {
         try state.reduce(TouchFrame(changes: [TouchChange(touch: 1, phase: .began, samples: [Sample(x: 0, y: 0, time: 0)])]), from: UserNamespace("back"), style: .default, into: &diffs)
         _ = state.sealBatch(diffs, hubTime: 0)
         let recovered = RecoveredBoard(
-            name: "b", state: state, agents: [AgentProgress(principal: UserNamespace("back"), appliedThrough: 7, style: .default)],
+            name: "b", state: state,
+            agents: [
+                AgentProgress(principal: UserNamespace("back"), appliedThrough: 7, style: .default, sessionID: Array("session-1".utf8))
+            ],
             damage: [], recordsApplied: 1)
-        let hub = CoreHarness({ $0.livenessTimeout = .seconds(3) }, recovered: [recovered])
-        #expect(hub.hello(peer("back"), board: "b")?.appliedThrough == 7)
-        hub.advance(.seconds(2))
+        let hub = CoreHarness(
+            {
+                $0.livenessTimeout = .seconds(3)
+                $0.abandonTimeout = .seconds(30)
+            }, recovered: [recovered])
+        // The same session resumes where the journal says; a stranger to the journal cannot claim more.
+        #expect(hub.message(peer("back"), .hello(AgentHello(board: "b", resumeAfter: 8, sessionID: Array("session-1".utf8)))).errors(to: peer("back")).map(\.code) == [.cannotResume])
+        #expect(hub.hello(peer("back"), board: "b", resumeAfter: 7)?.appliedThrough == 7)
+        hub.advance(.seconds(29))
         _ = hub.message(peer("back"), .heartbeat)
+        hub.endTurn()
+        #expect(hub.core.board("b")?.touches[UserNamespace("gone")]?.count == 1, "cancelled before the abandon time-out")
         hub.advance(.seconds(1))
         hub.endTurn()
         let board = hub.core.board("b")
@@ -253,7 +341,7 @@ struct HubCoreTests {
     @Test func boardLimitRefusesNewBoards() {
         let hub = CoreHarness { $0.maxBoards = 1 }
         hub.hello(peer("a"), board: "one")
-        let refusal = hub.message(peer("b"), .hello(AgentHello(board: "two"))).errors(to: peer("b")).first
+        let refusal = hub.message(peer("b"), .hello(AgentHello(board: "two", sessionID: [1]))).errors(to: peer("b")).first
         #expect(refusal?.code == .unknownBoard)
         #expect(refusal?.message.contains("maximum of 1 boards") == true)
     }

@@ -176,24 +176,61 @@ struct HubTests {
         await test.hub.stop()
     }
 
-    /// An agent that goes silent mid-stroke has its touches cancelled once
-    /// the liveness time-out has passed (and not before).
-    @Test func silentAgentsTouchesAreCancelledAfterTheTimeout() async throws {
-        // A time-out long against scheduling delays on a loaded machine (the
+    /// An agent that goes silent mid-stroke (no goodbye) is listed as silent
+    /// in heartbeats with its touches kept, and has them cancelled once the
+    /// abandon time-out has passed (and not before).
+    @Test func silentAgentsTouchesAreKeptThenCancelledAfterTheAbandonTimeout() async throws {
+        // Time-outs long against scheduling delays on a loaded machine (the
         // check below must not see a cancel that merely came on time).
-        let test = try await TestHub.start { $0.livenessTimeout = .seconds(2) }
+        let test = try await TestHub.start {
+            $0.livenessTimeout = .milliseconds(500)
+            $0.abandonTimeout = .seconds(2)
+        }
+        let watcher = try test.subscriber(board: "b")
         let agent = try test.agent(board: "b", identity: "sleepy")
         try agent.touchesBegan([
             TouchInput(id: 1, coalesced: [point(1, 1, 1)]), TouchInput(id: 2, coalesced: [point(2, 2, 1)]),
         ])
         #expect(await agent.flush())
-        await agent.stop()  // gone without ending its touches
+        await agent.stop(goodbye: false)  // gone quiet without ending its touches, as a cut network looks
         let silentSince = ContinuousClock.now
         #expect(try await test.board("b").liveTouchCount == 2)
+        #expect(await eventually { watcher.status.silentUsers == ["sleepy"] }, "never reported silent")
+        #expect(try await test.board("b").liveTouchCount == 2, "cancelled when it merely went silent")
         #expect(try await eventually(timeout: .seconds(5)) { try await test.board("b").liveTouchCount == 0 })
         // The hub last heard the agent shortly before it stopped (a heartbeat every 100 ms).
         #expect(ContinuousClock.now - silentSince >= .milliseconds(1700))
         #expect(try await test.board("b").acceptedStrokes.isEmpty)
+        #expect(await eventually { watcher.status.silentUsers.isEmpty })
+        await watcher.stop()
+        await test.hub.stop()
+    }
+
+    /// An agent that stops (saying goodbye) has its touches cancelled at once.
+    @Test func goodbyeCancelsTouchesAtOnce() async throws {
+        let test = try await TestHub.start { $0.abandonTimeout = .seconds(60) }
+        let agent = try test.agent(board: "b", identity: "leaving")
+        try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(1, 1, 1)])])
+        #expect(await agent.flush())
+        await agent.stop()
+        #expect(try await eventually(timeout: .seconds(5)) { try await test.board("b").liveTouchCount == 0 })
+        await test.hub.stop()
+    }
+
+    /// The same identity drawing twice in a row as two processes (sessions):
+    /// the second one's strokes are applied, not dropped as duplicates.
+    @Test func aReturningUserIsNotBlackholed() async throws {
+        let test = try await TestHub.start()
+        for run in 1...2 {
+            let agent = try test.agent(board: "b", identity: "dave")
+            try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(Double(run), 1, 1)])])
+            try agent.touchesEnded([TouchInput(id: 1, coalesced: [point(Double(run), 5, 2)])])
+            #expect(await agent.flush())
+            await agent.stop()
+        }
+        let board = try await test.board("b")
+        #expect(board.acceptedStrokes.count == 2, "the second run's stroke was dropped")
+        #expect(board.acceptedStrokes.map { $0.samples.first?.xInPoints } == [1, 2])
         await test.hub.stop()
     }
 

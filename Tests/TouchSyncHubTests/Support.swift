@@ -107,10 +107,12 @@ final class RawAgent {
     func send(_ message: Touchsync_V1_AgentMessage) throws { try socket.send(WireCodec.encode(message)) }
     func send(bytes: [UInt8]) throws { try socket.send(bytes) }
 
-    func hello(board: String, version: UInt32 = 1) throws {
+    func hello(board: String, version: UInt32 = 1, session: String = "raw-session", resumeAfter: UInt64 = 0) throws {
         var hello = Touchsync_V1_Hello()
         hello.protocolVersion = version
         hello.board = board
+        hello.sessionID = Data(session.utf8)
+        hello.resumeAfter = resumeAfter
         var message = Touchsync_V1_AgentMessage()
         message.hello = hello
         try send(message)

@@ -38,7 +38,7 @@ public nonisolated struct Touchsync_V1_AgentMessage: Sendable {
   /// The agent's number for this message, from 1, consecutive. Frames, style
   /// and clear are numbered; the hub acknowledges them cumulatively and drops
   /// any number it has already applied, so resending after a reconnect is safe.
-  /// Hello and heartbeat carry 0.
+  /// Hello, heartbeat and goodbye carry 0.
   public var sequence: UInt64 = 0
 
   public var body: Touchsync_V1_AgentMessage.OneOf_Body? = nil
@@ -83,6 +83,14 @@ public nonisolated struct Touchsync_V1_AgentMessage: Sendable {
     set {body = .heartbeat(newValue)}
   }
 
+  public var goodbye: Touchsync_V1_Goodbye {
+    get {
+      if case .goodbye(let v)? = body {return v}
+      return Touchsync_V1_Goodbye()
+    }
+    set {body = .goodbye(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -91,6 +99,7 @@ public nonisolated struct Touchsync_V1_AgentMessage: Sendable {
     case style(Touchsync_V1_SetStyle)
     case clear(Touchsync_V1_Clear)
     case heartbeat(Touchsync_V1_Heartbeat)
+    case goodbye(Touchsync_V1_Goodbye)
 
   }
 
@@ -116,9 +125,27 @@ public nonisolated struct Touchsync_V1_Hello: Sendable {
   /// with what it really applied, and the agent resends everything after that.
   public var resumeAfter: UInt64 = 0
 
-  /// Identifies the session across reconnects (random, chosen by the agent)
-  /// so the hub can recognise the same user's resent frames.
+  /// Required, 1 to 64 bytes: chosen at random once per agent session (an
+  /// agent process, or a TouchAgent object) and kept across reconnects.
+  /// Numbering belongs to it: the same session_id resumes (resume_after must
+  /// not exceed what the hub applied), a new one starts a new session whose
+  /// numbering starts at 1 (resume_after 0), and the user's previous session
+  /// is ended (its live touches cancelled). The hub answers CANNOT_RESUME when
+  /// it cannot honour resume_after for this session_id (it never knew the
+  /// session, or lost it): start a new session_id and number from 1 again.
   public var sessionID: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// The agent is leaving on purpose: its live touches are cancelled at once
+/// (a silent agent's are kept until the abandon time-out). Not acknowledged.
+public nonisolated struct Touchsync_V1_Goodbye: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -409,7 +436,7 @@ fileprivate nonisolated let _protobuf_package = "touchsync.v1"
 
 nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AgentMessage"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}hello\0\u{1}frame\0\u{1}style\0\u{1}clear\0\u{1}heartbeat\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}hello\0\u{1}frame\0\u{1}style\0\u{1}clear\0\u{1}heartbeat\0\u{1}goodbye\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -483,6 +510,19 @@ nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftPro
           self.body = .heartbeat(v)
         }
       }()
+      case 7: try {
+        var v: Touchsync_V1_Goodbye?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .goodbye(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .goodbye(v)
+        }
+      }()
       default: break
       }
     }
@@ -516,6 +556,10 @@ nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftPro
     case .heartbeat?: try {
       guard case .heartbeat(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    }()
+    case .goodbye?: try {
+      guard case .goodbye(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
     }()
     case nil: break
     }
@@ -575,6 +619,25 @@ nonisolated extension Touchsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.clientName != rhs.clientName {return false}
     if lhs.resumeAfter != rhs.resumeAfter {return false}
     if lhs.sessionID != rhs.sessionID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_Goodbye: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Goodbye"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_Goodbye, rhs: Touchsync_V1_Goodbye) -> Bool {
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -142,6 +142,12 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
 
   /// a numbered message whose predecessor never arrived: resend after the ack
   case outOfOrder // = 16
+
+  /// a hello whose resume_after this hub cannot honour for its session_id: start a new session
+  case cannotResume // = 17
+
+  /// the hub cannot make frames durable (its journal failed): keep them, nothing is acknowledged
+  case storageUnavailable // = 18
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -167,6 +173,8 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case 14: self = .rateLimited
     case 15: self = .internal
     case 16: self = .outOfOrder
+    case 17: self = .cannotResume
+    case 18: self = .storageUnavailable
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -190,6 +198,8 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case .rateLimited: return 14
     case .internal: return 15
     case .outOfOrder: return 16
+    case .cannotResume: return 17
+    case .storageUnavailable: return 18
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -213,6 +223,8 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     .rateLimited,
     .internal,
     .outOfOrder,
+    .cannotResume,
+    .storageUnavailable,
   ]
 
 }
@@ -314,7 +326,7 @@ nonisolated extension Touchsync_V1_TouchPhase: SwiftProtobuf._ProtoNameProviding
 }
 
 nonisolated extension Touchsync_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0\u{1}ERROR_CODE_CANNOT_RESUME\0\u{1}ERROR_CODE_STORAGE_UNAVAILABLE\0")
 }
 
 nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

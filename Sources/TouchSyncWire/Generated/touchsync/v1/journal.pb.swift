@@ -136,6 +136,9 @@ public nonisolated struct Touchsync_V1_AgentProgress: Sendable {
   /// Clears the value of `style`. Subsequent reads from it will return its default value.
   public mutating func clearStyle() {self._style = nil}
 
+  /// the session those numbers belong to (empty in journals before it was recorded)
+  public var sessionID: Data = Data()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -295,7 +298,7 @@ nonisolated extension Touchsync_V1_JournalCheckpoint: SwiftProtobuf.Message, Swi
 
 nonisolated extension Touchsync_V1_AgentProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AgentProgress"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}routing_id\0\u{3}applied_through\0\u{1}style\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}routing_id\0\u{3}applied_through\0\u{1}style\0\u{3}session_id\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -306,6 +309,7 @@ nonisolated extension Touchsync_V1_AgentProgress: SwiftProtobuf.Message, SwiftPr
       case 1: try { try decoder.decodeSingularBytesField(value: &self.routingID) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.appliedThrough) }()
       case 3: try { try decoder.decodeSingularMessageField(value: &self._style) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.sessionID) }()
       default: break
       }
     }
@@ -325,6 +329,9 @@ nonisolated extension Touchsync_V1_AgentProgress: SwiftProtobuf.Message, SwiftPr
     try { if let v = self._style {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
     } }()
+    if !self.sessionID.isEmpty {
+      try visitor.visitSingularBytesField(value: self.sessionID, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -332,6 +339,7 @@ nonisolated extension Touchsync_V1_AgentProgress: SwiftProtobuf.Message, SwiftPr
     if lhs.routingID != rhs.routingID {return false}
     if lhs.appliedThrough != rhs.appliedThrough {return false}
     if lhs._style != rhs._style {return false}
+    if lhs.sessionID != rhs.sessionID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

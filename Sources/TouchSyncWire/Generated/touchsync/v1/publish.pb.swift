@@ -320,6 +320,11 @@ public nonisolated struct Touchsync_V1_BoardHeartbeat: Sendable {
   /// the board digest at `sequence`
   public var digest: UInt64 = 0
 
+  /// Users of this board the hub has not heard from for its liveness time-out
+  /// (a network outage, a frozen app): their touches stay down, stalled, until
+  /// they come back or the abandon time-out cancels them. Sorted.
+  public var silentUsers: [String] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -825,7 +830,7 @@ nonisolated extension Touchsync_V1_Cleared: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Touchsync_V1_BoardHeartbeat: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".BoardHeartbeat"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{1}sequence\0\u{3}hub_time\0\u{1}digest\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{1}sequence\0\u{3}hub_time\0\u{1}digest\0\u{3}silent_users\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -837,6 +842,7 @@ nonisolated extension Touchsync_V1_BoardHeartbeat: SwiftProtobuf.Message, SwiftP
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
       case 3: try { try decoder.decodeSingularSInt64Field(value: &self.hubTime) }()
       case 4: try { try decoder.decodeSingularFixed64Field(value: &self.digest) }()
+      case 5: try { try decoder.decodeRepeatedStringField(value: &self.silentUsers) }()
       default: break
       }
     }
@@ -855,6 +861,9 @@ nonisolated extension Touchsync_V1_BoardHeartbeat: SwiftProtobuf.Message, SwiftP
     if self.digest != 0 {
       try visitor.visitSingularFixed64Field(value: self.digest, fieldNumber: 4)
     }
+    if !self.silentUsers.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.silentUsers, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -863,6 +872,7 @@ nonisolated extension Touchsync_V1_BoardHeartbeat: SwiftProtobuf.Message, SwiftP
     if lhs.sequence != rhs.sequence {return false}
     if lhs.hubTime != rhs.hubTime {return false}
     if lhs.digest != rhs.digest {return false}
+    if lhs.silentUsers != rhs.silentUsers {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
