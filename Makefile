@@ -5,7 +5,7 @@
 #   make proto  regenerates Sources/TouchSyncWire/Generated from proto/
 SWIFT ?= swift
 
-.PHONY: demo test bench proto deps build clean
+.PHONY: demo test test-deps bench proto deps build clean
 
 # libzmq3-dev is the one system package we need; install it when pkg-config
 # cannot find libzmq (apt needs root: sudo is used when present).
@@ -20,6 +20,19 @@ deps:
 	  pkg-config --exists libzmq || { echo "error: libzmq3-dev installed but pkg-config cannot find libzmq" >&2; exit 1; }; \
 	fi
 
+# The fault tests put the hub and its agents on two hosts: network
+# namespaces joined by veth (iproute2), packet loss with nftables.
+test-deps: deps
+	@missing=; command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing for the network fault tests"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
+	  else echo "error: installing$$missing needs root" >&2; exit 1; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null \
+	    || { echo "error: apt-get could not install$$missing" >&2; exit 1; }; \
+	fi
+
 build: deps
 	$(SWIFT) build
 
@@ -31,7 +44,7 @@ demo: deps
 # They run in parallel (swift-testing's default): the hub's rules are tested
 # on HubCore with a manual clock, and the socket and process tests wait for
 # observable conditions with deadlines rather than for fixed times.
-test: deps
+test: test-deps
 	$(SWIFT) build
 	$(SWIFT) test
 

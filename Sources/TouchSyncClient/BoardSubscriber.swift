@@ -68,6 +68,9 @@ public struct SubscriberStatus: Sendable, Equatable {
     public var bytesReceived = 0
     /// Heartbeats received while live (each carries the hub's sequence and digest).
     public var heartbeats = 0
+    /// Heartbeats at the replica's own sequence whose digest matched it: the
+    /// replica was exactly the hub's board when the hub sent them.
+    public var agreeingHeartbeats = 0
     /// `stallReading` commands that have begun (tests wait for the stall to start).
     public var stalls = 0
     /// Users the hub has not heard from lately (as of the last heartbeat):
@@ -349,6 +352,7 @@ final class SubscriberLoop {
                     requestSnapshot(reason: "heartbeat at \(heartbeat.sequence), replica at \(state.sequence)")
                 } else if heartbeat.sequence == state.sequence {
                     let agrees = state.digest.rawValue == heartbeat.digest
+                    if agrees { shared.status.withLock { $0.agreeingHeartbeats += 1 } }
                     events.yield(.heartbeat(sequence: heartbeat.sequence, agrees: agrees))
                     if !agrees { requestSnapshot(reason: "digest differs from the hub's at \(state.sequence)") }
                 } else {

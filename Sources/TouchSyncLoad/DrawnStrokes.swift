@@ -57,18 +57,33 @@ struct DrawnStrokes {
 
     /// Compares with the user's strokes on a board (ordered by stroke id):
     /// samples expected and absent, and samples present and not expected.
+    /// Strokes are matched by their first sample (where and when the finger
+    /// touched down), so a stroke missing from the board counts as lost once,
+    /// instead of shifting every later pair into phantom "duplicates".
     func compare(with shown: [[Sample]]) -> (lost: Int, duplicated: Int) {
-        let expected = visible
+        struct Start: Hashable {
+            var x: Int32, y: Int32, time: Int64
+            init(_ sample: Sample) { (x, y, time) = (sample.x, sample.y, sample.time) }
+        }
+        var candidates: [Start: [Int]] = [:]
+        for (index, stroke) in shown.enumerated() {
+            if let first = stroke.first { candidates[Start(first), default: []].append(index) }
+        }
+        var matched = Set<Int>()
         var lost = 0
         var duplicated = 0
-        for index in 0..<max(expected.count, shown.count) {
-            let want = index < expected.count ? expected[index] : []
-            let have = index < shown.count ? shown[index] : []
-            if want == have { continue }
+        for want in visible {
+            guard let first = want.first, let index = candidates[Start(first)]?.first(where: { !matched.contains($0) }) else {
+                lost += want.count
+                continue
+            }
+            matched.insert(index)
+            let have = shown[index]
             let common = zip(want, have).prefix { $0 == $1 }.count
             lost += want.count - common
             duplicated += have.count - common
         }
+        for (index, stroke) in shown.enumerated() where !matched.contains(index) { duplicated += stroke.count }
         return (lost, duplicated)
     }
 }

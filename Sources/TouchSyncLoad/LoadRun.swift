@@ -220,7 +220,16 @@ public struct LoadRun: Sendable {
                 caughtUp[index] = await subscriber.waitUntil(sequence: finalSequence[board], timeout: .seconds(30))
             }
         } else {
-            try await Task.sleep(for: .seconds(2))  // an external hub: let the last batches arrive
+            // An external hub: every frame is acknowledged, so published before
+            // the acks; a heartbeat that agrees with a replica, received from
+            // now on, says it holds the hub's final board (after a network
+            // outage that may take a resync).
+            let agreedBefore = measured.map { $0.1.status.agreeingHeartbeats }
+            for (index, (_, subscriber)) in measured.enumerated() {
+                caughtUp[index] = await waitFor(timeout: .seconds(30)) {
+                    subscriber.status.agreeingHeartbeats >= agreedBefore[index] + 2
+                }
+            }
         }
         let drainTime: Duration? = embedded != nil ? clock.now - start - drawingTime : nil
         var lost = 0
@@ -401,4 +410,14 @@ func maxResidentBytes() -> Int {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
     return Int(usage.ru_maxrss) * 1024
+}
+
+/// Polls `condition` until it holds (true) or `timeout` passes (false).
+func waitFor(timeout: Duration, _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return condition()
 }

@@ -80,10 +80,16 @@ struct ProcessTests {
     /// Starts the binary; a watchdog kills it after `limit` seconds, so a
     /// hung child fails the test instead of hanging it (reads of its output
     /// and waits for its exit then return).
-    static func run(_ arguments: [String], limit: Double = 60) throws -> (Process, Pipe) {
+    static func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil) throws -> (Process, Pipe) {
         let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments
+        if let namespace {
+            // `ip netns exec` execs the binary in place: the pid is still the command's.
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["ip", "netns", "exec", namespace, binary.path] + arguments
+        } else {
+            process.executableURL = binary
+            process.arguments = arguments
+        }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -285,8 +291,8 @@ struct ProcessTests {
 final class ChildProcesses {
     private var started: [Process] = []
 
-    func run(_ arguments: [String], limit: Double = 60) throws -> (Process, Pipe) {
-        let (process, output) = try ProcessTests.run(arguments, limit: limit)
+    func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil) throws -> (Process, Pipe) {
+        let (process, output) = try ProcessTests.run(arguments, limit: limit, namespace: namespace)
         started.append(process)
         return (process, output)
     }

@@ -70,3 +70,149 @@ func touchsyncShell(_ arguments: [String]) throws -> Int32 {
     process.waitUntilExit()
     return process.terminationStatus
 }
+
+/// Two hosts on one machine: network namespaces joined by a veth pair,
+/// created by the test and removed after it. Root only.
+final class NamespacePair {
+    let hub: String
+    let agents: String
+    let hubAddress: String
+    private let hubLink: String
+    private let agentsLink: String
+
+    init(tag: String, subnet: Int) throws {
+        let suffix = "\(tag)\(Int.random(in: 1000...9999))"
+        hub = "tsh-\(suffix)"
+        agents = "tsa-\(suffix)"
+        hubLink = "th\(suffix)"
+        agentsLink = "ta\(suffix)"
+        hubAddress = "10.77.\(subnet).1"
+        let steps: [[String]] = [
+            ["ip", "netns", "add", hub], ["ip", "netns", "add", agents],
+            ["ip", "link", "add", hubLink, "type", "veth", "peer", "name", agentsLink],
+            ["ip", "link", "set", hubLink, "netns", hub], ["ip", "link", "set", agentsLink, "netns", agents],
+            ["ip", "-n", hub, "addr", "add", "\(hubAddress)/24", "dev", hubLink],
+            ["ip", "-n", agents, "addr", "add", "10.77.\(subnet).2/24", "dev", agentsLink],
+            ["ip", "-n", hub, "link", "set", "lo", "up"], ["ip", "-n", agents, "link", "set", "lo", "up"],
+            ["ip", "-n", hub, "link", "set", hubLink, "up"], ["ip", "-n", agents, "link", "set", agentsLink, "up"],
+        ]
+        for step in steps {
+            guard try touchsyncShell(step) == 0 else {
+                remove()
+                throw TestFailure("network namespace setup failed at: \(step.joined(separator: " "))")
+            }
+        }
+    }
+
+    /// The agents' side of the link down (nothing passes) or up again.
+    func link(up: Bool) throws {
+        try #require(try touchsyncShell(["ip", "-n", agents, "link", "set", agentsLink, up ? "up" : "down"]) == 0)
+    }
+
+    /// Random loss of `percent` of the packets both ways on the agents' side,
+    /// or none (nftables' `numgen random`: this kernel has no netem, so no delay).
+    func lose(percent: Int?) throws {
+        if let percent {
+            let rules = [
+                ["add", "table", "inet", "loss"],
+                ["add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }"],
+                ["add", "chain", "inet", "loss", "out", "{ type filter hook output priority 0; }"],
+                ["add", "rule", "inet", "loss", "in", "numgen", "random", "mod", "100", "<", "\(percent)", "drop"],
+                ["add", "rule", "inet", "loss", "out", "numgen", "random", "mod", "100", "<", "\(percent)", "drop"],
+            ]
+            for rule in rules { try #require(try touchsyncShell(["ip", "netns", "exec", agents, "nft"] + rule) == 0, "nft \(rule)") }
+        } else {
+            _ = try touchsyncShell(["ip", "netns", "exec", agents, "nft", "delete", "table", "inet", "loss"])
+        }
+    }
+
+    /// `touchsync ARGUMENTS` run inside namespace `namespace`.
+    func run(in namespace: String, _ arguments: [String], children: ChildProcesses) throws -> (Process, Pipe) {
+        try children.run(arguments, limit: 120, namespace: namespace)
+    }
+
+    func remove() {
+        _ = try? touchsyncShell(["ip", "netns", "del", hub])
+        _ = try? touchsyncShell(["ip", "netns", "del", agents])
+    }
+
+    deinit { remove() }
+}
+
+/// Reads a child's output until `condition` holds for it (or the child closes it).
+func readUntil(_ output: Pipe, into text: inout String, _ condition: (String) -> Bool) {
+    while !condition(text) {
+        let chunk = output.fileHandleForReading.availableData
+        if chunk.isEmpty { return }
+        text += String(decoding: chunk, as: UTF8.self)
+    }
+}
+
+/// The seconds into drawing of the newest progress line of a load run ("   4.0 s   …").
+func loadElapsed(_ text: String) -> Double {
+    text.split(separator: "\n").filter { $0.contains("touches down") }.last
+        .flatMap { $0.split(separator: " ").first.flatMap { Double($0) } } ?? 0
+}
+
+/// A whiteboard must ride through what Wi-Fi and laptops do to a network:
+/// the hub in one namespace, a load run (agents and a subscriber) in
+/// another, the link between them cut mid-drawing for several seconds, then
+/// restored. Every sample arrives exactly once and the board converges.
+@Suite("Faults: cut links between hosts", .timeLimit(.minutes(3)))
+struct CutLinkTests {
+    @Test(.enabled(if: isRoot, "creating network namespaces needs root"), arguments: [5, 20])
+    func anOutageLosesAndDuplicatesNothing(seconds: Int) async throws {
+        try await outage(seconds: seconds, subnet: seconds)
+    }
+
+    /// Not a clean cut: 30% of the packets lost both ways for a while.
+    @Test(.enabled(if: isRoot, "creating network namespaces needs root"))
+    func aLossyLinkLosesAndDuplicatesNothing() async throws {
+        try await outage(seconds: 6, lossPercent: 30, subnet: 99)
+    }
+
+    private func outage(seconds: Int, lossPercent: Int? = nil, subnet: Int) async throws {
+        let network = try NamespacePair(tag: lossPercent == nil ? "c\(seconds)" : "l", subnet: subnet)
+        defer { network.remove() }
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let folder = try temporaryFolder("outage")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let hubEndpoint = "tcp://\(network.hubAddress):5570"
+        let (hub, hubOutput) = try network.run(
+            in: network.hub,
+            ["hub", "--ingest", hubEndpoint, "--publish", "tcp://\(network.hubAddress):5571",
+             "--snapshot", "tcp://\(network.hubAddress):5572", "--no-journal"], children: children)
+        var hubText = ""
+        readUntil(hubOutput, into: &hubText) { $0.contains("Ctrl-C stops it.") }
+        try #require(hub.isRunning, "the hub did not start: \(hubText)")
+
+        let report = folder + "/report.json"
+        let (load, loadOutput) = try network.run(
+            in: network.agents,
+            ["load", "--hub", hubEndpoint, "--users", "10", "--fingers", "3", "--duration", "12", "--json", report],
+            children: children)
+        var loadText = ""
+        readUntil(loadOutput, into: &loadText) { loadElapsed($0) >= 4 }
+        // The cut, mid-stroke: users keep drawing on their side all along.
+        if let lossPercent { try network.lose(percent: lossPercent) } else { try network.link(up: false) }
+        // The outage lasts its length (the fault itself is timed; the run reports when it is over).
+        try await Task.sleep(for: .seconds(Double(seconds)))
+        if lossPercent != nil { try network.lose(percent: nil) } else { try network.link(up: true) }
+        loadText += String(decoding: loadOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        load.waitUntilExit()
+
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any],
+            "no report: \(loadText)")
+        #expect(object["lost"] as? Int == 0, "\(loadText)")
+        #expect(object["duplicated"] as? Int == 0)
+        #expect(object["converged"] as? Bool == true, "\(loadText)")
+        #expect((object["samples_sent"] as? Int ?? 0) > 10_000)
+        #expect(load.terminationStatus == 0)
+        // Nobody's touches were cancelled for silence: a user whose link is down is not a user who left.
+        #expect((object["refusals"] as? [String: Int] ?? [:])["unknownTouch"] == nil, "\(object["refusals"] ?? "")")
+        hub.interrupt()
+        hub.waitUntilExit()
+    }
+}
