@@ -52,6 +52,9 @@ public enum SubscriberEvent: Sendable, Equatable {
     case heartbeat(sequence: UInt64, agrees: Bool)
     /// Nothing from the hub for `silenceTimeout`.
     case silent
+    /// The subscriber could not start or stopped on an error (a bad endpoint,
+    /// a terminated context): the event stream ends after this.
+    case failed(reason: String)
 }
 
 /// Where a subscriber stands.
@@ -73,6 +76,8 @@ public struct SubscriberStatus: Sendable, Equatable {
     public var agreeingHeartbeats = 0
     /// `stallReading` commands that have begun (tests wait for the stall to start).
     public var stalls = 0
+    /// Why the subscriber stopped on its own (nil while it runs or after `stop()`).
+    public var failure: String? = nil
     /// Users the hub has not heard from lately (as of the last heartbeat):
     /// their touches stay down, stalled, until they return or are abandoned.
     public var silentUsers: [String] = []
@@ -113,7 +118,13 @@ public final class BoardSubscriber: Sendable {
                     logger: logger
                 ).run()
             } catch {
+                // Nobody may wait forever on a subscriber that is gone: answer
+                // every pending request, say why, end the event stream.
                 logger.error("subscriber stopped", metadata: ["error": "\(error)"])
+                for case .inspect(let reply) in mailbox.close() { reply(nil) }
+                shared.status.withLock { $0.failure = "\(error)" }
+                events.yield(.failed(reason: "\(error)"))
+                events.finish()
             }
         }
     }
@@ -142,6 +153,7 @@ public final class BoardSubscriber: Sendable {
         while ContinuousClock.now < deadline {
             let status = self.status
             if status.live && status.sequence >= sequence { return true }
+            if status.failure != nil { return false }
             try? await Task.sleep(for: .milliseconds(5))
         }
         return false

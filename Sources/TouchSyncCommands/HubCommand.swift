@@ -50,6 +50,10 @@ struct HubCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
+        try validateEndpoint(ingest, option: "--ingest", binds: true)
+        try validateEndpoint(publish, option: "--publish", binds: true)
+        try validateEndpoint(snapshot, option: "--snapshot", binds: true)
+        try validateEndpoint(history, option: "--history", binds: true)
         guard FsyncPolicy(argument: fsync) != nil else {
             throw ValidationError("--fsync must be batch, never, or an interval such as 20ms or 1s")
         }

@@ -33,6 +33,8 @@ struct ReplayCommand: AsyncParsableCommand {
 
     func validate() throws {
         try validateBoard(board)
+        try validateEndpoint(publish, option: "--publish", binds: true)
+        try validateEndpoint(snapshot, option: "--snapshot", binds: true)
         guard speed == "max" || (Double(speed).map { $0 > 0 && $0 <= 10_000 } ?? false) else {
             throw ValidationError("--speed must be a number above 0 (at most 10000) or max")
         }

@@ -52,6 +52,9 @@ struct LoadCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
+        if let ingest { try validateEndpoint(ingest, option: "--hub") }
+        if let publish { try validateEndpoint(publish, option: "--publish") }
+        if let snapshot { try validateEndpoint(snapshot, option: "--snapshot") }
         guard (1...5000).contains(users) else { throw ValidationError("--users must be 1 to 5000") }
         guard (1...10).contains(fingers) else { throw ValidationError("--fingers must be 1 to 10") }
         guard hz > 0 && hz <= 1000 else { throw ValidationError("--hz must be above 0 and at most 1000") }

@@ -23,6 +23,37 @@ struct HubAddressOptions: ParsableArguments {
     var publish = "tcp://127.0.0.1:5571"
     @Option(name: .customLong("snapshot"), help: "The hub's snapshot endpoint (subscribers).")
     var snapshot = "tcp://127.0.0.1:5572"
+
+    func validate() throws {
+        try validateEndpoint(ingest, option: "--hub")
+        try validateEndpoint(publish, option: "--publish")
+        try validateEndpoint(snapshot, option: "--snapshot")
+    }
+}
+
+/// Checks an endpoint option when it is parsed, so a typo is an error at
+/// once, not a socket that never connects: `tcp://HOST:PORT` with a port
+/// from 1 to 65535 (`*` too where the command binds), `ipc://PATH` or
+/// `inproc://NAME`.
+func validateEndpoint(_ endpoint: String, option: String, binds: Bool = false) throws {
+    let example = binds ? "tcp://127.0.0.1:5570 or tcp://*:5570" : "tcp://127.0.0.1:5570"
+    func refuse(_ why: String) -> ValidationError {
+        ValidationError("\(option) \(endpoint): \(why) (an endpoint looks like \(example), ipc://PATH or inproc://NAME)")
+    }
+    if endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") {
+        guard !endpoint.hasSuffix("//") else { throw refuse("the path or name is missing") }
+        return
+    }
+    guard endpoint.hasPrefix("tcp://") else { throw refuse("the transport must be tcp://, ipc:// or inproc://") }
+    let address = endpoint.dropFirst("tcp://".count)
+    guard let colon = address.lastIndex(of: ":") else { throw refuse("the port is missing") }
+    let host = address[..<colon]
+    let port = address[address.index(after: colon)...]
+    guard !host.isEmpty else { throw refuse("the host is missing") }
+    if port == "*" && binds { return }
+    guard let number = Int(port), (1...65535).contains(number) else {
+        throw refuse("the port must be a number from 1 to 65535" + (binds ? ", or * for any free port" : ""))
+    }
 }
 
 struct LoggingOptions: ParsableArguments {

@@ -81,6 +81,7 @@ struct RenderCommand: AsyncParsableCommand {
             let synced = await subscriber.waitUntil(sequence: 0, timeout: .seconds(5))
             let state = await subscriber.replica()
             await subscriber.stop()
+            if let failure = subscriber.status.failure { throw CommandFailure("cannot subscribe to \"\(board)\": \(failure)") }
             guard synced, let state else {
                 throw CommandFailure("no snapshot of \"\(board)\" from \(hub.snapshot) within 5 s: is the hub running? (or read a journal with --data)")
             }

@@ -34,6 +34,7 @@ struct SpectateCommand: AsyncParsableCommand {
 
     func validate() throws {
         try validateBoard(board)
+        try validateEndpoint(history, option: "--history")
         guard speed == "max" || (Double(speed).map { $0 > 0 } ?? false) else {
             throw ValidationError("--speed must be a number above 0 or max")
         }
@@ -48,9 +49,10 @@ struct SpectateCommand: AsyncParsableCommand {
         if !json { emit("spectating board \"\(board)\" via \(hub.publish) (Ctrl-C stops)") }
         let view = SpectatorView(board: board, json: json)
         if fromBeginning { try await replayHistory(view) }
-        await withTaskGroup(of: Void.self) { tasks in
+        let failure: String? = await withTaskGroup(of: String?.self) { tasks in
             tasks.addTask {
                 for await event in subscriber.events { await view.show(event, subscriber: subscriber) }
+                return subscriber.status.failure  // the stream ended: stopped below, or failed
             }
             tasks.addTask {
                 if let duration {
@@ -60,8 +62,18 @@ struct SpectateCommand: AsyncParsableCommand {
                 }
                 await view.finish(subscriber: subscriber)
                 await subscriber.stop()  // ends the event stream, so the printer ends too
+                return nil
+            }
+            if let failure = await tasks.next() ?? nil {
+                tasks.cancelAll()  // no waiting for --duration or a signal: the subscriber is gone
+                return failure
             }
             await tasks.waitForAll()
+            return nil
+        }
+        if let failure { throw CommandFailure("the subscriber stopped: \(failure)") }
+        if subscriber.status.heartbeats == 0 && subscriber.status.batchesApplied == 0 && !subscriber.status.live {
+            throw CommandFailure("never synced with the hub at \(hub.snapshot): is it running?")
         }
     }
 }
@@ -132,6 +144,8 @@ actor SpectatorView {
             emit("resyncing: \(reason)")
         case .silent:
             emit("the hub is silent (no batch or heartbeat); waiting")
+        case .failed:
+            return  // the command reports it as its error
         case .heartbeat(_, let agrees):
             if !agrees { emit("digest disagrees with the hub's: resyncing") }
             pending = true
@@ -208,6 +222,8 @@ actor SpectatorView {
             object.merge(["event": "heartbeat", "sequence": sequence, "agrees": agrees]) { $1 }
         case .silent:
             object["event"] = "silent"
+        case .failed(let reason):
+            object.merge(["event": "failed", "reason": reason]) { $1 }
         }
         if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) {
             emit(String(decoding: data, as: UTF8.self))

@@ -56,6 +56,42 @@ struct DataFolderFaultTests {
     }
 }
 
+/// Bad endpoints are refused when the options are parsed, and a subscriber
+/// that cannot start ends its command at once (it used to hang, deaf to
+/// --duration, SIGINT and SIGTERM).
+@Suite("Faults: endpoints", .timeLimit(.minutes(1)))
+struct EndpointFaultTests {
+    @Test func malformedEndpointsAreRefusedWhenParsed() throws {
+        for arguments in [
+            ["spectate", "--board", "x", "--publish", "garbage"],
+            ["spectate", "--board", "x", "--snapshot", "garbage"],
+            ["spectate", "--board", "x", "--publish", "tcp://127.0.0.1:bad"],
+            ["render", "--board", "x", "--snapshot", "tcp://127.0.0.1:0"],
+            ["draw", "--board", "x", "--hub", "tcp://:5570"],
+            ["hub", "--ingest", "tcp://127.0.0.1:99999"],
+            ["replay", "--board", "x", "--publish", "udp://127.0.0.1:5581"],
+            ["load", "--hub", "127.0.0.1:5570"],
+        ] {
+            let outcome = try touchsync(arguments, limit: 10)
+            #expect(outcome.status == 64, "\(arguments): \(outcome.errors)")
+            #expect(outcome.errors.contains("an endpoint looks like tcp://"), "\(arguments): \(outcome.errors)")
+        }
+    }
+
+    @Test func aSubscriberThatCannotStartEndsItsCommand() throws {
+        let unusable = "ipc:///tmp/" + String(repeating: "x", count: 200)  // longer than a socket path may be
+        let started = ContinuousClock.now
+        let spectate = try touchsync(["spectate", "--board", "x", "--publish", unusable, "--duration", "30"], limit: 20)
+        #expect(spectate.status == 1 && spectate.errors.contains("the subscriber stopped"), "\(spectate.errors)")
+        let render = try touchsync(["render", "--board", "x", "--publish", unusable], limit: 20)
+        #expect(render.status == 1 && render.errors.contains("cannot subscribe"), "\(render.errors)")
+        #expect(ContinuousClock.now - started < .seconds(15), "waited for --duration or a time-out instead of ending")
+        // Nothing listening: spectate says so when its time is up, with an error status.
+        let nobody = try touchsync(["spectate", "--board", "x", "--publish", "tcp://127.0.0.1:1", "--snapshot", "tcp://127.0.0.1:2", "--duration", "1"])
+        #expect(nobody.status == 1 && nobody.errors.contains("never synced"), "\(nobody.errors)")
+    }
+}
+
 /// Runs a system command (mount, ip, tc) and returns its exit status.
 @discardableResult
 func touchsyncShell(_ arguments: [String]) throws -> Int32 {
