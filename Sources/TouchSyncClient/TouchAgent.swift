@@ -248,4 +248,9 @@ public final class TouchAgent: Sendable {
     public func flush(timeout: Duration = .seconds(5)) async -> Bool {
         await shared.flush(timeout: timeout)
     }
+
+    /// Numbered messages sent and not yet acknowledged by the hub (kept, and resent after a reconnect).
+    public var unacknowledgedCount: Int {
+        shared.progress.withLock { Int($0.posted - min($0.posted, $0.acknowledged)) }
+    }
 }

@@ -66,8 +66,14 @@ struct DrawCommand: AsyncParsableCommand {
             }
         }
         let acknowledged = await agent.flush(timeout: .seconds(5))
+        let unacknowledged = agent.unacknowledgedCount
         await agent.stop()
         let refused = await refusals.value
+        if refused.contains(where: { $0.contains("storageUnavailable") }) {
+            throw CommandFailure(
+                "the hub at \(hub.ingest) cannot store frames (its journal failed: see its log): \(unacknowledged) message(s) of this scene "
+                    + "were not acknowledged, so they are not safe; they were kept and resent until now, and are dropped as draw exits")
+        }
         for line in refused { emit("refused: \(line)") }
         guard acknowledged else {
             throw CommandFailure("the hub at \(hub.ingest) did not acknowledge the scene within 5 s: is it running?")

@@ -252,3 +252,71 @@ struct CutLinkTests {
         hub.waitUntilExit()
     }
 }
+
+/// A journal that stops taking writes (a full disk): nothing is acknowledged
+/// that is not durable, agents are told why and say so, and after a restart
+/// on what the journal kept, a subscriber that saw more resyncs to it.
+@Suite("Faults: a full disk", .timeLimit(.minutes(2)))
+struct FullDiskTests {
+    @Test(.enabled(if: isRoot, "mounting a small file system needs root"))
+    func aFullDiskIsToldAndNothingUndurableIsAcknowledged() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let small = try temporaryFolder("fulldisk")
+        defer { try? FileManager.default.removeItem(atPath: small) }
+        try #require(try touchsyncShell(["mount", "-t", "tmpfs", "-o", "size=40k", "tmpfs", small]) == 0)
+        defer { _ = try? touchsyncShell(["umount", small]) }
+        let copy = try temporaryFolder("fulldisk-copy")
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        let ports = try ProcessTests.freePorts(4)
+        let endpoints = [
+            "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])",
+        ]
+        let (hub, _, _) = try await children.startHub(["hub", "--data", small + "/data", "--fsync", "batch"] + endpoints, port: ports[0])
+        let (spectator, spectatorOutput) = try children.run(
+            ["spectate", "--board", "wall", "--json", "--duration", "60", "--publish", "tcp://127.0.0.1:\(ports[1])",
+             "--snapshot", "tcp://127.0.0.1:\(ports[2])"], limit: 90)
+
+        // Draw until the disk is full: every draw before that is acknowledged (exit 0).
+        var acknowledgedDraws = 0
+        var refusal: Outcome? = nil
+        for _ in 0..<40 {
+            let draw = try touchsync(["draw", "--board", "wall", "--seconds", "1", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+            if draw.status == 0 {
+                acknowledgedDraws += 1
+            } else {
+                refusal = draw
+                break
+            }
+        }
+        let failed = try #require(refusal, "the disk never filled")
+        #expect(failed.errors.contains("cannot store frames"), "\(failed.errors)")
+        #expect(acknowledgedDraws >= 1)
+        // Another agent now: told at once, never acknowledged.
+        let after = try touchsync(["draw", "--board", "wall", "--seconds", "0.2", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        #expect(after.status == 1 && after.errors.contains("cannot store frames"), "\(after.errors)")
+
+        // The hub dies; it comes back on what its journal kept (copied off the full disk).
+        kill(hub.processIdentifier, SIGKILL)
+        hub.waitUntilExit()
+        try #require(try touchsyncShell(["cp", "-a", small + "/data", copy + "/data"]) == 0)
+        try? FileManager.default.removeItem(atPath: copy + "/data/touchsync.lock")
+        let (restarted, _, restartText) = try await children.startHub(["hub", "--data", copy + "/data"] + endpoints, port: ports[0])
+        #expect(restartText.contains("1 board(s) recovered"), "\(restartText)")
+        // Every acknowledged draw is on the recovered board: three strokes each.
+        let render = try touchsync(["render", "--board", "wall", "--data", copy + "/data", "-o", copy + "/wall.svg"])
+        let accepted = render.output.split(separator: "(").last.flatMap { $0.split(separator: " ").first.flatMap { Int($0) } } ?? 0
+        #expect(accepted >= 3 * acknowledgedDraws, "\(render.output)")
+
+        // The spectator saw batches the journal never kept: it notices the hub went back, and resyncs.
+        let digest = try #require(restartText.split(separator: "\n").first { $0.contains("wall: batch") }?.split(separator: " ").last)
+        var text = ""
+        readUntil(spectatorOutput, into: &text) { $0.contains("\"agrees\":true") && $0.contains("\"event\":\"synced\",\"sequence\"") && $0.split(separator: "\n").contains { $0.contains("\"digest\":\"\(digest)\"") } }
+        #expect(text.contains("\"event\":\"resync\""), "the spectator did not resync: \(text.suffix(2000))")
+        #expect(text.split(separator: "\n").contains { $0.contains("\"event\":\"synced\"") && $0.contains("\"digest\":\"\(digest)\"") })
+        spectator.interrupt()
+        restarted.interrupt()
+        restarted.waitUntilExit()
+    }
+}
