@@ -320,3 +320,40 @@ struct FullDiskTests {
         restarted.waitUntilExit()
     }
 }
+
+/// A hub frozen for 5 s (SIGSTOP, as a stalled VM or a debugger does) in
+/// the middle of a load run, then resumed: every agent looks silent to it
+/// when it wakes, but nobody left, so nothing is lost.
+@Suite("Faults: a frozen hub", .timeLimit(.minutes(2)))
+struct FrozenHubTests {
+    @Test func aHubPausedForFiveSecondsLosesNothing() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let folder = try temporaryFolder("frozen")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let ports = try ProcessTests.freePorts(4)
+        let (hub, _, _) = try await children.startHub(
+            ["hub", "--no-journal", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+             "--snapshot", "tcp://127.0.0.1:\(ports[2])"], port: ports[0])
+        let report = folder + "/report.json"
+        let (load, output) = try children.run([
+            "load", "--hub", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--users", "8", "--fingers", "3", "--duration", "10", "--json", report,
+        ], limit: 120)
+        var text = ""
+        readUntil(output, into: &text) { loadElapsed($0) >= 3 }
+        kill(hub.processIdentifier, SIGSTOP)
+        try await Task.sleep(for: .seconds(5))  // the fault: five seconds frozen
+        kill(hub.processIdentifier, SIGCONT)
+        text += String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        load.waitUntilExit()
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any], "\(text)")
+        #expect(object["lost"] as? Int == 0, "\(text)")
+        #expect(object["duplicated"] as? Int == 0)
+        #expect(object["converged"] as? Bool == true, "\(text)")
+        #expect(load.terminationStatus == 0)
+        hub.interrupt()
+        hub.waitUntilExit()
+    }
+}
