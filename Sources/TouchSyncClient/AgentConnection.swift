@@ -18,6 +18,9 @@ struct AgentCounters: Sendable {
 /// State one agent's callers and its driver thread share.
 final class AgentShared: Sendable {
     let progress = Mutex<AgentCounters>(AgentCounters())
+    /// Why the hub refused this agent's hello, when it did (a board limit, a
+    /// bad board name, another protocol version): retrying will not help.
+    let helloRefusal = Mutex<String?>(nil)
 
     /// Waits until the hub has acknowledged every message posted so far; false on time-out.
     func flush(timeout: Duration) async -> Bool {
@@ -195,6 +198,7 @@ final class AgentConnection {
             case .welcome(let welcome):
                 welcomed = true
                 attempt = 0
+                shared.helloRefusal.withLock { $0 = nil }
                 acknowledge(through: welcome.appliedThrough, now: now)
                 report(.welcomed(user: welcome.user, appliedThrough: welcome.appliedThrough))
                 // Resend, in order, everything the hub has not applied.
@@ -203,6 +207,11 @@ final class AgentConnection {
                 acknowledge(through: ack.through, now: now)
             case .error(let error):
                 report(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
+                if !welcomed, error.sequence == 0, let code = ErrorCode(error.code),
+                    [.unsupportedVersion, .unknownBoard, .malformed, .rateLimited].contains(code)
+                {
+                    shared.helloRefusal.withLock { $0 = "\(code): \(error.message)" }
+                }
                 if error.code == .outOfOrder {
                     for (_, bytes) in unacknowledged { transmit(bytes, now: now) }
                 } else if error.code == .cannotResume {

@@ -71,10 +71,18 @@ public final class AgentPool: Sendable {
     public func waitUntilWelcomed(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while counts.withLock({ $0.welcomes }) < count {
-            guard ContinuousClock.now < deadline else { return false }
+            guard ContinuousClock.now < deadline, helloRefusal == nil else { return false }
             try? await Task.sleep(for: .milliseconds(5))
         }
         return true
+    }
+
+    /// Why the hub refused some agent's hello, if it did (the first such agent found).
+    public var helloRefusal: String? {
+        for (index, agent) in shared.enumerated() {
+            if let refusal = agent.helloRefusal.withLock({ $0 }) { return "agent \(index): \(refusal)" }
+        }
+        return nil
     }
 
     /// Sends agent `agent`'s changes as one frame, as `TouchAgent.send(_:alive:)` does.

@@ -249,6 +249,9 @@ public final class TouchAgent: Sendable {
         await shared.flush(timeout: timeout)
     }
 
+    /// Why the hub refused this agent's hello (nil: it did not, or it has welcomed it since).
+    public var helloRefusal: String? { shared.helloRefusal.withLock { $0 } }
+
     /// Numbered messages sent and not yet acknowledged by the hub (kept, and resent after a reconnect).
     public var unacknowledgedCount: Int {
         shared.progress.withLock { Int($0.posted - min($0.posted, $0.acknowledged)) }

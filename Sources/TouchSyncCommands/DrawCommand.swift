@@ -67,6 +67,10 @@ struct DrawCommand: AsyncParsableCommand {
         }
         let acknowledged = await agent.flush(timeout: .seconds(5))
         let unacknowledged = agent.unacknowledgedCount
+        if !acknowledged, let refusal = agent.helloRefusal {
+            await agent.stop()
+            throw CommandFailure("the hub at \(hub.ingest) refused this agent: \(refusal)")
+        }
         await agent.stop()
         let refused = await refusals.value
         if refused.contains(where: { $0.contains("storageUnavailable") }) {

@@ -41,6 +41,10 @@ struct HubCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Largest agent message in bytes; larger ones get MESSAGE_TOO_LARGE.") var maxMessageBytes = 1 << 20
     @Option(parsing: .unconditional, help: "Touches one user may have down at once.") var maxTouches = 20
     @Option(parsing: .unconditional, help: "Numbered messages one agent may send per second.") var maxMessagesPerSecond = 2000
+    @Option(parsing: .unconditional, help: "Samples one user may send per second (frames beyond are refused).") var maxSamplesPerSecond = 20_000
+    @Option(parsing: .unconditional, help: "Boards this hub holds; hellos for more are refused.") var maxBoards = 10_000
+    @Option(parsing: .unconditional, help: "Agent sessions this hub keeps (the longest-abandoned is forgotten to make room).")
+    var maxSessions = 10_000
     @Option(help: "Folder of the journal (created if missing).") var data = JournalDefaults.directory
     @Option(help: "When journal writes are made durable: batch, never, or an interval such as 20ms or 1s.")
     var fsync = "20ms"
@@ -67,6 +71,9 @@ struct HubCommand: AsyncParsableCommand {
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
         guard (1...1000).contains(maxTouches) else { throw ValidationError("--max-touches must be 1 to 1000") }
         guard maxMessagesPerSecond > 0 else { throw ValidationError("--max-messages-per-second must be positive") }
+        guard maxSamplesPerSecond > 0 else { throw ValidationError("--max-samples-per-second must be positive") }
+        guard maxBoards > 0 else { throw ValidationError("--max-boards must be positive") }
+        guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
     }
 
     func run() async throws {
@@ -83,6 +90,9 @@ struct HubCommand: AsyncParsableCommand {
         configuration.maxMessageBytes = maxMessageBytes
         configuration.boardLimits.maxLiveTouchesPerUser = maxTouches
         configuration.maxMessagesPerSecond = maxMessagesPerSecond
+        configuration.maxSamplesPerSecond = maxSamplesPerSecond
+        configuration.maxBoards = maxBoards
+        configuration.maxSessions = maxSessions
         if !noJournal {
             var journal = JournalConfiguration(directory: data)
             journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync

@@ -27,6 +27,8 @@ struct AgentSession {
     private(set) var presence: Presence
     var ackPending = false
     var bucket: TokenBucket
+    /// Samples per second (frames pay for each sample they carry).
+    var sampleBucket: TokenBucket
     /// When the agent was last told STORAGE_UNAVAILABLE (told at most once a second).
     var storageWarnedAt: ContinuousClock.Instant? = nil
 
@@ -54,7 +56,7 @@ struct AgentSession {
 
     init(
         principal: UserNamespace, peer: PeerID, sessionID: [UInt8], board: String, boardSlot: Int, appliedThrough: UInt64,
-        now: ContinuousClock.Instant, messagesPerSecond: Int
+        now: ContinuousClock.Instant, messagesPerSecond: Int, samplesPerSecond: Int
     ) {
         self.principal = principal
         self.peer = peer
@@ -65,6 +67,11 @@ struct AgentSession {
         acknowledged = appliedThrough
         presence = .live(lastHeard: now)
         bucket = TokenBucket(rate: messagesPerSecond, now: now)
+        sampleBucket = TokenBucket(rate: samplesPerSecond, now: now)
+    }
+
+    var isAbandoned: Bool {
+        if case .abandoned = presence { true } else { false }
     }
 
     /// A message arrived: the session is live again.
@@ -193,13 +200,14 @@ struct TokenBucket {
         updated = now
     }
 
-    mutating func take(now: ContinuousClock.Instant) -> Bool {
+    /// Takes `count` tokens if the bucket holds them (nothing otherwise).
+    mutating func take(_ count: Int = 1, now: ContinuousClock.Instant) -> Bool {
         let elapsed = now - updated
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
         tokens = min(capacity, tokens + seconds * rate)
         updated = now
-        guard tokens >= 1 else { return false }
-        tokens -= 1
+        guard tokens >= Double(count) else { return false }
+        tokens -= Double(count)
         return true
     }
 }

@@ -43,6 +43,21 @@ public struct HubConfiguration: Sendable {
     /// Numbered messages one agent may send per second before RATE_LIMITED
     /// (a bucket that refills at this rate and holds two seconds' worth). Default 2,000.
     public var maxMessagesPerSecond = 2000
+    /// Samples (coalesced ones included) one user may send per second before
+    /// RATE_LIMITED, in a bucket holding two seconds' worth: a frame is
+    /// refused whole when the bucket cannot pay for it. Bounds what one user
+    /// makes the hub store and publish, whatever its message sizes. Ten
+    /// fingers at 240 Hz are 2,400. Default 20,000.
+    public var maxSamplesPerSecond = 20_000
+    /// Agent sessions the hub keeps (live, silent, or kept after leaving
+    /// for their numbering). At the limit the longest-abandoned one is
+    /// forgotten to make room; with none abandoned, a new session is
+    /// refused (RATE_LIMITED). Default 10,000.
+    public var maxSessions = 10_000
+    /// A new subscriber makes its board publish a heartbeat at once, at most
+    /// this often per board (later ones get it at the end of the interval),
+    /// so a subscription flood does not flood the other subscribers. Default 100 ms.
+    public var subscribeHeartbeatInterval: Duration = .milliseconds(100)
     /// Messages the hub handles before it publishes and checks its timers. Default 512.
     public var maxMessagesPerTurn = 512
     /// Boards one hub holds. Default 10,000.

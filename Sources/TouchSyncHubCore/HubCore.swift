@@ -31,6 +31,10 @@ public struct HubCore {
     /// Rate buckets of peers that have not said hello (so garbage floods are bounded too).
     private var strangers: [PeerID: TokenBucket] = [:]
     private var subscriptions: [[UInt8]: Int] = [:]
+    /// When each board last sent a heartbeat for a new subscriber, and the
+    /// boards that owe one (subscribers arrived within the interval).
+    private var subscribeHeartbeats: [Int: ContinuousClock.Instant] = [:]
+    private var owedHeartbeats: Set<Int> = []
 
     /// Users with touches down on a recovered board and no session yet: if
     /// they do not resume within the abandon time-out, their touches are
@@ -98,6 +102,9 @@ public struct HubCore {
         if let recoveredUntil { deadline = min(deadline, recoveredUntil) }
         if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
         if let due = journal?.syncDue { deadline = min(deadline, due) }
+        for slot in owedHeartbeats {
+            deadline = min(deadline, (subscribeHeartbeats[slot] ?? origin) + configuration.subscribeHeartbeatInterval)
+        }
         return deadline
     }
 
@@ -124,10 +131,17 @@ public struct HubCore {
         case .subscribed(let topic):
             subscriptions[topic, default: 0] += 1
             metrics.subscriptions.record(subscriptions.values.reduce(0, +))
-            // Tell the newcomer where the board stands, so it can spot a gap at once.
+            // Tell the newcomer where the board stands, so it can spot a gap at
+            // once, but at most once per interval per board (a flood of
+            // subscriptions must not become a flood of heartbeats to everyone).
             if topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), let slot = boardSlots[name] {
-                publishPending(slot: slot, now: now, into: &actions)
-                actions.append(.publish(heartbeat(slot: slot, now: now)))
+                if let last = subscribeHeartbeats[slot], now - last < configuration.subscribeHeartbeatInterval {
+                    owedHeartbeats.insert(slot)
+                } else {
+                    subscribeHeartbeats[slot] = now
+                    publishPending(slot: slot, now: now, into: &actions)
+                    actions.append(.publish(heartbeat(slot: slot, now: now)))
+                }
             }
         case .unsubscribed(let topic):
             if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
@@ -234,7 +248,7 @@ public struct HubCore {
                     requestAck(&session)
                 case .next:
                     requestAck(&session)
-                    apply(body, sequence: sequence, to: &session, into: &actions)
+                    apply(body, sequence: sequence, to: &session, now: now, into: &actions)
                 }
             } catch {
                 guard case .gap(let expected, let received, let report) = error, report else { return }
@@ -246,11 +260,21 @@ public struct HubCore {
 
     /// Applies a numbered message that is next in its session's order.
     private mutating func apply(
-        _ body: NumberedRequest, sequence: UInt64, to session: inout AgentSession, into actions: inout [HubAction]
+        _ body: NumberedRequest, sequence: UInt64, to session: inout AgentSession, now: ContinuousClock.Instant,
+        into actions: inout [HubAction]
     ) {
         switch body {
         case .frame(let frame):
             let (user, style) = (session.principal, session.style)
+            var samples = 0
+            for index in frame.changes.indices { samples += frame.changes[index].samples.count }  // no copy of each change
+            guard session.sampleBucket.take(samples, now: now) else {
+                refuse(
+                    session.peer,
+                    HubRefusal(.rateLimited, "more than \(configuration.maxSamplesPerSecond) samples per second: frame refused", sequence: sequence),
+                    into: &actions)
+                return
+            }
             do {
                 try change(session.boardSlot) { (channel: inout BoardChannel) throws(TouchInputError) in
                     try channel.reduce(frame, from: user, style: style)
@@ -259,8 +283,6 @@ public struct HubCore {
                 refuse(session.peer, HubRefusal(error.code, error.description, sequence: sequence), into: &actions)
                 return
             }
-            var samples = 0
-            for index in frame.changes.indices { samples += frame.changes[index].samples.count }  // no copy of each change
             metrics.frames.increment()
             metrics.samples.increment(by: Int64(samples))
         case .style(let style):
@@ -342,6 +364,18 @@ public struct HubCore {
                     into: &actions)
                 return
             }
+            if sessions[principal] == nil && sessions.count >= configuration.maxSessions {
+                // Make room by forgetting the longest-abandoned session (its touches are long cancelled).
+                guard let oldest = sessions.filter({ $0.value.isAbandoned }).min(by: { $0.value.presence.lastHeard < $1.value.presence.lastHeard })?.key
+                else {
+                    refuse(
+                        peer.id,
+                        HubRefusal(.rateLimited, "this hub holds its maximum of \(configuration.maxSessions) agent sessions: try again later"),
+                        into: &actions)
+                    return
+                }
+                sessions[oldest] = nil
+            }
             // The user's previous session ends: its touches are cancelled now.
             if sessions[principal] != nil { end(principal, why: "a new session of the same user started") }
             if channels[slot].recoveredProgress.removeValue(forKey: principal) != nil && recorded == nil {
@@ -349,7 +383,8 @@ public struct HubCore {
             }
             var session = AgentSession(
                 principal: principal, peer: peer.id, sessionID: hello.sessionID, board: hello.board, boardSlot: slot,
-                appliedThrough: appliedThrough, now: now, messagesPerSecond: configuration.maxMessagesPerSecond)
+                appliedThrough: appliedThrough, now: now, messagesPerSecond: configuration.maxMessagesPerSecond,
+                samplesPerSecond: configuration.maxSamplesPerSecond)
             if let recorded { session.style = recorded.style }
             sessions[principal] = session
             metrics.agents.record(sessions.count)
@@ -437,6 +472,12 @@ public struct HubCore {
             forgetOldSessions(now: now)
             strangers.removeAll(keepingCapacity: true)
             nextHousekeeping = now + housekeepingInterval
+        }
+        for slot in owedHeartbeats where now - (subscribeHeartbeats[slot] ?? origin) >= configuration.subscribeHeartbeatInterval {
+            owedHeartbeats.remove(slot)
+            subscribeHeartbeats[slot] = now
+            publishPending(slot: slot, now: now, into: &actions)
+            actions.append(.publish(heartbeat(slot: slot, now: now)))
         }
         if now >= nextHeartbeat {
             for slot in channels.indices { actions.append(.publish(heartbeat(slot: slot, now: now))) }

@@ -133,6 +133,7 @@ public struct LoadRun: Sendable {
             await agents.stop()
             for (_, subscriber, _) in subscribers { await subscriber.stop() }
             if let embedded { await embedded.stop() }
+            if let refusal = agents.helloRefusal { throw LoadError.refused(refusal) }
             throw LoadError.unreachable("not every agent was welcomed by \(endpoints.ingest) within 60 s")
         }
         let connectTime = ContinuousClock.now - connecting
@@ -277,9 +278,12 @@ public struct LoadRun: Sendable {
 
 public enum LoadError: Error, CustomStringConvertible {
     case unreachable(String)
+    /// The hub answered an agent's hello with a refusal (a limit, a bad board name).
+    case refused(String)
     public var description: String {
         switch self {
         case .unreachable(let why): "the hub is unreachable: \(why)"
+        case .refused(let why): "the hub refused to welcome the load's agents: \(why)"
         }
     }
 }

@@ -10,8 +10,9 @@ struct Outcome {
     var errors: String
 }
 
-/// Runs the built `touchsync` to its end (killed after `limit` seconds), in `folder`.
-func touchsync(_ arguments: [String], in folder: String? = nil, limit: Double = 60) throws -> Outcome {
+/// Runs the built `touchsync` to its end (killed after `limit` seconds), in
+/// `folder`. The waiting happens on threads of their own (see `exited()`).
+func touchsync(_ arguments: [String], in folder: String? = nil, limit: Double = 60) async throws -> Outcome {
     let process = Process()
     process.executableURL = ProcessTests.binary
     process.arguments = arguments
@@ -21,33 +22,20 @@ func touchsync(_ arguments: [String], in folder: String? = nil, limit: Double = 
     process.standardOutput = output
     process.standardError = errors
     try process.run()
-    // Read both pipes while it runs, so neither fills up and blocks it.
-    let collected = Shared<(Data, Data)>((Data(), Data()))
-    let readers = DispatchGroup()
-    for (pipe, index) in [(output, 0), (errors, 1)] {
-        readers.enter()
-        DispatchQueue.global().async {
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            collected.update { if index == 0 { $0.0 = data } else { $0.1 = data } }
-            readers.leave()
-        }
+    nonisolated(unsafe) let child = process
+    let watchdog = Task {
+        try await Task.sleep(for: .seconds(limit))
+        kill(child.processIdentifier, SIGKILL)
     }
-    if readers.wait(timeout: .now() + limit) == .timedOut {
-        kill(process.processIdentifier, SIGKILL)
-        readers.wait()
-    }
-    process.waitUntilExit()
-    let (out, err) = collected.value
+    // Both pipes are read while it runs, so neither fills up and blocks it.
+    async let out = output.readToEnd()
+    async let err = errors.readToEnd()
+    let (outData, errData) = await (out, err)
+    await process.exited()
+    watchdog.cancel()
     return Outcome(
-        status: process.terminationStatus, output: String(decoding: out, as: UTF8.self), errors: String(decoding: err, as: UTF8.self))
-}
-
-/// Shared state for the reader threads above (a `Mutex` is not copyable into closures: a class holds it).
-final class Shared<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func update(_ body: (inout Value) -> Void) { mutex.withLock { body(&$0) } }
-    var value: Value { mutex.withLock { $0 } }
+        status: process.terminationStatus, output: String(decoding: outData, as: UTF8.self),
+        errors: String(decoding: errData, as: UTF8.self))
 }
 
 func temporaryFolder(_ name: String) throws -> String {
@@ -60,21 +48,21 @@ func temporaryFolder(_ name: String) throws -> String {
 /// found by trying the commands by hand, through the real binary.
 @Suite("Command line edges", .timeLimit(.minutes(3)))
 struct CommandLineTests {
-    @Test func negativeNumbersReachTheRangeCheckAndEveryErrorNamesItsOption() throws {
-        let users = try touchsync(["load", "--users", "-1"])
+    @Test func negativeNumbersReachTheRangeCheckAndEveryErrorNamesItsOption() async throws {
+        let users = try await touchsync(["load", "--users", "-1"])
         #expect(users.status == 64)
         #expect(users.errors.contains("--users must be 1 to 5000"), "\(users.errors)")
-        let seconds = try touchsync(["draw", "--board", "b", "--seconds", "-2"])
+        let seconds = try await touchsync(["draw", "--board", "b", "--seconds", "-2"])
         #expect(seconds.status == 64 && seconds.errors.contains("--seconds must be above 0"), "\(seconds.errors)")
-        let heartbeat = try touchsync(["hub", "--heartbeat", "0"])
+        let heartbeat = try await touchsync(["hub", "--heartbeat", "0"])
         #expect(heartbeat.status == 64 && heartbeat.errors.contains("--heartbeat must be above 0"), "\(heartbeat.errors)")
-        let liveness = try touchsync(["hub", "--liveness-timeout", "-1"])
+        let liveness = try await touchsync(["hub", "--liveness-timeout", "-1"])
         #expect(liveness.status == 64 && liveness.errors.contains("--liveness-timeout"), "\(liveness.errors)")
         // --history belongs to spectate only; compact takes --log-level like every command.
-        #expect(try !touchsync(["draw", "--help"]).output.contains("--history"))
-        #expect(try !touchsync(["render", "--help"]).output.contains("--history"))
-        #expect(try touchsync(["spectate", "--help"]).output.contains("--history"))
-        #expect(try touchsync(["compact", "--help"]).output.contains("--log-level"))
+        #expect(try await !touchsync(["draw", "--help"]).output.contains("--history"))
+        #expect(try await !touchsync(["render", "--help"]).output.contains("--history"))
+        #expect(try await touchsync(["spectate", "--help"]).output.contains("--history"))
+        #expect(try await touchsync(["compact", "--help"]).output.contains("--log-level"))
     }
 
     @Test func renderRefusesUnknownBoardsAndWritesFilesCarefully() async throws {
@@ -90,31 +78,31 @@ struct CommandLineTests {
             port: ports[0])
         let board = "my board/one"
         // A short scene still ends every stroke it drew before it reports success.
-        let draw = try touchsync(["draw", "--board", board, "--seconds", "0.5", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        let draw = try await touchsync(["draw", "--board", board, "--seconds", "0.5", "--hub", "tcp://127.0.0.1:\(ports[0])"])
         #expect(draw.status == 0, "\(draw.output)\(draw.errors)")
 
         // A board nobody drew on is an error, not an empty picture.
-        let unknown = try touchsync(["render", "--board", "nosuch"] + publishing, in: folder)
+        let unknown = try await touchsync(["render", "--board", "nosuch"] + publishing, in: folder)
         #expect(unknown.status == 1 && unknown.errors.contains("no such board"), "\(unknown.errors)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/nosuch.svg"))
 
         // The default file name is the board's, readable.
-        let live = try touchsync(["render", "--board", board] + publishing, in: folder)
+        let live = try await touchsync(["render", "--board", board] + publishing, in: folder)
         #expect(live.status == 0, "\(live.errors)")
         #expect(live.output.contains("(3 accepted, 0 in progress)"), "\(live.output)")
         let svg = try String(contentsOfFile: folder + "/my board_one.svg", encoding: .utf8)
         #expect(svg.hasPrefix("<svg") && svg.contains("<path"))
 
         // Folders are not created; file errors are plain words with the path.
-        let missing = try touchsync(["render", "--board", board, "-o", folder + "/no/such/dir/x.svg"] + publishing)
+        let missing = try await touchsync(["render", "--board", board, "-o", folder + "/no/such/dir/x.svg"] + publishing)
         #expect(missing.status == 1 && missing.errors.contains("the folder \(folder)/no/such/dir does not exist"), "\(missing.errors)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/no"))
-        let proc = try touchsync(["render", "--board", board, "-o", "/proc/x.svg"] + publishing)
+        let proc = try await touchsync(["render", "--board", board, "-o", "/proc/x.svg"] + publishing)
         #expect(proc.status == 1 && proc.errors.contains("cannot write /proc/x.svg:"), "\(proc.errors)")
         #expect(!proc.errors.contains("NSCocoaErrorDomain"))
 
         // A PNG is written alone (through a temporary SVG), or refused with what to install.
-        let png = try touchsync(["render", "--board", board, "--data", data, "-o", folder + "/picture.png"])
+        let png = try await touchsync(["render", "--board", board, "--data", data, "-o", folder + "/picture.png"])
         let files = try FileManager.default.contentsOfDirectory(atPath: folder)
         #expect(!files.contains("picture.svg"), "an SVG was left beside the PNG: \(files)")
         #expect(!files.contains { $0.contains(".tmp") }, "a temporary file was left: \(files)")
@@ -126,19 +114,19 @@ struct CommandLineTests {
         }
 
         // A second hub on a port in use fails without creating its data folder.
-        let second = try touchsync(["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--data", folder + "/second"])
+        let second = try await touchsync(["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--data", folder + "/second"])
         #expect(second.status == 1 && second.errors.contains("cannot listen"), "\(second.errors)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/second"))
 
         // Replay: a time past the end gives the recording's length; a missing folder says so.
-        let late = try touchsync(["replay", "--data", data, "--board", board, "--from", "1e9", "--exit-at-end"])
+        let late = try await touchsync(["replay", "--data", data, "--board", board, "--from", "1e9", "--exit-at-end"])
         #expect(late.status == 1 && late.errors.contains("past the end of the recording") && late.errors.contains(" s long"), "\(late.errors)")
-        let nowhere = try touchsync(["replay", "--data", folder + "/nowhere", "--board", board])
+        let nowhere = try await touchsync(["replay", "--data", folder + "/nowhere", "--board", board])
         #expect(nowhere.status == 1 && nowhere.errors.contains("no journal folder at \(folder)/nowhere"), "\(nowhere.errors)")
-        let compact = try touchsync(["compact", "--data", data, "--log-level", "info"])
+        let compact = try await touchsync(["compact", "--data", data, "--log-level", "info"])
         #expect(compact.status == 0 && compact.output.contains("my board/one:"), "\(compact.errors)")
         hub.interrupt()
-        hub.waitUntilExit()
+        await hub.exited()
     }
 
     /// Ctrl-C during a load run: the drawing stops, the run drains and checks,
@@ -160,13 +148,13 @@ struct CommandLineTests {
         var text = ""
         // Two progress lines (one a second), then Ctrl-C.
         while text.components(separatedBy: "samples/s").count < 4 {
-            let chunk = output.fileHandleForReading.availableData
+            let chunk = await output.nextChunk()
             if chunk.isEmpty { break }
             text += String(decoding: chunk, as: UTF8.self)
         }
         load.interrupt()
-        text += String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        load.waitUntilExit()
+        text += String(decoding: await output.readToEnd(), as: UTF8.self)
+        await load.exited()
         #expect(load.terminationReason == .exit && load.terminationStatus == 130, "\(text)")
         #expect(text.contains("INTERRUPTED after"), "\(text)")
         #expect(text.contains("lost / duplicated   0 / 0"))
@@ -184,24 +172,24 @@ struct CommandLineTests {
 
     /// The same seed draws the same strokes for every user; the board digest
     /// may differ (it covers how users interleaved), as --seed's help says.
-    @Test func demoSeedFixesEveryUsersStrokes() throws {
+    @Test func demoSeedFixesEveryUsersStrokes() async throws {
         let folder = try temporaryFolder("demo")
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        func run(seed: Int) throws -> (fingerprint: String, accepted: String, output: String) {
-            let demo = try touchsync(["demo", "--steps", "600", "--seed", "\(seed)", "--image", folder + "/board-\(seed).svg"])
+        func run(seed: Int) async throws -> (fingerprint: String, accepted: String, output: String) {
+            let demo = try await touchsync(["demo", "--steps", "600", "--seed", "\(seed)", "--image", folder + "/board-\(seed).svg"])
             #expect(demo.status == 0, "\(demo.errors)")
             let lines = demo.output.split(separator: "\n")
             let fingerprint = lines.first { $0.contains("scene fingerprint:") }.map(String.init) ?? ""
             let accepted = lines.first { $0.contains("strokes accepted") }.map(String.init) ?? ""
             return (fingerprint, accepted, demo.output)
         }
-        let first = try run(seed: 5)
-        let again = try run(seed: 5)
-        let other = try run(seed: 6)
+        let first = try await run(seed: 5)
+        let again = try await run(seed: 5)
+        let other = try await run(seed: 6)
         #expect(!first.fingerprint.isEmpty && first.fingerprint == again.fingerprint)
         #expect(first.accepted == again.accepted)
         #expect(first.fingerprint != other.fingerprint)
-        #expect(try touchsync(["demo", "--help"]).output.contains("board digest"))
+        #expect(try await touchsync(["demo", "--help"]).output.contains("board digest"))
         // Without rsvg-convert the demo says how to get the PNG.
         let pngWritten = first.output.contains("board-5.png")
         #expect(pngWritten || first.output.contains("apt-get install librsvg2-bin"))
@@ -234,9 +222,43 @@ struct CommandLineTests {
         }
     }
 
-    @Test func benchTableKeepsWholeLabels() throws {
-        let bench = try touchsync(["bench", "--frames", "300", "--repetitions", "1"])
+    @Test func benchTableKeepsWholeLabels() async throws {
+        let bench = try await touchsync(["bench", "--frames", "300", "--repetitions", "1"])
         #expect(bench.status == 0)
         #expect(bench.output.contains("hub pipeline: reduce, coalesce per tick, encode "), "\(bench.output)")
+    }
+}
+
+// Waiting on a child process blocks a thread. Tests run in parallel on
+// Swift concurrency's few cooperative threads (two on this machine), so every
+// such wait runs on a thread of its own: a test waiting for its child must
+// never stall the others.
+extension Process {
+    func exited() async {
+        nonisolated(unsafe) let process = self
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                process.waitUntilExit()
+                continuation.resume()
+            }
+        }
+    }
+}
+
+extension Pipe {
+    /// Everything the child writes until it closes its end.
+    func readToEnd() async -> Data {
+        nonisolated(unsafe) let pipe = self
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
+            Thread.detachNewThread { continuation.resume(returning: pipe.fileHandleForReading.readDataToEndOfFile()) }
+        }
+    }
+
+    /// The next bytes the child writes (empty: it closed its end).
+    func nextChunk() async -> Data {
+        nonisolated(unsafe) let pipe = self
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
+            Thread.detachNewThread { continuation.resume(returning: pipe.fileHandleForReading.availableData) }
+        }
     }
 }

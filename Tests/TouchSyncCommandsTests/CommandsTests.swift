@@ -120,16 +120,17 @@ struct ProcessTests {
         ], port: ports[0])
         let (spectator, spectatorOutput) = try children.run(["spectate", "--board", "wall", "--json", "--duration", "5"] + subscriberAddress)
         // Draw only once the spectator has synced (its first line), so it sees every batch.
-        let firstOutput = spectatorOutput.fileHandleForReading.availableData
+        let firstOutput = await spectatorOutput.nextChunk()
         let (draw, drawOutput) = try children.run(["draw", "--board", "wall", "--fast", "--identity", "tester"] + hubAddress)
-        draw.waitUntilExit()
+        await draw.exited()
         #expect(draw.terminationStatus == 0)
-        let drawText = String(decoding: drawOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let drawText = String(decoding: await drawOutput.readToEnd(), as: UTF8.self)
         #expect(drawText.contains("every message acknowledged"))
 
-        let lines = String(decoding: firstOutput + spectatorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let rest = await spectatorOutput.readToEnd()
+        let lines = String(decoding: firstOutput + rest, as: UTF8.self)
             .split(separator: "\n")  // read before waiting: the pipe must not fill up
-        spectator.waitUntilExit()
+        await spectator.exited()
         #expect(spectator.terminationStatus == 0)
         let events = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
         #expect(events.first?["event"] as? String == "synced")
@@ -144,9 +145,9 @@ struct ProcessTests {
         #expect(cancelled == 1)  // the palm
 
         hub.interrupt()  // SIGINT: graceful shutdown
-        hub.waitUntilExit()
+        await hub.exited()
         #expect(hub.terminationStatus == 0)
-        let hubText = hubStart + String(decoding: hubOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let hubText = hubStart + String(decoding: await hubOutput.readToEnd(), as: UTF8.self)
         #expect(hubText.contains("TouchSync hub listening") && hubText.contains("hub stopped"))
     }
 
@@ -179,17 +180,17 @@ struct ProcessTests {
             ])
         // Killed mid-run: once the journal holds a good part of the drawing (the run lasts 4 s).
         let deadline = ContinuousClock.now + .seconds(20)
-        while directoryBytes(data) < 64 << 10 && ContinuousClock.now < deadline && load.isRunning {
+        while directoryBytes(data) < 12 << 10 && ContinuousClock.now < deadline && load.isRunning {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(load.isRunning, "the load run ended before the hub was killed")
         kill(hub.processIdentifier, SIGKILL)
-        hub.waitUntilExit()
+        await hub.exited()
         #expect(hub.terminationReason == .uncaughtSignal)
         (hub, _, _) = try await children.startHub(hubArguments, port: ports[0])
 
-        load.waitUntilExit()
-        let loadText = String(decoding: loadOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        await load.exited()
+        let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
         #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
         let object = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any])
@@ -204,8 +205,8 @@ struct ProcessTests {
         let (spectator, spectatorOutput) = try children.run(
             ["spectate", "--board", "load-21-0", "--from-beginning", "--json", "--duration", "1"] + endpoints + history)
         // Read to the end first: a replay prints more than a pipe holds.
-        let spectatorText = String(decoding: spectatorOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        spectator.waitUntilExit()
+        let spectatorText = String(decoding: await spectatorOutput.readToEnd(), as: UTF8.self)
+        await spectator.exited()
         #expect(spectator.terminationStatus == 0)
         let events = spectatorText
             .split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
@@ -217,11 +218,11 @@ struct ProcessTests {
 
         // Kill it again with everything acknowledged: it must come back at exactly that board.
         kill(hub.processIdentifier, SIGKILL)
-        hub.waitUntilExit()
+        await hub.exited()
         let (restarted, restartedOutput, restartedStart) = try await children.startHub(hubArguments, port: ports[0])
         restarted.interrupt()
-        restarted.waitUntilExit()
-        let restartText = restartedStart + String(decoding: restartedOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        await restarted.exited()
+        let restartText = restartedStart + String(decoding: await restartedOutput.readToEnd(), as: UTF8.self)
         #expect(restartText.contains("1 board(s) recovered"))
         #expect(restartText.contains("load-21-0: batch ") && restartText.contains("digest \(digest)"), "\(restartText)")
         #expect(!restartText.contains("DAMAGE"))
@@ -234,8 +235,8 @@ struct ProcessTests {
             "replay", "--data", data, "--board", "load-21-0", "--speed", "max", "--now", "--exit-at-end",
             "--publish", "tcp://127.0.0.1:\(replayPorts[0])", "--snapshot", "tcp://127.0.0.1:\(replayPorts[1])",
         ])
-        replay.waitUntilExit()
-        let replayText = String(decoding: replayOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        await replay.exited()
+        let replayText = String(decoding: await replayOutput.readToEnd(), as: UTF8.self)
         #expect(replay.terminationStatus == 0)
         #expect(replayText.contains("replay done:") && replayText.contains("digest \(digest)"), "\(replayText)")
 
@@ -246,7 +247,7 @@ struct ProcessTests {
         ])
         var servingText = ""
         while !servingText.contains("serving the final board until Ctrl-C") {
-            let chunk = servingOutput.fileHandleForReading.availableData
+            let chunk = await servingOutput.nextChunk()
             if chunk.isEmpty { break }  // exited (or killed by the watchdog)
             servingText += String(decoding: chunk, as: UTF8.self)
         }
@@ -255,7 +256,7 @@ struct ProcessTests {
         #expect(reply?.requestID == 1 && reply?.chunk.sequence ?? 0 > 0, "no snapshot from the serving replay")
         #expect(serving.isRunning, "the replay did not keep serving: \(servingText)")
         serving.interrupt()
-        serving.waitUntilExit()
+        await serving.exited()
         #expect(serving.terminationReason == .exit && serving.terminationStatus == 0)
 
         let picture = data + "-at.svg"
@@ -265,25 +266,25 @@ struct ProcessTests {
             try? FileManager.default.removeItem(atPath: frames)
         }
         let (render, _) = try children.run(["render", "--data", data, "--board", "load-21-0", "--at", "2", "-o", picture])
-        render.waitUntilExit()
+        await render.exited()
         #expect(render.terminationStatus == 0)
         let svg = try String(contentsOfFile: picture, encoding: .utf8)
         #expect(svg.hasPrefix("<svg") && svg.contains("<path"))
         let (lapse, _) = try children.run(["render", "--data", data, "--board", "load-21-0", "--frames", frames, "--fps", "4"])
-        lapse.waitUntilExit()
+        await lapse.exited()
         #expect(lapse.terminationStatus == 0)
         let written = try FileManager.default.contentsOfDirectory(atPath: frames).filter { $0.hasSuffix(".svg") }
         #expect(written.count >= 15)  // 4 s of drawing at 4 frames per second
         #expect(written.contains("frame-000001.svg"))
 
         let (unknown, _) = try children.run(["render", "--data", data, "--board", "nope", "-o", picture])
-        unknown.waitUntilExit()
+        await unknown.exited()
         #expect(unknown.terminationStatus != 0)  // a clear error, not an empty picture
 
         let (compact, compactOutput) = try children.run(["compact", "--data", data])
-        compact.waitUntilExit()
+        await compact.exited()
         #expect(compact.terminationStatus == 0)
-        #expect(String(decoding: compactOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).contains("load-21-0:"))
+        #expect(String(decoding: await compactOutput.readToEnd(), as: UTF8.self).contains("load-21-0:"))
     }
 }
 
@@ -305,7 +306,7 @@ final class ChildProcesses {
         var text = ""
         // Blocks until the hub writes or exits (the watchdog bounds a hang).
         while !text.contains("Ctrl-C stops it.") {
-            let chunk = output.fileHandleForReading.availableData
+            let chunk = await output.nextChunk()
             if chunk.isEmpty { throw TestFailure("the hub exited before it was ready: \(text)") }
             text += String(decoding: chunk, as: UTF8.self)
         }

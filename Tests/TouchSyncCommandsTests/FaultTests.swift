@@ -20,32 +20,32 @@ struct DataFolderFaultTests {
              "--snapshot", "tcp://127.0.0.1:\(ports[base + 2])", "--history", "tcp://127.0.0.1:\(ports[base + 3])"]
         }
         let (first, _, _) = try await children.startHub(["hub", "--data", folder] + endpoints(0), port: ports[0])
-        let second = try touchsync(["hub", "--data", folder] + endpoints(4))
+        let second = try await touchsync(["hub", "--data", folder] + endpoints(4))
         #expect(second.status == 1)
         #expect(second.errors.contains("\(folder) is in use by another hub (pid \(first.processIdentifier))"), "\(second.errors)")
         #expect(first.isRunning)
-        let draw = try touchsync(["draw", "--board", "b", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        let draw = try await touchsync(["draw", "--board", "b", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
         #expect(draw.status == 0, "the first hub stopped serving: \(draw.errors)")
         // Once the first is gone (even killed), the folder is free again.
         kill(first.processIdentifier, SIGKILL)
-        first.waitUntilExit()
+        await first.exited()
         let (third, _, text) = try await children.startHub(["hub", "--data", folder] + endpoints(4), port: ports[4])
         #expect(text.contains("1 board(s) recovered"))
         third.interrupt()
-        third.waitUntilExit()
+        await third.exited()
     }
 
     /// A folder that takes no writes (a read-only mount) is refused at start,
     /// not discovered at the first frame.
     @Test(.enabled(if: isRoot, "mounting a read-only file system needs root"))
-    func aReadOnlyDataFolderIsRefusedAtStart() throws {
+    func aReadOnlyDataFolderIsRefusedAtStart() async throws {
         let mountPoint = try temporaryFolder("readonly")
         defer { try? FileManager.default.removeItem(atPath: mountPoint) }
         let mount = try touchsyncShell(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", mountPoint])
         try #require(mount == 0, "could not mount a read-only tmpfs")
         defer { _ = try? touchsyncShell(["umount", mountPoint]) }
         let ports = try ProcessTests.freePorts(4)
-        let hub = try touchsync([
+        let hub = try await touchsync([
             "hub", "--data", mountPoint + "/data", "--ingest", "tcp://127.0.0.1:\(ports[0])",
             "--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])",
             "--history", "tcp://127.0.0.1:\(ports[3])",
@@ -61,7 +61,7 @@ struct DataFolderFaultTests {
 /// --duration, SIGINT and SIGTERM).
 @Suite("Faults: endpoints", .timeLimit(.minutes(1)))
 struct EndpointFaultTests {
-    @Test func malformedEndpointsAreRefusedWhenParsed() throws {
+    @Test func malformedEndpointsAreRefusedWhenParsed() async throws {
         for arguments in [
             ["spectate", "--board", "x", "--publish", "garbage"],
             ["spectate", "--board", "x", "--snapshot", "garbage"],
@@ -72,22 +72,22 @@ struct EndpointFaultTests {
             ["replay", "--board", "x", "--publish", "udp://127.0.0.1:5581"],
             ["load", "--hub", "127.0.0.1:5570"],
         ] {
-            let outcome = try touchsync(arguments, limit: 10)
+            let outcome = try await touchsync(arguments, limit: 10)
             #expect(outcome.status == 64, "\(arguments): \(outcome.errors)")
             #expect(outcome.errors.contains("an endpoint looks like tcp://"), "\(arguments): \(outcome.errors)")
         }
     }
 
-    @Test func aSubscriberThatCannotStartEndsItsCommand() throws {
+    @Test func aSubscriberThatCannotStartEndsItsCommand() async throws {
         let unusable = "ipc:///tmp/" + String(repeating: "x", count: 200)  // longer than a socket path may be
         let started = ContinuousClock.now
-        let spectate = try touchsync(["spectate", "--board", "x", "--publish", unusable, "--duration", "30"], limit: 20)
+        let spectate = try await touchsync(["spectate", "--board", "x", "--publish", unusable, "--duration", "30"], limit: 20)
         #expect(spectate.status == 1 && spectate.errors.contains("the subscriber stopped"), "\(spectate.errors)")
-        let render = try touchsync(["render", "--board", "x", "--publish", unusable], limit: 20)
+        let render = try await touchsync(["render", "--board", "x", "--publish", unusable], limit: 20)
         #expect(render.status == 1 && render.errors.contains("cannot subscribe"), "\(render.errors)")
         #expect(ContinuousClock.now - started < .seconds(15), "waited for --duration or a time-out instead of ending")
         // Nothing listening: spectate says so when its time is up, with an error status.
-        let nobody = try touchsync(["spectate", "--board", "x", "--publish", "tcp://127.0.0.1:1", "--snapshot", "tcp://127.0.0.1:2", "--duration", "1"])
+        let nobody = try await touchsync(["spectate", "--board", "x", "--publish", "tcp://127.0.0.1:1", "--snapshot", "tcp://127.0.0.1:2", "--duration", "1"])
         #expect(nobody.status == 1 && nobody.errors.contains("never synced"), "\(nobody.errors)")
     }
 }
@@ -102,7 +102,7 @@ func touchsyncShell(_ arguments: [String]) throws -> Int32 {
     process.standardOutput = output
     process.standardError = output
     try process.run()
-    _ = output.fileHandleForReading.readDataToEndOfFile()
+    _ = output.fileHandleForReading.readDataToEndOfFile()  // short-lived system commands: a brief wait
     process.waitUntilExit()
     return process.terminationStatus
 }
@@ -176,9 +176,9 @@ final class NamespacePair {
 }
 
 /// Reads a child's output until `condition` holds for it (or the child closes it).
-func readUntil(_ output: Pipe, into text: inout String, _ condition: (String) -> Bool) {
+func readUntil(_ output: Pipe, into text: inout String, _ condition: (String) -> Bool) async {
     while !condition(text) {
-        let chunk = output.fileHandleForReading.availableData
+        let chunk = await output.nextChunk()
         if chunk.isEmpty { return }
         text += String(decoding: chunk, as: UTF8.self)
     }
@@ -220,7 +220,7 @@ struct CutLinkTests {
             ["hub", "--ingest", hubEndpoint, "--publish", "tcp://\(network.hubAddress):5571",
              "--snapshot", "tcp://\(network.hubAddress):5572", "--no-journal"], children: children)
         var hubText = ""
-        readUntil(hubOutput, into: &hubText) { $0.contains("Ctrl-C stops it.") }
+        await readUntil(hubOutput, into: &hubText) { $0.contains("Ctrl-C stops it.") }
         try #require(hub.isRunning, "the hub did not start: \(hubText)")
 
         let report = folder + "/report.json"
@@ -229,14 +229,14 @@ struct CutLinkTests {
             ["load", "--hub", hubEndpoint, "--users", "10", "--fingers", "3", "--duration", "12", "--json", report],
             children: children)
         var loadText = ""
-        readUntil(loadOutput, into: &loadText) { loadElapsed($0) >= 4 }
+        await readUntil(loadOutput, into: &loadText) { loadElapsed($0) >= 4 }
         // The cut, mid-stroke: users keep drawing on their side all along.
         if let lossPercent { try network.lose(percent: lossPercent) } else { try network.link(up: false) }
         // The outage lasts its length (the fault itself is timed; the run reports when it is over).
         try await Task.sleep(for: .seconds(Double(seconds)))
         if lossPercent != nil { try network.lose(percent: nil) } else { try network.link(up: true) }
-        loadText += String(decoding: loadOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        load.waitUntilExit()
+        loadText += String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
+        await load.exited()
 
         let object = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any],
@@ -249,7 +249,7 @@ struct CutLinkTests {
         // Nobody's touches were cancelled for silence: a user whose link is down is not a user who left.
         #expect((object["refusals"] as? [String: Int] ?? [:])["unknownTouch"] == nil, "\(object["refusals"] ?? "")")
         hub.interrupt()
-        hub.waitUntilExit()
+        await hub.exited()
     }
 }
 
@@ -282,7 +282,7 @@ struct FullDiskTests {
         var acknowledgedDraws = 0
         var refusal: Outcome? = nil
         for _ in 0..<40 {
-            let draw = try touchsync(["draw", "--board", "wall", "--seconds", "1", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+            let draw = try await touchsync(["draw", "--board", "wall", "--seconds", "1", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
             if draw.status == 0 {
                 acknowledgedDraws += 1
             } else {
@@ -294,30 +294,30 @@ struct FullDiskTests {
         #expect(failed.errors.contains("cannot store frames"), "\(failed.errors)")
         #expect(acknowledgedDraws >= 1)
         // Another agent now: told at once, never acknowledged.
-        let after = try touchsync(["draw", "--board", "wall", "--seconds", "0.2", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        let after = try await touchsync(["draw", "--board", "wall", "--seconds", "0.2", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
         #expect(after.status == 1 && after.errors.contains("cannot store frames"), "\(after.errors)")
 
         // The hub dies; it comes back on what its journal kept (copied off the full disk).
         kill(hub.processIdentifier, SIGKILL)
-        hub.waitUntilExit()
+        await hub.exited()
         try #require(try touchsyncShell(["cp", "-a", small + "/data", copy + "/data"]) == 0)
         try? FileManager.default.removeItem(atPath: copy + "/data/touchsync.lock")
         let (restarted, _, restartText) = try await children.startHub(["hub", "--data", copy + "/data"] + endpoints, port: ports[0])
         #expect(restartText.contains("1 board(s) recovered"), "\(restartText)")
         // Every acknowledged draw is on the recovered board: three strokes each.
-        let render = try touchsync(["render", "--board", "wall", "--data", copy + "/data", "-o", copy + "/wall.svg"])
+        let render = try await touchsync(["render", "--board", "wall", "--data", copy + "/data", "-o", copy + "/wall.svg"])
         let accepted = render.output.split(separator: "(").last.flatMap { $0.split(separator: " ").first.flatMap { Int($0) } } ?? 0
         #expect(accepted >= 3 * acknowledgedDraws, "\(render.output)")
 
         // The spectator saw batches the journal never kept: it notices the hub went back, and resyncs.
         let digest = try #require(restartText.split(separator: "\n").first { $0.contains("wall: batch") }?.split(separator: " ").last)
         var text = ""
-        readUntil(spectatorOutput, into: &text) { $0.contains("\"agrees\":true") && $0.contains("\"event\":\"synced\",\"sequence\"") && $0.split(separator: "\n").contains { $0.contains("\"digest\":\"\(digest)\"") } }
+        await readUntil(spectatorOutput, into: &text) { $0.contains("\"agrees\":true") && $0.contains("\"event\":\"synced\",\"sequence\"") && $0.split(separator: "\n").contains { $0.contains("\"digest\":\"\(digest)\"") } }
         #expect(text.contains("\"event\":\"resync\""), "the spectator did not resync: \(text.suffix(2000))")
         #expect(text.split(separator: "\n").contains { $0.contains("\"event\":\"synced\"") && $0.contains("\"digest\":\"\(digest)\"") })
         spectator.interrupt()
         restarted.interrupt()
-        restarted.waitUntilExit()
+        await restarted.exited()
     }
 }
 
@@ -341,12 +341,12 @@ struct FrozenHubTests {
             "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--users", "8", "--fingers", "3", "--duration", "10", "--json", report,
         ], limit: 120)
         var text = ""
-        readUntil(output, into: &text) { loadElapsed($0) >= 3 }
+        await readUntil(output, into: &text) { loadElapsed($0) >= 3 }
         kill(hub.processIdentifier, SIGSTOP)
         try await Task.sleep(for: .seconds(5))  // the fault: five seconds frozen
         kill(hub.processIdentifier, SIGCONT)
-        text += String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        load.waitUntilExit()
+        text += String(decoding: await output.readToEnd(), as: UTF8.self)
+        await load.exited()
         let object = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any], "\(text)")
         #expect(object["lost"] as? Int == 0, "\(text)")
@@ -354,6 +354,31 @@ struct FrozenHubTests {
         #expect(object["converged"] as? Bool == true, "\(text)")
         #expect(load.terminationStatus == 0)
         hub.interrupt()
-        hub.waitUntilExit()
+        await hub.exited()
+    }
+}
+
+/// A hub at one of its limits refuses with a typed error that reaches the
+/// user, and the command exits with it (it used to wait until killed).
+@Suite("Faults: limits reach the user", .timeLimit(.minutes(1)))
+struct LimitTests {
+    @Test func aRefusedHelloEndsDrawAndLoadWithTheHubsReason() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let ports = try ProcessTests.freePorts(3)
+        let publishing = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
+        let (hub, _, _) = try await children.startHub(
+            ["hub", "--no-journal", "--max-boards", "1", "--ingest", "tcp://127.0.0.1:\(ports[0])"] + publishing, port: ports[0])
+        let first = try await touchsync(["draw", "--board", "one", "--fast", "--seconds", "0.2", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        #expect(first.status == 0, "\(first.errors)")
+        let second = try await touchsync(["draw", "--board", "two", "--fast", "--seconds", "0.2", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        #expect(second.status == 1 && second.errors.contains("maximum of 1 boards"), "\(second.errors)")
+        let started = ContinuousClock.now
+        let load = try await touchsync(
+            ["load", "--hub", "tcp://127.0.0.1:\(ports[0])", "--users", "2", "--boards", "2", "--duration", "2"] + publishing)
+        #expect(load.status == 1 && load.errors.contains("refused to welcome") && load.errors.contains("maximum of 1 boards"), "\(load.errors)")
+        #expect(ContinuousClock.now - started < .seconds(20), "the load waited out its welcome time-out")
+        hub.interrupt()
+        await hub.exited()
     }
 }

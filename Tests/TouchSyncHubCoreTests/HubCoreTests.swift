@@ -338,6 +338,66 @@ struct HubCoreTests {
         #expect(board?.touches[UserNamespace("back")]?.count == 1)
     }
 
+    /// One user may not make the hub store more than its sample allowance,
+    /// whatever its message rate: a frame beyond it is refused whole.
+    @Test func sampleQuotaRefusesFloodsOfLargeFrames() {
+        let hub = CoreHarness { $0.maxSamplesPerSecond = 100 }  // a bucket of 200
+        let big = peer("big")
+        hub.hello(big, board: "b")
+        func frame(_ touch: UInt64, samples: Int, from start: Int) -> NumberedRequest {
+            .frame(TouchFrame(changes: [TouchChange(touch: TouchID(touch), phase: .began, samples: (0..<samples).map { Sample(x: Int32(start + $0), y: 0, time: Int64(start + $0)) })]))
+        }
+        #expect(hub.message(big, .numbered(sequence: 1, frame(1, samples: 150, from: 0))).errors(to: big).isEmpty)
+        let refused = hub.message(big, .numbered(sequence: 2, frame(2, samples: 150, from: 1000))).errors(to: big)
+        #expect(refused.map(\.code) == [.rateLimited] && refused.first?.sequence == 2)
+        hub.advance(.seconds(1))  // refills 100
+        #expect(hub.message(big, .numbered(sequence: 3, frame(3, samples: 140, from: 2000))).errors(to: big).isEmpty)
+        #expect(hub.endTurn().acks(to: big) == [3])
+        #expect(hub.core.board("b")?.liveTouchCount == 2)
+    }
+
+    /// Sessions are bounded: at the limit the longest-abandoned one makes
+    /// room; with none abandoned a new session is refused.
+    @Test func sessionsAreCappedAndReclaimed() {
+        let hub = CoreHarness {
+            $0.maxSessions = 2
+            $0.livenessTimeout = .seconds(1)
+            $0.abandonTimeout = .seconds(2)
+        }
+        hub.hello(peer("a"), board: "b")
+        hub.hello(peer("b"), board: "b")
+        let refused = hub.message(peer("c"), .hello(AgentHello(board: "b", sessionID: [1])))
+        #expect(refused.errors(to: peer("c")).map(\.code) == [.rateLimited])
+        hub.advance(.seconds(1))
+        _ = hub.message(peer("b"), .heartbeat)  // b stays; a falls silent, then is abandoned
+        hub.endTurn()
+        hub.advance(.seconds(1))
+        _ = hub.message(peer("b"), .heartbeat)
+        hub.endTurn()
+        #expect(hub.hello(peer("c"), board: "b") != nil)
+        #expect(hub.core.sessionCount == 2)
+        #expect(hub.message(peer("a"), .heartbeat).errors(to: peer("a")).map(\.code) == [.notWelcomed])  // a was forgotten
+    }
+
+    /// A flood of subscriptions to a board makes one heartbeat at once and
+    /// one at the end of the interval, not one each.
+    @Test func subscriptionFloodsDoNotFloodHeartbeats() {
+        let hub = CoreHarness { $0.subscribeHeartbeatInterval = .milliseconds(100) }
+        hub.hello(peer("pen"), board: "b")
+        _ = hub.message(peer("pen"), .numbered(sequence: 1, began(1)))
+        var beats = 0
+        for _ in 0..<1000 {
+            beats += hub.send(.subscribed(topic: publishTopic(board: "b"))).heartbeats.count
+            beats += hub.send(.unsubscribed(topic: publishTopic(board: "b"))).heartbeats.count
+        }
+        #expect(beats == 1)
+        #expect(hub.core.nextDeadline <= hub.start + .milliseconds(100))
+        hub.advance(.milliseconds(100))
+        #expect(hub.endTurn().heartbeats.map(\.board) == ["b"])  // the newcomers since then are told too
+        hub.advance(.milliseconds(100))
+        #expect(hub.endTurn().heartbeats.isEmpty)
+    }
+
     @Test func boardLimitRefusesNewBoards() {
         let hub = CoreHarness { $0.maxBoards = 1 }
         hub.hello(peer("a"), board: "one")
