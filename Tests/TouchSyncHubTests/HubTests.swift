@@ -125,6 +125,7 @@ struct HubTests {
         let proxy = try TCPFaultProxy(targetPort: port)
         defer { proxy.stop() }
         let agent = try test.agent(board: "b", identity: "pencil", endpoint: proxy.endpoint)
+        var bytesAtPause = 0
         var sent: [Sample] = []
         func track(_ points: [TouchPoint]) throws {
             for (index, point) in points.enumerated() {
@@ -138,13 +139,16 @@ struct HubTests {
             if index == 100 {
                 #expect(await agent.flush())
                 proxy.pause()  // frames 100…149 will be in flight when the line is cut
+                bytesAtPause = agent.bytesSent
             }
             let t = 1 + Double(index) / 120
             let points = [point(100 + Double(index), 100, t - 1.0 / 240), point(100.5 + Double(index), 100, t)]
             try track(points)
             try agent.touchesMoved([TouchInput(id: 7, coalesced: points, predicted: [point(102 + Double(index), 100, t + 0.008)])])
             if index == 150 {
-                #expect(await eventually { proxy.heldBytes > 0 }, "no frame in flight to lose")
+                // Every byte the agent sent since the pause has reached the proxy and waits there.
+                let sent = agent.bytesSent - bytesAtPause
+                #expect(await eventually { proxy.heldBytes >= sent }, "frames 100…149 are not all in flight")
                 proxy.dropConnections()
                 proxy.resume()
             }
@@ -152,10 +156,13 @@ struct HubTests {
         }
         #expect(await agent.flush(timeout: .seconds(20)))
         proxy.pause()
+        bytesAtPause = agent.bytesSent
         let last = [point(500, 100, 5)]
         try track(last)
         try agent.touchesEnded([TouchInput(id: 7, coalesced: last)])
-        #expect(await eventually { proxy.heldBytes > 0 }, "the final frame is not in flight")
+        #expect(await eventually { agent.bytesSent > bytesAtPause }, "the final frame was not sent")
+        let finalBytes = agent.bytesSent - bytesAtPause
+        #expect(await eventually { proxy.heldBytes >= finalBytes }, "the final frame is not in flight")
         proxy.dropConnections()
         proxy.resume()
         #expect(await agent.flush(timeout: .seconds(20)))
