@@ -2,10 +2,11 @@
 #   make demo   runs the main job on its embedded default
 #   make test   runs every test
 #   make bench  release-build benchmarks (figures in docs/performance.md)
+#   make fuzz   libFuzzer targets for a bounded time (docs/fuzzing.md)
 #   make proto  regenerates Sources/TouchSyncWire/Generated from proto/
 SWIFT ?= swift
 
-.PHONY: demo test test-deps bench proto deps build clean
+.PHONY: demo test test-deps bench fuzz proto deps build clean
 
 # libzmq3-dev is the one system package we need; install it when pkg-config
 # cannot find libzmq (apt needs root: sudo is used when present).
@@ -56,6 +57,10 @@ bench: deps
 	@echo "scale run: 2,000 agents x 5 fingers at 120 Hz against one embedded hub (a run that cannot keep up is reported, not an error here)"
 	.build/release/touchsync load --users 2000 --fingers 5 --hz 120 --coalesced 1 --duration 10 --json .build/scale-run.json \
 	  || echo "scale run: not every sample was carried in time (see the report above)"
+
+# libFuzzer targets (Fuzz/), FUZZ_SECONDS per target (default 60); see docs/fuzzing.md.
+fuzz: deps
+	scripts/fuzz.sh
 
 proto:
 	scripts/generate-proto.sh

@@ -15,6 +15,7 @@
 //   TouchSyncLoad      load runs with simulated fingers: latency, loss, convergence reports
 //   TouchSyncCommands  the `touchsync` subcommands, as a testable library
 //   touchsync          a thin @main over TouchSyncCommands
+import Foundation
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -242,3 +243,22 @@ let package = Package(
         ),
     ]
 )
+
+// Fuzz targets (Fuzz/): built only for `make fuzz` (TOUCHSYNC_FUZZ=1, with
+// --sanitize=fuzzer,address in their own build folder), so the ordinary
+// build and CI never compile them.
+if ProcessInfo.processInfo.environment["TOUCHSYNC_FUZZ"] != nil {
+    let fuzzTargets: [(String, [Target.Dependency])] = [
+        ("FuzzHubCore", ["TouchSyncHubCore", "TouchSyncCore", "TouchSyncJournal", "TouchSyncWire",
+                         .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics")]),
+        ("FuzzDiffStream", ["TouchSyncCore", "TouchSyncWire"]),
+        ("FuzzSnapshot", ["TouchSyncCore", "TouchSyncWire"]),
+        ("FuzzJournal", ["TouchSyncJournal"]),
+    ]
+    for (name, dependencies) in fuzzTargets {
+        package.targets.append(
+            .executableTarget(
+                name: name, dependencies: dependencies, path: "Fuzz/Sources/\(name)",
+                swiftSettings: swiftSettings + [.unsafeFlags(["-parse-as-library"])]))
+    }
+}

@@ -201,11 +201,8 @@ final class HubLoop {
                     .undecodable(
                         from: peer, WireError(.messageTooLarge, "\(payload.count) bytes, the limit is \(configuration.maxMessageBytes)")))
             } else {
-                let decoded = payload.withUnsafeBytes { bytes in
-                    Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes) }
-                }
-                switch decoded {
-                case .success(let message): handle(.agentMessage(from: peer, AgentRequest(message)))
+                switch payload.withUnsafeBytes(AgentRequest.decode) {
+                case .success(let request): handle(.agentMessage(from: peer, request))
                 case .failure(let error): handle(.undecodable(from: peer, error))
                 }
             }

@@ -2,44 +2,7 @@ import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncWire
 
-// The ZeroMQ transport's translation between protobuf messages and the
-// core's model-level requests and replies.
-
-extension AgentRequest {
-    /// Every body case is named (no `default:`): a new message type in
-    /// agent.proto is a compile error here until it is given a meaning.
-    init(_ message: Touchsync_V1_AgentMessage) {
-        let sequence = message.sequence
-        switch message.body {
-        case .hello(let hello):
-            self = .hello(
-                AgentHello(
-                    protocolVersion: hello.protocolVersion, board: hello.board, clientName: hello.clientName,
-                    resumeAfter: hello.resumeAfter, sessionID: Array(hello.sessionID)))
-        case .frame(let proto):
-            do {
-                self = .numbered(sequence: sequence, .frame(try TouchFrame(proto, sequence: sequence)))
-            } catch {
-                self = .numbered(sequence: sequence, .invalid(error))
-            }
-        case .style(let style):
-            self = .numbered(sequence: sequence, .style(StrokeStyle(style.style)))
-        case .clear(let clear):
-            switch clear.scope {
-            case .own: self = .numbered(sequence: sequence, .clear(.own))
-            case .board: self = .numbered(sequence: sequence, .clear(.board))
-            case .UNRECOGNIZED(let value):
-                self = .numbered(sequence: sequence, .invalid(WireError(.invalidValue, "unknown clear scope \(value)")))
-            }
-        case .heartbeat:
-            self = .heartbeat
-        case .goodbye:
-            self = .goodbye
-        case nil:
-            self = .empty(sequence: sequence)
-        }
-    }
-}
+// The ZeroMQ transport's encoding of the core's replies.
 
 extension HubReply {
     var proto: Touchsync_V1_HubReply {

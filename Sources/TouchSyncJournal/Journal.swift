@@ -404,3 +404,14 @@ final class BoardJournalWriter {
 
     func close() { file.close() }
 }
+
+/// Reading one segment's bytes the way recovery does (scan, then replay its
+/// records), for the fuzzer: whatever the bytes, it returns an answer.
+package enum SegmentReader {
+    /// The board the segment's good records give (nil: no readable checkpoint) and how many batches applied.
+    package static func read(_ bytes: [UInt8], limits: BoardLimits = BoardLimits()) -> (state: BoardState?, applied: Int, damaged: Bool) {
+        let scan = SegmentFormat.scan(bytes)
+        let replay = Journal.replay(bytes, scan, limits: limits, stopBefore: nil)
+        return (replay.state, replay.applied, replay.problem != nil)
+    }
+}

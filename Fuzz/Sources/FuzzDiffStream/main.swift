@@ -1,0 +1,28 @@
+// libFuzzer target: publish messages (diff batches and heartbeats) from
+// anywhere, applied to a replica that holds strokes: it may refuse a batch
+// (and then resync), never crash.
+import TouchSyncCore
+import TouchSyncWire
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzDiffStream(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
+    let input = UnsafeRawBufferPointer(start: start, count: count)
+    guard let message = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: input) else { return 0 }
+    guard case .batch(let batch) = message.body else { return 0 }
+    var replica = BoardState()
+    var diffs: [StrokeDiff] = []
+    // A board with a stroke in progress and an accepted one, at sequence 1.
+    let frame = TouchFrame(changes: [TouchChange(touch: 1, phase: .began, samples: [Sample(x: 1, y: 2, time: 3)])])
+    try? replica.reduce(frame, from: UserNamespace("a"), style: .default, into: &diffs)
+    try? replica.reduce(frame, from: UserNamespace("b"), style: .default, into: &diffs)
+    try? replica.reduce(
+        TouchFrame(changes: [TouchChange(touch: 1, phase: .ended, samples: [Sample(x: 5, y: 5, time: 9)])]), from: UserNamespace("b"),
+        style: .default, into: &diffs)
+    _ = replica.sealBatch(diffs, hubTime: 0)
+    var copy = batch
+    copy.sequence = replica.sequence + 1  // reach the decoder, not only the sequence check
+    _ = try? replica.apply(copy)
+    _ = try? replica.applyIfNew(batch)
+    _ = replica.digest
+    return 0
+}

@@ -1,0 +1,50 @@
+import TouchSyncCore
+import TouchSyncWire
+
+// A transport's translation of protobuf agent messages into the core's
+// model-level requests (pure: the ZeroMQ adapter, fuzzing and future
+// transports share it).
+
+extension AgentRequest {
+    /// Every body case is named (no `default:`): a new message type in
+    /// agent.proto is a compile error here until it is given a meaning.
+    package init(_ message: Touchsync_V1_AgentMessage) {
+        let sequence = message.sequence
+        switch message.body {
+        case .hello(let hello):
+            self = .hello(
+                AgentHello(
+                    protocolVersion: hello.protocolVersion, board: hello.board, clientName: hello.clientName,
+                    resumeAfter: hello.resumeAfter, sessionID: Array(hello.sessionID)))
+        case .frame(let proto):
+            do {
+                self = .numbered(sequence: sequence, .frame(try TouchFrame(proto, sequence: sequence)))
+            } catch {
+                self = .numbered(sequence: sequence, .invalid(error))
+            }
+        case .style(let style):
+            self = .numbered(sequence: sequence, .style(StrokeStyle(style.style)))
+        case .clear(let clear):
+            switch clear.scope {
+            case .own: self = .numbered(sequence: sequence, .clear(.own))
+            case .board: self = .numbered(sequence: sequence, .clear(.board))
+            case .UNRECOGNIZED(let value):
+                self = .numbered(sequence: sequence, .invalid(WireError(.invalidValue, "unknown clear scope \(value)")))
+            }
+        case .heartbeat:
+            self = .heartbeat
+        case .goodbye:
+            self = .goodbye
+        case nil:
+            self = .empty(sequence: sequence)
+        }
+    }
+}
+
+
+extension AgentRequest {
+    /// Decodes one agent message (one ZeroMQ frame) into a request.
+    public static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<AgentRequest, WireError> {
+        Result { () throws(WireError) in AgentRequest(try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes)) }
+    }
+}
