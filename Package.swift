@@ -244,9 +244,9 @@ let package = Package(
     ]
 )
 
-// Fuzz targets (Fuzz/): built only for `make fuzz` (TOUCHSYNC_FUZZ=1, with
-// --sanitize=fuzzer,address in their own build folder), so the ordinary
-// build and CI never compile them.
+// Fuzz targets (Fuzz/): built only for `make fuzz` (TOUCHSYNC_FUZZ=1, every
+// module compiled with -sanitize=fuzzer,address in its own build folder), so
+// the ordinary build and CI never compile them.
 if ProcessInfo.processInfo.environment["TOUCHSYNC_FUZZ"] != nil {
     let fuzzTargets: [(String, [Target.Dependency])] = [
         ("FuzzHubCore", ["TouchSyncHubCore", "TouchSyncCore", "TouchSyncJournal", "TouchSyncWire",
@@ -255,10 +255,10 @@ if ProcessInfo.processInfo.environment["TOUCHSYNC_FUZZ"] != nil {
         ("FuzzSnapshot", ["TouchSyncCore", "TouchSyncWire"]),
         ("FuzzJournal", ["TouchSyncJournal"]),
     ]
+    package.targets.append(.target(name: "FuzzSupport", path: "Fuzz/Sources/FuzzSupport", swiftSettings: swiftSettings))
     for (name, dependencies) in fuzzTargets {
         package.targets.append(
             .executableTarget(
-                name: name, dependencies: dependencies, path: "Fuzz/Sources/\(name)",
-                swiftSettings: swiftSettings + [.unsafeFlags(["-parse-as-library"])]))
+                name: name, dependencies: ["FuzzSupport"] + dependencies, path: "Fuzz/Sources/\(name)", swiftSettings: swiftSettings))
     }
 }

@@ -11,7 +11,10 @@ seconds=${FUZZ_SECONDS:-60}
 targets=(FuzzHubCore FuzzDiffStream FuzzSnapshot FuzzJournal)
 echo "building the fuzz targets (first time: several minutes)"
 for target in "${targets[@]}"; do
-  TOUCHSYNC_FUZZ=1 swift build -c release --sanitize=fuzzer --sanitize=address --scratch-path .build-fuzz --product "$target" >/dev/null
+  # -Xswiftc, not --sanitize: every module (not only the target's) gets coverage counters; lld (gold
+  # fails on these objects).
+  TOUCHSYNC_FUZZ=1 swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld \
+    --scratch-path .build-fuzz --product "$target" >/dev/null
 done
 work=$(mktemp -d "${TMPDIR:-/tmp}/touchsync-fuzz.XXXXXX")
 echo "working folder (new corpus entries, any crash input): $work"

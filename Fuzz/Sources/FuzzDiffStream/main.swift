@@ -1,14 +1,14 @@
 // libFuzzer target: publish messages (diff batches and heartbeats) from
 // anywhere, applied to a replica that holds strokes: it may refuse a batch
 // (and then resync), never crash.
+import FuzzSupport
 import TouchSyncCore
 import TouchSyncWire
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzDiffStream(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
-    let input = UnsafeRawBufferPointer(start: start, count: count)
-    guard let message = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: input) else { return 0 }
-    guard case .batch(let batch) = message.body else { return 0 }
+func fuzzDiffStream(_ input: UnsafeRawBufferPointer) {
+    let count = input.count
+    guard let message = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: input) else { return }
+    guard case .batch(let batch) = message.body else { return }
     var replica = BoardState()
     var diffs: [StrokeDiff] = []
     // A board with a stroke in progress and an accepted one, at sequence 1.
@@ -24,5 +24,6 @@ public func fuzzDiffStream(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     _ = try? replica.apply(copy)
     _ = try? replica.applyIfNew(batch)
     _ = replica.digest
-    return 0
 }
+
+runFuzzer(fuzzDiffStream)

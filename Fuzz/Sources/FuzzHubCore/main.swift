@@ -5,6 +5,7 @@
 // (a crash, a refused batch or a divergence is a finding).
 import Logging
 import Metrics
+import FuzzSupport
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncJournal
@@ -17,9 +18,8 @@ let quiet: Logger = {
     return logger
 }()
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzHubCore(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
-    let input = UnsafeRawBufferPointer(start: start, count: count)
+func fuzzHubCore(_ input: UnsafeRawBufferPointer) {
+    let count = input.count
     var configuration = HubConfiguration()
     configuration.maxMessagesPerSecond = 1_000_000  // reach the rules behind the rate limit
     var journal = JournalConfiguration(directory: "unused")
@@ -86,5 +86,6 @@ public func fuzzHubCore(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     for name in core.boardNames where replicas[name] != core.board(name) && core.board(name)?.sequence != 0 {
         fatalError("the replica of \(name) differs from the hub's board")
     }
-    return 0
 }
+
+runFuzzer(fuzzHubCore)

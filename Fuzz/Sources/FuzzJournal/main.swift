@@ -1,12 +1,13 @@
 // libFuzzer target: a journal segment's bytes, read as recovery reads them
 // (scan the checksummed records, load the checkpoint, apply the batches):
 // damage is reported, never a crash.
+import FuzzSupport
 import TouchSyncJournal
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzJournal(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
-    let bytes = Array(UnsafeRawBufferPointer(start: start, count: count))
+func fuzzJournal(_ input: UnsafeRawBufferPointer) {
+    let bytes = Array(input)
     let result = SegmentReader.read(bytes)
     _ = result.state?.digest
-    return 0
 }
+
+runFuzzer(fuzzJournal)
