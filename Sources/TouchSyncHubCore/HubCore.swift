@@ -9,7 +9,7 @@ import TouchSyncWire
 /// heartbeats and snapshots, as a state machine. A transport adapter feeds it
 /// `HubEvent`s with the time and carries out the `HubAction`s it returns, in
 /// order; it never reads a clock, a socket or a file, so every rule can be
-/// tested with a manual clock (`Tests/TouchSyncHubTests/HubCoreTests.swift`).
+/// tested with a manual clock (`Tests/TouchSyncHubCoreTests`).
 ///
 /// Single writer: one thread owns a core (the hub loop's).
 public struct HubCore {
@@ -576,7 +576,7 @@ public struct HubCore {
         let encodedBatch = WireCodec.encode(batch)
         // Journaled before it is published: no subscriber sees a batch the journal may not have.
         if journal?.failed == false {
-            let ticket = journal!.append(now: now)
+            let ticket = journal!.append()
             actions.append(
                 .appendToJournal(
                     JournalAppend(
@@ -648,7 +648,7 @@ struct JournalProgress {
         self.lastSyncAt = lastSyncAt
     }
 
-    mutating func append(now: ContinuousClock.Instant) -> UInt64 {
+    mutating func append() -> UInt64 {
         appended += 1
         return appended
     }
@@ -686,12 +686,19 @@ struct JournalProgress {
     }
 }
 
-func microseconds(_ duration: Duration) -> Int64 {
+// Duration conversions shared by the core and its adapters.
+
+package func nanoseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+}
+
+package func microseconds(_ duration: Duration) -> Int64 {
     let (seconds, attoseconds) = duration.components
     return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
 }
 
-func milliseconds(_ duration: Duration) -> Int64 {
+package func milliseconds(_ duration: Duration) -> Int64 {
     let (seconds, attoseconds) = duration.components
     return seconds * 1000 + attoseconds / 1_000_000_000_000_000
 }
