@@ -122,40 +122,15 @@ public final class TouchSyncHub: Service {
     private func launch() async throws -> Running {
         let mailbox = try Mailbox<HubLoopCommand>()
         let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
-        let thread = SocketThread(name: "touchsync-hub")
-        var endpoints: HubEndpoints = try await withCheckedThrowingContinuation { continuation in
-            thread.start { [self] in
-                // Built on its own thread: the journal and the sockets never leave it.
-                let loop: HubLoop
-                do {
-                    let sockets = try HubSockets(configuration: configuration, context: context)
-                    let startup: HubStartup
-                    do {
-                        startup = try HubStartup(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
-                    } catch {
-                        sockets.close()
-                        throw error
-                    }
-                    self.recoveredBoards.withLock { $0 = startup.summaries }
-                    loop = HubLoop(
-                        configuration: configuration, sockets: sockets, startup: startup, logger: logger,
-                        metricsFactory: metricsFactory, mailbox: mailbox)
-                } catch {
-                    continuation.resume(throwing: error)
-                    return
-                }
-                continuation.resume(returning: loop.endpoints)
-                loop.run()
-            }
-        }
-        // The history service: its own thread and socket, so reading files never stalls the loop.
-        guard let journal = configuration.journal else {
-            return Running(mailbox: mailbox, endpoints: endpoints, thread: thread, history: nil)
-        }
-        do {
+        // Every endpoint is bound before the journal is opened, so a hub that
+        // cannot listen leaves nothing behind (not even its data folder): the
+        // history service first (its own thread and socket, so reading files
+        // never stalls the loop), then the loop's three sockets.
+        var history: (mailbox: Mailbox<StopCommand>, thread: SocketThread, endpoint: String)? = nil
+        if let journal = configuration.journal {
             let historyMailbox = try Mailbox<StopCommand>()
             let historyThread = SocketThread(name: "touchsync-history")
-            endpoints.history = try await withCheckedThrowingContinuation { continuation in
+            let endpoint: String = try await withCheckedThrowingContinuation { continuation in
                 historyThread.start {
                     let service: HistoryService
                     do {
@@ -170,10 +145,42 @@ public final class TouchSyncHub: Service {
                     service.run()
                 }
             }
-            return Running(mailbox: mailbox, endpoints: endpoints, thread: thread, history: (historyMailbox, historyThread))
+            history = (historyMailbox, historyThread, endpoint)
+        }
+        let thread = SocketThread(name: "touchsync-hub")
+        do {
+            var endpoints: HubEndpoints = try await withCheckedThrowingContinuation { continuation in
+                thread.start { [self] in
+                    // Built on its own thread: the journal and the sockets never leave it.
+                    let loop: HubLoop
+                    do {
+                        let sockets = try HubSockets(configuration: configuration, context: context)
+                        let startup: HubStartup
+                        do {
+                            startup = try HubStartup(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
+                        } catch {
+                            sockets.close()
+                            throw error
+                        }
+                        self.recoveredBoards.withLock { $0 = startup.summaries }
+                        loop = HubLoop(
+                            configuration: configuration, sockets: sockets, startup: startup, logger: logger,
+                            metricsFactory: metricsFactory, mailbox: mailbox)
+                    } catch {
+                        continuation.resume(throwing: error)
+                        return
+                    }
+                    continuation.resume(returning: loop.endpoints)
+                    loop.run()
+                }
+            }
+            endpoints.history = history?.endpoint
+            return Running(mailbox: mailbox, endpoints: endpoints, thread: thread, history: history.map { ($0.mailbox, $0.thread) })
         } catch {
-            mailbox.post(.stop)
-            await thread.finished()
+            if let history {
+                history.mailbox.post(.stop)
+                await history.thread.finished()
+            }
             throw error
         }
     }

@@ -117,6 +117,14 @@ struct CommandLineTests {
         let second = try await touchsync(["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--data", folder + "/second"])
         #expect(second.status == 1 && second.errors.contains("cannot listen"), "\(second.errors)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/second"))
+        // The same when only its history endpoint is taken.
+        let others = try ProcessTests.freePorts(3)
+        let third = try await touchsync([
+            "hub", "--ingest", "tcp://127.0.0.1:\(others[0])", "--publish", "tcp://127.0.0.1:\(others[1])",
+            "--snapshot", "tcp://127.0.0.1:\(others[2])", "--history", "tcp://127.0.0.1:\(ports[3])", "--data", folder + "/third",
+        ])
+        #expect(third.status == 1 && third.errors.contains("cannot listen"), "\(third.errors)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/third"))
 
         // Replay: a time past the end gives the recording's length; a missing folder says so.
         let late = try await touchsync(["replay", "--data", data, "--board", board, "--from", "1e9", "--exit-at-end"])
