@@ -228,8 +228,9 @@ let package = Package(
         .testTarget(
             name: "TouchSyncLoadTests",
             dependencies: [
-                "TouchSyncLoad", "TouchSyncCore",
+                "TouchSyncLoad", "TouchSyncCore", "TouchSyncHub", "TouchSyncHubCore", "TouchSyncWire", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -13,16 +13,16 @@ struct Outcome {
 /// Runs the built `touchsync` to its end (killed after `limit` seconds), in
 /// `folder`. The waiting happens on threads of their own (see `exited()`).
 func touchsync(_ arguments: [String], in folder: String? = nil, limit: Double = 60) async throws -> Outcome {
-    let process = Process()
-    process.executableURL = ProcessTests.binary
-    process.arguments = arguments
-    if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    nonisolated(unsafe) let child = process
+    let output = try ChildOutput()
+    let errors = try ChildOutput()
+    let child: Child
+    if let folder {
+        child = try Child.spawn("/usr/bin/env", ["-C", folder, ProcessTests.binary.path] + arguments, output: output.writeEnd, errors: errors.writeEnd)
+    } else {
+        child = try Child.spawn(ProcessTests.binary.path, arguments, output: output.writeEnd, errors: errors.writeEnd)
+    }
+    output.closeWriteEnd()
+    errors.closeWriteEnd()
     let watchdog = Task {
         try await Task.sleep(for: .seconds(limit))
         kill(child.processIdentifier, SIGKILL)
@@ -31,10 +31,10 @@ func touchsync(_ arguments: [String], in folder: String? = nil, limit: Double = 
     async let out = output.readToEnd()
     async let err = errors.readToEnd()
     let (outData, errData) = await (out, err)
-    await process.exited()
+    await child.exited()
     watchdog.cancel()
     return Outcome(
-        status: process.terminationStatus, output: String(decoding: outData, as: UTF8.self),
+        status: child.terminationStatus, output: String(decoding: outData, as: UTF8.self),
         errors: String(decoding: errData, as: UTF8.self))
 }
 
@@ -234,39 +234,5 @@ struct CommandLineTests {
         let bench = try await touchsync(["bench", "--frames", "300", "--repetitions", "1"])
         #expect(bench.status == 0)
         #expect(bench.output.contains("hub pipeline: reduce, coalesce per tick, encode "), "\(bench.output)")
-    }
-}
-
-// Waiting on a child process blocks a thread. Tests run in parallel on
-// Swift concurrency's few cooperative threads (two on this machine), so every
-// such wait runs on a thread of its own: a test waiting for its child must
-// never stall the others.
-extension Process {
-    func exited() async {
-        nonisolated(unsafe) let process = self
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            Thread.detachNewThread {
-                process.waitUntilExit()
-                continuation.resume()
-            }
-        }
-    }
-}
-
-extension Pipe {
-    /// Everything the child writes until it closes its end.
-    func readToEnd() async -> Data {
-        nonisolated(unsafe) let pipe = self
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
-            Thread.detachNewThread { continuation.resume(returning: pipe.fileHandleForReading.readDataToEndOfFile()) }
-        }
-    }
-
-    /// The next bytes the child writes (empty: it closed its end).
-    func nextChunk() async -> Data {
-        nonisolated(unsafe) let pipe = self
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
-            Thread.detachNewThread { continuation.resume(returning: pipe.fileHandleForReading.availableData) }
-        }
     }
 }

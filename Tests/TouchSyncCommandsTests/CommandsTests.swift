@@ -65,44 +65,50 @@ struct ProcessTests {
             .appendingPathComponent("touchsync")
     }
 
-    /// Free loopback ports (bound, read, released: good enough for a test on loopback).
+    /// Free loopback ports for children to listen on: below the kernel's
+    /// ephemeral range (32768 up), so no outgoing connection of another test
+    /// can take one meanwhile, each checked by binding it, and never handed
+    /// out twice in this test process.
     static func freePorts(_ count: Int) throws -> [Int] {
-        let sockets = try (0..<count).map { _ in
-            let context = try ZMQContext()
+        let context = try ZMQContext()
+        var ports: [Int] = []
+        while ports.count < count {
+            let port = Int.random(in: 20_000..<32_000)
+            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
             let socket = try ZMQSocket(context, type: .router)
-            try socket.bind("tcp://127.0.0.1:*")
-            return socket
+            defer { socket.close() }
+            if (try? socket.bind("tcp://127.0.0.1:\(port)")) != nil { ports.append(port) }
         }
-        defer { sockets.forEach { $0.close() } }
-        return try sockets.map { Int(try $0.lastEndpoint.split(separator: ":").last!)! }
+        return ports
     }
+
+    static let handedOut = Mutex<Set<Int>>([])
 
     /// Starts the binary; a watchdog kills it after `limit` seconds, so a
     /// hung child fails the test instead of hanging it (reads of its output
     /// and waits for its exit then return).
-    static func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil) throws -> (Process, Pipe) {
-        let process = Process()
+    static func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil) throws -> (Child, ChildOutput) {
+        let output = try ChildOutput()
+        let null = nullDevice()
+        defer { close(null) }
+        let child: Child
         if let namespace {
             // `ip netns exec` execs the binary in place: the pid is still the command's.
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["ip", "netns", "exec", namespace, binary.path] + arguments
+            child = try Child.spawn(
+                "/usr/bin/env", ["ip", "netns", "exec", namespace, binary.path] + arguments, output: output.writeEnd, errors: null)
         } else {
-            process.executableURL = binary
-            process.arguments = arguments
+            child = try Child.spawn(binary.path, arguments, output: output.writeEnd, errors: null)
         }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        output.closeWriteEnd()
         Thread.detachNewThread {
             let deadline = Date().addingTimeInterval(limit)
             while Date() < deadline {
-                if !process.isRunning { return }  // exited (and reaped: its pid is not ours to signal any more)
+                if !child.isRunning { return }  // exited (and reaped: its pid is not ours to signal any more)
                 Thread.sleep(forTimeInterval: 0.1)
             }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            if child.isRunning { kill(child.processIdentifier, SIGKILL) }
         }
-        return (process, output)
+        return (child, output)
     }
 
     @Test func hubDrawAndSpectateWorkTogether() async throws {
@@ -290,18 +296,22 @@ struct ProcessTests {
 
 /// The processes one test started, so that all of them end with it.
 final class ChildProcesses {
-    private var started: [Process] = []
+    private var started: [Child] = []
+    /// Kept open as long as the test runs: a child whose output nobody reads
+    /// must not die of SIGPIPE (the pipe buffers what it writes).
+    private var outputs: [ChildOutput] = []
 
-    func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil) throws -> (Process, Pipe) {
+    func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil) throws -> (Child, ChildOutput) {
         let (process, output) = try ProcessTests.run(arguments, limit: limit, namespace: namespace)
         started.append(process)
+        outputs.append(output)
         return (process, output)
     }
 
     /// Starts a hub and waits until it listens on `port` (its ingest) and has
     /// printed its start-up lines (so a signal now reaches its handlers);
     /// returns what it printed so far. Fails with that text if it exits first.
-    func startHub(_ arguments: [String], port: Int) async throws -> (Process, Pipe, String) {
+    func startHub(_ arguments: [String], port: Int) async throws -> (Child, ChildOutput, String) {
         let (hub, output) = try run(arguments)
         var text = ""
         // Blocks until the hub writes or exits (the watchdog bounds a hang).

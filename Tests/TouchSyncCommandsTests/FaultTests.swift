@@ -95,16 +95,11 @@ struct EndpointFaultTests {
 /// Runs a system command (mount, ip, tc) and returns its exit status.
 @discardableResult
 func touchsyncShell(_ arguments: [String]) throws -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    _ = output.fileHandleForReading.readDataToEndOfFile()  // short-lived system commands: a brief wait
-    process.waitUntilExit()
-    return process.terminationStatus
+    let null = nullDevice()
+    defer { close(null) }
+    let child = try Child.spawn("/usr/bin/env", arguments, output: null, errors: null)
+    while child.isRunning { usleep(5_000) }  // short-lived system commands: a brief wait
+    return child.terminationStatus
 }
 
 /// Two hosts on one machine: network namespaces joined by a veth pair,
@@ -163,7 +158,7 @@ final class NamespacePair {
     }
 
     /// `touchsync ARGUMENTS` run inside namespace `namespace`.
-    func run(in namespace: String, _ arguments: [String], children: ChildProcesses) throws -> (Process, Pipe) {
+    func run(in namespace: String, _ arguments: [String], children: ChildProcesses) throws -> (Child, ChildOutput) {
         try children.run(arguments, limit: 120, namespace: namespace)
     }
 
@@ -176,7 +171,7 @@ final class NamespacePair {
 }
 
 /// Reads a child's output until `condition` holds for it (or the child closes it).
-func readUntil(_ output: Pipe, into text: inout String, _ condition: (String) -> Bool) async {
+func readUntil(_ output: ChildOutput, into text: inout String, _ condition: (String) -> Bool) async {
     while !condition(text) {
         let chunk = await output.nextChunk()
         if chunk.isEmpty { return }

@@ -124,7 +124,9 @@ struct HubTests {
         let port = UInt16(test.endpoints.ingest.split(separator: ":").last!)!
         let proxy = try TCPFaultProxy(targetPort: port)
         defer { proxy.stop() }
-        let agent = try test.agent(board: "b", identity: "pencil", endpoint: proxy.endpoint)
+        // A stall time-out long against the first cut (held frames, then a gap the hub
+        // reports), even on a loaded machine; the second cut needs it to reconnect.
+        let agent = try test.agent(board: "b", identity: "pencil", endpoint: proxy.endpoint) { $0.hubTimeout = .seconds(3) }
         var bytesAtPause = 0
         var sent: [Sample] = []
         func track(_ points: [TouchPoint]) throws {
@@ -199,8 +201,10 @@ struct HubTests {
             TouchInput(id: 1, coalesced: [point(1, 1, 1)]), TouchInput(id: 2, coalesced: [point(2, 2, 1)]),
         ])
         #expect(await agent.flush())
-        await agent.stop(goodbye: false)  // gone quiet without ending its touches, as a cut network looks
+        // Heard at the latest when it stops (a heartbeat every 100 ms): timed from there, since
+        // stopping can take a while on a loaded machine.
         let silentSince = ContinuousClock.now
+        await agent.stop(goodbye: false)  // gone quiet without ending its touches, as a cut network looks
         #expect(try await test.board("b").liveTouchCount == 2)
         #expect(await eventually { watcher.status.silentUsers == ["sleepy"] }, "never reported silent")
         #expect(try await test.board("b").liveTouchCount == 2, "cancelled when it merely went silent")

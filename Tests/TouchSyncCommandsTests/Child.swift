@@ -1,0 +1,139 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process started with `posix_spawn`, for the process tests.
+///
+/// Foundation's `Process.run()` reads this process's descriptor table while
+/// it spawns and crashed when another test opened and closed thousands of
+/// sockets at that moment; `posix_spawn` reads nothing of the kind. Every
+/// descriptor the tests create for a child is close-on-exec, so no child
+/// inherits another's pipes.
+/// Pipe creation (until its ends are close-on-exec) and spawning never
+/// overlap, so no child inherits another child's pipe.
+let spawnGate = Mutex(())
+
+final class Child: Sendable {
+    enum TerminationReason: Equatable { case exit, uncaughtSignal }
+
+    let processIdentifier: Int32
+    /// The raw wait status once reaped (nil: still running).
+    private let reaped = Mutex<Int32?>(nil)
+
+    private init(processIdentifier: Int32) { self.processIdentifier = processIdentifier }
+
+    /// Spawns `executable` (a full path) with `arguments`; standard output
+    /// and error go to the given descriptors (they are duplicated in the child).
+    static func spawn(_ executable: String, _ arguments: [String], output: Int32, errors: Int32) throws -> Child {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, output, 1)
+        posix_spawn_file_actions_adddup2(&actions, errors, 2)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = spawnGate.withLock { _ in
+            argv.withUnsafeBufferPointer { buffer in
+                posix_spawn(&pid, executable, &actions, nil, UnsafeMutablePointer(mutating: buffer.baseAddress!), environ)
+            }
+        }
+        guard result == 0 else { throw ChildError("posix_spawn \(executable): \(String(cString: strerror(result)))") }
+        return Child(processIdentifier: pid)
+    }
+
+    /// Reaps the child if it has exited (never blocks).
+    private func poll() -> Int32? {
+        reaped.withLock { status in
+            if let status { return status }
+            var raw: Int32 = 0
+            if waitpid(processIdentifier, &raw, WNOHANG) == processIdentifier { status = raw }
+            return status
+        }
+    }
+
+    var isRunning: Bool { poll() == nil }
+
+    /// Waits for the child to end, polling on a thread of its own (never a cooperative one).
+    func exited() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                while self.poll() == nil { usleep(10_000) }
+                continuation.resume()
+            }
+        }
+    }
+
+    func interrupt() { kill(processIdentifier, SIGINT) }
+
+    private var status: Int32 { poll() ?? 0 }
+    var terminationReason: TerminationReason { status & 0x7F == 0 ? .exit : .uncaughtSignal }
+    /// The exit code, or the signal that ended it.
+    var terminationStatus: Int32 { status & 0x7F == 0 ? (status >> 8) & 0xFF : status & 0x7F }
+}
+
+/// The read end of a pipe from a child (close-on-exec; closed when dropped).
+final class ChildOutput: Sendable {
+    let descriptor: Int32
+    /// The write end, handed to the child, closed here once it is spawned.
+    let writeEnd: Int32
+
+    init() throws {
+        var ends: [Int32] = [0, 0]
+        let created = spawnGate.withLock { _ in
+            guard pipe(&ends) == 0 else { return false }
+            // Close-on-exec before any spawn (no pipe2 in Swift's Glibc): only the child that dup2s an end gets it.
+            for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+            return true
+        }
+        guard created else { throw ChildError("pipe: \(String(cString: strerror(errno)))") }
+        descriptor = ends[0]
+        writeEnd = ends[1]
+    }
+
+    func closeWriteEnd() { close(writeEnd) }
+
+    deinit { close(descriptor) }
+
+    /// The next bytes the child writes (empty: it closed its end), read on a thread of its own.
+    func nextChunk() async -> Data {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
+            Thread.detachNewThread { continuation.resume(returning: self.readOnce()) }
+        }
+    }
+
+    /// Everything the child writes until it closes its end.
+    func readToEnd() async -> Data {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
+            Thread.detachNewThread {
+                var data = Data()
+                while true {
+                    let chunk = self.readOnce()
+                    if chunk.isEmpty { break }
+                    data += chunk
+                }
+                continuation.resume(returning: data)
+            }
+        }
+    }
+
+    private func readOnce() -> Data {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            if count >= 0 { return Data(buffer[0..<count]) }
+            if errno != EINTR { return Data() }
+        }
+    }
+}
+
+struct ChildError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// /dev/null for writing, close-on-exec.
+func nullDevice() -> Int32 { open("/dev/null", O_WRONLY | O_CLOEXEC) }

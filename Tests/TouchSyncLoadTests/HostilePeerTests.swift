@@ -1,0 +1,128 @@
+import Foundation
+import Logging
+import MetricsTestKit
+import Testing
+import TouchSyncCore
+import TouchSyncHub
+import TouchSyncHubCore
+import TouchSyncLoad
+import TouchSyncWire
+import ZeroMQ
+
+/// Hostile peers on loopback, all at once, while honest users draw: garbage
+/// and truncated protobufs from many identities, 20 MB messages to both
+/// ROUTERs, subscription floods, silent sessions, a board flood from one
+/// peer, and a subscriber that never reads. The hub stays within its
+/// limits, and the honest run ends with nothing lost and converged.
+@Suite("Hostile peers", .timeLimit(.minutes(2)))
+struct HostilePeerTests {
+    @Test func hostilePeersDoNotHurtHonestUsers() async throws {
+        let metrics = TestMetrics()
+        // Over ipc://, not TCP: thousands of loopback connections would take
+        // ephemeral ports that other tests running meanwhile have picked as free.
+        var configuration = HubConfiguration()
+        let base = "ipc://" + NSTemporaryDirectory() + "touchsync-hostile-\(UUID().uuidString.prefix(8))"
+        configuration.ingestEndpoint = base + "-ingest"
+        configuration.publishEndpoint = base + "-publish"
+        configuration.snapshotEndpoint = base + "-snapshot"
+        configuration.maxBoards = 100
+        configuration.maxSessions = 200
+        var quiet = Logger(label: "hostile")
+        quiet.logLevel = .critical
+        let hub = try TouchSyncHub(
+            configuration: configuration, logger: quiet, metricsFactory: metrics, context: ZMQContext(maxSockets: 8192))
+        let endpoints = try await hub.start()
+
+        var load = LoadConfiguration()
+        load.users = 6
+        load.fingers = 3
+        load.duration = .seconds(6)
+        load.hub = endpoints
+        load.seed = 41
+        let honest = Task { try await LoadRun(configuration: load, logger: quiet).run() }
+        // The honest users are in before the attack fills the session cap (at the cap, newcomers are refused: by design).
+        let sessions = try await waitForGauge(metrics, "touchsync_hub_agents", atLeast: 6)
+        #expect(sessions, "the honest users never all joined")
+
+        let attackers = try ZMQContext(maxSockets: 8192)
+        let attack = Task.detached {
+            var sockets: [ZMQSocket] = []
+            defer { for socket in sockets { socket.close() } }
+            func dealer(_ identity: String, to endpoint: String) throws -> ZMQSocket {
+                let socket = try ZMQSocket(attackers, type: .dealer)
+                try socket.setRoutingID(Array(identity.utf8))
+                try socket.connect(endpoint)
+                sockets.append(socket)
+                return socket
+            }
+            var random = SystemRandomNumberGenerator()
+            // Garbage and truncated protobufs from 50 identities.
+            var hello = Touchsync_V1_AgentMessage()
+            hello.hello.protocolVersion = 1
+            hello.hello.board = "load-41-0"
+            hello.hello.sessionID = Data("hostile".utf8)
+            let helloBytes = WireCodec.encode(hello)
+            for index in 0..<50 {
+                let socket = try dealer("junk-\(index)", to: endpoints.ingest)
+                for _ in 0..<10 {
+                    _ = try socket.send((0..<Int.random(in: 1...300, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }, dontWait: true)
+                    _ = try socket.send(Array(helloBytes.prefix(Int.random(in: 1..<helloBytes.count, using: &random))), dontWait: true)
+                }
+            }
+            // 20 MB to each ROUTER: over the hard limit, libzmq drops the connection.
+            let huge = [UInt8](repeating: 0x42, count: 20 << 20)
+            _ = try dealer("huge-ingest", to: endpoints.ingest).send(huge, dontWait: true)
+            _ = try dealer("huge-snapshot", to: endpoints.snapshot).send(huge, dontWait: true)
+            // 10,000 distinct subscriptions, and 10,000 toggles of the honest board's topic.
+            let subscriber = try ZMQSocket(attackers, type: .sub)
+            try subscriber.connect(endpoints.publish)
+            sockets.append(subscriber)
+            for index in 0..<10_000 { try subscriber.subscribe("topic-\(index)") }
+            for _ in 0..<10_000 {
+                try subscriber.subscribe(publishTopic(board: "load-41-0"))
+                try subscriber.unsubscribe(publishTopic(board: "load-41-0"))
+            }
+            // A subscriber that never reads.
+            let deaf = try ZMQSocket(attackers, type: .sub)
+            try deaf.setReceiveHighWaterMark(1)
+            try deaf.subscribe(publishTopic(board: "load-41-0"))
+            try deaf.connect(endpoints.publish)
+            sockets.append(deaf)
+            // 300 sessions that say hello and go silent (past the session cap).
+            for index in 0..<300 {
+                var message = hello
+                message.hello.sessionID = Data("silent-\(index)".utf8)
+                _ = try dealer("silent-\(index)", to: endpoints.ingest).send(WireCodec.encode(message), dontWait: true)
+            }
+            // One peer creating boards (past the board cap).
+            let flooder = try dealer("board-flooder", to: endpoints.ingest)
+            for index in 0..<300 {
+                var message = hello
+                message.hello.board = "flood-\(index)"
+                _ = try flooder.send(WireCodec.encode(message), dontWait: true)
+            }
+            try await Task.sleep(for: .seconds(8))  // keep them connected while the honest run draws and drains
+        }
+        let report = try await honest.value
+        try await attack.value
+        #expect(report.lost == 0 && report.duplicated == 0, "\(report.text)")
+        #expect(report.converged, "\(report.text)")
+        // Within its limits, whatever was thrown at it.
+        let boards = try metrics.expectGauge("touchsync_hub_boards")
+        #expect(boards.lastValue == 100, "the board flood should stop at the cap: \(boards.lastValue ?? -1)")
+        let agents = try metrics.expectGauge("touchsync_hub_agents")
+        #expect(agents.values.max() == 200, "the silent sessions should fill the cap and no more: \(agents.values.max() ?? -1)")
+        #expect(try metrics.expectCounter("touchsync_hub_errors_total", [("code", "malformed")]).totalValue > 0)
+        await hub.stop()
+    }
+}
+
+/// Polls a gauge until its last value reaches `minimum` (10 s at most).
+func waitForGauge(_ metrics: TestMetrics, _ label: String, atLeast minimum: Double) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if let gauge = try? metrics.expectGauge(label), let value = gauge.lastValue, value >= minimum { return true }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    return false
+}
