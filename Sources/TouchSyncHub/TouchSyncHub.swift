@@ -130,49 +130,31 @@ public final class TouchSyncHub: Service {
         if let journal = configuration.journal {
             let historyMailbox = try Mailbox<StopCommand>()
             let historyThread = SocketThread(name: "touchsync-history")
-            let endpoint: String = try await withCheckedThrowingContinuation { continuation in
-                historyThread.start {
-                    let service: HistoryService
-                    do {
-                        service = try HistoryService(
-                            dataDirectory: journal.directory, endpoint: configuration.historyEndpoint, context: context,
-                            mailbox: historyMailbox, logger: logger)
-                    } catch {
-                        continuation.resume(throwing: error)
-                        return
-                    }
-                    continuation.resume(returning: service.endpoint)
-                    service.run()
-                }
+            let endpoint = try await historyThread.start {
+                let service = try HistoryService(
+                    dataDirectory: journal.directory, endpoint: configuration.historyEndpoint, context: context,
+                    mailbox: historyMailbox, logger: logger)
+                return (service.endpoint, service.run)
             }
             history = (historyMailbox, historyThread, endpoint)
         }
         let thread = SocketThread(name: "touchsync-hub")
         do {
-            var endpoints: HubEndpoints = try await withCheckedThrowingContinuation { continuation in
-                thread.start { [self] in
-                    // Built on its own thread: the journal and the sockets never leave it.
-                    let loop: HubLoop
-                    do {
-                        let sockets = try HubSockets(configuration: configuration, context: context)
-                        let startup: HubStartup
-                        do {
-                            startup = try HubStartup(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
-                        } catch {
-                            sockets.close()
-                            throw error
-                        }
-                        self.recoveredBoards.withLock { $0 = startup.summaries }
-                        loop = HubLoop(
-                            configuration: configuration, sockets: sockets, startup: startup, logger: logger,
-                            metricsFactory: metricsFactory, mailbox: mailbox)
-                    } catch {
-                        continuation.resume(throwing: error)
-                        return
-                    }
-                    continuation.resume(returning: loop.endpoints)
-                    loop.run()
+            // Built on its own thread: the journal and the sockets never leave it.
+            var endpoints = try await thread.start { [self] in
+                let sockets = try HubSockets(configuration: configuration, context: context)
+                let startup: HubStartup
+                do {
+                    startup = try HubStartup(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
+                } catch {
+                    sockets.close()
+                    throw error
                 }
+                self.recoveredBoards.withLock { $0 = startup.summaries }
+                let loop = HubLoop(
+                    configuration: configuration, sockets: sockets, startup: startup, logger: logger,
+                    metricsFactory: metricsFactory, mailbox: mailbox)
+                return (loop.endpoints, loop.run)
             }
             endpoints.history = history?.endpoint
             return Running(mailbox: mailbox, endpoints: endpoints, thread: thread, history: history.map { ($0.mailbox, $0.thread) })

@@ -28,6 +28,27 @@ public final class SocketThread: Sendable {
         thread.start()
     }
 
+    /// Starts a thread that builds its owner (sockets are created on the
+    /// thread that will use them), hands back `ready` once the owner is
+    /// built, or the error that stopped it, and then runs it there.
+    public func start<Ready: Sendable>(
+        building body: @escaping @Sendable () throws -> (ready: Ready, run: () -> Void)
+    ) async throws -> Ready {
+        try await withCheckedThrowingContinuation { continuation in
+            start {
+                let built: (ready: Ready, run: () -> Void)
+                do {
+                    built = try body()
+                } catch {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                continuation.resume(returning: built.ready)
+                built.run()
+            }
+        }
+    }
+
     /// Returns once the thread's body has returned.
     public func finished() async {
         await withCheckedContinuation { continuation in
