@@ -119,10 +119,9 @@ public struct BoardState: Sendable {
 
     public var liveTouchCount: Int { activeCount }
 
-    /// Samples stored in active and accepted strokes (predicted tails excluded).
-    public var storedSampleCount: Int {
-        slots.reduce(0) { $0 + ($1?.samples.count ?? 0) } + acceptedStrokes.reduce(0) { $0 + $1.samples.count }
-    }
+    /// Samples stored in active and accepted strokes (predicted tails
+    /// excluded), kept as diffs apply: the board-size limit reads it per frame.
+    public internal(set) var storedSampleCount = 0
 
     // MARK: Applying diffs
 
@@ -163,6 +162,7 @@ public struct BoardState: Sendable {
             let count = slots[slot]!.samples.count
             guard offset == count else { throw .wrongOffset(id, expected: count, received: offset) }
             slots[slot]!.samples.append(contentsOf: samples)
+            storedSampleCount += samples.count
 
         case .predicted(let id, let samples):
             guard let slot = slot(of: id) else { throw .unknownStroke(id) }
@@ -187,12 +187,19 @@ public struct BoardState: Sendable {
 
         case .cancelled(let id):
             guard slot(of: id) != nil else { throw .unknownStroke(id) }
-            removeActive(id)
+            storedSampleCount -= removeActive(id).samples.count
 
         case .cleared(let owner):
             if let owner {
-                acceptedStrokes.removeAll { $0.owner == owner }
+                var removed = 0
+                acceptedStrokes.removeAll { stroke in
+                    guard stroke.owner == owner else { return false }
+                    removed += stroke.samples.count
+                    return true
+                }
+                storedSampleCount -= removed
             } else {
+                for stroke in acceptedStrokes { storedSampleCount -= stroke.samples.count }
                 acceptedStrokes.removeAll()
             }
         }

@@ -14,6 +14,8 @@ public enum TouchInputError: Error, Hashable, Sendable, CustomStringConvertible 
     case tooManyTouches(limit: Int)
     case strokeTooLong(TouchID, limit: Int)
     case frameTooLarge(String, limit: Int)
+    /// A frame that begins a stroke on a board already holding its maximum of samples.
+    case boardFull(limit: Int)
 
     /// A stable name for the error, the same one the wire carries.
     public var code: ErrorCode {
@@ -26,6 +28,7 @@ public enum TouchInputError: Error, Hashable, Sendable, CustomStringConvertible 
         case .tooManyTouches: .tooManyTouches
         case .strokeTooLong: .strokeTooLong
         case .frameTooLarge: .frameTooLarge
+        case .boardFull: .boardFull
         }
     }
 
@@ -41,6 +44,8 @@ public enum TouchInputError: Error, Hashable, Sendable, CustomStringConvertible 
         case .tooManyTouches(let limit): "more than \(limit) touches down at once"
         case .strokeTooLong(let touch, let limit): "touch \(touch): stroke longer than \(limit) samples"
         case .frameTooLarge(let what, let limit): "frame too large: more than \(limit) \(what)"
+        case .boardFull(let limit):
+            "the board holds its maximum of \(limit) samples: no new stroke until strokes are cleared (strokes in progress may end)"
         }
     }
 }
@@ -67,6 +72,13 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
     case cannotResume = 17
     /// The hub cannot make frames durable (its journal failed): nothing more is acknowledged.
     case storageUnavailable = 18
+    /// The hub is behind (overloaded): the agent's messages are queued, not
+    /// lost. Not a refusal: keep waiting for acks without reconnecting.
+    case busy = 19
+    /// A new stroke on a board at its size limit (strokes in progress may end).
+    case boardFull = 20
+    /// More message bytes per second than the agent's allowance.
+    case byteRateLimited = 21
 }
 
 /// A diff that does not fit the replica's state: something was missed,

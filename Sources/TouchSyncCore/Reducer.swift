@@ -117,6 +117,9 @@ extension BoardState {
         guard frameSamples <= limits.maxSamplesPerFrame else {
             throw .frameTooLarge("samples", limit: limits.maxSamplesPerFrame)
         }
+        if begins && storedSampleCount >= limits.maxSamplesPerBoard {
+            throw .boardFull(limit: limits.maxSamplesPerBoard)
+        }
         // Without a began the count cannot grow, and it was within the limit before.
         if begins, liveTouchCount(after: frame, userTouches: userTouches ?? [:]) > limits.maxLiveTouchesPerUser {
             throw .tooManyTouches(limit: limits.maxLiveTouchesPerUser)

@@ -69,6 +69,8 @@ extension BoardState {
             previousPosition = position
         }
         acceptedStrokes = snapshot.acceptedStrokes
+        storedSampleCount =
+            snapshot.activeStrokes.reduce(0) { $0 + $1.samples.count } + snapshot.acceptedStrokes.reduce(0) { $0 + $1.samples.count }
         nextStrokeID = snapshot.nextStrokeID
         nextAcceptPosition = snapshot.nextAcceptPosition
         sequence = snapshot.sequence

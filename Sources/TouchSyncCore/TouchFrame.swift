@@ -62,6 +62,11 @@ public struct BoardLimits: Sendable, Equatable {
     public var maxPredictedSamples: Int = 64
     /// Touch changes in one frame (default 64).
     public var maxChangesPerFrame: Int = 64
+    /// Samples one board stores (active and accepted strokes; default
+    /// 5,000,000, about 160 MB). At the limit a frame that begins a stroke is
+    /// refused (`boardFull`) until a clear; strokes in progress may end, so a
+    /// board holds at most this plus its live touches' strokes.
+    public var maxSamplesPerBoard: Int = 5_000_000
 
     public init() {}
 }
