@@ -42,6 +42,10 @@ struct HubCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Touches one user may have down at once.") var maxTouches = 20
     @Option(parsing: .unconditional, help: "Numbered messages one agent may send per second.") var maxMessagesPerSecond = 2000
     @Option(parsing: .unconditional, help: "Samples one user may send per second (frames beyond are refused).") var maxSamplesPerSecond = 20_000
+    @Option(parsing: .unconditional, help: "Message bytes one user may send per second (messages beyond get BYTE_RATE_LIMITED).")
+    var maxBytesPerSecond = 2 << 20
+    @Option(parsing: .unconditional, help: "Samples one board stores; at the limit new strokes get BOARD_FULL until a clear.")
+    var maxBoardSamples = 5_000_000
     @Option(parsing: .unconditional, help: "Boards this hub holds; hellos for more are refused.") var maxBoards = 10_000
     @Option(parsing: .unconditional, help: "Agent sessions this hub keeps (the longest-abandoned is forgotten to make room).")
     var maxSessions = 10_000
@@ -72,6 +76,8 @@ struct HubCommand: AsyncParsableCommand {
         guard (1...1000).contains(maxTouches) else { throw ValidationError("--max-touches must be 1 to 1000") }
         guard maxMessagesPerSecond > 0 else { throw ValidationError("--max-messages-per-second must be positive") }
         guard maxSamplesPerSecond > 0 else { throw ValidationError("--max-samples-per-second must be positive") }
+        guard maxBytesPerSecond >= 1024 else { throw ValidationError("--max-bytes-per-second must be at least 1024") }
+        guard maxBoardSamples > 0 else { throw ValidationError("--max-board-samples must be positive") }
         guard maxBoards > 0 else { throw ValidationError("--max-boards must be positive") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
     }
@@ -91,6 +97,8 @@ struct HubCommand: AsyncParsableCommand {
         configuration.boardLimits.maxLiveTouchesPerUser = maxTouches
         configuration.maxMessagesPerSecond = maxMessagesPerSecond
         configuration.maxSamplesPerSecond = maxSamplesPerSecond
+        configuration.maxBytesPerSecond = maxBytesPerSecond
+        configuration.boardLimits.maxSamplesPerBoard = maxBoardSamples
         configuration.maxBoards = maxBoards
         configuration.maxSessions = maxSessions
         if !noJournal {

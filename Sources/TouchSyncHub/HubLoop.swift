@@ -38,6 +38,8 @@ final class HubLoop {
     private let routing = ZMQMessage()
     private let payload = ZMQMessage()
     private let clock = ContinuousClock()
+    /// The last ingest drain stopped at the per-turn limit with messages left.
+    private var ingestWaiting = false
 
     init(
         configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, logger: Logger,
@@ -93,7 +95,10 @@ final class HubLoop {
                     default: try drainSnapshotRequests()
                     }
                 },
-                turnEnded: { handle(.turnEnded) })
+                turnEnded: {
+                    handle(.turnEnded(inputWaiting: ingestWaiting))
+                    ingestWaiting = false
+                })
         } catch let error as ZMQError where error.isTerminated {
             logger.info("hub stopped: context terminated")
         } catch {
@@ -202,11 +207,12 @@ final class HubLoop {
                         from: peer, WireError(.messageTooLarge, "\(payload.count) bytes, the limit is \(configuration.maxMessageBytes)")))
             } else {
                 switch payload.withUnsafeBytes(AgentRequest.decode) {
-                case .success(let request): handle(.agentMessage(from: peer, request))
+                case .success(let request): handle(.agentMessage(from: peer, request, bytes: payload.count))
                 case .failure(let error): handle(.undecodable(from: peer, error))
                 }
             }
         }
+        ingestWaiting = true
     }
 
     private func peer(_ routingID: [UInt8]) -> Peer {

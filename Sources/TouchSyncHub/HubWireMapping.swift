@@ -25,6 +25,7 @@ extension HubReply {
             reply.ack = ack
         case .error(let refusal):
             reply.error = Touchsync_V1_Error(code: refusal.code, message: refusal.message, sequence: refusal.sequence)
+            reply.error.retryAfterMs = refusal.retryAfterMilliseconds
         }
         return reply
     }

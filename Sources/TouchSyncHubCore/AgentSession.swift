@@ -29,6 +29,8 @@ struct AgentSession {
     var bucket: TokenBucket
     /// Samples per second (frames pay for each sample they carry).
     var sampleBucket: TokenBucket
+    /// Message bytes per second.
+    var byteBucket: TokenBucket
     /// When the agent was last told STORAGE_UNAVAILABLE (told at most once a second).
     var storageWarnedAt: ContinuousClock.Instant? = nil
 
@@ -56,7 +58,7 @@ struct AgentSession {
 
     init(
         principal: UserNamespace, peer: PeerID, sessionID: [UInt8], board: String, boardSlot: Int, appliedThrough: UInt64,
-        now: ContinuousClock.Instant, messagesPerSecond: Int, samplesPerSecond: Int
+        now: ContinuousClock.Instant, messagesPerSecond: Int, samplesPerSecond: Int, bytesPerSecond: Int
     ) {
         self.principal = principal
         self.peer = peer
@@ -68,6 +70,7 @@ struct AgentSession {
         presence = .live(lastHeard: now)
         bucket = TokenBucket(rate: messagesPerSecond, now: now)
         sampleBucket = TokenBucket(rate: samplesPerSecond, now: now)
+        byteBucket = TokenBucket(rate: bytesPerSecond, now: now)
     }
 
     var isAbandoned: Bool {

@@ -49,6 +49,11 @@ public struct HubConfiguration: Sendable {
     /// makes the hub store and publish, whatever its message sizes. Ten
     /// fingers at 240 Hz are 2,400. Default 20,000.
     public var maxSamplesPerSecond = 20_000
+    /// Message bytes one user may send per second before BYTE_RATE_LIMITED
+    /// (a bucket holding two seconds' worth; heartbeats and hellos pay too).
+    /// Bounds decoding and journaling per user whatever the message mix.
+    /// Ten fingers at 240 Hz send under 100 KB/s. Default 2 MiB.
+    public var maxBytesPerSecond = 2 << 20
     /// Agent sessions the hub keeps (live, silent, or kept after leaving
     /// for their numbering). At the limit the longest-abandoned one is
     /// forgotten to make room; with none abandoned, a new session is
@@ -59,7 +64,15 @@ public struct HubConfiguration: Sendable {
     /// so a subscription flood does not flood the other subscribers. Default 100 ms.
     public var subscribeHeartbeatInterval: Duration = .milliseconds(100)
     /// Messages the hub handles before it publishes and checks its timers. Default 512.
+    /// A turn that ends with input still waiting means the hub is behind.
     public var maxMessagesPerTurn = 512
+    /// Behind this long without a break, the hub tells every agent BUSY (at
+    /// most once per `busyNoticeInterval`): their messages are queued, not
+    /// lost, so they keep waiting instead of reconnecting. While behind, no
+    /// agent is declared silent (its messages may be in the queue). Default 250 ms.
+    public var busyAfter: Duration = .milliseconds(250)
+    /// Default 1 s.
+    public var busyNoticeInterval: Duration = .seconds(1)
     /// Boards one hub holds. Default 10,000.
     public var maxBoards = 10_000
     /// Per-user limits of every board.

@@ -44,6 +44,10 @@ public struct HubCore {
 
     private var journal: JournalProgress?
 
+    /// Since when every turn has ended with input still waiting (nil: caught up).
+    private var behindSince: ContinuousClock.Instant? = nil
+    private var lastBusyNotice: ContinuousClock.Instant? = nil
+
     // Timers. `livenessDue` may be early (a session heard since): the check
     // then finds nothing and looks again at the next real deadline.
     private var nextHeartbeat: ContinuousClock.Instant
@@ -75,7 +79,9 @@ public struct HubCore {
         nextPublish = now
         if let policy = configuration.journal?.fsync { journal = JournalProgress(policy: policy, lastSyncAt: now) }
         for board in recovered {
-            var channel = BoardChannel(name: board.name, recovered: board.state)
+            var state = board.state
+            state.limits = configuration.boardLimits  // this run's limits, not the defaults the journal reader used
+            var channel = BoardChannel(name: board.name, recovered: state)
             for agent in board.agents { channel.recoveredProgress[agent.principal] = agent }
             boardSlots[board.name] = channels.count
             for (user, touches) in board.state.touches where !touches.isEmpty {
@@ -116,9 +122,9 @@ public struct HubCore {
     /// Handles one event at `now`, appending what to do to `actions`.
     public mutating func handle(_ event: HubEvent, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         switch event {
-        case .agentMessage(let peer, let request):
+        case .agentMessage(let peer, let request, let bytes):
             metrics.messages.increment()
-            handle(request, from: peer, now: now, into: &actions)
+            handle(request, bytes: bytes, from: peer, now: now, into: &actions)
         case .undecodable(let peer, let error):
             metrics.messages.increment()
             if sessions[peer.principal]?.peer == peer.id || admitStranger(peer.id, now: now) {
@@ -163,7 +169,12 @@ public struct HubCore {
                 ackQueue.append(principal)
             }
             warnStorageUnavailable(now: now, into: &actions)
-        case .turnEnded:
+        case .turnEnded(let inputWaiting):
+            if !inputWaiting {
+                behindSince = nil
+            } else if behindSince == nil {
+                behindSince = now
+            }
             publishDirtyBoards(force: false, now: now, into: &actions)
             syncJournalIfDue(force: false, now: now, into: &actions)
             sendAcks(now: now, into: &actions)
@@ -187,7 +198,7 @@ public struct HubCore {
     // MARK: Agents
 
     private mutating func handle(
-        _ request: AgentRequest, from peer: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
+        _ request: AgentRequest, bytes: Int, from peer: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) {
         if case .hello(let hello) = request {
             handleHello(hello, from: peer, now: now, into: &actions)
@@ -221,7 +232,8 @@ public struct HubCore {
         }
         if session.isSilent { channels[session.boardSlot].silentUsers.remove(session.principal) }
         session.heard(at: now)
-        guard session.bucket.take(now: now) else {
+        let overMessages = !session.bucket.take(now: now)
+        if overMessages || !session.byteBucket.take(bytes, now: now) {
             var sequence: UInt64 = 0
             if case .numbered(let number, _) = request {
                 sequence = number
@@ -229,7 +241,10 @@ public struct HubCore {
                 if session.numbering.skip(number) { requestAck(&session) }
             }
             refuse(
-                peer.id, HubRefusal(.rateLimited, "more than \(configuration.maxMessagesPerSecond) messages per second", sequence: sequence),
+                peer.id,
+                overMessages
+                    ? HubRefusal(.rateLimited, "more than \(configuration.maxMessagesPerSecond) messages per second", sequence: sequence)
+                    : HubRefusal(.byteRateLimited, "more than \(configuration.maxBytesPerSecond) message bytes per second", sequence: sequence),
                 into: &actions)
             return
         }
@@ -384,7 +399,7 @@ public struct HubCore {
             var session = AgentSession(
                 principal: principal, peer: peer.id, sessionID: hello.sessionID, board: hello.board, boardSlot: slot,
                 appliedThrough: appliedThrough, now: now, messagesPerSecond: configuration.maxMessagesPerSecond,
-                samplesPerSecond: configuration.maxSamplesPerSecond)
+                samplesPerSecond: configuration.maxSamplesPerSecond, bytesPerSecond: configuration.maxBytesPerSecond)
             if let recorded { session.style = recorded.style }
             sessions[principal] = session
             metrics.agents.record(sessions.count)
@@ -466,8 +481,20 @@ public struct HubCore {
     // MARK: Timers
 
     private mutating func runTimers(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
-        if let due = livenessDue, now >= due { checkLiveness(now: now) }
-        if let until = recoveredUntil, now >= until { cancelUnreturnedUsers() }
+        // Behind, silence proves nothing: the agent's messages may be queued
+        // for us. Liveness (and the wait for users after a restart) resumes
+        // once the queue is drained.
+        if let behindSince {
+            if now - behindSince >= configuration.busyAfter,
+                lastBusyNotice.map({ now - $0 >= configuration.busyNoticeInterval }) ?? true
+            {
+                noticeBusy(behindFor: now - behindSince, into: &actions)
+                lastBusyNotice = now
+            }
+        } else {
+            if let due = livenessDue, now >= due { checkLiveness(now: now) }
+            if let until = recoveredUntil, now >= until { cancelUnreturnedUsers() }
+        }
         if now >= nextHousekeeping {
             forgetOldSessions(now: now)
             strangers.removeAll(keepingCapacity: true)
@@ -482,6 +509,22 @@ public struct HubCore {
         if now >= nextHeartbeat {
             for slot in channels.indices { actions.append(.publish(heartbeat(slot: slot, now: now))) }
             nextHeartbeat = now + configuration.heartbeatInterval
+        }
+    }
+
+    /// Tells every agent still present that the hub is behind, so acks that
+    /// lag are not taken for a lost connection (reconnecting would only add
+    /// resends to the queue). The hint grows with the backlog's age.
+    private mutating func noticeBusy(behindFor behind: Duration, into actions: inout [HubAction]) {
+        let behindMilliseconds = milliseconds(behind)
+        let hint = min(max(behind * 2, .seconds(1)), configuration.abandonTimeout)
+        logger.notice("hub behind: agents told BUSY", metadata: ["behind_ms": "\(behindMilliseconds)"])
+        for session in sessions.values where !session.isAbandoned {
+            metrics.error(.busy)
+            let refusal = HubRefusal(
+                .busy, "the hub is behind (\(behindMilliseconds) ms): your messages are queued, not lost; keep waiting",
+                sequence: session.numbering.appliedThrough, retryAfterMilliseconds: UInt32(milliseconds(hint)))
+            actions.append(.reply(to: session.peer, .error(refusal)))
         }
     }
 

@@ -67,7 +67,8 @@ public enum NumberedRequest: Sendable {
 
 /// What the transport tells the core.
 public enum HubEvent: Sendable {
-    case agentMessage(from: Peer, AgentRequest)
+    /// A decoded agent message; `bytes` is its size on the wire (the byte quota pays for it).
+    case agentMessage(from: Peer, AgentRequest, bytes: Int)
     /// Bytes from a peer that are no agent message (too large, several frames, undecodable).
     case undecodable(from: Peer, WireError)
     /// The transport knows the connection is closed (the ZeroMQ ROUTER cannot tell).
@@ -81,9 +82,10 @@ public enum HubEvent: Sendable {
     case journalProgress(writtenThrough: UInt64, syncedThrough: UInt64)
     /// A journal action failed: nothing more can be promised durable.
     case journalFailed(String)
-    /// The transport has handled what was waiting, or `nextDeadline` passed:
+    /// The transport has handled what was waiting (or its per-turn share of
+    /// it: `inputWaiting`, the hub is behind), or `nextDeadline` passed:
     /// publish what is due, run due timers, acknowledge.
-    case turnEnded
+    case turnEnded(inputWaiting: Bool)
     /// Publish every pending batch now (before the board is inspected).
     case publishNow
     /// The hub is stopping: publish everything pending and sync the journal.
@@ -126,11 +128,14 @@ public struct HubRefusal: Error, Sendable, Equatable, CustomStringConvertible {
     public var code: ErrorCode
     public var message: String
     public var sequence: UInt64
+    /// BUSY only: how long the agent should keep waiting before it doubts the hub.
+    public var retryAfterMilliseconds: UInt32
 
-    public init(_ code: ErrorCode, _ message: String, sequence: UInt64 = 0) {
+    public init(_ code: ErrorCode, _ message: String, sequence: UInt64 = 0, retryAfterMilliseconds: UInt32 = 0) {
         self.code = code
         self.message = message
         self.sequence = sequence
+        self.retryAfterMilliseconds = retryAfterMilliseconds
     }
 
     public var description: String { "\(code) (message \(sequence)): \(message)" }

@@ -60,19 +60,22 @@ final class CoreHarness {
         return produced
     }
 
-    func message(_ peer: Peer, _ request: AgentRequest) -> [HubAction] { send(.agentMessage(from: peer, request)) }
+    /// `bytes`: the message's size on the wire, as the transport reports it (the byte quota pays for it).
+    func message(_ peer: Peer, _ request: AgentRequest, bytes: Int = 100) -> [HubAction] {
+        send(.agentMessage(from: peer, request, bytes: bytes))
+    }
 
     @discardableResult
     func hello(_ peer: Peer, board: String, resumeAfter: UInt64 = 0, session: String = "session-1") -> AgentWelcome? {
         let replies = send(
-            .agentMessage(from: peer, .hello(AgentHello(board: board, resumeAfter: resumeAfter, sessionID: Array(session.utf8)))))
+            .agentMessage(from: peer, .hello(AgentHello(board: board, resumeAfter: resumeAfter, sessionID: Array(session.utf8))), bytes: 40))
         for case .reply(_, .welcome(let welcome)) in replies { return welcome }
         return nil
     }
 
     /// Ends a turn: what the loop does after each wake-up.
     @discardableResult
-    func endTurn() -> [HubAction] { send(.turnEnded) }
+    func endTurn(inputWaiting: Bool = false) -> [HubAction] { send(.turnEnded(inputWaiting: inputWaiting)) }
 
     /// Takes the recorded actions.
     func take() -> [HubAction] {

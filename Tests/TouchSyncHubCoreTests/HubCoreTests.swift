@@ -405,4 +405,81 @@ struct HubCoreTests {
         #expect(refusal?.code == .unknownBoard)
         #expect(refusal?.message.contains("maximum of 1 boards") == true)
     }
+
+    /// Overload degrades to latency: while every turn ends with input still
+    /// waiting, nobody is declared silent (their messages may be queued), and
+    /// after `busyAfter` every agent hears BUSY with a retry hint, at most
+    /// once per interval. Caught up, liveness resumes from what was heard.
+    @Test func behindTheHubTellsAgentsBusyAndSilencesNobody() {
+        let hub = CoreHarness {
+            $0.livenessTimeout = .seconds(3)
+            $0.busyAfter = .milliseconds(250)
+            $0.busyNoticeInterval = .seconds(1)
+        }
+        let (ann, bob) = (peer("ann"), peer("bob"))
+        hub.hello(ann, board: "b")
+        hub.hello(bob, board: "b")
+        _ = hub.message(ann, .numbered(sequence: 1, began(1)))
+        _ = hub.message(bob, .numbered(sequence: 1, began(1)))
+        hub.endTurn()
+        let lastHeard = hub.now
+        #expect(hub.endTurn(inputWaiting: true).errors(to: ann).isEmpty, "one full turn is not overload")
+        hub.advance(.milliseconds(250))
+        let first = hub.endTurn(inputWaiting: true)
+        #expect(first.errors(to: ann).map(\.code) == [.busy] && first.errors(to: bob).map(\.code) == [.busy])
+        #expect(first.errors(to: ann).first?.retryAfterMilliseconds == 1000)
+        #expect(first.errors(to: ann).first?.sequence == 1)
+        hub.advance(.milliseconds(500))
+        #expect(hub.endTurn(inputWaiting: true).errors(to: ann).isEmpty, "at most one notice per interval")
+        // Far past the liveness time-out, still behind: nobody is silent, nothing cancelled.
+        var notices = 1
+        while hub.now < lastHeard + .seconds(8) {
+            hub.advance(.milliseconds(100))
+            let turn = hub.endTurn(inputWaiting: true)
+            notices += turn.errors(to: ann).count
+            #expect(turn.heartbeats.allSatisfy { $0.silent.isEmpty })
+        }
+        #expect(notices == 8)
+        #expect(hub.core.board("b")?.liveTouchCount == 2)
+        // The queue drains and holds ann's message; bob said nothing more: only bob falls silent.
+        _ = hub.message(ann, .heartbeat)
+        hub.endTurn()
+        hub.advance(.seconds(1))
+        let caughtUp = hub.endTurn()
+        #expect(caughtUp.errors(to: ann).isEmpty)
+        #expect(caughtUp.heartbeats.last?.silent == ["bob"])
+        #expect(hub.core.board("b")?.liveTouchCount == 2, "silent keeps touches")
+    }
+
+    @Test func byteQuotaRefusesBigSendersAndCountsTheirPlace() {
+        let hub = CoreHarness { $0.maxBytesPerSecond = 10_000 }
+        let big = peer("big")
+        hub.hello(big, board: "b")  // 40 bytes paid
+        var codes: [ErrorCode] = []
+        for sequence in 1...5 {
+            codes += hub.message(big, .numbered(sequence: UInt64(sequence), .style(.default)), bytes: 5_000).errors(to: big).map(\.code)
+        }
+        #expect(codes == [.byteRateLimited])  // the bucket holds 20,000 bytes
+        #expect(hub.endTurn().acks(to: big) == [5], "refused but handled: never resent")
+        hub.advance(.milliseconds(500))  // refills 5,000
+        #expect(hub.message(big, .numbered(sequence: 6, .style(.default)), bytes: 4_900).errors(to: big).isEmpty)
+        // Another user has its own quota.
+        let small = peer("small")
+        hub.hello(small, board: "b")
+        #expect(hub.message(small, .numbered(sequence: 1, began(1)), bytes: 100).errors(to: small).isEmpty)
+    }
+
+    @Test func aFullBoardRefusesNewStrokesWithATypedError() throws {
+        let hub = CoreHarness { $0.boardLimits.maxSamplesPerBoard = 2 }
+        let ann = peer("ann")
+        hub.hello(ann, board: "b")
+        _ = hub.message(ann, .numbered(sequence: 1, began(1)))
+        _ = hub.message(ann, .numbered(sequence: 2, ended(1, x: 1, t: 1)))
+        let refused = hub.message(ann, .numbered(sequence: 3, began(2))).errors(to: ann)
+        #expect(refused.map(\.code) == [.boardFull] && refused.first?.sequence == 3)
+        _ = hub.message(ann, .numbered(sequence: 4, .clear(.own)))
+        #expect(hub.message(ann, .numbered(sequence: 5, began(2))).errors(to: ann).isEmpty)
+        #expect(hub.endTurn().acks(to: ann) == [5])
+        #expect(hub.replicas["b"]?.liveTouchCount == 1)
+    }
 }

@@ -47,11 +47,11 @@ func fuzzHubCore(_ input: UnsafeRawBufferPointer) {
         switch (control >> 2) & 3 {
         case 0, 1:
             switch AgentRequest.decode(body) {
-            case .success(let request): event = .agentMessage(from: peer, request)
+            case .success(let request): event = .agentMessage(from: peer, request, bytes: body.count)
             case .failure(let error): event = .undecodable(from: peer, error)
             }
         case 2:
-            event = .turnEnded
+            event = .turnEnded(inputWaiting: control & 0x80 != 0)
         default:
             event = control & 0x40 == 0 ? .journalProgress(writtenThrough: written, syncedThrough: synced) : .subscribed(topic: publishTopic(board: "b"))
         }

@@ -425,6 +425,11 @@ public nonisolated struct Touchsync_V1_Error: Sendable {
 
   public var sequence: UInt64 = 0
 
+  /// BUSY only: how long the hub expects to stay behind. The agent keeps its
+  /// connection and its unacknowledged messages, and treats the hub as alive
+  /// for at least this long (plus its usual time-out).
+  public var retryAfterMs: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1087,7 +1092,7 @@ nonisolated extension Touchsync_V1_Ack: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Touchsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Error"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}sequence\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}sequence\0\u{3}retry_after_ms\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1098,6 +1103,7 @@ nonisolated extension Touchsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
       case 1: try { try decoder.decodeSingularEnumField(value: &self.code) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.retryAfterMs) }()
       default: break
       }
     }
@@ -1113,6 +1119,9 @@ nonisolated extension Touchsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
     if self.sequence != 0 {
       try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 3)
     }
+    if self.retryAfterMs != 0 {
+      try visitor.visitSingularUInt32Field(value: self.retryAfterMs, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1120,6 +1129,7 @@ nonisolated extension Touchsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.code != rhs.code {return false}
     if lhs.message != rhs.message {return false}
     if lhs.sequence != rhs.sequence {return false}
+    if lhs.retryAfterMs != rhs.retryAfterMs {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

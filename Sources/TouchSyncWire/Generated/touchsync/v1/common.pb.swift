@@ -148,6 +148,15 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
 
   /// the hub cannot make frames durable (its journal failed): keep them, nothing is acknowledged
   case storageUnavailable // = 18
+
+  /// not a refusal: the hub is behind, the agent's messages are queued; keep waiting (no reconnect) at least Error.retry_after_ms
+  case busy // = 19
+
+  /// a frame beginning a stroke on a board at its sample limit; strokes in progress may still end
+  case boardFull // = 20
+
+  /// more message bytes per second than the agent's allowance; the message is refused (and counted as handled)
+  case byteRateLimited // = 21
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -175,6 +184,9 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case 16: self = .outOfOrder
     case 17: self = .cannotResume
     case 18: self = .storageUnavailable
+    case 19: self = .busy
+    case 20: self = .boardFull
+    case 21: self = .byteRateLimited
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -200,6 +212,9 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case .outOfOrder: return 16
     case .cannotResume: return 17
     case .storageUnavailable: return 18
+    case .busy: return 19
+    case .boardFull: return 20
+    case .byteRateLimited: return 21
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -225,6 +240,9 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     .outOfOrder,
     .cannotResume,
     .storageUnavailable,
+    .busy,
+    .boardFull,
+    .byteRateLimited,
   ]
 
 }
@@ -326,7 +344,7 @@ nonisolated extension Touchsync_V1_TouchPhase: SwiftProtobuf._ProtoNameProviding
 }
 
 nonisolated extension Touchsync_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0\u{1}ERROR_CODE_CANNOT_RESUME\0\u{1}ERROR_CODE_STORAGE_UNAVAILABLE\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0\u{1}ERROR_CODE_CANNOT_RESUME\0\u{1}ERROR_CODE_STORAGE_UNAVAILABLE\0\u{1}ERROR_CODE_BUSY\0\u{1}ERROR_CODE_BOARD_FULL\0\u{1}ERROR_CODE_BYTE_RATE_LIMITED\0")
 }
 
 nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
