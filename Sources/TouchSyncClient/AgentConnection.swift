@@ -5,12 +5,19 @@ import TouchSyncCore
 import TouchSyncWire
 import ZeroMQ
 
+/// Counted in messages callers posted (frames, styles, clears), whatever
+/// the wire carried them in: coalescing merges several into one.
 struct AgentCounters: Sendable {
-    /// Numbered messages posted by callers (the driver thread numbers them in this order).
+    /// Posted by callers (the driver thread takes them in this order).
     var posted: UInt64 = 0
-    /// Numbered messages the driver thread has numbered and queued.
-    var numbered: UInt64 = 0
+    /// Taken in by the driver thread (sent, or waiting to be).
+    var taken: UInt64 = 0
+    /// Acknowledged by the hub.
     var acknowledged: UInt64 = 0
+    /// Posted frames that went out merged into an earlier waiting frame.
+    var coalesced: UInt64 = 0
+    /// BUSY notices from the hub (it was behind; nothing was lost).
+    var busyNotices: UInt64 = 0
     /// Bytes handed to the socket, resends and heartbeats included.
     var bytesSent = 0
 }
@@ -47,7 +54,21 @@ enum AgentCommand: Sendable {
 /// (which owns the socket): numbers messages, keeps them until acknowledged,
 /// reconnects on silence or stalled acks, and resends what the hub has not
 /// applied.
+///
+/// Flow control: at most `maxInFlight` numbered messages wait for an ack;
+/// later ones wait unnumbered, and frames among them coalesce (as UIKit
+/// coalesces touches when the app is busy), so a hub that falls behind gets
+/// the same samples in fewer, larger messages and the queue ahead of it
+/// stays bounded. A hub that says BUSY is alive: the agent keeps waiting
+/// instead of reconnecting (which would only add resends to its queue).
 final class AgentConnection {
+    /// A message taken in but not numbered yet (the window is full).
+    private enum Waiting {
+        /// `posted`: how many posted frames it holds; `downBefore`: the touches down before its first.
+        case frame(TouchFrame, downBefore: Set<TouchID>, posted: Int)
+        case other(Touchsync_V1_AgentMessage.OneOf_Body)
+    }
+
     let configuration: AgentConfiguration
     let identity: String
     private let context: ZMQContext
@@ -61,11 +82,16 @@ final class AgentConnection {
     /// waiting messages are numbered again from 1) only when the hub cannot
     /// resume this one (it restarted without it).
     private var sessionID = AgentConnection.newSessionID()
-    /// Messages acknowledged in earlier sessions (the counters callers see run on across sessions).
-    private var earlierSessions: UInt64 = 0
     private var nextSequence: UInt64 = 1
-    private var unacknowledged: [(sequence: UInt64, bytes: [UInt8])] = []
+    /// Numbered and sent, with how many posted messages each carries.
+    private var unacknowledged: [(sequence: UInt64, bytes: [UInt8], posted: Int)] = []
+    private var waiting: [Waiting] = []
+    private var waitingStart = 0  // `waiting` is consumed from here (no O(n) removeFirst)
+    /// The highest number the hub acknowledged in this session.
     private var acknowledged: UInt64 = 0
+    /// The hub said BUSY: it is alive and behind, so slow acks and silence
+    /// do not mean a lost connection until then.
+    private var patientUntil: ContinuousClock.Instant
     /// Touches down as the frames queued so far leave them: each frame's alive set.
     private var liveTouches: Set<TouchID> = []
     private var lastSent: ContinuousClock.Instant
@@ -91,6 +117,7 @@ final class AgentConnection {
         lastHeard = now
         lastProgress = now
         reconnectAt = now
+        patientUntil = now
     }
 
     func close() {
@@ -101,9 +128,9 @@ final class AgentConnection {
     /// When `runTimers` next has something to do.
     var deadline: ContinuousClock.Instant {
         guard socket != nil else { return reconnectAt }
-        var deadline = min(lastSent + configuration.heartbeatInterval, lastHeard + configuration.hubTimeout)
-        if !unacknowledged.isEmpty { deadline = min(deadline, lastProgress + configuration.hubTimeout) }
-        return deadline
+        var doubt = lastHeard + configuration.hubTimeout
+        if !unacknowledged.isEmpty { doubt = min(doubt, lastProgress + configuration.hubTimeout) }
+        return min(lastSent + configuration.heartbeatInterval, max(doubt, patientUntil))
     }
 
     private func connect(now: ContinuousClock.Instant) {
@@ -146,7 +173,10 @@ final class AgentConnection {
         reconnectAt = now + delay
     }
 
+    private var windowIsFull: Bool { unacknowledged.count >= configuration.maxInFlight }
+
     func queue(changes: [TouchChange], alive: [TouchID]?, now: ContinuousClock.Instant) {
+        let downBefore = liveTouches
         for change in changes {
             switch change.phase {
             case .began: liveTouches.insert(change.touch)
@@ -156,19 +186,61 @@ final class AgentConnection {
         }
         if let alive { liveTouches = Set(alive) }
         let frame = TouchFrame(changes: changes, aliveTouches: alive ?? Array(liveTouches))
-        queue(.frame(frame.proto), now: now)
+        shared.progress.withLock { $0.taken += 1 }
+        guard windowIsFull || waitingStart < waiting.count else {
+            send(.frame(frame.proto), posted: 1, now: now)
+            return
+        }
+        if waitingStart < waiting.count, case .frame(let last, let lastDown, let posted) = waiting[waiting.count - 1],
+            let merged = last.coalesced(with: frame, downBefore: lastDown, limits: Self.coalescingLimits)
+        {
+            waiting[waiting.count - 1] = .frame(merged, downBefore: lastDown, posted: posted + 1)
+            shared.progress.withLock { $0.coalesced += 1 }
+        } else {
+            waiting.append(.frame(frame, downBefore: downBefore, posted: 1))
+        }
     }
 
+    /// The protocol's default frame limits (every hub accepts frames within them).
+    private static let coalescingLimits = BoardLimits()
+
     func queue(_ body: Touchsync_V1_AgentMessage.OneOf_Body, now: ContinuousClock.Instant) {
+        shared.progress.withLock { $0.taken += 1 }
+        if windowIsFull || waitingStart < waiting.count {
+            waiting.append(.other(body))
+        } else {
+            send(body, posted: 1, now: now)
+        }
+    }
+
+    /// Numbers a message, keeps it until acknowledged, and sends it when welcomed.
+    private func send(_ body: Touchsync_V1_AgentMessage.OneOf_Body, posted: Int, now: ContinuousClock.Instant) {
         var message = Touchsync_V1_AgentMessage()
         message.sequence = nextSequence
         message.body = body
         let bytes = WireCodec.encode(message)
         if unacknowledged.isEmpty { lastProgress = now }
-        unacknowledged.append((nextSequence, bytes))
-        shared.progress.withLock { [earlierSessions, nextSequence] in $0.numbered = earlierSessions + nextSequence }
+        unacknowledged.append((nextSequence, bytes, posted))
         nextSequence += 1
         if welcomed { transmit(bytes, now: now) }
+    }
+
+    /// Numbers and sends waiting messages while the window has room.
+    private func sendWaiting(now: ContinuousClock.Instant) {
+        while !windowIsFull && waitingStart < waiting.count {
+            switch waiting[waitingStart] {
+            case .frame(let frame, _, let posted): send(.frame(frame.proto), posted: posted, now: now)
+            case .other(let body): send(body, posted: 1, now: now)
+            }
+            waitingStart += 1
+        }
+        if waitingStart == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            waitingStart = 0
+        } else if waitingStart > 1024 && waitingStart * 2 > waiting.count {
+            waiting.removeFirst(waitingStart)
+            waitingStart = 0
+        }
     }
 
     private func transmit(_ bytes: [UInt8], now: ContinuousClock.Instant) {
@@ -202,9 +274,16 @@ final class AgentConnection {
                 acknowledge(through: welcome.appliedThrough, now: now)
                 report(.welcomed(user: welcome.user, appliedThrough: welcome.appliedThrough))
                 // Resend, in order, everything the hub has not applied.
-                for (_, bytes) in unacknowledged { transmit(bytes, now: now) }
+                for entry in unacknowledged { transmit(entry.bytes, now: now) }
             case .ack(let ack):
                 acknowledge(through: ack.through, now: now)
+            case .error(let error) where error.code == .busy:
+                // Not a refusal: the hub is alive and behind, our messages are queued.
+                let retry = Duration.milliseconds(Int64(max(error.retryAfterMs, 1000)))
+                patientUntil = max(patientUntil, now + retry)
+                lastProgress = now
+                shared.progress.withLock { $0.busyNotices += 1 }
+                report(.busy(retryAfter: retry))
             case .error(let error):
                 report(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
                 if !welcomed, error.sequence == 0, let code = ErrorCode(error.code),
@@ -213,7 +292,7 @@ final class AgentConnection {
                     shared.helloRefusal.withLock { $0 = "\(code): \(error.message)" }
                 }
                 if error.code == .outOfOrder {
-                    for (_, bytes) in unacknowledged { transmit(bytes, now: now) }
+                    for entry in unacknowledged { transmit(entry.bytes, now: now) }
                 } else if error.code == .cannotResume {
                     startNewSession(now: now)
                 } else if error.code == .notWelcomed && welcomed {
@@ -233,12 +312,11 @@ final class AgentConnection {
         guard sequence > acknowledged else { return }
         acknowledged = sequence
         lastProgress = now
-        if let keep = unacknowledged.firstIndex(where: { $0.sequence > sequence }) {
-            unacknowledged.removeFirst(keep)
-        } else {
-            unacknowledged.removeAll(keepingCapacity: true)
-        }
-        shared.progress.withLock { [earlierSessions] in $0.acknowledged = earlierSessions + sequence }
+        let keep = unacknowledged.firstIndex(where: { $0.sequence > sequence }) ?? unacknowledged.count
+        let posted = unacknowledged[..<keep].reduce(0) { $0 + $1.posted }
+        unacknowledged.removeFirst(keep)
+        shared.progress.withLock { $0.acknowledged += UInt64(posted) }
+        sendWaiting(now: now)
     }
 
     /// The hub cannot resume this session (it restarted without it, or
@@ -247,7 +325,6 @@ final class AgentConnection {
         logger.notice(
             "the hub cannot resume this agent's session: starting a new one",
             metadata: ["agent": "\(identity)", "waiting": "\(unacknowledged.count)"])
-        earlierSessions += acknowledged
         sessionID = Self.newSessionID()
         acknowledged = 0
         var sequence: UInt64 = 0
@@ -255,7 +332,7 @@ final class AgentConnection {
             sequence += 1
             guard var message = try? WireCodec.decode(Touchsync_V1_AgentMessage.self, from: entry.bytes) else { return entry }
             message.sequence = sequence
-            return (sequence, WireCodec.encode(message))
+            return (sequence, WireCodec.encode(message), entry.posted)
         }
         nextSequence = sequence + 1
         welcomed = false
@@ -288,12 +365,14 @@ final class AgentConnection {
         // was lost on a connection libzmq has quietly replaced): either way,
         // reconnect; the welcome says what the hub has, and we resend the rest.
         let stalled = !unacknowledged.isEmpty && now - lastProgress > configuration.hubTimeout
-        if now - lastHeard > configuration.hubTimeout || stalled {
+        if now >= patientUntil && (now - lastHeard > configuration.hubTimeout || stalled) {
             logger.info(
                 stalled ? "acknowledgements stalled: reconnecting" : "hub silent: reconnecting",
                 metadata: ["endpoint": "\(configuration.hubEndpoint)", "agent": "\(identity)"])
             report(.disconnected)
             scheduleReconnect(now: now)
+            // Damped: never sooner than a BUSY hint asked (and then with back-off and jitter).
+            reconnectAt = max(reconnectAt, patientUntil)
             lastProgress = reconnectAt
             return
         }

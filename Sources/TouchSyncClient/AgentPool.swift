@@ -63,6 +63,7 @@ public final class AgentPool: Sendable {
             counts.withLock { $0.refused[code.map { "\($0)" } ?? "unknown", default: 0] += 1 }
         case .disconnected: counts.withLock { $0.disconnected += 1 }
         case .welcomed: counts.withLock { $0.welcomes += 1 }
+        case .busy: break  // counted per agent (`backpressure`)
         }
     }
 
@@ -102,6 +103,13 @@ public final class AgentPool: Sendable {
             guard left > .zero, await agent.flush(timeout: left) else { return false }
         }
         return true
+    }
+
+    /// Frames that went out merged into earlier ones, and BUSY notices heard, over all agents.
+    public var backpressure: (coalesced: UInt64, busyNotices: UInt64) {
+        shared.reduce((UInt64(0), UInt64(0))) { total, agent in
+            agent.progress.withLock { (total.0 + $0.coalesced, total.1 + $0.busyNotices) }
+        }
     }
 
     /// Bytes all agents have sent, resends and heartbeats included.

@@ -23,6 +23,11 @@ public struct AgentConfiguration: Sendable {
     public var hubTimeout: Duration = .seconds(3)
     /// Reconnect delays: doubling from the lower bound up to the upper, each with ±50% jitter.
     public var reconnectDelay: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5)
+    /// Numbered messages sent and not yet acknowledged, at most. Beyond it
+    /// messages wait and frames coalesce into fewer, larger ones, so a hub
+    /// that falls behind sees a bounded queue from each agent and latency,
+    /// not loss. Default 32 (at 120 Hz, a quarter second of frames).
+    public var maxInFlight = 32
 
     public init(board: String, hubEndpoint: String = "tcp://127.0.0.1:5570") {
         self.board = board
@@ -79,6 +84,9 @@ public enum AgentEvent: Sendable, Equatable {
     case refused(sequence: UInt64, code: ErrorCode?, message: String)
     /// The hub went quiet; the agent reconnects and will resend.
     case disconnected
+    /// The hub is behind: our messages are queued, not lost; the agent keeps
+    /// the connection and waits at least `retryAfter` before doubting it.
+    case busy(retryAfter: Duration)
 }
 
 /// An agent: forwards one app's touch events to a hub, shaped like UIKit's
@@ -236,9 +244,15 @@ public final class TouchAgent: Sendable {
 
     // MARK: Progress
 
-    /// The highest message number the hub has acknowledged, and the last one sent.
+    /// Messages (frames, styles, clears) the hub has acknowledged, and those
+    /// sent or waiting to be, counted as posted (coalesced frames count each).
     public var acknowledged: (through: UInt64, sent: UInt64) {
-        shared.progress.withLock { ($0.acknowledged, $0.numbered) }
+        shared.progress.withLock { ($0.acknowledged, $0.taken) }
+    }
+
+    /// Frames that went out merged into an earlier one (the hub was behind), and BUSY notices heard.
+    public var backpressure: (coalesced: UInt64, busyNotices: UInt64) {
+        shared.progress.withLock { ($0.coalesced, $0.busyNotices) }
     }
 
     /// Bytes this agent has sent, resends and heartbeats included.

@@ -55,6 +55,10 @@ public struct LoadReport: Sendable {
     /// Messages the hub refused by error code, and agent reconnects (none in a healthy run).
     public var refusals: [String: Int]
     public var reconnects: Int
+    /// Frames that went out merged into earlier ones because the hub was
+    /// behind (agents' flow control), and BUSY notices the agents heard.
+    public var coalescedFrames = 0
+    public var busyNotices = 0
     /// CPU seconds of the embedded hub's thread (nil for an external hub).
     public var hubCPUSeconds: Double?
     /// Peak resident memory of this whole process (generator, hub, subscribers).
@@ -90,6 +94,7 @@ public struct LoadReport: Sendable {
             "drain after drawing \(drainSeconds.map { number($0, 2) + " s" } ?? "not measured (external hub)")",
             "refused / reconnects \(refusals.values.reduce(0, +)) / \(reconnects)"
                 + (refusals.isEmpty ? "" : " (" + refusals.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")"),
+            "backpressure        \(coalescedFrames) frames coalesced, \(busyNotices) BUSY notices (the hub was behind; nothing is lost)",
             "kept up             \(keptUp ? "yes" : "NO") (99% of ticks run, backlog drained within 1 s, converged)",
         ]
         if let hubCPUSeconds {
@@ -125,6 +130,8 @@ public struct LoadReport: Sendable {
             "ticks_scheduled": ticksScheduled,
             "refusals": refusals,
             "reconnects": reconnects,
+            "coalesced_frames": coalescedFrames,
+            "busy_notices": busyNotices,
             "kept_up": keptUp,
             "generator_behind_ms": generatorBehindMilliseconds,
             "drawing_seconds": drawingSeconds,

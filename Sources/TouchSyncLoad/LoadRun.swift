@@ -259,7 +259,7 @@ public struct LoadRun: Sendable {
         let hubCPU = embedded != nil ? threadCPUSeconds(named: "touchsync-hub") : nil
         for (_, subscriber, _) in subscribers { await subscriber.stop() }
         for subscriber in late { await subscriber.stop() }
-        let (refusals, reconnects) = (agents.refusals, agents.reconnects)
+        let (refusals, reconnects, backpressure) = (agents.refusals, agents.reconnects, agents.backpressure)
         await agents.stop()
         if let embedded { await embedded.stop() }
 
@@ -271,7 +271,8 @@ public struct LoadRun: Sendable {
             subscriberBytesPerSample: Double(bytesOut) / Double(max(samplesSent, 1) * max(subscribers.count, 1)),
             generatorBehindMilliseconds: behind.seconds * 1000, resyncs: resyncs,
             ticksRun: ticksRun, ticksScheduled: Int((drawingTime.seconds * configuration.hz).rounded()),
-            drainSeconds: drainTime?.seconds, connectSeconds: connectTime.seconds, boardDigests: boardDigests, refusals: refusals, reconnects: reconnects, hubCPUSeconds: hubCPU,
+            drainSeconds: drainTime?.seconds, connectSeconds: connectTime.seconds, boardDigests: boardDigests, refusals: refusals, reconnects: reconnects,
+            coalescedFrames: Int(backpressure.coalesced), busyNotices: Int(backpressure.busyNotices), hubCPUSeconds: hubCPU,
             maxResidentBytes: maxResidentBytes(), interrupted: interruption.isRequested)
     }
 }

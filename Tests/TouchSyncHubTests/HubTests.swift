@@ -126,7 +126,11 @@ struct HubTests {
         defer { proxy.stop() }
         // A stall time-out long against the first cut (held frames, then a gap the hub
         // reports), even on a loaded machine; the second cut needs it to reconnect.
-        let agent = try test.agent(board: "b", identity: "pencil", endpoint: proxy.endpoint) { $0.hubTimeout = .seconds(3) }
+        // A window wider than the frames in flight, so frames sent after the first cut reach the hub and it sees the gap.
+        let agent = try test.agent(board: "b", identity: "pencil", endpoint: proxy.endpoint) {
+            $0.hubTimeout = .seconds(3)
+            $0.maxInFlight = 1000
+        }
         var bytesAtPause = 0
         var sent: [Sample] = []
         func track(_ points: [TouchPoint]) throws {
