@@ -88,6 +88,17 @@ struct HostilePeerTests {
             try deaf.subscribe(publishTopic(board: "load-41-0"))
             try deaf.connect(endpoints.publish)
             sockets.append(deaf)
+            // A welcomed agent sending valid messages of 900 KB (a heartbeat
+            // padded with an unknown field) as fast as it can: the byte quota stops it.
+            let heavy = try dealer("byte-flooder", to: endpoints.ingest)
+            var heavyHello = hello
+            heavyHello.hello.sessionID = Data("heavy".utf8)
+            _ = try heavy.send(WireCodec.encode(heavyHello), dontWait: true)
+            var heartbeat = Touchsync_V1_AgentMessage()
+            heartbeat.heartbeat = Touchsync_V1_Heartbeat()
+            let padding = 900_000
+            let padded = WireCodec.encode(heartbeat) + [0xA2, 0x06] + varint(UInt64(padding)) + [UInt8](repeating: 7, count: padding)
+            for _ in 0..<40 { _ = try heavy.send(padded, dontWait: true) }
             // 300 sessions that say hello and go silent (past the session cap).
             for index in 0..<300 {
                 var message = hello
@@ -113,6 +124,9 @@ struct HostilePeerTests {
         let agents = try metrics.expectGauge("touchsync_hub_agents")
         #expect(agents.values.max() == 200, "the silent sessions should fill the cap and no more: \(agents.values.max() ?? -1)")
         #expect(try metrics.expectCounter("touchsync_hub_errors_total", [("code", "malformed")]).totalValue > 0)
+        let byteRefusals = try metrics.expectCounter("touchsync_hub_errors_total", [("code", "byteRateLimited")]).totalValue
+        #expect(byteRefusals >= 30, "36 MB in a burst against a 4 MiB bucket: \(byteRefusals) refused")
+        print("hostile peers: process peak RSS \(report.maxResidentBytes >> 20) MiB (hub, honest load and attackers)")
         await hub.stop()
     }
 }
@@ -125,4 +139,16 @@ func waitForGauge(_ metrics: TestMetrics, _ label: String, atLeast minimum: Doub
         try await Task.sleep(for: .milliseconds(10))
     }
     return false
+}
+
+/// A protobuf varint.
+func varint(_ value: UInt64) -> [UInt8] {
+    var value = value
+    var bytes: [UInt8] = []
+    while value >= 0x80 {
+        bytes.append(UInt8(value & 0x7F) | 0x80)
+        value >>= 7
+    }
+    bytes.append(UInt8(value))
+    return bytes
 }
