@@ -80,6 +80,10 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncAccess",
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncRender",
             dependencies: ["TouchSyncCore"],
             swiftSettings: swiftSettings
@@ -87,6 +91,7 @@ let package = Package(
         .target(
             name: "TouchSyncHubCore",
             dependencies: [
+                "TouchSyncAccess",
                 "TouchSyncCore",
                 "TouchSyncWire",
                 "TouchSyncJournal",
@@ -98,6 +103,7 @@ let package = Package(
         .target(
             name: "TouchSyncHub",
             dependencies: [
+                "TouchSyncAccess",
                 "TouchSyncHubCore",
                 "ZeroMQ",
                 "TouchSyncCore",
@@ -113,6 +119,7 @@ let package = Package(
         .target(
             name: "TouchSyncClient",
             dependencies: [
+                "TouchSyncAccess",
                 "ZeroMQ",
                 "TouchSyncCore",
                 "TouchSyncWire",
@@ -123,6 +130,7 @@ let package = Package(
         .target(
             name: "TouchSyncLoad",
             dependencies: [
+                "TouchSyncAccess",
                 "TouchSyncCore",
                 "TouchSyncJournal",
                 "TouchSyncWire",
@@ -139,6 +147,7 @@ let package = Package(
         .target(
             name: "TouchSyncCommands",
             dependencies: [
+                "TouchSyncAccess",
                 "ZeroMQ",
                 "TouchSyncJournal",
                 "TouchSyncRender",
@@ -221,6 +230,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TouchSyncAccessTests",
+            dependencies: ["TouchSyncAccess", "ZeroMQ"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TouchSyncRenderTests",
             dependencies: ["TouchSyncRender", "TouchSyncCore"],
             swiftSettings: swiftSettings
@@ -237,6 +251,7 @@ let package = Package(
         .testTarget(
             name: "TouchSyncCommandsTests",
             dependencies: [
+                "TouchSyncAccess",
                 "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -250,7 +265,7 @@ let package = Package(
 // the ordinary build and CI never compile them.
 if ProcessInfo.processInfo.environment["TOUCHSYNC_FUZZ"] != nil {
     let fuzzTargets: [(String, [Target.Dependency])] = [
-        ("FuzzHubCore", ["TouchSyncHubCore", "TouchSyncCore", "TouchSyncJournal", "TouchSyncWire",
+        ("FuzzHubCore", ["TouchSyncHubCore", "TouchSyncAccess", "TouchSyncCore", "TouchSyncJournal", "TouchSyncWire",
                          .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics")]),
         ("FuzzDiffStream", ["TouchSyncCore", "TouchSyncWire"]),
         ("FuzzSnapshot", ["TouchSyncCore", "TouchSyncWire"]),

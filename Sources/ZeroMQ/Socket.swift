@@ -69,6 +69,12 @@ public final class ZMQSocket {
         try zmqCall("connect(\(endpoint))") { zmq_connect(socket, endpoint) }
     }
 
+    /// Publishes this socket's `events` (ZMQ_EVENT_* bits) on a PAIR socket at `endpoint` (inproc).
+    public func startMonitor(endpoint: String, events: Int32) throws(ZMQError) {
+        let socket = try open("zmq_socket_monitor")
+        try zmqCall("zmq_socket_monitor(\(endpoint))") { zmq_socket_monitor(socket, endpoint, events) }
+    }
+
     public func unbind(_ endpoint: String) throws(ZMQError) {
         let socket = try open("unbind(\(endpoint))")
         try zmqCall("unbind(\(endpoint))") { zmq_unbind(socket, endpoint) }

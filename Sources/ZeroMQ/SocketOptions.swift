@@ -122,6 +122,12 @@ extension ZMQSocket {
     /// `ZMQ_ZAP_DOMAIN`: the domain passed to the ZAP authentication handler.
     public func setZAPDomain(_ domain: String) throws(ZMQError) { try setOption(ZMQ_ZAP_DOMAIN, bytes: Array(domain.utf8)) }
     public var mechanism: Int32 { get throws(ZMQError) { try int32Option(ZMQ_MECHANISM) } }
+    /// `ZMQ_HANDSHAKE_IVL`: a connection whose ZMTP (and CURVE) handshake takes longer is dropped.
+    public func setHandshakeInterval(milliseconds: Int32) throws(ZMQError) { try setOption(ZMQ_HANDSHAKE_IVL, milliseconds) }
+    /// `ZMQ_XPUB_MANUAL`: subscriptions take effect only when the owner calls
+    /// `subscribe`/`unsubscribe` after receiving them (for the pipe of the last
+    /// message received), so the owner decides who gets which topic.
+    public func setXPubManual(_ on: Bool) throws(ZMQError) { try setOption(ZMQ_XPUB_MANUAL, Int32(on ? 1 : 0)) }
 }
 
 /// CURVE key pairs (needs a libzmq built with libsodium, as Debian's is).
@@ -139,7 +145,80 @@ public enum ZMQCurve {
         return KeyPair(publicKey: string(publicKey), secretKey: string(secretKey))
     }
 
+    /// The Z85 text of a 32-byte binary key (as a ZAP request carries it).
+    public static func z85(_ key: UnsafeRawBufferPointer) -> String? {
+        guard key.count == 32, let base = key.baseAddress else { return nil }
+        var text = [CChar](repeating: 0, count: 41)
+        guard zmq_z85_encode(&text, base.assumingMemoryBound(to: UInt8.self), 32) != nil else { return nil }
+        return string(text)
+    }
+
+    /// The public key of a Z85 secret key.
+    public static func publicKey(ofSecret secret: String) throws(ZMQError) -> String {
+        var publicKey = [CChar](repeating: 0, count: 41)
+        try zmqCall("ZMQCurve.publicKey") { zmq_curve_public(&publicKey, secret) }
+        return string(publicKey)
+    }
+
+    /// Whether this libzmq supports CURVE (built with libsodium).
+    public static var isAvailable: Bool { zmq_has("curve") == 1 }
+
     private static func string(_ z85: [CChar]) -> String {
         String(decoding: z85.prefix(40).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
+}
+
+/// What a socket monitor reports about a connection's handshake
+/// (`zmq_socket_monitor`): how a client learns that a server refused it,
+/// instead of waiting forever.
+public enum ZMQHandshakeEvent: Sendable, Equatable {
+    case succeeded
+    /// The peer's authentication refused us (ZAP status `code`, e.g. 400).
+    case refused(code: Int32)
+    /// The peers do not speak the same security mechanism (say, plain text to CURVE), or broke the protocol.
+    case protocolError(code: Int32)
+    /// The handshake failed with no detail (e.g. a wrong server key: the server cannot decrypt and drops us).
+    case failed(errno: Int32)
+}
+
+/// Reads handshake events of one socket from its monitor (a PAIR socket on
+/// an inproc endpoint). Belongs to the thread that owns the socket.
+public final class ZMQHandshakeMonitor {
+    public let socket: ZMQSocket
+    private let message = ZMQMessage()
+
+    /// Starts monitoring `monitored` (call before it connects).
+    public init(_ monitored: ZMQSocket, context: ZMQContext) throws(ZMQError) {
+        let endpoint = "inproc://touchsync-monitor-\(UInt64.random(in: 0...UInt64.max))"
+        let events = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        try monitored.startMonitor(endpoint: endpoint, events: events)
+        socket = try ZMQSocket(context, type: .pair)
+        try socket.setLinger(milliseconds: 0)
+        try socket.connect(endpoint)
+    }
+
+    /// The events that arrived since the last call (never waits).
+    public func events() -> [ZMQHandshakeEvent] {
+        var found: [ZMQHandshakeEvent] = []
+        while (try? socket.receive(into: message, dontWait: true)) == true {
+            // Frame 1: u16 event, u32 value (native order); frame 2: the endpoint.
+            let header = message.bytes
+            let more = message.hasMore
+            while more, (try? socket.receive(into: message, dontWait: true)) == true, message.hasMore {}
+            guard header.count >= 6 else { continue }
+            let event = Int32(header[0]) | Int32(header[1]) << 8
+            let value = Int32(bitPattern: UInt32(header[2]) | UInt32(header[3]) << 8 | UInt32(header[4]) << 16 | UInt32(header[5]) << 24)
+            switch event {
+            case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: found.append(.succeeded)
+            case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: found.append(.refused(code: value))
+            case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: found.append(.protocolError(code: value))
+            case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL: found.append(.failed(errno: value))
+            default: break
+            }
+        }
+        return found
+    }
+
+    public func close() { socket.close() }
 }
