@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import Foundation
 import Logging
 import Synchronization
@@ -28,6 +29,8 @@ final class AgentShared: Sendable {
     /// Why the hub refused this agent's hello, when it did (a board limit, a
     /// bad board name, another protocol version): retrying will not help.
     let helloRefusal = Mutex<String?>(nil)
+    /// The namespace the hub gave this agent in its last welcome (nil: never welcomed).
+    let welcomedAs = Mutex<String?>(nil)
 
     /// Waits until the hub has acknowledged every message posted so far; false on time-out.
     func flush(timeout: Duration) async -> Bool {
@@ -77,6 +80,10 @@ final class AgentConnection {
     private let logger: Logger
 
     private(set) var socket: ZMQSocket? = nil
+    /// Handshake events of `socket`: how a refused key or a plain-text/CURVE
+    /// mismatch becomes a clear error instead of silence.
+    private var monitor: ZMQHandshakeMonitor? = nil
+    private var handshakeFailures = 0
     private var welcomed = false
     /// The agent session: numbering belongs to it. A new one starts (and the
     /// waiting messages are numbered again from 1) only when the hub cannot
@@ -123,6 +130,8 @@ final class AgentConnection {
     func close() {
         socket?.close()
         socket = nil
+        monitor?.close()
+        monitor = nil
     }
 
     /// When `runTimers` next has something to do.
@@ -136,8 +145,18 @@ final class AgentConnection {
     private func connect(now: ContinuousClock.Instant) {
         do {
             let socket = try ZMQSocket(context, type: .dealer)
-            try socket.setRoutingID(Array(identity.utf8))
+            if let curve = configuration.curve {
+                try socket.setCurveServerKey(curve.serverPublicKey)
+                try socket.setCurvePublicKey(curve.client.publicKey)
+                try socket.setCurveSecretKey(curve.client.secretKey)
+                // The key names the user; a random routing id per connection cannot be claimed by anyone else.
+                try socket.setRoutingID(Self.newSessionID())
+            } else {
+                try socket.setRoutingID(Array(identity.utf8))
+            }
             try socket.setSendHighWaterMark(100_000)
+            try socket.setHandshakeInterval(milliseconds: Int32(clamping: configuration.handshakeTimeout.components.seconds * 1000))
+            monitor = try? ZMQHandshakeMonitor(socket, context: context)
             try socket.connect(configuration.hubEndpoint)
             self.socket = socket
             sayHello(now: now)
@@ -271,6 +290,7 @@ final class AgentConnection {
                 welcomed = true
                 attempt = 0
                 shared.helloRefusal.withLock { $0 = nil }
+                shared.welcomedAs.withLock { $0 = welcome.user }
                 acknowledge(through: welcome.appliedThrough, now: now)
                 report(.welcomed(user: welcome.user, appliedThrough: welcome.appliedThrough))
                 // Resend, in order, everything the hub has not applied.
@@ -287,7 +307,7 @@ final class AgentConnection {
             case .error(let error):
                 report(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
                 if !welcomed, error.sequence == 0, let code = ErrorCode(error.code),
-                    [.unsupportedVersion, .unknownBoard, .malformed, .rateLimited].contains(code)
+                    [.unsupportedVersion, .unknownBoard, .malformed, .rateLimited, .forbidden].contains(code)
                 {
                     shared.helloRefusal.withLock { $0 = "\(code): \(error.message)" }
                 }
@@ -355,12 +375,45 @@ final class AgentConnection {
         try? socket.setLinger(milliseconds: 200)
     }
 
+    /// Turns handshake failures into a refusal callers can show: retrying
+    /// with the same keys will not help.
+    private func checkHandshakes() {
+        guard let monitor else { return }
+        for event in monitor.events() {
+            let problem: String
+            switch event {
+            case .succeeded:
+                handshakeFailures = 0
+                continue
+            case .refused(let code):
+                problem = "the hub refused this key (authentication status \(code)): ask its operator to allow it (touchsync keys allow)"
+            case .protocolError:
+                problem =
+                    configuration.curve == nil
+                    ? "the hub requires CURVE: pass --key and --hub-key"
+                    : "the hub does not speak CURVE (a plain-text hub?): drop --key and --hub-key, or check the endpoint"
+            case .failed:
+                // A wrong hub key (the hub cannot decrypt our hello), or plain text to a CURVE hub. Once may be a network blip.
+                handshakeFailures += 1
+                guard handshakeFailures >= 2 else { continue }
+                problem =
+                    configuration.curve == nil
+                    ? "the hub refuses the handshake: it probably requires CURVE (pass --key and --hub-key)"
+                    : "the CURVE handshake with the hub fails: is --hub-key the hub's public key?"
+            }
+            logger.error("cannot connect to the hub", metadata: ["agent": "\(identity)", "problem": "\(problem)"])
+            shared.helloRefusal.withLock { $0 = problem }
+            report(.refused(sequence: 0, code: nil, message: problem))
+        }
+    }
+
     /// Connects when due, reconnects on silence, sends heartbeats when idle.
     func runTimers(now: ContinuousClock.Instant) {
         guard socket != nil else {
             if now >= reconnectAt { connect(now: now) }
             return
         }
+        checkHandshakes()
         // Silence, or replies that never acknowledge what we sent (the message
         // was lost on a connection libzmq has quietly replaced): either way,
         // reconnect; the welcome says what the hub has, and we resend the rest.

@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import Logging
 import Synchronization
 
@@ -29,6 +30,8 @@ public struct SubscriberConfiguration: Sendable {
     /// Called on the subscriber's thread right after each batch is applied
     /// (for measurements: keep it short, it delays the next batch).
     public var onApplied: (@Sendable (DiffBatch) -> Void)? = nil
+    /// CURVE keys for an authenticated hub. Default nil: plain text.
+    public var curve: CurveClientKeys? = nil
 
     public init(
         board: String, publishEndpoint: String = "tcp://127.0.0.1:5571",
@@ -199,6 +202,10 @@ final class SubscriberLoop {
     private var lastHeard: ContinuousClock.Instant
     private var reportedSilence = false
     private let part = ZMQMessage()
+    private let monitor: ZMQHandshakeMonitor?
+    private var handshakeFailures = 0
+    /// Why the hub will never serve us (a refused key, FORBIDDEN): the loop ends with it.
+    private var fatal: String? = nil
 
     init(
         configuration: SubscriberConfiguration, context: ZMQContext, mailbox: Mailbox<SubscriberCommand>,
@@ -211,21 +218,32 @@ final class SubscriberLoop {
         self.logger = logger
         topic = publishTopic(board: configuration.board)
         subscriber = try ZMQSocket(context, type: .sub)
+        snapshots = try ZMQSocket(context, type: .dealer)
+        for socket in [subscriber, snapshots] {
+            if let curve = configuration.curve {
+                try socket.setCurveServerKey(curve.serverPublicKey)
+                try socket.setCurvePublicKey(curve.client.publicKey)
+                try socket.setCurveSecretKey(curve.client.secretKey)
+            }
+            try socket.setHandshakeInterval(milliseconds: 5000)
+        }
+        // The snapshot connection's handshake tells whether the hub takes us at all.
+        monitor = try? ZMQHandshakeMonitor(snapshots, context: context)
         try subscriber.setReceiveHighWaterMark(configuration.receiveHighWaterMark)
         if configuration.receiveBufferBytes > 0 { try subscriber.setReceiveBuffer(bytes: configuration.receiveBufferBytes) }
         try subscriber.connect(configuration.publishEndpoint)
         try subscriber.subscribe(topic)
-        snapshots = try ZMQSocket(context, type: .dealer)
         try snapshots.connect(configuration.snapshotEndpoint)
         lastHeard = clock.now
         phase = .live(BoardState())  // replaced by the first request below
         requestSnapshot(reason: nil)
     }
 
-    func run() throws(ZMQError) {
+    func run() throws {
         defer {
             subscriber.close()
             snapshots.close()
+            monitor?.close()
             for case .inspect(let reply) in mailbox.close() { reply(nil) }
         }
         var poller = ZMQPoller()
@@ -257,6 +275,8 @@ final class SubscriberLoop {
             if poller.isReadable(snapshotIndex) { try drainSnapshotReplies() }
             if poller.isReadable(subscriberIndex) { try drainPublished() }
             checkTimers()
+            checkHandshakes()
+            if let fatal { throw SubscriberFailure(reason: fatal) }
         }
     }
 
@@ -291,6 +311,7 @@ final class SubscriberLoop {
             switch reply.body {
             case .error(let error):
                 logger.warning("snapshot refused", metadata: ["board": "\(configuration.board)", "error": "\(error.message)"])
+                if error.code == .forbidden { fatal = "the hub refused this board (FORBIDDEN): \(error.message)" }
             case .chunk(let chunk):
                 chunks.append(chunk)
                 if chunks.count == Int(chunk.count) {
@@ -404,6 +425,31 @@ final class SubscriberLoop {
         }
     }
 
+    private func checkHandshakes() {
+        guard let monitor else { return }
+        for event in monitor.events() {
+            switch event {
+            case .succeeded:
+                handshakeFailures = 0
+            case .refused(let code):
+                fatal = "the hub refused this key (authentication status \(code)): ask its operator to allow it (touchsync keys allow)"
+            case .protocolError:
+                fatal =
+                    configuration.curve == nil
+                    ? "the hub requires CURVE: pass --key and --hub-key"
+                    : "the hub does not speak CURVE (a plain-text hub?): drop --key and --hub-key, or check the endpoint"
+            case .failed:
+                handshakeFailures += 1
+                if handshakeFailures >= 2 {
+                    fatal =
+                        configuration.curve == nil
+                        ? "the hub refuses the handshake: it probably requires CURVE (pass --key and --hub-key)"
+                        : "the CURVE handshake with the hub fails: is --hub-key the hub's public key?"
+                }
+            }
+        }
+    }
+
     private func checkTimers() {
         let now = clock.now
         if case .syncing(_, _, _, let deadline) = phase, now >= deadline {
@@ -414,4 +460,10 @@ final class SubscriberLoop {
             events.yield(.silent)
         }
     }
+}
+
+/// Why a subscriber stopped for good.
+struct SubscriberFailure: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { reason }
 }

@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import Logging
 import Synchronization
 import TouchSyncCore
@@ -34,13 +35,15 @@ public enum HistoryError: Error, Sendable, CustomStringConvertible {
 /// apply the live batches queued meanwhile whose sequence is above its end.
 public enum HistoryClient {
     public static func fetch(
-        board: String, endpoint: String, context: ZMQContext? = nil, timeout: Duration = .seconds(10), logger: Logger
+        board: String, endpoint: String, context: ZMQContext? = nil, timeout: Duration = .seconds(10), curve: CurveClientKeys? = nil,
+        logger: Logger
     ) async throws -> RecordedHistory {
         let context = try context ?? ZMQContext()
         let thread = SocketThread(name: "touchsync-history-client")
         let replies: [Touchsync_V1_HistoryReply] = try await withCheckedThrowingContinuation { continuation in
             thread.start {
-                continuation.resume(with: Result { try receive(board: board, endpoint: endpoint, context: context, timeout: timeout) })
+                continuation.resume(
+                    with: Result { try receive(board: board, endpoint: endpoint, context: context, timeout: timeout, curve: curve) })
             }
         }
         await thread.finished()
@@ -48,11 +51,18 @@ public enum HistoryClient {
     }
 
     /// On its own thread: one DEALER, one request, replies until the end marker.
-    private static func receive(board: String, endpoint: String, context: ZMQContext, timeout: Duration) throws
+    private static func receive(board: String, endpoint: String, context: ZMQContext, timeout: Duration, curve: CurveClientKeys?) throws
         -> [Touchsync_V1_HistoryReply]
     {
         let socket = try ZMQSocket(context, type: .dealer)
         defer { socket.close() }
+        if let curve {
+            try socket.setCurveServerKey(curve.serverPublicKey)
+            try socket.setCurvePublicKey(curve.client.publicKey)
+            try socket.setCurveSecretKey(curve.client.secretKey)
+        }
+        let monitor = try? ZMQHandshakeMonitor(socket, context: context)
+        defer { monitor?.close() }
         try socket.connect(endpoint)
         var request = Touchsync_V1_HistoryRequest()
         request.board = board
@@ -64,8 +74,21 @@ public enum HistoryClient {
         while true {
             let milliseconds = ZMQPoller.timeout(until: deadline)
             guard milliseconds > 0 else { throw HistoryError.timedOut(endpoint: endpoint) }
-            try socket.setReceiveTimeout(milliseconds: Int32(clamping: milliseconds))
-            guard try socket.receive(into: message) else { throw HistoryError.timedOut(endpoint: endpoint) }
+            for event in monitor?.events() ?? [] {
+                switch event {
+                case .refused: throw HistoryError.refused(code: nil, message: "the hub refused this key: ask its operator to allow it")
+                case .protocolError:
+                    throw HistoryError.refused(
+                        code: nil,
+                        message: curve == nil ? "the hub requires CURVE: pass --key and --hub-key" : "the hub does not speak CURVE")
+                case .failed where curve == nil:
+                    throw HistoryError.refused(code: nil, message: "the hub refuses the handshake: it probably requires CURVE (pass --key and --hub-key)")
+                case .succeeded, .failed: break
+                }
+            }
+            // Wake up now and then to read the monitor: a refused handshake never brings a reply.
+            try socket.setReceiveTimeout(milliseconds: Int32(clamping: min(milliseconds, 250)))
+            guard try socket.receive(into: message) else { continue }
             let reply = try message.withUnsafeBytes { bytes in
                 try WireCodec.decode(Touchsync_V1_HistoryReply.self, from: bytes)
             }

@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import Foundation
 import Logging
 import Synchronization
@@ -28,6 +29,14 @@ public struct AgentConfiguration: Sendable {
     /// that falls behind sees a bounded queue from each agent and latency,
     /// not loss. Default 32 (at 120 Hz, a quarter second of frames).
     public var maxInFlight = 32
+    /// CURVE keys for an authenticated hub (its own pair, and the hub's
+    /// public key). The hub then names this agent's namespace after the
+    /// user its key belongs to; `identity` is only a label, and each
+    /// connection uses a random routing id. Default nil: plain text.
+    public var curve: CurveClientKeys? = nil
+    /// How long a connection's handshake may take before libzmq drops it
+    /// (a wrong hub key shows as handshakes that never finish). Default 5 s.
+    public var handshakeTimeout: Duration = .seconds(5)
 
     public init(board: String, hubEndpoint: String = "tcp://127.0.0.1:5570") {
         self.board = board
@@ -262,6 +271,22 @@ public final class TouchAgent: Sendable {
     public func flush(timeout: Duration = .seconds(5)) async -> Bool {
         await shared.flush(timeout: timeout)
     }
+
+    /// Waits until the hub welcomes this agent (true), refuses it for good
+    /// (`helloRefusal`: a refused key, a board it may not draw on) or `timeout` passes.
+    public func waitUntilWelcomed(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if welcomedAs != nil { return true }
+            if helloRefusal != nil { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return welcomedAs != nil
+    }
+
+    /// The namespace (user) the hub gave this agent when it last welcomed it:
+    /// the identity on a plain-text hub, the key's user on an authenticated one.
+    public var welcomedAs: String? { shared.welcomedAs.withLock { $0 } }
 
     /// Why the hub refused this agent's hello (nil: it did not, or it has welcomed it since).
     public var helloRefusal: String? { shared.helloRefusal.withLock { $0 } }

@@ -35,6 +35,7 @@ struct DrawCommand: AsyncParsableCommand {
 
     func run() async throws {
         var configuration = AgentConfiguration(board: board, hubEndpoint: hub.ingest)
+        configuration.curve = try hub.keys.curve()
         configuration.identity = identity
         configuration.clientName = "touchsync draw"
         let agent = try TouchAgent(configuration: configuration, logger: logging.logger("touchsync.draw"))
@@ -49,7 +50,13 @@ struct DrawCommand: AsyncParsableCommand {
             }
             return refused
         }
-        emit("drawing on board \"\(board)\" at \(hub.ingest) as \(agent.identity): \(fingers) finger(s) and a palm, \(seconds) s")
+        // Refused at once (a refused key, a board this user may only watch): say so before drawing.
+        guard await agent.waitUntilWelcomed(timeout: .seconds(10)) else {
+            await agent.stop(goodbye: false)
+            if let refusal = agent.helloRefusal { throw CommandFailure("the hub at \(hub.ingest) refused this agent: \(refusal)") }
+            throw CommandFailure("no hub answered at \(hub.ingest) within 10 s: is it running? (nothing was drawn)")
+        }
+        emit("drawing on board \"\(board)\" at \(hub.ingest) as \(agent.welcomedAs ?? agent.identity)\(configuration.curve == nil ? "" : " (authenticated)"): \(fingers) finger(s) and a palm, \(seconds) s")
         agent.setStyle(StrokeStyle(rgba: 0x1565_C0FF, width: 5 * 64))
         let start = ContinuousClock.now
         for event in scene.events {

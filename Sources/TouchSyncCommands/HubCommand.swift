@@ -1,7 +1,9 @@
 import ArgumentParser
 import Logging
+import TouchSyncAccess
 import TouchSyncLoad
 import ServiceLifecycle
+import UnixSignals
 import TouchSyncHub
 import TouchSyncHubCore
 import TouchSyncJournal
@@ -12,10 +14,15 @@ struct HubCommand: AsyncParsableCommand {
         commandName: "hub",
         abstract: "Run a hub: agents draw into it, subscribers follow its boards.",
         discussion: """
-            Listens on loopback by default: there is no authentication yet, so every \
-            connection can claim any identity. Use --public (or explicit endpoints) \
-            to accept other machines on a network you trust. Stops cleanly on Ctrl-C \
-            or SIGTERM, publishing what is pending first.
+            With --key and --access the hub is authenticated: every connection is \
+            encrypted (CURVE), only users in the access list get in, each user's \
+            touches live in that user's namespace (no one can claim another's), and \
+            each board action needs the user's role there (touchsync keys --help, \
+            docs/security.md). SIGHUP re-reads the access list. Without them anyone \
+            who can connect can claim any identity, so the hub then listens only on \
+            loopback: --public or a non-loopback endpoint without keys is refused \
+            unless --insecure says you mean it. Stops cleanly on Ctrl-C or SIGTERM, \
+            publishing what is pending first.
 
             Boards are journaled to --data (default ./touchsync-data) and recovered \
             when the hub starts again, even after a crash or SIGKILL. --fsync says \
@@ -49,6 +56,12 @@ struct HubCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Boards this hub holds; hellos for more are refused.") var maxBoards = 10_000
     @Option(parsing: .unconditional, help: "Agent sessions this hub keeps (the longest-abandoned is forgotten to make room).")
     var maxSessions = 10_000
+    @Option(help: "The hub's key file (from touchsync keys generate hub): encrypt and authenticate every connection.")
+    var key: String?
+    @Option(help: "The access list (JSON; touchsync keys allow): who may connect, with which role on which boards.")
+    var access: String?
+    @Flag(help: "Accept plain-text connections on a non-loopback endpoint (anyone who can connect may claim any identity).")
+    var insecure = false
     @Option(help: "Folder of the journal (created if missing).") var data = JournalDefaults.directory
     @Option(help: "When journal writes are made durable: batch, never, or an interval such as 20ms or 1s.")
     var fsync = "20ms"
@@ -76,6 +89,15 @@ struct HubCommand: AsyncParsableCommand {
         guard (1...1000).contains(maxTouches) else { throw ValidationError("--max-touches must be 1 to 1000") }
         guard maxMessagesPerSecond > 0 else { throw ValidationError("--max-messages-per-second must be positive") }
         guard maxSamplesPerSecond > 0 else { throw ValidationError("--max-samples-per-second must be positive") }
+        guard (key == nil) == (access == nil) else {
+            throw ValidationError("--key and --access go together: the hub's key file and the access list")
+        }
+        let endpoints = `public` ? ["tcp://*:5570"] : [ingest, publish, snapshot, history]
+        if key == nil && !insecure, let open = endpoints.first(where: { !isLoopback($0) }) {
+            throw ValidationError(
+                "\(open) accepts other machines, and without --key and --access anyone there could claim any user's namespace. "
+                    + "Make keys (touchsync keys --help) or, on a network you trust, pass --insecure")
+        }
         guard maxBytesPerSecond >= 1024 else { throw ValidationError("--max-bytes-per-second must be at least 1024") }
         guard maxBoardSamples > 0 else { throw ValidationError("--max-board-samples must be positive") }
         guard maxBoards > 0 else { throw ValidationError("--max-boards must be positive") }
@@ -101,6 +123,15 @@ struct HubCommand: AsyncParsableCommand {
         configuration.boardLimits.maxSamplesPerBoard = maxBoardSamples
         configuration.maxBoards = maxBoards
         configuration.maxSessions = maxSessions
+        if let key, let access {
+            let pair: CurveKeyPair
+            do {
+                pair = try CurveKeyFiles.readPair(key)
+            } catch {
+                throw CommandFailure("\(error.description) (make one with: touchsync keys generate hub)")
+            }
+            configuration.security = HubSecurity(serverKey: pair, accessListPath: access)
+        }
         if !noJournal {
             var journal = JournalConfiguration(directory: data)
             journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync
@@ -115,6 +146,8 @@ struct HubCommand: AsyncParsableCommand {
         } catch let error as ZMQError {
             throw CommandFailure(
                 "cannot listen: \(error.description). Is another hub running? Choose other endpoints with --ingest, --publish, --snapshot and --history.")
+        } catch let error as AccessListError {
+            throw CommandFailure("\(error.description) (touchsync keys allow writes one)")
         } catch let error as JournalError {
             throw CommandFailure("cannot open the journal in \(data): \(error). Choose another folder with --data, or --no-journal.")
         }
@@ -129,7 +162,12 @@ struct HubCommand: AsyncParsableCommand {
         } else {
             emit("no journal: boards live in memory only")
         }
-        emit("TouchSync hub listening")
+        if let security = configuration.security {
+            emit("TouchSync hub listening, authenticated: CURVE, access list \(security.accessListPath) (SIGHUP re-reads it)")
+            emit("  hub public key \(security.serverKey.publicKey)")
+        } else {
+            emit("TouchSync hub listening, NOT authenticated: anyone who can connect may claim any identity")
+        }
         emit("  agents      \(endpoints.ingest)")
         emit("  subscribers \(endpoints.publish)")
         emit("  snapshots   \(endpoints.snapshot)")
@@ -137,9 +175,15 @@ struct HubCommand: AsyncParsableCommand {
         // Said by a service of the group: services start only once the group
         // traps SIGINT and SIGTERM, so a Ctrl-C from then on stops the hub gracefully.
         let ready = Announcement { emit("Ctrl-C stops it.") }
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: hub), .init(service: ready, successTerminationBehavior: .ignore),
+        ]
+        if let security = configuration.security {
+            services.append(.init(service: AccessReloader(hub: hub, path: security.accessListPath), successTerminationBehavior: .ignore))
+        }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: hub), .init(service: ready, successTerminationBehavior: .ignore)],
+                services: services,
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         emit("hub stopped")
@@ -150,4 +194,28 @@ struct HubCommand: AsyncParsableCommand {
 struct Announcement: Service {
     let say: @Sendable () -> Void
     func run() async throws { say() }
+}
+
+/// Re-reads the access list on SIGHUP; a bad file is reported and the old list stays.
+struct AccessReloader: Service {
+    let hub: TouchSyncHub
+    let path: String
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        for await _ in signals.cancelOnGracefulShutdown() {
+            switch hub.reloadAccessList() {
+            case .success(let users): emit("access list \(path) reloaded: \(users) user(s)")
+            case .failure(let error): emit("access list NOT reloaded, the previous one stays in force: \(error)")
+            }
+        }
+    }
+}
+
+/// Whether a bind endpoint listens only on this machine.
+func isLoopback(_ endpoint: String) -> Bool {
+    if endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("inproc://") { return true }
+    guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":") else { return false }
+    let host = endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6)..<colon]
+    return host == "localhost" || host.hasPrefix("127.") || host == "[::1]" || host == "::1" || host == "lo"
 }

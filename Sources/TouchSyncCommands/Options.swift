@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import TouchSyncAccess
 import TouchSyncLoad
 
 #if canImport(Glibc)
@@ -24,10 +25,35 @@ struct HubAddressOptions: ParsableArguments {
     @Option(name: .customLong("snapshot"), help: "The hub's snapshot endpoint (subscribers).")
     var snapshot = "tcp://127.0.0.1:5572"
 
+    @OptionGroup var keys: ClientKeyOptions
+
     func validate() throws {
         try validateEndpoint(ingest, option: "--hub")
         try validateEndpoint(publish, option: "--publish")
         try validateEndpoint(snapshot, option: "--snapshot")
+    }
+}
+
+/// A client's CURVE keys, for a hub started with --key and --access.
+struct ClientKeyOptions: ParsableArguments {
+    @Option(help: "This user's key file (NAME.key from touchsync keys generate), for an authenticated hub.")
+    var key: String?
+    @Option(help: "The hub's public key: its .pub file, or the 40 Z85 characters.") var hubKey: String?
+
+    func validate() throws {
+        guard (key == nil) == (hubKey == nil) else {
+            throw ValidationError("--key and --hub-key go together: this user's key file and the hub's public key")
+        }
+    }
+
+    /// The keys, read (nil: plain text). Throws a clear failure for a missing or bad file.
+    func curve() throws -> CurveClientKeys? {
+        guard let key, let hubKey else { return nil }
+        do {
+            return CurveClientKeys(client: try CurveKeyFiles.readPair(key), serverPublicKey: try CurveKeyFiles.readPublicKey(hubKey))
+        } catch {
+            throw CommandFailure(error.description)
+        }
     }
 }
 

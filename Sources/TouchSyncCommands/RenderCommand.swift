@@ -75,6 +75,7 @@ struct RenderCommand: AsyncParsableCommand {
             emit("board \"\(board)\" at batch \(state.sequence) (\(state.acceptedStrokes.count) accepted, \(state.liveTouchCount) in progress) written to " + written.joined(separator: " and "))
         } else {
             var configuration = SubscriberConfiguration(board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
+            configuration.curve = try hub.keys.curve()
             configuration.snapshotTimeout = .seconds(2)
             let subscriber = try BoardSubscriber(configuration: configuration, logger: logging.logger("touchsync.render"))
             subscriber.start()

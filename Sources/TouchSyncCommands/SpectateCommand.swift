@@ -43,6 +43,7 @@ struct SpectateCommand: AsyncParsableCommand {
 
     func run() async throws {
         var configuration = SubscriberConfiguration(board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
+        configuration.curve = try hub.keys.curve()
         configuration.snapshotTimeout = .seconds(2)
         let subscriber = try BoardSubscriber(configuration: configuration, logger: logging.logger("touchsync.spectate"))
         subscriber.start()
@@ -94,7 +95,7 @@ extension SpectateCommand {
         } else {
             do {
                 let history = try await HistoryClient.fetch(
-                    board: board, endpoint: history, logger: logging.logger("touchsync.spectate"))
+                    board: board, endpoint: history, curve: try hub.keys.curve(), logger: logging.logger("touchsync.spectate"))
                 (start, startTime, batches) = (history.start, history.batches.first?.hubTime ?? 0, history.batches)
             } catch {
                 throw CommandFailure("\(error)")

@@ -79,6 +79,8 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
     case boardFull = 20
     /// More message bytes per second than the agent's allowance.
     case byteRateLimited = 21
+    /// The authenticated user may not do this on this board (its role in the access list).
+    case forbidden = 22
 }
 
 /// A diff that does not fit the replica's state: something was missed,

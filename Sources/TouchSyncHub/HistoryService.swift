@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import Logging
 import TouchSyncCore
 import TouchSyncJournal
@@ -19,7 +20,14 @@ final class HistoryService {
     /// Recorded batches per reply message (a reply stays well under a megabyte).
     static let batchesPerReply = 64
 
-    init(dataDirectory: String, endpoint: String, context: ZMQContext, mailbox: Mailbox<StopCommand>, logger: Logger) throws {
+    /// With `access`, the socket is a CURVE server and each request is authorised (watch or more on its board).
+    private let access: AccessControl?
+
+    init(
+        dataDirectory: String, endpoint: String, context: ZMQContext, mailbox: Mailbox<StopCommand>, logger: Logger,
+        access: AccessControl? = nil
+    ) throws {
+        self.access = access
         self.dataDirectory = dataDirectory
         self.mailbox = mailbox
         self.logger = logger
@@ -27,6 +35,7 @@ final class HistoryService {
         try socket.setRouterMandatory(true)
         try socket.setSendHighWaterMark(0)  // a history is sent whole; its size is bounded by the board's
         try socket.setMaxMessageSize(64 << 10)
+        if let access { try AccessControl.makeCurveServer(socket, security: access.security) }
         try socket.bind(endpoint)
         self.endpoint = try socket.lastEndpoint
         receiver = RequestReceiver(socket: socket)
@@ -49,9 +58,15 @@ final class HistoryService {
     }
 
     private func drain() throws(ZMQError) {
-        while let (peer, decoded) = try receiver.next(Touchsync_V1_HistoryRequest.self) {
+        while let (peer, user, decoded) = try receiver.next(Touchsync_V1_HistoryRequest.self) {
             guard case .success(let request) = decoded else {
                 sendError(to: peer, requestID: 0, code: .malformed, "not a HistoryRequest")
+                continue
+            }
+            if let access, user.flatMap({ access.current.role(of: $0, on: request.board) }) == nil {
+                sendError(
+                    to: peer, requestID: request.requestID, code: .forbidden,
+                    "\(user ?? "this peer") may not watch board \(request.board)")
                 continue
             }
             serve(request, to: peer)

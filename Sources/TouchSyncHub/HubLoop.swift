@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import CoreMetrics
 import Logging
 import TouchSyncCore
@@ -13,6 +14,8 @@ enum HubLoopCommand: Sendable {
     case stop
     /// Hand a copy of a board's published state to `reply` (nil: no such board).
     case inspect(board: String, reply: @Sendable (BoardState?) -> Void)
+    /// The access list was reloaded (authenticated hubs).
+    case accessChanged(AccessList)
 }
 
 /// The hub's ZeroMQ adapter and single writer: one thread runs `run()`, owns
@@ -38,6 +41,8 @@ final class HubLoop {
     private let routing = ZMQMessage()
     private let payload = ZMQMessage()
     private let clock = ContinuousClock()
+    /// CURVE + ZAP: principals are authenticated users.
+    private let authenticated: Bool
     /// The last ingest drain stopped at the per-turn limit with messages left.
     private var ingestWaiting = false
 
@@ -55,6 +60,7 @@ final class HubLoop {
         publish = sockets.publish
         snapshotService = SnapshotService(socket: sockets.snapshots, logger: logger)
         endpoints = sockets.endpoints
+        authenticated = configuration.security != nil
     }
 
     /// Runs until `.stop` arrives or the context is terminated; closes the sockets.
@@ -84,6 +90,8 @@ final class HubLoop {
                         case .inspect(let board, let reply):
                             handle(.publishNow)
                             reply(core.board(board))
+                        case .accessChanged(let list):
+                            handle(.accessChanged(list))
                         }
                     }
                     return .proceed
@@ -169,6 +177,11 @@ final class HubLoop {
                 snapshotService.send(chunks, requestID: requestID, to: peer.bytes, board: board)
             case .refuseSnapshot(let peer, let requestID, let refusal):
                 snapshotService.sendError(to: peer.bytes, requestID: requestID, code: refusal.code, refusal.message)
+            case .allowSubscription(let topic):
+                // XPUB_MANUAL: applies to the pipe the subscription just came from.
+                do { try publish.subscribe(topic) } catch { logger.warning("subscribe failed", metadata: ["error": "\(error)"]) }
+            case .dropSubscription(let topic):
+                try? publish.unsubscribe(topic)
             }
         }
         guard touchedJournal else { return nil }
@@ -198,7 +211,7 @@ final class HubLoop {
                 extraParts = true
                 guard try ingest.receive(into: payload, dontWait: true) else { break }
             }
-            let peer = self.peer(routing.bytes)
+            guard let peer = self.peer(routing.bytes, user: payload) else { continue }
             if extraParts {
                 handle(.undecodable(from: peer, .malformed("an agent message is one frame, not several")))
             } else if payload.count > configuration.maxMessageBytes {
@@ -215,10 +228,22 @@ final class HubLoop {
         ingestWaiting = true
     }
 
-    private func peer(_ routingID: [UInt8]) -> Peer {
-        if let known = peers[routingID] { return known }
-        if peers.count >= 65_536 { peers.removeAll(keepingCapacity: true) }  // a cache: bounded against id floods
-        let peer = Peer(routingID: routingID)
+    /// The peer a message came from. Authenticated, its principal is the
+    /// user ZAP gave the connection (nil when there is none: not accepted);
+    /// otherwise the routing id's namespace.
+    private func peer(_ routingID: [UInt8], user message: ZMQMessage) -> Peer? {
+        guard authenticated else {
+            if let known = peers[routingID] { return known }
+            if peers.count >= 65_536 { peers.removeAll(keepingCapacity: true) }  // a cache: bounded against id floods
+            let peer = Peer(routingID: routingID)
+            peers[routingID] = peer
+            return peer
+        }
+        guard let user = message.userID, !user.isEmpty else { return nil }
+        // A routing id may be reused by another connection (of another user) later: check the user each time.
+        if let known = peers[routingID], known.principal.rawValue == user { return known }
+        if peers.count >= 65_536 { peers.removeAll(keepingCapacity: true) }
+        let peer = Peer(id: PeerID(routingID), principal: UserNamespace(user))
         peers[routingID] = peer
         return peer
     }
@@ -230,16 +255,20 @@ final class HubLoop {
             let event = payload.bytes
             guard let kind = event.first else { continue }
             let topic = Array(event.dropFirst())
-            handle(kind == 1 ? .subscribed(topic: topic) : .unsubscribed(topic: topic))
+            let user = authenticated ? payload.userID.map { UserNamespace($0) } : nil
+            handle(kind == 1 ? .subscribed(topic: topic, by: user) : .unsubscribed(topic: topic, by: user))
         }
     }
 
     private func drainSnapshotRequests() throws(ZMQError) {
         for _ in 0..<configuration.maxMessagesPerTurn {
-            guard let (peer, decoded) = try snapshotService.next() else { return }
+            guard let (peer, user, decoded) = try snapshotService.next() else { return }
             switch decoded {
             case .success(let request):
-                handle(.snapshotRequested(by: PeerID(peer), board: request.board, requestID: request.requestID))
+                handle(
+                    .snapshotRequested(
+                        by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, board: request.board,
+                        requestID: request.requestID))
             case .failure:
                 snapshotService.sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
             }

@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import CoreMetrics
 import Logging
 import TouchSyncCore
@@ -12,7 +13,7 @@ struct HubStartup {
     let core: HubCore
     let summaries: [RecoveredBoardSummary]
 
-    init(configuration: HubConfiguration, logger: Logger, metricsFactory: any MetricsFactory) throws {
+    init(configuration: HubConfiguration, access: AccessList?, logger: Logger, metricsFactory: any MetricsFactory) throws {
         let clock = ContinuousClock()
         var recovered: [RecoveredBoard] = []
         var summaries: [RecoveredBoardSummary] = []
@@ -38,7 +39,7 @@ struct HubStartup {
         }
         core = HubCore(
             configuration: configuration, recovered: recovered, now: clock.now, wallClockMicroseconds: wallClockMicroseconds(),
-            logger: logger, metricsFactory: metricsFactory)
+            logger: logger, metricsFactory: metricsFactory, access: access)
         self.summaries = summaries
     }
 }
@@ -57,8 +58,16 @@ struct HubSockets {
         let snapshots = try ZMQSocket(context, type: .router)
         do {
             try ingest.setRouterMandatory(true)
-            // A reconnecting agent keeps its routing id, and with it its namespace.
-            try ingest.setRouterHandover(true)
+            if let security = configuration.security {
+                // Authenticated, the user comes from the handshake and routing ids
+                // are random per connection: a duplicate id is an impostor, never
+                // allowed to take over another connection's replies.
+                for socket in [ingest, publish, snapshots] { try AccessControl.makeCurveServer(socket, security: security) }
+                try publish.setXPubManual(true)
+            } else {
+                // A reconnecting agent keeps its routing id, and with it its namespace.
+                try ingest.setRouterHandover(true)
+            }
             try ingest.setMaxMessageSize(configuration.hardMessageLimit)
             try ingest.setReceiveHighWaterMark(configuration.ingestHighWaterMark)
             try ingest.setSendHighWaterMark(configuration.ingestHighWaterMark)

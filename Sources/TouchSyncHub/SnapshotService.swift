@@ -13,9 +13,10 @@ struct RequestReceiver {
 
     init(socket: ZMQSocket) { self.socket = socket }
 
-    /// The next waiting request (nil: none), decoded, or why it is not one.
+    /// The next waiting request (nil: none), decoded, or why it is not one,
+    /// with the peer to answer and its authenticated user (CURVE + ZAP; nil without).
     func next<Request: SwiftProtobuf.Message>(_ type: Request.Type) throws(ZMQError)
-        -> (peer: [UInt8], request: Result<Request, WireError>)?
+        -> (peer: [UInt8], user: String?, request: Result<Request, WireError>)?
     {
         while try socket.receive(into: routing, dontWait: true) {
             guard routing.hasMore, try socket.receive(into: payload, dontWait: true) else { continue }
@@ -23,7 +24,7 @@ struct RequestReceiver {
             let decoded = payload.withUnsafeBytes { bytes in
                 Result { () throws(WireError) in try WireCodec.decode(type, from: bytes) }
             }
-            return (routing.bytes, decoded)
+            return (routing.bytes, payload.userID, decoded)
         }
         return nil
     }
@@ -49,7 +50,7 @@ struct SnapshotService {
         refused: (ErrorCode) -> Void = { _ in }
     ) throws(ZMQError) {
         for _ in 0..<limit {
-            guard let (peer, decoded) = try receiver.next(Touchsync_V1_SnapshotRequest.self) else { return }
+            guard let (peer, _, decoded) = try receiver.next(Touchsync_V1_SnapshotRequest.self) else { return }
             guard case .success(let request) = decoded else {
                 refused(.malformed)
                 sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
@@ -72,7 +73,7 @@ struct SnapshotService {
     }
 
     /// The next waiting request (nil: none), decoded, or why it is not one.
-    func next() throws(ZMQError) -> (peer: [UInt8], request: Result<Touchsync_V1_SnapshotRequest, WireError>)? {
+    func next() throws(ZMQError) -> (peer: [UInt8], user: String?, request: Result<Touchsync_V1_SnapshotRequest, WireError>)? {
         try receiver.next(Touchsync_V1_SnapshotRequest.self)
     }
 

@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import CoreMetrics
 import Logging
 import ServiceLifecycle
@@ -44,6 +45,7 @@ public final class TouchSyncHub: Service {
         var endpoints: HubEndpoints
         var thread: SocketThread
         var history: (mailbox: Mailbox<StopCommand>, thread: SocketThread)?
+        var authentication: (access: AccessControl, mailbox: Mailbox<StopCommand>, thread: SocketThread)?
 
         func stop() async {
             if let (historyMailbox, historyThread) = history {
@@ -52,6 +54,11 @@ public final class TouchSyncHub: Service {
             }
             mailbox.post(.stop)
             await thread.finished()
+            // Last: the sockets it authenticates for are closed.
+            if let authentication {
+                authentication.mailbox.post(.stop)
+                await authentication.thread.finished()
+            }
         }
     }
 
@@ -122,6 +129,26 @@ public final class TouchSyncHub: Service {
     private func launch() async throws -> Running {
         let mailbox = try Mailbox<HubLoopCommand>()
         let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
+        // Authentication first: its handler must be bound before any CURVE socket of the context.
+        var started: (access: AccessControl, mailbox: Mailbox<StopCommand>, thread: SocketThread)? = nil
+        if let security = configuration.security {
+            let access = try AccessControl(security: security, logger: logger, metricsFactory: metricsFactory)
+            let zapMailbox = try Mailbox<StopCommand>()
+            let zapThread = SocketThread(name: "touchsync-zap")
+            try await zapThread.start {
+                let handler = try ZAPHandler(context: context, access: access, mailbox: zapMailbox, logger: logger)
+                return ((), handler.run)
+            }
+            started = (access, zapMailbox, zapThread)
+        }
+        let authentication = started
+        let access = authentication?.access
+        func stopAuthentication() async {
+            if let authentication {
+                authentication.mailbox.post(.stop)
+                await authentication.thread.finished()
+            }
+        }
         // Every endpoint is bound before the journal is opened, so a hub that
         // cannot listen leaves nothing behind (not even its data folder): the
         // history service first (its own thread and socket, so reading files
@@ -130,11 +157,17 @@ public final class TouchSyncHub: Service {
         if let journal = configuration.journal {
             let historyMailbox = try Mailbox<StopCommand>()
             let historyThread = SocketThread(name: "touchsync-history")
-            let endpoint = try await historyThread.start {
+            let endpoint: String
+            do {
+                endpoint = try await historyThread.start {
                 let service = try HistoryService(
                     dataDirectory: journal.directory, endpoint: configuration.historyEndpoint, context: context,
-                    mailbox: historyMailbox, logger: logger)
+                    mailbox: historyMailbox, logger: logger, access: access)
                 return (service.endpoint, service.run)
+                }
+            } catch {
+                await stopAuthentication()
+                throw error
             }
             history = (historyMailbox, historyThread, endpoint)
         }
@@ -145,7 +178,9 @@ public final class TouchSyncHub: Service {
                 let sockets = try HubSockets(configuration: configuration, context: context)
                 let startup: HubStartup
                 do {
-                    startup = try HubStartup(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
+                    startup = try HubStartup(
+                        configuration: configuration, access: access?.current, logger: logger,
+                        metricsFactory: metricsFactory)
                 } catch {
                     sockets.close()
                     throw error
@@ -157,12 +192,15 @@ public final class TouchSyncHub: Service {
                 return (loop.endpoints, loop.run)
             }
             endpoints.history = history?.endpoint
-            return Running(mailbox: mailbox, endpoints: endpoints, thread: thread, history: history.map { ($0.mailbox, $0.thread) })
+            return Running(
+                mailbox: mailbox, endpoints: endpoints, thread: thread, history: history.map { ($0.mailbox, $0.thread) },
+                authentication: authentication)
         } catch {
             if let history {
                 history.mailbox.post(.stop)
                 await history.thread.finished()
             }
+            await stopAuthentication()
             throw error
         }
     }
@@ -232,6 +270,21 @@ public final class TouchSyncHub: Service {
     private func requestStop() {
         state.withLock { state in
             if case .running(let running) = state { running.mailbox.post(.stop) }
+        }
+    }
+
+    /// Reads the access list file again (an authenticated hub; SIGHUP in
+    /// `touchsync hub`): new connections are checked against it at once, and
+    /// the hub applies it to its sessions and subscriptions (docs/security.md).
+    /// On error the old list stays in force and the error is returned.
+    public func reloadAccessList() -> Result<Int, AccessListError> {
+        guard let (access, mailbox) = state.withLock({ state -> (AccessControl, Mailbox<HubLoopCommand>)? in
+            guard case .running(let running) = state, let authentication = running.authentication else { return nil }
+            return (authentication.access, running.mailbox)
+        }) else { return .failure(.invalid("this hub does not authenticate (no --access list)")) }
+        return access.reload().map { list in
+            mailbox.post(.accessChanged(list))
+            return list.users.count
         }
     }
 

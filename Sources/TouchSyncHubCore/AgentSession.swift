@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import TouchSyncCore
 
 /// The hub's memory of one agent: who it is (its principal), which
@@ -31,6 +32,8 @@ struct AgentSession {
     var sampleBucket: TokenBucket
     /// Message bytes per second.
     var byteBucket: TokenBucket
+    /// What the user may do on its board (`.admin` on a hub without authentication).
+    var role: Role = .admin
     /// When the agent was last told STORAGE_UNAVAILABLE (told at most once a second).
     var storageWarnedAt: ContinuousClock.Instant? = nil
 

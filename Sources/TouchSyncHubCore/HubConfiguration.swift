@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import TouchSyncCore
 import TouchSyncJournal
 
@@ -96,6 +97,14 @@ public struct HubConfiguration: Sendable {
     /// a restarted hub recovers every board (docs/architecture.md).
     public var journal: JournalConfiguration? = nil
 
+    /// CURVE encryption and an access list. With it every socket is a CURVE
+    /// server, each connection is authenticated against the list (its user
+    /// is the namespace of everything it does) and each board action is
+    /// authorised by the user's role. Default nil: plain text, anyone who can
+    /// connect may claim any namespace, which `touchsync hub` allows only on
+    /// loopback (or with `--insecure`).
+    public var security: HubSecurity? = nil
+
     public init() {}
 
     /// Endpoints on free loopback ports, for tests and the embedded demo.
@@ -122,5 +131,20 @@ public struct HubEndpoints: Sendable, Equatable {
         self.publish = publish
         self.snapshot = snapshot
         self.history = history
+    }
+}
+
+/// What an authenticated hub needs.
+public struct HubSecurity: Sendable {
+    /// The hub's own CURVE key pair (clients pin its public key).
+    public var serverKey: CurveKeyPair
+    /// The access list file (JSON, docs/security.md), read at start and by `reloadAccessList()`.
+    public var accessListPath: String
+    /// A connection whose handshake (CURVE and authentication) takes longer is dropped. Default 5 s.
+    public var handshakeTimeout: Duration = .seconds(5)
+
+    public init(serverKey: CurveKeyPair, accessListPath: String) {
+        self.serverKey = serverKey
+        self.accessListPath = accessListPath
     }
 }

@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import CoreMetrics
 import Logging
 import TouchSyncCore
@@ -43,6 +44,9 @@ public struct HubCore {
     private var recoveredUntil: ContinuousClock.Instant? = nil
 
     private var journal: JournalProgress?
+    /// Who may do what where; nil: the transport does not authenticate, and
+    /// everyone may do everything (loopback only, by the hub's start policy).
+    private var access: AccessList?
 
     /// Since when every turn has ended with input still waiting (nil: caught up).
     private var behindSince: ContinuousClock.Instant? = nil
@@ -63,12 +67,14 @@ public struct HubCore {
 
     /// - Parameters:
     ///   - recovered: the boards the journal gave back (empty without one).
+    ///   - access: the access list of an authenticated transport (peers' principals are authenticated users).
     ///   - now, wallClockMicroseconds: the time the core starts at, on the monotonic clock events will use and on the wall clock.
     public init(
         configuration: HubConfiguration, recovered: [RecoveredBoard] = [], now: ContinuousClock.Instant,
-        wallClockMicroseconds: Int64, logger: Logger, metricsFactory: any MetricsFactory
+        wallClockMicroseconds: Int64, logger: Logger, metricsFactory: any MetricsFactory, access: AccessList? = nil
     ) {
         self.configuration = configuration
+        self.access = access
         self.logger = logger
         metrics = HubMetrics(factory: metricsFactory)
         origin = now
@@ -134,7 +140,18 @@ public struct HubCore {
             if let principal = sessions.first(where: { $0.value.peer == id })?.key {
                 end(principal, why: "its connection closed")
             }
-        case .subscribed(let topic):
+        case .subscribed(let topic, let user):
+            if let access {
+                // Only whole board topics, and only boards the user may watch.
+                guard topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), isValidBoardName(name),
+                    let user, access.role(of: user.rawValue, on: name) != nil
+                else {
+                    metrics.error(.forbidden)
+                    logger.debug("subscription refused", metadata: ["user": "\(user.map(\.rawValue) ?? "?")"])
+                    return
+                }
+                actions.append(.allowSubscription(topic: topic))
+            }
             subscriptions[topic, default: 0] += 1
             metrics.subscriptions.record(subscriptions.values.reduce(0, +))
             // Tell the newcomer where the board stands, so it can spot a gap at
@@ -149,11 +166,22 @@ public struct HubCore {
                     actions.append(.publish(heartbeat(slot: slot, now: now)))
                 }
             }
-        case .unsubscribed(let topic):
+        case .unsubscribed(let topic, _):
+            if access != nil { actions.append(.dropSubscription(topic: topic)) }
             if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
             metrics.subscriptions.record(subscriptions.values.reduce(0, +))
-        case .snapshotRequested(let peer, let board, let requestID):
+        case .snapshotRequested(let peer, let user, let board, let requestID):
+            if let access, user.flatMap({ access.role(of: $0.rawValue, on: board) }) == nil {
+                metrics.error(.forbidden)
+                actions.append(
+                    .refuseSnapshot(
+                        to: peer, requestID: requestID,
+                        HubRefusal(.forbidden, "\(user?.rawValue ?? "this peer") may not watch board \(board)")))
+                return
+            }
             snapshot(board, for: peer, requestID: requestID, now: now, into: &actions)
+        case .accessChanged(let list):
+            accessChanged(list)
         case .journalProgress(let written, let synced):
             journal?.progress(written: written, synced: synced)
             sendAcks(now: now, into: &actions)
@@ -278,6 +306,17 @@ public struct HubCore {
         _ body: NumberedRequest, sequence: UInt64, to session: inout AgentSession, now: ContinuousClock.Instant,
         into actions: inout [HubAction]
     ) {
+        // The role may have shrunk since the hello (an access list reload).
+        let needed: Role = if case .clear(.board) = body { .admin } else { .draw }
+        guard session.role >= needed else {
+            refuse(
+                session.peer,
+                HubRefusal(
+                    .forbidden, "\(session.principal) may \(session.role == .watch ? "only watch" : "not clear") board \(session.board)",
+                    sequence: sequence),
+                into: &actions)
+            return
+        }
         switch body {
         case .frame(let frame):
             let (user, style) = (session.principal, session.style)
@@ -335,6 +374,23 @@ public struct HubCore {
                 into: &actions)
             return
         }
+        var role = Role.admin
+        if let access {
+            guard let granted = access.role(of: peer.principal.rawValue, on: hello.board), granted >= .draw else {
+                let granted = access.role(of: peer.principal.rawValue, on: hello.board)
+                metrics.error(.forbidden)
+                refuse(
+                    peer.id,
+                    HubRefusal(
+                        .forbidden,
+                        granted == nil
+                            ? "\(peer.principal) has no access to board \(hello.board)"
+                            : "\(peer.principal) may only watch board \(hello.board), not draw on it"),
+                    into: &actions)
+                return
+            }
+            role = granted
+        }
         let slot: Int
         if let existing = boardSlots[hello.board] {
             slot = existing
@@ -364,6 +420,7 @@ public struct HubCore {
             }
             if existing.isSilent { channels[existing.boardSlot].silentUsers.remove(principal) }
             sessions[principal]!.resumed(by: peer.id, at: now)
+            sessions[principal]!.role = role
         } else {
             // A new session, or one the hub knows only from its journal (after a restart).
             let recorded = channels[slot].recoveredProgress[principal].flatMap { $0.sessionID == hello.sessionID ? $0 : nil }
@@ -401,6 +458,7 @@ public struct HubCore {
                 appliedThrough: appliedThrough, now: now, messagesPerSecond: configuration.maxMessagesPerSecond,
                 samplesPerSecond: configuration.maxSamplesPerSecond, bytesPerSecond: configuration.maxBytesPerSecond)
             if let recorded { session.style = recorded.style }
+            session.role = role
             sessions[principal] = session
             metrics.agents.record(sessions.count)
             logger.debug(
@@ -510,6 +568,29 @@ public struct HubCore {
             for slot in channels.indices { actions.append(.publish(heartbeat(slot: slot, now: now))) }
             nextHeartbeat = now + configuration.heartbeatInterval
         }
+    }
+
+    /// A reloaded access list applies to sessions at once: a user no longer
+    /// listed for its board is ended (touches cancelled; its connection
+    /// stays, and a new hello is refused); one now only watching keeps its
+    /// session, has its touches cancelled, and gets FORBIDDEN for frames.
+    private mutating func accessChanged(_ list: AccessList) {
+        access = list
+        for principal in Array(sessions.keys) {
+            let session = sessions[principal]!
+            guard let role = list.role(of: principal.rawValue, on: session.board) else {
+                end(principal, why: "the access list no longer grants it this board")
+                continue
+            }
+            sessions[principal]!.role = role
+            if role < .draw && session.role >= .draw {
+                let cancelled = change(session.boardSlot) { $0.cancelTouches(of: principal) }
+                logger.info(
+                    "agent may now only watch: touches cancelled",
+                    metadata: ["user": "\(principal)", "board": "\(session.board)", "touches": "\(cancelled)"])
+            }
+        }
+        logger.notice("access list applied", metadata: ["users": "\(list.users.count)"])
     }
 
     /// Tells every agent still present that the hub is behind, so acks that

@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import TouchSyncCore
 import TouchSyncJournal
 import TouchSyncWire
@@ -73,10 +74,14 @@ public enum HubEvent: Sendable {
     case undecodable(from: Peer, WireError)
     /// The transport knows the connection is closed (the ZeroMQ ROUTER cannot tell).
     case peerGone(PeerID)
-    /// A subscription to, or unsubscription from, a publish topic (board name and a zero byte).
-    case subscribed(topic: [UInt8])
-    case unsubscribed(topic: [UInt8])
-    case snapshotRequested(by: PeerID, board: String, requestID: UInt64)
+    /// A subscription to, or unsubscription from, a publish topic (board name
+    /// and a zero byte), by `user` when the transport authenticates (then the
+    /// core decides: `allowSubscription`, or nothing).
+    case subscribed(topic: [UInt8], by: UserNamespace?)
+    case unsubscribed(topic: [UInt8], by: UserNamespace?)
+    case snapshotRequested(by: PeerID, user: UserNamespace?, board: String, requestID: UInt64)
+    /// The access list was reloaded (authenticated hubs only).
+    case accessChanged(AccessList)
     /// The journal actions carried out so far: appends through `writtenThrough`
     /// are written, syncs through `syncedThrough` made them durable.
     case journalProgress(writtenThrough: UInt64, syncedThrough: UInt64)
@@ -103,6 +108,10 @@ public enum HubAction: Sendable {
     /// Answer a snapshot request with the board as published at `state.sequence`.
     case sendSnapshot(to: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest)
     case refuseSnapshot(to: PeerID, requestID: UInt64, HubRefusal)
+    /// Authenticated hubs: the subscription just received may take effect
+    /// (XPUB_MANUAL: subscribe the pipe it came from), or be dropped.
+    case allowSubscription(topic: [UInt8])
+    case dropSubscription(topic: [UInt8])
 }
 
 /// A reply to one agent.

@@ -2,7 +2,7 @@ import CZeroMQ
 
 /// The socket patterns TouchSync uses.
 public enum ZMQSocketType: Sendable, CaseIterable {
-    case pub, sub, xpub, xsub, router, dealer, push, pull, pair
+    case pub, sub, xpub, xsub, router, dealer, push, pull, pair, rep
 
     var rawValue: Int32 {
         switch self {
@@ -15,6 +15,7 @@ public enum ZMQSocketType: Sendable, CaseIterable {
         case .push: ZMQ_PUSH
         case .pull: ZMQ_PULL
         case .pair: ZMQ_PAIR
+        case .rep: ZMQ_REP
         }
     }
 }

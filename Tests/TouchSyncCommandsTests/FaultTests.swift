@@ -213,7 +213,7 @@ struct CutLinkTests {
         let (hub, hubOutput) = try network.run(
             in: network.hub,
             ["hub", "--ingest", hubEndpoint, "--publish", "tcp://\(network.hubAddress):5571",
-             "--snapshot", "tcp://\(network.hubAddress):5572", "--no-journal"], children: children)
+             "--snapshot", "tcp://\(network.hubAddress):5572", "--no-journal", "--insecure"], children: children)
         var hubText = ""
         await readUntil(hubOutput, into: &hubText) { $0.contains("Ctrl-C stops it.") }
         try #require(hub.isRunning, "the hub did not start: \(hubText)")

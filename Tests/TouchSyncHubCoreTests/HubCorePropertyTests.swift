@@ -93,7 +93,7 @@ struct HubCorePropertyTests {
                         }
                     case .appendToJournal(let append): written = max(written, append.ticket)
                     case .syncJournal(let through): synced = max(synced, through)
-                    case .publish, .sendSnapshot, .refuseSnapshot: break
+                    case .publish, .sendSnapshot, .refuseSnapshot, .allowSubscription, .dropSubscription: break
                     }
                 }
                 // The adapter reports the journal's progress after carrying out actions.

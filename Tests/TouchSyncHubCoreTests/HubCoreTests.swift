@@ -267,7 +267,7 @@ struct HubCoreTests {
         hub.endTurn()
         _ = hub.message(pen, .numbered(sequence: 2, moved(1, x: 2, t: 1)))
         // Pending diffs are published first: the snapshot is exactly batch 2's state.
-        let actions = hub.send(.snapshotRequested(by: spectator, board: "b", requestID: 7))
+        let actions = hub.send(.snapshotRequested(by: spectator, user: nil, board: "b", requestID: 7))
         #expect(actions.batchSequences == [2])
         guard case .sendSnapshot(let to, let requestID, let board, let state, let digest)? = actions.last else {
             Issue.record("no snapshot sent: \(actions)")
@@ -276,12 +276,12 @@ struct HubCoreTests {
         #expect(to == spectator && requestID == 7 && board == "b")
         #expect(state.sequence == 2 && state == hub.replicas["b"] && digest == state.digest)
         // A board nobody drew on: empty at sequence 0, and not created.
-        guard case .sendSnapshot(_, _, _, let empty, _)? = hub.send(.snapshotRequested(by: spectator, board: "new", requestID: 8)).last else {
+        guard case .sendSnapshot(_, _, _, let empty, _)? = hub.send(.snapshotRequested(by: spectator, user: nil, board: "new", requestID: 8)).last else {
             Issue.record("no snapshot of an unused board")
             return
         }
         #expect(empty.sequence == 0 && hub.core.board("new") == nil)
-        guard case .refuseSnapshot(_, 9, let refusal)? = hub.send(.snapshotRequested(by: spectator, board: "", requestID: 9)).last else {
+        guard case .refuseSnapshot(_, 9, let refusal)? = hub.send(.snapshotRequested(by: spectator, user: nil, board: "", requestID: 9)).last else {
             Issue.record("an invalid board name was not refused")
             return
         }
@@ -295,11 +295,11 @@ struct HubCoreTests {
         _ = hub.message(pen, .numbered(sequence: 1, began(1)))
         _ = hub.message(pen, .numbered(sequence: 2, .clear(.own)))
         // The first subscriber: pending diffs published, then a heartbeat at that sequence.
-        let subscribed = hub.send(.subscribed(topic: publishTopic(board: "b")))
+        let subscribed = hub.send(.subscribed(topic: publishTopic(board: "b"), by: nil))
         #expect(subscribed.batchSequences == [1])
         #expect(subscribed.heartbeats.map(\.sequence) == [1])
         #expect(subscribed.heartbeats.first?.digest == hub.replicas["b"]?.digest)
-        #expect(hub.send(.subscribed(topic: publishTopic(board: "nobody-draws-here"))).isEmpty)
+        #expect(hub.send(.subscribed(topic: publishTopic(board: "nobody-draws-here"), by: nil)).isEmpty)
         hub.advance(.milliseconds(999))
         #expect(hub.endTurn().heartbeats.isEmpty)
         hub.advance(.milliseconds(1))
@@ -387,8 +387,8 @@ struct HubCoreTests {
         _ = hub.message(peer("pen"), .numbered(sequence: 1, began(1)))
         var beats = 0
         for _ in 0..<1000 {
-            beats += hub.send(.subscribed(topic: publishTopic(board: "b"))).heartbeats.count
-            beats += hub.send(.unsubscribed(topic: publishTopic(board: "b"))).heartbeats.count
+            beats += hub.send(.subscribed(topic: publishTopic(board: "b"), by: nil)).heartbeats.count
+            beats += hub.send(.unsubscribed(topic: publishTopic(board: "b"), by: nil)).heartbeats.count
         }
         #expect(beats == 1)
         #expect(hub.core.nextDeadline <= hub.start + .milliseconds(100))

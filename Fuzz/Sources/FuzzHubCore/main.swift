@@ -53,7 +53,7 @@ func fuzzHubCore(_ input: UnsafeRawBufferPointer) {
         case 2:
             event = .turnEnded(inputWaiting: control & 0x80 != 0)
         default:
-            event = control & 0x40 == 0 ? .journalProgress(writtenThrough: written, syncedThrough: synced) : .subscribed(topic: publishTopic(board: "b"))
+            event = control & 0x40 == 0 ? .journalProgress(writtenThrough: written, syncedThrough: synced) : .subscribed(topic: publishTopic(board: "b"), by: nil)
         }
         actions.removeAll(keepingCapacity: true)
         core.handle(event, now: now, into: &actions)

@@ -157,6 +157,9 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
 
   /// more message bytes per second than the agent's allowance; the message is refused (and counted as handled)
   case byteRateLimited // = 21
+
+  /// the authenticated user's role on this board does not allow it (drawing as a watcher, clearing a board without admin, watching a board not granted)
+  case forbidden // = 22
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -187,6 +190,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case 19: self = .busy
     case 20: self = .boardFull
     case 21: self = .byteRateLimited
+    case 22: self = .forbidden
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -215,6 +219,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case .busy: return 19
     case .boardFull: return 20
     case .byteRateLimited: return 21
+    case .forbidden: return 22
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -243,6 +248,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     .busy,
     .boardFull,
     .byteRateLimited,
+    .forbidden,
   ]
 
 }
@@ -344,7 +350,7 @@ nonisolated extension Touchsync_V1_TouchPhase: SwiftProtobuf._ProtoNameProviding
 }
 
 nonisolated extension Touchsync_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0\u{1}ERROR_CODE_CANNOT_RESUME\0\u{1}ERROR_CODE_STORAGE_UNAVAILABLE\0\u{1}ERROR_CODE_BUSY\0\u{1}ERROR_CODE_BOARD_FULL\0\u{1}ERROR_CODE_BYTE_RATE_LIMITED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0\u{1}ERROR_CODE_CANNOT_RESUME\0\u{1}ERROR_CODE_STORAGE_UNAVAILABLE\0\u{1}ERROR_CODE_BUSY\0\u{1}ERROR_CODE_BOARD_FULL\0\u{1}ERROR_CODE_BYTE_RATE_LIMITED\0\u{1}ERROR_CODE_FORBIDDEN\0")
 }
 
 nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
