@@ -1,7 +1,9 @@
 import ArgumentParser
+import TouchSyncAccess
 import Foundation
 import Logging
 import TouchSyncHub
+import TouchSyncHubCore
 import TouchSyncJournal
 import TouchSyncLoad
 import UnixSignals
@@ -29,6 +31,10 @@ struct ReplayCommand: AsyncParsableCommand {
     @Option(help: "Endpoint for snapshot requests (ROUTER).") var snapshot = "tcp://127.0.0.1:5582"
     @Flag(help: "Start the clock at once instead of at the first subscriber.") var now = false
     @Flag(help: "Exit once the last batch is out instead of serving the final board.") var exitAtEnd = false
+    @Option(help: "Serve with this key file (as a hub's --key): CURVE, only users of --access who may watch the board.")
+    var key: String?
+    @Option(help: "The access list (with --key).") var access: String?
+    @Flag(help: "Serve plain text on a non-loopback endpoint.") var insecure = false
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -40,6 +46,10 @@ struct ReplayCommand: AsyncParsableCommand {
         }
         guard from >= 0 else { throw ValidationError("--from cannot be negative") }
         if let to, to <= from { throw ValidationError("--to must be after --from") }
+        guard (key == nil) == (access == nil) else { throw ValidationError("--key and --access go together") }
+        if key == nil && !insecure, let open = [publish, snapshot].first(where: { !isLoopback($0) }) {
+            throw ValidationError("\(open) accepts other machines: serve with --key and --access, or pass --insecure on a network you trust")
+        }
     }
 
     func run() async throws {
@@ -51,6 +61,13 @@ struct ReplayCommand: AsyncParsableCommand {
         configuration.from = Duration(secondsValue: from)
         configuration.to = to.map { Duration(secondsValue: $0) }
         configuration.waitForSubscriber = !now
+        if let key, let access {
+            do {
+                configuration.security = HubSecurity(serverKey: try CurveKeyFiles.readPair(key), accessListPath: access)
+            } catch {
+                throw CommandFailure(error.description)
+            }
+        }
         let history: LoadedHistory
         do {
             let recorded = try BoardHistory.open(dataDirectory: data, board: board)
@@ -74,6 +91,8 @@ struct ReplayCommand: AsyncParsableCommand {
             endpoints = try await replay.start()
         } catch let error as ZMQError {
             throw CommandFailure("cannot listen: \(error.description). Choose other endpoints with --publish and --snapshot.")
+        } catch let error as AccessListError {
+            throw CommandFailure(error.description)
         }
         let span = Double(history.endTime - history.firstTime) / 1e6
         emit("replaying board \"\(board)\" from \(data): \(replay.total) batches, \(String(format: "%.1f", span)) s recorded, speed \(speed)")

@@ -47,6 +47,8 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Journal the embedded hub's boards into this folder (default: memory only).") var data: String?
     @Option(help: "With --data: when journal writes are made durable (batch, never, or an interval such as 20ms).")
     var fsync = "20ms"
+    @Option(help: "Encrypt and authenticate every connection (CURVE): keys for the hub, each simulated user and the subscribers, and an access list, made (or reused) in this folder; the embedded hub uses them, an external one must run with DIR/hub.key and DIR/access.json.")
+    var accessDir: String?
     @Option(help: "Write the report as JSON to this file.") var json: String?
     @Option(help: "Write latency and throughput over time as an SVG chart to this file.") var svg: String?
     @OptionGroup var logging: LoggingOptions
@@ -105,6 +107,14 @@ struct LoadCommand: AsyncParsableCommand {
             var journal = JournalConfiguration(directory: data)
             journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync
             configuration.embeddedHub.journal = journal
+        }
+        if let accessDir {
+            do {
+                configuration.keys = try LoadKeys.prepare(in: accessDir, for: configuration)
+            } catch {
+                throw CommandFailure("cannot prepare the keys in \(accessDir): \(error)")
+            }
+            emit("CURVE: keys and access list in \(accessDir) (\(users) users, a watcher, the hub)")
         }
         if let ingest {
             let base = ingest.split(separator: ":").dropLast().joined(separator: ":")

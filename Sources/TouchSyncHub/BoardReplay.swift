@@ -1,3 +1,5 @@
+import CoreMetrics
+import TouchSyncAccess
 import Logging
 import Synchronization
 import TouchSyncCore
@@ -31,6 +33,9 @@ public struct ReplayConfiguration: Sendable {
     public var heartbeatInterval: Duration = .seconds(1)
     /// Batches published per turn at `speed` nil, between which requests are served. Default 256.
     public var burst = 256
+    /// CURVE and an access list, as a hub's: only users who may watch the
+    /// board get its batches and snapshots. Default nil: plain text.
+    public var security: HubSecurity? = nil
 
     public init() {}
 }
@@ -67,6 +72,7 @@ public final class BoardReplay: Sendable {
     private let thread = SocketThread(name: "touchsync-replay")
     private let outcome = Mutex<(result: ReplayResult?, waiters: [CheckedContinuation<ReplayResult?, Never>])>((nil, []))
     private let progressState = Mutex<(published: Int, sequence: UInt64)>((0, 0))
+    private let authentication = Mutex<AuthenticationService?>(nil)
 
     /// - Parameter history: the board from the checkpoint at or before `configuration.from` (see `BoardHistory.load`).
     public init(
@@ -83,13 +89,21 @@ public final class BoardReplay: Sendable {
     /// Binds both endpoints and starts; returns where it listens (publish, snapshot).
     public func start() async throws -> (publish: String, snapshot: String) {
         let (board, history, configuration, logger, context, mailbox) = (board, history, configuration, logger, context, mailbox)
+        var access: AccessControl? = nil
+        if let security = configuration.security {
+            let service = try await AuthenticationService.start(
+                security: security, context: context, logger: logger, metricsFactory: MetricsSystem.factory)
+            authentication.withLock { $0 = service }
+            access = service.access
+        }
+        let granted = access
         return try await withCheckedThrowingContinuation { continuation in
             thread.start { [self] in
                 let loop: ReplayLoop
                 do {
                     loop = try ReplayLoop(
                         board: board, history: history, configuration: configuration, logger: logger, context: context,
-                        mailbox: mailbox)
+                        mailbox: mailbox, access: granted)
                 } catch {
                     continuation.resume(throwing: error)
                     self.finish(nil)  // nobody waits for a replay that never started
@@ -136,6 +150,7 @@ public final class BoardReplay: Sendable {
     public func stop() async {
         mailbox.post(.stop)
         await thread.finished()
+        await authentication.withLock({ $0.take() })?.stop()
     }
 }
 
@@ -152,22 +167,29 @@ final class ReplayLoop {
     private let clock = ContinuousClock()
     private let event = ZMQMessage()
     private var subscribed = false
+    private let access: AccessControl?
     let endpoints: (publish: String, snapshot: String)
 
     init(
         board: String, history: LoadedHistory, configuration: ReplayConfiguration, logger: Logger, context: ZMQContext,
-        mailbox: Mailbox<StopCommand>
+        mailbox: Mailbox<StopCommand>, access: AccessControl? = nil
     ) throws {
+        self.access = access
         self.board = board
         self.history = history
         self.configuration = configuration
         self.logger = logger
         self.mailbox = mailbox
         publish = try ZMQSocket(context, type: .xpub)
+        snapshots = try ZMQSocket(context, type: .router)
+        if let access {
+            try AccessControl.makeCurveServer(publish, security: access.security)
+            try AccessControl.makeCurveServer(snapshots, security: access.security)
+            try publish.setXPubManual(true)
+        }
         try publish.setXPubVerbose(true)
         try publish.setSendHighWaterMark(100_000)
         try publish.bind(configuration.publishEndpoint)
-        snapshots = try ZMQSocket(context, type: .router)
         try snapshots.setRouterMandatory(true)
         try snapshots.setMaxMessageSize(64 << 10)
         try snapshots.bind(configuration.snapshotEndpoint)
@@ -214,9 +236,15 @@ final class ReplayLoop {
                 readable: { index in
                     if index == 0 { try drainSubscriptions() }
                     if index == 1 {
-                        try snapshotService.drain(limit: 64) { request in
-                            request.board == board ? channel.snapshotChunks(samplesPerChunk: SnapshotCodec.defaultSamplesPerChunk) : nil
-                        }
+                        try snapshotService.drain(
+                            limit: 64,
+                            chunks: { request in
+                                request.board == board ? channel.snapshotChunks(samplesPerChunk: SnapshotCodec.defaultSamplesPerChunk) : nil
+                            },
+                            forbidden: { user, requested in
+                                guard let access, user.flatMap({ access.current.role(of: $0, on: requested) }) == nil else { return nil }
+                                return "\(user ?? "this peer") may not watch board \(requested)"
+                            })
                     }
                 },
                 turnEnded: {
@@ -268,6 +296,16 @@ final class ReplayLoop {
     private func drainSubscriptions() throws(ZMQError) {
         while try publish.receive(into: event, dontWait: true) {
             let bytes = event.bytes
+            if let access {
+                // XPUB_MANUAL: only this board's topic, only for users who may watch it.
+                let topic = Array(bytes.dropFirst())
+                if bytes.first == 0 {
+                    try? publish.unsubscribe(topic)
+                    continue
+                }
+                guard topic == channel.topic, let user = event.userID, access.current.role(of: user, on: board) != nil else { continue }
+                try publish.subscribe(topic)
+            }
             if bytes.first == 1 && Array(bytes.dropFirst()) == channel.topic {
                 subscribed = true
                 sendHeartbeat()  // tell the newcomer where the board stands, as a hub does

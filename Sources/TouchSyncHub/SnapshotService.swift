@@ -45,12 +45,14 @@ struct SnapshotService {
 
     /// Handles up to `limit` waiting requests: `chunks` gives a board's
     /// snapshot (nil: refuse with `unknownBoard`); `refused` counts errors.
+    /// `forbidden` says why the (authenticated) user may not have a board (nil: it may).
     func drain(
         limit: Int, chunks: (Touchsync_V1_SnapshotRequest) -> [Touchsync_V1_SnapshotChunk]?,
+        forbidden: (_ user: String?, _ board: String) -> String? = { _, _ in nil },
         refused: (ErrorCode) -> Void = { _ in }
     ) throws(ZMQError) {
         for _ in 0..<limit {
-            guard let (peer, _, decoded) = try receiver.next(Touchsync_V1_SnapshotRequest.self) else { return }
+            guard let (peer, user, decoded) = try receiver.next(Touchsync_V1_SnapshotRequest.self) else { return }
             guard case .success(let request) = decoded else {
                 refused(.malformed)
                 sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
@@ -61,6 +63,11 @@ struct SnapshotService {
                 sendError(
                     to: peer, requestID: request.requestID, code: .unknownBoard,
                     "a board name is 1 to 128 bytes of UTF-8 without NUL")
+                continue
+            }
+            if let why = forbidden(user, request.board) {
+                refused(.forbidden)
+                sendError(to: peer, requestID: request.requestID, code: .forbidden, why)
                 continue
             }
             guard let reply = chunks(request) else {

@@ -45,7 +45,7 @@ public final class TouchSyncHub: Service {
         var endpoints: HubEndpoints
         var thread: SocketThread
         var history: (mailbox: Mailbox<StopCommand>, thread: SocketThread)?
-        var authentication: (access: AccessControl, mailbox: Mailbox<StopCommand>, thread: SocketThread)?
+        var authentication: AuthenticationService?
 
         func stop() async {
             if let (historyMailbox, historyThread) = history {
@@ -55,10 +55,7 @@ public final class TouchSyncHub: Service {
             mailbox.post(.stop)
             await thread.finished()
             // Last: the sockets it authenticates for are closed.
-            if let authentication {
-                authentication.mailbox.post(.stop)
-                await authentication.thread.finished()
-            }
+            await authentication?.stop()
         }
     }
 
@@ -130,25 +127,13 @@ public final class TouchSyncHub: Service {
         let mailbox = try Mailbox<HubLoopCommand>()
         let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
         // Authentication first: its handler must be bound before any CURVE socket of the context.
-        var started: (access: AccessControl, mailbox: Mailbox<StopCommand>, thread: SocketThread)? = nil
+        var authentication: AuthenticationService? = nil
         if let security = configuration.security {
-            let access = try AccessControl(security: security, logger: logger, metricsFactory: metricsFactory)
-            let zapMailbox = try Mailbox<StopCommand>()
-            let zapThread = SocketThread(name: "touchsync-zap")
-            try await zapThread.start {
-                let handler = try ZAPHandler(context: context, access: access, mailbox: zapMailbox, logger: logger)
-                return ((), handler.run)
-            }
-            started = (access, zapMailbox, zapThread)
+            authentication = try await AuthenticationService.start(
+                security: security, context: context, logger: logger, metricsFactory: metricsFactory)
         }
-        let authentication = started
         let access = authentication?.access
-        func stopAuthentication() async {
-            if let authentication {
-                authentication.mailbox.post(.stop)
-                await authentication.thread.finished()
-            }
-        }
+        func stopAuthentication() async { await authentication?.stop() }
         // Every endpoint is bound before the journal is opened, so a hub that
         // cannot listen leaves nothing behind (not even its data folder): the
         // history service first (its own thread and socket, so reading files

@@ -38,6 +38,9 @@ public struct LoadConfiguration: Sendable {
     public var hub: HubEndpoints? = nil
     /// Configuration of the embedded hub.
     public var embeddedHub = HubConfiguration.loopbackEphemeral()
+    /// CURVE for every connection (`LoadKeys.prepare`); the embedded hub then
+    /// authenticates with them. Default nil: plain text.
+    public var keys: LoadKeys? = nil
 
     public init() {}
 

@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import Foundation
 import Histogram
 import Logging
@@ -56,8 +57,12 @@ public struct LoadRun: Sendable {
             endpoints = hub
         } else {
             // Its own context, so its I/O thread is its own, as a separate process's would be.
+            var hubConfiguration = configuration.embeddedHub
+            if let keys = configuration.keys {
+                hubConfiguration.security = HubSecurity(serverKey: keys.hub, accessListPath: keys.accessListPath)
+            }
             let hub = try TouchSyncHub(
-                configuration: configuration.embeddedHub, logger: logger,
+                configuration: hubConfiguration, logger: logger,
                 context: ZMQContext(maxSockets: Int32(clamping: max(1023, 2 * sockets))))
             endpoints = try await hub.start()
             embedded = hub
@@ -68,6 +73,9 @@ public struct LoadRun: Sendable {
         func subscribe(_ board: String, counter: AppliedCounter?) throws -> BoardSubscriber {
             var settings = SubscriberConfiguration(
                 board: board, publishEndpoint: endpoints.publish, snapshotEndpoint: endpoints.snapshot)
+            if let keys = configuration.keys {
+                settings.curve = CurveClientKeys(client: keys.watcher, serverPublicKey: keys.hub.publicKey)
+            }
             if let counter {
                 settings.onApplied = { batch in
                     latency.record(batch)
@@ -123,6 +131,9 @@ public struct LoadRun: Sendable {
                 var settings = AgentConfiguration(board: boards[board], hubEndpoint: endpoints.ingest)
                 settings.identity = simulators[board].users[local].rawValue
                 settings.clientName = "touchsync load"
+                if let keys = configuration.keys, let pair = keys.users[settings.identity!] {
+                    settings.curve = CurveClientKeys(client: pair, serverPublicKey: keys.hub.publicKey)
+                }
                 return settings
             }, threads: configuration.agentThreads, context: context, logger: logger)
         let connecting = ContinuousClock.now

@@ -1,5 +1,7 @@
+import CoreMetrics
 import Logging
 import TouchSyncAccess
+import TouchSyncHubCore
 import ZeroMQ
 
 /// ZeroMQ's authentication protocol (ZAP, RFC 27) for the hub's context:
@@ -76,5 +78,37 @@ final class ZAPHandler {
             reply = [Array("1.0".utf8), requestID, Array("400".utf8), Array("key not allowed".utf8), [], []]
         }
         _ = try? socket.send(multipart: reply)
+    }
+}
+
+/// The access list and its ZAP handler thread, started before any CURVE
+/// socket of `context` binds and stopped after they close.
+final class AuthenticationService: Sendable {
+    let access: AccessControl
+    private let mailbox: Mailbox<StopCommand>
+    private let thread: SocketThread
+
+    private init(access: AccessControl, mailbox: Mailbox<StopCommand>, thread: SocketThread) {
+        self.access = access
+        self.mailbox = mailbox
+        self.thread = thread
+    }
+
+    static func start(
+        security: HubSecurity, context: ZMQContext, logger: Logger, metricsFactory: any MetricsFactory
+    ) async throws -> AuthenticationService {
+        let access = try AccessControl(security: security, logger: logger, metricsFactory: metricsFactory)
+        let mailbox = try Mailbox<StopCommand>()
+        let thread = SocketThread(name: "touchsync-zap")
+        try await thread.start {
+            let handler = try ZAPHandler(context: context, access: access, mailbox: mailbox, logger: logger)
+            return ((), handler.run)
+        }
+        return AuthenticationService(access: access, mailbox: mailbox, thread: thread)
+    }
+
+    func stop() async {
+        mailbox.post(.stop)
+        await thread.finished()
     }
 }
