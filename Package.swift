@@ -252,6 +252,7 @@ let package = Package(
             name: "TouchSyncCommandsTests",
             dependencies: [
                 "TouchSyncAccess",
+                "TouchSyncClient",
                 "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ],

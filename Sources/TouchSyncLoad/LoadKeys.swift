@@ -16,7 +16,8 @@ public struct LoadKeys: Sendable {
 
     public static let watcherName = "load-watcher"
 
-    /// Makes (or reuses) the keys in `directory` for `configuration`'s users and writes `directory/access.json`.
+    /// Makes (or reuses) the keys in `directory` for `configuration`'s users
+    /// and adds them to `directory/access.json` (other users in it are kept).
     public static func prepare(in directory: String, for configuration: LoadConfiguration) throws -> LoadKeys {
         func pair(_ name: String) throws -> CurveKeyPair {
             let path = CurveKeyFiles.secretPath(name: name, directory: directory)
@@ -29,14 +30,14 @@ public struct LoadKeys: Sendable {
         let hub = try pair("hub")
         let watcher = try pair(watcherName)
         var users: [String: CurveKeyPair] = [:]
-        var list = try AccessList()
+        let accessListPath = directory + "/access.json"
+        var list = FileManager.default.fileExists(atPath: accessListPath) ? try AccessList.load(from: accessListPath) : try AccessList()
         try list.set(watcherName, AccessEntry(key: watcher.publicKey, boards: ["load-*": .watch]))
         for name in configuration.userNames {
             let userPair = try pair(name)
             users[name] = userPair
             try list.set(name, AccessEntry(key: userPair.publicKey, boards: ["load-*": .draw]))
         }
-        let accessListPath = directory + "/access.json"
         try list.save(to: accessListPath)
         return LoadKeys(hub: hub, users: users, watcher: watcher, accessListPath: accessListPath)
     }

@@ -1,0 +1,202 @@
+import Foundation
+import Logging
+import Testing
+import TouchSyncAccess
+import TouchSyncClient
+import TouchSyncCore
+
+/// An authenticated hub (issue 10), as real processes on real sockets:
+/// `touchsync keys`, `hub --key --access`, clients with `--key --hub-key`.
+@Suite("Authentication: CURVE keys and the access list", .timeLimit(.minutes(3)))
+struct SecurityTests {
+    /// A folder with the hub's key, the keys of a load run's users (load-0-*,
+    /// and its watcher), and alice (draw everywhere), mallory (draw
+    /// everywhere: a valid user who attacks), tv (watch only), carol (team-*
+    /// only) in access.json; eve has a key nobody allowed.
+    static func prepareKeys(users: Int) async throws -> String {
+        let folder = try temporaryFolder("keys")
+        // A tiny embedded CURVE load run makes the load's keys and access entries.
+        let prepare = try await touchsync(["load", "--users", "\(users)", "--fingers", "1", "--duration", "0.2", "--access-dir", folder])
+        try #require(prepare.status == 0, "\(prepare.output) \(prepare.errors)")
+        for name in ["alice", "mallory", "tv", "carol", "eve", "dave"] {
+            let generated = try await touchsync(["keys", "generate", name, "--dir", folder])
+            try #require(generated.status == 0, "\(generated.errors)")
+        }
+        for (name, pattern, role) in [("alice", "*", "draw"), ("mallory", "*", "draw"), ("tv", "*", "watch"), ("carol", "team-*", "admin")] {
+            let allowed = try await touchsync(["keys", "allow", name, "--boards", pattern, "--role", role, "--access", folder + "/access.json", "--dir", folder])
+            try #require(allowed.status == 0, "\(allowed.errors)")
+        }
+        return folder
+    }
+
+    /// While a load run of three authenticated users draws, attackers try
+    /// every way in: a plain-text client claiming an honest user's routing
+    /// id, a valid user (mallory) connecting with that same routing id and
+    /// drawing on the same touch ids, then clearing the board, a watch-only
+    /// user drawing, a key nobody allowed. None of them changes a sample of
+    /// the honest users' strokes: the run ends with 0 lost and converged.
+    /// Then the watcher spectates and renders, and a user allowed only
+    /// team-* is refused the board on every path (subscribe, snapshot, history).
+    @Test func attackersCannotTouchAnHonestUsersStrokes() async throws {
+        let keys = try await Self.prepareKeys(users: 3)
+        defer { try? FileManager.default.removeItem(atPath: keys) }
+        let data = try temporaryFolder("secure-data")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let ports = try ProcessTests.freePorts(4)
+        let endpoints = (0..<4).map { "tcp://127.0.0.1:\(ports[$0])" }
+        let (_, _, banner) = try await children.startHub(
+            ["hub", "--key", keys + "/hub.key", "--access", keys + "/access.json", "--data", data,
+             "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]],
+            port: ports[0])
+        #expect(banner.contains("authenticated: CURVE"), "\(banner)")
+        let hub = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]]
+        let hubKey = ["--hub-key", keys + "/hub.pub"]
+        let board = "load-1-0"
+
+        async let honest = touchsync(["load", "--users", "3", "--fingers", "2", "--duration", "4", "--access-dir", keys] + hub, limit: 90)
+        try await Task.sleep(for: .seconds(1))
+        // Plain text, claiming the honest user's routing id.
+        let plain = try await touchsync(["draw", "--board", board, "--identity", "load-0-0", "--fast"] + hub, limit: 30)
+        #expect(plain.status == 1 && plain.errors.contains("requires CURVE"), "\(plain.errors)")
+        // A key nobody allowed.
+        let stranger = try await touchsync(["draw", "--board", board, "--fast", "--key", keys + "/eve.key"] + hubKey + hub, limit: 30)
+        #expect(stranger.status == 1 && stranger.errors.contains("refused this key"), "\(stranger.errors)")
+        // A watch-only user drawing.
+        let watcher = try await touchsync(["draw", "--board", board, "--fast", "--key", keys + "/tv.key"] + hubKey + hub, limit: 30)
+        #expect(watcher.status == 1 && watcher.errors.contains("forbidden") && watcher.errors.contains("only watch"), "\(watcher.errors)")
+        // A valid user with the honest user's routing id, on the same touch ids, and then clearing.
+        let mallory = try await malloryAttacks(keys: keys, ingest: endpoints[0], board: board)
+        #expect(mallory.welcomedAs == "mallory", "the hub named mallory after her routing id, not her key")
+        #expect(mallory.boardClearRefusals == 1, "clearing the whole board needs admin")
+        let report = try await honest
+        #expect(report.status == 0, "\(report.output)\n\(report.errors)")
+        #expect(report.output.contains("lost / duplicated   0 / 0"), "\(report.output)")
+        #expect(report.output.contains("converged           yes"), "\(report.output)")
+
+        // The watcher sees the board: spectate and render work.
+        let render = try await touchsync(["render", "--board", board, "-o", keys + "/board.svg", "--key", keys + "/tv.key"] + hubKey + hub, limit: 30)
+        #expect(render.status == 0, "\(render.errors)")
+        let svg = try String(contentsOfFile: keys + "/board.svg", encoding: .utf8)
+        #expect(svg.contains("<path"))
+        // carol may only have team-*: refused on every path.
+        let spectate = try await touchsync(["spectate", "--board", board, "--duration", "3", "--key", keys + "/carol.key"] + hubKey + hub, limit: 30)
+        #expect(spectate.status == 1 && spectate.errors.contains("FORBIDDEN"), "\(spectate.errors)")
+        let history = try await touchsync(
+            ["spectate", "--board", board, "--from-beginning", "--history", endpoints[3], "--duration", "2", "--key", keys + "/carol.key"] + hubKey + hub,
+            limit: 30)
+        #expect(history.status == 1 && history.errors.contains("may not watch"), "\(history.errors)")
+        let own = try await touchsync(["draw", "--board", "team-1", "--fast", "--key", keys + "/carol.key"] + hubKey + hub, limit: 30)
+        #expect(own.status == 0, "carol may draw on team-*: \(own.errors)")
+    }
+
+    /// Mallory, a valid user, connects as the honest `load-0-0` would (same
+    /// routing id), begins and ends strokes on the touch ids the load uses,
+    /// clears her own strokes (allowed) and the board (refused).
+    func malloryAttacks(keys: String, ingest: String, board: String) async throws -> (welcomedAs: String?, boardClearRefusals: Int) {
+        var configuration = AgentConfiguration(board: board, hubEndpoint: ingest)
+        configuration.identity = "load-0-0"
+        configuration.curve = CurveClientKeys(
+            client: try CurveKeyFiles.readPair(keys + "/mallory.key"), serverPublicKey: try CurveKeyFiles.readPublicKey(keys + "/hub.pub"))
+        var logger = Logger(label: "mallory")
+        logger.logLevel = .critical
+        let agent = try TouchAgent(configuration: configuration, logger: logger)
+        agent.start()
+        let refusals = Task {
+            var count = 0
+            for await event in agent.events {
+                if case .refused(_, .forbidden?, _) = event { count += 1 }
+            }
+            return count
+        }
+        _ = await agent.waitUntilWelcomed(timeout: .seconds(10))
+        for touch in 0..<4 {
+            let id = TouchID(touch)
+            try agent.touchesBegan([TouchInput(id: id, coalesced: [TouchPoint(x: 10, y: 10, timestamp: 1)])])
+            try agent.touchesEnded([TouchInput(id: id, coalesced: [TouchPoint(x: 20, y: 20, timestamp: 2)])])
+        }
+        agent.clear(.own)
+        agent.clear(.board)
+        _ = await agent.flush(timeout: .seconds(10))
+        let welcomedAs = agent.welcomedAs
+        await agent.stop()
+        return (welcomedAs, await refusals.value)
+    }
+
+    /// SIGHUP re-reads the access list: a user added can connect, a user
+    /// removed cannot, and a broken file is reported and changes nothing.
+    @Test func sighupAddsAndRemovesUsers() async throws {
+        let keys = try await Self.prepareKeys(users: 1)
+        defer { try? FileManager.default.removeItem(atPath: keys) }
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let ports = try ProcessTests.freePorts(3)
+        let endpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
+        let access = keys + "/access.json"
+        let (hub, hubOutput, _) = try await children.startHub(
+            ["hub", "--key", keys + "/hub.key", "--access", access, "--no-journal",
+             "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]],
+            port: ports[0])
+        let client = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--hub-key", keys + "/hub.pub"]
+        func draw(_ user: String) async throws -> Outcome {
+            try await touchsync(["draw", "--board", "b", "--fast", "--key", keys + "/\(user).key"] + client, limit: 30)
+        }
+        var hubText = ""
+        #expect(try await draw("dave").status == 1, "dave is not in the list yet")
+        #expect(try await touchsync(["keys", "allow", "dave", "--boards", "*", "--role", "draw", "--access", access, "--dir", keys]).status == 0)
+        kill(hub.processIdentifier, SIGHUP)
+        await readUntil(hubOutput, into: &hubText) { $0.contains("reloaded") }
+        let added = try await draw("dave")
+        #expect(added.status == 0, "\(added.errors)")
+        #expect(try await touchsync(["keys", "revoke", "dave", "--access", access]).status == 0)
+        kill(hub.processIdentifier, SIGHUP)
+        await readUntil(hubOutput, into: &hubText) { $0.components(separatedBy: "reloaded").count > 2 }
+        let removed = try await draw("dave")
+        #expect(removed.status == 1 && removed.errors.contains("refused this key"), "\(removed.errors)")
+        // A broken file: reported, and the old list (alice) stays in force.
+        let saved = try Data(contentsOf: URL(fileURLWithPath: access))
+        try Data("{ not json".utf8).write(to: URL(fileURLWithPath: access))
+        kill(hub.processIdentifier, SIGHUP)
+        await readUntil(hubOutput, into: &hubText) { $0.contains("NOT reloaded") }
+        #expect(hubText.contains("not valid JSON"), "\(hubText)")
+        #expect(try await draw("alice").status == 0)
+        try saved.write(to: URL(fileURLWithPath: access))
+        let listed = try await touchsync(["keys", "list", "--access", access])
+        #expect(listed.output.contains("alice") && !listed.output.contains("dave"))
+    }
+
+    /// Every misuse ends with a clear message and a failing status, never a hang.
+    @Test func misusesFailClearly() async throws {
+        let keys = try await Self.prepareKeys(users: 1)
+        defer { try? FileManager.default.removeItem(atPath: keys) }
+        let ports = try ProcessTests.freePorts(4)
+        let endpoints = (0..<4).map { "tcp://127.0.0.1:\(ports[$0])" }
+        let listen = ["--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]]
+        // A hub open to the network without keys.
+        let open = try await touchsync(["hub", "--public", "--no-journal"], limit: 20)
+        #expect(open.status != 0 && open.errors.contains("--insecure") && !open.output.contains("listening"), "\(open.errors)")
+        let openEndpoint = try await touchsync(["hub", "--no-journal", "--ingest", "tcp://0.0.0.0:\(ports[0])"], limit: 20)
+        #expect(openEndpoint.status != 0 && openEndpoint.errors.contains("accepts other machines"), "\(openEndpoint.errors)")
+        // An access list that cannot be read, and one that is not valid.
+        let unreadable = try await touchsync(["hub", "--no-journal", "--key", keys + "/hub.key", "--access", keys + "/missing.json"] + listen, limit: 20)
+        #expect(unreadable.status == 1 && unreadable.errors.contains("cannot read the access list"), "\(unreadable.errors)")
+        try Data(#"{"users": {"x": {"key": "short", "boards": {"*": "draw"}}}}"#.utf8).write(to: URL(fileURLWithPath: keys + "/bad.json"))
+        let invalid = try await touchsync(["hub", "--no-journal", "--key", keys + "/hub.key", "--access", keys + "/bad.json"] + listen, limit: 20)
+        #expect(invalid.status == 1 && invalid.errors.contains("40 Z85"), "\(invalid.errors)")
+        // A missing key file, and a hub key that is not the hub's.
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        _ = try await children.startHub(["hub", "--no-journal", "--key", keys + "/hub.key", "--access", keys + "/access.json"] + listen, port: ports[0])
+        let client = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]]
+        let missing = try await touchsync(["draw", "--board", "b", "--fast", "--key", keys + "/nobody.key", "--hub-key", keys + "/hub.pub"] + client, limit: 20)
+        #expect(missing.status == 1 && missing.errors.contains("no key file at \(keys)/nobody.key"), "\(missing.errors)")
+        let wrongHub = try await touchsync(["draw", "--board", "b", "--fast", "--key", keys + "/alice.key", "--hub-key", keys + "/tv.pub"] + client, limit: 30)
+        #expect(wrongHub.status == 1 && wrongHub.errors.contains("is --hub-key the hub's public key?"), "\(wrongHub.errors)")
+        let halfKeys = try await touchsync(["draw", "--board", "b", "--key", keys + "/alice.key"] + client, limit: 20)
+        #expect(halfKeys.status != 0 && halfKeys.errors.contains("--key and --hub-key go together"), "\(halfKeys.errors)")
+        // A secret key file is created private, and never overwritten by accident.
+        let again = try await touchsync(["keys", "generate", "alice", "--dir", keys])
+        #expect(again.status == 1 && again.errors.contains("already exists"))
+    }
+}
