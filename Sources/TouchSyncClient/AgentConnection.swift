@@ -156,7 +156,7 @@ final class AgentConnection {
             }
             try socket.setSendHighWaterMark(100_000)
             try socket.setHandshakeInterval(milliseconds: Int32(clamping: configuration.handshakeTimeout.components.seconds * 1000))
-            monitor = try? ZMQHandshakeMonitor(socket, context: context)
+            if configuration.monitorsHandshake { monitor = try? ZMQHandshakeMonitor(socket, context: context) }
             try socket.connect(configuration.hubEndpoint)
             self.socket = socket
             sayHello(now: now)

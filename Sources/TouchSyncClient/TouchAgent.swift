@@ -37,6 +37,11 @@ public struct AgentConfiguration: Sendable {
     /// How long a connection's handshake may take before libzmq drops it
     /// (a wrong hub key shows as handshakes that never finish). Default 5 s.
     public var handshakeTimeout: Duration = .seconds(5)
+    /// Watch each connection's handshake (a socket monitor: two more sockets
+    /// of the context), so a refused key or a CURVE mismatch becomes a clear
+    /// `helloRefusal`. Default true; a load run of thousands of agents
+    /// watches one of them.
+    public var monitorsHandshake = true
 
     public init(board: String, hubEndpoint: String = "tcp://127.0.0.1:5570") {
         self.board = board

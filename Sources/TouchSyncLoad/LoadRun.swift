@@ -49,7 +49,8 @@ public struct LoadRun: Sendable {
         raiseOpenFileLimit()
         // Every user's connection is a socket, plus the subscribers and the embedded hub's own;
         // twice that, as libzmq frees a closed socket's slot only later (reconnects).
-        let sockets = configuration.users + configuration.boards * (configuration.subscribers + 1) * 2 + 64
+        // A subscriber has four (SUB, snapshot DEALER, and a handshake monitor's two), one agent two more.
+        let sockets = configuration.users + 2 + configuration.boards * (configuration.subscribers + 1) * 4 + 64
         let context = try ZMQContext(maxSockets: Int32(clamping: max(1023, 2 * sockets)))
         var embedded: TouchSyncHub? = nil
         let endpoints: HubEndpoints
@@ -127,10 +128,13 @@ public struct LoadRun: Sendable {
         }
         var drawn: [DrawnStrokes] = Array(repeating: DrawnStrokes(), count: configuration.users)
         let agents = try AgentPool(
-            configurations: placement.map { board, local in
+            configurations: placement.enumerated().map { user, place in
+                let (board, local) = place
                 var settings = AgentConfiguration(board: boards[board], hubEndpoint: endpoints.ingest)
                 settings.identity = simulators[board].users[local].rawValue
                 settings.clientName = "touchsync load"
+                // One agent watches its handshake (they all share the hub and the key setup): two sockets, not two per user.
+                settings.monitorsHandshake = user == 0
                 if let keys = configuration.keys, let pair = keys.users[settings.identity!] {
                     settings.curve = CurveClientKeys(client: pair, serverPublicKey: keys.hub.publicKey)
                 }
