@@ -89,6 +89,21 @@ struct SecurityTests {
         #expect(history.status == 1 && history.errors.contains("may not watch"), "\(history.errors)")
         let own = try await touchsync(["draw", "--board", "team-1", "--fast", "--key", keys + "/carol.key"] + hubKey + hub, limit: 30)
         #expect(own.status == 0, "carol may draw on team-*: \(own.errors)")
+
+        // A replay of the journal serves the same way: the watcher gets the board, carol and plain text do not.
+        let replayPorts = try ProcessTests.freePorts(2)
+        let replayed = ["--publish", "tcp://127.0.0.1:\(replayPorts[0])", "--snapshot", "tcp://127.0.0.1:\(replayPorts[1])"]
+        let (_, replayOutput) = try children.run(
+            ["replay", "--data", data, "--board", board, "--speed", "max", "--now", "--key", keys + "/hub.key", "--access", keys + "/access.json"]
+                + replayed)
+        var replayText = ""
+        await readUntil(replayOutput, into: &replayText) { $0.contains("subscribers") }
+        let watched = try await touchsync(["render", "--board", board, "-o", keys + "/replayed.svg", "--key", keys + "/tv.key"] + hubKey + replayed, limit: 30)
+        #expect(watched.status == 0 && watched.output.contains("written to"), "\(watched.errors)")
+        let refused = try await touchsync(["render", "--board", board, "-o", keys + "/no.svg", "--key", keys + "/carol.key"] + hubKey + replayed, limit: 30)
+        #expect(refused.status == 1 && refused.errors.contains("FORBIDDEN"), "\(refused.errors)")
+        let plainRender = try await touchsync(["render", "--board", board, "-o", keys + "/no.svg"] + replayed, limit: 30)
+        #expect(plainRender.status == 1 && plainRender.errors.contains("CURVE"), "\(plainRender.errors)")
     }
 
     /// Mallory, a valid user, connects as the honest `load-0-0` would (same
