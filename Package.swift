@@ -197,7 +197,7 @@ let package = Package(
         .testTarget(
             name: "TouchSyncHubCoreTests",
             dependencies: [
-                "TouchSyncHubCore", "TouchSyncCore", "TouchSyncJournal", "TouchSyncSimulation", "TouchSyncWire",
+                "TouchSyncHubCore", "TouchSyncAccess", "TouchSyncCore", "TouchSyncJournal", "TouchSyncSimulation", "TouchSyncWire",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "PropertyBased", package: "swift-property-based"),

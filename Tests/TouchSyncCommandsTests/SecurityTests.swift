@@ -4,6 +4,7 @@ import Testing
 import TouchSyncAccess
 import TouchSyncClient
 import TouchSyncCore
+import ZeroMQ
 
 /// An authenticated hub (issue 10), as real processes on real sockets:
 /// `touchsync keys`, `hub --key --access`, clients with `--key --hub-key`.
@@ -90,6 +91,12 @@ struct SecurityTests {
         let own = try await touchsync(["draw", "--board", "team-1", "--fast", "--key", keys + "/carol.key"] + hubKey + hub, limit: 30)
         #expect(own.status == 0, "carol may draw on team-*: \(own.errors)")
 
+        // Subscriptions are the hub's decision (XPUB_MANUAL): tv's subscription to the board gets its
+        // heartbeats; carol's to the same board, and tv's to everything (an empty prefix), get nothing.
+        let received = try subscriptionTraffic(keys: keys, publish: endpoints[1], subscriptions: [("tv", board), ("carol", board), ("tv", "")])
+        #expect(received[0] > 0, "an allowed subscription received nothing")
+        #expect(received[1] == 0 && received[2] == 0, "a refused subscription received \(received)")
+
         // A replay of the journal serves the same way: the watcher gets the board, carol and plain text do not.
         let replayPorts = try ProcessTests.freePorts(2)
         let replayed = ["--publish", "tcp://127.0.0.1:\(replayPorts[0])", "--snapshot", "tcp://127.0.0.1:\(replayPorts[1])"]
@@ -104,6 +111,34 @@ struct SecurityTests {
         #expect(refused.status == 1 && refused.errors.contains("FORBIDDEN"), "\(refused.errors)")
         let plainRender = try await touchsync(["render", "--board", board, "-o", keys + "/no.svg"] + replayed, limit: 30)
         #expect(plainRender.status == 1 && plainRender.errors.contains("CURVE"), "\(plainRender.errors)")
+    }
+
+    /// Messages each raw SUB socket (the user's key, a subscription prefix) receives in 3 s.
+    func subscriptionTraffic(keys: String, publish: String, subscriptions: [(user: String, prefix: String)]) throws -> [Int] {
+        let context = try ZMQContext()
+        let hubKey = try CurveKeyFiles.readPublicKey(keys + "/hub.pub")
+        let sockets = try subscriptions.map { user, prefix in
+            let socket = try ZMQSocket(context, type: .sub)
+            let pair = try CurveKeyFiles.readPair(keys + "/\(user).key")
+            try socket.setCurveServerKey(hubKey)
+            try socket.setCurvePublicKey(pair.publicKey)
+            try socket.setCurveSecretKey(pair.secretKey)
+            try socket.setLinger(milliseconds: 0)
+            try socket.connect(publish)
+            try socket.subscribe(prefix.isEmpty ? [] : Array(prefix.utf8) + [0])
+            return socket
+        }
+        defer { for socket in sockets { socket.close() } }
+        var counts = Array(repeating: 0, count: sockets.count)
+        let deadline = ContinuousClock.now + .seconds(3)
+        let message = ZMQMessage()
+        while ContinuousClock.now < deadline {
+            for (index, socket) in sockets.enumerated() {
+                while try socket.receive(into: message, dontWait: true) { if !message.hasMore { counts[index] += 1 } }
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return counts
     }
 
     /// Mallory, a valid user, connects as the honest `load-0-0` would (same

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Logging
 import MetricsTestKit
+import TouchSyncAccess
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncJournal
@@ -20,7 +21,7 @@ final class CoreHarness {
     private(set) var batches: [String: [UInt64]] = [:]
     let metrics: TestMetrics
 
-    init(_ configure: (inout HubConfiguration) -> Void = { _ in }, recovered: [RecoveredBoard] = []) {
+    init(_ configure: (inout HubConfiguration) -> Void = { _ in }, recovered: [RecoveredBoard] = [], access: AccessList? = nil) {
         var configuration = HubConfiguration()
         configure(&configuration)
         start = ContinuousClock.now
@@ -30,7 +31,7 @@ final class CoreHarness {
         logger.logLevel = .critical
         core = HubCore(
             configuration: configuration, recovered: recovered, now: start, wallClockMicroseconds: 1_700_000_000_000_000,
-            logger: logger, metricsFactory: metrics)
+            logger: logger, metricsFactory: metrics, access: access)
         for board in recovered { replicas[board.name] = board.state }
     }
 

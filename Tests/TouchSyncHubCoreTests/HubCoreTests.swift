@@ -1,4 +1,5 @@
 import Testing
+import TouchSyncAccess
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncJournal
@@ -481,5 +482,47 @@ struct HubCoreTests {
         #expect(hub.message(ann, .numbered(sequence: 5, began(2))).errors(to: ann).isEmpty)
         #expect(hub.endTurn().acks(to: ann) == [5])
         #expect(hub.replicas["b"]?.liveTouchCount == 1)
+    }
+
+    /// Authenticated, every path asks the user's role: a hello to draw needs
+    /// draw, a board clear admin, a subscription or snapshot watch; a reload
+    /// that takes a role away applies at once.
+    @Test func rolesAreEnforcedOnEveryPath() throws {
+        let keys = (0..<3).map { index in String(repeating: "abcdefghij"[String.Index(utf16Offset: index, in: "abcdefghij")], count: 40) }
+        var list = try AccessList(users: [
+            "ann": AccessEntry(key: keys[0], boards: ["*": .draw]),
+            "tv": AccessEntry(key: keys[1], boards: ["team-*": .watch]),
+            "boss": AccessEntry(key: keys[2], boards: ["*": .admin]),
+        ])
+        let hub = CoreHarness(access: list)
+        let (ann, tv, boss) = (peer("ann"), peer("tv"), peer("boss"))
+        #expect(hub.hello(ann, board: "team-1") != nil)
+        #expect(hub.hello(tv, board: "team-1") == nil)
+        #expect(hub.take().errors(to: tv).map(\.code) == [.forbidden])
+        _ = hub.message(ann, .numbered(sequence: 1, began(1)))
+        #expect(hub.message(ann, .numbered(sequence: 2, .clear(.board))).errors(to: ann).map(\.code) == [.forbidden])
+        #expect(hub.message(ann, .numbered(sequence: 3, .clear(.own))).errors(to: ann).isEmpty)
+        hub.hello(boss, board: "team-1")
+        #expect(hub.message(boss, .numbered(sequence: 1, .clear(.board))).errors(to: boss).isEmpty)
+        // Subscriptions: only whole topics of boards the user may watch.
+        let topic = publishTopic(board: "team-1")
+        #expect(hub.send(.subscribed(topic: topic, by: UserNamespace("tv"))).contains { if case .allowSubscription(topic) = $0 { true } else { false } })
+        #expect(!hub.send(.subscribed(topic: publishTopic(board: "other"), by: UserNamespace("tv"))).contains { if case .allowSubscription = $0 { true } else { false } })
+        #expect(!hub.send(.subscribed(topic: [], by: UserNamespace("tv"))).contains { if case .allowSubscription = $0 { true } else { false } })
+        #expect(!hub.send(.subscribed(topic: topic, by: nil)).contains { if case .allowSubscription = $0 { true } else { false } })
+        // Snapshots.
+        let refused = hub.send(.snapshotRequested(by: tv.id, user: UserNamespace("tv"), board: "other", requestID: 1))
+        #expect(refused.contains { if case .refuseSnapshot(_, 1, let refusal) = $0 { refusal.code == .forbidden } else { false } })
+        // A reload that makes ann a watcher: her touches are cancelled and her frames refused.
+        #expect(hub.core.board("team-1")?.liveTouchCount == 1)
+        try list.set("ann", AccessEntry(key: keys[0], boards: ["*": .watch]))
+        hub.send(.accessChanged(list))
+        hub.endTurn()
+        #expect(hub.core.board("team-1")?.liveTouchCount == 0)
+        #expect(hub.message(ann, .numbered(sequence: 4, began(2))).errors(to: ann).map(\.code) == [.forbidden])
+        // Removed altogether: the session ends.
+        list.remove("ann")
+        hub.send(.accessChanged(list))
+        #expect(hub.message(ann, .numbered(sequence: 5, began(2))).errors(to: ann).map(\.code) == [.notWelcomed])
     }
 }
