@@ -1,4 +1,6 @@
 import ArgumentParser
+import CoreMetrics
+import Prometheus
 import Logging
 import TouchSyncAccess
 import TouchSyncLoad
@@ -62,6 +64,8 @@ struct HubCommand: AsyncParsableCommand {
     var access: String?
     @Flag(help: "Accept plain-text connections on a non-loopback endpoint (anyone who can connect may claim any identity).")
     var insecure = false
+    @Option(help: "Serve Prometheus metrics over HTTP at HOST:PORT (e.g. 127.0.0.1:9570; GET /metrics).")
+    var metrics: String?
     @Option(help: "Folder of the journal (created if missing).") var data = JournalDefaults.directory
     @Option(help: "When journal writes are made durable: batch, never, or an interval such as 20ms or 1s.")
     var fsync = "20ms"
@@ -89,6 +93,7 @@ struct HubCommand: AsyncParsableCommand {
         guard (1...1000).contains(maxTouches) else { throw ValidationError("--max-touches must be 1 to 1000") }
         guard maxMessagesPerSecond > 0 else { throw ValidationError("--max-messages-per-second must be positive") }
         guard maxSamplesPerSecond > 0 else { throw ValidationError("--max-samples-per-second must be positive") }
+        if let metrics { try validateEndpoint("tcp://" + metrics, option: "--metrics", binds: true) }
         guard (key == nil) == (access == nil) else {
             throw ValidationError("--key and --access go together: the hub's key file and the access list")
         }
@@ -139,7 +144,18 @@ struct HubCommand: AsyncParsableCommand {
             configuration.journal = journal
         }
 
-        let hub = try TouchSyncHub(configuration: configuration, logger: logger)
+        var metricsEndpoint: MetricsEndpoint? = nil
+        var metricsFactory: (any MetricsFactory)? = nil
+        if let metrics {
+            let registry = PrometheusCollectorRegistry()
+            metricsFactory = PrometheusMetricsFactory(registry: registry)
+            do {
+                metricsEndpoint = try await MetricsEndpoint(registry: registry, address: metrics)
+            } catch {
+                throw CommandFailure("cannot serve metrics at \(metrics): \(error)")
+            }
+        }
+        let hub = try TouchSyncHub(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
         let endpoints: HubEndpoints
         do {
             endpoints = try await hub.start()
@@ -172,6 +188,7 @@ struct HubCommand: AsyncParsableCommand {
         emit("  subscribers \(endpoints.publish)")
         emit("  snapshots   \(endpoints.snapshot)")
         if let history = endpoints.history { emit("  history     \(history)") }
+        if let metricsEndpoint { emit("  metrics     http://\(metricsEndpoint.endpoint.dropFirst("tcp://".count))/metrics") }
         // Said by a service of the group: services start only once the group
         // traps SIGINT and SIGTERM, so a Ctrl-C from then on stops the hub gracefully.
         let ready = Announcement { emit("Ctrl-C stops it.") }
@@ -186,6 +203,7 @@ struct HubCommand: AsyncParsableCommand {
                 services: services,
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+        await metricsEndpoint?.stop()
         emit("hub stopped")
     }
 }

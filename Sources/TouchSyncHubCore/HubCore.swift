@@ -199,6 +199,7 @@ public struct HubCore {
             warnStorageUnavailable(now: now, into: &actions)
         case .turnEnded(let inputWaiting):
             if !inputWaiting {
+                if behindSince != nil && lastBusyNotice != nil { metrics.behindSeconds.record(0) }
                 behindSince = nil
             } else if behindSince == nil {
                 behindSince = now
@@ -598,6 +599,7 @@ public struct HubCore {
     /// resends to the queue). The hint grows with the backlog's age.
     private mutating func noticeBusy(behindFor behind: Duration, into actions: inout [HubAction]) {
         let behindMilliseconds = milliseconds(behind)
+        metrics.behindSeconds.record(Double(behindMilliseconds) / 1000)
         let hint = min(max(behind * 2, .seconds(1)), configuration.abandonTimeout)
         logger.notice("hub behind: agents told BUSY", metadata: ["behind_ms": "\(behindMilliseconds)"])
         for session in sessions.values where !session.isAbandoned {

@@ -15,6 +15,8 @@ struct HubMetrics {
     let subscriptions: Gauge
     let boards: Gauge
     let journalFailures: Counter
+    /// How long the hub has been behind its input (0: caught up), updated with each BUSY notice.
+    let behindSeconds: Gauge
     private var errors: [ErrorCode: Counter] = [:]
     private var liveTouches: [String: Gauge] = [:]
 
@@ -30,6 +32,7 @@ struct HubMetrics {
         subscriptions = Gauge(label: "touchsync_hub_subscriptions", factory: factory)
         boards = Gauge(label: "touchsync_hub_boards", factory: factory)
         journalFailures = Counter(label: "touchsync_hub_journal_failures_total", factory: factory)
+        behindSeconds = Gauge(label: "touchsync_hub_behind_seconds", factory: factory)
     }
 
     mutating func error(_ code: ErrorCode) {

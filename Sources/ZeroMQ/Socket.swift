@@ -2,7 +2,7 @@ import CZeroMQ
 
 /// The socket patterns TouchSync uses.
 public enum ZMQSocketType: Sendable, CaseIterable {
-    case pub, sub, xpub, xsub, router, dealer, push, pull, pair, rep
+    case pub, sub, xpub, xsub, router, dealer, push, pull, pair, rep, stream
 
     var rawValue: Int32 {
         switch self {
@@ -16,6 +16,7 @@ public enum ZMQSocketType: Sendable, CaseIterable {
         case .pull: ZMQ_PULL
         case .pair: ZMQ_PAIR
         case .rep: ZMQ_REP
+        case .stream: ZMQ_STREAM
         }
     }
 }
