@@ -1,0 +1,81 @@
+import ArgumentParser
+import Logging
+import ServiceLifecycle
+import TouchSyncHub
+
+/// `touchsync relay`: a fan-out tier between a hub and its spectators.
+struct RelayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "relay",
+        abstract: "Serve a hub's boards to more subscribers: a replica per board, the hub's messages passed on unchanged.",
+        discussion: """
+            Subscribes to the upstream hub (--publish, --snapshot; or another relay: \
+            relays chain), keeps a replica of every board it follows, passes every \
+            batch and heartbeat on byte for byte, and answers snapshot requests \
+            itself, so subscribers pointed at --serve-publish and --serve-snapshot see \
+            exactly the hub's boards (same sequence numbers and digests) while the \
+            hub serves one connection. --board names boards or prefixes (team-*, or * \
+            for all; an authenticated hub needs whole names). Downstream is plain \
+            text: on a non-loopback --serve endpoint pass --insecure.
+
+              touchsync relay --publish tcp://hub:5571 --snapshot tcp://hub:5572 \\
+                --serve-publish tcp://*:5591 --serve-snapshot tcp://*:5592 --insecure
+              touchsync spectate --publish tcp://relay:5591 --snapshot tcp://relay:5592 --board demo
+            """)
+
+    @OptionGroup var hub: HubAddressOptions
+    @Option(help: "Endpoint for subscribers (XPUB).") var servePublish = "tcp://127.0.0.1:5591"
+    @Option(help: "Endpoint for snapshot requests (ROUTER).") var serveSnapshot = "tcp://127.0.0.1:5592"
+    @Option(parsing: .singleValue, help: "A board to follow, or a prefix ending in * (repeatable; default *: every board).")
+    var board: [String] = []
+    @Flag(help: "Serve plain text on a non-loopback endpoint.") var insecure = false
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        try validateEndpoint(servePublish, option: "--serve-publish", binds: true)
+        try validateEndpoint(serveSnapshot, option: "--serve-snapshot", binds: true)
+        for name in board where !name.hasSuffix("*") { try validateBoard(name) }
+        if !insecure, let open = [servePublish, serveSnapshot].first(where: { !isLoopback($0) }) {
+            throw ValidationError("\(open) accepts other machines in plain text: pass --insecure on a network you trust")
+        }
+    }
+
+    func run() async throws {
+        let logger = logging.logger("touchsync.relay")
+        var configuration = RelayConfiguration()
+        configuration.upstreamPublish = hub.publish
+        configuration.upstreamSnapshot = hub.snapshot
+        configuration.publishEndpoint = servePublish
+        configuration.snapshotEndpoint = serveSnapshot
+        if !board.isEmpty { configuration.boards = board }
+        configuration.upstreamCurve = try hub.keys.curve()
+        let relay = try BoardRelay(configuration: configuration, logger: logger)
+        let endpoints: (publish: String, snapshot: String)
+        do {
+            endpoints = try await relay.start()
+        } catch {
+            throw CommandFailure("cannot start the relay: \(error). Choose other endpoints with --serve-publish and --serve-snapshot.")
+        }
+        emit("TouchSync relay of \(hub.publish) (boards \(configuration.boards.joined(separator: ", ")))")
+        emit("  subscribers \(endpoints.publish)")
+        emit("  snapshots   \(endpoints.snapshot)")
+        let ready = Announcement { emit("Ctrl-C stops it.") }
+        let service = RelayService(relay: relay)
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: service), .init(service: ready, successTerminationBehavior: .ignore)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        let status = relay.status
+        emit("relay stopped: \(status.forwarded) messages forwarded, \(status.snapshotsServed) snapshots served, \(status.resyncs) resyncs")
+    }
+}
+
+/// Runs a relay until graceful shutdown.
+struct RelayService: Service {
+    let relay: BoardRelay
+    func run() async throws {
+        try? await gracefulShutdown()
+        await relay.stop()
+    }
+}

@@ -1,0 +1,363 @@
+import Logging
+import Synchronization
+import TouchSyncAccess
+import TouchSyncCore
+import TouchSyncWire
+import ZeroMQ
+
+/// What a relay follows upstream and where it serves downstream.
+public struct RelayConfiguration: Sendable {
+    /// The upstream hub's (or relay's) publish and snapshot endpoints.
+    public var upstreamPublish = "tcp://127.0.0.1:5571"
+    public var upstreamSnapshot = "tcp://127.0.0.1:5572"
+    /// Where subscribers connect (XPUB) and ask for snapshots (ROUTER).
+    /// Defaults `tcp://127.0.0.1:5591` and `5592`.
+    public var publishEndpoint = "tcp://127.0.0.1:5591"
+    public var snapshotEndpoint = "tcp://127.0.0.1:5592"
+    /// The boards followed: names, or prefixes ending in `*` (`team-*`;
+    /// `*` for every board). An authenticated hub accepts only whole board
+    /// names (its subscriptions are exact), so list them there. Default `*`.
+    public var boards: [String] = ["*"]
+    /// The relay's keys as a client of an authenticated upstream. Default nil.
+    public var upstreamCurve: CurveClientKeys? = nil
+    /// Ask upstream again when a snapshot has not fully arrived by then. Default 2 s.
+    public var snapshotTimeout: Duration = .seconds(2)
+
+    public init() {}
+}
+
+/// A fan-out tier in the Clone pattern: subscribes upstream, keeps a replica
+/// of every board it follows, forwards the upstream messages downstream
+/// byte for byte (same sequence numbers, same heartbeats), and answers
+/// snapshot requests from its replicas. A subscriber cannot tell it from the
+/// hub (same digests), and relays chain. Gaps upstream make it resync its
+/// replica from upstream; a downstream subscriber sees the same gap and
+/// resyncs from the relay, which answers once its replica is whole again.
+/// One thread owns its four sockets and every replica.
+public final class BoardRelay: Sendable {
+    public let configuration: RelayConfiguration
+    private let logger: Logger
+    private let context: ZMQContext
+    private let mailbox: Mailbox<StopCommand>
+    private let thread = SocketThread(name: "touchsync-relay")
+    private let counters = RelayCounters()
+
+    public init(configuration: RelayConfiguration, logger: Logger, context: ZMQContext? = nil) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.context = try context ?? ZMQContext()
+        mailbox = try Mailbox()
+    }
+
+    /// Binds the downstream endpoints, connects upstream, and starts; returns where it serves.
+    public func start() async throws -> (publish: String, snapshot: String) {
+        let (configuration, logger, context, mailbox, counters) = (configuration, logger, context, mailbox, counters)
+        return try await thread.start {
+            let loop = try RelayLoop(configuration: configuration, logger: logger, context: context, mailbox: mailbox, counters: counters)
+            return (loop.endpoints, loop.run)
+        }
+    }
+
+    public func stop() async {
+        mailbox.post(.stop)
+        await thread.finished()
+    }
+
+    /// What it has done so far.
+    public var status: RelayStatus { counters.value.withLock { $0 } }
+}
+
+final class RelayCounters: Sendable {
+    let value = Mutex(RelayStatus())
+}
+
+public struct RelayStatus: Sendable {
+    /// Upstream messages forwarded downstream.
+    public var forwarded = 0
+    /// Snapshots served downstream, and resyncs of its own replicas from upstream.
+    public var snapshotsServed = 0
+    public var resyncs = 0
+    /// Boards followed, and how many of their replicas are whole (live).
+    public var boards = 0
+    public var liveBoards = 0
+}
+
+final class RelayLoop {
+    private enum Replica {
+        case syncing(request: UInt64, chunks: [Touchsync_V1_SnapshotChunk], queued: [Touchsync_V1_DiffBatch], deadline: ContinuousClock.Instant)
+        case live(BoardState)
+    }
+
+    private let configuration: RelayConfiguration
+    private let logger: Logger
+    private let mailbox: Mailbox<StopCommand>
+    private let counters: RelayCounters
+    private let upstream: ZMQSocket
+    private let upstreamSnapshots: ZMQSocket
+    private let publish: ZMQSocket
+    private let snapshotService: SnapshotService
+    private var replicas: [String: Replica] = [:]
+    /// Downstream snapshot requests waiting for a replica to be whole.
+    private var waiting: [String: [(peer: [UInt8], requestID: UInt64)]] = [:]
+    private var requests: [UInt64: String] = [:]
+    private var nextRequest: UInt64 = 1
+    private let clock = ContinuousClock()
+    private let topic = ZMQMessage()
+    private let body = ZMQMessage()
+    let endpoints: (publish: String, snapshot: String)
+
+    init(
+        configuration: RelayConfiguration, logger: Logger, context: ZMQContext, mailbox: Mailbox<StopCommand>,
+        counters: RelayCounters
+    ) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.mailbox = mailbox
+        self.counters = counters
+        upstream = try ZMQSocket(context, type: .sub)
+        upstreamSnapshots = try ZMQSocket(context, type: .dealer)
+        publish = try ZMQSocket(context, type: .xpub)
+        let snapshots = try ZMQSocket(context, type: .router)
+        for socket in [upstream, upstreamSnapshots] {
+            try socket.setLinger(milliseconds: 0)
+            if let curve = configuration.upstreamCurve {
+                try socket.setCurveServerKey(curve.serverPublicKey)
+                try socket.setCurvePublicKey(curve.client.publicKey)
+                try socket.setCurveSecretKey(curve.client.secretKey)
+            }
+        }
+        try upstream.setReceiveHighWaterMark(100_000)
+        try publish.setXPubVerbose(true)
+        try publish.setSendHighWaterMark(10_000)
+        try publish.bind(configuration.publishEndpoint)
+        try snapshots.setRouterMandatory(true)
+        try snapshots.setMaxMessageSize(64 << 10)
+        try snapshots.bind(configuration.snapshotEndpoint)
+        snapshotService = SnapshotService(socket: snapshots, logger: logger)
+        endpoints = (try publish.lastEndpoint, try snapshots.lastEndpoint)
+        try upstream.connect(configuration.upstreamPublish)
+        try upstreamSnapshots.connect(configuration.upstreamSnapshot)
+        for pattern in configuration.boards {
+            if pattern.hasSuffix("*") {
+                try upstream.subscribe(Array(pattern.dropLast().utf8))
+            } else {
+                try upstream.subscribe(publishTopic(board: pattern))
+                follow(pattern)
+            }
+        }
+    }
+
+    private func follows(_ board: String) -> Bool {
+        configuration.boards.contains { pattern in
+            pattern.hasSuffix("*") ? board.hasPrefix(pattern.dropLast()) : board == pattern
+        }
+    }
+
+    func run() {
+        defer {
+            upstream.close()
+            upstreamSnapshots.close()
+            publish.close()
+            snapshotService.socket.close()
+        }
+        do {
+            var loop = try PollLoop(mailbox: mailbox, sockets: [upstream, upstreamSnapshots, publish, snapshotService.socket])
+            try loop.run(
+                deadline: { self.nextDeadline },
+                commands: { _ in .stop },
+                readable: { index in
+                    switch index {
+                    case 0: try self.drainUpstream()
+                    case 1: try self.drainUpstreamSnapshots()
+                    case 2: try self.drainSubscriptions()
+                    default: try self.drainSnapshotRequests()
+                    }
+                },
+                turnEnded: { self.checkDeadlines() })
+        } catch let error as ZMQError where error.isTerminated {
+            return
+        } catch {
+            logger.error("relay stopped", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private var nextDeadline: ContinuousClock.Instant? {
+        var next: ContinuousClock.Instant? = nil
+        for case .syncing(_, _, _, let deadline) in replicas.values { next = min(next ?? deadline, deadline) }
+        return next
+    }
+
+    private func checkDeadlines() {
+        let now = clock.now
+        for (board, replica) in replicas {
+            if case .syncing(_, _, _, let deadline) = replica, now >= deadline { resync(board, reason: "no complete snapshot in time") }
+        }
+    }
+
+    // MARK: Upstream
+
+    /// Starts following `board`: a replica, synced from an upstream snapshot.
+    private func follow(_ board: String) {
+        guard replicas[board] == nil else { return }
+        resync(board, reason: nil)
+    }
+
+    private func resync(_ board: String, reason: String?) {
+        if let reason {
+            logger.info("relay resyncing", metadata: ["board": "\(board)", "reason": "\(reason)"])
+            counters.value.withLock { $0.resyncs += 1 }
+        }
+        let request = nextRequest
+        nextRequest += 1
+        requests[request] = board
+        var message = Touchsync_V1_SnapshotRequest()
+        message.board = board
+        message.requestID = request
+        _ = try? upstreamSnapshots.send(WireCodec.encode(message), dontWait: true)
+        var queued: [Touchsync_V1_DiffBatch] = []
+        if case .syncing(_, _, let earlier, _) = replicas[board] { queued = earlier }
+        replicas[board] = .syncing(request: request, chunks: [], queued: queued, deadline: clock.now + configuration.snapshotTimeout)
+        updateCounts()
+    }
+
+    private func drainUpstream() throws(ZMQError) {
+        while try upstream.receive(into: topic, dontWait: true) {
+            guard topic.hasMore, try upstream.receive(into: body, dontWait: true) else { continue }
+            while body.hasMore { _ = try upstream.receive(into: body, dontWait: true) }  // not ours: drop extra parts
+            // Downstream gets exactly what upstream sent.
+            let topicBytes = topic.bytes
+            let bodyBytes = body.bytes
+            _ = try? publish.send(multipart: [topicBytes, bodyBytes], dontWait: true)
+            counters.value.withLock { $0.forwarded += 1 }
+            guard topicBytes.last == 0, let board = String(validating: topicBytes.dropLast(), as: UTF8.self) else { continue }
+            if replicas[board] == nil {
+                guard follows(board) else { continue }
+                follow(board)
+            }
+            guard let message = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bodyBytes) else { continue }
+            switch message.body {
+            case .batch(let batch): received(batch, board: board)
+            case .heartbeat(let heartbeat): received(heartbeat, board: board)
+            case nil: break
+            }
+        }
+    }
+
+    private func received(_ batch: Touchsync_V1_DiffBatch, board: String) {
+        switch replicas[board] {
+        case .syncing(let request, let chunks, var queued, let deadline):
+            queued.append(batch)
+            replicas[board] = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
+        case .live(var state):
+            guard batch.sequence > state.sequence else { return }
+            replicas[board] = .live(BoardState())  // `state` uniquely referenced while it changes
+            do {
+                _ = try state.apply(batch)
+                replicas[board] = .live(state)
+            } catch {
+                replicas[board] = .live(state)
+                resync(board, reason: "\(error)")
+            }
+        case nil:
+            break
+        }
+    }
+
+    private func received(_ heartbeat: Touchsync_V1_BoardHeartbeat, board: String) {
+        guard case .live(let state) = replicas[board] else { return }
+        // Batches and heartbeats travel in order on one socket: any disagreement is a lost batch or a hub that went back.
+        if heartbeat.sequence != state.sequence || heartbeat.digest != state.digest.rawValue {
+            resync(board, reason: "upstream heartbeat at \(heartbeat.sequence), replica at \(state.sequence)")
+        }
+    }
+
+    private func drainUpstreamSnapshots() throws(ZMQError) {
+        while try upstreamSnapshots.receive(into: body, dontWait: true) {
+            guard let reply = try? body.withUnsafeBytes({ try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }),
+                let board = requests[reply.requestID],
+                case .syncing(let request, var chunks, let queued, let deadline) = replicas[board], request == reply.requestID
+            else { continue }
+            switch reply.body {
+            case .chunk(let chunk):
+                chunks.append(chunk)
+                guard chunks.count == Int(chunk.count) else {
+                    replicas[board] = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
+                    continue
+                }
+                requests[request] = nil
+                load(board, chunks: chunks, queued: queued)
+            case .error(let error):
+                logger.warning("upstream refused a snapshot", metadata: ["board": "\(board)", "error": "\(error.message)"])
+            case nil:
+                break
+            }
+        }
+    }
+
+    private func load(_ board: String, chunks: [Touchsync_V1_SnapshotChunk], queued: [Touchsync_V1_DiffBatch]) {
+        do {
+            let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
+            var state = try BoardState(snapshot: snapshot)
+            guard state.digest == digest else { throw SnapshotMismatch() }
+            for batch in queued.sorted(by: { $0.sequence < $1.sequence }) where batch.sequence > state.sequence {
+                _ = try state.apply(batch)
+            }
+            replicas[board] = .live(state)
+            updateCounts()
+            for (peer, requestID) in waiting.removeValue(forKey: board) ?? [] { serveSnapshot(board, to: peer, requestID: requestID) }
+        } catch {
+            resync(board, reason: "unusable snapshot: \(error)")
+        }
+    }
+
+    private struct SnapshotMismatch: Error {}
+
+    // MARK: Downstream
+
+    /// Subscriptions downstream: a board not followed yet (and within the patterns) is followed now.
+    private func drainSubscriptions() throws(ZMQError) {
+        while try publish.receive(into: body, dontWait: true) {
+            let bytes = body.bytes
+            guard bytes.first == 1, bytes.last == 0, let board = String(validating: bytes.dropFirst().dropLast(), as: UTF8.self),
+                replicas[board] == nil, follows(board)
+            else { continue }
+            follow(board)
+        }
+    }
+
+    private func drainSnapshotRequests() throws(ZMQError) {
+        for _ in 0..<256 {
+            guard let (peer, _, decoded) = try snapshotService.next() else { return }
+            guard case .success(let request) = decoded else {
+                snapshotService.sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
+                continue
+            }
+            guard isValidBoardName(request.board), follows(request.board) else {
+                snapshotService.sendError(
+                    to: peer, requestID: request.requestID, code: .unknownBoard, "this relay does not follow board \(request.board)")
+                continue
+            }
+            if case .live = replicas[request.board] {
+                serveSnapshot(request.board, to: peer, requestID: request.requestID)
+            } else {
+                follow(request.board)
+                waiting[request.board, default: []].append((peer, request.requestID))
+            }
+        }
+    }
+
+    private func serveSnapshot(_ board: String, to peer: [UInt8], requestID: UInt64) {
+        guard case .live(let state) = replicas[board] else { return }
+        let chunks = SnapshotCodec.chunks(of: state.snapshot(), board: board, digest: state.digest)
+        snapshotService.send(chunks, requestID: requestID, to: peer, board: board)
+        counters.value.withLock { $0.snapshotsServed += 1 }
+    }
+
+    private func updateCounts() {
+        let live = replicas.values.filter { if case .live = $0 { true } else { false } }.count
+        counters.value.withLock {
+            $0.boards = replicas.count
+            $0.liveBoards = live
+        }
+    }
+}
