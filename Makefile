@@ -22,10 +22,13 @@ deps:
 	fi
 
 # The fault tests put the hub and its agents on two hosts: network
-# namespaces joined by veth (iproute2), packet loss with nftables.
+# namespaces joined by veth (iproute2), packet loss with nftables; the
+# deployment tests validate compose.yaml with docker-compose (and read it
+# with the python3-yaml that comes with it).
 test-deps: deps
 	@missing=; command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
+	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing for the network fault tests"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \

@@ -1,0 +1,185 @@
+import Foundation
+import Testing
+
+/// compose.yaml (issue 13): valid for docker-compose, and its topology run
+/// for real without a container engine: each service a process in its own
+/// network namespace with its own address, the others reachable by their
+/// service names (the namespace's /etc/hosts), secrets and volumes mapped to
+/// files of the test.
+@Suite("Deployment: compose.yaml", .timeLimit(.minutes(3)))
+struct DeploymentTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func composeFileIsValid() async throws {
+        let compose = try await run(["docker-compose", "-f", Self.root.path + "/compose.yaml", "config", "-q"])
+        #expect(compose.status == 0, "docker-compose config (installed by make test): \(compose.errors)")
+        let withLoad = try await run(["docker-compose", "-f", Self.root.path + "/compose.yaml", "--profile", "load", "config", "--services"])
+        #expect(withLoad.output.split(separator: "\n").sorted() == ["hub", "load", "relay", "spectator"], "\(withLoad.output)")
+    }
+
+    /// hub, relay and spectator as compose.yaml starts them, plus its load
+    /// profile (shortened to 3 s), each in a namespace of its own on one
+    /// bridge: the load converges with 0 lost, a drawing on the demo board
+    /// reaches the spectator through the relay with the hub's digest, and the
+    /// health check passes.
+    @Test(.enabled(if: isRoot, "network namespaces need root"))
+    func composeTopologyRunsAsProcessesInNamespaces() async throws {
+        let services = try await composeServices()
+        let keys = try temporaryFolder("compose-keys")
+        defer { try? FileManager.default.removeItem(atPath: keys) }
+        let data = try temporaryFolder("compose-data")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let made = try await run(["env", "TOUCHSYNC=\(ProcessTests.binary.path)", Self.root.path + "/scripts/compose-keys.sh", keys])
+        try #require(made.status == 0, "scripts/compose-keys.sh: \(made.errors)")
+
+        let network = try ServiceNetwork(services: ["hub", "relay", "spectator", "load"])
+        defer { network.remove() }
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        // What a container would see, mapped onto the test's files.
+        func command(_ service: String) throws -> [String] {
+            guard let arguments = services[service] else { throw TestFailure("compose.yaml has no service \(service)") }
+            return arguments.map { argument in
+                var mapped = argument
+                for (secret, file) in ["hub_key": "hub.key", "hub_pub": "hub.pub", "access_list": "access.json", "health_key": "health.key", "relay_key": "relay.key"] {
+                    mapped = mapped.replacingOccurrences(of: "/run/secrets/\(secret)", with: keys + "/" + file)
+                }
+                if mapped == "/data" { mapped = data }
+                if mapped == "/keys" { mapped = keys }
+                return mapped
+            }
+        }
+        let (hub, hubOutput) = try children.run(try command("hub"), limit: 120, namespace: network.namespace("hub"))
+        var hubText = ""
+        await readUntil(hubOutput, into: &hubText) { $0.contains("Ctrl-C stops it.") }
+        try #require(hubText.contains("authenticated: CURVE"), "\(hubText)")
+        let (_, relayOutput) = try children.run(try command("relay"), limit: 120, namespace: network.namespace("relay"))
+        var relayText = ""
+        await readUntil(relayOutput, into: &relayText) { $0.contains("Ctrl-C stops it.") }
+        let (_, spectatorOutput) = try children.run(try command("spectator"), limit: 120, namespace: network.namespace("spectator"))
+
+        // The health check, as compose runs it (inside the hub's container).
+        let healthCheck = try await run(
+            ["ip", "netns", "exec", network.namespace("hub"), ProcessTests.binary.path, "health", "--snapshot", "tcp://127.0.0.1:5572",
+             "--key", keys + "/health.key", "--hub-key", keys + "/hub.pub"])
+        #expect(healthCheck.status == 0 && healthCheck.output.contains("healthy"), "\(healthCheck.output) \(healthCheck.errors)")
+
+        // The load profile, shortened.
+        var load = try command("load")
+        if let index = load.firstIndex(of: "--duration") { load[index + 1] = "3" }
+        let loadRun = try await run(["ip", "netns", "exec", network.namespace("load"), ProcessTests.binary.path] + load, limit: 120)
+        #expect(loadRun.status == 0, "\(loadRun.output)\n\(loadRun.errors)")
+        #expect(loadRun.output.contains("lost / duplicated   0 / 0"), "\(loadRun.output)")
+
+        // alice draws on demo (from the spectator's host); the spectator behind the relay shows the hub's board.
+        let draw = try await run(
+            ["ip", "netns", "exec", network.namespace("spectator"), ProcessTests.binary.path, "draw", "--board", "demo", "--fast",
+             "--hub", "tcp://hub:5570", "--publish", "tcp://hub:5571", "--snapshot", "tcp://hub:5572",
+             "--key", keys + "/alice.key", "--hub-key", keys + "/hub.pub"])
+        #expect(draw.status == 0, "\(draw.errors)")
+        let atHub = try await run(
+            ["ip", "netns", "exec", network.namespace("spectator"), ProcessTests.binary.path, "spectate", "--board", "demo", "--duration", "2",
+             "--hub", "tcp://hub:5570", "--publish", "tcp://hub:5571", "--snapshot", "tcp://hub:5572",
+             "--key", keys + "/alice.key", "--hub-key", keys + "/hub.pub"])
+        let hubDigest = try #require(lastDigest(atHub.output), "\(atHub.output) \(atHub.errors)")
+        var spectatorText = ""
+        await readUntil(spectatorOutput, into: &spectatorText) { $0.contains(hubDigest) }
+        #expect(spectatorText.contains(hubDigest), "the spectator behind the relay never showed the hub's digest \(hubDigest)")
+        #expect(hub.isRunning)
+    }
+
+    /// The services' commands, read from compose.yaml (Debian's python3-yaml comes with docker-compose).
+    func composeServices() async throws -> [String: [String]] {
+        let script = "import json,sys,yaml; d=yaml.safe_load(open(sys.argv[1])); print(json.dumps({k: v['command'] for k, v in d['services'].items()}))"
+        let read = try await run(["/usr/bin/python3", "-c", script, Self.root.path + "/compose.yaml"])
+        guard read.status == 0, let services = try JSONSerialization.jsonObject(with: Data(read.output.utf8)) as? [String: [String]] else {
+            throw TestFailure("cannot read compose.yaml's services: \(read.errors)")
+        }
+        return services
+    }
+
+    func lastDigest(_ text: String) -> String? {
+        text.split(separator: "\n").reversed().lazy.compactMap { line -> String? in
+            guard let range = line.range(of: "digest ") else { return nil }
+            let digest = line[range.upperBound...].prefix { $0 != " " }
+            return digest.count == 16 ? String(digest) : nil
+        }.first
+    }
+
+    /// A system command, to its end.
+    func run(_ arguments: [String], limit: Double = 60) async throws -> Outcome {
+        let output = try ChildOutput()
+        let errors = try ChildOutput()
+        let child = try Child.spawn("/usr/bin/env", arguments, output: output.writeEnd, errors: errors.writeEnd)
+        output.closeWriteEnd()
+        errors.closeWriteEnd()
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(limit))
+            kill(child.processIdentifier, SIGKILL)
+        }
+        async let out = output.readToEnd()
+        async let err = errors.readToEnd()
+        let (outData, errData) = await (out, err)
+        await child.exited()
+        watchdog.cancel()
+        return Outcome(status: child.terminationStatus, output: String(decoding: outData, as: UTF8.self), errors: String(decoding: errData, as: UTF8.self))
+    }
+}
+
+/// Hosts named like compose services, one namespace each, on one bridge
+/// (in a namespace of its own), each resolving the others' names through
+/// its own /etc/hosts (`ip netns exec` mounts /etc/netns/NAME/hosts). Root only.
+final class ServiceNetwork {
+    private let tag = "\(Int.random(in: 1000...9999))"
+    private let names: [String]
+    private let subnet = Int.random(in: 100...199)
+    private var made: [String] = []
+
+    init(services: [String]) throws {
+        names = services
+        let bridge = "tsw\(tag)"
+        var hosts = "127.0.0.1 localhost\n"
+        for (index, service) in services.enumerated() { hosts += "10.79.\(subnet).\(index + 1) \(service)\n" }
+        var steps: [[String]] = [["ip", "netns", "add", bridge]]
+        steps.append(["ip", "-n", bridge, "link", "add", "br0", "type", "bridge"])
+        steps.append(["ip", "-n", bridge, "link", "set", "br0", "up"])
+        for (index, service) in services.enumerated() {
+            let namespace = self.namespace(service)
+            let inner = "e\(index)\(tag)"
+            let outer = "p\(index)\(tag)"
+            steps += [
+                ["ip", "netns", "add", namespace],
+                ["ip", "link", "add", inner, "type", "veth", "peer", "name", outer],
+                ["ip", "link", "set", inner, "netns", namespace], ["ip", "link", "set", outer, "netns", bridge],
+                ["ip", "-n", bridge, "link", "set", outer, "master", "br0"], ["ip", "-n", bridge, "link", "set", outer, "up"],
+                ["ip", "-n", namespace, "addr", "add", "10.79.\(subnet).\(index + 1)/24", "dev", inner],
+                ["ip", "-n", namespace, "link", "set", inner, "up"], ["ip", "-n", namespace, "link", "set", "lo", "up"],
+            ]
+        }
+        made.append(bridge)
+        for service in services {
+            let folder = "/etc/netns/\(namespace(service))"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            try hosts.write(toFile: folder + "/hosts", atomically: true, encoding: .utf8)
+            made.append(namespace(service))
+        }
+        for step in steps {
+            guard try touchsyncShell(step) == 0 else {
+                remove()
+                throw TestFailure("network setup failed at: \(step.joined(separator: " "))")
+            }
+        }
+    }
+
+    func namespace(_ service: String) -> String { "tsc-\(service.prefix(6))-\(tag)" }
+
+    func remove() {
+        for namespace in made {
+            _ = try? touchsyncShell(["ip", "netns", "del", namespace])
+            try? FileManager.default.removeItem(atPath: "/etc/netns/\(namespace)")
+        }
+        made.removeAll()
+    }
+
+    deinit { remove() }
+}
