@@ -307,7 +307,7 @@ final class AgentConnection {
             case .error(let error):
                 report(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
                 if !welcomed, error.sequence == 0, let code = ErrorCode(error.code),
-                    [.unsupportedVersion, .unknownBoard, .malformed, .rateLimited, .forbidden].contains(code)
+                    [.unsupportedVersion, .unknownBoard, .malformed, .rateLimited, .forbidden, .wrongHub].contains(code)
                 {
                     shared.helloRefusal.withLock { $0 = "\(code): \(error.message)" }
                 }

@@ -312,6 +312,7 @@ final class SubscriberLoop {
             case .error(let error):
                 logger.warning("snapshot refused", metadata: ["board": "\(configuration.board)", "error": "\(error.message)"])
                 if error.code == .forbidden { fatal = "the hub refused this board (FORBIDDEN): \(error.message)" }
+                if error.code == .wrongHub { fatal = "this hub does not hold the board (WRONG_HUB): \(error.message)" }
             case .chunk(let chunk):
                 chunks.append(chunk)
                 if chunks.count == Int(chunk.count) {

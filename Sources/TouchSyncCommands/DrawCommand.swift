@@ -34,6 +34,7 @@ struct DrawCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let hub = try self.hub.resolved(board: board)
         var configuration = AgentConfiguration(board: board, hubEndpoint: hub.ingest)
         configuration.curve = try hub.keys.curve()
         configuration.identity = identity

@@ -66,6 +66,9 @@ struct HubCommand: AsyncParsableCommand {
     var insecure = false
     @Option(help: "Serve Prometheus metrics over HTTP at HOST:PORT (e.g. 127.0.0.1:9570; GET /metrics).")
     var metrics: String?
+    @Option(help: "A cluster file (boards sharded over hubs): hold only the boards it gives to --name, refuse others with WRONG_HUB.")
+    var cluster: String?
+    @Option(help: "This hub's name in the cluster file.") var name: String?
     @Option(help: "Folder of the journal (created if missing).") var data = JournalDefaults.directory
     @Option(help: "When journal writes are made durable: batch, never, or an interval such as 20ms or 1s.")
     var fsync = "20ms"
@@ -94,6 +97,7 @@ struct HubCommand: AsyncParsableCommand {
         guard maxMessagesPerSecond > 0 else { throw ValidationError("--max-messages-per-second must be positive") }
         guard maxSamplesPerSecond > 0 else { throw ValidationError("--max-samples-per-second must be positive") }
         if let metrics { try validateEndpoint("tcp://" + metrics, option: "--metrics", binds: true) }
+        guard (cluster == nil) == (name == nil) else { throw ValidationError("--cluster and --name go together") }
         guard (key == nil) == (access == nil) else {
             throw ValidationError("--key and --access go together: the hub's key file and the access list")
         }
@@ -128,6 +132,18 @@ struct HubCommand: AsyncParsableCommand {
         configuration.boardLimits.maxSamplesPerBoard = maxBoardSamples
         configuration.maxBoards = maxBoards
         configuration.maxSessions = maxSessions
+        if let cluster, let name {
+            let map: ClusterMap
+            do {
+                map = try ClusterMap.load(from: cluster)
+            } catch {
+                throw CommandFailure(error.description)
+            }
+            guard map.hubs.contains(where: { $0.name == name }) else {
+                throw CommandFailure("\(cluster) has no hub named \(name) (it lists \(map.hubs.map(\.name).joined(separator: ", ")))")
+            }
+            configuration.cluster = (map, name)
+        }
         if let key, let access {
             let pair: CurveKeyPair
             do {
@@ -183,6 +199,9 @@ struct HubCommand: AsyncParsableCommand {
             emit("  hub public key \(security.serverKey.publicKey)")
         } else {
             emit("TouchSync hub listening, NOT authenticated: anyone who can connect may claim any identity")
+        }
+        if let (map, name) = configuration.cluster {
+            emit("  cluster     hub \(name) of \(map.hubs.count) (\(cluster ?? "")): boards of other hubs get WRONG_HUB")
         }
         emit("  agents      \(endpoints.ingest)")
         emit("  subscribers \(endpoints.publish)")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import TouchSyncAccess
 import Foundation
 import Logging
 import TouchSyncHub
@@ -49,6 +50,8 @@ struct LoadCommand: AsyncParsableCommand {
     var fsync = "20ms"
     @Option(help: "Encrypt and authenticate every connection (CURVE): keys for the hub, each simulated user and the subscribers, and an access list, made (or reused) in this folder; the embedded hub uses them, an external one must run with DIR/hub.key and DIR/access.json.")
     var accessDir: String?
+    @Option(help: "A cluster file: spread the boards over its hubs (each board on the hub the map gives it) instead of --hub.")
+    var cluster: String?
     @Option(help: "Write the report as JSON to this file.") var json: String?
     @Option(help: "Write latency and throughput over time as an SVG chart to this file.") var svg: String?
     @OptionGroup var logging: LoggingOptions
@@ -116,6 +119,13 @@ struct LoadCommand: AsyncParsableCommand {
             }
             emit("CURVE: keys and access list in \(accessDir) (\(users) users, a watcher, the hub)")
         }
+        if let cluster {
+            do {
+                configuration.cluster = try ClusterMap.load(from: cluster)
+            } catch {
+                throw CommandFailure(error.description)
+            }
+        }
         if let ingest {
             let base = ingest.split(separator: ":").dropLast().joined(separator: ":")
             let port = Self.port(of: ingest) ?? 0
@@ -125,7 +135,7 @@ struct LoadCommand: AsyncParsableCommand {
         emit(
             "load: \(users) users x \(fingers) fingers at \(Int(hz)) Hz (\(coalesced) samples per event, \(predicted) predicted), "
                 + "\(boards) board(s), \(subscribers) subscriber(s) each, \(duration) s, hub "
-                + (configuration.hub?.ingest ?? "embedded") + (data.map { ", journal \($0) (fsync \(fsync))" } ?? "")
+                + (configuration.cluster.map { "cluster of \($0.hubs.count)" } ?? configuration.hub?.ingest ?? "embedded") + (data.map { ", journal \($0) (fsync \(fsync))" } ?? "")
                 + "; up to \(Int(configuration.offeredSamplesPerSecond)) samples/s offered")
         let run = LoadRun(configuration: configuration, logger: logging.logger("touchsync.load"))
         let interruption = LoadInterruption()

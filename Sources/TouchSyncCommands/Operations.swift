@@ -91,6 +91,7 @@ struct HealthCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let hub = try self.hub.resolved(board: board)
         let curve = try hub.keys.curve()
         let started = ContinuousClock.now
         let answer = try await HealthProbe.ask(

@@ -26,6 +26,25 @@ struct HubAddressOptions: ParsableArguments {
     var snapshot = "tcp://127.0.0.1:5572"
 
     @OptionGroup var keys: ClientKeyOptions
+    @Option(help: "A cluster file (boards sharded over hubs): the board's hub is found in it, instead of --hub, --publish and --snapshot.")
+    var cluster: String?
+
+    /// These options with the endpoints of `board`'s hub when a cluster file is given.
+    func resolved(board: String) throws -> HubAddressOptions {
+        guard let cluster else { return self }
+        let map: ClusterMap
+        do {
+            map = try ClusterMap.load(from: cluster)
+        } catch {
+            throw CommandFailure(error.description)
+        }
+        let hub = map.hub(for: board)
+        var copy = self
+        copy.ingest = hub.ingest
+        copy.publish = hub.publish
+        copy.snapshot = hub.snapshot
+        return copy
+    }
 
     func validate() throws {
         try validateEndpoint(ingest, option: "--hub")

@@ -54,6 +54,7 @@ struct RenderCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let hub = try self.hub.resolved(board: board)
         var renderer = BoardRenderer()
         if let size, let (width, height) = Self.parseSize(size) { renderer.canvas = (width, height) }
         if let data {

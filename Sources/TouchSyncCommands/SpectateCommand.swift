@@ -42,6 +42,7 @@ struct SpectateCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let hub = try self.hub.resolved(board: board)
         var configuration = SubscriberConfiguration(board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
         configuration.curve = try hub.keys.curve()
         configuration.snapshotTimeout = .seconds(2)

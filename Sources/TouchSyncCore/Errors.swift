@@ -81,6 +81,8 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
     case byteRateLimited = 21
     /// The authenticated user may not do this on this board (its role in the access list).
     case forbidden = 22
+    /// A board the cluster file gives to another hub (the message names it).
+    case wrongHub = 23
 }
 
 /// A diff that does not fit the replica's state: something was missed,

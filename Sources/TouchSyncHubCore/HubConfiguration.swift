@@ -105,6 +105,11 @@ public struct HubConfiguration: Sendable {
     /// loopback (or with `--insecure`).
     public var security: HubSecurity? = nil
 
+    /// This hub's place in a sharded cluster: it holds only the boards the
+    /// cluster file maps to `name` (rendezvous hashing), and refuses the
+    /// others with WRONG_HUB naming the right hub. Default nil: every board.
+    public var cluster: (map: ClusterMap, name: String)? = nil
+
     public init() {}
 
     /// Endpoints on free loopback ports, for tests and the embedded demo.

@@ -171,6 +171,11 @@ public struct HubCore {
             if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
             metrics.subscriptions.record(subscriptions.values.reduce(0, +))
         case .snapshotRequested(let peer, let user, let board, let requestID):
+            if let wrong = wrongHub(for: board) {
+                metrics.error(.wrongHub)
+                actions.append(.refuseSnapshot(to: peer, requestID: requestID, wrong))
+                return
+            }
             if let access, user.flatMap({ access.role(of: $0.rawValue, on: board) }) == nil {
                 metrics.error(.forbidden)
                 actions.append(
@@ -375,6 +380,10 @@ public struct HubCore {
                 into: &actions)
             return
         }
+        if let wrong = wrongHub(for: hello.board) {
+            refuse(peer.id, wrong, into: &actions)
+            return
+        }
         var role = Role.admin
         if let access {
             guard let granted = access.role(of: peer.principal.rawValue, on: hello.board), granted >= .draw else {
@@ -478,6 +487,15 @@ public struct HubCore {
             maxLiveTouches: UInt32(configuration.boardLimits.maxLiveTouchesPerUser),
             maxMessageBytes: UInt32(configuration.maxMessageBytes))
         actions.append(.reply(to: peer.id, .welcome(welcome)))
+    }
+
+    /// The refusal for a board the cluster gives to another hub (nil: ours).
+    private func wrongHub(for board: String) -> HubRefusal? {
+        guard let (map, name) = configuration.cluster else { return nil }
+        let owner = map.hub(for: board)
+        guard owner.name != name else { return nil }
+        return HubRefusal(
+            .wrongHub, "board \(board) lives on hub \(owner.name) (\(owner.ingest)), not on \(name): is your cluster file current?")
     }
 
     /// Peers without a session are rate limited too, so garbage cannot flood the hub.

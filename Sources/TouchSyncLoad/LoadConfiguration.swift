@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import TouchSyncHub
 import TouchSyncHubCore
 
@@ -41,6 +42,9 @@ public struct LoadConfiguration: Sendable {
     /// CURVE for every connection (`LoadKeys.prepare`); the embedded hub then
     /// authenticates with them. Default nil: plain text.
     public var keys: LoadKeys? = nil
+    /// Boards sharded over the hubs of a cluster file: each board's agents and
+    /// subscribers use the hub the map gives it. Overrides `hub`. Default nil.
+    public var cluster: ClusterMap? = nil
 
     public init() {}
 

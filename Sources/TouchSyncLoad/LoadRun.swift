@@ -54,7 +54,10 @@ public struct LoadRun: Sendable {
         let context = try ZMQContext(maxSockets: Int32(clamping: max(1023, 2 * sockets)))
         var embedded: TouchSyncHub? = nil
         let endpoints: HubEndpoints
-        if let hub = configuration.hub {
+        if let cluster = configuration.cluster {
+            let first = cluster.hubs[0]
+            endpoints = HubEndpoints(ingest: first.ingest, publish: first.publish, snapshot: first.snapshot)  // per board below
+        } else if let hub = configuration.hub {
             endpoints = hub
         } else {
             // Its own context, so its I/O thread is its own, as a separate process's would be.
@@ -69,11 +72,16 @@ public struct LoadRun: Sendable {
             embedded = hub
         }
         let boards = (0..<configuration.boards).map { "load-\(configuration.seed)-\($0)" }
+        /// Where a board lives: its cluster hub, or the one hub.
+        func hubEndpoints(of board: String) -> HubEndpoints {
+            guard let hub = configuration.cluster?.hub(for: board) else { return endpoints }
+            return HubEndpoints(ingest: hub.ingest, publish: hub.publish, snapshot: hub.snapshot)
+        }
         let latency = LatencyRecorder()
 
         func subscribe(_ board: String, counter: AppliedCounter?) throws -> BoardSubscriber {
             var settings = SubscriberConfiguration(
-                board: board, publishEndpoint: endpoints.publish, snapshotEndpoint: endpoints.snapshot)
+                board: board, publishEndpoint: hubEndpoints(of: board).publish, snapshotEndpoint: hubEndpoints(of: board).snapshot)
             if let keys = configuration.keys {
                 settings.curve = CurveClientKeys(client: keys.watcher, serverPublicKey: keys.hub.publicKey)
             }
@@ -130,7 +138,7 @@ public struct LoadRun: Sendable {
         let agents = try AgentPool(
             configurations: placement.enumerated().map { user, place in
                 let (board, local) = place
-                var settings = AgentConfiguration(board: boards[board], hubEndpoint: endpoints.ingest)
+                var settings = AgentConfiguration(board: boards[board], hubEndpoint: hubEndpoints(of: boards[board]).ingest)
                 settings.identity = simulators[board].users[local].rawValue
                 settings.clientName = "touchsync load"
                 // One agent watches its handshake (they all share the hub and the key setup): two sockets, not two per user.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TouchSyncAccess
 
 /// compose.yaml (issue 13): valid for docker-compose, and its topology run
 /// for real without a container engine: each service a process in its own
@@ -86,6 +87,56 @@ struct DeploymentTests {
         await readUntil(spectatorOutput, into: &spectatorText) { $0.contains(hubDigest) }
         #expect(spectatorText.contains(hubDigest), "the spectator behind the relay never showed the hub's digest \(hubDigest)")
         #expect(hub.isRunning)
+    }
+
+    /// Three hubs, each in its own namespace, hold the boards a cluster file
+    /// gives them (rendezvous hashing); a load of 30 boards spread over them
+    /// converges on every board; a client with a stale cluster file (a hub
+    /// missing) is refused with WRONG_HUB naming the right hub.
+    @Test(.enabled(if: isRoot, "network namespaces need root"))
+    func boardsShardedOverThreeHubsConverge() async throws {
+        let network = try ServiceNetwork(services: ["hub-a", "hub-b", "hub-c", "client"])
+        defer { network.remove() }
+        let folder = try temporaryFolder("cluster")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let hubs = ["hub-a", "hub-b", "hub-c"].map { name in
+            ClusterMap.Hub(name: name, ingest: "tcp://\(name):5570", publish: "tcp://\(name):5571", snapshot: "tcp://\(name):5572")
+        }
+        let map = try ClusterMap(hubs: hubs)
+        let stale = try ClusterMap(hubs: Array(hubs.prefix(2)))
+        for (file, cluster) in [("cluster.json", map), ("stale.json", stale)] {
+            try JSONEncoder().encode(cluster).write(to: URL(fileURLWithPath: folder + "/" + file))
+        }
+        let boards = (0..<30).map { "load-1-\($0)" }
+        #expect(Set(boards.map { map.hub(for: $0).name }).count == 3, "30 boards should land on all three hubs")
+        // Adding a hub moves only the boards it takes.
+        #expect(boards.allSatisfy { board in map.hub(for: board).name == "hub-c" || map.hub(for: board) == stale.hub(for: board) })
+
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        for hub in hubs {
+            let (_, output) = try children.run(
+                ["hub", "--no-journal", "--insecure", "--cluster", folder + "/cluster.json", "--name", hub.name,
+                 "--ingest", "tcp://*:5570", "--publish", "tcp://*:5571", "--snapshot", "tcp://*:5572"],
+                limit: 120, namespace: network.namespace(hub.name))
+            var text = ""
+            await readUntil(output, into: &text) { $0.contains("Ctrl-C stops it.") }
+            #expect(text.contains("cluster     hub \(hub.name) of 3"), "\(text)")
+        }
+        let client = network.namespace("client")
+        let load = try await run(
+            ["ip", "netns", "exec", client, ProcessTests.binary.path, "load", "--cluster", folder + "/cluster.json",
+             "--boards", "30", "--users", "30", "--fingers", "1", "--duration", "2"], limit: 120)
+        #expect(load.status == 0, "\(load.output)\n\(load.errors)")
+        #expect(load.output.contains("lost / duplicated   0 / 0") && load.output.contains("converged           yes"), "\(load.output)")
+
+        // A board hub-c holds, drawn with a stale file that does not know hub-c.
+        let moved = try #require(boards.first { map.hub(for: $0).name == "hub-c" })
+        let wrong = try await run(
+            ["ip", "netns", "exec", client, ProcessTests.binary.path, "draw", "--board", moved, "--fast", "--cluster", folder + "/stale.json"])
+        #expect(wrong.status == 1 && wrong.errors.contains("wrongHub") && wrong.errors.contains("lives on hub hub-c"), "\(wrong.errors)")
+        let shown = try await run([ProcessTests.binary.path, "cluster", "show", "--cluster", folder + "/cluster.json", "--board", moved])
+        #expect(shown.output.contains("\(moved): hub hub-c"), "\(shown.output)")
     }
 
     /// The services' commands, read from compose.yaml (Debian's python3-yaml comes with docker-compose).

@@ -525,4 +525,19 @@ struct HubCoreTests {
         hub.send(.accessChanged(list))
         #expect(hub.message(ann, .numbered(sequence: 5, began(2))).errors(to: ann).map(\.code) == [.notWelcomed])
     }
+
+    /// Sharded: a hub holds only the boards the cluster map gives it; others
+    /// are refused (hello and snapshot) with WRONG_HUB naming the right hub.
+    @Test func aShardedHubRefusesOtherHubsBoards() throws {
+        let map = try ClusterMap(hubs: ["a", "b"].map { ClusterMap.Hub(name: $0, ingest: "tcp://\($0):5570", publish: "p", snapshot: "s") })
+        let ours = try #require((0..<50).map { "board-\($0)" }.first { map.hub(for: $0).name == "a" })
+        let theirs = try #require((0..<50).map { "board-\($0)" }.first { map.hub(for: $0).name == "b" })
+        let hub = CoreHarness { $0.cluster = (map, "a") }
+        #expect(hub.hello(peer("ann"), board: ours) != nil)
+        #expect(hub.hello(peer("bob"), board: theirs) == nil)
+        let refusal = try #require(hub.take().errors(to: peer("bob")).first)
+        #expect(refusal.code == .wrongHub && refusal.message.contains("lives on hub b (tcp://b:5570)"), "\(refusal)")
+        let snapshot = hub.send(.snapshotRequested(by: peer("tv").id, user: nil, board: theirs, requestID: 3))
+        #expect(snapshot.contains { if case .refuseSnapshot(_, 3, let refusal) = $0 { refusal.code == .wrongHub } else { false } })
+    }
 }

@@ -158,6 +158,9 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
   /// more message bytes per second than the agent's allowance; the message is refused (and counted as handled)
   case byteRateLimited // = 21
 
+  /// a hello or snapshot request for a board the cluster file gives to another hub; the message names it
+  case wrongHub // = 23
+
   /// the authenticated user's role on this board does not allow it (drawing as a watcher, clearing a board without admin, watching a board not granted)
   case forbidden // = 22
   case UNRECOGNIZED(Int)
@@ -191,6 +194,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case 20: self = .boardFull
     case 21: self = .byteRateLimited
     case 22: self = .forbidden
+    case 23: self = .wrongHub
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -220,6 +224,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case .boardFull: return 20
     case .byteRateLimited: return 21
     case .forbidden: return 22
+    case .wrongHub: return 23
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -248,6 +253,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     .busy,
     .boardFull,
     .byteRateLimited,
+    .wrongHub,
     .forbidden,
   ]
 
@@ -350,7 +356,7 @@ nonisolated extension Touchsync_V1_TouchPhase: SwiftProtobuf._ProtoNameProviding
 }
 
 nonisolated extension Touchsync_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0\u{1}ERROR_CODE_CANNOT_RESUME\0\u{1}ERROR_CODE_STORAGE_UNAVAILABLE\0\u{1}ERROR_CODE_BUSY\0\u{1}ERROR_CODE_BOARD_FULL\0\u{1}ERROR_CODE_BYTE_RATE_LIMITED\0\u{1}ERROR_CODE_FORBIDDEN\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0\u{1}ERROR_CODE_CANNOT_RESUME\0\u{1}ERROR_CODE_STORAGE_UNAVAILABLE\0\u{1}ERROR_CODE_BUSY\0\u{1}ERROR_CODE_BOARD_FULL\0\u{1}ERROR_CODE_BYTE_RATE_LIMITED\0\u{1}ERROR_CODE_FORBIDDEN\0\u{1}ERROR_CODE_WRONG_HUB\0")
 }
 
 nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
