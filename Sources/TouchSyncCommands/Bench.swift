@@ -206,6 +206,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Instead: the journal (write throughput per fsync policy, recovery, replay at full speed, late-join snapshot).")
     var journal = false
     @Option(parsing: .unconditional, help: "With --journal: samples on the large board.") var boardSamples = 1_000_000
+    @Flag(help: "Instead: fan-out: one board to 10, 100 and 300 subscribers, on the hub itself, through 1 relay, through 4 (the hub's CPU per batch).")
+    var fanout = false
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -221,6 +223,19 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if journal {
             try await runJournal()
+            return
+        }
+        if fanout {
+            #if DEBUG
+            emit("warning: this is a debug build; run it from a release build for real figures")
+            #endif
+            emit("subscribers  relays  batches  hub CPU/batch  relay CPU/batch (each)  converged")
+            try await FanoutBenchmark().run(logger: logging.logger("touchsync.bench")) { row in
+                emit(
+                    String(
+                        format: "%11d  %6d  %7llu  %10.1f µs  %19.1f µs  %@", row.subscribers, row.relays, row.batches,
+                        row.hubMicrosecondsPerBatch, row.relayMicrosecondsPerBatch, row.converged ? "yes" : "NO"))
+            }
             return
         }
         var benchmark = CodecBenchmark()

@@ -139,6 +139,35 @@ struct DeploymentTests {
         #expect(shown.output.contains("\(moved): hub hub-c"), "\(shown.output)")
     }
 
+    /// `hub --metrics`: Prometheus text over HTTP whose counters move with
+    /// the load (frames, samples, batches) and count refused handshakes.
+    @Test func metricsEndpointCountsWhatTheHubDoes() async throws {
+        let ports = try ProcessTests.freePorts(4)
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let endpoints = ["--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
+        let (_, _, banner) = try await children.startHub(["hub", "--no-journal", "--metrics", "127.0.0.1:\(ports[3])"] + endpoints, port: ports[0])
+        #expect(banner.contains("metrics     http://127.0.0.1:\(ports[3])/metrics"), "\(banner)")
+        func scrape() throws -> [String: Double] {
+            let text = try httpGet(port: UInt16(ports[3]), path: "/metrics")
+            var values: [String: Double] = [:]
+            for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+                let parts = line.split(separator: " ")
+                if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+            }
+            return values
+        }
+        let before = try scrape()
+        #expect(before["touchsync_hub_frames_total"] == 0, "\(before)")
+        let draw = try await touchsync(["draw", "--board", "m", "--fast", "--hub", endpoints[1], "--publish", endpoints[3], "--snapshot", endpoints[5]])
+        #expect(draw.status == 0, "\(draw.errors)")
+        let after = try scrape()
+        #expect((after["touchsync_hub_frames_total"] ?? 0) > 10, "\(after)")
+        #expect((after["touchsync_hub_samples_total"] ?? 0) > 100)
+        #expect((after["touchsync_hub_batches_total"] ?? 0) > 0)
+        #expect(after["touchsync_hub_boards"] == 1)
+    }
+
     /// The services' commands, read from compose.yaml (Debian's python3-yaml comes with docker-compose).
     func composeServices() async throws -> [String: [String]] {
         let script = "import json,sys,yaml; d=yaml.safe_load(open(sys.argv[1])); print(json.dumps({k: v['command'] for k, v in d['services'].items()}))"
@@ -233,4 +262,31 @@ final class ServiceNetwork {
     }
 
     deinit { remove() }
+}
+
+/// A plain HTTP GET on 127.0.0.1:`port`; the whole response body.
+func httpGet(port: UInt16, path: String) throws -> String {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { throw TestFailure("socket failed") }
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw TestFailure("cannot connect to port \(port)") }
+    let request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
+    _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
+    var response = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = recv(descriptor, &buffer, buffer.count, 0)
+        if count <= 0 { break }
+        response += buffer[0..<count]
+    }
+    let text = String(decoding: response, as: UTF8.self)
+    guard text.hasPrefix("HTTP/1.1 200"), let body = text.range(of: "\r\n\r\n") else { throw TestFailure("bad response: \(text.prefix(200))") }
+    return String(text[body.upperBound...])
 }
