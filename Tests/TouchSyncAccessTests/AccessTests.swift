@@ -73,4 +73,20 @@ struct AccessTests {
         #expect(throws: KeyFileError.self) { try CurveKeyFiles.readPair(CurveKeyFiles.publicPath(name: "alice", directory: folder)) }
         #expect(throws: KeyFileError.missing(folder + "/nobody.key")) { try CurveKeyFiles.readPair(folder + "/nobody.key") }
     }
+
+    /// The rendezvous weight as docs/protocol.md specifies it (vectors computed
+    /// independently, in Python, from the text), and its use.
+    @Test func clusterWeightsMatchTheSpecification() throws {
+        #expect(ClusterMap.weight(hub: "a", board: "demo") == 0x54d0_4408_a00f_10f3)
+        #expect(ClusterMap.weight(hub: "hub-c", board: "load-1-7") == 0x3255_3022_eaed_a265)
+        #expect(ClusterMap.weight(hub: "b", board: "tafel-ü") == 0xf6f4_463b_38c1_00eb)
+        let hubs = ["a", "b", "c"].map { ClusterMap.Hub(name: $0, ingest: "tcp://\($0):1", publish: "p", snapshot: "s") }
+        let map = try ClusterMap(hubs: hubs)
+        for board in ["demo", "x", "team-1"] {
+            let best = hubs.max { ClusterMap.weight(hub: $0.name, board: board) < ClusterMap.weight(hub: $1.name, board: board) }!
+            #expect(map.hub(for: board) == best)
+        }
+        #expect(throws: AccessListError.self) { try ClusterMap(hubs: []) }
+        #expect(throws: AccessListError.self) { try ClusterMap(hubs: [hubs[0], hubs[0]]) }
+    }
 }
