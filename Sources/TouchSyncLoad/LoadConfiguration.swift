@@ -45,6 +45,8 @@ public struct LoadConfiguration: Sendable {
     /// Boards sharded over the hubs of a cluster file: each board's agents and
     /// subscribers use the hub the map gives it. Overrides `hub`. Default nil.
     public var cluster: ClusterMap? = nil
+    /// Each agent's window of unacknowledged messages (`AgentConfiguration.maxInFlight`). Default 32.
+    public var maxInFlight = 32
 
     public init() {}
 

@@ -141,6 +141,7 @@ public struct LoadRun: Sendable {
                 var settings = AgentConfiguration(board: boards[board], hubEndpoint: hubEndpoints(of: boards[board]).ingest)
                 settings.identity = simulators[board].users[local].rawValue
                 settings.clientName = "touchsync load"
+                settings.maxInFlight = configuration.maxInFlight
                 // One agent watches its handshake (they all share the hub and the key setup): two sockets, not two per user.
                 settings.monitorsHandshake = user == 0
                 if let keys = configuration.keys, let pair = keys.users[settings.identity!] {

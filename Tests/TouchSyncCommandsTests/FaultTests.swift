@@ -347,6 +347,9 @@ struct FrozenHubTests {
         #expect(object["lost"] as? Int == 0, "\(text)")
         #expect(object["duplicated"] as? Int == 0)
         #expect(object["converged"] as? Bool == true, "\(text)")
+        // Flow control, deterministically: nothing was acknowledged for 5 s, so
+        // each agent's window filled and the frames behind it were coalesced.
+        #expect((object["coalesced_frames"] as? Int ?? 0) > 0, "\(text)")
         #expect(load.terminationStatus == 0)
         hub.interrupt()
         await hub.exited()
