@@ -81,6 +81,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncTUIO",
+            dependencies: ["TouchSyncCore"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncAccess",
             swiftSettings: swiftSettings
         ),
@@ -149,6 +154,7 @@ let package = Package(
             name: "TouchSyncCommands",
             dependencies: [
                 "TouchSyncAccess",
+                "TouchSyncTUIO",
                 "ZeroMQ",
                 "TouchSyncJournal",
                 "TouchSyncRender",
@@ -237,6 +243,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TouchSyncTUIOTests",
+            dependencies: ["TouchSyncTUIO", "TouchSyncCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TouchSyncRenderTests",
             dependencies: ["TouchSyncRender", "TouchSyncCore"],
             swiftSettings: swiftSettings
@@ -254,6 +265,7 @@ let package = Package(
             name: "TouchSyncCommandsTests",
             dependencies: [
                 "TouchSyncAccess",
+                "TouchSyncTUIO",
                 "TouchSyncClient",
                 "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),

@@ -1,0 +1,339 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Synchronization
+import TouchSyncAccess
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncTUIO
+import UnixSignals
+import ZeroMQ
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `touchsync tuio`: multi-touch hardware (TUIO over UDP) drawing on a
+/// board, or a board's live touches sent to TUIO displays.
+struct TUIOCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tuio",
+        abstract: "Bridge TUIO multi-touch hardware and a board: --listen draws what trackers send, --emit sends a board's touches.",
+        discussion: """
+            --listen udp://0.0.0.0:3333 receives TUIO 1.1 /tuio/2Dcur and TUIO 2.0 \
+            /tuio2/ptr bundles (reacTIVision, TouchDesigner, touch frames) and drives \
+            one agent per TUIO source (its source name, or its address), so every \
+            table draws in its own namespace. Cursor ids are touch ids: entering the \
+            alive set begins a stroke, each set adds a sample, leaving ends it; 0-1 \
+            coordinates are scaled to --size. Old and repeated frames (fseq) are \
+            dropped; a source silent for --source-timeout has its touches cancelled.
+
+            --emit udp://HOST:3333 sends the board's strokes in progress as TUIO 1.1 \
+            /tuio/2Dcur bundles, --fps times a second, for displays that follow TUIO.
+
+              touchsync tuio --listen udp://0.0.0.0:3333 --board table --hub tcp://hub:5570
+              touchsync tuio --emit udp://192.168.1.20:3333 --board table --publish tcp://hub:5571 --snapshot tcp://hub:5572
+            """)
+
+    @Option(help: "Receive TUIO here: udp://ADDRESS:PORT (IPv4; 0.0.0.0 for every interface).") var listen: String?
+    @Option(name: .customLong("emit"), help: "Send the board's touches as TUIO here: udp://ADDRESS:PORT.") var emitTo: String?
+    @Option(help: "The board.") var board: String
+    @OptionGroup var hub: HubAddressOptions
+    @Option(help: "The canvas TUIO's 0-1 coordinates map to, in points: WIDTHxHEIGHT.") var size = "1920x1080"
+    @Option(parsing: .unconditional, help: "Seconds without a packet from a source before its touches are cancelled.")
+    var sourceTimeout = 3.0
+    @Option(parsing: .unconditional, help: "With --emit: bundles per second.") var fps = 60.0
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        try validateBoard(board)
+        guard (listen == nil) != (emitTo == nil) else { throw ValidationError("give one of --listen and --emit") }
+        if let listen { _ = try UDPAddress(listen, option: "--listen") }
+        if let emitTo { _ = try UDPAddress(emitTo, option: "--emit") }
+        guard Self.parseSize(size) != nil else { throw ValidationError("--size must be WIDTHxHEIGHT in points, e.g. 1920x1080") }
+        guard sourceTimeout > 0 else { throw ValidationError("--source-timeout must be above 0") }
+        guard fps > 0 && fps <= 1000 else { throw ValidationError("--fps must be above 0 and at most 1000") }
+    }
+
+    static func parseSize(_ text: String) -> (Double, Double)? {
+        let parts = text.split(separator: "x").compactMap { Double($0) }
+        guard parts.count == 2, parts[0] > 0, parts[1] > 0, parts[0] <= 100_000, parts[1] <= 100_000 else { return nil }
+        return (parts[0], parts[1])
+    }
+
+    func run() async throws {
+        let logger = logging.logger("touchsync.tuio")
+        let hub = try self.hub.resolved(board: board)
+        let (width, height) = Self.parseSize(size)!
+        if let listen {
+            let address = try UDPAddress(listen, option: "--listen")
+            let bridge = try TUIOBridge(
+                address: address, board: board, hubEndpoint: hub.ingest, curve: try hub.keys.curve(), width: width, height: height,
+                sourceTimeout: Duration(secondsValue: sourceTimeout), logger: logger)
+            emit("TUIO bridge: \(listen) -> board \"\(board)\" at \(hub.ingest), canvas \(size) points (Ctrl-C stops)")
+            let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
+            let thread = Thread { bridge.run() }
+            thread.name = "touchsync-tuio"
+            thread.start()
+            for await _ in signals { break }
+            let counts = await bridge.stop()
+            emit("TUIO bridge stopped: \(counts.frames) frames from \(counts.sources) source(s), \(counts.dropped) old or repeated, \(counts.malformed) malformed packets")
+        } else if let emitTo {
+            let address = try UDPAddress(emitTo, option: "--emit")
+            var configuration = SubscriberConfiguration(board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
+            configuration.curve = try hub.keys.curve()
+            let subscriber = try BoardSubscriber(configuration: configuration, logger: logger)
+            subscriber.start()
+            let socket = try UDPSocket(binding: nil)
+            emit("TUIO emitter: board \"\(board)\" -> \(emitTo), \(fps) bundles/s (Ctrl-C stops)")
+            let stopped = StopFlag()
+            let signals = Task {
+                for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) {
+                    stopped.set()
+                    break
+                }
+            }
+            defer { signals.cancel() }
+            var frame: Int32 = 0
+            let interval = Duration(secondsValue: 1 / fps)
+            var next = ContinuousClock.now
+            while !stopped.isSet {
+                if let state = await subscriber.replica() {
+                    frame &+= 1
+                    socket.send(TUIOEmitter.bundle(of: state, width: width, height: height, source: "touchsync@\(board)", frame: frame), to: address)
+                }
+                if let failure = subscriber.status.failure { throw CommandFailure("the subscriber stopped: \(failure)") }
+                next += interval
+                try? await Task.sleep(until: next)
+            }
+            await subscriber.stop()
+            emit("TUIO emitter stopped after \(frame) bundles")
+        }
+    }
+}
+
+/// Set once, from a signal handler's task; read by a loop.
+final class StopFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}
+
+/// An IPv4 UDP address from `udp://ADDRESS:PORT`.
+struct UDPAddress: Sendable, CustomStringConvertible {
+    let host: String
+    let port: UInt16
+
+    init(_ text: String, option: String) throws {
+        guard text.hasPrefix("udp://"), let colon = text.lastIndex(of: ":"), colon > text.index(text.startIndex, offsetBy: 6) else {
+            throw ValidationError("\(option) \(text): expected udp://ADDRESS:PORT, e.g. udp://0.0.0.0:3333")
+        }
+        var host = String(text[text.index(text.startIndex, offsetBy: 6)..<colon])
+        if host == "localhost" { host = "127.0.0.1" }
+        var probe = in_addr()
+        guard inet_pton(AF_INET, host, &probe) == 1 else { throw ValidationError("\(option) \(text): the address must be IPv4 (e.g. 0.0.0.0)") }
+        guard let port = UInt16(text[text.index(after: colon)...]), port > 0 else {
+            throw ValidationError("\(option) \(text): the port must be 1 to 65535")
+        }
+        self.host = host
+        self.port = port
+    }
+
+    var sockaddr: sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        inet_pton(AF_INET, host, &address.sin_addr)
+        return address
+    }
+
+    var description: String { "udp://\(host):\(port)" }
+}
+
+/// A blocking UDP socket (datagrams up to 64 KiB), owned by one thread.
+final class UDPSocket: @unchecked Sendable {
+    let descriptor: Int32
+
+    init(binding address: UDPAddress?, receiveTimeout: Duration = .milliseconds(100)) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard descriptor >= 0 else { throw CommandFailure("cannot make a UDP socket: \(String(cString: strerror(errno)))") }
+        var timeout = timeval(tv_sec: 0, tv_usec: Int(receiveTimeout.components.attoseconds / 1_000_000_000_000))
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer: Int32 = 1 << 20
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &buffer, socklen_t(MemoryLayout<Int32>.size))
+        if let address {
+            var socketAddress = address.sockaddr
+            let bound = withUnsafePointer(to: &socketAddress) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                let reason = String(cString: strerror(errno))
+                close(descriptor)
+                throw CommandFailure("cannot listen on \(address): \(reason)")
+            }
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// The next datagram and its sender ("ADDRESS:PORT"), or nil after the receive time-out.
+    func receive(into buffer: inout [UInt8]) -> (count: Int, sender: String)? {
+        var from = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let count = buffer.withUnsafeMutableBytes { bytes in
+            withUnsafeMutablePointer(to: &from) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(descriptor, bytes.baseAddress, bytes.count, 0, $0, &length) }
+            }
+        }
+        guard count >= 0 else { return nil }
+        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        inet_ntop(AF_INET, &from.sin_addr, &text, socklen_t(INET_ADDRSTRLEN))
+        return (count, String(cString: text) + ":\(UInt16(bigEndian: from.sin_port))")
+    }
+
+    func send(_ bytes: [UInt8], to address: UDPAddress) {
+        var target = address.sockaddr
+        _ = bytes.withUnsafeBytes { data in
+            withUnsafePointer(to: &target) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(descriptor, data.baseAddress, data.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+    }
+}
+
+/// The receiving side: UDP in, one agent per TUIO source out. Its `run`
+/// thread owns the socket and the trackers; agents are thread-safe.
+final class TUIOBridge: Sendable {
+    struct Counts: Sendable {
+        var frames = 0
+        var dropped = 0
+        var malformed = 0
+        var sources = 0
+    }
+
+    private let socket: UDPSocket
+    private let board: String
+    private let hubEndpoint: String
+    private let curve: CurveClientKeys?
+    private let width: Double
+    private let height: Double
+    private let sourceTimeout: Duration
+    private let logger: Logger
+    private let context: ZMQContext
+    private let stopping = Mutex(false)
+    private let finished = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let agents = Mutex<[String: TouchAgent]>([:])
+    private let counts = Mutex(Counts())
+
+    init(
+        address: UDPAddress, board: String, hubEndpoint: String, curve: CurveClientKeys?, width: Double, height: Double,
+        sourceTimeout: Duration, logger: Logger
+    ) throws {
+        socket = try UDPSocket(binding: address)
+        self.board = board
+        self.hubEndpoint = hubEndpoint
+        self.curve = curve
+        self.width = width
+        self.height = height
+        self.sourceTimeout = sourceTimeout
+        self.logger = logger
+        context = try ZMQContext()
+    }
+
+    /// Receives until `stop()`.
+    func run() {
+        defer {
+            let waiters = finished.withLock { state in
+                state.done = true
+                defer { state.waiters.removeAll() }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+        var trackers: [String: (tracker: TUIOSourceTracker, lastHeard: ContinuousClock.Instant)] = [:]
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let clock = ContinuousClock()
+        var malformedSinceLog = 0
+        var lastLog = clock.now - .seconds(60)
+        while !stopping.withLock({ $0 }) {
+            let now = clock.now
+            // Silent sources: their touches are cancelled (the tracker stopped, or its network did).
+            for (source, entry) in trackers where now - entry.lastHeard > sourceTimeout && !entry.tracker.down.isEmpty {
+                var tracker = entry.tracker
+                let cancelled = tracker.cancelAll()
+                trackers[source] = (tracker, entry.lastHeard)
+                agent(for: source)?.send(cancelled, alive: [])
+                logger.info("TUIO source silent: its touches cancelled", metadata: ["source": "\(source)", "touches": "\(cancelled.count)"])
+            }
+            guard let (count, sender) = socket.receive(into: &buffer) else { continue }
+            let packet: OSCPacket
+            do {
+                packet = try OSCDecoder.decode(Array(buffer[0..<count]))
+            } catch {
+                malformedSinceLog += 1
+                counts.withLock { $0.malformed += 1 }
+                if clock.now - lastLog >= .seconds(10) {
+                    logger.warning("malformed OSC packets", metadata: ["count": "\(malformedSinceLog)", "last": "\(error)", "from": "\(sender)"])
+                    malformedSinceLog = 0
+                    lastLog = clock.now
+                }
+                continue
+            }
+            let arrival = Date().timeIntervalSince1970  // a frame without a time tag happened now
+            let (frames, problems) = TUIOParser.frames(in: packet)
+            if problems > 0 { counts.withLock { $0.malformed += problems } }
+            for frame in frames {
+                let source = frame.source ?? sender
+                var entry = trackers[source] ?? (TUIOSourceTracker(width: width, height: height), now)
+                if trackers[source] == nil { counts.withLock { $0.sources += 1 } }
+                entry.lastHeard = clock.now
+                guard let (changes, alive) = entry.tracker.apply(frame, arrival: arrival) else {
+                    trackers[source] = entry
+                    counts.withLock { $0.dropped += 1 }
+                    continue
+                }
+                trackers[source] = entry
+                counts.withLock { $0.frames += 1 }
+                if !changes.isEmpty { agent(for: source)?.send(changes, alive: alive) }
+            }
+        }
+    }
+
+    /// The agent of a TUIO source, made on first use: its namespace is `tuio-` and the source's name.
+    private func agent(for source: String) -> TouchAgent? {
+        if let existing = agents.withLock({ $0[source] }) { return existing }
+        var configuration = AgentConfiguration(board: board, hubEndpoint: hubEndpoint)
+        let allowed = source.unicodeScalars.map { scalar -> Character in
+            (scalar.properties.isAlphabetic && scalar.isASCII) || ("0"..."9").contains(scalar) || scalar == "-" || scalar == "_" || scalar == "."
+                ? Character(scalar) : "-"
+        }
+        configuration.identity = String(("tuio-" + String(allowed)).prefix(64))
+        configuration.clientName = "touchsync tuio"
+        configuration.curve = curve
+        guard let agent = try? TouchAgent(configuration: configuration, context: context, logger: logger) else { return nil }
+        agent.start()
+        agents.withLock { $0[source] = agent }
+        logger.info("TUIO source joined", metadata: ["source": "\(source)", "user": "\(configuration.identity!)"])
+        return agent
+    }
+
+    /// Stops receiving, lets every agent deliver what it holds and say goodbye.
+    func stop() async -> (frames: Int, dropped: Int, malformed: Int, sources: Int) {
+        stopping.withLock { $0 = true }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = finished.withLock { state in
+                if !state.done { state.waiters.append(continuation) }
+                return state.done
+            }
+            if done { continuation.resume() }
+        }
+        for agent in agents.withLock({ Array($0.values) }) {
+            _ = await agent.flush(timeout: .seconds(5))
+            await agent.stop()
+        }
+        let counted = counts.withLock { $0 }
+        return (counted.frames, counted.dropped, counted.malformed, counted.sources)
+    }
+}
