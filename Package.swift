@@ -285,6 +285,7 @@ if ProcessInfo.processInfo.environment["TOUCHSYNC_FUZZ"] != nil {
         ("FuzzDiffStream", ["TouchSyncCore", "TouchSyncWire"]),
         ("FuzzSnapshot", ["TouchSyncCore", "TouchSyncWire"]),
         ("FuzzJournal", ["TouchSyncJournal"]),
+        ("FuzzOSC", ["TouchSyncTUIO"]),
     ]
     package.targets.append(.target(name: "FuzzSupport", path: "Fuzz/Sources/FuzzSupport", swiftSettings: swiftSettings))
     for (name, dependencies) in fuzzTargets {

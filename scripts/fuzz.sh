@@ -8,13 +8,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=(FuzzHubCore FuzzDiffStream FuzzSnapshot FuzzJournal)
+targets=(FuzzHubCore FuzzDiffStream FuzzSnapshot FuzzJournal FuzzOSC)
 echo "building the fuzz targets (first time: several minutes)"
 for target in "${targets[@]}"; do
   # -Xswiftc, not --sanitize: every module (not only the target's) gets coverage counters; lld (gold
   # fails on these objects).
-  TOUCHSYNC_FUZZ=1 swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld \
-    --scratch-path .build-fuzz --product "$target" >/dev/null
+  # Quiet unless it fails: then the compiler's errors are shown.
+  if ! out=$(TOUCHSYNC_FUZZ=1 swift build -c release -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld \
+    --scratch-path .build-fuzz --product "$target" 2>&1); then
+    echo "$out" | grep -E "error" -A3 | head -40 >&2
+    echo "error: building $target failed" >&2
+    exit 1
+  fi
 done
 work=$(mktemp -d "${TMPDIR:-/tmp}/touchsync-fuzz.XXXXXX")
 echo "working folder (new corpus entries, any crash input): $work"

@@ -72,7 +72,7 @@ func fuzzHubCore(_ input: UnsafeRawBufferPointer) {
                 }
             case .appendToJournal(let append): written = append.ticket
             case .syncJournal(let through): synced = through
-            case .reply, .sendSnapshot, .refuseSnapshot: break
+            case .reply, .sendSnapshot, .refuseSnapshot, .allowSubscription, .dropSubscription: break
             }
         }
     }

@@ -1,0 +1,202 @@
+import Foundation
+import Logging
+import Testing
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncTUIO
+import ZeroMQ
+
+/// The TUIO bridge as real processes over loopback UDP (issue 15). The
+/// sender is the tests' own hand-written OSC encoder (`RawTUIO`), apart from
+/// the bridge's decoder.
+@Suite("TUIO bridge", .timeLimit(.minutes(2)))
+struct TUIOBridgeTests {
+    /// Two sources: a table that names itself, sending reordered, repeated and
+    /// lossy frames with cursor ids reused, and an unnamed one that goes
+    /// silent with a touch down. The board holds the named table's three
+    /// strokes with exactly the samples of the frames that counted, in its
+    /// own namespace, and nothing of the silent one is left stuck.
+    @Test func trackersDrawOnABoard() async throws {
+        let ports = try ProcessTests.freePorts(4)
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let hubEndpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
+        _ = try await children.startHub(
+            ["hub", "--no-journal", "--ingest", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]], port: ports[0])
+        let (bridge, bridgeOutput) = try children.run(
+            ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "table", "--source-timeout", "1",
+             "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]])
+        var bridgeText = ""
+        await readUntil(bridgeOutput, into: &bridgeText) { $0.contains("Ctrl-C stops") }
+
+        let named = try UDPSender()
+        let unnamed = try UDPSender()
+        func send(_ sender: UDPSender, _ source: String?, _ fseq: Int32, alive: [Int32], sets: [(Int32, Float, Float)]) async throws {
+            sender.send(RawTUIO.cursors(source: source, alive: alive, sets: sets, fseq: fseq), port: UInt16(ports[3]))
+            try await Task.sleep(for: .milliseconds(15))
+        }
+        try await send(named, "tableA", 1, alive: [1], sets: [(1, 0.10, 0.10)])
+        try await send(unnamed, nil, 1, alive: [5], sets: [(5, 0.30, 0.30)])
+        try await send(named, "tableA", 2, alive: [1, 2], sets: [(1, 0.11, 0.10), (2, 0.50, 0.50)])
+        try await send(named, "tableA", 3, alive: [1, 2], sets: [(1, 0.12, 0.10), (1, 0.13, 0.10)])  // two samples in one frame
+        try await send(unnamed, nil, 2, alive: [5], sets: [(5, 0.31, 0.30)])  // then silent, touch down
+        try await send(named, "tableA", 5, alive: [2], sets: [(2, 0.51, 0.50)])  // cursor 1 lifted
+        try await send(named, "tableA", 4, alive: [1, 2], sets: [(1, 0.99, 0.99)])  // late: dropped
+        try await send(named, "tableA", 6, alive: [2], sets: [(2, 0.52, 0.50)])
+        try await send(named, "tableA", 6, alive: [2], sets: [(2, 0.52, 0.50)])  // repeated: dropped
+        try await send(named, "tableA", 7, alive: [1, 2], sets: [(1, 0.20, 0.20)])  // cursor id 1 again: a new stroke
+        try await send(named, "tableA", 8, alive: [1], sets: [(1, 0.21, 0.20)])  // cursor 2 gone, its own packets lost
+        try await send(named, "tableA", 9, alive: [], sets: [])
+
+        var configuration = SubscriberConfiguration(board: "table", publishEndpoint: hubEndpoints[1], snapshotEndpoint: hubEndpoints[2])
+        configuration.snapshotTimeout = .milliseconds(500)
+        var quiet = Logger(label: "tuio-test")
+        quiet.logLevel = .critical
+        let subscriber = try BoardSubscriber(configuration: configuration, logger: quiet)
+        subscriber.start()
+        var board: BoardState? = nil
+        for _ in 0..<200 {
+            if let replica = await subscriber.replica(), replica.acceptedStrokes.count >= 3, replica.liveTouchCount == 0 {
+                board = replica
+                break
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        await subscriber.stop()
+        let final = try #require(board, "the board never showed three strokes and no touch down")
+        let strokes = final.acceptedStrokes
+        #expect(strokes.map(\.owner.rawValue) == ["tuio-tableA", "tuio-tableA", "tuio-tableA"])
+        #expect(strokes.map(\.samples.count) == [4, 3, 2], "\(strokes.map(\.samples.count))")
+        #expect(strokes.map(\.touch) == [1, 2, 1])
+        #expect(strokes[0].samples.first?.xInPoints == 192 && strokes[0].samples.first?.yInPoints == 108)
+        #expect(!strokes.flatMap(\.samples).contains { $0.xInPoints > 1900 }, "the late frame was applied")
+        #expect(final.liveTouchCount == 0, "the silent source's touch is stuck")
+
+        bridge.interrupt()
+        bridgeText += String(decoding: await bridgeOutput.readToEnd(), as: UTF8.self)
+        await bridge.exited()
+        #expect(bridge.terminationStatus == 0)
+        #expect(bridgeText.contains("2 old or repeated"), "\(bridgeText)")
+        #expect(bridgeText.contains("from 2 source(s)"), "\(bridgeText)")
+    }
+
+    /// Garbage on the port is counted, not fatal.
+    @Test func malformedPacketsAreCountedNotFatal() async throws {
+        let ports = try ProcessTests.freePorts(4)
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let hubEndpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
+        _ = try await children.startHub(
+            ["hub", "--no-journal", "--ingest", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]], port: ports[0])
+        let (bridge, output) = try children.run(
+            ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "g", "--hub", hubEndpoints[0]])
+        var text = ""
+        await readUntil(output, into: &text) { $0.contains("Ctrl-C stops") }
+        let sender = try UDPSender()
+        for length in [0, 1, 3, 8, 17, 64] { sender.send((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37) }, port: UInt16(ports[3])) }
+        sender.send(Array(RawTUIO.cursors(source: "x", alive: [1], sets: [(1, 0.5, 0.5)], fseq: 1).prefix(30)), port: UInt16(ports[3]))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(bridge.isRunning)
+        bridge.interrupt()
+        text += String(decoding: await output.readToEnd(), as: UTF8.self)
+        await bridge.exited()
+        #expect(bridge.terminationStatus == 0)
+        #expect(text.contains("6 malformed packets") || text.contains("7 malformed packets"), "\(text)")
+    }
+
+    /// The emitter sends a board's touches in progress as TUIO bundles a display can read.
+    @Test func emitterSendsTheBoardsTouches() async throws {
+        let ports = try ProcessTests.freePorts(4)
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let hubEndpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
+        _ = try await children.startHub(
+            ["hub", "--no-journal", "--ingest", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]], port: ports[0])
+        var quiet = Logger(label: "tuio-test")
+        quiet.logLevel = .critical
+        let agent = try TouchAgent(configuration: AgentConfiguration(board: "shown", hubEndpoint: hubEndpoints[0]), logger: quiet)
+        agent.start()
+        try agent.touchesBegan([TouchInput(id: 3, coalesced: [TouchPoint(x: 480, y: 270, timestamp: 1)])])
+        #expect(await agent.flush(timeout: .seconds(10)))
+        let receiver = try UDPSender(port: UInt16(ports[3]))
+        let (emitter, _) = try children.run(
+            ["tuio", "--emit", "udp://127.0.0.1:\(ports[3])", "--board", "shown", "--fps", "20",
+             "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]])
+        var seen: TUIOFrame? = nil
+        let deadline = ContinuousClock.now + .seconds(10)
+        while seen == nil && ContinuousClock.now < deadline {
+            guard let bytes = receiver.receive() else { continue }
+            let (frames, _) = TUIOParser.frames(in: try OSCDecoder.decode(bytes))
+            if let frame = frames.first, frame.alive?.count == 1 { seen = frame }
+        }
+        let frame = try #require(seen, "no TUIO bundle with the touch arrived")
+        #expect(frame.source == "touchsync@shown")
+        #expect(frame.updates.count == 1 && abs(frame.updates[0].x - 0.25) < 0.001 && abs(frame.updates[0].y - 0.25) < 0.001)
+        emitter.interrupt()
+        await emitter.exited()
+        #expect(emitter.terminationStatus == 0)
+        await agent.stop()
+    }
+}
+
+/// The tests' own TUIO 1.1 encoding (big-endian, padded), independent of the module's encoder.
+enum RawTUIO {
+    static func string(_ text: String) -> [UInt8] {
+        let bytes = Array(text.utf8) + [0]
+        return bytes + Array(repeating: 0, count: (4 - bytes.count % 4) % 4)
+    }
+    static func int(_ value: Int32) -> [UInt8] { withUnsafeBytes(of: value.bigEndian, Array.init) }
+    static func float(_ value: Float) -> [UInt8] { withUnsafeBytes(of: value.bitPattern.bigEndian, Array.init) }
+    static func message(_ tags: String, _ data: [UInt8]) -> [UInt8] { string("/tuio/2Dcur") + string("," + tags) + data }
+    static func cursors(source: String?, alive: [Int32], sets: [(Int32, Float, Float)], fseq: Int32) -> [UInt8] {
+        var elements: [[UInt8]] = []
+        if let source { elements.append(message("ss", string("source") + string(source))) }
+        elements.append(message("s" + String(repeating: "i", count: alive.count), string("alive") + alive.flatMap(int)))
+        for (id, x, y) in sets { elements.append(message("sifffff", string("set") + int(id) + float(x) + float(y) + float(0) + float(0) + float(0))) }
+        elements.append(message("si", string("fseq") + int(fseq)))
+        var out = string("#bundle") + withUnsafeBytes(of: UInt64(1).bigEndian, Array.init)
+        for element in elements { out += int(Int32(element.count)) + element }
+        return out
+    }
+}
+
+/// A UDP socket on 127.0.0.1 (a free port, or `port`) for the tests.
+final class UDPSender {
+    let descriptor: Int32
+
+    init(port: UInt16 = 0) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard descriptor >= 0, bound == 0 else { throw TestFailure("cannot bind a UDP socket") }
+        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(descriptor) }
+
+    func send(_ bytes: [UInt8], port: UInt16) {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = bytes.withUnsafeBytes { data in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(descriptor, data.baseAddress, data.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+    }
+
+    func receive() -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let count = recv(descriptor, &buffer, buffer.count, 0)
+        return count > 0 ? Array(buffer[0..<count]) : nil
+    }
+}
