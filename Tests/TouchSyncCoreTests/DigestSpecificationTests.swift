@@ -1,0 +1,31 @@
+import Testing
+import TouchSyncCore
+
+/// The digest exactly as docs/protocol.md ("Digest") specifies it: the
+/// expected values were computed from the text by an independent
+/// implementation (Python), so the document, not this code, is the reference.
+@Suite("The digest follows its specification")
+struct DigestSpecificationTests {
+    @Test func emptyBoard() {
+        #expect(BoardState().digest.rawValue == 0x0c86_57ae_0d7a_ac18)
+    }
+
+    @Test func workedExample() throws {
+        var board = BoardState()
+        let alice = UserNamespace("alice")
+        let bob = UserNamespace("bob")
+        let diffs: [StrokeDiff] = [
+            .began(StrokeID(1), owner: alice, touch: 1, style: StrokeStyle(rgba: 0x1565_C0FF, width: 320)),
+            .appended(StrokeID(1), offset: 0, samples: [
+                Sample(x: 6400, y: 3200, time: 1_000_000, flags: .coalesced), Sample(x: 6464, y: 3232, time: 1_004_166),
+            ]),
+            .accepted(StrokeID(1), position: 1),
+            .began(StrokeID(2), owner: bob, touch: 7, style: .default),
+            .appended(StrokeID(2), offset: 0, samples: [Sample(x: 640, y: 640, time: 2_000_000)]),
+            .predicted(StrokeID(2), samples: [Sample(x: 700, y: 660, time: 2_008_000)]),
+        ]
+        for diff in diffs { try board.apply(diff) }
+        #expect(board.digest.rawValue == 0x7d7f_dad2_4993_5e89)
+        #expect(board.digest.description == "7d7fdad249935e89")
+    }
+}

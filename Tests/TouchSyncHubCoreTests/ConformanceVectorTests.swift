@@ -1,0 +1,192 @@
+import Foundation
+import Testing
+import TouchSyncCore
+import TouchSyncHubCore
+import TouchSyncSimulation
+import TouchSyncWire
+
+/// The conformance vectors in proto/conformance/v1 (docs/protocol.md,
+/// "Conformance vectors"): agent messages in, the exact published batches,
+/// refusals and digests out. This test runs them through the hub's core;
+/// `TOUCHSYNC_WRITE_VECTORS=1 swift test --filter ConformanceVectorTests`
+/// writes them afresh (review the diff: a change is a protocol change).
+@Suite("Conformance vectors")
+struct ConformanceVectorTests {
+    static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("proto/conformance/v1/hub-session.json")
+
+    struct Vectors: Codable {
+        var description: String
+        var board: String
+        var steps: [Step]
+        var snapshot: [String]
+        var finalDigest: String
+    }
+
+    struct Step: Codable {
+        var note: String
+        var user: String
+        /// An AgentMessage, hex; the hub handles it, then ends its turn 10 ms later.
+        var message: String
+        /// The PublishMessage (a DiffBatch) the turn publishes, hex, or nil.
+        var published: String?
+        /// The error codes (`ErrorCode` numbers) sent back to the user, in order.
+        var errors: [Int]
+        /// The highest message number acknowledged to the user after the turn, if any ack was sent.
+        var acknowledged: UInt64?
+        var digest: String
+        var sequence: UInt64
+    }
+
+    /// The inputs: hellos, a simulated two-user session, styles and clears, and error cases.
+    static func inputs() -> [(note: String, user: String, message: Touchsync_V1_AgentMessage)] {
+        var inputs: [(String, String, Touchsync_V1_AgentMessage)] = []
+        var numbers: [String: UInt64] = [:]
+        func numbered(_ user: String, _ body: Touchsync_V1_AgentMessage.OneOf_Body, _ note: String) {
+            numbers[user, default: 0] += 1
+            var message = Touchsync_V1_AgentMessage()
+            message.sequence = numbers[user]!
+            message.body = body
+            inputs.append((note, user, message))
+        }
+        for user in ["user-0", "user-1"] {
+            var hello = Touchsync_V1_AgentMessage()
+            hello.hello.protocolVersion = touchSyncProtocolVersion
+            hello.hello.board = "conformance"
+            hello.hello.sessionID = Data(user.utf8)
+            inputs.append(("hello", user, hello))
+        }
+        var style = Touchsync_V1_SetStyle()
+        style.style = StrokeStyle(rgba: 0x1565_C0FF, width: 320).proto
+        numbered("user-1", .style(style), "a style for user-1's next strokes")
+        var profile = SimulationProfile()
+        profile.users = 2
+        profile.fingersPerUser = 2
+        profile.clearRate = 0
+        profile.estimateRate = 0.1
+        profile.cancelRate = 0.05
+        profile.vanishRate = 0.05
+        var simulator = SessionSimulator(seed: 2026, profile: profile)
+        for index in 0..<40 {
+            guard case .frame(let user, let frame, _) = simulator.next() else { continue }
+            numbered(user.rawValue, .frame(frame.proto), "simulated frame \(index)")
+        }
+        var clear = Touchsync_V1_Clear()
+        clear.scope = .own
+        numbered("user-0", .clear(clear), "user-0 clears its accepted strokes")
+        // Refusals: each takes its place in the numbering, changes nothing.
+        func frame(_ changes: [TouchChange]) -> Touchsync_V1_AgentMessage.OneOf_Body { .frame(TouchFrame(changes: changes).proto) }
+        numbered("user-0", frame([TouchChange(touch: 900, phase: .moved, samples: [Sample(x: 1, y: 1, time: 9_000_000)])]), "moved for a touch that is not down: UNKNOWN_TOUCH")
+        numbered("user-0", frame([TouchChange(touch: 901, phase: .began)]), "began without samples: MISSING_SAMPLES")
+        numbered("user-0", frame([
+            TouchChange(touch: 902, phase: .began, samples: [Sample(x: 1, y: 1, time: 9_000_000)]),
+            TouchChange(touch: 902, phase: .moved, samples: [Sample(x: 2, y: 1, time: 9_000_001)]),
+        ]), "the same touch twice in a frame: PHASE_ORDER")
+        numbered("user-0", frame([TouchChange(touch: 903, phase: .began, samples: [Sample(x: 64_000_001, y: 1, time: 9_000_000)])]), "x beyond 1,000,000 points: INVALID_VALUE")
+        numbered("user-0", frame((0..<65).map { TouchChange(touch: TouchID(1000 + $0), phase: .began, samples: [Sample(x: 1, y: 1, time: 9_000_000)]) }), "65 changes: FRAME_TOO_LARGE")
+        var thin = Touchsync_V1_SetStyle()
+        thin.style = StrokeStyle(rgba: 0, width: 0).proto
+        numbered("user-0", .style(thin), "a zero width: INVALID_VALUE")
+        var bad = Touchsync_V1_Clear()
+        bad.scope = .UNRECOGNIZED(7)
+        numbered("user-0", .clear(bad), "an unknown clear scope: INVALID_VALUE")
+        var gap = Touchsync_V1_AgentMessage()
+        gap.sequence = numbers["user-0"]! + 2
+        gap.frame = TouchFrame(changes: []).proto
+        inputs.append(("a number skipped: OUT_OF_ORDER (the hub says so once, then waits)", "user-0", gap))
+        var board = Touchsync_V1_Clear()
+        board.scope = .board
+        numbered("user-1", .clear(board), "user-1 clears the board's accepted strokes (strokes in progress stay)")
+        return inputs
+    }
+
+    static func run(_ inputs: [(note: String, user: String, message: Touchsync_V1_AgentMessage)]) -> (steps: [Step], snapshot: [String], digest: String) {
+        let hub = CoreHarness()
+        var steps: [Step] = []
+        for (note, user, message) in inputs {
+            let bytes = WireCodec.encode(message)
+            let peer = peer(user)
+            var actions = bytes.withUnsafeBytes { raw -> [HubAction] in
+                switch AgentRequest.decode(raw) {
+                case .success(let request): hub.message(peer, request, bytes: bytes.count)
+                case .failure(let error): hub.send(.undecodable(from: peer, error))
+                }
+            }
+            hub.advance(.milliseconds(10))
+            actions += hub.endTurn()
+            let published = actions.publications.first { if case .batch = $0.kind { true } else { false } }
+            let board = hub.core.board("conformance") ?? BoardState()
+            steps.append(
+                Step(
+                    note: note, user: user, message: hex(bytes), published: published.map { hex($0.bytes) },
+                    errors: actions.errors(to: peer).map { $0.code.rawValue }, acknowledged: actions.acks(to: peer).last,
+                    digest: board.digest.description, sequence: board.sequence))
+        }
+        var snapshot: [String] = []
+        let final = hub.core.board("conformance") ?? BoardState()
+        for action in hub.send(.snapshotRequested(by: PeerID(Array("snap".utf8)), user: nil, board: "conformance", requestID: 1)) {
+            if case .sendSnapshot(_, _, let board, let state, let digest) = action {
+                snapshot = SnapshotCodec.chunks(of: state.snapshot(), board: board, digest: digest, samplesPerChunk: 64).map { hex(WireCodec.encode($0)) }
+            }
+        }
+        return (steps, snapshot, final.digest.description)
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+    @Test func theHubMatchesTheVectors() throws {
+        let (steps, snapshot, digest) = Self.run(Self.inputs())
+        if ProcessInfo.processInfo.environment["TOUCHSYNC_WRITE_VECTORS"] != nil {
+            let vectors = Vectors(
+                description: "TouchSync protocol v1 conformance vectors (docs/protocol.md, \"Conformance vectors\"): two agents on board \"conformance\"; each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs.",
+                board: "conformance", steps: steps, snapshot: snapshot, finalDigest: digest)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try encoder.encode(vectors).write(to: Self.file)
+        }
+        let vectors = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file))
+        #expect(vectors.steps.count == steps.count)
+        for (index, (expected, actual)) in zip(vectors.steps, steps).enumerated() {
+            #expect(actual.message == expected.message, "step \(index): the input differs (regenerate the vectors?)")
+            #expect(actual.published == expected.published, "step \(index) (\(expected.note)): published batch")
+            #expect(actual.errors == expected.errors, "step \(index) (\(expected.note)): errors")
+            #expect(actual.acknowledged == expected.acknowledged, "step \(index): ack")
+            #expect(actual.digest == expected.digest && actual.sequence == expected.sequence, "step \(index): digest")
+        }
+        #expect(snapshot == vectors.snapshot)
+        #expect(digest == vectors.finalDigest)
+        // The vectors exercise what they claim: batches, and each refusal.
+        #expect(vectors.steps.filter { $0.published != nil }.count > 20)
+        let codes: [ErrorCode] = [.unknownTouch, .missingSamples, .phaseOrder, .invalidValue, .frameTooLarge, .outOfOrder]
+        #expect(Set(vectors.steps.flatMap(\.errors)).isSuperset(of: codes.map(\.rawValue)))
+    }
+
+    /// A subscriber needs only the published batches: applied in order to an
+    /// empty board, they give every step's digest, and the final snapshot loads to the same board.
+    @Test func aReplicaFromThePublishedBatchesMatches() throws {
+        let vectors = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file))
+        var replica = BoardState()
+        for step in vectors.steps {
+            if let published = step.published {
+                let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes(published))
+                guard case .batch(let batch) = message.body else { Issue.record("not a batch"); return }
+                _ = try replica.apply(batch)
+            }
+            #expect(replica.digest.description == step.digest && replica.sequence == step.sequence)
+        }
+        let chunks = try vectors.snapshot.map { try WireCodec.decode(Touchsync_V1_SnapshotChunk.self, from: bytes($0)) }
+        let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
+        #expect(try BoardState(snapshot: snapshot).digest == digest && digest.description == vectors.finalDigest)
+    }
+
+    func bytes(_ hex: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            out.append(UInt8(hex[index..<next], radix: 16)!)
+            index = next
+        }
+        return out
+    }
+}
