@@ -74,14 +74,17 @@ public struct DemoScene: Sendable {
         profile.fingersPerUser = fingers
         profile.withForce = false
         profile.boardClears = false  // the seed alone decides every user's strokes (see --seed)
+        profile.clearRate = 0  // the picture keeps every stroke
+        profile.strokeLength = 60...240  // long, flowing strokes rather than dashes
         var simulator = SessionSimulator(seed: seed, profile: profile)
         var agents: [TouchAgent] = []
-        for user in simulator.users {
+        for (index, user) in simulator.users.enumerated() {
             var configuration = AgentConfiguration(board: board, hubEndpoint: endpoints.ingest)
             configuration.identity = user.rawValue
             configuration.clientName = "touchsync demo"
             let agent = try TouchAgent(configuration: configuration, context: context, logger: logger)
             agent.start()
+            agent.setStyle(SessionSimulator.style(forUser: index))  // each user its own colour and width
             agents.append(agent)
         }
 
