@@ -209,6 +209,19 @@ public final class TouchAgent: Sendable {
         postNumbered(.style(message))
     }
 
+    /// Removes this user's most recent accepted stroke still on the board.
+    public func undo() { postNumbered(.undo(Touchsync_V1_Undo())) }
+
+    /// Puts back this user's most recently undone stroke (until it accepts a new one).
+    public func redo() { postNumbered(.redo(Touchsync_V1_Redo())) }
+
+    /// Removes accepted strokes by id: this user's own, or anyone's with the right to clear the board.
+    public func erase(_ strokes: [StrokeID]) {
+        var message = Touchsync_V1_Erase()
+        message.strokeIds = strokes.map(\.rawValue)
+        postNumbered(.erase(message))
+    }
+
     /// Removes accepted strokes: this user's, or the whole board's.
     public func clear(_ scope: ClearScope) {
         var message = Touchsync_V1_Clear()

@@ -22,6 +22,8 @@ struct DrawCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Fingers drawing at once (1 to 10).") var fingers = 3
     @Option(parsing: .unconditional, help: "Seconds the scene lasts.") var seconds = 2.0
     @Flag(help: "Send as fast as possible instead of in real time.") var fast = false
+    @Option(parsing: .unconditional, help: "After the scene, undo this many of this user's strokes.") var undo = 0
+    @Option(parsing: .unconditional, help: "Then redo this many of them.") var redo = 0
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -31,6 +33,7 @@ struct DrawCommand: AsyncParsableCommand {
         if let identity, identity.isEmpty || identity.utf8.count > 255 {
             throw ValidationError("--identity must be 1 to 255 bytes")
         }
+        guard undo >= 0, redo >= 0, redo <= undo else { throw ValidationError("--undo and --redo are counts, and --redo at most --undo") }
     }
 
     func run() async throws {
@@ -73,6 +76,8 @@ struct DrawCommand: AsyncParsableCommand {
             case .cancelled: agent.touchesCancelled(event.touches.map(\.id))
             }
         }
+        for _ in 0..<undo { agent.undo() }
+        for _ in 0..<redo { agent.redo() }
         let acknowledged = await agent.flush(timeout: .seconds(5))
         let unacknowledged = agent.unacknowledgedCount
         if !acknowledged, let refusal = agent.helloRefusal {
@@ -91,7 +96,8 @@ struct DrawCommand: AsyncParsableCommand {
             throw CommandFailure("the hub at \(hub.ingest) did not acknowledge the scene within 5 s: is it running?")
         }
         emit(
-            "done: \(scene.strokes) strokes (\(scene.samples) samples) and 1 cancelled touch, every message acknowledged"
+            "done: \(scene.strokes) strokes (\(scene.samples) samples) and 1 cancelled touch"
+                + (undo + redo > 0 ? ", \(undo) undone, \(redo) redone" : "") + ", every message acknowledged"
                 + (refused.isEmpty ? "" : ", \(refused.count) refused"))
         if !refused.isEmpty { throw ExitCode.failure }
     }

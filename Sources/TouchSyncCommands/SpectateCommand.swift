@@ -243,6 +243,8 @@ extension StrokeDiff {
         case .accepted: "accepted"
         case .cancelled: "cancelled"
         case .cleared: "cleared"
+        case .removed: "removed"
+        case .restored: "restored"
         }
     }
 }

@@ -189,6 +189,27 @@ public struct BoardState: Sendable {
             guard slot(of: id) != nil else { throw .unknownStroke(id) }
             storedSampleCount -= removeActive(id).samples.count
 
+        case .removed(let id):
+            guard let index = acceptedStrokes.firstIndex(where: { $0.id == id }) else { throw .unknownStroke(id) }
+            storedSampleCount -= acceptedStrokes.remove(at: index).samples.count
+
+        case .restored(let stroke):
+            guard let position = stroke.acceptedPosition, position < nextAcceptPosition, stroke.id < nextStrokeID,
+                stroke.predicted.isEmpty, slot(of: stroke.id) == nil, !acceptedStrokes.contains(where: { $0.id == stroke.id })
+            else { throw .unexpectedStrokeID(expected: nextStrokeID, received: stroke.id) }
+            // Accepted strokes stay in position order: find its place.
+            var low = 0
+            var high = acceptedStrokes.count
+            while low < high {
+                let middle = (low + high) / 2
+                if acceptedStrokes[middle].acceptedPosition! < position { low = middle + 1 } else { high = middle }
+            }
+            guard low == acceptedStrokes.count || acceptedStrokes[low].acceptedPosition! != position else {
+                throw .wrongAcceptPosition(expected: nextAcceptPosition, received: position)
+            }
+            acceptedStrokes.insert(stroke, at: low)
+            storedSampleCount += stroke.samples.count
+
         case .cleared(let owner):
             if let owner {
                 var removed = 0

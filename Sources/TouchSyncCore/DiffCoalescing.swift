@@ -52,7 +52,7 @@ public struct DiffCoalescer: Sendable {
             openAppend[id] = nil
             openPrediction[id] = nil
             output.append(diff)
-        case .began, .cleared:
+        case .began, .cleared, .removed, .restored:
             output.append(diff)
         }
     }

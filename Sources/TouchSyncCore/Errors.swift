@@ -16,6 +16,10 @@ public enum TouchInputError: Error, Hashable, Sendable, CustomStringConvertible 
     case frameTooLarge(String, limit: Int)
     /// A frame that begins a stroke on a board already holding its maximum of samples.
     case boardFull(limit: Int)
+    /// An erase naming a stroke that is not an accepted stroke of the board (or naming it twice).
+    case unknownStroke(StrokeID)
+    /// An erase of another user's stroke by a user who may not clear the board.
+    case notYours(StrokeID)
 
     /// A stable name for the error, the same one the wire carries.
     public var code: ErrorCode {
@@ -29,6 +33,8 @@ public enum TouchInputError: Error, Hashable, Sendable, CustomStringConvertible 
         case .strokeTooLong: .strokeTooLong
         case .frameTooLarge: .frameTooLarge
         case .boardFull: .boardFull
+        case .unknownStroke: .unknownStroke
+        case .notYours: .forbidden
         }
     }
 
@@ -46,6 +52,8 @@ public enum TouchInputError: Error, Hashable, Sendable, CustomStringConvertible 
         case .frameTooLarge(let what, let limit): "frame too large: more than \(limit) \(what)"
         case .boardFull(let limit):
             "the board holds its maximum of \(limit) samples: no new stroke until strokes are cleared (strokes in progress may end)"
+        case .unknownStroke(let id): "stroke \(id) is not an accepted stroke of this board (or is named twice)"
+        case .notYours(let id): "stroke \(id) is another user's: erasing it needs the right to clear the board"
         }
     }
 }
@@ -83,6 +91,8 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
     case forbidden = 22
     /// A board the cluster file gives to another hub (the message names it).
     case wrongHub = 23
+    /// An erase naming a stroke the board does not hold as accepted.
+    case unknownStroke = 24
 }
 
 /// A diff that does not fit the replica's state: something was missed,

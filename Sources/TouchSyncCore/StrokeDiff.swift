@@ -17,6 +17,12 @@ public enum StrokeDiff: Sendable, Equatable {
     case cancelled(StrokeID)
     /// Accepted strokes removed: one owner's, or all when `owner` is nil.
     case cleared(owner: UserNamespace?)
+    /// One accepted stroke removed (undone or erased).
+    case removed(StrokeID)
+    /// An accepted stroke put back (redone), whole, at its original accept
+    /// position in the order: the diff carries it, so a replica needs nothing
+    /// of it (it may have joined after the stroke was removed).
+    case restored(Stroke)
 }
 
 /// The diffs one hub step produced for a board, stamped with the board's

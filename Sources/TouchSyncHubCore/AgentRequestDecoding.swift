@@ -31,6 +31,12 @@ extension AgentRequest {
             case .UNRECOGNIZED(let value):
                 self = .numbered(sequence: sequence, .invalid(WireError(.invalidValue, "unknown clear scope \(value)")))
             }
+        case .undo:
+            self = .numbered(sequence: sequence, .undo)
+        case .redo:
+            self = .numbered(sequence: sequence, .redo)
+        case .erase(let erase):
+            self = .numbered(sequence: sequence, .erase(erase.strokeIds.map(StrokeID.init)))
         case .heartbeat:
             self = .heartbeat
         case .goodbye:

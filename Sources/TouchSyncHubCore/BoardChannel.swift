@@ -13,6 +13,8 @@ package struct BoardChannel: Sendable {
     private var coalescer = DiffCoalescer()
     private var encoder: DiffStreamEncoder
     private var scratch: [StrokeDiff] = []
+    /// What each user can redo (the hub's memory, not the board's).
+    private var history = UndoHistory()
     private var digestCache: (sequence: UInt64, digest: BoardDigest)? = nil
 
     /// Agents' progress (applied through, style) to journal with the next batch, by principal.
@@ -51,12 +53,32 @@ package struct BoardChannel: Sendable {
         scratch.removeAll(keepingCapacity: true)
         defer { coalescer.add(contentsOf: scratch) }
         try state.reduce(frame, from: user, style: style, into: &scratch)
+        history.note(scratch, on: state)
     }
 
     package mutating func clear(_ scope: ClearScope, by user: UserNamespace) {
         scratch.removeAll(keepingCapacity: true)
         state.clear(scope, by: user, into: &scratch)
+        history.note(scratch, on: state)
         coalescer.add(contentsOf: scratch)
+    }
+
+    package mutating func undo(by user: UserNamespace) {
+        scratch.removeAll(keepingCapacity: true)
+        history.undo(by: user, on: &state, into: &scratch)
+        coalescer.add(contentsOf: scratch)
+    }
+
+    package mutating func redo(by user: UserNamespace) {
+        scratch.removeAll(keepingCapacity: true)
+        history.redo(by: user, on: &state, into: &scratch)
+        coalescer.add(contentsOf: scratch)
+    }
+
+    package mutating func erase(_ ids: [StrokeID], by user: UserNamespace, anyOwner: Bool) throws(TouchInputError) {
+        scratch.removeAll(keepingCapacity: true)
+        defer { coalescer.add(contentsOf: scratch) }
+        try state.erase(ids, by: user, anyOwner: anyOwner, into: &scratch)
     }
 
     /// Cancels a user's live touches; returns how many.

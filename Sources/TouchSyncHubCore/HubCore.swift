@@ -313,6 +313,7 @@ public struct HubCore {
         into actions: inout [HubAction]
     ) {
         // The role may have shrunk since the hello (an access list reload).
+        // (Erasing others' strokes needs admin too: checked with the strokes' owners.)
         let needed: Role = if case .clear(.board) = body { .admin } else { .draw }
         guard session.role >= needed else {
             refuse(
@@ -354,6 +355,21 @@ public struct HubCore {
         case .clear(let scope):
             let user = session.principal
             change(session.boardSlot) { $0.clear(scope, by: user) }
+        case .undo:
+            let user = session.principal
+            change(session.boardSlot) { $0.undo(by: user) }
+        case .redo:
+            let user = session.principal
+            change(session.boardSlot) { $0.redo(by: user) }
+        case .erase(let ids):
+            let (user, anyOwner) = (session.principal, session.role >= .admin)
+            do {
+                try change(session.boardSlot) { (channel: inout BoardChannel) throws(TouchInputError) in
+                    try channel.erase(ids, by: user, anyOwner: anyOwner)
+                }
+            } catch {
+                refuse(session.peer, HubRefusal(error.code, error.description, sequence: sequence), into: &actions)
+            }
         case .invalid(let error):
             refuse(session.peer, HubRefusal(error.code, error.reason, sequence: sequence), into: &actions)
         }

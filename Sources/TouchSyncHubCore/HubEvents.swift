@@ -61,6 +61,12 @@ public enum NumberedRequest: Sendable {
     case frame(TouchFrame)
     case style(StrokeStyle)
     case clear(ClearScope)
+    /// Remove the user's most recent accepted stroke still on the board.
+    case undo
+    /// Put back the user's most recently undone stroke.
+    case redo
+    /// Remove these accepted strokes (own ones, or anyone's with the right to clear the board).
+    case erase([StrokeID])
     /// Numbered, but its body does not decode into the model: it still takes
     /// its place in the numbering (refused, never resent).
     case invalid(WireError)

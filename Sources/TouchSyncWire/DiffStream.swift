@@ -137,6 +137,20 @@ public struct DiffStreamEncoder: Sendable {
                 var proto = Touchsync_V1_Diff()
                 proto.cleared = cleared
                 encoded.append(proto)
+            case .removed(let id):
+                flush()
+                var removed = Touchsync_V1_StrokeRemoved()
+                removed.strokeID = id.rawValue
+                var proto = Touchsync_V1_Diff()
+                proto.removed = removed
+                encoded.append(proto)
+            case .restored(let stroke):
+                flush()
+                var restored = Touchsync_V1_StrokeRestored()
+                restored.stroke = SnapshotCodec.record(stroke)
+                var proto = Touchsync_V1_Diff()
+                proto.restored = restored
+                encoded.append(proto)
             }
         }
         flush()
@@ -269,6 +283,20 @@ public enum DiffStreamDecoder {
                     diffs.append(.cancelled(StrokeID(cancelled.strokeID)))
                 case .cleared(let cleared):
                     diffs.append(.cleared(owner: cleared.owner.isEmpty ? nil : UserNamespace(cleared.owner)))
+                case .removed(let removed):
+                    diffs.append(.removed(StrokeID(removed.strokeID)))
+                case .restored(let restored):
+                    let record = restored.stroke
+                    let (samples, predicted) = try SampleRunCodec.decode(record.samples)
+                    guard predicted.isEmpty, record.acceptedPosition > 0 else {
+                        throw DiffStreamError.wire(.malformed("a restored stroke must be accepted, without a prediction"))
+                    }
+                    diffs.append(
+                        .restored(
+                            Stroke(
+                                id: StrokeID(record.strokeID), owner: UserNamespace(record.owner), touch: record.touchID,
+                                style: StrokeStyle(record.style), samples: samples, predicted: [],
+                                acceptedPosition: record.acceptedPosition)))
                 case nil:
                     throw DiffStreamError.wire(.malformed("a diff with no kind"))
                 }

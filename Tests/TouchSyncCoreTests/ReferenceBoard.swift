@@ -12,11 +12,15 @@ struct ReferenceBoard {
         var samples: [Sample]
         var predicted: [Sample]
         var began: Int  // global begin counter, for ordering
+        var accepted = 0  // global accept counter, for restoring undone strokes in place
     }
 
     var touchPaths: [String: Path] = [:]  // "user/touch"
     var strokes: [Path] = []
     var begins = 0
+    var accepts = 0
+    /// Per user, the strokes undone and not redone yet (most recent last).
+    var undone: [String: [Path]] = [:]
 
     mutating func handle(_ frame: TouchFrame, from user: String, style: StrokeStyle) {
         for change in frame.changes {
@@ -37,7 +41,10 @@ struct ReferenceBoard {
                 amend(key, change.amendments)
                 var path = touchPaths.removeValue(forKey: key)!
                 path.predicted = []
+                accepts += 1
+                path.accepted = accepts
                 strokes.append(path)
+                undone[user] = nil  // a new stroke ends what could be redone
             case .cancelled:
                 touchPaths[key] = nil
             }
@@ -58,6 +65,22 @@ struct ReferenceBoard {
 
     mutating func clear(_ scope: ClearScope, by user: String) {
         strokes.removeAll { scope == .board || $0.owner == user }
+        if scope == .board { undone.removeAll() } else { undone[user] = nil }
+    }
+
+    mutating func undo(by user: String) {
+        guard let index = strokes.lastIndex(where: { $0.owner == user }) else { return }
+        undone[user, default: []].append(strokes.remove(at: index))
+    }
+
+    mutating func redo(by user: String) {
+        guard let path = undone[user]?.popLast() else { return }
+        strokes.insert(path, at: strokes.firstIndex { $0.accepted > path.accepted } ?? strokes.count)
+    }
+
+    /// Erase by position in the accepted list (the reference has no stroke ids).
+    mutating func erase(at indices: [Int]) {
+        for index in indices.sorted(by: >) { strokes.remove(at: index) }
     }
 
     /// In-progress paths in begin order.

@@ -71,6 +71,16 @@ struct ConformanceVectorTests {
             guard case .frame(let user, let frame, _) = simulator.next() else { continue }
             numbered(user.rawValue, .frame(frame.proto), "simulated frame \(index)")
         }
+        numbered("user-1", .undo(Touchsync_V1_Undo()), "user-1 undoes its most recent accepted stroke")
+        numbered("user-1", .undo(Touchsync_V1_Undo()), "and the one before")
+        numbered("user-1", .redo(Touchsync_V1_Redo()), "user-1 redoes the last undone stroke: back in its place")
+        numbered("user-0", .undo(Touchsync_V1_Undo()), "user-0 undoes one of its strokes")
+        var erase = Touchsync_V1_Erase()
+        erase.strokeIds = [3]
+        numbered("user-1", .erase(erase), "user-1 erases stroke 3 (anyone may on a hub without access lists)")
+        var missing = Touchsync_V1_Erase()
+        missing.strokeIds = [999]
+        numbered("user-1", .erase(missing), "erasing a stroke that is not on the board: UNKNOWN_STROKE")
         var clear = Touchsync_V1_Clear()
         clear.scope = .own
         numbered("user-0", .clear(clear), "user-0 clears its accepted strokes")
@@ -157,7 +167,7 @@ struct ConformanceVectorTests {
         #expect(digest == vectors.finalDigest)
         // The vectors exercise what they claim: batches, and each refusal.
         #expect(vectors.steps.filter { $0.published != nil }.count > 20)
-        let codes: [ErrorCode] = [.unknownTouch, .missingSamples, .phaseOrder, .invalidValue, .frameTooLarge, .outOfOrder]
+        let codes: [ErrorCode] = [.unknownTouch, .missingSamples, .phaseOrder, .invalidValue, .frameTooLarge, .outOfOrder, .unknownStroke]
         #expect(Set(vectors.steps.flatMap(\.errors)).isSuperset(of: codes.map(\.rawValue)))
     }
 

@@ -540,4 +540,38 @@ struct HubCoreTests {
         let snapshot = hub.send(.snapshotRequested(by: peer("tv").id, user: nil, board: theirs, requestID: 3))
         #expect(snapshot.contains { if case .refuseSnapshot(_, 3, let refusal) = $0 { refusal.code == .wrongHub } else { false } })
     }
+
+    /// Undo, redo and erase through the core: numbered, acknowledged,
+    /// published; erasing another user's stroke needs the board-clearing role.
+    @Test func undoRedoAndEraseAreNumberedAndAuthorised() throws {
+        let keys = (0..<2).map { String(repeating: ["x", "y"][$0], count: 40) }
+        let list = try AccessList(users: [
+            "ann": AccessEntry(key: keys[0], boards: ["*": .draw]),
+            "boss": AccessEntry(key: keys[1], boards: ["*": .admin]),
+        ])
+        let hub = CoreHarness(access: list)
+        let (ann, boss) = (peer("ann"), peer("boss"))
+        hub.hello(ann, board: "b")
+        hub.hello(boss, board: "b")
+        _ = hub.message(ann, .numbered(sequence: 1, began(1)))
+        _ = hub.message(ann, .numbered(sequence: 2, ended(1, x: 1, t: 1)))
+        _ = hub.message(boss, .numbered(sequence: 1, began(1)))
+        _ = hub.message(boss, .numbered(sequence: 2, ended(1, x: 1, t: 1)))
+        hub.endTurn()
+        #expect(hub.core.board("b")?.acceptedStrokes.map(\.id) == [StrokeID(1), StrokeID(2)])
+        _ = hub.message(ann, .numbered(sequence: 3, .undo))
+        #expect(hub.endTurn().acks(to: ann) == [3])
+        #expect(hub.core.board("b")?.acceptedStrokes.map(\.id) == [StrokeID(2)])
+        _ = hub.message(ann, .numbered(sequence: 4, .redo))
+        hub.endTurn()
+        #expect(hub.core.board("b")?.acceptedStrokes.map(\.id) == [StrokeID(1), StrokeID(2)])
+        #expect(hub.replicas["b"] == hub.core.board("b"))
+        let refused = hub.message(ann, .numbered(sequence: 5, .erase([StrokeID(2)]))).errors(to: ann)
+        #expect(refused.map(\.code) == [.forbidden] && refused.first?.sequence == 5)
+        #expect(hub.message(ann, .numbered(sequence: 6, .erase([StrokeID(9)]))).errors(to: ann).map(\.code) == [.unknownStroke])
+        #expect(hub.message(boss, .numbered(sequence: 3, .erase([StrokeID(1)]))).errors(to: boss).isEmpty)
+        #expect(hub.endTurn().acks(to: ann) == [6])
+        #expect(hub.core.board("b")?.acceptedStrokes.map(\.id) == [StrokeID(2)])
+        #expect(hub.replicas["b"] == hub.core.board("b"))
+    }
 }

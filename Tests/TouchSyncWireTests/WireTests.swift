@@ -208,6 +208,46 @@ struct WireTests {
         #expect(replica == hub)
     }
 
+    /// Undo (a removal), redo (the stroke restored whole, with force and
+    /// flags) and erase travel the diff stream; a replica that joins after
+    /// the undo, from a snapshot, still gets the restored stroke right.
+    @Test func removedAndRestoredStrokesTravel() throws {
+        var hub = BoardState()
+        var history = UndoHistory()
+        var encoder = DiffStreamEncoder(board: "b")
+        var replica = BoardState()
+        var diffs: [StrokeDiff] = []
+        let pen = try Sample(x: 10, y: 20, timestamp: 1, force: 0.5, coalesced: true)
+        for touch: TouchID in [1, 2] {
+            try hub.reduce(
+                TouchFrame(changes: [TouchChange(touch: touch, phase: .began, samples: [pen, Sample(x: 30, y: 40, time: 2_000_000)])]),
+                from: UserNamespace("a"), style: .default, into: &diffs)
+            try hub.reduce(TouchFrame(changes: [TouchChange(touch: touch, phase: .ended)]), from: UserNamespace("a"), style: .default, into: &diffs)
+        }
+        history.note(diffs, on: hub)
+        try replica.apply(encoder.encode(hub.sealBatch(diffs, hubTime: 1)))
+        diffs = []
+        history.undo(by: UserNamespace("a"), on: &hub, into: &diffs)
+        history.undo(by: UserNamespace("a"), on: &hub, into: &diffs)
+        let undone = encoder.encode(hub.sealBatch(diffs, hubTime: 2))
+        #expect(undone.diffs.map(\.removed.strokeID) == [2, 1])
+        try replica.apply(undone)
+        let late = try BoardState(snapshot: hub.snapshot())
+        var lateReplica = late
+        diffs = []
+        history.redo(by: UserNamespace("a"), on: &hub, into: &diffs)
+        let redone = encoder.encode(hub.sealBatch(diffs, hubTime: 3))
+        #expect(redone.diffs.first?.restored.stroke.strokeID == 1)
+        try replica.apply(redone)
+        try lateReplica.apply(redone)
+        #expect(replica == hub && lateReplica.digest == hub.digest)
+        #expect(hub.acceptedStrokes.first?.samples.first == pen)
+        diffs = []
+        try hub.erase([StrokeID(1)], by: UserNamespace("a"), anyOwner: false, into: &diffs)
+        try replica.apply(encoder.encode(hub.sealBatch(diffs, hubTime: 4)))
+        #expect(replica == hub && hub.acceptedStrokes.isEmpty)
+    }
+
     @Test func malformedOrMisfittingBatchesAreRefused() throws {
         var hub = BoardState()
         var diffs: [StrokeDiff] = []

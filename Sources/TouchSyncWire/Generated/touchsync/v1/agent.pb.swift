@@ -91,6 +91,33 @@ public nonisolated struct Touchsync_V1_AgentMessage: Sendable {
     set {body = .goodbye(newValue)}
   }
 
+  /// numbered
+  public var undo: Touchsync_V1_Undo {
+    get {
+      if case .undo(let v)? = body {return v}
+      return Touchsync_V1_Undo()
+    }
+    set {body = .undo(newValue)}
+  }
+
+  /// numbered
+  public var redo: Touchsync_V1_Redo {
+    get {
+      if case .redo(let v)? = body {return v}
+      return Touchsync_V1_Redo()
+    }
+    set {body = .redo(newValue)}
+  }
+
+  /// numbered
+  public var erase: Touchsync_V1_Erase {
+    get {
+      if case .erase(let v)? = body {return v}
+      return Touchsync_V1_Erase()
+    }
+    set {body = .erase(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -100,6 +127,12 @@ public nonisolated struct Touchsync_V1_AgentMessage: Sendable {
     case clear(Touchsync_V1_Clear)
     case heartbeat(Touchsync_V1_Heartbeat)
     case goodbye(Touchsync_V1_Goodbye)
+    /// numbered
+    case undo(Touchsync_V1_Undo)
+    /// numbered
+    case redo(Touchsync_V1_Redo)
+    /// numbered
+    case erase(Touchsync_V1_Erase)
 
   }
 
@@ -435,13 +468,55 @@ public nonisolated struct Touchsync_V1_Error: Sendable {
   public init() {}
 }
 
+/// Undo: the user's most recent accepted stroke still on the board is removed
+/// (nothing happens when there is none). Needs the draw role.
+public nonisolated struct Touchsync_V1_Undo: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Redo: the user's most recently undone stroke comes back at its original
+/// place in the acceptance order (nothing happens when there is none, or
+/// after the user accepted a new stroke or a clear since the undo, or after a
+/// hub restart). Needs the draw role.
+public nonisolated struct Touchsync_V1_Redo: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// Erase accepted strokes by id: the user's own, or anyone's for a user who
+/// may clear the board. Refused whole (UNKNOWN_STROKE, FORBIDDEN) when an id
+/// is not an accepted stroke, is named twice, or is not the user's to erase.
+/// At most 1024 ids.
+public nonisolated struct Touchsync_V1_Erase: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var strokeIds: [UInt64] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "touchsync.v1"
 
 nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AgentMessage"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}hello\0\u{1}frame\0\u{1}style\0\u{1}clear\0\u{1}heartbeat\0\u{1}goodbye\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}hello\0\u{1}frame\0\u{1}style\0\u{1}clear\0\u{1}heartbeat\0\u{1}goodbye\0\u{1}undo\0\u{1}redo\0\u{1}erase\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -528,6 +603,45 @@ nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftPro
           self.body = .goodbye(v)
         }
       }()
+      case 8: try {
+        var v: Touchsync_V1_Undo?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .undo(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .undo(v)
+        }
+      }()
+      case 9: try {
+        var v: Touchsync_V1_Redo?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .redo(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .redo(v)
+        }
+      }()
+      case 10: try {
+        var v: Touchsync_V1_Erase?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .erase(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .erase(v)
+        }
+      }()
       default: break
       }
     }
@@ -565,6 +679,18 @@ nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftPro
     case .goodbye?: try {
       guard case .goodbye(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    }()
+    case .undo?: try {
+      guard case .undo(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    }()
+    case .redo?: try {
+      guard case .redo(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+    }()
+    case .erase?: try {
+      guard case .erase(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
     }()
     case nil: break
     }
@@ -1130,6 +1256,74 @@ nonisolated extension Touchsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.message != rhs.message {return false}
     if lhs.sequence != rhs.sequence {return false}
     if lhs.retryAfterMs != rhs.retryAfterMs {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_Undo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Undo"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_Undo, rhs: Touchsync_V1_Undo) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_Redo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Redo"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_Redo, rhs: Touchsync_V1_Redo) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_Erase: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Erase"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_ids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedUInt64Field(value: &self.strokeIds) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.strokeIds.isEmpty {
+      try visitor.visitPackedUInt64Field(value: self.strokeIds, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_Erase, rhs: Touchsync_V1_Erase) -> Bool {
+    if lhs.strokeIds != rhs.strokeIds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -160,9 +160,10 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
 
   /// a hello or snapshot request for a board the cluster file gives to another hub; the message names it
   case wrongHub // = 23
-
-  /// the authenticated user's role on this board does not allow it (drawing as a watcher, clearing a board without admin, watching a board not granted)
   case forbidden // = 22
+
+  /// an erase naming a stroke that is not an accepted stroke of the board, or naming one twice                // the authenticated user's role on this board does not allow it (drawing as a watcher, clearing a board without admin, watching a board not granted)
+  case unknownStroke // = 24
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -195,6 +196,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case 21: self = .byteRateLimited
     case 22: self = .forbidden
     case 23: self = .wrongHub
+    case 24: self = .unknownStroke
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -225,6 +227,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case .byteRateLimited: return 21
     case .forbidden: return 22
     case .wrongHub: return 23
+    case .unknownStroke: return 24
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -255,6 +258,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     .byteRateLimited,
     .wrongHub,
     .forbidden,
+    .unknownStroke,
   ]
 
 }
@@ -356,7 +360,7 @@ nonisolated extension Touchsync_V1_TouchPhase: SwiftProtobuf._ProtoNameProviding
 }
 
 nonisolated extension Touchsync_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0\u{1}ERROR_CODE_CANNOT_RESUME\0\u{1}ERROR_CODE_STORAGE_UNAVAILABLE\0\u{1}ERROR_CODE_BUSY\0\u{1}ERROR_CODE_BOARD_FULL\0\u{1}ERROR_CODE_BYTE_RATE_LIMITED\0\u{1}ERROR_CODE_FORBIDDEN\0\u{1}ERROR_CODE_WRONG_HUB\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}ERROR_CODE_MALFORMED\0\u{1}ERROR_CODE_UNSUPPORTED_VERSION\0\u{1}ERROR_CODE_NOT_WELCOMED\0\u{1}ERROR_CODE_UNKNOWN_BOARD\0\u{1}ERROR_CODE_UNKNOWN_TOUCH\0\u{1}ERROR_CODE_PHASE_ORDER\0\u{1}ERROR_CODE_MISSING_SAMPLES\0\u{1}ERROR_CODE_INVALID_VALUE\0\u{1}ERROR_CODE_UNKNOWN_ESTIMATION_INDEX\0\u{1}ERROR_CODE_TOO_MANY_TOUCHES\0\u{1}ERROR_CODE_STROKE_TOO_LONG\0\u{1}ERROR_CODE_FRAME_TOO_LARGE\0\u{1}ERROR_CODE_MESSAGE_TOO_LARGE\0\u{1}ERROR_CODE_RATE_LIMITED\0\u{1}ERROR_CODE_INTERNAL\0\u{1}ERROR_CODE_OUT_OF_ORDER\0\u{1}ERROR_CODE_CANNOT_RESUME\0\u{1}ERROR_CODE_STORAGE_UNAVAILABLE\0\u{1}ERROR_CODE_BUSY\0\u{1}ERROR_CODE_BOARD_FULL\0\u{1}ERROR_CODE_BYTE_RATE_LIMITED\0\u{1}ERROR_CODE_FORBIDDEN\0\u{1}ERROR_CODE_WRONG_HUB\0\u{1}ERROR_CODE_UNKNOWN_STROKE\0")
 }
 
 nonisolated extension Touchsync_V1_SampleRun: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {

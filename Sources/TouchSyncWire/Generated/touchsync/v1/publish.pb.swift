@@ -139,6 +139,22 @@ public nonisolated struct Touchsync_V1_Diff: Sendable {
     set {kind = .cleared(newValue)}
   }
 
+  public var removed: Touchsync_V1_StrokeRemoved {
+    get {
+      if case .removed(let v)? = kind {return v}
+      return Touchsync_V1_StrokeRemoved()
+    }
+    set {kind = .removed(newValue)}
+  }
+
+  public var restored: Touchsync_V1_StrokeRestored {
+    get {
+      if case .restored(let v)? = kind {return v}
+      return Touchsync_V1_StrokeRestored()
+    }
+    set {kind = .restored(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -148,6 +164,8 @@ public nonisolated struct Touchsync_V1_Diff: Sendable {
     case accepted(Touchsync_V1_StrokeAccepted)
     case cancelled(Touchsync_V1_StrokeCancelled)
     case cleared(Touchsync_V1_Cleared)
+    case removed(Touchsync_V1_StrokeRemoved)
+    case restored(Touchsync_V1_StrokeRestored)
 
   }
 
@@ -304,6 +322,44 @@ public nonisolated struct Touchsync_V1_Cleared: Sendable {
   public init() {}
 }
 
+/// One accepted stroke removed (undone, or erased).
+public nonisolated struct Touchsync_V1_StrokeRemoved: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// an accepted stroke of the board
+  public var strokeID: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// An accepted stroke put back (redone), whole, at its original accept
+/// position: insert it among the accepted strokes in position order. Its
+/// samples' times are absolute (time reference 0); no prediction.
+public nonisolated struct Touchsync_V1_StrokeRestored: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var stroke: Touchsync_V1_StrokeRecord {
+    get {_stroke ?? Touchsync_V1_StrokeRecord()}
+    set {_stroke = newValue}
+  }
+  /// Returns true if `stroke` has been explicitly set.
+  public var hasStroke: Bool {self._stroke != nil}
+  /// Clears the value of `stroke`. Subsequent reads from it will return its default value.
+  public mutating func clearStroke() {self._stroke = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _stroke: Touchsync_V1_StrokeRecord? = nil
+}
+
 /// Once a second per board (by default): the latest sequence, so a subscriber
 /// notices silence and gaps even when nobody draws.
 public nonisolated struct Touchsync_V1_BoardHeartbeat: Sendable {
@@ -453,7 +509,7 @@ nonisolated extension Touchsync_V1_DiffBatch: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Diff"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}began\0\u{2}\u{3}amended\0\u{1}accepted\0\u{1}cancelled\0\u{1}cleared\0\u{1}appends\0\u{c}\u{2}\u{1}\u{c}\u{3}\u{1}")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}began\0\u{2}\u{3}amended\0\u{1}accepted\0\u{1}cancelled\0\u{1}cleared\0\u{1}appends\0\u{1}removed\0\u{1}restored\0\u{c}\u{2}\u{1}\u{c}\u{3}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -539,6 +595,32 @@ nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._M
           self.kind = .appends(v)
         }
       }()
+      case 9: try {
+        var v: Touchsync_V1_StrokeRemoved?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .removed(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .removed(v)
+        }
+      }()
+      case 10: try {
+        var v: Touchsync_V1_StrokeRestored?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .restored(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .restored(v)
+        }
+      }()
       default: break
       }
     }
@@ -573,6 +655,14 @@ nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._M
     case .appends?: try {
       guard case .appends(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    }()
+    case .removed?: try {
+      guard case .removed(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+    }()
+    case .restored?: try {
+      guard case .restored(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
     }()
     case nil: break
     }
@@ -823,6 +913,70 @@ nonisolated extension Touchsync_V1_Cleared: SwiftProtobuf.Message, SwiftProtobuf
 
   public static func ==(lhs: Touchsync_V1_Cleared, rhs: Touchsync_V1_Cleared) -> Bool {
     if lhs.owner != rhs.owner {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_StrokeRemoved: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StrokeRemoved"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.strokeID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.strokeID != 0 {
+      try visitor.visitSingularUInt64Field(value: self.strokeID, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_StrokeRemoved, rhs: Touchsync_V1_StrokeRemoved) -> Bool {
+    if lhs.strokeID != rhs.strokeID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_StrokeRestored: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".StrokeRestored"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}stroke\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._stroke) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._stroke {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_StrokeRestored, rhs: Touchsync_V1_StrokeRestored) -> Bool {
+    if lhs._stroke != rhs._stroke {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
