@@ -290,3 +290,25 @@ func httpGet(port: UInt16, path: String) throws -> String {
     guard text.hasPrefix("HTTP/1.1 200"), let body = text.range(of: "\r\n\r\n") else { throw TestFailure("bad response: \(text.prefix(200))") }
     return String(text[body.upperBound...])
 }
+
+/// `touchsync draw --undo N --redo M` through a real hub.
+@Suite("Draw: undo and redo", .timeLimit(.minutes(1)))
+struct DrawUndoTests {
+    @Test func drawUndoesAndRedoes() async throws {
+        let ports = try ProcessTests.freePorts(3)
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let endpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
+        _ = try await children.startHub(
+            ["hub", "--no-journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]], port: ports[0])
+        let draw = try await touchsync(
+            ["draw", "--board", "u", "--fast", "--undo", "2", "--redo", "1", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
+        #expect(draw.status == 0 && draw.output.contains("2 undone, 1 redone"), "\(draw.output) \(draw.errors)")
+        let reply = try #require(try snapshotReply(endpoint: endpoints[2], board: "u"))
+        let accepted = reply.chunk.strokes.filter { $0.acceptedPosition > 0 }
+        #expect(accepted.count == 2, "3 strokes drawn, 2 undone, 1 redone: \(accepted.map(\.strokeID))")
+        #expect(accepted.map(\.acceptedPosition) == [1, 2], "the redone stroke is back in its place")
+        let refused = try await touchsync(["draw", "--board", "u", "--redo", "2", "--undo", "1", "--hub", endpoints[0]])
+        #expect(refused.status != 0 && refused.errors.contains("--redo at most --undo"))
+    }
+}
