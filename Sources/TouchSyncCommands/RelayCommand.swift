@@ -1,7 +1,9 @@
 import ArgumentParser
 import Logging
 import ServiceLifecycle
+import TouchSyncAccess
 import TouchSyncHub
+import TouchSyncHubCore
 
 /// `touchsync relay`: a fan-out tier between a hub and its spectators.
 struct RelayCommand: AsyncParsableCommand {
@@ -16,7 +18,8 @@ struct RelayCommand: AsyncParsableCommand {
             exactly the hub's boards (same sequence numbers and digests) while the \
             hub serves one connection. --board names boards or prefixes (team-*, or * \
             for all; an authenticated hub needs whole names). Downstream is plain \
-            text: on a non-loopback --serve endpoint pass --insecure.
+            text unless --serve-key and --access make it authenticate its \
+            subscribers as a hub does; a plain non-loopback --serve endpoint needs --insecure.
 
               touchsync relay --publish tcp://hub:5571 --snapshot tcp://hub:5572 \\
                 --serve-publish tcp://*:5591 --serve-snapshot tcp://*:5592 --insecure
@@ -28,6 +31,9 @@ struct RelayCommand: AsyncParsableCommand {
     @Option(help: "Endpoint for snapshot requests (ROUTER).") var serveSnapshot = "tcp://127.0.0.1:5592"
     @Option(parsing: .singleValue, help: "A board to follow, or a prefix ending in * (repeatable; default *: every board).")
     var board: [String] = []
+    @Option(help: "Serve downstream with this key file (as a hub's --key): CURVE, only users of --access who may watch each board.")
+    var serveKey: String?
+    @Option(help: "The access list for downstream subscribers (with --serve-key).") var access: String?
     @Flag(help: "Serve plain text on a non-loopback endpoint.") var insecure = false
     @OptionGroup var logging: LoggingOptions
 
@@ -35,7 +41,8 @@ struct RelayCommand: AsyncParsableCommand {
         try validateEndpoint(servePublish, option: "--serve-publish", binds: true)
         try validateEndpoint(serveSnapshot, option: "--serve-snapshot", binds: true)
         for name in board where !name.hasSuffix("*") { try validateBoard(name) }
-        if !insecure, let open = [servePublish, serveSnapshot].first(where: { !isLoopback($0) }) {
+        guard (serveKey == nil) == (access == nil) else { throw ValidationError("--serve-key and --access go together") }
+        if serveKey == nil && !insecure, let open = [servePublish, serveSnapshot].first(where: { !isLoopback($0) }) {
             throw ValidationError("\(open) accepts other machines in plain text: pass --insecure on a network you trust")
         }
     }
@@ -49,6 +56,13 @@ struct RelayCommand: AsyncParsableCommand {
         configuration.snapshotEndpoint = serveSnapshot
         if !board.isEmpty { configuration.boards = board }
         configuration.upstreamCurve = try hub.keys.curve()
+        if let serveKey, let access {
+            do {
+                configuration.security = HubSecurity(serverKey: try CurveKeyFiles.readPair(serveKey), accessListPath: access)
+            } catch {
+                throw CommandFailure(error.description)
+            }
+        }
         let relay = try BoardRelay(configuration: configuration, logger: logger)
         let endpoints: (publish: String, snapshot: String)
         do {

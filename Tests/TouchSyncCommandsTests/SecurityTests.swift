@@ -111,6 +111,22 @@ struct SecurityTests {
         #expect(refused.status == 1 && refused.errors.contains("FORBIDDEN"), "\(refused.errors)")
         let plainRender = try await touchsync(["render", "--board", board, "-o", keys + "/no.svg"] + replayed, limit: 30)
         #expect(plainRender.status == 1 && plainRender.errors.contains("CURVE"), "\(plainRender.errors)")
+
+        // A relay that authenticates upstream (as tv) and serves downstream with keys: the same rules.
+        let relayPorts = try ProcessTests.freePorts(2)
+        let relayed = ["--publish", "tcp://127.0.0.1:\(relayPorts[0])", "--snapshot", "tcp://127.0.0.1:\(relayPorts[1])"]
+        let (_, relayOutput) = try children.run(
+            ["relay", "--publish", endpoints[1], "--snapshot", endpoints[2], "--board", board, "--key", keys + "/tv.key"] + hubKey
+                + ["--serve-publish", "tcp://127.0.0.1:\(relayPorts[0])", "--serve-snapshot", "tcp://127.0.0.1:\(relayPorts[1])",
+                   "--serve-key", keys + "/hub.key", "--access", keys + "/access.json"])
+        var relayText = ""
+        await readUntil(relayOutput, into: &relayText) { $0.contains("Ctrl-C stops it.") }
+        let throughRelay = try await touchsync(["render", "--board", board, "-o", keys + "/relayed.svg", "--key", keys + "/tv.key"] + hubKey + relayed, limit: 30)
+        #expect(throughRelay.status == 0 && throughRelay.output.contains("written to"), "\(throughRelay.errors)")
+        let carolThroughRelay = try await touchsync(["render", "--board", board, "-o", keys + "/no.svg", "--key", keys + "/carol.key"] + hubKey + relayed, limit: 30)
+        #expect(carolThroughRelay.status == 1 && carolThroughRelay.errors.contains("FORBIDDEN"), "\(carolThroughRelay.errors)")
+        let plainThroughRelay = try await touchsync(["render", "--board", board, "-o", keys + "/no.svg"] + relayed, limit: 30)
+        #expect(plainThroughRelay.status == 1 && plainThroughRelay.errors.contains("CURVE"), "\(plainThroughRelay.errors)")
     }
 
     /// Messages each raw SUB socket (the user's key, a subscription prefix) receives in 3 s.

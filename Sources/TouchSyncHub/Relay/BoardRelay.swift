@@ -1,7 +1,9 @@
+import CoreMetrics
 import Logging
 import Synchronization
 import TouchSyncAccess
 import TouchSyncCore
+import TouchSyncHubCore
 import TouchSyncWire
 import ZeroMQ
 
@@ -22,6 +24,11 @@ public struct RelayConfiguration: Sendable {
     public var upstreamCurve: CurveClientKeys? = nil
     /// Ask upstream again when a snapshot has not fully arrived by then. Default 2 s.
     public var snapshotTimeout: Duration = .seconds(2)
+    /// Serve downstream as an authenticated hub does: CURVE with this key,
+    /// only users of the access list, each getting only the boards it may
+    /// watch. Default nil: plain text. (It runs a ZAP handler in the relay's
+    /// context: give such a relay a context of its own, the default.)
+    public var security: HubSecurity? = nil
 
     public init() {}
 }
@@ -41,6 +48,7 @@ public final class BoardRelay: Sendable {
     private let mailbox: Mailbox<StopCommand>
     private let thread = SocketThread(name: "touchsync-relay")
     private let counters = RelayCounters()
+    private let authentication = Mutex<AuthenticationService?>(nil)
 
     public init(configuration: RelayConfiguration, logger: Logger, context: ZMQContext? = nil) throws {
         self.configuration = configuration
@@ -52,8 +60,17 @@ public final class BoardRelay: Sendable {
     /// Binds the downstream endpoints, connects upstream, and starts; returns where it serves.
     public func start() async throws -> (publish: String, snapshot: String) {
         let (configuration, logger, context, mailbox, counters) = (configuration, logger, context, mailbox, counters)
+        var access: AccessControl? = nil
+        if let security = configuration.security {
+            let service = try await AuthenticationService.start(
+                security: security, context: context, logger: logger, metricsFactory: MetricsSystem.factory)
+            authentication.withLock { $0 = service }
+            access = service.access
+        }
+        let granted = access
         return try await thread.start {
-            let loop = try RelayLoop(configuration: configuration, logger: logger, context: context, mailbox: mailbox, counters: counters)
+            let loop = try RelayLoop(
+                configuration: configuration, logger: logger, context: context, mailbox: mailbox, counters: counters, access: granted)
             return (loop.endpoints, loop.run)
         }
     }
@@ -61,6 +78,7 @@ public final class BoardRelay: Sendable {
     public func stop() async {
         mailbox.post(.stop)
         await thread.finished()
+        await authentication.withLock({ $0.take() })?.stop()
     }
 
     /// What it has done so far.
@@ -92,6 +110,8 @@ final class RelayLoop {
     private let logger: Logger
     private let mailbox: Mailbox<StopCommand>
     private let counters: RelayCounters
+    /// Downstream authentication (nil: plain text).
+    private let access: AccessControl?
     private let upstream: ZMQSocket
     private let upstreamSnapshots: ZMQSocket
     private let publish: ZMQSocket
@@ -108,8 +128,9 @@ final class RelayLoop {
 
     init(
         configuration: RelayConfiguration, logger: Logger, context: ZMQContext, mailbox: Mailbox<StopCommand>,
-        counters: RelayCounters
+        counters: RelayCounters, access: AccessControl? = nil
     ) throws {
+        self.access = access
         self.configuration = configuration
         self.logger = logger
         self.mailbox = mailbox
@@ -127,6 +148,11 @@ final class RelayLoop {
             }
         }
         try upstream.setReceiveHighWaterMark(100_000)
+        if let access {
+            try AccessControl.makeCurveServer(publish, security: access.security)
+            try AccessControl.makeCurveServer(snapshots, security: access.security)
+            try publish.setXPubManual(true)
+        }
         try publish.setXPubVerbose(true)
         try publish.setSendHighWaterMark(10_000)
         try publish.bind(configuration.publishEndpoint)
@@ -318,6 +344,18 @@ final class RelayLoop {
     private func drainSubscriptions() throws(ZMQError) {
         while try publish.receive(into: body, dontWait: true) {
             let bytes = body.bytes
+            if let access {
+                // XPUB_MANUAL: only whole board topics, only for users who may watch them.
+                let topic = Array(bytes.dropFirst())
+                if bytes.first == 0 {
+                    try? publish.unsubscribe(topic)
+                    continue
+                }
+                guard topic.last == 0, let board = String(validating: topic.dropLast(), as: UTF8.self), let user = body.userID,
+                    access.current.role(of: user, on: board) != nil
+                else { continue }
+                try publish.subscribe(topic)
+            }
             guard bytes.first == 1, bytes.last == 0, let board = String(validating: bytes.dropFirst().dropLast(), as: UTF8.self),
                 replicas[board] == nil, follows(board)
             else { continue }
@@ -327,9 +365,14 @@ final class RelayLoop {
 
     private func drainSnapshotRequests() throws(ZMQError) {
         for _ in 0..<256 {
-            guard let (peer, _, decoded) = try snapshotService.next() else { return }
+            guard let (peer, user, decoded) = try snapshotService.next() else { return }
             guard case .success(let request) = decoded else {
                 snapshotService.sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
+                continue
+            }
+            if let access, user.flatMap({ access.current.role(of: $0, on: request.board) }) == nil {
+                snapshotService.sendError(
+                    to: peer, requestID: request.requestID, code: .forbidden, "\(user ?? "this peer") may not watch board \(request.board)")
                 continue
             }
             guard isValidBoardName(request.board), follows(request.board) else {
