@@ -13,9 +13,10 @@ public struct AgentConfiguration: Sendable {
     public var board: String
     /// Shown in the hub's logs.
     public var clientName = "touchsync-agent"
-    /// The connection's routing id, which the hub uses as this user's
-    /// namespace. Default: `agent-` and 12 random letters, new per agent.
-    /// (Anyone may claim any identity until authentication lands.)
+    /// The connection's routing id, which a plain-text hub uses as this
+    /// user's namespace (a claim: anyone may make it). Default: `agent-` and
+    /// 12 random letters, new per agent. With `curve`, the hub names the
+    /// namespace after the key's user instead, and this is only a label.
     public var identity: String? = nil
     /// Send a heartbeat after this long with nothing else to send. Default 1 s.
     public var heartbeatInterval: Duration = .seconds(1)

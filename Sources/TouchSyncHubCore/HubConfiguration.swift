@@ -5,8 +5,9 @@ import TouchSyncJournal
 /// Everything a hub can be told, with the defaults it runs on.
 public struct HubConfiguration: Sendable {
     /// Agents connect here with DEALER sockets (the hub's ROUTER).
-    /// Default `tcp://127.0.0.1:5570`: loopback only, because there is no
-    /// authentication yet; use `tcp://*:5570` to accept other machines.
+    /// Default `tcp://127.0.0.1:5570`: loopback only, because without
+    /// `security` anyone who connects may claim any namespace; use
+    /// `tcp://*:5570` with `security` to accept other machines.
     public var ingestEndpoint = "tcp://127.0.0.1:5570"
     /// Subscribers connect here with SUB sockets (the hub's XPUB). Default `tcp://127.0.0.1:5571`.
     public var publishEndpoint = "tcp://127.0.0.1:5571"
