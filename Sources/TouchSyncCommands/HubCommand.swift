@@ -144,15 +144,7 @@ struct HubCommand: AsyncParsableCommand {
             }
             configuration.cluster = (map, name)
         }
-        if let key, let access {
-            let pair: CurveKeyPair
-            do {
-                pair = try CurveKeyFiles.readPair(key)
-            } catch {
-                throw CommandFailure("\(error.description) (make one with: touchsync keys generate hub)")
-            }
-            configuration.security = HubSecurity(serverKey: pair, accessListPath: access)
-        }
+        configuration.security = try serverSecurity(key: key, access: access)
         if !noJournal {
             var journal = JournalConfiguration(directory: data)
             journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync

@@ -61,13 +61,7 @@ struct ReplayCommand: AsyncParsableCommand {
         configuration.from = Duration(secondsValue: from)
         configuration.to = to.map { Duration(secondsValue: $0) }
         configuration.waitForSubscriber = !now
-        if let key, let access {
-            do {
-                configuration.security = HubSecurity(serverKey: try CurveKeyFiles.readPair(key), accessListPath: access)
-            } catch {
-                throw CommandFailure(error.description)
-            }
-        }
+        configuration.security = try serverSecurity(key: key, access: access)
         let history: LoadedHistory
         do {
             let recorded = try BoardHistory.open(dataDirectory: data, board: board)

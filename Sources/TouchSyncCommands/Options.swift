@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import TouchSyncAccess
+import TouchSyncHubCore
 import TouchSyncLoad
 
 #if canImport(Glibc)
@@ -50,6 +51,18 @@ struct HubAddressOptions: ParsableArguments {
         try validateEndpoint(ingest, option: "--hub")
         try validateEndpoint(publish, option: "--publish")
         try validateEndpoint(snapshot, option: "--snapshot")
+    }
+}
+
+/// What a server (hub, replay, relay) started with a key file and an access
+/// list serves with; nil when it was given neither (options validate that
+/// they come together). A missing or bad key file is a clear failure.
+func serverSecurity(key: String?, access: String?) throws -> HubSecurity? {
+    guard let key, let access else { return nil }
+    do {
+        return HubSecurity(serverKey: try CurveKeyFiles.readPair(key), accessListPath: access)
+    } catch {
+        throw CommandFailure("\(error.description) (make one with: touchsync keys generate NAME)")
     }
 }
 

@@ -56,13 +56,7 @@ struct RelayCommand: AsyncParsableCommand {
         configuration.snapshotEndpoint = serveSnapshot
         if !board.isEmpty { configuration.boards = board }
         configuration.upstreamCurve = try hub.keys.curve()
-        if let serveKey, let access {
-            do {
-                configuration.security = HubSecurity(serverKey: try CurveKeyFiles.readPair(serveKey), accessListPath: access)
-            } catch {
-                throw CommandFailure(error.description)
-            }
-        }
+        configuration.security = try serverSecurity(key: serveKey, access: access)
         let relay = try BoardRelay(configuration: configuration, logger: logger)
         let endpoints: (publish: String, snapshot: String)
         do {

@@ -150,8 +150,9 @@ struct UDPAddress: Sendable, CustomStringConvertible {
     var description: String { "udp://\(host):\(port)" }
 }
 
-/// A blocking UDP socket (datagrams up to 64 KiB), owned by one thread.
-final class UDPSocket: @unchecked Sendable {
+/// A blocking UDP socket (datagrams up to 64 KiB). Only its descriptor is
+/// shared: the kernel serialises concurrent calls on it.
+final class UDPSocket: Sendable {
     let descriptor: Int32
 
     init(binding address: UDPAddress?, receiveTimeout: Duration = .milliseconds(100)) throws {

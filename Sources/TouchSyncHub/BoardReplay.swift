@@ -89,14 +89,10 @@ public final class BoardReplay: Sendable {
     /// Binds both endpoints and starts; returns where it listens (publish, snapshot).
     public func start() async throws -> (publish: String, snapshot: String) {
         let (board, history, configuration, logger, context, mailbox) = (board, history, configuration, logger, context, mailbox)
-        var access: AccessControl? = nil
-        if let security = configuration.security {
-            let service = try await AuthenticationService.start(
-                security: security, context: context, logger: logger, metricsFactory: MetricsSystem.factory)
-            authentication.withLock { $0 = service }
-            access = service.access
-        }
-        let granted = access
+        let service = try await AuthenticationService.start(
+            configuration.security, context: context, logger: logger, metricsFactory: MetricsSystem.factory)
+        authentication.withLock { $0 = service }
+        let granted = service?.access
         return try await withCheckedThrowingContinuation { continuation in
             thread.start { [self] in
                 let loop: ReplayLoop
@@ -182,11 +178,7 @@ final class ReplayLoop {
         self.mailbox = mailbox
         publish = try ZMQSocket(context, type: .xpub)
         snapshots = try ZMQSocket(context, type: .router)
-        if let access {
-            try AccessControl.makeCurveServer(publish, security: access.security)
-            try AccessControl.makeCurveServer(snapshots, security: access.security)
-            try publish.setXPubManual(true)
-        }
+        try access?.serve(publish: publish, snapshots: snapshots)
         try publish.setXPubVerbose(true)
         try publish.setSendHighWaterMark(100_000)
         try publish.bind(configuration.publishEndpoint)
@@ -241,10 +233,7 @@ final class ReplayLoop {
                             chunks: { request in
                                 request.board == board ? channel.snapshotChunks(samplesPerChunk: SnapshotCodec.defaultSamplesPerChunk) : nil
                             },
-                            forbidden: { user, requested in
-                                guard let access, user.flatMap({ access.current.role(of: $0, on: requested) }) == nil else { return nil }
-                                return "\(user ?? "this peer") may not watch board \(requested)"
-                            })
+                            forbidden: { user, requested in access?.refusal(for: user, board: requested) })
                     }
                 },
                 turnEnded: {
@@ -295,17 +284,8 @@ final class ReplayLoop {
 
     private func drainSubscriptions() throws(ZMQError) {
         while try publish.receive(into: event, dontWait: true) {
+            if let access, try access.admit(event, on: publish) == nil { continue }
             let bytes = event.bytes
-            if let access {
-                // XPUB_MANUAL: only this board's topic, only for users who may watch it.
-                let topic = Array(bytes.dropFirst())
-                if bytes.first == 0 {
-                    try? publish.unsubscribe(topic)
-                    continue
-                }
-                guard topic == channel.topic, let user = event.userID, access.current.role(of: user, on: board) != nil else { continue }
-                try publish.subscribe(topic)
-            }
             if bytes.first == 1 && Array(bytes.dropFirst()) == channel.topic {
                 subscribed = true
                 sendHeartbeat()  // tell the newcomer where the board stands, as a hub does

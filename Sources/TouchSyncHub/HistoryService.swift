@@ -63,10 +63,8 @@ final class HistoryService {
                 sendError(to: peer, requestID: 0, code: .malformed, "not a HistoryRequest")
                 continue
             }
-            if let access, user.flatMap({ access.current.role(of: $0, on: request.board) }) == nil {
-                sendError(
-                    to: peer, requestID: request.requestID, code: .forbidden,
-                    "\(user ?? "this peer") may not watch board \(request.board)")
+            if let why = access?.refusal(for: user, board: request.board) {
+                sendError(to: peer, requestID: request.requestID, code: .forbidden, why)
                 continue
             }
             serve(request, to: peer)

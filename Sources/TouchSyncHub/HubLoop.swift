@@ -239,9 +239,9 @@ final class HubLoop {
             peers[routingID] = peer
             return peer
         }
-        guard let user = message.userID, !user.isEmpty else { return nil }
         // A routing id may be reused by another connection (of another user) later: check the user each time.
-        if let known = peers[routingID], known.principal.rawValue == user { return known }
+        if let known = peers[routingID], message.property("User-Id", equals: known.principal.rawValue) { return known }
+        guard let user = message.userID, !user.isEmpty else { return nil }
         if peers.count >= 65_536 { peers.removeAll(keepingCapacity: true) }
         let peer = Peer(id: PeerID(routingID), principal: UserNamespace(user))
         peers[routingID] = peer

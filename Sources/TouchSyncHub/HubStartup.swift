@@ -62,8 +62,8 @@ struct HubSockets {
                 // Authenticated, the user comes from the handshake and routing ids
                 // are random per connection: a duplicate id is an impostor, never
                 // allowed to take over another connection's replies.
-                for socket in [ingest, publish, snapshots] { try AccessControl.makeCurveServer(socket, security: security) }
-                try publish.setXPubManual(true)
+                try AccessControl.makeCurveServer(ingest, security: security)
+                try AccessControl.serve(publish: publish, snapshots: snapshots, security: security)
             } else {
                 // A reconnecting agent keeps its routing id, and with it its namespace.
                 try ingest.setRouterHandover(true)

@@ -127,11 +127,8 @@ public final class TouchSyncHub: Service {
         let mailbox = try Mailbox<HubLoopCommand>()
         let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
         // Authentication first: its handler must be bound before any CURVE socket of the context.
-        var authentication: AuthenticationService? = nil
-        if let security = configuration.security {
-            authentication = try await AuthenticationService.start(
-                security: security, context: context, logger: logger, metricsFactory: metricsFactory)
-        }
+        let authentication = try await AuthenticationService.start(
+            configuration.security, context: context, logger: logger, metricsFactory: metricsFactory)
         let access = authentication?.access
         func stopAuthentication() async { await authentication?.stop() }
         // Every endpoint is bound before the journal is opened, so a hub that

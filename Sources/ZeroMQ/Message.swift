@@ -1,5 +1,11 @@
 import CZeroMQ
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// One ZeroMQ message part, held in a `zmq_msg_t` that libzmq sized for it:
 /// a receive never truncates and never copies into a fixed buffer.
 ///
@@ -74,6 +80,13 @@ public final class ZMQMessage {
 
     /// The identity the authentication handler gave the peer (`User-Id`).
     public var userID: String? { property("User-Id") }
+
+    /// Whether property `name` is exactly `value`, compared in place (no
+    /// String made: the hub asks this of every authenticated message).
+    public func property(_ name: String, equals value: String) -> Bool {
+        guard let found = zmq_msg_gets(raw, name) else { return false }
+        return value.withCString { strcmp($0, found) == 0 }
+    }
 
     /// The peer's IP address, for tcp connections (`Peer-Address`).
     public var peerAddress: String? { property("Peer-Address") }

@@ -13,14 +13,15 @@ struct Outcome {
 /// Runs the built `touchsync` to its end (killed after `limit` seconds), in
 /// `folder`. The waiting happens on threads of their own (see `exited()`).
 func touchsync(_ arguments: [String], in folder: String? = nil, limit: Double = 60) async throws -> Outcome {
+    if let folder { return try await runToEnd("/usr/bin/env", ["-C", folder, ProcessTests.binary.path] + arguments, limit: limit) }
+    return try await runToEnd(ProcessTests.binary.path, arguments, limit: limit)
+}
+
+/// Runs `executable` to its end (killed after `limit` seconds), reading both its outputs.
+func runToEnd(_ executable: String, _ arguments: [String], limit: Double = 60) async throws -> Outcome {
     let output = try ChildOutput()
     let errors = try ChildOutput()
-    let child: Child
-    if let folder {
-        child = try Child.spawn("/usr/bin/env", ["-C", folder, ProcessTests.binary.path] + arguments, output: output.writeEnd, errors: errors.writeEnd)
-    } else {
-        child = try Child.spawn(ProcessTests.binary.path, arguments, output: output.writeEnd, errors: errors.writeEnd)
-    }
+    let child = try Child.spawn(executable, arguments, output: output.writeEnd, errors: errors.writeEnd)
     output.closeWriteEnd()
     errors.closeWriteEnd()
     let watchdog = Task {

@@ -328,6 +328,14 @@ final class ChildProcesses {
         return (hub, output, text)  // "Ctrl-C stops it." comes once SIGINT is handled
     }
 
+    /// A hub without a journal on loopback `ports` (ingest, publish, snapshot), ready; its three endpoints.
+    func startPlainHub(ports: [Int]) async throws -> [String] {
+        let endpoints = ports.prefix(3).map { "tcp://127.0.0.1:\($0)" }
+        _ = try await startHub(
+            ["hub", "--no-journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]], port: ports[0])
+        return endpoints
+    }
+
     func killAll() {
         for process in started where process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }

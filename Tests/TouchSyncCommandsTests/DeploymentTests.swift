@@ -188,21 +188,7 @@ struct DeploymentTests {
 
     /// A system command, to its end.
     func run(_ arguments: [String], limit: Double = 60) async throws -> Outcome {
-        let output = try ChildOutput()
-        let errors = try ChildOutput()
-        let child = try Child.spawn("/usr/bin/env", arguments, output: output.writeEnd, errors: errors.writeEnd)
-        output.closeWriteEnd()
-        errors.closeWriteEnd()
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(limit))
-            kill(child.processIdentifier, SIGKILL)
-        }
-        async let out = output.readToEnd()
-        async let err = errors.readToEnd()
-        let (outData, errData) = await (out, err)
-        await child.exited()
-        watchdog.cancel()
-        return Outcome(status: child.terminationStatus, output: String(decoding: outData, as: UTF8.self), errors: String(decoding: errData, as: UTF8.self))
+        try await runToEnd("/usr/bin/env", arguments, limit: limit)
     }
 }
 
@@ -295,12 +281,9 @@ func httpGet(port: UInt16, path: String) throws -> String {
 @Suite("Draw: undo and redo", .timeLimit(.minutes(1)))
 struct DrawUndoTests {
     @Test func drawUndoesAndRedoes() async throws {
-        let ports = try ProcessTests.freePorts(3)
         let children = ChildProcesses()
         defer { children.killAll() }
-        let endpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
-        _ = try await children.startHub(
-            ["hub", "--no-journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]], port: ports[0])
+        let endpoints = try await children.startPlainHub(ports: try ProcessTests.freePorts(3))
         let draw = try await touchsync(
             ["draw", "--board", "u", "--fast", "--undo", "2", "--redo", "1", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
         #expect(draw.status == 0 && draw.output.contains("2 undone, 1 redone"), "\(draw.output) \(draw.errors)")

@@ -55,6 +55,11 @@ struct SecurityTests {
         let hub = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]]
         let hubKey = ["--hub-key", keys + "/hub.pub"]
         let board = "load-1-0"
+        /// `render` of the board from `endpoints` as `user` (nil: plain text) into `file` in the keys folder.
+        func renderBoard(as user: String?, from endpoints: [String], into file: String = "no.svg") async throws -> Outcome {
+            let keyOptions = user.map { ["--key", keys + "/\($0).key"] + hubKey } ?? []
+            return try await touchsync(["render", "--board", board, "-o", keys + "/" + file] + keyOptions + endpoints, limit: 30)
+        }
 
         async let honest = touchsync(["load", "--users", "3", "--fingers", "2", "--duration", "4", "--access-dir", keys] + hub, limit: 90)
         try await Task.sleep(for: .seconds(1))
@@ -77,7 +82,7 @@ struct SecurityTests {
         #expect(report.output.contains("converged           yes"), "\(report.output)")
 
         // The watcher sees the board: spectate and render work.
-        let render = try await touchsync(["render", "--board", board, "-o", keys + "/board.svg", "--key", keys + "/tv.key"] + hubKey + hub, limit: 30)
+        let render = try await renderBoard(as: "tv", from: hub, into: "board.svg")
         #expect(render.status == 0, "\(render.errors)")
         let svg = try String(contentsOfFile: keys + "/board.svg", encoding: .utf8)
         #expect(svg.contains("<path"))
@@ -105,11 +110,11 @@ struct SecurityTests {
                 + replayed)
         var replayText = ""
         await readUntil(replayOutput, into: &replayText) { $0.contains("subscribers") }
-        let watched = try await touchsync(["render", "--board", board, "-o", keys + "/replayed.svg", "--key", keys + "/tv.key"] + hubKey + replayed, limit: 30)
+        let watched = try await renderBoard(as: "tv", from: replayed, into: "replayed.svg")
         #expect(watched.status == 0 && watched.output.contains("written to"), "\(watched.errors)")
-        let refused = try await touchsync(["render", "--board", board, "-o", keys + "/no.svg", "--key", keys + "/carol.key"] + hubKey + replayed, limit: 30)
+        let refused = try await renderBoard(as: "carol", from: replayed)
         #expect(refused.status == 1 && refused.errors.contains("FORBIDDEN"), "\(refused.errors)")
-        let plainRender = try await touchsync(["render", "--board", board, "-o", keys + "/no.svg"] + replayed, limit: 30)
+        let plainRender = try await renderBoard(as: nil, from: replayed)
         #expect(plainRender.status == 1 && plainRender.errors.contains("CURVE"), "\(plainRender.errors)")
 
         // A relay that authenticates upstream (as tv) and serves downstream with keys: the same rules.
@@ -121,11 +126,11 @@ struct SecurityTests {
                    "--serve-key", keys + "/hub.key", "--access", keys + "/access.json"])
         var relayText = ""
         await readUntil(relayOutput, into: &relayText) { $0.contains("Ctrl-C stops it.") }
-        let throughRelay = try await touchsync(["render", "--board", board, "-o", keys + "/relayed.svg", "--key", keys + "/tv.key"] + hubKey + relayed, limit: 30)
+        let throughRelay = try await renderBoard(as: "tv", from: relayed, into: "relayed.svg")
         #expect(throughRelay.status == 0 && throughRelay.output.contains("written to"), "\(throughRelay.errors)")
-        let carolThroughRelay = try await touchsync(["render", "--board", board, "-o", keys + "/no.svg", "--key", keys + "/carol.key"] + hubKey + relayed, limit: 30)
+        let carolThroughRelay = try await renderBoard(as: "carol", from: relayed)
         #expect(carolThroughRelay.status == 1 && carolThroughRelay.errors.contains("FORBIDDEN"), "\(carolThroughRelay.errors)")
-        let plainThroughRelay = try await touchsync(["render", "--board", board, "-o", keys + "/no.svg"] + relayed, limit: 30)
+        let plainThroughRelay = try await renderBoard(as: nil, from: relayed)
         #expect(plainThroughRelay.status == 1 && plainThroughRelay.errors.contains("CURVE"), "\(plainThroughRelay.errors)")
     }
 

@@ -20,9 +20,7 @@ struct TUIOBridgeTests {
         let ports = try ProcessTests.freePorts(4)
         let children = ChildProcesses()
         defer { children.killAll() }
-        let hubEndpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
-        _ = try await children.startHub(
-            ["hub", "--no-journal", "--ingest", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]], port: ports[0])
+        let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
         let (bridge, bridgeOutput) = try children.run(
             ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "table", "--source-timeout", "1",
              "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]])
@@ -85,9 +83,7 @@ struct TUIOBridgeTests {
         let ports = try ProcessTests.freePorts(4)
         let children = ChildProcesses()
         defer { children.killAll() }
-        let hubEndpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
-        _ = try await children.startHub(
-            ["hub", "--no-journal", "--ingest", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]], port: ports[0])
+        let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
         let (bridge, output) = try children.run(
             ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "g", "--hub", hubEndpoints[0]])
         var text = ""
@@ -109,9 +105,7 @@ struct TUIOBridgeTests {
         let ports = try ProcessTests.freePorts(4)
         let children = ChildProcesses()
         defer { children.killAll() }
-        let hubEndpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
-        _ = try await children.startHub(
-            ["hub", "--no-journal", "--ingest", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]], port: ports[0])
+        let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
         var quiet = Logger(label: "tuio-test")
         quiet.logLevel = .critical
         let agent = try TouchAgent(configuration: AgentConfiguration(board: "shown", hubEndpoint: hubEndpoints[0]), logger: quiet)

@@ -60,14 +60,10 @@ public final class BoardRelay: Sendable {
     /// Binds the downstream endpoints, connects upstream, and starts; returns where it serves.
     public func start() async throws -> (publish: String, snapshot: String) {
         let (configuration, logger, context, mailbox, counters) = (configuration, logger, context, mailbox, counters)
-        var access: AccessControl? = nil
-        if let security = configuration.security {
-            let service = try await AuthenticationService.start(
-                security: security, context: context, logger: logger, metricsFactory: MetricsSystem.factory)
-            authentication.withLock { $0 = service }
-            access = service.access
-        }
-        let granted = access
+        let service = try await AuthenticationService.start(
+            configuration.security, context: context, logger: logger, metricsFactory: MetricsSystem.factory)
+        authentication.withLock { $0 = service }
+        let granted = service?.access
         return try await thread.start {
             let loop = try RelayLoop(
                 configuration: configuration, logger: logger, context: context, mailbox: mailbox, counters: counters, access: granted)
@@ -148,11 +144,7 @@ final class RelayLoop {
             }
         }
         try upstream.setReceiveHighWaterMark(100_000)
-        if let access {
-            try AccessControl.makeCurveServer(publish, security: access.security)
-            try AccessControl.makeCurveServer(snapshots, security: access.security)
-            try publish.setXPubManual(true)
-        }
+        try access?.serve(publish: publish, snapshots: snapshots)
         try publish.setXPubVerbose(true)
         try publish.setSendHighWaterMark(10_000)
         try publish.bind(configuration.publishEndpoint)
@@ -344,18 +336,7 @@ final class RelayLoop {
     private func drainSubscriptions() throws(ZMQError) {
         while try publish.receive(into: body, dontWait: true) {
             let bytes = body.bytes
-            if let access {
-                // XPUB_MANUAL: only whole board topics, only for users who may watch them.
-                let topic = Array(bytes.dropFirst())
-                if bytes.first == 0 {
-                    try? publish.unsubscribe(topic)
-                    continue
-                }
-                guard topic.last == 0, let board = String(validating: topic.dropLast(), as: UTF8.self), let user = body.userID,
-                    access.current.role(of: user, on: board) != nil
-                else { continue }
-                try publish.subscribe(topic)
-            }
+            if let access, try access.admit(body, on: publish) == nil { continue }
             guard bytes.first == 1, bytes.last == 0, let board = String(validating: bytes.dropFirst().dropLast(), as: UTF8.self),
                 replicas[board] == nil, follows(board)
             else { continue }
@@ -370,9 +351,8 @@ final class RelayLoop {
                 snapshotService.sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
                 continue
             }
-            if let access, user.flatMap({ access.current.role(of: $0, on: request.board) }) == nil {
-                snapshotService.sendError(
-                    to: peer, requestID: request.requestID, code: .forbidden, "\(user ?? "this peer") may not watch board \(request.board)")
+            if let why = access?.refusal(for: user, board: request.board) {
+                snapshotService.sendError(to: peer, requestID: request.requestID, code: .forbidden, why)
                 continue
             }
             guard isValidBoardName(request.board), follows(request.board) else {

@@ -94,10 +94,18 @@ final class AuthenticationService: Sendable {
         self.thread = thread
     }
 
+    /// The service when `security` is given (nil: a plain-text publisher, nothing to start).
+    static func start(
+        _ security: HubSecurity?, context: ZMQContext, logger: Logger, metricsFactory: any MetricsFactory
+    ) async throws -> AuthenticationService? {
+        guard let security else { return nil }
+        return try await start(security: security, context: context, logger: logger, metricsFactory: metricsFactory)
+    }
+
     static func start(
         security: HubSecurity, context: ZMQContext, logger: Logger, metricsFactory: any MetricsFactory
     ) async throws -> AuthenticationService {
-        let access = try AccessControl(security: security, logger: logger, metricsFactory: metricsFactory)
+        let access = try AccessControl(security: security, metricsFactory: metricsFactory)
         let mailbox = try Mailbox<StopCommand>()
         let thread = SocketThread(name: "touchsync-zap")
         try await thread.start {
