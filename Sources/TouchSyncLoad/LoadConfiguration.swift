@@ -16,6 +16,10 @@ public struct LoadConfiguration: Sendable {
     public var predicted = 1
     /// How long fingers draw. Default 5 s.
     public var duration: Duration = .seconds(5)
+    /// Keep drawing past `duration` until the generator has run this many
+    /// ticks: a starved generator (a busy machine) still draws a known amount,
+    /// so a test's checks do not depend on the machine's speed. Default 0.
+    public var minimumTicks = 0
     /// Stop after this many strokes have begun, if it comes before `duration`.
     public var strokes: Int? = nil
     /// Boards the users are spread over (round robin). Default 1.

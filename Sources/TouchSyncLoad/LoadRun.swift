@@ -174,7 +174,7 @@ public struct LoadRun: Sendable {
         var behind: Duration = .zero
         var late: [BoardSubscriber] = []
         var ticksRun = 0
-        while clock.now - start < configuration.duration && !interruption.isRequested {
+        while (clock.now - start < configuration.duration || ticksRun < configuration.minimumTicks) && !interruption.isRequested {
             if let limit = configuration.strokes, drawn.reduce(0, { $0 + $1.strokesBegun }) >= limit { break }
             try await Task.sleep(until: nextTick)
             if interruption.isRequested { break }
@@ -195,7 +195,9 @@ public struct LoadRun: Sendable {
                 framesSent += 1
                 agents.send(agent: user, frame.changes, alive: frame.aliveTouches)
             }
-            if configuration.lateSubscriber && late.isEmpty && elapsed >= configuration.duration / 2 {
+            if configuration.lateSubscriber && late.isEmpty && elapsed >= configuration.duration / 2
+                && ticksRun >= configuration.minimumTicks / 2
+            {
                 late = try boards.map { try subscribe($0, counter: nil) }
             }
             nextTick += tick
