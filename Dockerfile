@@ -13,7 +13,8 @@ RUN swift package resolve
 COPY Sources ./Sources
 COPY proto ./proto
 RUN swift build -c release --static-swift-stdlib --product touchsync \
- && install -m 0755 "$(swift build -c release --show-bin-path)/touchsync" /usr/local/bin/touchsync
+ && install -m 0755 "$(swift build -c release --show-bin-path)/touchsync" /usr/local/bin/touchsync \
+ && cp -R "$(swift build -c release --show-bin-path)/TouchSync_TouchSyncWeb.resources" /usr/local/bin/
 
 # Run stage: libzmq5 (built with libsodium: CURVE works), a non-root user,
 # the journal on a volume.
@@ -24,11 +25,13 @@ RUN apt-get update \
  && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin touchsync \
  && mkdir -p /data && chown touchsync /data
 COPY --from=build /usr/local/bin/touchsync /usr/local/bin/touchsync
+# The whiteboard page (touchsync web) ships beside the binary.
+COPY --from=build /usr/local/bin/TouchSync_TouchSyncWeb.resources /usr/local/bin/TouchSync_TouchSyncWeb.resources
 USER touchsync
 WORKDIR /data
 VOLUME /data
-# agents, subscribers, snapshots, history, metrics (HTTP)
-EXPOSE 5570 5571 5572 5573 9570
+# agents, subscribers, snapshots, history, metrics (HTTP), the web gateway (HTTP)
+EXPOSE 5570 5571 5572 5573 9570 8080
 # Asks the hub's own loop for an answer (touchsync health). An authenticated
 # hub is asked with the health key when one is mounted as a secret.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 CMD \

@@ -24,13 +24,15 @@ deps:
 # The fault tests put the hub and its agents on two hosts: network
 # namespaces joined by veth (iproute2), packet loss with nftables; the
 # deployment tests validate compose.yaml with docker-compose (and read it
-# with the python3-yaml that comes with it).
+# with the python3-yaml that comes with it); the browser tests drive
+# Debian's chromium headless.
 test-deps: deps
 	@missing=; command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing$$missing for the network fault tests"; \
+	  echo "installing$$missing for the network, deployment and browser tests"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
 	  else echo "error: installing$$missing needs root" >&2; exit 1; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null \

@@ -12,6 +12,8 @@
 //   TouchSyncHubCore   the hub without I/O: sessions, boards, acks, liveness as a state machine (events in, actions out)
 //   TouchSyncHub       the hub's ZeroMQ adapter: one thread owning the sockets and a HubCore (a ServiceLifecycle Service)
 //   TouchSyncClient    agents (UIKit-shaped touch API) and subscribers (live replicas), over ZeroMQ
+//   TouchSyncWeb       the browser gateway: serves the whiteboard page, one agent per tab, board fan-out over WebSockets
+//   TouchSyncBrowser   a headless Chromium over the DevTools protocol (browser tests, bench --browser)
 //   TouchSyncLoad      load runs with simulated fingers: latency, loss, convergence reports
 //   TouchSyncCommands  the `touchsync` subcommands, as a testable library
 //   touchsync          a thin @main over TouchSyncCommands
@@ -41,6 +43,8 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.1.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.0"),
     ],
     targets: [
         .systemLibrary(
@@ -134,6 +138,25 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncWeb",
+            dependencies: [
+                "TouchSyncAccess",
+                "TouchSyncCore",
+                "TouchSyncClient",
+                "ZeroMQ",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            resources: [.copy("Page")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TouchSyncBrowser",
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncLoad",
             dependencies: [
                 "TouchSyncAccess",
@@ -165,6 +188,8 @@ let package = Package(
                 "TouchSyncHubCore",
                 "TouchSyncClient",
                 "TouchSyncLoad",
+                "TouchSyncWeb",
+                "TouchSyncBrowser",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -267,7 +292,7 @@ let package = Package(
                 "TouchSyncAccess",
                 "TouchSyncTUIO",
                 "TouchSyncClient",
-                "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ",
+                "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ", "TouchSyncBrowser",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

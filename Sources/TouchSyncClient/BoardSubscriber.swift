@@ -30,6 +30,11 @@ public struct SubscriberConfiguration: Sendable {
     /// Called on the subscriber's thread right after each batch is applied
     /// (for measurements: keep it short, it delays the next batch).
     public var onApplied: (@Sendable (DiffBatch) -> Void)? = nil
+    /// Called on the subscriber's thread when a snapshot has been loaded (the
+    /// first one and every resync), with the board it gave, before the batches
+    /// queued meanwhile are applied (each then goes to `onApplied`). With
+    /// `onApplied` it lets a fan-out keep an exact copy of the replica.
+    public var onSynced: (@Sendable (BoardState) -> Void)? = nil
     /// CURVE keys for an authenticated hub. Default nil: plain text.
     public var curve: CurveClientKeys? = nil
 
@@ -335,6 +340,7 @@ final class SubscriberLoop {
                 return
             }
             events.yield(.synced(sequence: state.sequence, digest: digest, chunks: chunks.count))
+            configuration.onSynced?(state)
             phase = .live(state)
             publishStatus(state)
             for batch in queued.sorted(by: { $0.sequence < $1.sequence }) where batch.sequence > state.sequence {

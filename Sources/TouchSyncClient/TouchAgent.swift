@@ -278,6 +278,11 @@ public final class TouchAgent: Sendable {
         shared.progress.withLock { ($0.acknowledged, $0.taken) }
     }
 
+    /// Messages posted so far (every call that sends counts one, coalesced or
+    /// not): once `acknowledged.through` reaches this count, the hub has
+    /// acknowledged everything posted up to now.
+    public var postedCount: UInt64 { shared.progress.withLock { $0.posted } }
+
     /// Frames that went out merged into an earlier one (the hub was behind), and BUSY notices heard.
     public var backpressure: (coalesced: UInt64, busyNotices: UInt64) {
         shared.progress.withLock { ($0.coalesced, $0.busyNotices) }

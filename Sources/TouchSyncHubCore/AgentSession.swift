@@ -119,12 +119,12 @@ struct AgentSession {
     }
 
     /// The namespace of a connection known only by its routing id: the id as
-    /// text when it is printable, in hex otherwise (libzmq's own ids start
-    /// with a zero byte).
+    /// text when it is printable (letters, digits, '-', '.', '_', ':'), in hex
+    /// otherwise (libzmq's own ids start with a zero byte).
     static func namespace(of routingID: [UInt8]) -> UserNamespace {
         let printable = !routingID.isEmpty && routingID.allSatisfy { byte in
             (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                || byte == 0x2D || byte == 0x2E || byte == 0x5F
+                || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x3A
         }
         if printable { return UserNamespace(String(decoding: routingID, as: UTF8.self)) }
         let hex = routingID.map { byte in

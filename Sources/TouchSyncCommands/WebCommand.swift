@@ -1,0 +1,108 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import TouchSyncAccess
+import TouchSyncWeb
+
+/// `touchsync web`: the browser whiteboard.
+struct WebCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "web",
+        abstract: "Serve the whiteboard to browsers: each tab draws as its own user, every board live.",
+        discussion: """
+            Open http://127.0.0.1:8080/ for the boards, http://127.0.0.1:8080/boards/NAME \
+            to draw on one (several fingers, a mouse or a pen; undo, redo, eraser, \
+            clear) and /boards/NAME/replay to watch its recorded history (the hub \
+            needs --data for that). Each tab is its own agent towards the hub, named \
+            web: and ten letters; a tab whose connection drops keeps its strokes in \
+            progress for --reconnect-grace seconds and resends what the hub has not \
+            acknowledged. Listening beyond loopback needs --insecure: the page \
+            itself has no login yet (docs/security.md).
+
+              touchsync hub --data ./boards &
+              touchsync web --listen 127.0.0.1:8080
+            """)
+
+    @Option(help: "Where browsers connect: HOST:PORT (PORT 0 picks a free one).") var listen = "127.0.0.1:8080"
+    @OptionGroup var hub: HubAddressOptions
+    @Option(help: "The hub's history endpoint (for the replay view).") var history = "tcp://127.0.0.1:5573"
+    @Option(help: "Seconds a tab's agent waits for a dropped tab to come back before its live touches are cancelled.")
+    var reconnectGrace: Double = 30
+    @Option(help: "Serve the page from this folder instead of the built-in copy (for working on the page).") var page: String?
+    @Flag(help: "Listen beyond loopback (the page has no login).") var insecure = false
+    @OptionGroup var logging: LoggingOptions
+
+    var hostAndPort: (host: String, port: Int)? {
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port)
+        else { return nil }
+        let host = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        return host.isEmpty ? nil : (host, port)
+    }
+
+    func validate() throws {
+        guard let (host, _) = hostAndPort else { throw ValidationError("--listen is HOST:PORT with PORT 0 to 65535, not \(listen)") }
+        try validateEndpoint(history, option: "--history")
+        guard reconnectGrace.isFinite, reconnectGrace >= 0, reconnectGrace <= 3600 else {
+            throw ValidationError("--reconnect-grace is 0 to 3600 seconds")
+        }
+        if !insecure && !["127.0.0.1", "localhost", "::1"].contains(host) {
+            throw ValidationError("--listen \(listen) accepts other machines, and the page has no login yet: pass --insecure on a network you trust")
+        }
+        if hub.keys.key != nil || hub.keys.hubKey != nil {
+            throw ValidationError("the gateway reaches plain-text hubs only for now: every tab needs its own namespace (docs/security.md)")
+        }
+    }
+
+    func run() async throws {
+        let logger = logging.logger("touchsync.web")
+        let (host, port) = hostAndPort!
+        let addresses = hub
+        var clusterMap: ClusterMap? = nil
+        if let path = hub.cluster {
+            do { clusterMap = try ClusterMap.load(from: path) } catch { throw CommandFailure(error.description) }
+        }
+        let cluster = clusterMap
+        let historyEndpoint = history
+        var configuration = WebConfiguration { board in
+            if let cluster {
+                let entry = cluster.hub(for: board)
+                return GatewayHub(
+                    ingest: entry.ingest, publish: entry.publish, snapshot: entry.snapshot, history: entry.history ?? historyEndpoint)
+            }
+            return GatewayHub(ingest: addresses.ingest, publish: addresses.publish, snapshot: addresses.snapshot, history: historyEndpoint)
+        }
+        configuration.host = host
+        configuration.port = port
+        configuration.reconnectGrace = Duration.milliseconds(Int64(reconnectGrace * 1000))
+        configuration.pageDirectory = page
+        let gateway: WebGateway
+        do {
+            gateway = try WebGateway(configuration: configuration, logger: logger)
+        } catch {
+            throw CommandFailure("cannot start the gateway: \(error)")
+        }
+        let ready = ListeningAnnouncement {
+            guard let bound = await gateway.waitUntilListening() else { return }
+            emit("TouchSync web gateway for the hub at \(addresses.ingest)")
+            emit("  open http://\(host):\(bound)/boards/demo in two browser windows and draw")
+            emit("Ctrl-C stops it.")
+        }
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: gateway), .init(service: ready, successTerminationBehavior: .ignore)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            throw CommandFailure("the gateway stopped: \(error). Is \(listen) free? Choose another with --listen.")
+        }
+        emit("web gateway stopped")
+    }
+}
+
+/// Says where the gateway listens once it does.
+struct ListeningAnnouncement: Service {
+    let say: @Sendable () async -> Void
+    func run() async throws { await say() }
+}

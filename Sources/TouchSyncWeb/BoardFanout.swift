@@ -1,0 +1,195 @@
+import Logging
+import Synchronization
+import TouchSyncClient
+import TouchSyncCore
+import ZeroMQ
+
+/// What a tab is sent, in order. Each tab drains its own outbox, so a slow
+/// tab only fills its own; past `limit` messages its queue is dropped and it
+/// gets a fresh snapshot instead (the Clone pattern's resync), which bounds
+/// memory per tab without slowing the board or the other tabs.
+final class TabOutbox: Sendable {
+    private struct State {
+        var queue: [String] = []
+        var needsSnapshot = false
+        var closed = false
+        var waiter: CheckedContinuation<Void, Never>? = nil
+        var overflows = 0
+    }
+    private let state = Mutex(State())
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Queues a message; false when the queue overflowed (a snapshot is then due instead).
+    @discardableResult
+    func post(_ message: String) -> Bool {
+        let (waiter, accepted): (CheckedContinuation<Void, Never>?, Bool) = state.withLock { state in
+            guard !state.closed else { return (nil, true) }
+            if state.needsSnapshot { return (nil, false) }  // everything before the snapshot is moot
+            if state.queue.count >= limit {
+                state.queue.removeAll()
+                state.needsSnapshot = true
+                state.overflows += 1
+            } else {
+                state.queue.append(message)
+            }
+            let waiter = state.waiter
+            state.waiter = nil
+            return (waiter, !state.needsSnapshot)
+        }
+        waiter?.resume()
+        return accepted
+    }
+
+    /// Replaces whatever is queued by a resync (the tab is then sent a snapshot).
+    func requestSnapshot() {
+        let waiter = state.withLock { state in
+            state.queue.removeAll()
+            state.needsSnapshot = true
+            let waiter = state.waiter
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    func close() {
+        let waiter = state.withLock { state in
+            state.closed = true
+            let waiter = state.waiter
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    enum Next {
+        case messages([String])
+        case snapshot
+        case closed
+    }
+
+    /// Waits for what is next to send.
+    func next() async -> Next {
+        while true {
+            let ready: Next? = state.withLock { state in
+                if state.closed { return .closed }
+                if state.needsSnapshot {
+                    state.needsSnapshot = false
+                    return .snapshot
+                }
+                if !state.queue.isEmpty {
+                    let messages = state.queue
+                    state.queue.removeAll(keepingCapacity: true)
+                    return .messages(messages)
+                }
+                return nil
+            }
+            if let ready { return ready }
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { state in
+                    if state.closed || state.needsSnapshot || !state.queue.isEmpty { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        }
+    }
+
+    /// Times this tab fell so far behind that it was resynced.
+    var overflows: Int { state.withLock { $0.overflows } }
+}
+
+/// One board's live view for the gateway: a single subscriber to the hub,
+/// an exact copy of its replica, and the tabs watching it. Each batch is
+/// encoded once and posted to every tab's outbox; a tab that joins gets the
+/// copy as a snapshot, taken under the same lock as the posting, so it sees
+/// every later batch exactly once (sequence numbers are the hub's).
+final class BoardFanout: Sendable {
+    let board: String
+    private struct State {
+        var replica: BoardState? = nil
+        var tabs: [ObjectIdentifier: TabOutbox] = [:]
+    }
+    /// Shared with the subscriber's callbacks (which run on its thread).
+    private final class Shared: Sendable {
+        let state = Mutex(State())
+    }
+    private let shared = Shared()
+    private let subscriber: BoardSubscriber
+    private let logger: Logger
+
+    init(board: String, hub: GatewayHub, context: ZMQContext, logger: Logger) throws {
+        self.board = board
+        self.logger = logger
+        var configuration = SubscriberConfiguration(
+            board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
+        configuration.curve = hub.curve
+        let shared = self.shared
+        configuration.onSynced = { board in
+            // A first snapshot or a resync: every tab starts again from it.
+            let tabs = shared.state.withLock { state in
+                state.replica = board
+                return Array(state.tabs.values)
+            }
+            for tab in tabs { tab.requestSnapshot() }
+        }
+        configuration.onApplied = { batch in
+            let message = BrowserWire.batch(batch)
+            let tabs: [TabOutbox] = shared.state.withLock { state in
+                if state.replica != nil {
+                    do {
+                        try state.replica!.apply(batch)
+                    } catch {
+                        // Cannot happen while the subscriber's replica is right; resync the tabs from its next snapshot.
+                        state.replica = nil
+                    }
+                }
+                return Array(state.tabs.values)
+            }
+            for tab in tabs { tab.post(message) }
+        }
+        subscriber = try BoardSubscriber(configuration: configuration, context: context, logger: logger)
+    }
+
+    func start() { subscriber.start() }
+
+    func stop() async {
+        let tabs = shared.state.withLock { state in
+            defer { state.tabs.removeAll() }
+            return Array(state.tabs.values)
+        }
+        for tab in tabs { tab.close() }
+        await subscriber.stop()
+    }
+
+    /// Adds a tab; it will be sent a snapshot first.
+    func join(_ outbox: TabOutbox) {
+        shared.state.withLock { $0.tabs[ObjectIdentifier(outbox)] = outbox }
+        outbox.requestSnapshot()
+    }
+
+    func leave(_ outbox: TabOutbox) {
+        _ = shared.state.withLock { $0.tabs.removeValue(forKey: ObjectIdentifier(outbox)) }
+    }
+
+    /// The board now, for a tab's snapshot: nil until the subscriber has synced.
+    /// Taken under the lock batches are posted under, so the batches queued after
+    /// it for this tab are exactly those after its sequence.
+    func snapshot() -> BoardState? { shared.state.withLock { $0.replica } }
+
+    var tabCount: Int { shared.state.withLock { $0.tabs.count } }
+    var status: SubscriberStatus { subscriber.status }
+
+    /// Waits until the subscriber has a board (true) or `timeout` passes.
+    func waitUntilSynced(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if snapshot() != nil { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return snapshot() != nil
+    }
+}

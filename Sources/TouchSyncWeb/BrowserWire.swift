@@ -1,0 +1,179 @@
+import Foundation
+import TouchSyncClient
+import TouchSyncCore
+
+/// The gateway's wire format to the page (JSON text frames; docs/protocol.md,
+/// "The browser wire"). Boards go out as the hub's fixed point, unchanged:
+/// positions in 1/64 point, times in microseconds, force in 1/1024. A sample
+/// list is flat, four integers per sample (x, y, t, force), each sample's x,
+/// y and t as the difference from the previous sample in the list (the first
+/// absolute), so a sample on a moving finger costs about 12 bytes of JSON.
+/// Angles and sample flags are not sent: the page draws, it does not store.
+public enum BrowserWire {
+    /// One batch, encoded once and sent to every tab on the board.
+    public static func batch(_ batch: DiffBatch) -> String {
+        var out = "{\"t\":\"batch\",\"seq\":\(batch.sequence),\"time\":\(batch.hubTime),\"d\":["
+        out.reserveCapacity(64 + batch.diffs.count * 48)
+        for (index, diff) in batch.diffs.enumerated() {
+            if index > 0 { out += "," }
+            append(diff, to: &out)
+        }
+        out += "]}"
+        return out
+    }
+
+    /// A whole board: accepted strokes in their order, then the strokes in progress.
+    public static func snapshot(_ board: BoardState, kind: String = "snapshot") -> String {
+        var out = "{\"t\":\"\(kind)\",\"seq\":\(board.sequence),\"accepted\":["
+        for (index, stroke) in board.acceptedStrokes.enumerated() {
+            if index > 0 { out += "," }
+            append(stroke, to: &out)
+        }
+        out += "],\"active\":["
+        for (index, stroke) in board.orderedActiveStrokes.enumerated() {
+            if index > 0 { out += "," }
+            append(stroke, to: &out)
+        }
+        out += "]}"
+        return out
+    }
+
+    static func append(_ diff: StrokeDiff, to out: inout String) {
+        switch diff {
+        case .began(let id, let owner, let touch, let style):
+            out += "[\"b\",\(id.rawValue),\(quoted(owner.rawValue)),\(touch),\(style.rgba),\(style.width)]"
+        case .appended(let id, let offset, let samples):
+            out += "[\"a\",\(id.rawValue),\(offset),"
+            append(samples, to: &out)
+            out += "]"
+        case .predicted(let id, let samples):
+            out += "[\"p\",\(id.rawValue),"
+            append(samples, to: &out)
+            out += "]"
+        case .amended(let id, let offset, let sample):
+            out += "[\"m\",\(id.rawValue),\(offset),"
+            append([sample], to: &out)
+            out += "]"
+        case .accepted(let id, let position):
+            out += "[\"A\",\(id.rawValue),\(position)]"
+        case .cancelled(let id):
+            out += "[\"c\",\(id.rawValue)]"
+        case .cleared(let owner):
+            out += "[\"C\",\(owner.map { quoted($0.rawValue) } ?? "null")]"
+        case .removed(let id):
+            out += "[\"r\",\(id.rawValue)]"
+        case .restored(let stroke):
+            out += "[\"R\","
+            append(stroke, to: &out)
+            out += "]"
+        }
+    }
+
+    static func append(_ stroke: Stroke, to out: inout String) {
+        out += "{\"id\":\(stroke.id.rawValue),\"owner\":\(quoted(stroke.owner.rawValue)),\"touch\":\(stroke.touch),"
+        out += "\"rgba\":\(stroke.style.rgba),\"w\":\(stroke.style.width),"
+        if let position = stroke.acceptedPosition { out += "\"pos\":\(position)," }
+        out += "\"s\":"
+        append(stroke.samples, to: &out)
+        out += ",\"p\":"
+        append(stroke.predicted, to: &out)
+        out += "}"
+    }
+
+    /// Four integers per sample: x, y, t as deltas from the previous sample (the first absolute), force (0: none).
+    static func append(_ samples: [Sample], to out: inout String) {
+        out += "["
+        var x: Int64 = 0
+        var y: Int64 = 0
+        var t: Int64 = 0
+        for (index, sample) in samples.enumerated() {
+            if index > 0 { out += "," }
+            let force = sample.flags.contains(.hasForce) ? Int(sample.force) : 0
+            out += "\(Int64(sample.x) - x),\(Int64(sample.y) - y),\(sample.time - t),\(force)"
+            x = Int64(sample.x)
+            y = Int64(sample.y)
+            t = sample.time
+        }
+        out += "]"
+    }
+
+    /// A JSON string literal.
+    public static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// What a tab sends (JSON text frames), decoded.
+public struct TabMessage: Decodable, Sendable {
+    /// The message's type: hello, touch, style, undo, redo, erase, clear, ping, resync, bye.
+    public var t: String
+    /// The page's number for a numbered message (touch, style, undo, redo, erase, clear): 1, 2, 3…
+    public var n: UInt64?
+    // hello
+    public var board: String?
+    public var resume: String?
+    public var name: String?
+    public var acked: UInt64?
+    // touch
+    public var phase: String?
+    public var id: UInt64?
+    /// Samples: [x, y, t, force, azimuth, altitude] in CSS pixels, milliseconds, 0…1 and radians (null where absent).
+    public var s: [[Double?]]?
+    public var p: [[Double?]]?
+    // style
+    public var rgba: UInt32?
+    public var width: Double?
+    // erase
+    public var strokes: [UInt64]?
+    // clear
+    public var scope: String?
+    // ping
+    public var at: Double?
+}
+
+/// Why a tab's message was refused before it reached the hub.
+public struct TabMessageError: Error, Sendable, CustomStringConvertible {
+    public var code: String
+    public var message: String
+    public var description: String { "\(code): \(message)" }
+    init(_ code: String, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+extension TabMessage {
+    /// Samples as the agent API takes them: points (CSS pixels), seconds, radians.
+    static func points(_ raw: [[Double?]]?) throws(TabMessageError) -> [TouchPoint] {
+        guard let raw else { return [] }
+        guard raw.count <= 1024 else { throw TabMessageError("TOO_MANY_SAMPLES", "at most 1024 samples per message") }
+        var points: [TouchPoint] = []
+        points.reserveCapacity(raw.count)
+        for values in raw {
+            guard values.count >= 3, let x = values[0], let y = values[1], let time = values[2] else {
+                throw TabMessageError("MALFORMED", "a sample is [x, y, t, force, azimuth, altitude] with x, y and t numbers")
+            }
+            let force = values.count > 3 ? values[3] : nil
+            let azimuth = values.count > 4 ? values[4] : nil
+            let altitude = values.count > 5 ? values[5] : nil
+            points.append(
+                TouchPoint(
+                    x: x, y: y, timestamp: time / 1000, force: force, azimuth: azimuth,
+                    altitude: azimuth == nil ? nil : altitude))
+        }
+        return points
+    }
+}

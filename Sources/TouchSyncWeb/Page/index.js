@@ -1,0 +1,19 @@
+// The list of boards, and a form to open one.
+document.getElementById('open').addEventListener('submit', e => {
+  e.preventDefault();
+  location.href = '/boards/' + encodeURIComponent(document.getElementById('name').value);
+});
+const list = document.getElementById('boards');
+const boards = await (await fetch('/api/boards')).json();
+list.replaceChildren(...(boards.length ? boards : [null]).map(b => {
+  const li = document.createElement('li');
+  if (!b) { li.textContent = 'none yet: open one above'; return li; }
+  const a = document.createElement('a');
+  a.href = '/boards/' + encodeURIComponent(b.board);
+  a.textContent = b.board;
+  const replay = document.createElement('a');
+  replay.href = a.href + '/replay';
+  replay.textContent = 'replay';
+  li.append(a, ` — ${b.strokes} strokes, ${b.tabs} tabs open, sequence ${b.sequence} · `, replay);
+  return li;
+}));

@@ -1,0 +1,121 @@
+import Logging
+import Synchronization
+import TouchSyncAccess
+import TouchSyncClient
+import TouchSyncCore
+import ZeroMQ
+
+/// One browser tab as an agent of the hub: its own namespace (`web:` and a
+/// name the gateway chose), its own numbered frames, acks and resends (a
+/// `TouchAgent`). The page numbers its messages too and keeps each until this
+/// session says the hub acknowledged it; the session outlives a dropped
+/// WebSocket for `reconnectGrace`, so a tab that comes back with its resume
+/// token continues its strokes, and messages it sends again that were already
+/// handed to the agent are skipped (the agent delivers those itself).
+final class TabSession: Sendable {
+    let namespace: String
+    let resumeToken: String
+    let board: String
+    let displayName: String
+    let agent: TouchAgent
+
+    private struct State {
+        /// The highest page number handed to the agent (or refused): resends at or below it are skipped.
+        var handledThrough: UInt64 = 0
+        /// Page numbers waiting for the hub's ack, with the agent's message count they need acknowledged.
+        var waiting: [(page: UInt64, agentMessages: UInt64)] = []
+        /// The highest page number the hub has acknowledged (or that was refused).
+        var ackedThrough: UInt64 = 0
+        var connection: ObjectIdentifier? = nil
+        var detachedAt: ContinuousClock.Instant? = nil
+        var closed = false
+    }
+    private let state = Mutex(State())
+
+    init(namespace: String, resumeToken: String, board: String, displayName: String, agent: TouchAgent) {
+        self.namespace = namespace
+        self.resumeToken = resumeToken
+        self.board = board
+        self.displayName = displayName
+        self.agent = agent
+    }
+
+    /// The page number the hub has acknowledged through.
+    var ackedThrough: UInt64 { state.withLock { $0.ackedThrough } }
+
+    /// Makes `connection` the tab's current WebSocket (a reconnect replaces the old one).
+    func attach(_ connection: ObjectIdentifier) {
+        state.withLock {
+            $0.connection = connection
+            $0.detachedAt = nil
+        }
+    }
+
+    /// The WebSocket ended; true if it was the current one (the session then waits `reconnectGrace` for the tab).
+    func detach(_ connection: ObjectIdentifier) -> Bool {
+        state.withLock {
+            guard $0.connection == connection else { return false }
+            $0.connection = nil
+            $0.detachedAt = .now
+            return true
+        }
+    }
+
+    func isCurrent(_ connection: ObjectIdentifier) -> Bool { state.withLock { $0.connection == connection } }
+
+    /// Detached for longer than `grace`.
+    func expired(grace: Duration, now: ContinuousClock.Instant) -> Bool {
+        state.withLock { state in
+            guard let detachedAt = state.detachedAt else { return false }
+            return now - detachedAt >= grace
+        }
+    }
+
+    /// Hands numbered page message `number` to the agent once: `body` posts it
+    /// (or throws to refuse it). Returns false for a resend already handled.
+    func handle(_ number: UInt64, _ body: (TouchAgent) throws(TabMessageError) -> Void) throws(TabMessageError) -> Bool {
+        try state.withLock { (state: inout State) throws(TabMessageError) -> Bool in
+            guard !state.closed, number > state.handledThrough else { return false }
+            guard number == state.handledThrough + 1 else {
+                throw TabMessageError("OUT_OF_ORDER", "message \(number) after \(state.handledThrough): messages are numbered 1, 2, 3… and resent in order")
+            }
+            state.handledThrough = number
+            do throws(TabMessageError) {
+                try body(agent)
+            } catch {
+                // Refused here: nothing reached the hub, so it is done once what came before is.
+                state.waiting.append((number, agent.postedCount))
+                throw error
+            }
+            state.waiting.append((number, agent.postedCount))
+            return true
+        }
+    }
+
+    /// Moves `ackedThrough` up to what the hub has acknowledged; the new value if it moved.
+    func collectAcks() -> UInt64? {
+        let through = agent.acknowledged.through
+        return state.withLock { state in
+            var moved: UInt64? = nil
+            while let first = state.waiting.first, first.agentMessages <= through {
+                state.waiting.removeFirst()
+                state.ackedThrough = first.page
+                moved = first.page
+            }
+            return moved
+        }
+    }
+
+    var hasWaiting: Bool { state.withLock { !$0.waiting.isEmpty } }
+
+    /// Ends the session: the agent says goodbye, so the hub cancels this tab's live touches at once.
+    func close() async {
+        let wasOpen = state.withLock { state in
+            defer { state.closed = true }
+            return !state.closed
+        }
+        guard wasOpen else { return }
+        _ = await agent.flush(timeout: .seconds(2))
+        await agent.stop(goodbye: true)
+    }
+}

@@ -1,0 +1,523 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+import TouchSyncAccess
+import TouchSyncClient
+import TouchSyncCore
+import ZeroMQ
+
+/// Where the gateway finds the hub (or a cluster's hub for each board).
+public struct GatewayHub: Sendable {
+    public var ingest: String
+    public var publish: String
+    public var snapshot: String
+    public var history: String
+    /// CURVE keys for an authenticated hub. Default nil: plain text.
+    public var curve: CurveClientKeys? = nil
+
+    public init(ingest: String, publish: String, snapshot: String, history: String) {
+        self.ingest = ingest
+        self.publish = publish
+        self.snapshot = snapshot
+        self.history = history
+    }
+}
+
+/// How the gateway runs. Every field has a documented default.
+public struct WebConfiguration: Sendable {
+    /// Host to listen on. Default 127.0.0.1 (this machine only).
+    public var host = "127.0.0.1"
+    /// TCP port. Default 8080; 0 picks a free one (see `WebGateway.boundPort`).
+    public var port = 8080
+    /// The hub of each board (a cluster maps boards to hubs).
+    public var hub: @Sendable (String) -> GatewayHub
+    /// Messages queued for one tab before it is resynced from a snapshot instead. Default 512.
+    public var tabQueueLimit = 512
+    /// How long a tab's agent waits for the tab to come back after its WebSocket
+    /// drops without a goodbye (its live touches stay meanwhile). Default 30 s.
+    public var reconnectGrace: Duration = .seconds(30)
+    /// The largest message a tab may send. Default 1 MiB.
+    public var maxMessageBytes = 1 << 20
+    /// Serve the page from this folder instead of the built-in copy (for working on the page). Default nil.
+    public var pageDirectory: String? = nil
+
+    public init(hub: @escaping @Sendable (String) -> GatewayHub) { self.hub = hub }
+}
+
+/// The browser gateway (`touchsync web`): serves the whiteboard page, makes
+/// each tab an agent of the hub and fans each board's batches out to its tabs.
+/// A swift-service-lifecycle `Service`: graceful shutdown closes every tab's
+/// session with a goodbye and stops the board subscribers.
+public final class WebGateway: Service, Sendable {
+    public let configuration: WebConfiguration
+    private let logger: Logger
+    private let context: ZMQContext
+    private let page: PageFiles
+    private struct State {
+        var boards: [String: BoardFanout] = [:]
+        var sessions: [String: TabSession] = [:]  // by resume token
+        var outboxes: [String: [ObjectIdentifier: TabOutbox]] = [:]  // by board: the tabs connected now
+        var port: Int? = nil
+        var stopped = false
+    }
+    private let state = Mutex(State())
+
+    public init(configuration: WebConfiguration, context: ZMQContext? = nil, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.context = try context ?? ZMQContext()
+        page = try PageFiles(directory: configuration.pageDirectory)
+    }
+
+    /// The port the server listens on, once it does.
+    public var boundPort: Int? { state.withLock { $0.port } }
+
+    /// Waits until the server listens; its port, or nil after `timeout`.
+    public func waitUntilListening(timeout: Duration = .seconds(10)) async -> Int? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let port = boundPort { return port }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return boundPort
+    }
+
+    public func run() async throws {
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        addPageRoutes(to: router)
+        router.ws("/ws") { [self] inbound, outbound, context in
+            await self.serveTab(inbound: inbound, outbound: outbound)
+        }
+        let app = Application(
+            router: router,
+            server: .http1WebSocketUpgrade(webSocketRouter: router),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "touchsync web"),
+            onServerRunning: { [self] channel in
+                let port = channel.localAddress?.port ?? configuration.port
+                state.withLock { $0.port = port }
+                logger.notice("web gateway listening", metadata: ["url": "http://\(configuration.host):\(port)/"])
+            },
+            logger: logger)
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { try await app.run() }
+            group.addTask { [self] in
+                // Ends sessions whose tab did not come back in time.
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    if Task.isCancelled || isShuttingDown() { break }
+                    await reapDetachedSessions()
+                }
+            }
+            try? await gracefulShutdown()
+            group.cancelAll()
+        }
+        await shutDown()
+    }
+
+    private func isShuttingDown() -> Bool { state.withLock { $0.stopped } }
+
+    private func shutDown() async {
+        let (sessions, boards) = state.withLock { state in
+            state.stopped = true
+            defer {
+                state.sessions.removeAll()
+                state.boards.removeAll()
+            }
+            return (Array(state.sessions.values), Array(state.boards.values))
+        }
+        await withDiscardingTaskGroup { group in
+            for session in sessions { group.addTask { await session.close() } }
+        }
+        for board in boards { await board.stop() }
+        logger.notice("web gateway stopped", metadata: ["tabs": "\(sessions.count)", "boards": "\(boards.count)"])
+    }
+
+    private func reapDetachedSessions() async {
+        let now = ContinuousClock.now
+        let expired = state.withLock { state in
+            let expired = state.sessions.values.filter { $0.expired(grace: configuration.reconnectGrace, now: now) }
+            for session in expired { state.sessions.removeValue(forKey: session.resumeToken) }
+            return expired
+        }
+        for session in expired {
+            logger.info("tab did not come back: its live touches are cancelled", metadata: ["user": "\(session.namespace)"])
+            await session.close()
+            broadcastUsers(of: session.board)
+        }
+    }
+
+    // MARK: Boards
+
+    private func fanout(for board: String) throws -> BoardFanout {
+        try state.withLock { state in
+            if let existing = state.boards[board] { return existing }
+            let fanout = try BoardFanout(board: board, hub: configuration.hub(board), context: context, logger: logger)
+            fanout.start()
+            state.boards[board] = fanout
+            return fanout
+        }
+    }
+
+    /// Boards this gateway serves now, with their tabs and sequence.
+    func boardList() -> [(board: String, tabs: Int, sequence: UInt64, strokes: Int)] {
+        let boards = state.withLock { Array($0.boards.values) }
+        return boards.map { fanout in
+            let status = fanout.status
+            return (fanout.board, fanout.tabCount, status.sequence, status.acceptedStrokes)
+        }.sorted { $0.board < $1.board }
+    }
+
+    private func usersMessage(of board: String) -> String {
+        let sessions = state.withLock { state in state.sessions.values.filter { $0.board == board && !$0.expired(grace: .zero, now: .now) } }
+        let list = sessions.sorted { $0.namespace < $1.namespace }.map {
+            "{\"user\":\(BrowserWire.quoted($0.namespace)),\"name\":\(BrowserWire.quoted($0.displayName))}"
+        }
+        return "{\"t\":\"users\",\"list\":[\(list.joined(separator: ","))]}"
+    }
+
+    private func broadcastUsers(of board: String) {
+        let message = usersMessage(of: board)
+        let outboxes = state.withLock { Array($0.outboxes[board]?.values ?? [:].values) }
+        for outbox in outboxes { outbox.post(message) }
+    }
+
+    // MARK: Tabs
+
+    /// One WebSocket: a hello, then numbered messages; batches and acks go back.
+    private func serveTab(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
+        let connection = ConnectionToken()
+        let id = ObjectIdentifier(connection)
+        var session: TabSession? = nil
+        var fanout: BoardFanout? = nil
+        var saidGoodbye = false
+        let outbox = TabOutbox(limit: configuration.tabQueueLimit)
+        let decoder = JSONDecoder()
+        await withDiscardingTaskGroup { group in
+            do {
+                for try await message in inbound.messages(maxSize: configuration.maxMessageBytes) {
+                    guard case .text(let text) = message else {
+                        try await send(outbound, error: "MALFORMED", "messages are JSON text frames (docs/protocol.md, the browser wire)")
+                        continue
+                    }
+                    let decoded: TabMessage
+                    do {
+                        decoded = try decoder.decode(TabMessage.self, from: Data(text.utf8))
+                    } catch {
+                        try await send(outbound, error: "MALFORMED", "not a message: \(error)")
+                        continue
+                    }
+                    if decoded.t == "hello" {
+                        guard session == nil else {
+                            try await send(outbound, error: "MALFORMED", "hello twice on one connection")
+                            continue
+                        }
+                        do {
+                            let (opened, board) = try await open(decoded, connection: id)
+                            session = opened
+                            fanout = board
+                            try await outbound.write(
+                                .text(
+                                    "{\"t\":\"welcome\",\"user\":\(BrowserWire.quoted(opened.namespace)),\"resume\":\(BrowserWire.quoted(opened.resumeToken)),\"board\":\(BrowserWire.quoted(opened.board)),\"acked\":\(opened.ackedThrough)}"
+                                ))
+                            state.withLock { $0.outboxes[opened.board, default: [:]][ObjectIdentifier(outbox)] = outbox }
+                            board.join(outbox)
+                            broadcastUsers(of: opened.board)
+                            group.addTask { [self] in await self.write(outbox, of: board, to: outbound) }
+                            group.addTask { [self] in await self.forwardAcks(of: opened, connection: id, outbox: outbox) }
+                        } catch let error as TabMessageError {
+                            try await send(outbound, error: error.code, error.message)
+                            try await outbound.close(.policyViolation, reason: error.code)
+                            break
+                        }
+                        continue
+                    }
+                    guard let session else {
+                        try await send(outbound, error: "NOT_WELCOMED", "say hello first")
+                        continue
+                    }
+                    switch decoded.t {
+                    case "ping":
+                        try await outbound.write(.text("{\"t\":\"pong\",\"at\":\(decoded.at ?? 0)}"))
+                    case "resync":
+                        outbox.requestSnapshot()
+                    case "bye":
+                        saidGoodbye = true
+                    default:
+                        guard let number = decoded.n else {
+                            try await send(outbound, error: "MALFORMED", "\(decoded.t) needs its number n")
+                            continue
+                        }
+                        do throws(TabMessageError) {
+                            try session.handle(number) { (agent: TouchAgent) throws(TabMessageError) in try Self.post(decoded, to: agent) }
+                        } catch {
+                            try await outbound.write(
+                                .text(
+                                    "{\"t\":\"refused\",\"n\":\(number),\"code\":\(BrowserWire.quoted(error.code)),\"message\":\(BrowserWire.quoted(error.message))}"
+                                ))
+                        }
+                    }
+                    if saidGoodbye { break }
+                }
+            } catch {
+                logger.debug("tab connection ended", metadata: ["error": "\(error)"])
+            }
+            outbox.close()
+            group.cancelAll()
+        }
+        fanout?.leave(outbox)
+        guard let session else { return }
+        state.withLock { _ = $0.outboxes[session.board]?.removeValue(forKey: ObjectIdentifier(outbox)) }
+        if saidGoodbye {
+            // A closed tab: its live touches are cancelled at once.
+            state.withLock { _ = $0.sessions.removeValue(forKey: session.resumeToken) }
+            await session.close()
+            logger.info("tab closed", metadata: ["user": "\(session.namespace)"])
+        } else if session.detach(id) {
+            logger.info(
+                "tab connection dropped; its agent waits for it", metadata: ["user": "\(session.namespace)", "grace": "\(configuration.reconnectGrace)"])
+        }
+        broadcastUsers(of: session.board)
+    }
+
+    /// Finds the tab's session (a resume) or starts a new agent for it.
+    private func open(_ hello: TabMessage, connection: ObjectIdentifier) async throws(TabMessageError) -> (TabSession, BoardFanout) {
+        guard let board = hello.board, Self.isValidBoardName(board) else {
+            throw TabMessageError("UNKNOWN_BOARD", "a board name is 1 to 64 letters, digits, '-', '_' or '.'")
+        }
+        if isShuttingDown() { throw TabMessageError("SHUTTING_DOWN", "the gateway is stopping") }
+        let fanout: BoardFanout
+        do { fanout = try self.fanout(for: board) } catch {
+            throw TabMessageError("HUB_UNAVAILABLE", "cannot subscribe to board \(board): \(error)")
+        }
+        if let token = hello.resume, let existing = state.withLock({ $0.sessions[token] }), existing.board == board {
+            existing.attach(connection)
+            return (existing, fanout)
+        }
+        let name = String((hello.name ?? "guest").prefix(40))
+        let namespace = "web:" + Self.randomName(10)
+        var settings = AgentConfiguration(board: board, hubEndpoint: configuration.hub(board).ingest)
+        settings.identity = namespace
+        settings.clientName = "touchsync web"
+        settings.curve = configuration.hub(board).curve
+        let agent: TouchAgent
+        do { agent = try TouchAgent(configuration: settings, context: context, logger: logger) } catch {
+            throw TabMessageError("HUB_UNAVAILABLE", "cannot reach the hub: \(error)")
+        }
+        agent.start()
+        guard await agent.waitUntilWelcomed(timeout: .seconds(10)) else {
+            let why = agent.helloRefusal ?? "the hub at \(settings.hubEndpoint) did not answer within 10 s"
+            await agent.stop(goodbye: true)
+            throw TabMessageError("HUB_REFUSED", why)
+        }
+        let session = TabSession(namespace: namespace, resumeToken: Self.randomName(32), board: board, displayName: name, agent: agent)
+        session.attach(connection)
+        state.withLock { $0.sessions[session.resumeToken] = session }
+        logger.info("tab joined", metadata: ["user": "\(namespace)", "board": "\(board)", "name": "\(name)"])
+        return (session, fanout)
+    }
+
+    /// Sends the tab its snapshot, then its queued batches, until it closes.
+    private func write(_ outbox: TabOutbox, of fanout: BoardFanout, to outbound: WebSocketOutboundWriter) async {
+        do {
+            while true {
+                switch await outbox.next() {
+                case .closed:
+                    return
+                case .snapshot:
+                    guard await fanout.waitUntilSynced(timeout: .seconds(30)), let board = fanout.snapshot() else {
+                        try await send(outbound, error: "HUB_UNAVAILABLE", "no snapshot of the board from the hub yet")
+                        outbox.requestSnapshot()
+                        try await Task.sleep(for: .seconds(1))
+                        continue
+                    }
+                    try await outbound.write(.text(BrowserWire.snapshot(board)))
+                    try await outbound.write(.text(usersMessage(of: fanout.board)))
+                case .messages(let messages):
+                    for message in messages { try await outbound.write(.text(message)) }
+                }
+            }
+        } catch {
+            outbox.close()
+        }
+    }
+
+    /// Tells the tab each time the hub has acknowledged more of its messages.
+    private func forwardAcks(of session: TabSession, connection: ObjectIdentifier, outbox: TabOutbox) async {
+        var lastSent: UInt64 = session.ackedThrough
+        while !Task.isCancelled && session.isCurrent(connection) {
+            if let through = session.collectAcks() ?? (session.ackedThrough > lastSent ? session.ackedThrough : nil), through > lastSent {
+                outbox.post("{\"t\":\"ack\",\"n\":\(through)}")
+                lastSent = through
+            }
+            try? await Task.sleep(for: .milliseconds(session.hasWaiting ? 2 : 20))
+        }
+    }
+
+    private func send(_ outbound: WebSocketOutboundWriter, error code: String, _ message: String) async throws {
+        try await outbound.write(.text("{\"t\":\"error\",\"code\":\(BrowserWire.quoted(code)),\"message\":\(BrowserWire.quoted(message))}"))
+    }
+
+    // MARK: Tab messages to agent calls
+
+    static func post(_ message: TabMessage, to agent: TouchAgent) throws(TabMessageError) {
+        switch message.t {
+        case "touch":
+            guard let phase = message.phase, let id = message.id else {
+                throw TabMessageError("MALFORMED", "a touch message has phase and id")
+            }
+            let coalesced = try TabMessage.points(message.s)
+            let predicted = try TabMessage.points(message.p)
+            do {
+                switch phase {
+                case "began":
+                    guard !coalesced.isEmpty else { throw TabMessageError("MALFORMED", "began needs a sample") }
+                    try agent.touchesBegan([TouchInput(id: id, coalesced: coalesced, predicted: predicted)])
+                case "moved":
+                    guard !coalesced.isEmpty else { throw TabMessageError("MALFORMED", "moved needs a sample") }
+                    try agent.touchesMoved([TouchInput(id: id, coalesced: coalesced, predicted: predicted)])
+                case "stationary":
+                    try agent.touchesStationary([TouchInput(id: id, coalesced: coalesced, predicted: predicted)])
+                case "ended":
+                    try agent.touchesEnded([TouchInput(id: id, coalesced: coalesced, predicted: [])])
+                case "cancelled":
+                    agent.touchesCancelled([id])
+                default:
+                    throw TabMessageError("MALFORMED", "phase is began, moved, stationary, ended or cancelled, not \(phase)")
+                }
+            } catch let error as SampleError {
+                throw TabMessageError("INVALID_SAMPLE", error.description)
+            } catch let error as TabMessageError {
+                throw error
+            } catch {
+                throw TabMessageError("MALFORMED", "\(error)")
+            }
+        case "style":
+            guard let rgba = message.rgba, let width = message.width, width.isFinite, width > 0, width <= 200 else {
+                throw TabMessageError("MALFORMED", "style has rgba (an integer 0xRRGGBBAA) and width (points, 0 to 200)")
+            }
+            agent.setStyle(StrokeStyle(rgba: rgba, width: UInt32((width * Double(Sample.unitsPerPoint)).rounded())))
+        case "undo":
+            agent.undo()
+        case "redo":
+            agent.redo()
+        case "erase":
+            guard let strokes = message.strokes, !strokes.isEmpty, strokes.count <= 10_000 else {
+                throw TabMessageError("MALFORMED", "erase has strokes: 1 to 10,000 stroke ids")
+            }
+            agent.erase(strokes.map(StrokeID.init))
+        case "clear":
+            switch message.scope {
+            case "mine": agent.clear(.own)
+            case "board": agent.clear(.board)
+            default: throw TabMessageError("MALFORMED", "clear has scope mine or board")
+            }
+        default:
+            throw TabMessageError("MALFORMED", "unknown message type \(message.t)")
+        }
+    }
+
+    static func isValidBoardName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64
+            && name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || "-_.".unicodeScalars.contains($0) }
+    }
+
+    static func randomName(_ length: Int) -> String {
+        var generator = SystemRandomNumberGenerator()  // getrandom(2): resume tokens are secrets
+        let letters = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        return String((0..<length).map { _ in letters[Int(generator.next(upperBound: UInt64(letters.count)))] })
+    }
+
+    // MARK: HTTP
+
+    private func addPageRoutes(to router: Router<BasicWebSocketRequestContext>) {
+        let page = self.page
+        router.get("/") { _, _ in page.response("index.html") }
+        router.get("/boards/:board") { _, _ in page.response("board.html") }
+        router.get("/boards/:board/replay") { _, _ in page.response("replay.html") }
+        router.get("/static/:file") { _, context in
+            page.response(try context.parameters.require("file"))
+        }
+        router.get("/api/boards") { [self] _, _ in
+            let list = boardList().map {
+                "{\"board\":\(BrowserWire.quoted($0.board)),\"tabs\":\($0.tabs),\"sequence\":\($0.sequence),\"strokes\":\($0.strokes)}"
+            }
+            return Self.json("[\(list.joined(separator: ","))]")
+        }
+        router.get("/api/boards/:board/history") { [self] _, context in
+            let board = try context.parameters.require("board")
+            guard Self.isValidBoardName(board) else { return Self.json(#"{"error":"UNKNOWN_BOARD"}"#, status: .badRequest) }
+            return await history(of: board)
+        }
+    }
+
+    /// The board's recorded history for the replay view: the oldest checkpoint, then every batch with its hub time.
+    private func history(of board: String) async -> Response {
+        let hub = configuration.hub(board)
+        do {
+            let recorded = try await HistoryClient.fetch(
+                board: board, endpoint: hub.history, context: context, timeout: .seconds(10), curve: hub.curve, logger: logger)
+            var out = "{\"board\":\(BrowserWire.quoted(board)),\"start\":" + BrowserWire.snapshot(recorded.start) + ",\"batches\":["
+            var state = recorded.start
+            for (index, batch) in recorded.batches.enumerated() {
+                let applied = try state.apply(batch)
+                if index > 0 { out += "," }
+                out += BrowserWire.batch(applied)
+            }
+            out += "]}"
+            return Self.json(out)
+        } catch {
+            let message = "{\"error\":\"HISTORY_UNAVAILABLE\",\"message\":\(BrowserWire.quoted("\(error)"))}"
+            return Self.json(message, status: .serviceUnavailable)
+        }
+    }
+
+    static func json(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// Identifies one WebSocket connection.
+private final class ConnectionToken: Sendable {}
+
+/// The page's files (HTML, CSS, JavaScript modules), read once at start.
+struct PageFiles: Sendable {
+    let files: [String: (bytes: ByteBuffer, type: String)]
+
+    init(directory: String?) throws {
+        // The page ships as SwiftPM resources, a folder next to the executable
+        // (the Docker image copies it beside /usr/local/bin/touchsync). Looked up
+        // by hand: Bundle.module would stop the process if it were missing.
+        let bundled = Bundle.main.bundleURL.appendingPathComponent("TouchSync_TouchSyncWeb.resources/Page")
+        let folder = directory.map { URL(fileURLWithPath: $0) } ?? bundled
+        guard FileManager.default.fileExists(atPath: folder.appendingPathComponent("board.html").path) else {
+            throw TabMessageError(
+                "PAGE_MISSING", "the page's files are not in \(folder.path) (install TouchSync_TouchSyncWeb.resources next to the touchsync binary, or pass --page)")
+        }
+        var files: [String: (ByteBuffer, String)] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
+            let type: String
+            switch (name as NSString).pathExtension {
+            case "html": type = "text/html; charset=utf-8"
+            case "js": type = "text/javascript; charset=utf-8"
+            case "css": type = "text/css; charset=utf-8"
+            case "svg": type = "image/svg+xml"
+            default: continue
+            }
+            let data = try Data(contentsOf: folder.appendingPathComponent(name))
+            files[name] = (ByteBuffer(bytes: data), type)
+        }
+        self.files = files
+    }
+
+    func response(_ name: String) -> Response {
+        guard let file = files[name] else { return Response(status: .notFound) }
+        return Response(
+            status: .ok, headers: [.contentType: file.type, .cacheControl: "no-cache"], body: .init(byteBuffer: file.bytes))
+    }
+}

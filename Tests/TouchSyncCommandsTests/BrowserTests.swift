@@ -1,0 +1,287 @@
+import Foundation
+import Logging
+import Testing
+import TouchSyncBrowser
+import TouchSyncClient
+import TouchSyncCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A hub with a journal, `touchsync web` and a headless Chromium, all real
+/// processes on loopback; pages driven through the DevTools protocol.
+final class WhiteboardRig {
+    let children = ChildProcesses()
+    let browser: Chromium
+    let endpoints: [String]  // ingest, publish, snapshot, history
+    let web: String          // http://127.0.0.1:PORT
+    let data: String
+
+    init() async throws {
+        data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-web-\(UUID().uuidString)").path
+        let ports = try ProcessTests.freePorts(4)
+        endpoints = ports.map { "tcp://127.0.0.1:\($0)" }
+        _ = try await children.startHub(
+            ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]],
+            port: ports[0])
+        let (_, output) = try children.run(
+            ["web", "--listen", "127.0.0.1:0", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3],
+             "--reconnect-grace", "20"],
+            limit: 300)
+        var text = ""
+        while !text.contains("Ctrl-C stops it.") {
+            let chunk = await output.nextChunk()
+            if chunk.isEmpty { throw TestFailure("touchsync web exited before it was ready: \(text)") }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let range = text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression) else {
+            throw TestFailure("no URL in: \(text)")
+        }
+        web = String(text[range])
+        browser = try Chromium.launch(spawning: { body in spawnGate.withLock { _ in body() } })
+    }
+
+    func close() {
+        browser.shutDown()
+        children.killAll()
+        try? FileManager.default.removeItem(atPath: data)
+    }
+
+    /// A page on `board`, welcomed by the gateway and showing the board.
+    func page(_ board: String) async throws -> BrowserPage {
+        let page = try await browser.openPage("\(web)/boards/\(board)")
+        try await page.waitFor("window.touchsync && touchsync.user !== null && touchsync.board.synced")
+        return page
+    }
+
+    /// The hub's board, through a subscriber of its own.
+    func hubBoard(_ board: String) async throws -> BoardState {
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let subscriber = try BoardSubscriber(
+            configuration: SubscriberConfiguration(board: board, publishEndpoint: endpoints[1], snapshotEndpoint: endpoints[2]), logger: logger)
+        subscriber.start()
+        defer { Task { await subscriber.stop() } }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if let state = await subscriber.replica() { return state }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestFailure("no board from the hub")
+    }
+}
+
+/// What a page's replica holds: (stroke id, owner, samples) of accepted strokes, and the ids of those in progress.
+struct PageBoard: Equatable, CustomStringConvertible {
+    var sequence: Int
+    var accepted: [[String]]
+    var active: [Int]
+    var description: String { "seq \(sequence), accepted \(accepted), active \(active)" }
+
+    init(_ page: BrowserPage) async throws {
+        guard let summary = try await page.evaluate("touchsync.summary()") as? [String: Any] else { throw TestFailure("no summary") }
+        sequence = summary["seq"] as? Int ?? -1
+        accepted = (summary["accepted"] as? [[String: Any]] ?? []).map { ["\($0["id"]!)", "\($0["owner"]!)", "\($0["samples"]!)"] }
+        active = (summary["active"] as? [[String: Any]] ?? []).map { $0["id"] as? Int ?? -1 }
+    }
+
+    init(_ board: BoardState) {
+        sequence = Int(board.sequence)
+        accepted = board.acceptedStrokes.map { ["\($0.id.rawValue)", $0.owner.rawValue, "\($0.samples.count)"] }
+        active = board.orderedActiveStrokes.map { Int($0.id.rawValue) }
+    }
+}
+
+extension BrowserPage {
+    func number(_ expression: String) async throws -> Double {
+        let value = try await evaluate(expression)
+        if let number = value as? Double { return number }
+        if let number = value as? Int { return Double(number) }
+        throw TestFailure("not a number: \(expression) is \(String(describing: value))")
+    }
+
+    /// Waits until the hub has acknowledged everything this page sent.
+    func settled() async throws {
+        try await waitFor("touchsync.connected && touchsync.pending.length === 0")
+    }
+
+    /// A touch stroke of several fingers at once: down, `steps` moves, up (or cancel).
+    func multiTouch(fingers: Int, at origin: (x: Double, y: Double), steps: Int = 8, cancel: Bool = false) async throws {
+        func points(_ step: Int) -> [(x: Double, y: Double, id: Int)] {
+            (0..<fingers).map { finger in
+                (origin.x + Double(finger) * 60 + Double(step) * 12, origin.y + Double(step) * 7 + Double(finger) * 15, finger)
+            }
+        }
+        try await touch("touchStart", points(0))
+        for step in 1...steps { try await touch("touchMove", points(step)) }
+        try await touch(cancel ? "touchCancel" : "touchEnd", cancel ? [] : [])
+    }
+
+    /// A mouse or pen stroke.
+    func drag(from: (x: Double, y: Double), steps: Int = 10, pointerType: String = "mouse", force: Double? = nil, tilt: Double? = nil)
+        async throws
+    {
+        try await pointer("mousePressed", x: from.x, y: from.y, pointerType: pointerType, force: force, tiltX: tilt, tiltY: tilt)
+        for step in 1...steps {
+            try await pointer(
+                "mouseMoved", x: from.x + Double(step) * 15, y: from.y + Double(step * step), pointerType: pointerType, force: force,
+                tiltX: tilt, tiltY: tilt)
+        }
+        try await pointer("mouseReleased", x: from.x + Double(steps) * 15, y: from.y + Double(steps * steps), pointerType: pointerType, force: force)
+    }
+
+    /// The colour of the pixel at (x, y) in a screenshot of the page, as [r, g, b].
+    func screenshotPixel(x: Int, y: Int, png: Data) async throws -> [Int] {
+        let value = try await evaluate(
+            """
+            (async () => {
+              const image = new Image();
+              image.src = 'data:image/png;base64,\(png.base64EncodedString())';
+              await image.decode();
+              const canvas = document.createElement('canvas');
+              canvas.width = image.width; canvas.height = image.height;
+              const context = canvas.getContext('2d');
+              context.drawImage(image, 0, 0);
+              return Array.from(context.getImageData(\(x), \(y), 1, 1).data.slice(0, 3));
+            })()
+            """)
+        return value as? [Int] ?? []
+    }
+}
+
+@Suite("Browser whiteboard (headless Chromium)", .serialized, .timeLimit(.minutes(4)))
+struct BrowserTests {
+    /// Two pages as two users: two- and three-finger touches, a mouse and a pen
+    /// stroke, a touch cancelled mid-stroke; the hub's board has them all in
+    /// two namespaces with every sample, the other page shows the same board
+    /// (replica and pixels); undo, redo and erase reach the other page; a page
+    /// opened late shows the board.
+    @Test func twoUsersDrawTogether() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let a = try await rig.page("together")
+        let b = try await rig.page("together")
+        let userA = try await a.evaluate("touchsync.user") as? String ?? ""
+        let userB = try await b.evaluate("touchsync.user") as? String ?? ""
+        #expect(userA.hasPrefix("web:") && userB.hasPrefix("web:") && userA != userB)
+
+        try await a.multiTouch(fingers: 2, at: (100, 120))
+        try await a.multiTouch(fingers: 3, at: (100, 300))
+        try await a.multiTouch(fingers: 1, at: (500, 500), cancel: true)
+        try await b.drag(from: (450, 100))
+        try await b.drag(from: (450, 250), pointerType: "pen", force: 0.7, tilt: 30)
+        try await a.settled()
+        try await b.settled()
+        let sentA = try await a.number("touchsync.sent.endedSamples")
+        let sentB = try await b.number("touchsync.sent.endedSamples")
+        #expect(try await a.number("touchsync.sent.endedStrokes") == 5)
+        #expect(try await a.number("touchsync.sent.cancelledStrokes") == 1)
+
+        let hub = try await rig.hubBoard("together")
+        let byOwner = Dictionary(grouping: hub.acceptedStrokes, by: \.owner.rawValue)
+        #expect(Set(byOwner.keys) == [userA, userB], "strokes in two namespaces")
+        #expect(byOwner[userA]?.count == 5, "two- and three-finger touches: five strokes")
+        #expect(byOwner[userB]?.count == 2, "a mouse and a pen stroke")
+        #expect(hub.orderedActiveStrokes.isEmpty, "the cancelled touch is gone")
+        #expect(Double(byOwner[userA]?.reduce(0) { $0 + $1.samples.count } ?? 0) == sentA, "every sample page A sent")
+        #expect(Double(byOwner[userB]?.reduce(0) { $0 + $1.samples.count } ?? 0) == sentB, "every sample page B sent")
+        let pen = byOwner[userB]?.last
+        #expect(pen?.samples.allSatisfy { $0.flags.contains(.hasForce) && $0.flags.contains(.hasAngles) } == true, "the pen's pressure and tilt")
+        #expect(pen.map { abs(Double($0.samples[0].force) / Sample.forceUnits - 0.7) <= 1 / Sample.forceUnits } == true, "pressure 0.7")
+
+        // Page B shows the same board: its replica, and pixels where A's strokes are.
+        try await b.waitFor("touchsync.board.seq === \(hub.sequence)")
+        #expect(try await PageBoard(b) == PageBoard(hub))
+        let first = try #require(byOwner[userA]?.first?.samples[3])
+        let png = try await b.screenshot()
+        let toolbar = try await b.number("document.getElementById('board').getBoundingClientRect().top")
+        let pixel = try await b.screenshotPixel(x: Int(first.xInPoints), y: Int(first.yInPoints + toolbar), png: png)
+        let blank = try await b.screenshotPixel(x: 980, y: 690, png: png)
+        #expect(blank == [255, 255, 255], "the background is white")
+        #expect(pixel.count == 3 && pixel != [255, 255, 255], "A's stroke is drawn on B's page: \(pixel)")
+
+        // Undo, redo and erase from page A reach page B.
+        let before = try await PageBoard(b).accepted.count
+        _ = try await a.evaluate("document.getElementById('undo').click()")
+        try await b.waitFor("touchsync.board.accepted.length === \(before - 1)")
+        _ = try await a.evaluate("document.getElementById('redo').click()")
+        try await b.waitFor("touchsync.board.accepted.length === \(before)")
+        let victim = try #require(byOwner[userA]?.first).id.rawValue
+        _ = try await a.evaluate("touchsync.post({t: 'erase', strokes: [\(victim)]})")
+        try await b.waitFor("!touchsync.board.accepted.some(s => s.id === \(victim))")
+        try await a.settled()
+
+        // A page opened late shows the board as it is.
+        let late = try await rig.page("together")
+        let now = try await rig.hubBoard("together")
+        try await late.waitFor("touchsync.board.seq === \(now.sequence)")
+        #expect(try await PageBoard(late) == PageBoard(now))
+        #expect(rig.browser.console.filter { $0.hasPrefix("exception") }.isEmpty, "\(rig.browser.console)")
+    }
+
+    /// A closed tab's live touches are cancelled at once (a goodbye, not the
+    /// hub's abandon time-out); a dropped connection loses nothing: the page
+    /// keeps drawing offline, reconnects, resends, and the stroke continues.
+    @Test func closedTabsCancelAndDroppedConnectionsLoseNothing() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let watcher = try await rig.page("faults")
+        let leaver = try await rig.page("faults")
+        try await leaver.touch("touchStart", [(200, 200, 0)])
+        try await leaver.touch("touchMove", [(230, 210, 0)])
+        try await watcher.waitFor("touchsync.board.active.size === 1")
+        let closing = ContinuousClock.now
+        try await leaver.close()
+        try await watcher.waitFor("touchsync.board.active.size === 0", timeout: .seconds(5))
+        let cancelledAfter = ContinuousClock.now - closing
+        print("a closed tab's touch was cancelled after \(cancelledAfter)")
+        #expect(cancelledAfter < .seconds(3), "at once, not after the hub's abandon time-out")
+
+        let drawer = try await rig.page("faults")
+        let user = try await drawer.evaluate("touchsync.user") as? String ?? ""
+        try await drawer.touch("touchStart", [(100, 400, 0)])
+        for step in 1...5 { try await drawer.touch("touchMove", [(100 + Double(step) * 10, 400, 0)]) }
+        _ = try await drawer.evaluate("touchsync.disconnect()")
+        try await drawer.waitFor("!touchsync.connected")
+        for step in 6...12 { try await drawer.touch("touchMove", [(100 + Double(step) * 10, 400 + Double(step), 0)]) }
+        try await drawer.touch("touchEnd", [])
+        let waitingOffline = try await drawer.number("touchsync.pending.length")
+        #expect(waitingOffline > 0, "drawn while offline, kept")
+        try await drawer.settled()  // reconnected, resent, acknowledged
+        let hub = try await rig.hubBoard("faults")
+        let mine = hub.acceptedStrokes.filter { $0.owner.rawValue == user }
+        #expect(mine.count == 1, "one stroke, continued across the reconnect")
+        #expect(Double(mine.first?.samples.count ?? 0) == (try await drawer.number("touchsync.sent.endedSamples")), "no sample lost or doubled")
+        #expect(try await drawer.evaluate("touchsync.user") as? String == user, "the same namespace after the reconnect")
+    }
+
+    /// The replay view rebuilds the board from the hub's history and seeks.
+    @Test func replaySeeksToAMoment() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let page = try await rig.page("replayed")
+        for stroke in 0..<4 {
+            try await page.drag(from: (100, 80 + Double(stroke) * 120))
+            try await Task.sleep(for: .milliseconds(150))
+        }
+        try await page.settled()
+        let history = try await HistoryClient.fetch(board: "replayed", endpoint: rig.endpoints[3], logger: Logger(label: "test"))
+        #expect(history.batches.count > 4)
+        // The moment half-way through: the board as the history had it then.
+        let start = history.batches[0].hubTime
+        let middle = (history.batches.last!.hubTime - start) / 2
+        var expected = history.start
+        for batch in history.batches where batch.hubTime - start <= middle { try expected.apply(batch) }
+        #expect(expected.acceptedStrokes.count > 0 && expected.acceptedStrokes.count < 4)
+
+        let replay = try await rig.browser.openPage("\(rig.web)/boards/replayed/replay")
+        try await replay.waitFor("touchsync.ready")
+        _ = try await replay.evaluate("touchsync.seek(\(middle))")
+        #expect(try await PageBoard(replay) == PageBoard(expected))
+        _ = try await replay.evaluate("touchsync.seek(touchsync.duration)")
+        #expect(try await PageBoard(replay) == PageBoard(try await rig.hubBoard("replayed")))
+        _ = try await replay.evaluate("touchsync.seek(0)")
+        #expect(try await PageBoard(replay).accepted.isEmpty)
+    }
+}
