@@ -142,6 +142,7 @@ let package = Package(
             dependencies: [
                 "TouchSyncAccess",
                 "TouchSyncCore",
+                "TouchSyncWire",
                 "TouchSyncClient",
                 "ZeroMQ",
                 .product(name: "Hummingbird", package: "hummingbird"),

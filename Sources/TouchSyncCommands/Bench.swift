@@ -208,6 +208,10 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "With --journal: samples on the large board.") var boardSamples = 1_000_000
     @Flag(help: "Instead: fan-out: one board to 10, 100 and 300 subscribers, on the hub itself, through 1 relay, through 4 (the hub's CPU per batch).")
     var fanout = false
+    @Flag(help: "Instead: the browser whiteboard end to end (hub, gateway, headless Chromium): touch-to-pixels latency, frame times, bytes per sample, on an empty board and on one of --browser-strokes strokes.")
+    var browser = false
+    @Option(parsing: .unconditional, help: "With --browser: accepted strokes on the seeded board.") var browserStrokes = 10_000
+    @Option(parsing: .unconditional, help: "With --browser: strokes page A draws while page B watches.") var browserDraws = 300
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -223,6 +227,10 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if journal {
             try await runJournal()
+            return
+        }
+        if browser {
+            try await runBrowser()
             return
         }
         if fanout {
@@ -270,6 +278,23 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     /// The hub and a bare forwarder, one after the other in this process, same input.
+    func runBrowser() async throws {
+        #if DEBUG
+        emit("warning: this is a debug build; run it from a release build for real figures")
+        #endif
+        emit("board strokes  late join  snapshot  drawn  touch→pixels p50/p99/max   render p50/p99/max     frame interval p50/p99  bytes/sample")
+        let benchmark = BrowserBenchmark(seededStrokes: browserStrokes, drawnStrokes: browserDraws)
+        try await benchmark.run(logger: logging.logger("touchsync.bench")) { row in
+            emit(
+                String(
+                    format: "%13d  %6.0f ms  %5.1f MB  %5d  %6.1f / %5.1f / %5.1f ms  %5.2f / %5.2f / %5.1f ms  %6.1f / %5.1f ms  %8.1f",
+                    row.seededStrokes, row.lateJoinMilliseconds, row.snapshotBytes / 1e6, row.strokesDrawn,
+                    percentile(row.latency, 50), percentile(row.latency, 99), row.latency.max() ?? .nan,
+                    percentile(row.renderMilliseconds, 50), percentile(row.renderMilliseconds, 99), row.renderMilliseconds.max() ?? .nan,
+                    percentile(row.frameIntervals, 50), percentile(row.frameIntervals, 99), row.bytesPerSample))
+        }
+    }
+
     func runTransport() async throws {
         #if DEBUG
         emit("warning: this is a debug build; run `make bench` (release) for real figures")

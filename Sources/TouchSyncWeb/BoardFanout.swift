@@ -137,8 +137,9 @@ final class BoardFanout: Sendable {
             for tab in tabs { tab.requestSnapshot() }
         }
         configuration.onApplied = { batch in
-            let message = BrowserWire.batch(batch)
-            let tabs: [TabOutbox] = shared.state.withLock { state in
+            let (message, tabs): (String, [TabOutbox]) = shared.state.withLock { state in
+                // Encoded against the board before the batch (samples continue each stroke's delta chain).
+                let message = BrowserWire.batch(batch, before: state.replica)
                 if state.replica != nil {
                     do {
                         try state.replica!.apply(batch)
@@ -147,7 +148,7 @@ final class BoardFanout: Sendable {
                         state.replica = nil
                     }
                 }
-                return Array(state.tabs.values)
+                return (message, Array(state.tabs.values))
             }
             for tab in tabs { tab.post(message) }
         }

@@ -10,15 +10,39 @@ import TouchSyncCore
 /// absolute), so a sample on a moving finger costs about 12 bytes of JSON.
 /// Angles and sample flags are not sent: the page draws, it does not store.
 public enum BrowserWire {
-    /// One batch, encoded once and sent to every tab on the board.
-    public static func batch(_ batch: DiffBatch) -> String {
-        var out = "{\"t\":\"batch\",\"seq\":\(batch.sequence),\"time\":\(batch.hubTime),\"d\":["
-        out.reserveCapacity(64 + batch.diffs.count * 48)
+    /// One batch, encoded once and sent to every tab on the board, as
+    /// `["b", sequence, [diff, …]]` (with the hub time appended when
+    /// `withTime`, for the replay view). `board` is the board before the
+    /// batch: appended and predicted samples continue the stroke's delta
+    /// chain from its last sample, so a moving finger's first sample in a
+    /// batch costs as little as the others.
+    public static func batch(_ batch: DiffBatch, before board: BoardState?, withTime: Bool = false) -> String {
+        var out = "[\"b\",\(batch.sequence),["
+        out.reserveCapacity(32 + batch.diffs.count * 40)
+        var last: [StrokeID: Sample] = [:]
+        func lastSample(of id: StrokeID) -> Sample? {
+            if let known = last[id] { return known }
+            return board?.activeStroke(id)?.samples.last
+        }
         for (index, diff) in batch.diffs.enumerated() {
             if index > 0 { out += "," }
-            append(diff, to: &out)
+            switch diff {
+            case .appended(let id, let offset, let samples):
+                out += "[\"a\",\(id.rawValue),\(offset),"
+                append(samples, from: offset > 0 ? lastSample(of: id) : nil, to: &out)
+                out += "]"
+                if let newest = samples.last { last[id] = newest }
+            case .predicted(let id, let samples):
+                out += "[\"p\",\(id.rawValue),"
+                append(samples, from: lastSample(of: id), to: &out)
+                out += "]"
+            default:
+                append(diff, to: &out)
+            }
         }
-        out += "]}"
+        out += "]"
+        if withTime { out += ",\(batch.hubTime)" }
+        out += "]"
         return out
     }
 
@@ -44,15 +68,15 @@ public enum BrowserWire {
             out += "[\"b\",\(id.rawValue),\(quoted(owner.rawValue)),\(touch),\(style.rgba),\(style.width)]"
         case .appended(let id, let offset, let samples):
             out += "[\"a\",\(id.rawValue),\(offset),"
-            append(samples, to: &out)
+            append(samples, from: nil, to: &out)
             out += "]"
         case .predicted(let id, let samples):
             out += "[\"p\",\(id.rawValue),"
-            append(samples, to: &out)
+            append(samples, from: nil, to: &out)
             out += "]"
         case .amended(let id, let offset, let sample):
             out += "[\"m\",\(id.rawValue),\(offset),"
-            append([sample], to: &out)
+            append([sample], from: nil, to: &out)
             out += "]"
         case .accepted(let id, let position):
             out += "[\"A\",\(id.rawValue),\(position)]"
@@ -74,18 +98,19 @@ public enum BrowserWire {
         out += "\"rgba\":\(stroke.style.rgba),\"w\":\(stroke.style.width),"
         if let position = stroke.acceptedPosition { out += "\"pos\":\(position)," }
         out += "\"s\":"
-        append(stroke.samples, to: &out)
+        append(stroke.samples, from: nil, to: &out)
         out += ",\"p\":"
-        append(stroke.predicted, to: &out)
+        append(stroke.predicted, from: stroke.samples.last, to: &out)
         out += "}"
     }
 
-    /// Four integers per sample: x, y, t as deltas from the previous sample (the first absolute), force (0: none).
-    static func append(_ samples: [Sample], to out: inout String) {
+    /// Four integers per sample: x, y, t as deltas from the previous sample
+    /// (the first from `base`, or absolute without one), force (0: none).
+    static func append(_ samples: [Sample], from base: Sample?, to out: inout String) {
         out += "["
-        var x: Int64 = 0
-        var y: Int64 = 0
-        var t: Int64 = 0
+        var x = Int64(base?.x ?? 0)
+        var y = Int64(base?.y ?? 0)
+        var t = base?.time ?? 0
         for (index, sample) in samples.enumerated() {
             if index > 0 { out += "," }
             let force = sample.flags.contains(.hasForce) ? Int(sample.force) : 0

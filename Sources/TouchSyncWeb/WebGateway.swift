@@ -8,6 +8,7 @@ import Synchronization
 import TouchSyncAccess
 import TouchSyncClient
 import TouchSyncCore
+import TouchSyncWire
 import ZeroMQ
 
 /// Where the gateway finds the hub (or a cluster's hub for each board).
@@ -103,17 +104,17 @@ public final class WebGateway: Service, Sendable {
             },
             logger: logger)
         try await withThrowingDiscardingTaskGroup { group in
+            // Returns once graceful shutdown has closed the server (and its WebSockets).
             group.addTask { try await app.run() }
             group.addTask { [self] in
                 // Ends sessions whose tab did not come back in time.
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(1))
-                    if Task.isCancelled || isShuttingDown() { break }
-                    await reapDetachedSessions()
+                try? await cancelWhenGracefulShutdown { [self] in
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: .seconds(1))
+                        await reapDetachedSessions()
+                    }
                 }
             }
-            try? await gracefulShutdown()
-            group.cancelAll()
         }
         await shutDown()
     }
@@ -252,7 +253,7 @@ public final class WebGateway: Service, Sendable {
                             continue
                         }
                         do throws(TabMessageError) {
-                            try session.handle(number) { (agent: TouchAgent) throws(TabMessageError) in try Self.post(decoded, to: agent) }
+                            _ = try session.handle(number) { (agent: TouchAgent) throws(TabMessageError) in try Self.post(decoded, to: agent) }
                         } catch {
                             try await outbound.write(
                                 .text(
@@ -462,10 +463,11 @@ public final class WebGateway: Service, Sendable {
                 board: board, endpoint: hub.history, context: context, timeout: .seconds(10), curve: hub.curve, logger: logger)
             var out = "{\"board\":\(BrowserWire.quoted(board)),\"start\":" + BrowserWire.snapshot(recorded.start) + ",\"batches\":["
             var state = recorded.start
-            for (index, batch) in recorded.batches.enumerated() {
-                let applied = try state.apply(batch)
+            for (index, recordedBatch) in recorded.batches.enumerated() {
+                let batch = try DiffStreamDecoder.decode(recordedBatch.proto, against: state)
                 if index > 0 { out += "," }
-                out += BrowserWire.batch(applied)
+                out += BrowserWire.batch(batch, before: state, withTime: true)
+                try state.apply(batch)
             }
             out += "]}"
             return Self.json(out)

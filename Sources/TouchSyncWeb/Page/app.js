@@ -18,7 +18,7 @@ const app = window.touchsync = {
   // Samples this page sent, per touch in progress and for every touch that ended.
   sent: { live: {}, endedSamples: 0, endedStrokes: 0, cancelledStrokes: 0 },
   // Bytes of batches received and real samples they carried (bytes per sample).
-  received: { batchBytes: 0, batchSamples: 0 },
+  received: { batchBytes: 0, batchSamples: 0, snapshotBytes: 0 },
   // Milliseconds from another user's touch (its first sample's time) to the frame that drew it.
   latencies: [], seen: new Set(),
   summary: () => board.summary(),
@@ -68,10 +68,13 @@ function connect() {
   };
   socket.onmessage = event => {
     const message = JSON.parse(event.data);
-    if (message.t === 'batch') {
+    if (Array.isArray(message)) {  // a batch: ["b", seq, diffs]
       app.received.batchBytes += event.data.length;
-      for (const d of message.d) if (d[0] === 'a') app.received.batchSamples += d[3].length / 4;
+      for (const d of message[2]) if (d[0] === 'a') app.received.batchSamples += d[3].length / 4;
+      receiveBatch(message);
+      return;
     }
+    if (message.t === 'snapshot') app.received.snapshotBytes = event.data.length;
     receive(message);
   };
   socket.onclose = () => {
@@ -117,12 +120,6 @@ function receive(m) {
       board.loadSnapshot(m);
       requestRender();
       break;
-    case 'batch': {
-      const result = board.applyBatch(m);
-      if (result === 'gap') { board.reset(); socket.send(JSON.stringify({ t: 'resync' })); }
-      else if (result === 'applied') requestRender();
-      break;
-    }
     case 'users':
       usersEl.replaceChildren(...m.list.map(u => {
         const li = document.createElement('li');
@@ -139,6 +136,12 @@ function receive(m) {
       break;
   }
   updateStatus();
+}
+
+function receiveBatch(batch) {
+  const result = board.applyBatch(batch);
+  if (result === 'gap') { board.reset(); socket.send(JSON.stringify({ t: 'resync' })); }
+  else if (result === 'applied') requestRender();
 }
 
 function acknowledge(through) {
@@ -186,10 +189,11 @@ function requestRender() {
     if (lastFrame) app.frameIntervals.push(now - lastFrame);
     if (app.frameIntervals.length > 2000) app.frameIntervals.splice(0, 1000);
     lastFrame = now;
+    const fresh = [...board.active.values(), ...(board.changedAccepted === 'all' ? [] : board.changedAccepted)];
     renderer.render(board);
     app.renders++;
     const drawnAt = performance.timeOrigin + performance.now();
-    for (const stroke of board.active.values()) {
+    for (const stroke of fresh) {
       if (stroke.owner === app.user || app.seen.has(stroke.id) || stroke.s.length === 0) continue;
       app.seen.add(stroke.id);
       app.latencies.push(drawnAt - stroke.s[2] / 1000);

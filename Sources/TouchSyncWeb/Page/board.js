@@ -5,10 +5,12 @@
 
 export const UNITS = 64;
 
-// A flat delta-coded sample list [dx, dy, dt, f, ...] to absolute [x, y, t, f, ...].
-export function decodeSamples(flat) {
+// A flat delta-coded sample list [dx, dy, dt, f, ...] to absolute [x, y, t, f, ...];
+// the first sample's deltas are from `base` (an absolute list, its last sample) when given.
+export function decodeSamples(flat, base) {
   const out = new Array(flat.length);
   let x = 0, y = 0, t = 0;
+  if (base && base.length >= 4) { x = base[base.length - 4]; y = base[base.length - 3]; t = base[base.length - 2]; }
   for (let i = 0; i < flat.length; i += 4) {
     x += flat[i]; y += flat[i + 1]; t += flat[i + 2];
     out[i] = x; out[i + 1] = y; out[i + 2] = t; out[i + 3] = flat[i + 3];
@@ -17,9 +19,10 @@ export function decodeSamples(flat) {
 }
 
 function strokeFrom(wire) {
+  const s = decodeSamples(wire.s);
   return {
     id: wire.id, owner: wire.owner, touch: wire.touch, rgba: wire.rgba, w: wire.w,
-    pos: wire.pos ?? null, s: decodeSamples(wire.s), p: decodeSamples(wire.p),
+    pos: wire.pos ?? null, s, p: decodeSamples(wire.p, s),
   };
 }
 
@@ -43,13 +46,15 @@ export class Board {
     this.changedAccepted = 'all';
   }
 
-  // Applies a batch; returns 'applied', 'old' (already in the replica) or 'gap' (resync needed).
-  applyBatch(message) {
-    if (!this.synced || message.seq <= this.seq) return 'old';
-    if (message.seq !== this.seq + 1) return 'gap';
-    for (const d of message.d) this.applyDiff(d);
-    this.seq = message.seq;
-    this.time = message.time;
+  // Applies a batch ["b", seq, diffs, time?]; returns 'applied', 'old'
+  // (already in the replica) or 'gap' (resync needed).
+  applyBatch(batch) {
+    const seq = batch[1];
+    if (!this.synced || seq <= this.seq) return 'old';
+    if (seq !== this.seq + 1) return 'gap';
+    for (const d of batch[2]) this.applyDiff(d);
+    this.seq = seq;
+    if (batch.length > 3) this.time = batch[3];
     return 'applied';
   }
 
@@ -62,13 +67,13 @@ export class Board {
         const stroke = this.active.get(d[1]);
         if (!stroke) break;
         stroke.s.length = d[2] * 4;
-        const samples = decodeSamples(d[3]);
+        const samples = decodeSamples(d[3], stroke.s);
         for (let i = 0; i < samples.length; i++) stroke.s.push(samples[i]);
         break;
       }
       case 'p': {
         const stroke = this.active.get(d[1]);
-        if (stroke) stroke.p = decodeSamples(d[2]);
+        if (stroke) stroke.p = decodeSamples(d[2], stroke.s);
         break;
       }
       case 'm': {

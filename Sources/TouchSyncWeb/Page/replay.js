@@ -33,7 +33,7 @@ function rebuild(to) {
 
 // Applies every batch recorded at or before `to` µs into the recording.
 function advance(to) {
-  while (next < history.batches.length && history.batches[next].time - start <= to) {
+  while (next < history.batches.length && history.batches[next][3] - start <= to) {
     board.applyBatch(history.batches[next]);
     next++;
   }
@@ -80,8 +80,8 @@ if (!response.ok) {
   statusEl.textContent = `no history: ${body.message || body.error} (does the hub run with --data?)`;
 } else {
   history = body;
-  start = history.batches.length ? history.batches[0].time : 0;
-  replay.duration = history.batches.length ? history.batches[history.batches.length - 1].time - start : 0;
+  start = history.batches.length ? history.batches[0][3] : 0;
+  replay.duration = history.batches.length ? history.batches[history.batches.length - 1][3] - start : 0;
   statusEl.textContent = `${history.batches.length} batches recorded`;
   rebuild(0);
   replay.ready = true;

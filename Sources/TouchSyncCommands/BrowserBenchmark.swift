@@ -1,0 +1,142 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import TouchSyncBrowser
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncHub
+import TouchSyncHubCore
+import TouchSyncWeb
+import ZeroMQ
+
+/// `touchsync bench --browser`: the whiteboard end to end, in one run on
+/// loopback: an embedded hub, the gateway, and headless Chromium with two
+/// pages on one board. Page A draws mouse strokes through the DevTools
+/// protocol; page B records, for each of A's strokes, the time from A's
+/// pointer event to the end of B's animation frame that drew it, how long
+/// its frames took to render, and the bytes and samples of the batches it
+/// received. Run once on an empty board and once on a board seeded with
+/// `seededStrokes` accepted strokes, so the two rows compare in one run.
+struct BrowserBenchmark {
+    struct Row {
+        var seededStrokes: Int
+        var lateJoinMilliseconds: Double
+        var snapshotBytes: Double
+        var strokesDrawn: Int
+        var latency: [Double]
+        var renderMilliseconds: [Double]
+        var frameIntervals: [Double]
+        var bytesPerSample: Double
+    }
+
+    var seededStrokes = 10_000
+    var drawnStrokes = 300
+
+    func run(logger: Logger, report: (Row) -> Void) async throws {
+        for seeded in [0, seededStrokes] {
+            report(try await runOnce(seeded: seeded, logger: logger))
+        }
+    }
+
+    private func runOnce(seeded: Int, logger: Logger) async throws -> Row {
+        let context = try ZMQContext()
+        var configuration = HubConfiguration.loopbackEphemeral()
+        let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: context)
+        let endpoints = try await hub.start()
+        defer { Task { await hub.stop() } }
+        let board = "bench"
+        try await seed(board: board, strokes: seeded, ingest: endpoints.ingest, context: context, logger: logger)
+
+        var settings = WebConfiguration { _ in
+            GatewayHub(ingest: endpoints.ingest, publish: endpoints.publish, snapshot: endpoints.snapshot, history: endpoints.history ?? "")
+        }
+        settings.port = 0
+        let gateway = try WebGateway(configuration: settings, context: context, logger: logger)
+        let group = ServiceGroup(services: [gateway], logger: logger)
+        let serving = Task { try await group.run() }
+        defer {
+            Task {
+                await group.triggerGracefulShutdown()
+                _ = await serving.result
+            }
+        }
+        guard let port = await gateway.waitUntilListening() else { throw CommandFailure("the gateway did not start") }
+        let browser = try Chromium.launch()
+        defer { browser.shutDown() }
+        let url = "http://127.0.0.1:\(port)/boards/\(board)"
+
+        let joining = ContinuousClock.now
+        let viewer = try await browser.openPage(url)
+        try await viewer.waitFor("window.touchsync && touchsync.board.synced", timeout: .seconds(120))
+        let lateJoin = (ContinuousClock.now - joining).milliseconds
+        let drawer = try await browser.openPage(url)
+        try await drawer.waitFor("window.touchsync && touchsync.user !== null && touchsync.board.synced", timeout: .seconds(120))
+        _ = try await viewer.evaluate("touchsync.renderer.frameTimes.length = 0; touchsync.frameIntervals.length = 0; touchsync.received.batchBytes = 0; touchsync.received.batchSamples = 0")
+
+        for stroke in 0..<drawnStrokes {
+            let x = 40 + Double(stroke % 30) * 30
+            let y = 160 + Double((stroke / 30) % 16) * 30  // below the toolbar
+            try await drawer.pointer("mousePressed", x: x, y: y)
+            for step in 1...8 { try await drawer.pointer("mouseMoved", x: x + Double(step) * 3, y: y + Double(step * step) / 4) }
+            try await drawer.pointer("mouseReleased", x: x + 24, y: y + 16)
+            try await Task.sleep(for: .milliseconds(16))
+        }
+        try await drawer.waitFor("touchsync.pending.length === 0", timeout: .seconds(60))
+        do {
+            try await viewer.waitFor("touchsync.latencies.length >= \(drawnStrokes)", timeout: .seconds(30))
+        } catch {
+            let state = try await viewer.evaluate("JSON.stringify({l: touchsync.latencies.length, r: touchsync.renders, seq: touchsync.board.seq, acc: touchsync.board.accepted.length, user: touchsync.user, e: touchsync.errors})")
+            let drawerState = try await drawer.evaluate("JSON.stringify({seq: touchsync.board.seq, acc: touchsync.board.accepted.length, user: touchsync.user, sent: touchsync.sent, r: touchsync.refusals})")
+            throw CommandFailure("\(error); viewer \(state ?? ""), drawer \(drawerState ?? ""), console \(browser.console)")
+        }
+        func numbers(_ expression: String) async throws -> [Double] {
+            (try await viewer.evaluate(expression) as? [Any] ?? []).compactMap { ($0 as? Double) ?? ($0 as? Int).map(Double.init) }
+        }
+        let latency = try await numbers("touchsync.latencies")
+        let render = try await numbers("touchsync.renderer.frameTimes")
+        let intervals = try await numbers("touchsync.frameIntervals")
+        let bytes = try await numbers("[touchsync.received.batchBytes, touchsync.received.batchSamples, touchsync.received.snapshotBytes]")
+        return Row(
+            seededStrokes: seeded, lateJoinMilliseconds: lateJoin, snapshotBytes: bytes[2], strokesDrawn: drawnStrokes, latency: latency,
+            renderMilliseconds: render, frameIntervals: intervals, bytesPerSample: bytes[1] > 0 ? bytes[0] / bytes[1] : 0)
+    }
+
+    /// Fills the board with `strokes` accepted strokes of 20 samples (small loops spread over the page).
+    private func seed(board: String, strokes: Int, ingest: String, context: ZMQContext, logger: Logger) async throws {
+        guard strokes > 0 else { return }
+        var settings = AgentConfiguration(board: board, hubEndpoint: ingest)
+        settings.identity = "seed"
+        let agent = try TouchAgent(configuration: settings, context: context, logger: logger)
+        agent.start()
+        defer { Task { await agent.stop() } }
+        var time = 1.0
+        for stroke in 0..<strokes {
+            let cx = 30 + Double((stroke * 37) % 940)
+            let cy = 60 + Double((stroke * 53) % 600)
+            var points: [TouchPoint] = []
+            for k in 0..<20 {
+                let angle = Double(k) / 20 * 2 * .pi
+                time += 0.004
+                points.append(TouchPoint(x: cx + 12 * cos(angle), y: cy + 8 * sin(angle * 2), timestamp: time))
+            }
+            try agent.touchesBegan([TouchInput(id: 1, coalesced: [points[0]])])
+            try agent.touchesEnded([TouchInput(id: 1, coalesced: Array(points.dropFirst()))])
+        }
+        guard await agent.flush(timeout: .seconds(300)) else { throw CommandFailure("seeding the board did not finish") }
+    }
+}
+
+extension Duration {
+    fileprivate var milliseconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) * 1000 + Double(attoseconds) / 1e15
+    }
+}
+
+/// The value at `percentile` (0…100) of `values` (nearest rank).
+func percentile(_ values: [Double], _ percentile: Double) -> Double {
+    guard !values.isEmpty else { return .nan }
+    let sorted = values.sorted()
+    let rank = Int((percentile / 100 * Double(sorted.count)).rounded(.up)) - 1
+    return sorted[max(0, min(sorted.count - 1, rank))]
+}
