@@ -27,6 +27,8 @@ final class TabSession: Sendable {
         /// The highest page number the hub has acknowledged (or that was refused).
         var ackedThrough: UInt64 = 0
         var connection: ObjectIdentifier? = nil
+        /// The current connection's outbox: where the hub's refusals and state go.
+        var outbox: TabOutbox? = nil
         var detachedAt: ContinuousClock.Instant? = nil
         var closed = false
     }
@@ -44,10 +46,32 @@ final class TabSession: Sendable {
     var ackedThrough: UInt64 { state.withLock { $0.ackedThrough } }
 
     /// Makes `connection` the tab's current WebSocket (a reconnect replaces the old one).
-    func attach(_ connection: ObjectIdentifier) {
+    func attach(_ connection: ObjectIdentifier, outbox: TabOutbox? = nil) {
         state.withLock {
             $0.connection = connection
+            $0.outbox = outbox
             $0.detachedAt = nil
+        }
+    }
+
+    /// Passes what the agent hears from the hub to the tab (while it is
+    /// connected): refusals as typed errors, and the hub's state. Runs until
+    /// the agent stops.
+    func forwardAgentEvents() async {
+        for await event in agent.events {
+            let message: String
+            switch event {
+            case .refused(_, let code, let text):
+                let name = code.map(Self.wireName) ?? "REFUSED"
+                message = "{\"t\":\"error\",\"code\":\(BrowserWire.quoted(name)),\"message\":\(BrowserWire.quoted(text)),\"from\":\"hub\"}"
+            case .busy(let retryAfter):
+                message = "{\"t\":\"hub\",\"state\":\"busy\",\"retry_after_ms\":\(retryAfter.components.seconds * 1000 + retryAfter.components.attoseconds / 1_000_000_000_000_000)}"
+            case .disconnected:
+                message = "{\"t\":\"hub\",\"state\":\"unreachable\"}"
+            case .welcomed:
+                message = "{\"t\":\"hub\",\"state\":\"connected\"}"
+            }
+            state.withLock { $0.outbox }?.post(message)
         }
     }
 
@@ -56,6 +80,7 @@ final class TabSession: Sendable {
         state.withLock {
             guard $0.connection == connection else { return false }
             $0.connection = nil
+            $0.outbox = nil
             $0.detachedAt = .now
             return true
         }
@@ -107,6 +132,16 @@ final class TabSession: Sendable {
     }
 
     var hasWaiting: Bool { state.withLock { !$0.waiting.isEmpty } }
+
+    /// The protocol's name of a hub error code (docs/protocol.md): unknownTouch is UNKNOWN_TOUCH.
+    static func wireName(_ code: ErrorCode) -> String {
+        var name = ""
+        for character in "\(code)" {
+            if character.isUppercase { name += "_" }
+            name += character.uppercased()
+        }
+        return name
+    }
 
     /// Ends the session: the agent says goodbye, so the hub cancels this tab's live touches at once.
     func close() async {

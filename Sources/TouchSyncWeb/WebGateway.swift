@@ -95,7 +95,11 @@ public final class WebGateway: Service, Sendable {
         }
         let app = Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: router),
+            // Frames up to the largest message (browsers send a message as one
+            // frame); pings find tabs whose network went away.
+            server: .http1WebSocketUpgrade(
+                webSocketRouter: router,
+                configuration: .init(ws: .init(maxFrameSize: 2 * configuration.maxMessageBytes, autoPing: .enabled(timePeriod: .seconds(10))))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "touchsync web"),
             onServerRunning: { [self] channel in
                 let port = channel.localAddress?.port ?? configuration.port
@@ -199,10 +203,16 @@ public final class WebGateway: Service, Sendable {
         let decoder = JSONDecoder()
         await withDiscardingTaskGroup { group in
             do {
-                for try await message in inbound.messages(maxSize: configuration.maxMessageBytes) {
+                for try await message in inbound.messages(maxSize: 2 * configuration.maxMessageBytes) {
                     guard case .text(let text) = message else {
                         try await send(outbound, error: "MALFORMED", "messages are JSON text frames (docs/protocol.md, the browser wire)")
                         continue
+                    }
+                    // Frames up to twice the limit are read so that one just over it gets a reason; larger ones the library refuses.
+                    guard text.utf8.count <= configuration.maxMessageBytes else {
+                        try await send(outbound, error: "TOO_LARGE", "a message is at most \(configuration.maxMessageBytes) bytes")
+                        try await outbound.close(.messageTooLarge, reason: "TOO_LARGE")
+                        break
                     }
                     let decoded: TabMessage
                     do {
@@ -217,7 +227,7 @@ public final class WebGateway: Service, Sendable {
                             continue
                         }
                         do {
-                            let (opened, board) = try await open(decoded, connection: id)
+                            let (opened, board) = try await open(decoded, connection: id, outbox: outbox)
                             session = opened
                             fanout = board
                             try await outbound.write(
@@ -285,7 +295,7 @@ public final class WebGateway: Service, Sendable {
     }
 
     /// Finds the tab's session (a resume) or starts a new agent for it.
-    private func open(_ hello: TabMessage, connection: ObjectIdentifier) async throws(TabMessageError) -> (TabSession, BoardFanout) {
+    private func open(_ hello: TabMessage, connection: ObjectIdentifier, outbox: TabOutbox) async throws(TabMessageError) -> (TabSession, BoardFanout) {
         guard let board = hello.board, Self.isValidBoardName(board) else {
             throw TabMessageError("UNKNOWN_BOARD", "a board name is 1 to 64 letters, digits, '-', '_' or '.'")
         }
@@ -295,7 +305,7 @@ public final class WebGateway: Service, Sendable {
             throw TabMessageError("HUB_UNAVAILABLE", "cannot subscribe to board \(board): \(error)")
         }
         if let token = hello.resume, let existing = state.withLock({ $0.sessions[token] }), existing.board == board {
-            existing.attach(connection)
+            existing.attach(connection, outbox: outbox)
             return (existing, fanout)
         }
         let name = String((hello.name ?? "guest").prefix(40))
@@ -315,8 +325,9 @@ public final class WebGateway: Service, Sendable {
             throw TabMessageError("HUB_REFUSED", why)
         }
         let session = TabSession(namespace: namespace, resumeToken: Self.randomName(32), board: board, displayName: name, agent: agent)
-        session.attach(connection)
+        session.attach(connection, outbox: outbox)
         state.withLock { $0.sessions[session.resumeToken] = session }
+        Task { await session.forwardAgentEvents() }
         logger.info("tab joined", metadata: ["user": "\(namespace)", "board": "\(board)", "name": "\(name)"])
         return (session, fanout)
     }

@@ -16,6 +16,7 @@ final class WhiteboardRig {
     let browser: Chromium
     let endpoints: [String]  // ingest, publish, snapshot, history
     let web: String          // http://127.0.0.1:PORT
+    var webProcess: Child? = nil
     let data: String
 
     init() async throws {
@@ -25,7 +26,7 @@ final class WhiteboardRig {
         _ = try await children.startHub(
             ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]],
             port: ports[0])
-        let (_, output) = try children.run(
+        let (webChild, output) = try children.run(
             ["web", "--listen", "127.0.0.1:0", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3],
              "--reconnect-grace", "20"],
             limit: 300)
@@ -39,6 +40,7 @@ final class WhiteboardRig {
             throw TestFailure("no URL in: \(text)")
         }
         web = String(text[range])
+        webProcess = webChild
         browser = try Chromium.launch(spawning: { body in spawnGate.withLock { _ in body() } })
     }
 
@@ -254,6 +256,87 @@ struct BrowserTests {
         #expect(mine.count == 1, "one stroke, continued across the reconnect")
         #expect(Double(mine.first?.samples.count ?? 0) == (try await drawer.number("touchsync.sent.endedSamples")), "no sample lost or doubled")
         #expect(try await drawer.evaluate("touchsync.user") as? String == user, "the same namespace after the reconnect")
+    }
+
+    /// Bad input from a tab (not JSON, no hello, an unknown board, NaN
+    /// coordinates, numbers out of order, a wrong phase order, an unknown
+    /// type, a message over the size limit) gets a typed error back; a page
+    /// on the same board keeps drawing and loses nothing.
+    @Test func badInputGetsTypedErrorsAndOthersKeepDrawing() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let honest = try await rig.page("hostile")
+        let replies = try await honest.evaluate(
+            """
+            (async () => {
+              const url = location.origin.replace('http', 'ws') + '/ws';
+              const open = async () => {
+                const ws = new WebSocket(url);
+                ws.replies = [];
+                ws.onmessage = e => ws.replies.push(JSON.parse(e.data));
+                ws.closed = new Promise(r => ws.onclose = e => r(e.code));
+                await new Promise(r => ws.onopen = r);
+                return ws;
+              };
+              const settle = () => new Promise(r => setTimeout(r, 400));
+              const codes = ws => ws.replies.filter(m => m.t === 'error' || m.t === 'refused').map(m => m.code);
+              const first = await open();
+              first.send('not json');
+              first.send(JSON.stringify({t: 'touch', n: 1, phase: 'began', id: 1, s: [[1, 2, 3]]}));
+              first.send(JSON.stringify({t: 'hello', board: '../etc/passwd'}));
+              const firstClose = await first.closed;
+              const second = await open();
+              second.send(JSON.stringify({t: 'hello', board: 'hostile'}));
+              await settle();
+              second.send(JSON.stringify({t: 'touch', n: 1, phase: 'began', id: 5, s: [[NaN, 2, 3]]}));
+              second.send(JSON.stringify({t: 'touch', n: 3, phase: 'began', id: 5, s: [[1, 2, 3]]}));
+              second.send(JSON.stringify({t: 'touch', n: 2, phase: 'moved', id: 99, s: [[1, 2, 3]]}));
+              second.send(JSON.stringify({t: 'bogus', n: 3}));
+              second.send(JSON.stringify({t: 'style', n: 4, rgba: 1, width: 1e9}));
+              await settle();
+              second.send('x'.repeat(1536 * 1024));
+              const secondClose = await second.closed;
+              return {first: codes(first), firstClose, second: codes(second), secondClose,
+                      refusedNumbers: second.replies.filter(m => m.t === 'refused').map(m => m.n)};
+            })()
+            """) as? [String: Any]
+        let first = replies?["first"] as? [String] ?? []
+        let second = replies?["second"] as? [String] ?? []
+        #expect(first == ["MALFORMED", "NOT_WELCOMED", "UNKNOWN_BOARD"], "\(first)")
+        #expect(replies?["firstClose"] as? Int == 1008, "an unknown board closes the connection (policy violation)")
+        #expect(second.contains("MALFORMED") && second.contains("OUT_OF_ORDER"), "\(second)")
+        #expect(second.contains("UNKNOWN_TOUCH"), "the hub's refusal of a move for a touch that is not down: \(second)")
+        #expect(second.contains("TOO_LARGE"), "\(second)")
+        #expect(replies?["refusedNumbers"] as? [Int] == [1, 3, 3, 4], "each refusal names its message")
+        #expect(replies?["secondClose"] as? Int == 1009, "a message over the limit closes with 'message too big'")
+
+        // The honest page was not disturbed.
+        try await honest.drag(from: (300, 300))
+        try await honest.settled()
+        let hub = try await rig.hubBoard("hostile")
+        let user = try await honest.evaluate("touchsync.user") as? String
+        #expect(hub.acceptedStrokes.map(\.owner.rawValue) == [user], "only the honest page's stroke, and all of it")
+        #expect(Double(hub.acceptedStrokes.first?.samples.count ?? 0) == (try await honest.number("touchsync.sent.endedSamples")))
+    }
+
+    /// Ctrl-C with tabs connected: the gateway closes them, says goodbye for
+    /// each (their live touches are cancelled) and exits 0.
+    @Test func gracefulShutdownWithTabsOpen() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let page = try await rig.page("closing")
+        try await page.touch("touchStart", [(200, 200, 0)])
+        try await page.touch("touchMove", [(220, 220, 0)])
+        try await page.settled()
+        #expect(try await rig.hubBoard("closing").orderedActiveStrokes.count == 1)
+        let web = try #require(rig.webProcess)
+        web.interrupt()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while web.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!web.isRunning, "the gateway exits within 10 s of SIGINT with a tab open")
+        #expect(web.terminationReason == .exit && web.terminationStatus == 0)
+        #expect(try await rig.hubBoard("closing").orderedActiveStrokes.isEmpty, "the tab's live touch was cancelled by its goodbye")
+        try await page.waitFor("!touchsync.connected")
     }
 
     /// The replay view rebuilds the board from the hub's history and seeks.

@@ -130,6 +130,9 @@ function receive(m) {
       break;
     case 'pong':
       break;
+    case 'hub':
+      app.hubState = m.state;
+      break;
     case 'error':
       app.errors.push(m);
       toast(m.message);
@@ -158,6 +161,7 @@ function updateStatus() {
   const waiting = app.pending.length;
   let text;
   if (!app.connected) text = `offline — ${waiting} waiting, reconnecting`;
+  else if (app.hubState === 'unreachable' || app.hubState === 'busy') text = `the hub is ${app.hubState} — ${waiting} waiting`;
   else if (waiting > 0 && performance.now() - app.pending[0].sentAt > 2000) text = `waiting for the hub — ${waiting} unacknowledged`;
   else {
     const recent = app.rtt.slice(-20);
