@@ -56,15 +56,33 @@ public struct BoardPattern: Sendable, Hashable, Codable, CustomStringConvertible
     public var description: String { text }
 }
 
-/// One user of an authenticated hub: the CURVE public key it proves, and
-/// its role per board pattern (the most specific matching pattern decides).
+/// One user of an authenticated hub and its role per board pattern (the
+/// most specific matching pattern decides). A user proves itself with a
+/// CURVE key (agents, subscribers, gateways) or, in a browser, with an
+/// invitation token that a gateway presents for it (`touchsync keys invite`).
 public struct AccessEntry: Sendable, Equatable, Codable {
-    /// Z85, 40 characters.
-    public var key: String
+    /// Z85, 40 characters (nil for a browser user, who has a token instead).
+    public var key: String?
     public var boards: [String: Role]
+    /// A browser user's secret (32 letters and digits): whoever holds it is this user.
+    public var token: String?
+    /// A gateway may act for namespaces starting with this prefix and a
+    /// token holder's name (`web:` gives `web:ann:…`). Only with a key.
+    public var actsFor: String?
 
-    public init(key: String, boards: [String: Role]) {
+    enum CodingKeys: String, CodingKey {
+        case key, boards, token
+        case actsFor = "acts_for"
+    }
+
+    public init(key: String, boards: [String: Role], actsFor: String? = nil) {
         self.key = key
+        self.boards = boards
+        self.actsFor = actsFor
+    }
+
+    public init(token: String, boards: [String: Role]) {
+        self.token = token
         self.boards = boards
     }
 }
@@ -96,10 +114,13 @@ public struct AccessList: Sendable, Equatable {
     public private(set) var users: [String: AccessEntry]
     /// User names by public key (a key belongs to one user).
     private var userByKey: [String: String]
+    /// Browser users by invitation token.
+    private var userByToken: [String: String]
 
     public init(users: [String: AccessEntry] = [:]) throws(AccessListError) {
         self.users = [:]
         userByKey = [:]
+        userByToken = [:]
         for (name, entry) in users.sorted(by: { $0.key < $1.key }) { try set(name, entry) }
     }
 
@@ -108,26 +129,57 @@ public struct AccessList: Sendable, Equatable {
         guard Self.isValidUserName(name) else {
             throw .invalid("user name \"\(name)\": 1 to 64 letters, digits, '-', '_' or '.'")
         }
-        guard Self.isZ85Key(entry.key) else { throw .invalid("user \(name): the key must be 40 Z85 characters") }
+        switch (entry.key, entry.token) {
+        case (let key?, nil):
+            guard Self.isZ85Key(key) else { throw .invalid("user \(name): the key must be 40 Z85 characters") }
+            if let other = userByKey[key], other != name { throw .invalid("users \(other) and \(name) have the same key") }
+        case (nil, let token?):
+            guard Self.isToken(token) else { throw .invalid("user \(name): a token is 32 to 64 letters and digits") }
+            if let other = userByToken[token], other != name { throw .invalid("users \(other) and \(name) have the same token") }
+            guard entry.actsFor == nil else { throw .invalid("user \(name): acts_for needs a key (a gateway), not a token") }
+        default:
+            throw .invalid("user \(name): give either a key (agents, gateways) or a token (browser users), not both")
+        }
+        if let prefix = entry.actsFor {
+            guard !prefix.isEmpty, prefix.utf8.count <= 32, prefix.utf8.allSatisfy({ Self.isNamespaceByte($0) }) else {
+                throw .invalid("user \(name): acts_for is a namespace prefix of 1 to 32 letters, digits, '-', '_', '.' or ':' (web:)")
+            }
+        }
         guard !entry.boards.isEmpty else { throw .invalid("user \(name): no board pattern") }
         for pattern in entry.boards.keys { _ = try BoardPattern(pattern) }
-        if let other = userByKey[entry.key], other != name {
-            throw .invalid("users \(other) and \(name) have the same key")
-        }
-        if let old = users[name] { userByKey[old.key] = nil }
+        remove(name)
         users[name] = entry
-        userByKey[entry.key] = name
+        if let key = entry.key { userByKey[key] = name }
+        if let token = entry.token { userByToken[token] = name }
     }
 
     @discardableResult
     public mutating func remove(_ name: String) -> AccessEntry? {
         guard let entry = users.removeValue(forKey: name) else { return nil }
-        userByKey[entry.key] = nil
+        if let key = entry.key { userByKey[key] = nil }
+        if let token = entry.token { userByToken[token] = nil }
         return entry
     }
 
     /// The user who holds `publicKey` (Z85), if any.
     public func user(withKey publicKey: String) -> String? { userByKey[publicKey] }
+
+    /// The browser user whose invitation token this is, if any.
+    public func user(withToken token: String) -> String? { userByToken[token] }
+
+    /// The namespace a gateway `principal` may use for the holder of `token`
+    /// (its `acts_for` prefix, the user's name, a colon): nil when the
+    /// principal may not act for others or the token is unknown.
+    public func delegatedPrefix(for principal: String, token: String) -> (user: String, prefix: String)? {
+        guard let actsFor = users[principal]?.actsFor, let user = userByToken[token] else { return nil }
+        return (user, actsFor + user + ":")
+    }
+
+    /// What a delegated session may do on `board`: the lower of the gateway's and the user's roles.
+    public func role(of user: String, through principal: String, on board: String) -> Role? {
+        guard let own = role(of: user, on: board), let gateway = role(of: principal, on: board) else { return nil }
+        return min(own, gateway)
+    }
 
     /// What `user` may do on `board` (nil: nothing, or no such user).
     public func role(of user: String, on board: String) -> Role? {
@@ -183,6 +235,8 @@ public struct AccessList: Sendable, Equatable {
     public func save(to path: String) throws(AccessListError) {
         do {
             try json.write(to: URL(fileURLWithPath: path), options: .atomic)
+            // It may hold invitation tokens: only its owner reads it.
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         } catch {
             throw .unreadable(path: path, reason: "cannot write: \(error.localizedDescription)")
         }
@@ -194,6 +248,17 @@ public struct AccessList: Sendable, Equatable {
                 (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
                     || byte == 0x2D || byte == 0x2E || byte == 0x5F
             }
+    }
+
+    /// An invitation token: 32 to 64 ASCII letters and digits.
+    public static func isToken(_ text: String) -> Bool {
+        (32...64).contains(text.utf8.count)
+            && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+    }
+
+    static func isNamespaceByte(_ byte: UInt8) -> Bool {
+        (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+            || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x3A
     }
 
     /// 40 characters of the Z85 alphabet (a 32-byte CURVE key).

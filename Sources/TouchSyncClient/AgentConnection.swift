@@ -175,6 +175,10 @@ final class AgentConnection {
         hello.clientName = configuration.clientName
         hello.resumeAfter = acknowledged
         hello.sessionID = Data(sessionID)
+        if let delegation = configuration.delegation {
+            hello.actAs = delegation.actAs
+            hello.token = delegation.token
+        }
         var message = Touchsync_V1_AgentMessage()
         message.hello = hello
         transmit(WireCodec.encode(message), now: now)

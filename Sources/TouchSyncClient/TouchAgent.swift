@@ -43,6 +43,10 @@ public struct AgentConfiguration: Sendable {
     /// `helloRefusal`. Default true; a load run of thousands of agents
     /// watches one of them.
     public var monitorsHandshake = true
+    /// For a gateway on an authenticated hub (its key's entry has `acts_for`):
+    /// act as namespace `actAs` for the browser user whose invitation
+    /// `token` this is. The hub checks both. Default nil.
+    public var delegation: (actAs: String, token: String)? = nil
 
     public init(board: String, hubEndpoint: String = "tcp://127.0.0.1:5570") {
         self.board = board

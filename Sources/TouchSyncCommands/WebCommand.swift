@@ -17,8 +17,14 @@ struct WebCommand: AsyncParsableCommand {
             needs --data for that). Each tab is its own agent towards the hub, named \
             web: and ten letters; a tab whose connection drops keeps its strokes in \
             progress for --reconnect-grace seconds and resends what the hub has not \
-            acknowledged. Listening beyond loopback needs --insecure: the page \
-            itself has no login yet (docs/security.md).
+            acknowledged.
+
+            For an authenticated hub, give the gateway its key (--key, --hub-key) \
+            and the hub's access list (--access): each person then opens the link \
+            of an invitation (touchsync keys invite NAME --boards … --role …), \
+            their tabs act as web:NAME:… and may do what NAME may on each board. \
+            Without them the page has no login, so listening beyond loopback \
+            needs --insecure (docs/security.md).
 
               touchsync hub --data ./boards &
               touchsync web --listen 127.0.0.1:8080
@@ -30,7 +36,9 @@ struct WebCommand: AsyncParsableCommand {
     @Option(help: "Seconds a tab's agent waits for a dropped tab to come back before its live touches are cancelled.")
     var reconnectGrace: Double = 30
     @Option(help: "Serve the page from this folder instead of the built-in copy (for working on the page).") var page: String?
-    @Flag(help: "Listen beyond loopback (the page has no login).") var insecure = false
+    @Option(help: "The hub's access list (with --key and --hub-key): browser users sign in with invitation links from it.")
+    var access: String?
+    @Flag(help: "Listen beyond loopback without --access (the page then has no login).") var insecure = false
     @OptionGroup var logging: LoggingOptions
 
     var hostAndPort: (host: String, port: Int)? {
@@ -46,11 +54,11 @@ struct WebCommand: AsyncParsableCommand {
         guard reconnectGrace.isFinite, reconnectGrace >= 0, reconnectGrace <= 3600 else {
             throw ValidationError("--reconnect-grace is 0 to 3600 seconds")
         }
-        if !insecure && !["127.0.0.1", "localhost", "::1"].contains(host) {
-            throw ValidationError("--listen \(listen) accepts other machines, and the page has no login yet: pass --insecure on a network you trust")
+        guard (access == nil) == (hub.keys.key == nil) else {
+            throw ValidationError("--access goes with --key and --hub-key: the gateway's own key, whose entry in the list has acts_for")
         }
-        if hub.keys.key != nil || hub.keys.hubKey != nil {
-            throw ValidationError("the gateway reaches plain-text hubs only for now: every tab needs its own namespace (docs/security.md)")
+        if access == nil && !insecure && !["127.0.0.1", "localhost", "::1"].contains(host) {
+            throw ValidationError("--listen \(listen) accepts other machines and, without --access, the page has no login: pass --insecure on a network you trust")
         }
     }
 
@@ -64,13 +72,22 @@ struct WebCommand: AsyncParsableCommand {
         }
         let cluster = clusterMap
         let historyEndpoint = history
+        let curve = try hub.keys.curve()
         var configuration = WebConfiguration { board in
+            var gatewayHub: GatewayHub
             if let cluster {
                 let entry = cluster.hub(for: board)
-                return GatewayHub(
+                gatewayHub = GatewayHub(
                     ingest: entry.ingest, publish: entry.publish, snapshot: entry.snapshot, history: entry.history ?? historyEndpoint)
+            } else {
+                gatewayHub = GatewayHub(ingest: addresses.ingest, publish: addresses.publish, snapshot: addresses.snapshot, history: historyEndpoint)
             }
-            return GatewayHub(ingest: addresses.ingest, publish: addresses.publish, snapshot: addresses.snapshot, history: historyEndpoint)
+            gatewayHub.curve = curve
+            return gatewayHub
+        }
+        configuration.accessList = access
+        if let access {
+            do { _ = try AccessList.load(from: access) } catch { throw CommandFailure(error.description) }
         }
         configuration.host = host
         configuration.port = port

@@ -15,7 +15,7 @@ extension AgentRequest {
             self = .hello(
                 AgentHello(
                     protocolVersion: hello.protocolVersion, board: hello.board, clientName: hello.clientName,
-                    resumeAfter: hello.resumeAfter, sessionID: Array(hello.sessionID)))
+                    resumeAfter: hello.resumeAfter, sessionID: Array(hello.sessionID), actAs: hello.actAs, token: hello.token))
         case .frame(let proto):
             do {
                 self = .numbered(sequence: sequence, .frame(try TouchFrame(proto, sequence: sequence)))

@@ -29,6 +29,10 @@ public struct HubCore {
     /// Agent sessions by principal: one session per user namespace.
     private var sessions: [UserNamespace: AgentSession] = [:]
     private var ackQueue: [UserNamespace] = []
+    /// Connections acting for a delegated namespace (a gateway's browser
+    /// tabs): by connection, the authenticated principal that asked and the
+    /// namespace its messages act in.
+    private var delegations: [PeerID: (gateway: UserNamespace, namespace: UserNamespace)] = [:]
     /// Rate buckets of peers that have not said hello (so garbage floods are bounded too).
     private var strangers: [PeerID: TokenBucket] = [:]
     private var subscriptions: [[UInt8]: Int] = [:]
@@ -120,6 +124,14 @@ public struct HubCore {
         return deadline
     }
 
+    /// Letters, digits, '-', '.', '_' and ':' only (what a plain hub shows as text too).
+    private func isPrintableNamespace(_ name: String) -> Bool {
+        name.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x3A
+        }
+    }
+
     /// Wall-clock microseconds at `now`.
     public func hubTime(at now: ContinuousClock.Instant) -> Int64 { wallOrigin + microseconds(now - origin) }
 
@@ -130,9 +142,14 @@ public struct HubCore {
         switch event {
         case .agentMessage(let peer, let request, let bytes):
             metrics.messages.increment()
-            handle(request, bytes: bytes, from: peer, now: now, into: &actions)
-        case .undecodable(let peer, let error):
+            if case .hello(let hello) = request {
+                handleHello(hello, from: peer, now: now, into: &actions)
+            } else {
+                handle(request, bytes: bytes, from: acting(peer), now: now, into: &actions)
+            }
+        case .undecodable(let authenticated, let error):
             metrics.messages.increment()
+            let peer = acting(authenticated)
             if sessions[peer.principal]?.peer == peer.id || admitStranger(peer.id, now: now) {
                 refuse(peer.id, HubRefusal(error.code, error.reason), into: &actions)
             }
@@ -140,6 +157,7 @@ public struct HubCore {
             if let principal = sessions.first(where: { $0.value.peer == id })?.key {
                 end(principal, why: "its connection closed")
             }
+            delegations[id] = nil
         case .subscribed(let topic, let user):
             if let access {
                 // Only whole board topics, and only boards the user may watch.
@@ -231,13 +249,16 @@ public struct HubCore {
 
     // MARK: Agents
 
+    /// The peer as its messages act: a delegated connection acts in the
+    /// namespace its hello was granted, as long as the same principal sends.
+    private func acting(_ peer: Peer) -> Peer {
+        guard let delegation = delegations[peer.id], delegation.gateway == peer.principal else { return peer }
+        return Peer(id: peer.id, principal: delegation.namespace)
+    }
+
     private mutating func handle(
         _ request: AgentRequest, bytes: Int, from peer: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) {
-        if case .hello(let hello) = request {
-            handleHello(hello, from: peer, now: now, into: &actions)
-            return
-        }
         // One lookup in, one write back: the session changes as a local value.
         guard var session = sessions[peer.principal], session.peer == peer.id else {
             if admitStranger(peer.id, now: now) {
@@ -376,8 +397,9 @@ public struct HubCore {
     }
 
     private mutating func handleHello(
-        _ hello: AgentHello, from peer: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
+        _ hello: AgentHello, from authenticated: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) {
+        var peer = acting(authenticated)
         guard sessions[peer.principal]?.peer == peer.id || admitStranger(peer.id, now: now) else { return }
         guard hello.protocolVersion == touchSyncProtocolVersion else {
             refuse(
@@ -401,7 +423,32 @@ public struct HubCore {
             return
         }
         var role = Role.admin
-        if let access {
+        if let access, !hello.actAs.isEmpty {
+            // A gateway acting for an invited browser user, in a namespace of its own per tab.
+            let gateway = authenticated.principal
+            guard let (user, prefix) = access.delegatedPrefix(for: gateway.rawValue, token: hello.token),
+                hello.actAs.hasPrefix(prefix), hello.actAs.utf8.count <= 128, isPrintableNamespace(hello.actAs)
+            else {
+                metrics.error(.forbidden)
+                refuse(
+                    peer.id,
+                    HubRefusal(
+                        .forbidden,
+                        "\(gateway) may not act as \(hello.actAs): it needs acts_for in the access list, a token the list holds, and a namespace of that user"),
+                    into: &actions)
+                return
+            }
+            guard let granted = access.role(of: user, through: gateway.rawValue, on: hello.board), granted >= .draw else {
+                metrics.error(.forbidden)
+                refuse(peer.id, HubRefusal(.forbidden, "\(user) may not draw on board \(hello.board)"), into: &actions)
+                return
+            }
+            role = granted
+            delegations[peer.id] = (gateway, UserNamespace(hello.actAs))
+            peer = Peer(id: peer.id, principal: UserNamespace(hello.actAs))
+        } else if let access {
+            delegations[peer.id] = nil
+            peer = authenticated
             guard let granted = access.role(of: peer.principal.rawValue, on: hello.board), granted >= .draw else {
                 let granted = access.role(of: peer.principal.rawValue, on: hello.board)
                 metrics.error(.forbidden)

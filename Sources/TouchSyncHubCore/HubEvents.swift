@@ -45,13 +45,21 @@ public struct AgentHello: Sendable, Equatable {
     public var resumeAfter: UInt64
     /// The agent process's session (empty when the client sends none).
     public var sessionID: [UInt8]
+    /// Delegation: the namespace a gateway asks to act as, for the holder of `token` (empty: none).
+    public var actAs: String
+    public var token: String
 
-    public init(protocolVersion: UInt32 = touchSyncProtocolVersion, board: String, clientName: String = "", resumeAfter: UInt64 = 0, sessionID: [UInt8] = []) {
+    public init(
+        protocolVersion: UInt32 = touchSyncProtocolVersion, board: String, clientName: String = "", resumeAfter: UInt64 = 0,
+        sessionID: [UInt8] = [], actAs: String = "", token: String = ""
+    ) {
         self.protocolVersion = protocolVersion
         self.board = board
         self.clientName = clientName
         self.resumeAfter = resumeAfter
         self.sessionID = sessionID
+        self.actAs = actAs
+        self.token = token
     }
 }
 

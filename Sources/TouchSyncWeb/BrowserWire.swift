@@ -151,6 +151,8 @@ public struct TabMessage: Decodable, Sendable {
     public var board: String?
     public var resume: String?
     public var name: String?
+    /// The invitation token (an authenticated hub's gateway).
+    public var token: String?
     public var acked: UInt64?
     // touch
     public var phase: String?

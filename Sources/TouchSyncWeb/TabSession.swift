@@ -17,6 +17,8 @@ final class TabSession: Sendable {
     let resumeToken: String
     let board: String
     let displayName: String
+    /// The invited user it acts for (nil: a guest on a plain-text hub).
+    let user: String?
     let agent: TouchAgent
 
     private struct State {
@@ -34,7 +36,8 @@ final class TabSession: Sendable {
     }
     private let state = Mutex(State())
 
-    init(namespace: String, resumeToken: String, board: String, displayName: String, agent: TouchAgent) {
+    init(namespace: String, resumeToken: String, board: String, displayName: String, user: String?, agent: TouchAgent) {
+        self.user = user
         self.namespace = namespace
         self.resumeToken = resumeToken
         self.board = board

@@ -45,6 +45,12 @@ public struct WebConfiguration: Sendable {
     public var maxMessageBytes = 1 << 20
     /// Serve the page from this folder instead of the built-in copy (for working on the page). Default nil.
     public var pageDirectory: String? = nil
+    /// The hub's access list, for an authenticated hub: each tab signs in with
+    /// an invitation token from it (`touchsync keys invite`), and acts through
+    /// the gateway's key (`hub(_:).curve`, whose entry needs `acts_for`). The
+    /// file is read again whenever it changes. Default nil: a plain-text hub,
+    /// every tab a guest.
+    public var accessList: String? = nil
 
     public init(hub: @escaping @Sendable (String) -> GatewayHub) { self.hub = hub }
 }
@@ -64,6 +70,7 @@ public final class WebGateway: Service, Sendable {
         var outboxes: [String: [ObjectIdentifier: TabOutbox]] = [:]  // by board: the tabs connected now
         var port: Int? = nil
         var stopped = false
+        var access: (list: AccessList, modified: Date)? = nil
     }
     private let state = Mutex(State())
 
@@ -199,6 +206,7 @@ public final class WebGateway: Service, Sendable {
         var session: TabSession? = nil
         var fanout: BoardFanout? = nil
         var saidGoodbye = false
+        var welcomed = false
         let outbox = TabOutbox(limit: configuration.tabQueueLimit)
         let decoder = JSONDecoder()
         await withDiscardingTaskGroup { group in
@@ -222,23 +230,28 @@ public final class WebGateway: Service, Sendable {
                         continue
                     }
                     if decoded.t == "hello" {
-                        guard session == nil else {
+                        guard !welcomed else {
                             try await send(outbound, error: "MALFORMED", "hello twice on one connection")
                             continue
                         }
                         do {
-                            let (opened, board) = try await open(decoded, connection: id, outbox: outbox)
+                            let (opened, board, identity) = try await open(decoded, connection: id, outbox: outbox)
                             session = opened
                             fanout = board
+                            welcomed = true
+                            let user = opened.map { BrowserWire.quoted($0.namespace) } ?? "null"
+                            let resume = opened.map { BrowserWire.quoted($0.resumeToken) } ?? "null"
                             try await outbound.write(
                                 .text(
-                                    "{\"t\":\"welcome\",\"user\":\(BrowserWire.quoted(opened.namespace)),\"resume\":\(BrowserWire.quoted(opened.resumeToken)),\"board\":\(BrowserWire.quoted(opened.board)),\"acked\":\(opened.ackedThrough)}"
+                                    "{\"t\":\"welcome\",\"user\":\(user),\"resume\":\(resume),\"board\":\(BrowserWire.quoted(board.board)),\"acked\":\(opened?.ackedThrough ?? 0),\"role\":\"\(identity.role)\",\"name\":\(identity.user.map(BrowserWire.quoted) ?? "null")}"
                                 ))
-                            state.withLock { $0.outboxes[opened.board, default: [:]][ObjectIdentifier(outbox)] = outbox }
+                            state.withLock { $0.outboxes[board.board, default: [:]][ObjectIdentifier(outbox)] = outbox }
                             board.join(outbox)
-                            broadcastUsers(of: opened.board)
+                            broadcastUsers(of: board.board)
                             group.addTask { [self] in await self.write(outbox, of: board, to: outbound) }
-                            group.addTask { [self] in await self.forwardAcks(of: opened, connection: id, outbox: outbox) }
+                            if let opened {
+                                group.addTask { [self] in await self.forwardAcks(of: opened, connection: id, outbox: outbox) }
+                            }
                         } catch let error as TabMessageError {
                             try await send(outbound, error: error.code, error.message)
                             try await outbound.close(.policyViolation, reason: error.code)
@@ -246,7 +259,7 @@ public final class WebGateway: Service, Sendable {
                         }
                         continue
                     }
-                    guard let session else {
+                    guard welcomed else {
                         try await send(outbound, error: "NOT_WELCOMED", "say hello first")
                         continue
                     }
@@ -260,6 +273,11 @@ public final class WebGateway: Service, Sendable {
                     default:
                         guard let number = decoded.n else {
                             try await send(outbound, error: "MALFORMED", "\(decoded.t) needs its number n")
+                            continue
+                        }
+                        guard let session else {
+                            try await outbound.write(
+                                .text("{\"t\":\"refused\",\"n\":\(number),\"code\":\"FORBIDDEN\",\"message\":\"you may only watch this board\"}"))
                             continue
                         }
                         do throws(TabMessageError) {
@@ -294,26 +312,78 @@ public final class WebGateway: Service, Sendable {
         broadcastUsers(of: session.board)
     }
 
-    /// Finds the tab's session (a resume) or starts a new agent for it.
-    private func open(_ hello: TabMessage, connection: ObjectIdentifier, outbox: TabOutbox) async throws(TabMessageError) -> (TabSession, BoardFanout) {
+    /// Who a tab is: a guest on a plain-text hub; with an access list, the
+    /// invited user its token names, and that user's role on the board.
+    struct TabIdentity {
+        var user: String?
+        var role: Role
+        var token: String?
+        var namespacePrefix: String
+    }
+
+    /// The access list, read again when the file changed.
+    private func currentAccessList() throws(TabMessageError) -> AccessList? {
+        guard let path = configuration.accessList else { return nil }
+        let modified = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? .distantPast
+        if let cached = state.withLock({ $0.access }), cached.modified == modified { return cached.list }
+        do {
+            let list = try AccessList.load(from: path)
+            state.withLock { $0.access = (list, modified) }
+            return list
+        } catch {
+            // A bad edit: keep serving with the last good list, as the hub does on SIGHUP.
+            logger.error("cannot read the access list; keeping the last one", metadata: ["error": "\(error)"])
+            if let cached = state.withLock({ $0.access }) { return cached.list }
+            throw TabMessageError("UNAVAILABLE", "the gateway cannot read its access list")
+        }
+    }
+
+    func identify(token: String?, board: String) throws(TabMessageError) -> TabIdentity {
+        guard let list = try currentAccessList() else { return TabIdentity(user: nil, role: .admin, token: nil, namespacePrefix: "web:") }
+        guard let token, let user = list.user(withToken: token) else {
+            throw TabMessageError("UNAUTHORIZED", "this board needs an invitation link (touchsync keys invite NAME …), or it was revoked")
+        }
+        guard let role = list.role(of: user, on: board) else {
+            throw TabMessageError("FORBIDDEN", "\(user) has no access to board \(board)")
+        }
+        let gatewayKey = configuration.hub(board).curve?.client.publicKey
+        guard let gateway = gatewayKey.flatMap({ list.user(withKey: $0) }), let prefix = list.users[gateway]?.actsFor else {
+            throw TabMessageError("UNAVAILABLE", "the gateway's key has no acts_for entry in the access list (touchsync keys allow … --acts-for web:)")
+        }
+        return TabIdentity(user: user, role: role, token: token, namespacePrefix: prefix + user + ":")
+    }
+
+    /// Finds the tab's session (a resume) or starts a new agent for it; nil
+    /// for a tab that may only watch (it gets the board, and no agent).
+    private func open(_ hello: TabMessage, connection: ObjectIdentifier, outbox: TabOutbox) async throws(TabMessageError) -> (
+        TabSession?, BoardFanout, TabIdentity
+    ) {
         guard let board = hello.board, Self.isValidBoardName(board) else {
             throw TabMessageError("UNKNOWN_BOARD", "a board name is 1 to 64 letters, digits, '-', '_' or '.'")
         }
+        let identity = try identify(token: hello.token, board: board)
         if isShuttingDown() { throw TabMessageError("SHUTTING_DOWN", "the gateway is stopping") }
         let fanout: BoardFanout
         do { fanout = try self.fanout(for: board) } catch {
             throw TabMessageError("HUB_UNAVAILABLE", "cannot subscribe to board \(board): \(error)")
         }
-        if let token = hello.resume, let existing = state.withLock({ $0.sessions[token] }), existing.board == board {
+        guard identity.role >= .draw else { return (nil, fanout, identity) }
+        if let resume = hello.resume, let existing = state.withLock({ $0.sessions[resume] }), existing.board == board,
+            existing.user == identity.user
+        {
             existing.attach(connection, outbox: outbox)
-            return (existing, fanout)
+            return (existing, fanout, identity)
         }
-        let name = String((hello.name ?? "guest").prefix(40))
-        let namespace = "web:" + Self.randomName(10)
+        let name = identity.user ?? String((hello.name ?? "guest").prefix(40))
+        let namespace = identity.namespacePrefix + Self.randomName(identity.user == nil ? 10 : 6)
         var settings = AgentConfiguration(board: board, hubEndpoint: configuration.hub(board).ingest)
-        settings.identity = namespace
         settings.clientName = "touchsync web"
         settings.curve = configuration.hub(board).curve
+        if let token = identity.token {
+            settings.delegation = (namespace, token)  // the hub checks the token and the namespace again
+        } else {
+            settings.identity = namespace  // a plain-text hub names the namespace after the routing id
+        }
         let agent: TouchAgent
         do { agent = try TouchAgent(configuration: settings, context: context, logger: logger) } catch {
             throw TabMessageError("HUB_UNAVAILABLE", "cannot reach the hub: \(error)")
@@ -324,12 +394,13 @@ public final class WebGateway: Service, Sendable {
             await agent.stop(goodbye: true)
             throw TabMessageError("HUB_REFUSED", why)
         }
-        let session = TabSession(namespace: namespace, resumeToken: Self.randomName(32), board: board, displayName: name, agent: agent)
+        let session = TabSession(
+            namespace: namespace, resumeToken: Self.randomName(32), board: board, displayName: name, user: identity.user, agent: agent)
         session.attach(connection, outbox: outbox)
         state.withLock { $0.sessions[session.resumeToken] = session }
         Task { await session.forwardAgentEvents() }
         logger.info("tab joined", metadata: ["user": "\(namespace)", "board": "\(board)", "name": "\(name)"])
-        return (session, fanout)
+        return (session, fanout, identity)
     }
 
     /// Sends the tab its snapshot, then its queued batches, until it closes.
@@ -459,9 +530,16 @@ public final class WebGateway: Service, Sendable {
             }
             return Self.json("[\(list.joined(separator: ","))]")
         }
-        router.get("/api/boards/:board/history") { [self] _, context in
+        router.get("/api/boards/:board/history") { [self] request, context in
             let board = try context.parameters.require("board")
             guard Self.isValidBoardName(board) else { return Self.json(#"{"error":"UNKNOWN_BOARD"}"#, status: .badRequest) }
+            let bearer = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+            do throws(TabMessageError) {
+                _ = try identify(token: bearer, board: board)
+            } catch {
+                let body = "{\"error\":\(BrowserWire.quoted(error.code)),\"message\":\(BrowserWire.quoted(error.message))}"
+                return Self.json(body, status: error.code == "FORBIDDEN" ? .forbidden : .unauthorized)
+            }
             return await history(of: board)
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+import TouchSyncAccess
 import TouchSyncBrowser
 import TouchSyncClient
 import TouchSyncCore
@@ -17,18 +18,49 @@ final class WhiteboardRig {
     let endpoints: [String]  // ingest, publish, snapshot, history
     let web: String          // http://127.0.0.1:PORT
     var webProcess: Child? = nil
+    var tokens: [String: String] = [:]
+    var keys: String? = nil
     let data: String
 
-    init() async throws {
+    /// With `invitations`, the hub authenticates (CURVE, an access list
+    /// made with touchsync keys), the gateway acts for invited users, and
+    /// each invitation's token is in `tokens` (name: (boards, role)).
+    init(invitations: [String: (boards: String, role: String)] = [:]) async throws {
         data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-web-\(UUID().uuidString)").path
         let ports = try ProcessTests.freePorts(4)
         endpoints = ports.map { "tcp://127.0.0.1:\($0)" }
+        var hubSecurity: [String] = []
+        var webSecurity: [String] = []
+        if !invitations.isEmpty {
+            let keys = data + "-keys"
+            let access = keys + "/access.json"
+            for name in ["hub", "gateway", "auditor"] {
+                let made = try await touchsync(["keys", "generate", name, "--dir", keys])
+                guard made.status == 0 else { throw TestFailure("keys generate: \(made.errors)") }
+            }
+            for (name, role, extra) in [("gateway", "admin", ["--acts-for", "web:"]), ("auditor", "watch", [])] {
+                let allowed = try await touchsync(["keys", "allow", name, "--boards", "*", "--role", role, "--access", access, "--dir", keys] + extra)
+                guard allowed.status == 0 else { throw TestFailure("keys allow: \(allowed.errors)") }
+            }
+            for (name, grant) in invitations {
+                let invited = try await touchsync(
+                    ["keys", "invite", name, "--boards", grant.boards, "--role", grant.role, "--access", access, "--url", "http://gateway:8080"])
+                guard invited.status == 0, let range = invited.output.range(of: #"#token=[A-Za-z0-9]+"#, options: .regularExpression) else {
+                    throw TestFailure("keys invite: \(invited.output) \(invited.errors)")
+                }
+                tokens[name] = String(invited.output[range].dropFirst(7))
+            }
+            hubSecurity = ["--key", keys + "/hub.key", "--access", access]
+            webSecurity = ["--key", keys + "/gateway.key", "--hub-key", keys + "/hub.pub", "--access", access]
+            self.keys = keys
+        }
         _ = try await children.startHub(
-            ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]],
+            ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]]
+                + hubSecurity,
             port: ports[0])
         let (webChild, output) = try children.run(
             ["web", "--listen", "127.0.0.1:0", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3],
-             "--reconnect-grace", "20"],
+             "--reconnect-grace", "20"] + webSecurity,
             limit: 300)
         var text = ""
         while !text.contains("Ctrl-C stops it.") {
@@ -48,21 +80,30 @@ final class WhiteboardRig {
         browser.shutDown()
         children.killAll()
         try? FileManager.default.removeItem(atPath: data)
+        if let keys { try? FileManager.default.removeItem(atPath: keys) }
     }
 
-    /// A page on `board`, welcomed by the gateway and showing the board.
-    func page(_ board: String) async throws -> BrowserPage {
-        let page = try await browser.openPage("\(web)/boards/\(board)")
-        try await page.waitFor("window.touchsync && touchsync.user !== null && touchsync.board.synced")
+    /// A page on `board`, welcomed by the gateway and showing the board
+    /// (opened with `invitee`'s invitation link on an authenticated hub).
+    func page(_ board: String, as invitee: String? = nil, watching: Bool = false) async throws -> BrowserPage {
+        let fragment = invitee.map { "#token=" + (tokens[$0] ?? "unknown") } ?? ""
+        let page = try await browser.openPage("\(web)/boards/\(board)\(fragment)")
+        try await page.waitFor(
+            watching ? "window.touchsync && touchsync.role === 'watch' && touchsync.board.synced"
+                : "window.touchsync && touchsync.user !== null && touchsync.board.synced")
         return page
     }
 
-    /// The hub's board, through a subscriber of its own.
+    /// The hub's board, through a subscriber of its own (the auditor's key on an authenticated hub).
     func hubBoard(_ board: String) async throws -> BoardState {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        let subscriber = try BoardSubscriber(
-            configuration: SubscriberConfiguration(board: board, publishEndpoint: endpoints[1], snapshotEndpoint: endpoints[2]), logger: logger)
+        var settings = SubscriberConfiguration(board: board, publishEndpoint: endpoints[1], snapshotEndpoint: endpoints[2])
+        if let keys {
+            settings.curve = CurveClientKeys(
+                client: try CurveKeyFiles.readPair(keys + "/auditor.key"), serverPublicKey: try CurveKeyFiles.readPublicKey(keys + "/hub.pub"))
+        }
+        let subscriber = try BoardSubscriber(configuration: settings, logger: logger)
         subscriber.start()
         defer { Task { await subscriber.stop() } }
         let deadline = ContinuousClock.now + .seconds(10)
@@ -337,6 +378,64 @@ struct BrowserTests {
         #expect(web.terminationReason == .exit && web.terminationStatus == 0)
         #expect(try await rig.hubBoard("closing").orderedActiveStrokes.isEmpty, "the tab's live touch was cancelled by its goodbye")
         try await page.waitFor("!touchsync.connected")
+    }
+
+    /// An authenticated hub: browser users sign in with invitation links;
+    /// each tab acts as web:NAME:… through the gateway's key; a user draws
+    /// only where invited, a watcher only watches, a page without a link
+    /// gets nothing, and even the gateway's key cannot put one user's token
+    /// to work in another user's namespace.
+    @Test func invitedUsersDrawThroughAnAuthenticatedHub() async throws {
+        let rig = try await WhiteboardRig(invitations: [
+            "ann": ("team-*", "draw"), "bob": ("other", "draw"), "tv": ("*", "watch"),
+        ])
+        defer { rig.close() }
+        let ann = try await rig.page("team-1", as: "ann")
+        let annUser = try await ann.evaluate("touchsync.user") as? String ?? ""
+        #expect(annUser.hasPrefix("web:ann:"), "\(annUser)")
+        let tv = try await rig.page("team-1", as: "tv", watching: true)
+        try await ann.drag(from: (200, 200))
+        try await ann.settled()
+        let board = try await rig.hubBoard("team-1")
+        #expect(board.acceptedStrokes.map(\.owner.rawValue) == [annUser], "ann's stroke, in ann's namespace")
+        try await tv.waitFor("touchsync.board.seq === \(board.sequence)")
+        #expect(try await PageBoard(tv) == PageBoard(board), "the watcher sees the board")
+        // A watcher's page that tries anyway: the gateway refuses.
+        _ = try await tv.evaluate("touchsync.rawSocket().send(JSON.stringify({t: 'undo', n: 1}))")
+        try await tv.waitFor("touchsync.refusals.some(r => r.code === 'FORBIDDEN' && r.n === 1)")
+
+        // Without a link, and with a link for another board: refused.
+        let stranger = try await rig.browser.openPage("\(rig.web)/boards/team-1#token=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
+        try await stranger.waitFor("touchsync.errors.some(e => e.code === 'UNAUTHORIZED')")
+        let bob = try await rig.browser.openPage("\(rig.web)/boards/team-1#token=\(rig.tokens["bob"]!)")
+        try await bob.waitFor("touchsync.errors.some(e => e.code === 'FORBIDDEN')")
+        #expect(try await bob.evaluate("touchsync.board.synced") as? Bool == false, "bob does not see team-1")
+
+        // The history for the replay view needs a link too.
+        let history = try await ann.evaluate(
+            """
+            (async () => {
+              const anonymous = await fetch('/api/boards/team-1/history');
+              const invited = await fetch('/api/boards/team-1/history', {headers: {Authorization: 'Bearer \(rig.tokens["ann"]!)'}});
+              return [anonymous.status, invited.status, (await invited.json()).batches.length];
+            })()
+            """) as? [Int]
+        #expect(history?.prefix(2) == [401, 200] && (history?[2] ?? 0) > 0, "\(String(describing: history))")
+
+        // The gateway's own key cannot use ann's token for bob's namespace, nor bob's for ann's.
+        let keys = try #require(rig.keys)
+        let gatewayKeys = CurveClientKeys(
+            client: try CurveKeyFiles.readPair(keys + "/gateway.key"), serverPublicKey: try CurveKeyFiles.readPublicKey(keys + "/hub.pub"))
+        for (namespace, invitee) in [("web:bob:x1", "ann"), ("web:ann:x2", "bob"), ("other:ann:x3", "ann")] {
+            var settings = AgentConfiguration(board: "team-1", hubEndpoint: rig.endpoints[0])
+            settings.curve = gatewayKeys
+            settings.delegation = (namespace, rig.tokens[invitee]!)
+            let agent = try TouchAgent(configuration: settings, logger: Logger(label: "test"))
+            agent.start()
+            #expect(await agent.waitUntilWelcomed(timeout: .seconds(5)) == false, "\(namespace) with \(invitee)'s token")
+            #expect(agent.helloRefusal?.contains("forbidden") == true, "\(agent.helloRefusal ?? "no refusal")")
+            await agent.stop()
+        }
     }
 
     /// The replay view rebuilds the board from the hub's history and seeks.

@@ -29,10 +29,15 @@ let nextNumber = 1;
 let socket = null;
 let welcomed = false;
 let resume = sessionStorage.getItem('touchsync-resume-' + boardName);
+// An invitation link carries its token in the fragment (never sent in a request): keep it here.
+const invited = new URLSearchParams(location.hash.slice(1)).get('token');
+if (invited) { localStorage.setItem('touchsync-token', invited); history.replaceState(null, '', location.pathname); }
+const token = localStorage.getItem('touchsync-token');
 let name = localStorage.getItem('touchsync-name') || ('guest-' + Math.random().toString(36).slice(2, 6));
 localStorage.setItem('touchsync-name', name);
 
 function post(message) {
+  if (app.role === 'watch') return;
   if (message.t === 'touch') {
     const count = message.s ? message.s.length : 0;
     const live = app.sent.live;
@@ -64,7 +69,7 @@ function connect() {
   socket = new WebSocket(url);
   socket.onopen = () => {
     backoff = 250;
-    socket.send(JSON.stringify({ t: 'hello', board: boardName, resume, name, acked: app.acked }));
+    socket.send(JSON.stringify({ t: 'hello', board: boardName, resume, name, token, acked: app.acked }));
   };
   socket.onmessage = event => {
     const message = JSON.parse(event.data);
@@ -91,6 +96,15 @@ function connect() {
 function receive(m) {
   switch (m.t) {
     case 'welcome': {
+      app.role = m.role;
+      document.getElementById('clear-board').hidden = m.role !== 'admin';
+      if (m.role === 'watch') {
+        app.user = null;
+        app.connected = true;
+        welcomed = false;
+        document.body.classList.add('watching');
+        break;
+      }
       const newSession = m.resume !== resume;
       resume = m.resume;
       sessionStorage.setItem('touchsync-resume-' + boardName, resume);
@@ -166,7 +180,9 @@ function updateStatus() {
   else {
     const recent = app.rtt.slice(-20);
     const rtt = recent.length ? (recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(1) : '–';
-    text = `online as ${app.user} · ${rtt} ms round trip · ${board.accepted.length} strokes`;
+    text = app.role === 'watch'
+      ? `watching · ${board.accepted.length} strokes`
+      : `online as ${app.user} · ${rtt} ms round trip · ${board.accepted.length} strokes`;
   }
   statusEl.textContent = text;
   statusEl.className = app.connected ? 'online' : 'offline';
@@ -242,6 +258,7 @@ function erase(e) {
 
 canvas.addEventListener('pointerdown', e => {
   e.preventDefault();
+  if (app.role === 'watch') return;
   canvas.setPointerCapture?.(e.pointerId);
   if (eraser) { erase(e); down.set(e.pointerId, 0); return; }
   down.set(e.pointerId, 0);
@@ -313,5 +330,6 @@ window.addEventListener('pagehide', () => {
 
 app.post = post;
 app.disconnect = () => socket && socket.close();  // for tests: a dropped connection
+app.rawSocket = () => socket;                      // for tests: messages the page itself would not send
 connect();
 requestRender();

@@ -1,4 +1,7 @@
-// The list of boards, and a form to open one.
+// The list of boards, and a form to open one. An invitation link lands
+// here with its token in the fragment: it is kept for the board pages.
+const invited = new URLSearchParams(location.hash.slice(1)).get('token');
+if (invited) { localStorage.setItem('touchsync-token', invited); history.replaceState(null, '', '/'); }
 document.getElementById('open').addEventListener('submit', e => {
   e.preventDefault();
   location.href = '/boards/' + encodeURIComponent(document.getElementById('name').value);

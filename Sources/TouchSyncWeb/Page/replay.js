@@ -73,7 +73,10 @@ playButton.addEventListener('click', () => setPlaying(!playing));
 timeline.addEventListener('input', () => seek(replay.duration * Number(timeline.value) / 1000));
 window.addEventListener('resize', () => { renderer.resize(); renderer.render(board); });
 
-const response = await fetch(`/api/boards/${encodeURIComponent(boardName)}/history`);
+const token = localStorage.getItem('touchsync-token');
+const response = await fetch(`/api/boards/${encodeURIComponent(boardName)}/history`, {
+  headers: token ? { Authorization: `Bearer ${token}` } : {},
+});
 const body = await response.json();
 if (!response.ok) {
   replay.error = body;

@@ -168,6 +168,17 @@ public nonisolated struct Touchsync_V1_Hello: Sendable {
   /// session, or lost it): start a new session_id and number from 1 again.
   public var sessionID: Data = Data()
 
+  /// Delegation (authenticated hubs only; a plain-text hub ignores both): a
+  /// principal whose access-list entry has "acts_for": PREFIX (a gateway)
+  /// asks to act as namespace act_as = PREFIX + USER + ":" + any suffix (one
+  /// per browser tab), for the user whose invitation token this is. The
+  /// session's role on the board is the lower of the principal's and the
+  /// user's; a token the list does not hold, a namespace outside the prefix
+  /// or another user's name is refused with FORBIDDEN. Empty: no delegation.
+  public var actAs: String = String()
+
+  public var token: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -707,7 +718,7 @@ nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftPro
 
 nonisolated extension Touchsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{1}board\0\u{3}client_name\0\u{3}resume_after\0\u{3}session_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{1}board\0\u{3}client_name\0\u{3}resume_after\0\u{3}session_id\0\u{3}act_as\0\u{1}token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -720,6 +731,8 @@ nonisolated extension Touchsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._
       case 3: try { try decoder.decodeSingularStringField(value: &self.clientName) }()
       case 4: try { try decoder.decodeSingularUInt64Field(value: &self.resumeAfter) }()
       case 5: try { try decoder.decodeSingularBytesField(value: &self.sessionID) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.actAs) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.token) }()
       default: break
       }
     }
@@ -741,6 +754,12 @@ nonisolated extension Touchsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._
     if !self.sessionID.isEmpty {
       try visitor.visitSingularBytesField(value: self.sessionID, fieldNumber: 5)
     }
+    if !self.actAs.isEmpty {
+      try visitor.visitSingularStringField(value: self.actAs, fieldNumber: 6)
+    }
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -750,6 +769,8 @@ nonisolated extension Touchsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.clientName != rhs.clientName {return false}
     if lhs.resumeAfter != rhs.resumeAfter {return false}
     if lhs.sessionID != rhs.sessionID {return false}
+    if lhs.actAs != rhs.actAs {return false}
+    if lhs.token != rhs.token {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
