@@ -423,6 +423,7 @@ public struct HubCore {
             return
         }
         var role = Role.admin
+        var delegation: (gateway: UserNamespace, user: String, token: String)? = nil
         if let access, !hello.actAs.isEmpty {
             // A gateway acting for an invited browser user, in a namespace of its own per tab.
             let gateway = authenticated.principal
@@ -444,6 +445,7 @@ public struct HubCore {
                 return
             }
             role = granted
+            delegation = (gateway, user, hello.token)
             delegations[peer.id] = (gateway, UserNamespace(hello.actAs))
             peer = Peer(id: peer.id, principal: UserNamespace(hello.actAs))
         } else if let access {
@@ -494,6 +496,7 @@ public struct HubCore {
             if existing.isSilent { channels[existing.boardSlot].silentUsers.remove(principal) }
             sessions[principal]!.resumed(by: peer.id, at: now)
             sessions[principal]!.role = role
+            sessions[principal]!.delegation = delegation
         } else {
             // A new session, or one the hub knows only from its journal (after a restart).
             let recorded = channels[slot].recoveredProgress[principal].flatMap { $0.sessionID == hello.sessionID ? $0 : nil }
@@ -532,6 +535,7 @@ public struct HubCore {
                 samplesPerSecond: configuration.maxSamplesPerSecond, bytesPerSecond: configuration.maxBytesPerSecond)
             if let recorded { session.style = recorded.style }
             session.role = role
+            session.delegation = delegation
             sessions[principal] = session
             metrics.agents.record(sessions.count)
             logger.debug(
@@ -660,7 +664,16 @@ public struct HubCore {
         access = list
         for principal in Array(sessions.keys) {
             let session = sessions[principal]!
-            guard let role = list.role(of: principal.rawValue, on: session.board) else {
+            let granted: Role?
+            if let delegation = session.delegation {
+                // Still a gateway for this namespace, and the invitation not revoked or replaced.
+                let prefix = list.delegatedPrefix(for: delegation.gateway.rawValue, token: delegation.token)
+                granted = prefix?.user == delegation.user && principal.rawValue.hasPrefix(prefix?.prefix ?? "\u{0}")
+                    ? list.role(of: delegation.user, through: delegation.gateway.rawValue, on: session.board) : nil
+            } else {
+                granted = list.role(of: principal.rawValue, on: session.board)
+            }
+            guard let role = granted else {
                 end(principal, why: "the access list no longer grants it this board")
                 continue
             }

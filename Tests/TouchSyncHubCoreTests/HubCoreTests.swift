@@ -526,6 +526,57 @@ struct HubCoreTests {
         #expect(hub.message(ann, .numbered(sequence: 5, began(2))).errors(to: ann).map(\.code) == [.notWelcomed])
     }
 
+    /// A gateway (a key with acts_for) acts for invited browser users: each
+    /// connection in a namespace of its own under PREFIX+USER:, with the
+    /// lower of the two roles; nobody else's namespace, no unknown token; a
+    /// reload that revokes the invitation ends the session.
+    @Test func gatewaysActOnlyForTheirInvitedUsers() throws {
+        let gatewayKey = String(repeating: "g", count: 40)
+        let annToken = String(repeating: "a", count: 32)
+        let bobToken = String(repeating: "b", count: 32)
+        var list = try AccessList(users: [
+            "gateway": AccessEntry(key: gatewayKey, boards: ["*": .admin], actsFor: "web:"),
+            "plain": AccessEntry(key: String(repeating: "p", count: 40), boards: ["*": .admin]),
+            "ann": AccessEntry(token: annToken, boards: ["team-*": .draw]),
+            "bob": AccessEntry(token: bobToken, boards: ["other": .draw]),
+        ])
+        let hub = CoreHarness(access: list)
+        func delegatedHello(_ connection: String, by principal: String, as namespace: String, token: String, board: String = "team-1")
+            -> (Peer, AgentWelcome?)
+        {
+            let peer = Peer(id: PeerID(Array(connection.utf8)), principal: UserNamespace(principal))
+            let hello = AgentHello(board: board, sessionID: Array(connection.utf8), actAs: namespace, token: token)
+            for case .reply(_, .welcome(let welcome)) in hub.send(.agentMessage(from: peer, .hello(hello), bytes: 60)) { return (peer, welcome) }
+            return (peer, nil)
+        }
+        let (tab1, welcome1) = delegatedHello("c1", by: "gateway", as: "web:ann:t1", token: annToken)
+        let (_, welcome2) = delegatedHello("c2", by: "gateway", as: "web:ann:t2", token: annToken)
+        #expect(welcome1?.user == UserNamespace("web:ann:t1") && welcome2?.user == UserNamespace("web:ann:t2"), "a namespace per tab")
+        // Frames from the connection act in its namespace.
+        #expect(hub.message(tab1, .numbered(sequence: 1, began(1))).errors(to: tab1).isEmpty)
+        #expect(hub.core.board("team-1")?.touches[UserNamespace("web:ann:t1")]?.count == 1)
+        // The lower role: ann draws, so the gateway's admin does not let her clear the board.
+        #expect(hub.message(tab1, .numbered(sequence: 2, .clear(.board))).errors(to: tab1).map(\.code) == [.forbidden])
+        // Refused: another user's namespace, an unknown token, a board the user may not draw on, a key without acts_for.
+        for (principal, namespace, token, board) in [
+            ("gateway", "web:bob:t3", annToken, "team-1"), ("gateway", "web:ann:t4", String(repeating: "z", count: 32), "team-1"),
+            ("gateway", "web:bob:t5", bobToken, "team-1"), ("plain", "web:ann:t6", annToken, "team-1"), ("gateway", "web:ann", annToken, "team-1"),
+        ] {
+            let (peer, welcome) = delegatedHello("x-" + namespace, by: principal, as: namespace, token: token, board: board)
+            #expect(welcome == nil, "\(principal) as \(namespace)")
+            #expect(hub.take().errors(to: peer).map(\.code).contains(.forbidden), "\(principal) as \(namespace)")
+        }
+        // A reload that keeps ann keeps her sessions; one that replaces her invitation ends them.
+        try list.set("plain", AccessEntry(key: String(repeating: "q", count: 40), boards: ["*": .watch]))
+        hub.send(.accessChanged(list))
+        #expect(hub.message(tab1, .numbered(sequence: 3, .clear(.own))).errors(to: tab1).isEmpty)
+        try list.set("ann", AccessEntry(token: String(repeating: "c", count: 32), boards: ["team-*": .draw]))
+        hub.send(.accessChanged(list))
+        hub.endTurn()
+        #expect(hub.core.board("team-1")?.touches[UserNamespace("web:ann:t1")] == nil, "her touches cancelled")
+        #expect(hub.message(tab1, .numbered(sequence: 4, began(2))).errors(to: tab1).map(\.code) == [.notWelcomed])
+    }
+
     /// Sharded: a hub holds only the boards the cluster map gives it; others
     /// are refused (hello and snapshot) with WRONG_HUB naming the right hub.
     @Test func aShardedHubRefusesOtherHubsBoards() throws {
