@@ -293,7 +293,7 @@ let package = Package(
                 "TouchSyncAccess",
                 "TouchSyncTUIO",
                 "TouchSyncClient",
-                "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ", "TouchSyncBrowser",
+                "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ", "TouchSyncBrowser", "TouchSyncWeb", "TouchSyncSimulation",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

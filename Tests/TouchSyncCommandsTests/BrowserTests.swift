@@ -5,6 +5,8 @@ import TouchSyncAccess
 import TouchSyncBrowser
 import TouchSyncClient
 import TouchSyncCore
+import TouchSyncSimulation
+import TouchSyncWeb
 
 #if canImport(Glibc)
 import Glibc
@@ -436,6 +438,88 @@ struct BrowserTests {
             #expect(agent.helloRefusal?.contains("forbidden") == true, "\(agent.helloRefusal ?? "no refusal")")
             await agent.stop()
         }
+    }
+
+    /// The browser wire against the page's own decoder: a simulated session
+    /// (several users and fingers, coalesced, predicted and amended samples,
+    /// cancels, clears, undo, redo, erase) encoded by `BrowserWire` and
+    /// applied by board.js in Chromium, from the start and from a snapshot
+    /// half-way, gives every stroke with exactly the hub's samples.
+    @Test func pagesDecodeTheBrowserWireExactly() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        var profile = SimulationProfile()
+        profile.users = 3
+        profile.clearRate = 0.002
+        profile.boardClears = false
+        var simulator = SessionSimulator(seed: 12, profile: profile)
+        var board = BoardState()
+        var undo = UndoHistory()
+        var messages: [String] = []
+        var midway: (snapshot: String, index: Int)? = nil
+        var time: Int64 = 1_700_000_000_000_000
+        for step in 0..<1500 {
+            var diffs: [StrokeDiff] = []
+            let before = board
+            switch simulator.next() {
+            case .frame(let user, let frame, let style):
+                try board.reduce(frame, from: user, style: style, into: &diffs)
+            case .clear(let user, let scope):
+                board.clear(scope, by: user, into: &diffs)
+            }
+            let user = simulator.users[step % simulator.users.count]
+            if step % 37 == 0 { _ = undo.undo(by: user, on: &board, into: &diffs) }
+            if step % 53 == 0 { _ = undo.redo(by: user, on: &board, into: &diffs) }
+            if step % 91 == 0, let victim = board.acceptedStrokes.first {
+                try board.erase([victim.id], by: user, anyOwner: true, into: &diffs)
+            }
+            undo.note(diffs, on: board)
+            guard !diffs.isEmpty else { continue }
+            time += 8_333
+            messages.append(BrowserWire.batch(board.sealBatch(diffs, hubTime: time), before: before))
+            if step == 750 { midway = (BrowserWire.snapshot(board), messages.count) }
+        }
+        let expected = board.acceptedStrokes + board.orderedActiveStrokes
+        #expect(expected.count > 10 && board.sequence > 500, "\(expected.count) strokes at sequence \(board.sequence)")
+        func flat(_ samples: [Sample]) -> [Int] {
+            samples.flatMap { [Int($0.x), Int($0.y), Int($0.time), $0.flags.contains(.hasForce) ? Int($0.force) : 0] }
+        }
+        let expectedJSON = String(
+            decoding: try JSONSerialization.data(
+                withJSONObject: expected.map { ["id": Int($0.id.rawValue), "s": flat($0.samples), "p": flat($0.predicted)] as [String: Any] }),
+            as: UTF8.self)
+        #expect(board.orderedActiveStrokes.contains { !$0.predicted.isEmpty }, "predicted samples are compared too")
+        let page = try await rig.browser.openPage("\(rig.web)/")
+        try await page.waitFor("document.readyState === 'complete'")
+        let midwaySnapshot = try #require(midway)
+        let messagesJSON = String(decoding: try JSONSerialization.data(withJSONObject: messages), as: UTF8.self)
+        let result = try await page.evaluate(
+            """
+            (async () => {
+              const { Board } = await import('/static/board.js');
+              const messages = \(messagesJSON);
+              const expected = \(expectedJSON);
+              const run = (board, from) => {
+                for (let i = from; i < messages.length; i++) {
+                  if (board.applyBatch(JSON.parse(messages[i])) !== 'applied') return 'batch ' + i + ' not applied';
+                }
+                const strokes = [...board.accepted, ...[...board.active.values()].sort((a, b) => a.id - b.id)];
+                if (strokes.length !== expected.length) return 'strokes ' + strokes.length + ' != ' + expected.length;
+                for (let k = 0; k < strokes.length; k++) {
+                  if (strokes[k].id !== expected[k].id) return 'stroke ' + k + ' id ' + strokes[k].id + ' != ' + expected[k].id;
+                  if (JSON.stringify(strokes[k].s) !== JSON.stringify(expected[k].s)) return 'samples of stroke ' + strokes[k].id + ' differ';
+                  if (JSON.stringify(strokes[k].p) !== JSON.stringify(expected[k].p)) return 'predicted samples of stroke ' + strokes[k].id + ' differ';
+                }
+                return 'ok';
+              };
+              const fromStart = new Board();
+              fromStart.loadSnapshot({ seq: 0, accepted: [], active: [] });
+              const late = new Board();
+              late.loadSnapshot(JSON.parse(\(BrowserWire.quoted(midwaySnapshot.snapshot))));
+              return [run(fromStart, 0), run(late, \(midwaySnapshot.index))];
+            })()
+            """) as? [String]
+        #expect(result == ["ok", "ok"], "\(result ?? [])")
     }
 
     /// The replay view rebuilds the board from the hub's history and seeks.
