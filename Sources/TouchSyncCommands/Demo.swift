@@ -69,14 +69,9 @@ public struct DemoScene: Sendable {
         let endpoints = try await hub.start()
         report("TouchSync demo: a hub on \(endpoints.ingest), \(users) users x \(fingers) fingers drawing on board \"\(board)\" (seed \(seed), \(steps) input events)")
 
-        var profile = SimulationProfile()
-        profile.users = users
-        profile.fingersPerUser = fingers
-        profile.withForce = false
-        profile.boardClears = false  // the seed alone decides every user's strokes (see --seed)
-        profile.clearRate = 0  // the picture keeps every stroke
-        profile.strokeLength = 60...240  // long, flowing strokes rather than dashes
-        var simulator = SessionSimulator(seed: seed, profile: profile)
+        // People drawing things: words, a spiral, a house and a sun; paced so
+        // that the last strokes are still in progress when the demo ends.
+        var simulator = SketchSession(seed: seed, users: users, fingers: fingers, events: steps)
         var agents: [TouchAgent] = []
         for (index, user) in simulator.users.enumerated() {
             var configuration = AgentConfiguration(board: board, hubEndpoint: endpoints.ingest)
