@@ -167,16 +167,25 @@ public final class BoardSubscriber: Sendable {
         return false
     }
 
-    /// Stops reading for `duration`, as a stalled consumer would: messages
-    /// pile up, past the high-water mark libzmq drops them, and the
-    /// subscriber must notice and resync. For fault-injection tests.
+    /// Stops reading for `duration` or until `resumeReading()`, whichever
+    /// comes first, as a stalled consumer would: messages pile up, past the
+    /// high-water mark libzmq drops them, and the subscriber must notice and
+    /// resync. For fault-injection tests.
     public func stallReading(for duration: Duration) {
+        shared.resumeRequested.withLock { $0 = false }
         mailbox.post(.stall(duration))
+    }
+
+    /// Ends a stall begun by `stallReading(for:)` early.
+    public func resumeReading() {
+        shared.resumeRequested.withLock { $0 = true }
     }
 }
 
 final class SubscriberShared: Sendable {
     let status = Mutex(SubscriberStatus())
+    /// Set by `resumeReading()`; a stall polls it.
+    let resumeRequested = Mutex(false)
 }
 
 enum SubscriberCommand: Sendable {
@@ -271,9 +280,11 @@ final class SubscriberLoop {
                     case .stall(let duration):
                         // Deliberately not reading: the point of the command.
                         shared.status.withLock { $0.stalls += 1 }
-                        let (seconds, attoseconds) = duration.components
-                        var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
-                        nanosleep(&pause, nil)
+                        let resumeBy = ContinuousClock.now + duration
+                        while ContinuousClock.now < resumeBy, !shared.resumeRequested.withLock({ $0 }) {
+                            var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
+                            nanosleep(&pause, nil)
+                        }
                     }
                 }
             }

@@ -82,7 +82,8 @@ struct HubTests {
         }
         #expect(await subscriber.waitUntil(sequence: 0))
         let agent = try test.agent(board: "b", identity: "busy")
-        let stall: Duration = .seconds(6)
+        // Stalled until everything is published (the cap only bounds a broken run).
+        let stall: Duration = .seconds(60)
         let stalledAt = ContinuousClock.now
         subscriber.stallReading(for: stall)
         #expect(await eventually { subscriber.status.stalls == 1 })
@@ -102,6 +103,7 @@ struct HubTests {
         try agent.touchesEnded([TouchInput(id: 1, coalesced: [point(2000, 10, 20)])])
         #expect(await agent.flush())
         #expect(ContinuousClock.now - stalledAt < stall, "the hub published everything while the subscriber stalled")
+        subscriber.resumeReading()
         let hub = try await test.board("b")
         #expect(await subscriber.waitUntil(sequence: hub.sequence, timeout: .seconds(10)))
         #expect(subscriber.status.resyncs >= 1)
@@ -196,8 +198,10 @@ struct HubTests {
         // Time-outs long against scheduling delays on a loaded machine (the
         // check below must not see a cancel that merely came on time).
         let test = try await TestHub.start {
+            // A silent window of 5.5 s: CI runs this beside browsers and
+            // dozens of other tests on two cores, and 1.5 s was missed there.
             $0.livenessTimeout = .milliseconds(500)
-            $0.abandonTimeout = .seconds(2)
+            $0.abandonTimeout = .seconds(6)
         }
         let watcher = try test.subscriber(board: "b")
         let agent = try test.agent(board: "b", identity: "sleepy")
@@ -212,9 +216,9 @@ struct HubTests {
         #expect(try await test.board("b").liveTouchCount == 2)
         #expect(await eventually { watcher.status.silentUsers == ["sleepy"] }, "never reported silent")
         #expect(try await test.board("b").liveTouchCount == 2, "cancelled when it merely went silent")
-        #expect(try await eventually(timeout: .seconds(5)) { try await test.board("b").liveTouchCount == 0 })
+        #expect(try await eventually(timeout: .seconds(12)) { try await test.board("b").liveTouchCount == 0 })
         // The hub last heard the agent shortly before it stopped (a heartbeat every 100 ms).
-        #expect(ContinuousClock.now - silentSince >= .milliseconds(1700))
+        #expect(ContinuousClock.now - silentSince >= .milliseconds(5700))
         #expect(try await test.board("b").acceptedStrokes.isEmpty)
         #expect(await eventually { watcher.status.silentUsers.isEmpty })
         await watcher.stop()
