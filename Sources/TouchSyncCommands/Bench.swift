@@ -113,7 +113,14 @@ public struct CodecBenchmark: Sendable {
                 return WireCodec.encode(message)
             }
         })
+        // The hub's own decoding (AgentRequest.decode: the one-pass frame reader).
         figures.append(try best("decode agent frames") {
+            for bytes in agentMessages {
+                let request = try bytes.withUnsafeBytes { try AgentRequest.decode($0).get() }
+                guard case .numbered(_, .frame) = request else { throw ValidationError("a frame decoded as \(request)") }
+            }
+        })
+        figures.append(try best("decode agent frames (SwiftProtobuf, for comparison)") {
             for bytes in agentMessages {
                 let message = try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes)
                 _ = try TouchFrame(message.frame, sequence: message.sequence)
@@ -121,14 +128,12 @@ public struct CodecBenchmark: Sendable {
         })
 
         var published: [[UInt8]] = []
+        // As the hub encodes them: written in one pass, wrapped as a PublishMessage.
         figures.append(best("encode diff batches") {
             var encoder = DiffStreamEncoder(board: "bench")
-            published = batches.map { batch in
-                var message = Touchsync_V1_PublishMessage()
-                message.batch = encoder.encode(batch)
-                return WireCodec.encode(message)
-            }
+            published = batches.map { batch in WireCodec.field(1, wrapping: encoder.encodedBytes(batch)) }
         })
+
         var replica = BoardState(limits: limits)
         figures.append(try best("decode and apply diff batches (replica)") {
             replica = BoardState(limits: limits)
@@ -148,9 +153,7 @@ public struct CodecBenchmark: Sendable {
                 if (index + 1) % (users * eventsPerTick) == 0 || index == inputs.count - 1,
                     let batch = channel.sealBatch(hubTime: Int64(index))
                 {
-                    var message = Touchsync_V1_PublishMessage()
-                    message.batch = batch
-                    batches.append(WireCodec.encode(message))
+                    batches.append(WireCodec.field(1, wrapping: batch.encoded))  // PublishMessage.batch
                 }
             }
             return batches

@@ -40,7 +40,7 @@ struct BrowserBenchmark {
 
     private func runOnce(seeded: Int, logger: Logger) async throws -> Row {
         let context = try ZMQContext()
-        var configuration = HubConfiguration.loopbackEphemeral()
+        let configuration = HubConfiguration.loopbackEphemeral()
         let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: context)
         let endpoints = try await hub.start()
         defer { Task { await hub.stop() } }

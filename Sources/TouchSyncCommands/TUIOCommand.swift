@@ -189,7 +189,8 @@ final class UDPSocket: Sendable {
         guard count >= 0 else { return nil }
         var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
         inet_ntop(AF_INET, &from.sin_addr, &text, socklen_t(INET_ADDRSTRLEN))
-        return (count, String(cString: text) + ":\(UInt16(bigEndian: from.sin_port))")
+        let address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return (count, address + ":\(UInt16(bigEndian: from.sin_port))")
     }
 
     func send(_ bytes: [UInt8], to address: UDPAddress) {

@@ -49,8 +49,11 @@ extension AgentRequest {
 
 
 extension AgentRequest {
-    /// Decodes one agent message (one ZeroMQ frame) into a request.
+    /// Decodes one agent message (one ZeroMQ frame) into a request: frames,
+    /// nearly every message, in one pass (`AgentFrameDecoder`); the rest,
+    /// and anything that reader gives up on, through SwiftProtobuf.
     public static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<AgentRequest, WireError> {
-        Result { () throws(WireError) in AgentRequest(try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes)) }
+        if let frame = AgentFrameDecoder.decode(bytes) { return .success(.numbered(sequence: frame.sequence, .frame(frame))) }
+        return Result { () throws(WireError) in AgentRequest(try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes)) }
     }
 }

@@ -90,10 +90,12 @@ package struct BoardChannel: Sendable {
         return scratch.count
     }
 
-    /// Seals what is pending into the next batch, encoded; nil when nothing is.
-    package mutating func sealBatch(hubTime: Int64) -> Touchsync_V1_DiffBatch? {
+    /// Seals what is pending into the next batch: its sequence and its
+    /// encoded `DiffBatch`; nil when nothing is pending.
+    package mutating func sealBatch(hubTime: Int64) -> (sequence: UInt64, encoded: [UInt8])? {
         guard hasPending else { return nil }
-        return encoder.encode(state.sealBatch(coalescer.take(), hubTime: hubTime))
+        let batch = state.sealBatch(coalescer.take(), hubTime: hubTime)
+        return (batch.sequence, encoder.encodedBytes(batch))
     }
 
     /// The board's digest at its current sequence (cached per sequence: it walks every sample).

@@ -792,21 +792,20 @@ public struct HubCore {
     /// Seals a board's pending diffs into its next batch: journaled first, then published.
     private mutating func publishPending(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         let time = hubTime(at: now)
-        guard let batch = channels[slot].sealBatch(hubTime: time) else { return }
-        let encodedBatch = WireCodec.encode(batch)
+        guard let (sequence, encodedBatch) = channels[slot].sealBatch(hubTime: time) else { return }
         // Journaled before it is published: no subscriber sees a batch the journal may not have.
         if journal?.failed == false {
             let ticket = journal!.append()
             actions.append(
                 .appendToJournal(
                     JournalAppend(
-                        ticket: ticket, board: channels[slot].name, encodedBatch: encodedBatch, sequence: batch.sequence,
+                        ticket: ticket, board: channels[slot].name, encodedBatch: encodedBatch, sequence: sequence,
                         hubTime: time, agents: Array(channels[slot].progressPending.values), state: channels[slot].state)))
             channels[slot].progressPending.removeAll(keepingCapacity: true)
         }
         let bytes = WireCodec.field(1, wrapping: encodedBatch)  // PublishMessage.batch
         actions.append(
-            .publish(Publication(board: channels[slot].name, kind: .batch(sequence: batch.sequence), topic: channels[slot].topic, bytes: bytes)))
+            .publish(Publication(board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topic, bytes: bytes)))
         metrics.batches.increment()
         metrics.publishedBytes.increment(by: Int64(bytes.count))
         metrics.liveTouches(board: channels[slot].name, count: channels[slot].state.liveTouchCount)

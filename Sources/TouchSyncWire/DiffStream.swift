@@ -48,6 +48,8 @@ struct StrokeChain: Sendable {
 public struct DiffStreamEncoder: Sendable {
     public let board: String
     private var chains: [StrokeID: StrokeChain] = [:]
+    /// The block of appends being written, reused so its columns keep their capacity.
+    private var block = AppendBlock()
 
     /// An encoder for a board whose replicas hold `state` (e.g. after loading a journal).
     public init(board: String, continuing state: BoardState = BoardState()) {
@@ -55,34 +57,48 @@ public struct DiffStreamEncoder: Sendable {
         for stroke in state.orderedActiveStrokes { chains[stroke.id] = StrokeChain(stroke) }
     }
 
+    /// The batch as a message (for tests and cold paths: the hub publishes
+    /// `encodedBytes`).
     public mutating func encode(_ batch: DiffBatch) -> Touchsync_V1_DiffBatch {
-        var proto = Touchsync_V1_DiffBatch()
-        proto.board = board
-        proto.sequence = batch.sequence
-        proto.hubTime = batch.hubTime
+        let bytes = encodedBytes(batch)
+        do {
+            return try WireCodec.decode(Touchsync_V1_DiffBatch.self, from: bytes)
+        } catch {
+            preconditionFailure("the diff stream encoder wrote a batch SwiftProtobuf cannot read: \(error)")
+        }
+    }
+
+    /// The batch as an encoded `DiffBatch`, written in one pass straight
+    /// from the diffs, byte for byte as SwiftProtobuf would serialize it
+    /// (tested); a `PublishMessage` wraps it with `WireCodec.field(1, wrapping:)`.
+    public mutating func encodedBytes(_ batch: DiffBatch) -> [UInt8] {
+        var out = ProtoWriter(capacity: 64 + batch.diffs.count * 16)
+        out.stringField(1, board)
+        out.uint64Field(2, batch.sequence)
+        out.sint64Field(3, batch.hubTime)
         let reference = Self.timeReference(of: batch.diffs)
-        proto.timeReference = reference
-        var encoded: [Touchsync_V1_Diff] = []
-        encoded.reserveCapacity(batch.diffs.count)
-        var block: AppendBlock? = nil
+        block.reset()
 
         func flush() {
-            if let finished = block.take() { encoded.append(finished.finish()) }
+            guard !block.isEmpty else { return }
+            block.write(to: &out)
+            block.reset()
         }
         func segment(_ id: StrokeID, samples: [Sample], predicted: [Sample]?) {
-            if block?.contains(id) == true { flush() }
-            if block == nil { block = AppendBlock() }
-            let chain = chains[id] ?? StrokeChain()
-            block!.add(id, chain: chain, samples: samples, predicted: predicted, timeReference: reference)
-            chains[id, default: StrokeChain()].advance(over: samples)
+            if block.contains(id) { flush() }
+            block.add(id, chain: &chains[id, default: StrokeChain()], samples: samples, predicted: predicted, timeReference: reference)
+        }
+        /// One `Diff` of the batch whose `kind` is field `kind`.
+        func diff(_ kind: UInt32, _ body: (inout ProtoWriter) -> Void) {
+            out.lengthDelimited(4) { $0.lengthDelimited(kind, body) }
         }
 
         let diffs = batch.diffs
         var index = 0
         while index < diffs.count {
-            let diff = diffs[index]
+            let change = diffs[index]
             index += 1
-            switch diff {
+            switch change {
             case .appended(let id, let offset, let samples):
                 assert(offset == (chains[id]?.count ?? 0), "the encoder missed a batch of stroke \(id)")
                 if index < diffs.count, case .predicted(id, let predicted) = diffs[index] {
@@ -96,66 +112,49 @@ public struct DiffStreamEncoder: Sendable {
             case .began(let id, let owner, let touch, let style):
                 flush()
                 chains[id] = StrokeChain()
-                var began = Touchsync_V1_StrokeBegan()
-                began.strokeID = id.rawValue
-                began.owner = owner.rawValue
-                began.touchID = touch
-                began.style = style.proto
-                var proto = Touchsync_V1_Diff()
-                proto.began = began
-                encoded.append(proto)
+                diff(1) { began in  // StrokeBegan
+                    began.uint64Field(1, id.rawValue)
+                    began.stringField(2, owner.rawValue)
+                    began.uint64Field(3, touch)
+                    began.lengthDelimited(4) { proto in
+                        proto.fixed32Field(1, style.rgba)
+                        proto.uint64Field(2, UInt64(style.width))
+                    }
+                }
             case .amended(let id, let offset, let sample):
                 flush()
                 var amended = Touchsync_V1_SampleAmended()
                 amended.strokeID = id.rawValue
                 amended.offset = UInt32(offset)
                 amended.sample = SampleRunCodec.encode([sample])
-                var proto = Touchsync_V1_Diff()
-                proto.amended = amended
-                encoded.append(proto)
+                out.lengthDelimited(4) { $0.bytesField(4, WireCodec.encode(amended)) }
             case .accepted(let id, let position):
                 flush()
                 chains[id] = nil
-                var accepted = Touchsync_V1_StrokeAccepted()
-                accepted.strokeID = id.rawValue
-                accepted.position = position
-                var proto = Touchsync_V1_Diff()
-                proto.accepted = accepted
-                encoded.append(proto)
+                diff(5) { accepted in  // StrokeAccepted
+                    accepted.uint64Field(1, id.rawValue)
+                    accepted.uint64Field(2, position)
+                }
             case .cancelled(let id):
                 flush()
                 chains[id] = nil
-                var cancelled = Touchsync_V1_StrokeCancelled()
-                cancelled.strokeID = id.rawValue
-                var proto = Touchsync_V1_Diff()
-                proto.cancelled = cancelled
-                encoded.append(proto)
+                diff(6) { $0.uint64Field(1, id.rawValue) }  // StrokeCancelled
             case .cleared(let owner):
                 flush()
-                var cleared = Touchsync_V1_Cleared()
-                cleared.owner = owner?.rawValue ?? ""
-                var proto = Touchsync_V1_Diff()
-                proto.cleared = cleared
-                encoded.append(proto)
+                diff(7) { $0.stringField(1, owner?.rawValue ?? "") }  // Cleared
             case .removed(let id):
                 flush()
-                var removed = Touchsync_V1_StrokeRemoved()
-                removed.strokeID = id.rawValue
-                var proto = Touchsync_V1_Diff()
-                proto.removed = removed
-                encoded.append(proto)
+                diff(9) { $0.uint64Field(1, id.rawValue) }  // StrokeRemoved
             case .restored(let stroke):
                 flush()
                 var restored = Touchsync_V1_StrokeRestored()
                 restored.stroke = SnapshotCodec.record(stroke)
-                var proto = Touchsync_V1_Diff()
-                proto.restored = restored
-                encoded.append(proto)
+                out.lengthDelimited(4) { $0.bytesField(10, WireCodec.encode(restored)) }
             }
         }
         flush()
-        proto.diffs = encoded
-        return proto
+        out.sint64Field(5, reference)
+        return out.bytes
     }
 
     /// The first sample time in the batch, so segments of new strokes have small times.
@@ -172,15 +171,30 @@ public struct DiffStreamEncoder: Sendable {
 }
 
 /// One `StrokeAppends` under construction.
-private struct AppendBlock {
+struct AppendBlock: Sendable {
     var ids: [Int64] = [], offsets: [UInt32] = [], counts: [UInt32] = [], predicted: [UInt32] = []
     var writer = SampleColumnWriter(capacity: 64)
     var previousID: Int64 = 0
     var members: [StrokeID] = []
 
+    var isEmpty: Bool { members.isEmpty }
     func contains(_ id: StrokeID) -> Bool { members.contains(id) }
 
-    mutating func add(_ id: StrokeID, chain: StrokeChain, samples: [Sample], predicted tail: [Sample]?, timeReference: Int64) {
+    mutating func reset() {
+        ids.removeAll(keepingCapacity: true)
+        offsets.removeAll(keepingCapacity: true)
+        counts.removeAll(keepingCapacity: true)
+        predicted.removeAll(keepingCapacity: true)
+        members.removeAll(keepingCapacity: true)
+        previousID = 0
+        writer.reset()
+    }
+
+    /// A segment continuing `chain`, which moves on over `samples`.
+    mutating func add(
+        _ id: StrokeID, chain: inout StrokeChain, samples: [Sample], predicted tail: [Sample]?, timeReference: Int64
+    ) {
+        defer { chain.advance(over: samples) }
         members.append(id)
         ids.append(Int64(bitPattern: id.rawValue) &- previousID)
         previousID = Int64(bitPattern: id.rawValue)
@@ -192,16 +206,17 @@ private struct AppendBlock {
         for sample in tail ?? [] { writer.append(sample) }
     }
 
-    consuming func finish() -> Touchsync_V1_Diff {
-        var appends = Touchsync_V1_StrokeAppends()
-        appends.strokeID = ids
-        appends.offset = offsets
-        appends.count = counts
-        appends.predicted = predicted
-        appends.samples = writer.finish()
-        var diff = Touchsync_V1_Diff()
-        diff.appends = appends
-        return diff
+    /// The block as one `Diff` (field 4 of the batch) holding `StrokeAppends` (field 8).
+    mutating func write(to out: inout ProtoWriter) {
+        out.lengthDelimited(4) { diff in
+            diff.lengthDelimited(8) { appends in
+                appends.packed(1, ids) { zigZag($0) }
+                appends.packed(2, offsets) { UInt64($0) }
+                appends.packed(3, counts) { UInt64($0) }
+                appends.packed(4, predicted) { UInt64($0) }
+                appends.lengthDelimited(5) { writer.write(to: &$0) }
+            }
+        }
     }
 }
 

@@ -22,30 +22,45 @@ public enum SampleRunCodec {
     public static func decode(_ run: Touchsync_V1_SampleRun, timeReference: Int64 = 0) throws(WireError) -> (
         samples: [Sample], predicted: [Sample]
     ) {
-        let all = try decodeAll(run, timeReference: timeReference)
-        let tail = Int(run.predictedCount)
-        guard tail <= all.count else {
-            throw .malformed("predicted_count \(tail) exceeds the run's \(all.count) samples")
-        }
-        return (Array(all[..<(all.count - tail)]), Array(all[(all.count - tail)...]))
+        try decode(DecodedSampleColumns(run), timeReference: timeReference)
     }
 
     /// Decodes a run where no prediction is allowed.
     public static func decodeSamples(_ run: Touchsync_V1_SampleRun, timeReference: Int64 = 0) throws(WireError)
         -> [Sample]
     {
-        guard run.predictedCount == 0 else { throw .malformed("a predicted tail where none is allowed") }
-        return try decodeAll(run, timeReference: timeReference)
+        try decodeSamples(DecodedSampleColumns(run), timeReference: timeReference)
     }
 
-    static func decodeAll(_ run: Touchsync_V1_SampleRun, timeReference: Int64) throws(WireError) -> [Sample] {
-        var reader = try SampleColumnReader(run)
+    /// One pass over the columns into the real samples and the predicted tail.
+    @inline(__always)
+    static func decode<Columns: SampleColumns>(_ columns: Columns, timeReference: Int64) throws(WireError) -> (
+        samples: [Sample], predicted: [Sample]
+    ) {
+        let tail = Int(columns.predictedCount)
+        var reader = try SampleColumnReader(columns: columns)
+        guard tail <= reader.count else {
+            throw .malformed("predicted_count \(tail) exceeds the run's \(reader.count) samples")
+        }
         try reader.startSegment(after: nil, nil, timeReference: timeReference)
         var samples = [Sample]()
-        samples.reserveCapacity(reader.count)
-        for _ in 0..<reader.count { samples.append(try reader.next()) }
+        samples.reserveCapacity(reader.count - tail)
+        for _ in 0..<(reader.count - tail) { samples.append(try reader.next()) }
+        var predicted = [Sample]()
+        if tail > 0 {
+            predicted.reserveCapacity(tail)
+            for _ in 0..<tail { predicted.append(try reader.next()) }
+        }
         try reader.finish()
-        return samples
+        return (samples, predicted)
+    }
+
+    @inline(__always)
+    static func decodeSamples<Columns: SampleColumns>(_ columns: Columns, timeReference: Int64) throws(WireError)
+        -> [Sample]
+    {
+        guard columns.predictedCount == 0 else { throw .malformed("a predicted tail where none is allowed") }
+        return try decode(columns, timeReference: timeReference).samples
     }
 }
 
@@ -140,6 +155,30 @@ struct SampleColumnWriter {
         times.reserveCapacity(capacity)
     }
 
+    /// Empty again, keeping the columns' capacity (the hub reuses one writer).
+    mutating func reset() {
+        xs.removeAll(keepingCapacity: true)
+        ys.removeAll(keepingCapacity: true)
+        times.removeAll(keepingCapacity: true)
+        flagRuns.removeAll(keepingCapacity: true)
+        coalesced.removeAll(keepingCapacity: true)
+        forces.removeAll(keepingCapacity: true)
+        azimuths.removeAll(keepingCapacity: true)
+        altitudes.removeAll(keepingCapacity: true)
+        estimations.removeAll(keepingCapacity: true)
+        x = DeltaChain()
+        y = DeltaChain()
+        time = DeltaChain()
+        lastForce = 0
+        lastAzimuth = 0
+        lastAltitude = 0
+        runFlags = 0
+        runLength = 0
+        anyCoalesced = false
+        anyEstimation = false
+        count = 0
+    }
+
     /// Starts a segment continuing a stroke whose last stored samples are
     /// `last` and `beforeLast` (nil when the stroke has fewer).
     mutating func startSegment(after last: Sample?, _ beforeLast: Sample?, timeReference: Int64) {
@@ -154,7 +193,7 @@ struct SampleColumnWriter {
         times.append(time.encode(sample.time))
         if sample.flags.contains(.coalesced) {
             if !anyCoalesced {
-                coalesced = [UInt8](repeating: 0, count: (count + 8) / 8)
+                coalesced.append(contentsOf: repeatElement(0, count: (count + 8) / 8))
                 anyCoalesced = true
             }
         }
@@ -180,84 +219,177 @@ struct SampleColumnWriter {
             lastAltitude = Int32(sample.altitude)
         }
         if sample.estimationIndex != 0 && !anyEstimation {
-            estimations = [UInt32](repeating: 0, count: count)
+            estimations.append(contentsOf: repeatElement(0, count: count))
             anyEstimation = true
         }
         if anyEstimation { estimations.append(sample.estimationIndex) }
         count += 1
     }
 
+    /// The last flag run and the mask's padding.
+    private mutating func close() {
+        // One run with none of these flags is the common case: say nothing at all.
+        if !(flagRuns.isEmpty && runFlags == 0) { flagRuns.append(runLength << Self.flagBits | runFlags) }
+        if anyCoalesced {
+            while coalesced.count < (count + 7) / 8 { coalesced.append(0) }
+        }
+    }
+
     consuming func finish() -> Touchsync_V1_SampleRun {
         var run = Touchsync_V1_SampleRun()
         guard count > 0 else { return run }
-        // One run with none of these flags is the common case: say nothing at all.
-        if !(flagRuns.isEmpty && runFlags == 0) { flagRuns.append(runLength << Self.flagBits | runFlags) }
+        close()
         run.x = xs
         run.y = ys
         run.time = times
         run.flagRuns = flagRuns
-        if anyCoalesced {
-            while coalesced.count < (count + 7) / 8 { coalesced.append(0) }
-            run.coalesced = .init(coalesced)
-        }
+        if anyCoalesced { run.coalesced = .init(coalesced) }
         run.force = forces
         run.azimuth = azimuths
         run.altitude = altitudes
         run.estimationIndex = estimations
         return run
     }
+
+    /// The body of the `SampleRun` `finish()` returns, written as
+    /// SwiftProtobuf would serialize it (no time base, no predicted count).
+    mutating func write(to out: inout ProtoWriter) {
+        guard count > 0 else { return }
+        close()
+        out.packed(1, xs) { zigZag($0) }
+        out.packed(2, ys) { zigZag($0) }
+        out.packed(4, times) { zigZag($0) }
+        out.packed(5, flagRuns) { UInt64($0) }
+        out.packed(6, forces) { zigZag($0) }
+        out.packed(7, azimuths) { zigZag($0) }
+        out.packed(8, altitudes) { zigZag($0) }
+        out.packed(9, estimations) { UInt64($0) }
+        if anyCoalesced { out.bytesField(11, coalesced) }
+    }
+}
+
+/// The columns of one `SampleRun` as `SampleColumnReader` reads them:
+/// SwiftProtobuf's decoded arrays, or the packed fields of the received
+/// bytes (`PackedSampleColumns`, the hot path).
+protocol SampleColumns {
+    var xCount: Int { get }
+    var yCount: Int { get }
+    var timeCount: Int { get }
+    var estimationCount: Int { get }
+    var timeBase: Int64 { get }
+    var predictedCount: UInt32 { get }
+    /// The coalesced mask's length in bytes.
+    var coalescedCount: Int { get }
+    func coalescedByte(_ index: Int) -> UInt8
+    /// The next sample's encoded x, y, time and estimation index (0 when
+    /// the column is empty); called at most `xCount` times, once the
+    /// lengths are checked equal.
+    mutating func nextSample() -> (x: Int32, y: Int32, time: Int64, estimation: UInt32)
+    /// nil when the column has no value left.
+    mutating func nextFlagRun() -> UInt32?
+    mutating func nextForce() -> Int32?
+    mutating func nextAngles() -> (azimuth: Int32, altitude: Int32)?
+    /// Whether the flag runs, force and angle columns still hold values.
+    var flagRunsLeft: Bool { get }
+    var forcesLeft: Bool { get }
+    var anglesLeft: Bool { get }
+}
+
+/// A decoded `Touchsync_V1_SampleRun`'s arrays.
+struct DecodedSampleColumns: SampleColumns {
+    let run: Touchsync_V1_SampleRun
+    private var index = 0, flagIndex = 0, forceIndex = 0, angleIndex = 0
+
+    init(_ run: Touchsync_V1_SampleRun) { self.run = run }
+
+    var xCount: Int { run.x.count }
+    var yCount: Int { run.y.count }
+    var timeCount: Int { run.time.count }
+    var estimationCount: Int { run.estimationIndex.count }
+    var timeBase: Int64 { run.timeBase }
+    var predictedCount: UInt32 { run.predictedCount }
+    var coalescedCount: Int { run.coalesced.count }
+    func coalescedByte(_ index: Int) -> UInt8 { run.coalesced[run.coalesced.startIndex + index] }
+
+    mutating func nextSample() -> (x: Int32, y: Int32, time: Int64, estimation: UInt32) {
+        defer { index += 1 }
+        return (run.x[index], run.y[index], run.time[index], run.estimationIndex.isEmpty ? 0 : run.estimationIndex[index])
+    }
+
+    mutating func nextFlagRun() -> UInt32? {
+        guard flagIndex < run.flagRuns.count else { return nil }
+        defer { flagIndex += 1 }
+        return run.flagRuns[flagIndex]
+    }
+
+    mutating func nextForce() -> Int32? {
+        guard forceIndex < run.force.count else { return nil }
+        defer { forceIndex += 1 }
+        return run.force[forceIndex]
+    }
+
+    mutating func nextAngles() -> (azimuth: Int32, altitude: Int32)? {
+        guard angleIndex < run.azimuth.count, angleIndex < run.altitude.count else { return nil }
+        defer { angleIndex += 1 }
+        return (run.azimuth[angleIndex], run.altitude[angleIndex])
+    }
+
+    var flagRunsLeft: Bool { flagIndex < run.flagRuns.count }
+    var forcesLeft: Bool { forceIndex < run.force.count }
+    var anglesLeft: Bool { angleIndex < run.azimuth.count || angleIndex < run.altitude.count }
 }
 
 /// Reads the samples of one `SampleRun`, segment after segment, checking
 /// every column against the others.
-struct SampleColumnReader {
-    private let run: Touchsync_V1_SampleRun
-    private let coalesced: [UInt8]
+struct SampleColumnReader<Columns: SampleColumns> {
+    private var columns: Columns
     let count: Int
+    private let hasCoalesced: Bool
     private var index = 0
     private var x = DeltaChain(), y = DeltaChain(), time = DeltaChain()
-    private var flagIndex = 0
     private var runLeft: UInt32
     private var flags: UInt8 = 0
-    private var forceIndex = 0, angleIndex = 0
     private var force: Int32 = 0, azimuth: Int32 = 0, altitude: Int32 = 0
 
-    init(_ run: Touchsync_V1_SampleRun) throws(WireError) {
-        count = run.x.count
-        guard run.y.count == count, run.time.count == count else {
-            throw .malformed("sample run columns differ in length (x \(count), y \(run.y.count), time \(run.time.count))")
+    init(columns: Columns) throws(WireError) {
+        count = columns.xCount
+        guard columns.yCount == count, columns.timeCount == count else {
+            throw .malformed(
+                "sample run columns differ in length (x \(count), y \(columns.yCount), time \(columns.timeCount))")
         }
-        guard run.estimationIndex.isEmpty || run.estimationIndex.count == count else {
-            throw .malformed("sample run has \(run.estimationIndex.count) estimation indices for \(count) samples")
+        guard columns.estimationCount == 0 || columns.estimationCount == count else {
+            throw .malformed("sample run has \(columns.estimationCount) estimation indices for \(count) samples")
         }
-        coalesced = Array(run.coalesced)
-        guard coalesced.isEmpty || coalesced.count == (count + 7) / 8 else {
-            throw .malformed("coalesced mask of \(coalesced.count) bytes for \(count) samples")
+        guard columns.coalescedCount == 0 || columns.coalescedCount == (count + 7) / 8 else {
+            throw .malformed("coalesced mask of \(columns.coalescedCount) bytes for \(count) samples")
         }
-        self.run = run
-        runLeft = run.flagRuns.isEmpty ? UInt32(count) : 0
+        hasCoalesced = columns.coalescedCount > 0
+        runLeft = columns.flagRunsLeft ? 0 : UInt32(count)
+        self.columns = columns
     }
 
     mutating func startSegment(after last: Sample?, _ beforeLast: Sample?, timeReference: Int64) throws(WireError) {
         x.prime(last.map { Int64($0.x) }, beforeLast.map { Int64($0.x) }, base: 0)
         y.prime(last.map { Int64($0.y) }, beforeLast.map { Int64($0.y) }, base: 0)
-        let (base, overflow) = timeReference.addingReportingOverflow(run.timeBase)
+        let (base, overflow) = timeReference.addingReportingOverflow(columns.timeBase)
         if overflow { throw .malformed("time base overflows") }
         time.prime(last?.time, beforeLast?.time, base: base)
     }
 
+    @inline(__always)
     mutating func next() throws(WireError) -> Sample {
         guard index < count else { throw .malformed("a segment reads past the run's \(count) samples") }
-        guard let xValue = x.decode(Int64(run.x[index])), let yValue = y.decode(Int64(run.y[index])),
-            let timeValue = time.decode(run.time[index])
+        let encoded = columns.nextSample()
+        guard let xValue = x.decode(Int64(encoded.x)), let yValue = y.decode(Int64(encoded.y)),
+            let timeValue = time.decode(encoded.time)
         else { throw .malformed("sample \(index): position or time overflows") }
         guard let x32 = Int32(exactly: xValue), let y32 = Int32(exactly: yValue) else {
             throw .malformed("sample \(index): position leaves the 32-bit range")
         }
         while runLeft == 0 {
-            guard flagIndex < run.flagRuns.count else { throw .malformed("flag runs cover fewer samples than the run has") }
-            let entry = run.flagRuns[flagIndex]
-            flagIndex += 1
+            guard let entry = columns.nextFlagRun() else {
+                throw .malformed("flag runs cover fewer samples than the run has")
+            }
             runLeft = entry >> SampleColumnWriter.flagBits
             flags = UInt8(entry & ((1 << SampleColumnWriter.flagBits) - 1))
             guard flags & SampleFlags.coalesced.rawValue == 0 else {
@@ -266,29 +398,28 @@ struct SampleColumnReader {
         }
         runLeft -= 1
         var sampleFlags = SampleFlags(rawValue: flags)
-        if !coalesced.isEmpty && coalesced[index / 8] & (1 << UInt8(index % 8)) != 0 { sampleFlags.insert(.coalesced) }
-        var sample = Sample(x: x32, y: y32, time: timeValue, flags: sampleFlags)
+        if hasCoalesced && columns.coalescedByte(index / 8) & (1 << UInt8(index % 8)) != 0 {
+            sampleFlags.insert(.coalesced)
+        }
+        var sample = Sample(x: x32, y: y32, time: timeValue, flags: sampleFlags, estimationIndex: encoded.estimation)
         if sampleFlags.contains(.hasForce) {
-            guard forceIndex < run.force.count else { throw .malformed("fewer force values than samples with force") }
-            force &+= run.force[forceIndex]
-            forceIndex += 1
+            guard let delta = columns.nextForce() else { throw .malformed("fewer force values than samples with force") }
+            force &+= delta
             guard let value = UInt16(exactly: force) else { throw .malformed("sample \(index): force out of range") }
             sample.force = value
         }
         if sampleFlags.contains(.hasAngles) {
-            guard angleIndex < run.azimuth.count, angleIndex < run.altitude.count else {
+            guard let (azimuthDelta, altitudeDelta) = columns.nextAngles() else {
                 throw .malformed("fewer angle values than samples with angles")
             }
-            azimuth &+= run.azimuth[angleIndex]
-            altitude &+= run.altitude[angleIndex]
-            angleIndex += 1
+            azimuth &+= azimuthDelta
+            altitude &+= altitudeDelta
             guard let a = Int16(exactly: azimuth), let b = Int16(exactly: altitude) else {
                 throw .malformed("sample \(index): angle out of range")
             }
             sample.azimuth = a
             sample.altitude = b
         }
-        if !run.estimationIndex.isEmpty { sample.estimationIndex = run.estimationIndex[index] }
         index += 1
         return sample
     }
@@ -296,14 +427,20 @@ struct SampleColumnReader {
     /// Checks that the segments used every column exactly.
     func finish() throws(WireError) {
         guard index == count else { throw .malformed("\(count - index) samples of the run belong to no segment") }
-        guard runLeft == 0, flagIndex == run.flagRuns.count else {
+        guard runLeft == 0, !columns.flagRunsLeft else {
             throw .malformed("flag runs cover more samples than the run has")
         }
-        guard forceIndex == run.force.count, angleIndex == run.azimuth.count, angleIndex == run.altitude.count else {
+        guard !columns.forcesLeft, !columns.anglesLeft else {
             throw .malformed("more force or angle values than samples that carry them")
         }
-        if let last = coalesced.last, count % 8 != 0, last >> UInt8(count % 8) != 0 {
+        if hasCoalesced, count % 8 != 0, columns.coalescedByte(columns.coalescedCount - 1) >> UInt8(count % 8) != 0 {
             throw .malformed("coalesced mask sets bits past the last sample")
         }
+    }
+}
+
+extension SampleColumnReader where Columns == DecodedSampleColumns {
+    init(_ run: Touchsync_V1_SampleRun) throws(WireError) {
+        try self.init(columns: DecodedSampleColumns(run))
     }
 }

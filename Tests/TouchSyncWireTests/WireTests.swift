@@ -34,6 +34,15 @@ func sampleRun(seed: UInt64) -> [Sample] {
     }
 }
 
+/// Encodes a batch as the hub does (the one-pass writer) and checks the
+/// bytes are exactly SwiftProtobuf's serialization of what they decode to.
+func encodeChecked(_ encoder: inout DiffStreamEncoder, _ batch: DiffBatch) throws -> Touchsync_V1_DiffBatch {
+    let bytes = encoder.encodedBytes(batch)
+    let decoded = try WireCodec.decode(Touchsync_V1_DiffBatch.self, from: bytes)
+    #expect(WireCodec.encode(decoded) == bytes, "the one-pass writer's bytes are not canonical protobuf")
+    return decoded
+}
+
 @Suite("Wire protocol")
 struct WireTests {
     @Test func sampleRunsRoundTripThroughBytes() async {
@@ -157,7 +166,7 @@ struct WireTests {
                 coalescer.add(contentsOf: diffs)
                 if (step % window == 0 || step == 800) && !coalescer.isEmpty {
                     var message = Touchsync_V1_PublishMessage()
-                    message.batch = encoder.encode(hub.sealBatch(coalescer.take(), hubTime: Int64(step)))
+                    message.batch = try encodeChecked(&encoder, hub.sealBatch(coalescer.take(), hubTime: Int64(step)))
                     let bytes = WireCodec.encode(message)
                     let decoded = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch
                     #expect(decoded.board == "board")
@@ -187,7 +196,7 @@ struct WireTests {
             ]), from: UserNamespace("a"), style: .default, into: &diffs)
         var encoder = DiffStreamEncoder(board: "b")
         var replica = BoardState()
-        try replica.apply(encoder.encode(hub.sealBatch(diffs, hubTime: 1)))
+        try replica.apply(encodeChecked(&encoder, hub.sealBatch(diffs, hubTime: 1)))
 
         diffs = []
         let next = [Sample(x: 6528, y: 6400, time: 1_008_333), Sample(x: 6592, y: 6400, time: 1_012_500)]
@@ -196,7 +205,7 @@ struct WireTests {
                 TouchChange(touch: 1, phase: .moved, samples: next, predicted: [Sample(x: 6656, y: 6400, time: 1_016_666)]),
                 TouchChange(touch: 2, phase: .stationary),
             ]), from: UserNamespace("a"), style: .default, into: &diffs)
-        let proto = encoder.encode(hub.sealBatch(diffs, hubTime: 2))
+        let proto = try encodeChecked(&encoder, hub.sealBatch(diffs, hubTime: 2))
         #expect(proto.diffs.count == 1)
         let block = proto.diffs[0].appends
         #expect(block.strokeID == [1])
@@ -225,18 +234,18 @@ struct WireTests {
             try hub.reduce(TouchFrame(changes: [TouchChange(touch: touch, phase: .ended)]), from: UserNamespace("a"), style: .default, into: &diffs)
         }
         history.note(diffs, on: hub)
-        try replica.apply(encoder.encode(hub.sealBatch(diffs, hubTime: 1)))
+        try replica.apply(encodeChecked(&encoder, hub.sealBatch(diffs, hubTime: 1)))
         diffs = []
         history.undo(by: UserNamespace("a"), on: &hub, into: &diffs)
         history.undo(by: UserNamespace("a"), on: &hub, into: &diffs)
-        let undone = encoder.encode(hub.sealBatch(diffs, hubTime: 2))
+        let undone = try encodeChecked(&encoder, hub.sealBatch(diffs, hubTime: 2))
         #expect(undone.diffs.map(\.removed.strokeID) == [2, 1])
         try replica.apply(undone)
         let late = try BoardState(snapshot: hub.snapshot())
         var lateReplica = late
         diffs = []
         history.redo(by: UserNamespace("a"), on: &hub, into: &diffs)
-        let redone = encoder.encode(hub.sealBatch(diffs, hubTime: 3))
+        let redone = try encodeChecked(&encoder, hub.sealBatch(diffs, hubTime: 3))
         #expect(redone.diffs.first?.restored.stroke.strokeID == 1)
         try replica.apply(redone)
         try lateReplica.apply(redone)
@@ -244,7 +253,7 @@ struct WireTests {
         #expect(hub.acceptedStrokes.first?.samples.first == pen)
         diffs = []
         try hub.erase([StrokeID(1)], by: UserNamespace("a"), anyOwner: false, into: &diffs)
-        try replica.apply(encoder.encode(hub.sealBatch(diffs, hubTime: 4)))
+        try replica.apply(encodeChecked(&encoder, hub.sealBatch(diffs, hubTime: 4)))
         #expect(replica == hub && hub.acceptedStrokes.isEmpty)
     }
 
@@ -255,12 +264,12 @@ struct WireTests {
             TouchFrame(changes: [TouchChange(touch: 1, phase: .began, samples: [Sample(x: 1, y: 1, time: 1)])]),
             from: UserNamespace("a"), style: .default, into: &diffs)
         var encoder = DiffStreamEncoder(board: "b")
-        let opening = encoder.encode(hub.sealBatch(diffs, hubTime: 1))
+        let opening = try encodeChecked(&encoder, hub.sealBatch(diffs, hubTime: 1))
         diffs = []
         try hub.reduce(
             TouchFrame(changes: [TouchChange(touch: 1, phase: .moved, samples: [Sample(x: 2, y: 2, time: 2)])]),
             from: UserNamespace("a"), style: .default, into: &diffs)
-        let good = encoder.encode(hub.sealBatch(diffs, hubTime: 2))
+        let good = try encodeChecked(&encoder, hub.sealBatch(diffs, hubTime: 2))
         var replica = BoardState()
         try replica.apply(opening)
 

@@ -1,0 +1,223 @@
+import TouchSyncCore
+
+/// The hub's hot path: an `AgentMessage` whose body is a `TouchFrame`, read
+/// in one pass from the received bytes straight into the model (no
+/// intermediate protobuf structs; arrays only per touch change, none per
+/// sample).
+///
+/// It reads the canonical encoding (each field at most once, repeated
+/// scalars packed, no unknown fields) and gives up, returning nil, on
+/// anything else: another body, an unusual but valid encoding, or an error.
+/// The caller then decodes with SwiftProtobuf, which accepts every valid
+/// encoding and words the error; so both paths agree on every input
+/// (tested on random and mutated messages).
+public enum AgentFrameDecoder {
+    /// AgentMessage fields.
+    static let sequenceField: UInt32 = 1, frameField: UInt32 = 3
+
+    public static func decode(_ bytes: UnsafeRawBufferPointer) -> TouchFrame? {
+        var scanner = ProtoScanner(bytes)
+        var sequence: UInt64?
+        var frame: Range<Int>?
+        while !scanner.isAtEnd {
+            guard let (field, wireType) = scanner.nextTag() else { return nil }
+            switch (field, wireType) {
+            case (sequenceField, ProtoScanner.varint):
+                guard sequence == nil, let value = scanner.readVarint() else { return nil }
+                sequence = value
+            case (frameField, ProtoScanner.lengthDelimited):
+                guard frame == nil, let region = scanner.readLengthDelimited() else { return nil }
+                frame = region
+            default:
+                return nil
+            }
+        }
+        guard let frame else { return nil }
+        return try? decodeFrame(bytes, frame, sequence: sequence ?? 0)
+    }
+
+    /// Any failure here is a nil for `decode` (SwiftProtobuf then decides).
+    private struct GiveUp: Error {}
+
+    private static func decodeFrame(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, sequence: UInt64) throws
+        -> TouchFrame
+    {
+        // First pass: the time reference (event_time, encoded after the
+        // changes) and the alive set; the changes are skipped.
+        var scanner = ProtoScanner(bytes, region)
+        var eventTime: Int64?
+        var alive: [TouchID]?
+        var changeCount = 0
+        while !scanner.isAtEnd {
+            guard let (field, wireType) = scanner.nextTag() else { throw GiveUp() }
+            switch (field, wireType) {
+            case (1, ProtoScanner.lengthDelimited):
+                guard scanner.readLengthDelimited() != nil else { throw GiveUp() }
+                changeCount += 1
+            case (2, ProtoScanner.lengthDelimited):
+                guard alive == nil, let body = scanner.readLengthDelimited() else { throw GiveUp() }
+                alive = try decodeAliveSet(bytes, body)
+            case (3, ProtoScanner.varint):
+                guard eventTime == nil, let raw = scanner.readVarint() else { throw GiveUp() }
+                eventTime = zigZagDecoded(raw)
+            default:
+                throw GiveUp()
+            }
+        }
+        let reference = eventTime ?? 0
+        var changes: [TouchChange] = []
+        changes.reserveCapacity(changeCount)
+        scanner = ProtoScanner(bytes, region)
+        while !scanner.isAtEnd {
+            guard let (field, _) = scanner.nextTag() else { throw GiveUp() }
+            if field == 1 {
+                guard let body = scanner.readLengthDelimited() else { throw GiveUp() }
+                changes.append(try decodeChange(bytes, body, timeReference: reference))
+            } else if field == 2 {
+                _ = scanner.readLengthDelimited()
+            } else {
+                _ = scanner.readVarint()
+            }
+        }
+        return TouchFrame(sequence: sequence, changes: changes, aliveTouches: alive)
+    }
+
+    private static func decodeAliveSet(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) throws -> [TouchID] {
+        var scanner = ProtoScanner(bytes, region)
+        var ids: [TouchID]?
+        while !scanner.isAtEnd {
+            guard let (field, wireType) = scanner.nextTag(), field == 1, wireType == ProtoScanner.lengthDelimited,
+                ids == nil, let body = scanner.readLengthDelimited(), var packed = PackedVarints(bytes, body)
+            else { throw GiveUp() }
+            var values: [TouchID] = []
+            values.reserveCapacity(packed.count)
+            while packed.hasMore { values.append(packed.next()) }
+            ids = values
+        }
+        return ids ?? []
+    }
+
+    private static func decodeChange(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, timeReference: Int64) throws
+        -> TouchChange
+    {
+        var scanner = ProtoScanner(bytes, region)
+        var touch: UInt64?
+        var phaseValue: UInt64?
+        var samples: Range<Int>?
+        var amendments: Range<Int>?
+        while !scanner.isAtEnd {
+            guard let (field, wireType) = scanner.nextTag() else { throw GiveUp() }
+            switch (field, wireType) {
+            case (1, ProtoScanner.varint):
+                guard touch == nil, let value = scanner.readVarint() else { throw GiveUp() }
+                touch = value
+            case (2, ProtoScanner.varint):
+                guard phaseValue == nil, let value = scanner.readVarint() else { throw GiveUp() }
+                phaseValue = value
+            case (3, ProtoScanner.lengthDelimited):
+                guard samples == nil, let body = scanner.readLengthDelimited() else { throw GiveUp() }
+                samples = body
+            case (5, ProtoScanner.lengthDelimited):
+                guard amendments == nil, let body = scanner.readLengthDelimited() else { throw GiveUp() }
+                amendments = body
+            default:
+                throw GiveUp()
+            }
+        }
+        // An enum reads as the low 32 bits (proto3), 0 or unknown: not a phase.
+        guard let phaseValue,
+            let proto = Touchsync_V1_TouchPhase(rawValue: Int(Int32(truncatingIfNeeded: phaseValue))),
+            let phase = try? TouchPhase(proto)
+        else { throw GiveUp() }
+        var change = TouchChange(touch: touch ?? 0, phase: phase)
+        if let samples {
+            guard let columns = PackedSampleColumns(bytes, samples) else { throw GiveUp() }
+            (change.samples, change.predicted) = try SampleRunCodec.decode(columns, timeReference: timeReference)
+        }
+        if let amendments {
+            guard let columns = PackedSampleColumns(bytes, amendments) else { throw GiveUp() }
+            change.amendments = try SampleRunCodec.decodeSamples(columns, timeReference: timeReference)
+        }
+        return change
+    }
+}
+
+/// A `SampleRun`'s packed fields in the received bytes.
+struct PackedSampleColumns: SampleColumns {
+    private var x = PackedVarints.empty, y = PackedVarints.empty, time = PackedVarints.empty
+    private var flagRuns = PackedVarints.empty, force = PackedVarints.empty
+    private var azimuth = PackedVarints.empty, altitude = PackedVarints.empty
+    private var estimations = PackedVarints.empty
+    private(set) var timeBase: Int64 = 0
+    private(set) var predictedCount: UInt32 = 0
+    private let bytes: UnsafeRawBufferPointer
+    private var coalesced: Range<Int> = 0..<0
+
+    /// nil when the run is not in the canonical encoding (or not valid protobuf).
+    init?(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) {
+        self.bytes = bytes
+        var scanner = ProtoScanner(bytes, region)
+        var seen: UInt16 = 0
+        while !scanner.isAtEnd {
+            guard let (field, wireType) = scanner.nextTag(), (1...11).contains(field) else { return nil }
+            let bit: UInt16 = 1 << UInt16(field)
+            guard seen & bit == 0 else { return nil }
+            seen |= bit
+            switch (field, wireType) {
+            case (3, ProtoScanner.varint):
+                guard let raw = scanner.readVarint() else { return nil }
+                timeBase = zigZagDecoded(raw)
+            case (10, ProtoScanner.varint):
+                guard let raw = scanner.readVarint() else { return nil }
+                predictedCount = UInt32(truncatingIfNeeded: raw)
+            case (11, ProtoScanner.lengthDelimited):
+                guard let body = scanner.readLengthDelimited() else { return nil }
+                coalesced = body
+            case (_, ProtoScanner.lengthDelimited) where field != 3 && field != 10:
+                guard let body = scanner.readLengthDelimited(), let packed = PackedVarints(bytes, body) else { return nil }
+                switch field {
+                case 1: x = packed
+                case 2: y = packed
+                case 4: time = packed
+                case 5: flagRuns = packed
+                case 6: force = packed
+                case 7: azimuth = packed
+                case 8: altitude = packed
+                default: estimations = packed
+                }
+            default:
+                return nil
+            }
+        }
+    }
+
+    var xCount: Int { x.count }
+    var yCount: Int { y.count }
+    var timeCount: Int { time.count }
+    var estimationCount: Int { estimations.count }
+    var coalescedCount: Int { coalesced.count }
+    func coalescedByte(_ index: Int) -> UInt8 { bytes[coalesced.lowerBound + index] }
+
+    @inline(__always)
+    mutating func nextSample() -> (x: Int32, y: Int32, time: Int64, estimation: UInt32) {
+        (x.nextSInt32(), y.nextSInt32(), time.nextSInt64(),
+         estimations.hasMore ? UInt32(truncatingIfNeeded: estimations.next()) : 0)
+    }
+
+    mutating func nextFlagRun() -> UInt32? {
+        flagRuns.hasMore ? UInt32(truncatingIfNeeded: flagRuns.next()) : nil
+    }
+
+    mutating func nextForce() -> Int32? {
+        force.hasMore ? force.nextSInt32() : nil
+    }
+
+    mutating func nextAngles() -> (azimuth: Int32, altitude: Int32)? {
+        guard azimuth.hasMore, altitude.hasMore else { return nil }
+        return (azimuth.nextSInt32(), altitude.nextSInt32())
+    }
+
+    var flagRunsLeft: Bool { flagRuns.hasMore }
+    var forcesLeft: Bool { force.hasMore }
+    var anglesLeft: Bool { azimuth.hasMore || altitude.hasMore }
+}

@@ -1,0 +1,247 @@
+// One-pass reading of the protobuf wire format straight out of a received
+// buffer, for the hot messages (see `AgentFrameDecoder`). Anything this
+// reader does not expect makes it give up (nil), never guess: the caller
+// then decodes with SwiftProtobuf, which has the final word and the words
+// for the error.
+
+/// The fields of one encoded protobuf message, in order.
+@usableFromInline
+struct ProtoScanner {
+    /// Wire types (protobuf encoding spec).
+    static let varint: UInt8 = 0
+    static let lengthDelimited: UInt8 = 2
+
+    let bytes: UnsafeRawBufferPointer
+    private(set) var position: Int
+    let end: Int
+
+    init(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
+        position = 0
+        end = bytes.count
+    }
+
+    init(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) {
+        self.bytes = bytes
+        position = region.lowerBound
+        end = region.upperBound
+    }
+
+    var isAtEnd: Bool { position >= end }
+
+    /// The next field's number and wire type; nil at the end or on a bad tag.
+    mutating func nextTag() -> (field: UInt32, wireType: UInt8)? {
+        guard position < end, let tag = readVarint(), tag <= UInt64(UInt32.max) else { return nil }
+        let field = UInt32(tag >> 3)
+        guard field > 0 else { return nil }
+        return (field, UInt8(tag & 7))
+    }
+
+    /// A varint exactly as SwiftProtobuf reads one (at most 10 bytes; bits
+    /// past the 64th dropped).
+    @inline(__always)
+    mutating func readVarint() -> UInt64? {
+        guard position < end else { return nil }
+        var byte = bytes[position]
+        position &+= 1
+        if byte & 0x80 == 0 { return UInt64(byte) }
+        var value = UInt64(byte & 0x7f)
+        var shift: UInt64 = 7
+        while true {
+            guard position < end, shift <= 63 else { return nil }
+            byte = bytes[position]
+            position &+= 1
+            value |= UInt64(byte & 0x7f) &<< shift
+            if byte & 0x80 == 0 { return value }
+            shift &+= 7
+        }
+    }
+
+    /// The body of a length-delimited field, as a range of `bytes`.
+    mutating func readLengthDelimited() -> Range<Int>? {
+        guard let length = readVarint(), length <= UInt64(end - position) else { return nil }
+        let start = position
+        position += Int(length)
+        return start..<position
+    }
+}
+
+/// A packed repeated varint field, checked once (every varint complete, at
+/// most 10 bytes) and then read without further checks.
+@usableFromInline
+struct PackedVarints {
+    @usableFromInline let base: UnsafePointer<UInt8>?
+    @usableFromInline var position: Int
+    @usableFromInline let end: Int
+    /// How many values the field holds.
+    let count: Int
+
+    static var empty: PackedVarints { PackedVarints(base: nil, position: 0, end: 0, count: 0) }
+
+    private init(base: UnsafePointer<UInt8>?, position: Int, end: Int, count: Int) {
+        self.base = base
+        self.position = position
+        self.end = end
+        self.count = count
+    }
+
+    /// nil when a varint is cut off or longer than 10 bytes.
+    init?(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) {
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            guard region.isEmpty else { return nil }
+            self = .empty
+            return
+        }
+        var count = 0
+        var run = 0
+        for index in region {
+            if base[index] & 0x80 == 0 {
+                count += 1
+                run = 0
+            } else {
+                run += 1
+                if run >= 10 { return nil }
+            }
+        }
+        guard run == 0 else { return nil }
+        self.init(base: base, position: region.lowerBound, end: region.upperBound, count: count)
+    }
+
+    @inlinable
+    var hasMore: Bool { position < end }
+
+    /// The next value; only while `hasMore` (every varint was checked).
+    @inlinable @inline(__always)
+    mutating func next() -> UInt64 {
+        let base = self.base.unsafelyUnwrapped
+        var byte = base[position]
+        position &+= 1
+        if byte & 0x80 == 0 { return UInt64(byte) }
+        var value = UInt64(byte & 0x7f)
+        var shift: UInt64 = 7
+        repeat {
+            byte = base[position]
+            position &+= 1
+            value |= UInt64(byte & 0x7f) &<< shift
+            shift &+= 7
+        } while byte & 0x80 != 0
+        return value
+    }
+
+    /// Protobuf's sint32: zigzag over the low 32 bits (as SwiftProtobuf reads it).
+    @inlinable @inline(__always)
+    mutating func nextSInt32() -> Int32 {
+        let raw = UInt32(truncatingIfNeeded: next())
+        return Int32(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    @inlinable @inline(__always)
+    mutating func nextSInt64() -> Int64 {
+        let raw = next()
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+}
+
+/// Protobuf's sint64 zigzag decoding.
+@inline(__always)
+func zigZagDecoded(_ raw: UInt64) -> Int64 {
+    Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+}
+
+/// Writes the protobuf wire format as SwiftProtobuf does (fields in number
+/// order, proto3 defaults omitted, repeated scalars packed), so the hot
+/// messages can be written straight from the model, byte for byte as the
+/// generated code would.
+@usableFromInline
+struct ProtoWriter {
+    var bytes: [UInt8] = []
+
+    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    @inline(__always)
+    mutating func varint(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        bytes.append(UInt8(value))
+    }
+
+    @inline(__always)
+    mutating func tag(_ field: UInt32, _ wireType: UInt8) { varint(UInt64(field) << 3 | UInt64(wireType)) }
+
+    mutating func uint64Field(_ field: UInt32, _ value: UInt64) {
+        guard value != 0 else { return }
+        tag(field, ProtoScanner.varint)
+        varint(value)
+    }
+
+    mutating func sint64Field(_ field: UInt32, _ value: Int64) {
+        guard value != 0 else { return }
+        tag(field, ProtoScanner.varint)
+        varint(zigZag(value))
+    }
+
+    mutating func fixed32Field(_ field: UInt32, _ value: UInt32) {
+        guard value != 0 else { return }
+        tag(field, 5)
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func stringField(_ field: UInt32, _ value: String) {
+        guard !value.isEmpty else { return }
+        var value = value
+        value.withUTF8 { utf8 in
+            tag(field, ProtoScanner.lengthDelimited)
+            varint(UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
+    /// An already encoded message (or bytes field) as field `field`.
+    mutating func bytesField(_ field: UInt32, _ value: [UInt8]) {
+        tag(field, ProtoScanner.lengthDelimited)
+        varint(UInt64(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    /// A length-delimited field (a message or a packed column) whose body
+    /// `body` writes: the length is patched in afterwards (one byte
+    /// reserved, moved along when it needs more).
+    @inline(__always)
+    mutating func lengthDelimited(_ field: UInt32, _ body: (inout ProtoWriter) -> Void) {
+        tag(field, ProtoScanner.lengthDelimited)
+        bytes.append(0)
+        let start = bytes.count
+        body(&self)
+        let length = bytes.count - start
+        if length < 0x80 {
+            bytes[start - 1] = UInt8(length)
+            return
+        }
+        var prefix: [UInt8] = []
+        var value = UInt64(length)
+        while value >= 0x80 {
+            prefix.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        prefix.append(UInt8(value))
+        bytes.replaceSubrange((start - 1)..<start, with: prefix)
+    }
+
+    /// A packed repeated field; nothing when `values` is empty.
+    @inline(__always)
+    mutating func packed<Values: Collection>(_ field: UInt32, _ values: Values, _ encode: (Values.Element) -> UInt64) {
+        guard !values.isEmpty else { return }
+        lengthDelimited(field) { writer in
+            for value in values { writer.varint(encode(value)) }
+        }
+    }
+}
+
+@inline(__always)
+func zigZag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
+
+@inline(__always)
+func zigZag(_ value: Int32) -> UInt64 { UInt64(UInt32(bitPattern: (value << 1) ^ (value >> 31))) }
