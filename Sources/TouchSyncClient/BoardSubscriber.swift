@@ -356,7 +356,7 @@ final class SubscriberLoop {
             publishStatus(state)
             for batch in queued.sorted(by: { $0.sequence < $1.sequence }) where batch.sequence > state.sequence {
                 guard case .live = phase else { return }
-                applyLive(batch)
+                applyLive(sequence: batch.sequence) { state throws(DiffStreamError) in try state.apply(batch) }
             }
             if case .live(let current) = phase { state = current }
             publishStatus(state)
@@ -375,6 +375,13 @@ final class SubscriberLoop {
             shared.status.withLock { $0.bytesReceived += size }
             lastHeard = clock.now
             reportedSilence = false
+            // The hot path: a batch for the live replica, read in one pass from the received bytes.
+            let appliedInPlace = part.withUnsafeBytes { bytes in
+                guard case .live = phase, let (sequence, batch) = PublishedBatch.find(in: bytes) else { return false }
+                applyLive(sequence: sequence) { state throws(DiffStreamError) in try state.apply(encodedBatch: batch).batch }
+                return true
+            }
+            if appliedInPlace { continue }
             let decoded = part.withUnsafeBytes { bytes in
                 Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes) }
             }
@@ -389,7 +396,7 @@ final class SubscriberLoop {
                     queued.append(batch)
                     phase = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
                 case .live:
-                    applyLive(batch)
+                    applyLive(sequence: batch.sequence) { state throws(DiffStreamError) in try state.apply(batch) }
                 }
             case .heartbeat(let heartbeat):
                 guard case .live(let state) = phase else { continue }
@@ -417,12 +424,12 @@ final class SubscriberLoop {
         }
     }
 
-    private func applyLive(_ batch: Touchsync_V1_DiffBatch) {
+    private func applyLive(sequence: UInt64, _ apply: (inout BoardState) throws(DiffStreamError) -> DiffBatch) {
         guard case .live(var state) = phase else { return }
-        if batch.sequence <= state.sequence { return }  // already in the snapshot
+        if sequence <= state.sequence { return }  // already in the snapshot
         phase = .live(BoardState())  // let `state` be uniquely referenced while it changes
         do {
-            let applied = try state.apply(batch)
+            let applied = try apply(&state)
             phase = .live(state)
             configuration.onApplied?(applied)
             shared.status.withLock { $0.batchesApplied += 1 }

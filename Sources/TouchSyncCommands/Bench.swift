@@ -134,14 +134,26 @@ public struct CodecBenchmark: Sendable {
             published = batches.map { batch in WireCodec.field(1, wrapping: encoder.encodedBytes(batch)) }
         })
 
+        // As a subscriber applies them (the one-pass reader).
         var replica = BoardState(limits: limits)
         figures.append(try best("decode and apply diff batches (replica)") {
             replica = BoardState(limits: limits)
             for bytes in published {
-                try replica.apply(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch)
+                try bytes.withUnsafeBytes { bytes in
+                    guard let (_, batch) = PublishedBatch.find(in: bytes) else { throw ValidationError("not a batch") }
+                    try replica.apply(encodedBatch: batch)
+                }
             }
         })
         guard replica.digest == hub.digest else { throw ValidationError("benchmark replica diverged from the hub") }
+        var protobufReplica = BoardState(limits: limits)
+        figures.append(try best("decode and apply diff batches (SwiftProtobuf, for comparison)") {
+            protobufReplica = BoardState(limits: limits)
+            for bytes in published {
+                try protobufReplica.apply(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch)
+            }
+        })
+        guard protobufReplica.digest == hub.digest else { throw ValidationError("the SwiftProtobuf replica diverged from the hub") }
 
         // The hub's pipeline, as its loop runs it: reduce every frame into the
         // board's channel, which folds a tick's diffs and encodes one batch.

@@ -144,19 +144,22 @@ public enum AgentFrameDecoder {
 
 /// A `SampleRun`'s packed fields in the received bytes.
 struct PackedSampleColumns: SampleColumns {
-    private var x = PackedVarints.empty, y = PackedVarints.empty, time = PackedVarints.empty
-    private var flagRuns = PackedVarints.empty, force = PackedVarints.empty
-    private var azimuth = PackedVarints.empty, altitude = PackedVarints.empty
-    private var estimations = PackedVarints.empty
-    private(set) var timeBase: Int64 = 0
-    private(set) var predictedCount: UInt32 = 0
+    private var x: PackedVarints, y: PackedVarints, time: PackedVarints
+    private var flagRuns: PackedVarints, force: PackedVarints
+    private var azimuth: PackedVarints, altitude: PackedVarints
+    private var estimations: PackedVarints
+    let timeBase: Int64
+    let predictedCount: UInt32
     private let bytes: UnsafeRawBufferPointer
-    private var coalesced: Range<Int> = 0..<0
+    private let coalesced: Range<Int>
 
     /// nil when the run is not in the canonical encoding (or not valid protobuf).
     init?(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) {
-        self.bytes = bytes
         var scanner = ProtoScanner(bytes, region)
+        // Fields 1, 2, 4 to 9 (packed columns) by number; 3, 10 and 11 apart.
+        var packed = (PackedVarints.empty, PackedVarints.empty, PackedVarints.empty, PackedVarints.empty,
+                      PackedVarints.empty, PackedVarints.empty, PackedVarints.empty, PackedVarints.empty)
+        var timeBase: Int64 = 0, predictedCount: UInt32 = 0, coalesced = 0..<0
         var seen: UInt16 = 0
         while !scanner.isAtEnd {
             guard let (field, wireType) = scanner.nextTag(), (1...11).contains(field) else { return nil }
@@ -174,21 +177,26 @@ struct PackedSampleColumns: SampleColumns {
                 guard let body = scanner.readLengthDelimited() else { return nil }
                 coalesced = body
             case (_, ProtoScanner.lengthDelimited) where field != 3 && field != 10:
-                guard let body = scanner.readLengthDelimited(), let packed = PackedVarints(bytes, body) else { return nil }
+                guard let body = scanner.readLengthDelimited(), let column = PackedVarints(bytes, body) else { return nil }
                 switch field {
-                case 1: x = packed
-                case 2: y = packed
-                case 4: time = packed
-                case 5: flagRuns = packed
-                case 6: force = packed
-                case 7: azimuth = packed
-                case 8: altitude = packed
-                default: estimations = packed
+                case 1: packed.0 = column
+                case 2: packed.1 = column
+                case 4: packed.2 = column
+                case 5: packed.3 = column
+                case 6: packed.4 = column
+                case 7: packed.5 = column
+                case 8: packed.6 = column
+                default: packed.7 = column
                 }
             default:
                 return nil
             }
         }
+        (x, y, time, flagRuns, force, azimuth, altitude, estimations) = packed
+        self.timeBase = timeBase
+        self.predictedCount = predictedCount
+        self.bytes = bytes
+        self.coalesced = coalesced
     }
 
     var xCount: Int { x.count }
@@ -200,8 +208,9 @@ struct PackedSampleColumns: SampleColumns {
 
     @inline(__always)
     mutating func nextSample() -> (x: Int32, y: Int32, time: Int64, estimation: UInt32) {
-        (x.nextSInt32(), y.nextSInt32(), time.nextSInt64(),
-         estimations.hasMore ? UInt32(truncatingIfNeeded: estimations.next()) : 0)
+        let x = self.x.nextSInt32(), y = self.y.nextSInt32(), time = self.time.nextSInt64()
+        guard estimations.hasMore else { return (x, y, time, 0) }
+        return (x, y, time, UInt32(truncatingIfNeeded: estimations.next()))
     }
 
     mutating func nextFlagRun() -> UInt32? {

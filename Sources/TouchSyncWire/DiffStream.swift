@@ -226,12 +226,7 @@ public enum DiffStreamDecoder {
     public static func decode(_ proto: Touchsync_V1_DiffBatch, against state: BoardState) throws(DiffStreamError)
         -> DiffBatch
     {
-        var chains: [StrokeID: StrokeChain] = [:]
-        func chain(_ id: StrokeID) throws(DiffStreamError) -> StrokeChain {
-            if let chain = chains[id] { return chain }
-            guard let stroke = state.activeStroke(id) else { throw .replica(.unknownStroke(id)) }
-            return StrokeChain(stroke)
-        }
+        var chains = StrokeChains()
         var diffs: [StrokeDiff] = []
         diffs.reserveCapacity(proto.diffs.count)
         do {
@@ -239,62 +234,25 @@ public enum DiffStreamDecoder {
                 switch diff.kind {
                 case .began(let began):
                     let id = StrokeID(began.strokeID)
-                    chains[id] = StrokeChain()
+                    chains.began(id)
                     diffs.append(
                         .began(id, owner: UserNamespace(began.owner), touch: began.touchID, style: StrokeStyle(began.style)))
                 case .appends(let appends):
-                    let segments = appends.strokeID.count
-                    guard appends.offset.count == segments, appends.count.count == segments,
-                        appends.predicted.count == segments
-                    else { throw DiffStreamError.wire(.malformed("stroke appends columns differ in length")) }
                     guard appends.samples.predictedCount == 0 else {
                         throw DiffStreamError.wire(.malformed("stroke appends use per-segment predictions, not predicted_count"))
                     }
                     var reader = try SampleColumnReader(appends.samples)
-                    var raw: Int64 = 0
-                    for segment in 0..<segments {
-                        let (next, overflow) = raw.addingReportingOverflow(appends.strokeID[segment])
-                        guard !overflow, next > 0 else { throw DiffStreamError.wire(.malformed("stroke id delta out of range")) }
-                        raw = next
-                        let id = StrokeID(UInt64(raw))
-                        var current = try chain(id)
-                        let offset = Int(appends.offset[segment])
-                        guard offset == current.count else {
-                            throw DiffStreamError.replica(.wrongOffset(id, expected: current.count, received: offset))
-                        }
-                        let count = Int(appends.count[segment])
-                        let tail = Int(appends.predicted[segment]) - 1
-                        guard count + max(tail, 0) <= reader.count else {
-                            throw DiffStreamError.wire(.malformed("a segment is longer than the run"))
-                        }
-                        try reader.startSegment(after: current.last, current.beforeLast, timeReference: proto.timeReference)
-                        if count > 0 {
-                            var samples: [Sample] = []
-                            samples.reserveCapacity(count)
-                            for _ in 0..<count { samples.append(try reader.next()) }
-                            current.advance(over: samples)
-                            diffs.append(.appended(id, offset: offset, samples: samples))
-                        }
-                        if tail >= 0 {
-                            var predicted: [Sample] = []
-                            predicted.reserveCapacity(tail)
-                            for _ in 0..<tail { predicted.append(try reader.next()) }
-                            diffs.append(.predicted(id, samples: predicted))
-                        }
-                        chains[id] = current
-                    }
-                    try reader.finish()
+                    var segments = DecodedSegmentColumns(appends)
+                    try decodeSegments(
+                        &segments, reader: &reader, timeReference: proto.timeReference, state: state, chains: &chains,
+                        into: &diffs)
                 case .amended(let amended):
-                    let samples = try SampleRunCodec.decodeSamples(amended.sample)
-                    guard samples.count == 1 else {
-                        throw DiffStreamError.wire(.malformed("an amendment carries \(samples.count) samples, not 1"))
-                    }
-                    diffs.append(.amended(StrokeID(amended.strokeID), offset: Int(amended.offset), sample: samples[0]))
+                    diffs.append(try amendedDiff(amended.strokeID, amended.offset, SampleRunCodec.decodeSamples(amended.sample)))
                 case .accepted(let accepted):
-                    chains[StrokeID(accepted.strokeID)] = nil
+                    chains.ended(StrokeID(accepted.strokeID))
                     diffs.append(.accepted(StrokeID(accepted.strokeID), position: accepted.position))
                 case .cancelled(let cancelled):
-                    chains[StrokeID(cancelled.strokeID)] = nil
+                    chains.ended(StrokeID(cancelled.strokeID))
                     diffs.append(.cancelled(StrokeID(cancelled.strokeID)))
                 case .cleared(let cleared):
                     diffs.append(.cleared(owner: cleared.owner.isEmpty ? nil : UserNamespace(cleared.owner)))
@@ -325,6 +283,107 @@ public enum DiffStreamDecoder {
         }
         return DiffBatch(sequence: proto.sequence, hubTime: proto.hubTime, diffs: diffs)
     }
+
+    static func amendedDiff(_ strokeID: UInt64, _ offset: UInt32, _ samples: [Sample]) throws(DiffStreamError) -> StrokeDiff {
+        guard samples.count == 1 else {
+            throw DiffStreamError.wire(.malformed("an amendment carries \(samples.count) samples, not 1"))
+        }
+        return .amended(StrokeID(strokeID), offset: Int(offset), sample: samples[0])
+    }
+
+    /// The segments of one `StrokeAppends`, each continuing its stroke's chain.
+    @inline(__always)
+    static func decodeSegments<Segments: SegmentColumns, Columns: SampleColumns>(
+        _ columns: inout Segments, reader: inout SampleColumnReader<Columns>, timeReference: Int64,
+        state: BoardState, chains: inout StrokeChains, into diffs: inout [StrokeDiff]
+    ) throws(DiffStreamError) {
+        let (segments, offsets, counts, predicted) = columns.lengths
+        guard offsets == segments, counts == segments, predicted == segments else {
+            throw .wire(.malformed("stroke appends columns differ in length"))
+        }
+        do {
+            var raw: Int64 = 0
+            for _ in 0..<segments {
+                let segment = columns.next()
+                let (next, overflow) = raw.addingReportingOverflow(segment.idDelta)
+                guard !overflow, next > 0 else { throw DiffStreamError.wire(.malformed("stroke id delta out of range")) }
+                raw = next
+                let id = StrokeID(UInt64(raw))
+                var current = try chains.chain(id, in: state)
+                let offset = Int(segment.offset)
+                guard offset == current.count else {
+                    throw DiffStreamError.replica(.wrongOffset(id, expected: current.count, received: offset))
+                }
+                let count = Int(segment.count)
+                let tail = Int(segment.predicted) - 1
+                guard count + max(tail, 0) <= reader.count else {
+                    throw DiffStreamError.wire(.malformed("a segment is longer than the run"))
+                }
+                try reader.startSegment(after: current.last, current.beforeLast, timeReference: timeReference)
+                if count > 0 {
+                    var samples: [Sample] = []
+                    samples.reserveCapacity(count)
+                    for _ in 0..<count { samples.append(try reader.next()) }
+                    current.advance(over: samples)
+                    diffs.append(.appended(id, offset: offset, samples: samples))
+                }
+                if tail >= 0 {
+                    var predicted: [Sample] = []
+                    predicted.reserveCapacity(tail)
+                    for _ in 0..<tail { predicted.append(try reader.next()) }
+                    diffs.append(.predicted(id, samples: predicted))
+                }
+                chains.set(id, current)
+            }
+            try reader.finish()
+        } catch let error as DiffStreamError {
+            throw error
+        } catch let error as WireError {
+            throw .wire(error)
+        } catch {
+            throw .wire(.malformed("\(error)"))
+        }
+    }
+}
+
+/// The per-segment columns of one `StrokeAppends` (stroke id deltas,
+/// offsets, counts, predictions), read in step.
+protocol SegmentColumns {
+    var lengths: (ids: Int, offsets: Int, counts: Int, predicted: Int) { get }
+    /// At most `lengths.ids` times, once the lengths are checked equal.
+    mutating func next() -> (idDelta: Int64, offset: UInt32, count: UInt32, predicted: UInt32)
+}
+
+struct DecodedSegmentColumns: SegmentColumns {
+    let appends: Touchsync_V1_StrokeAppends
+    private var index = 0
+
+    init(_ appends: Touchsync_V1_StrokeAppends) { self.appends = appends }
+
+    var lengths: (ids: Int, offsets: Int, counts: Int, predicted: Int) {
+        (appends.strokeID.count, appends.offset.count, appends.count.count, appends.predicted.count)
+    }
+
+    mutating func next() -> (idDelta: Int64, offset: UInt32, count: UInt32, predicted: UInt32) {
+        defer { index += 1 }
+        return (appends.strokeID[index], appends.offset[index], appends.count[index], appends.predicted[index])
+    }
+}
+
+/// Where each stroke's chain stands while a batch is decoded: the strokes
+/// the batch touched so far, else the replica's stored samples.
+struct StrokeChains {
+    private var chains: [StrokeID: StrokeChain] = [:]
+
+    func chain(_ id: StrokeID, in state: BoardState) throws(DiffStreamError) -> StrokeChain {
+        if let chain = chains[id] { return chain }
+        guard let stroke = state.activeStroke(id) else { throw .replica(.unknownStroke(id)) }
+        return StrokeChain(stroke)
+    }
+
+    mutating func began(_ id: StrokeID) { chains[id] = StrokeChain() }
+    mutating func ended(_ id: StrokeID) { chains[id] = nil }
+    mutating func set(_ id: StrokeID, _ chain: StrokeChain) { chains[id] = chain }
 }
 
 extension BoardState {
@@ -342,6 +401,32 @@ extension BoardState {
             throw .replica(error)
         }
         return batch
+    }
+
+    /// Decodes a received `DiffBatch` (its bytes) against this replica and
+    /// applies it: in one pass when it is in the hub's canonical encoding
+    /// and follows this replica (`DiffBatchReader`), otherwise through
+    /// SwiftProtobuf, which words any error. Returns the board it names and
+    /// the diffs applied.
+    @discardableResult
+    public mutating func apply(encodedBatch bytes: UnsafeRawBufferPointer) throws(DiffStreamError) -> (
+        board: String, batch: DiffBatch
+    ) {
+        if let (board, batch) = DiffBatchReader.decode(bytes, against: self) {
+            do {
+                try apply(batch)
+            } catch {
+                throw .replica(error)
+            }
+            return (board, batch)
+        }
+        let proto: Touchsync_V1_DiffBatch
+        do {
+            proto = try WireCodec.decode(Touchsync_V1_DiffBatch.self, from: bytes)
+        } catch {
+            throw .wire(error)
+        }
+        return (proto.board, try apply(proto))
     }
 
     /// The Clone-pattern rule on encoded batches: skip what the state already

@@ -57,6 +57,22 @@ struct ProtoScanner {
         }
     }
 
+    mutating func readFixed32() -> UInt32? {
+        guard end - position >= 4 else { return nil }
+        var value: UInt32 = 0
+        for shift in stride(from: 0, to: 32, by: 8) {
+            value |= UInt32(bytes[position]) << UInt32(shift)
+            position += 1
+        }
+        return value
+    }
+
+    /// A proto3 string: nil when its bytes are not UTF-8 (SwiftProtobuf refuses those).
+    mutating func readString() -> String? {
+        guard let region = readLengthDelimited() else { return nil }
+        return String(validating: UnsafeRawBufferPointer(rebasing: bytes[region]), as: UTF8.self)
+    }
+
     /// The body of a length-delimited field, as a range of `bytes`.
     mutating func readLengthDelimited() -> Range<Int>? {
         guard let length = readVarint(), length <= UInt64(end - position) else { return nil }

@@ -30,7 +30,7 @@ struct CommandsTests {
         benchmark.frames = 400
         benchmark.repetitions = 1
         let report = try benchmark.run()
-        #expect(report.figures.map(\.stage).count == 7)
+        #expect(report.figures.map(\.stage).count == 8)
         #expect(report.figures.allSatisfy { $0.seconds > 0 && $0.samples == report.samples })
         #expect(report.samples > 400)
         // Coalescing per tick can only shrink the diff stream.

@@ -100,6 +100,9 @@ struct JournalReplayTests {
         var configuration = HubConfiguration.loopbackEphemeral()
         configuration.heartbeatInterval = .milliseconds(200)
         configuration.journal = JournalConfiguration(directory: directory)
+        // It comes back on the same ports.
+        let ports = try restartableEndpoints(3)
+        (configuration.ingestEndpoint, configuration.publishEndpoint, configuration.snapshotEndpoint) = (ports[0], ports[1], ports[2])
         let context = try ZMQContext()
         let first = try TouchSyncHub(configuration: configuration, logger: testLogger("hub"), context: context)
         let endpoints = try await first.start()
@@ -129,11 +132,7 @@ struct JournalReplayTests {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + segment))
         try bytes.prefix(bytes.count * 2 / 3).write(to: URL(fileURLWithPath: folder + "/" + segment))
 
-        var again = configuration
-        again.ingestEndpoint = endpoints.ingest
-        again.publishEndpoint = endpoints.publish
-        again.snapshotEndpoint = endpoints.snapshot
-        let second = try TouchSyncHub(configuration: again, logger: testLogger("hub"), context: context)
+        let second = try TouchSyncHub(configuration: configuration, logger: testLogger("hub"), context: context)
         _ = try await second.start()
         let recovered = try #require(second.recovered.first)
         #expect(recovered.sequence < before.sequence)

@@ -10,27 +10,20 @@ import ZeroMQ
 /// Relays (issue 13): hub -> relay -> relay -> subscriber, real sockets.
 @Suite("Relays", .timeLimit(.minutes(2)))
 struct RelayTests {
-    static func port(_ endpoint: String) -> String { String(endpoint.split(separator: ":").last!) }
-
     /// A subscriber behind two chained relays converges on the hub's digest
     /// while an agent draws, through a restart of the hub (on its journal,
     /// same ports) and a restart of the second relay.
     @Test func aRelayChainConvergesThroughRestarts() async throws {
         let data = NSTemporaryDirectory() + "touchsync-relay-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: data) }
-        func hubConfiguration(_ endpoints: HubEndpoints?) -> HubConfiguration {
-            var configuration = HubConfiguration.loopbackEphemeral()
-            configuration.heartbeatInterval = .milliseconds(200)
-            configuration.journal = JournalConfiguration(directory: data)
-            if let endpoints {
-                configuration.ingestEndpoint = endpoints.ingest
-                configuration.publishEndpoint = endpoints.publish
-                configuration.snapshotEndpoint = endpoints.snapshot
-            }
-            return configuration
-        }
+        // The hub and the second relay come back on the same ports.
+        let ports = try restartableEndpoints(5)
+        var hubConfiguration = HubConfiguration.loopbackEphemeral()
+        hubConfiguration.heartbeatInterval = .milliseconds(200)
+        hubConfiguration.journal = JournalConfiguration(directory: data)
+        (hubConfiguration.ingestEndpoint, hubConfiguration.publishEndpoint, hubConfiguration.snapshotEndpoint) = (ports[0], ports[1], ports[2])
         let context = try ZMQContext()
-        var hub = try TouchSyncHub(configuration: hubConfiguration(nil), logger: testLogger("hub"), context: context)
+        var hub = try TouchSyncHub(configuration: hubConfiguration, logger: testLogger("hub"), context: context)
         let endpoints = try await hub.start()
         func relay(upstream: (String, String), serving: (String, String)) async throws -> (BoardRelay, (publish: String, snapshot: String)) {
             var configuration = RelayConfiguration()
@@ -44,7 +37,7 @@ struct RelayTests {
         }
         let (first, firstEndpoints) = try await relay(upstream: (endpoints.publish, endpoints.snapshot), serving: ("tcp://127.0.0.1:*", "tcp://127.0.0.1:*"))
         var (second, secondEndpoints) = try await relay(
-            upstream: (firstEndpoints.publish, firstEndpoints.snapshot), serving: ("tcp://127.0.0.1:*", "tcp://127.0.0.1:*"))
+            upstream: (firstEndpoints.publish, firstEndpoints.snapshot), serving: (ports[3], ports[4]))
         var subscriberConfiguration = SubscriberConfiguration(
             board: "b", publishEndpoint: secondEndpoints.publish, snapshotEndpoint: secondEndpoints.snapshot)
         subscriberConfiguration.snapshotTimeout = .milliseconds(500)
@@ -84,7 +77,7 @@ struct RelayTests {
 
         // The hub restarts on its journal, on the same ports; the agent resumes, the chain follows.
         await hub.stop()
-        hub = try TouchSyncHub(configuration: hubConfiguration(endpoints), logger: testLogger("hub"), context: context)
+        hub = try TouchSyncHub(configuration: hubConfiguration, logger: testLogger("hub"), context: context)
         _ = try await hub.start()
         for id in 4...5 { try await stroke(TouchID(id)) }
         #expect(await agent.flush(timeout: .seconds(15)))

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Foundation
 import Logging
+import Synchronization
 import Testing
 import TouchSyncClient
 import TouchSyncCore
@@ -172,3 +173,23 @@ func isListening(port: UInt16) -> Bool {
         return fields.count > 3 && fields[1] == wanted && fields[3] == "0A"
     }
 }
+
+/// Loopback endpoints for a server a test restarts on the same ports: below
+/// the kernel's ephemeral range (32768 up), so neither another test's
+/// outgoing connection nor a client reconnecting to the stopped server (a
+/// TCP self-connect) can take the port meanwhile. Each is checked by binding
+/// it, and none is handed out twice in this test process.
+func restartableEndpoints(_ count: Int) throws -> [String] {
+    let context = try ZMQContext()
+    var endpoints: [String] = []
+    while endpoints.count < count {
+        let port = Int.random(in: 20_000..<32_000)
+        guard handedOutPorts.withLock({ $0.insert(port).inserted }) else { continue }
+        let socket = try ZMQSocket(context, type: .router)
+        defer { socket.close() }
+        if (try? socket.bind("tcp://127.0.0.1:\(port)")) != nil { endpoints.append("tcp://127.0.0.1:\(port)") }
+    }
+    return endpoints
+}
+
+private let handedOutPorts = Mutex<Set<Int>>([])

@@ -172,3 +172,59 @@ private final class Counter: Sendable {
     func add() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }
+
+@Suite("Wire protocol: the one-pass diff batch reader")
+struct DiffBatchReaderTests {
+    /// A replica fed every batch through the one-pass reader decodes each
+    /// exactly as SwiftProtobuf's path does, and ends equal to the hub;
+    /// damaged batches are either read identically or left to SwiftProtobuf.
+    @Test func readsBatchesAsSwiftProtobufDoes() async {
+        await propertyCheck(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...8)) { seed, window in
+            var profile = SimulationProfile()
+            profile.users = 1 + Int(seed % 4)
+            profile.withForce = seed % 2 == 0
+            profile.estimateRate = 0.1
+            profile.clearRate = 0.01
+            var simulator = SessionSimulator(seed: seed, profile: profile)
+            var random = SplitMix64(seed: seed)
+            var hub = BoardState()
+            var history = UndoHistory()
+            var encoder = DiffStreamEncoder(board: "board")
+            var coalescer = DiffCoalescer()
+            var replica = BoardState()
+            var readInOnePass = 0
+            for step in 1...600 {
+                var diffs: [StrokeDiff] = []
+                switch simulator.next() {
+                case .frame(let user, let frame, let style): try hub.reduce(frame, from: user, style: style, into: &diffs)
+                case .clear(let user, let scope): hub.clear(scope, by: user, into: &diffs)
+                }
+                if step % 97 == 0 { history.undo(by: UserNamespace("user-0"), on: &hub, into: &diffs) }
+                history.note(diffs, on: hub)
+                coalescer.add(contentsOf: diffs)
+                guard step % window == 0 || step == 600, !coalescer.isEmpty else { continue }
+                let bytes = encoder.encodedBytes(hub.sealBatch(coalescer.take(), hubTime: Int64(step)))
+                let proto = try WireCodec.decode(Touchsync_V1_DiffBatch.self, from: bytes)
+                let reference = try DiffStreamDecoder.decode(proto, against: replica)
+                let fast = bytes.withUnsafeBytes { DiffBatchReader.decode($0, against: replica) }
+                if let fast {
+                    readInOnePass += 1
+                    #expect(fast.batch == reference)
+                    #expect(fast.board == "board")
+                }
+                // Damage a copy: whatever the one-pass reader still reads, SwiftProtobuf reads the same.
+                var damaged = bytes
+                damaged[Int.random(in: 0..<damaged.count, using: &random)] ^= 1 << UInt8.random(in: 0...7, using: &random)
+                if let read = damaged.withUnsafeBytes({ DiffBatchReader.decode($0, against: replica) }) {
+                    let slow = try? DiffStreamDecoder.decode(
+                        WireCodec.decode(Touchsync_V1_DiffBatch.self, from: damaged), against: replica)
+                    #expect(read.batch == slow)
+                }
+                let applied = try bytes.withUnsafeBytes { try replica.apply(encodedBatch: $0) }
+                #expect(applied.batch == reference)
+            }
+            #expect(readInOnePass > 0)
+            #expect(replica == hub)
+        }
+    }
+}
