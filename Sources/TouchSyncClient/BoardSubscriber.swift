@@ -198,7 +198,7 @@ enum SubscriberCommand: Sendable {
 final class SubscriberLoop {
     private enum Phase {
         /// Waiting for snapshot `request`; batches received meanwhile are kept.
-        case syncing(request: UInt64, chunks: [Touchsync_V1_SnapshotChunk], queued: [Touchsync_V1_DiffBatch], deadline: ContinuousClock.Instant)
+        case syncing(request: UInt64, chunks: [SnapshotChunkContents], queued: [Touchsync_V1_DiffBatch], deadline: ContinuousClock.Instant)
         case live(BoardState)
     }
 
@@ -318,11 +318,15 @@ final class SubscriberLoop {
 
     private func drainSnapshotReplies() throws(ZMQError) {
         while try snapshots.receive(into: part, dontWait: true) {
+            // The hot path: a chunk read in one pass into the model; errors and anything unusual through SwiftProtobuf.
+            if let (requestID, chunk) = part.withUnsafeBytes({ SnapshotReplyReader.read($0) }) {
+                received(chunk, for: requestID)
+                continue
+            }
             let decoded = part.withUnsafeBytes { bytes in
                 Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes) }
             }
-            guard case .success(let reply) = decoded,
-                case .syncing(let request, var chunks, let queued, let deadline) = phase, reply.requestID == request
+            guard case .success(let reply) = decoded, case .syncing(let request, _, _, _) = phase, reply.requestID == request
             else { continue }  // a reply to a request we gave up on
             switch reply.body {
             case .error(let error):
@@ -330,11 +334,10 @@ final class SubscriberLoop {
                 if error.code == .forbidden { fatal = "the hub refused this board (FORBIDDEN): \(error.message)" }
                 if error.code == .wrongHub { fatal = "this hub does not hold the board (WRONG_HUB): \(error.message)" }
             case .chunk(let chunk):
-                chunks.append(chunk)
-                if chunks.count == Int(chunk.count) {
-                    load(chunks, queued: queued)
-                } else {
-                    phase = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
+                do {
+                    received(try SnapshotChunkContents(chunk), for: reply.requestID)
+                } catch {
+                    requestSnapshot(reason: "unusable snapshot: \(error)")
                 }
             case nil:
                 break
@@ -342,7 +345,19 @@ final class SubscriberLoop {
         }
     }
 
-    private func load(_ chunks: [Touchsync_V1_SnapshotChunk], queued: [Touchsync_V1_DiffBatch]) {
+    private func received(_ chunk: SnapshotChunkContents, for requestID: UInt64) {
+        guard case .syncing(let request, var chunks, let queued, let deadline) = phase, requestID == request else {
+            return  // a reply to a request we gave up on
+        }
+        chunks.append(chunk)
+        if chunks.count == Int(chunk.count) {
+            load(chunks, queued: queued)
+        } else {
+            phase = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
+        }
+    }
+
+    private func load(_ chunks: [SnapshotChunkContents], queued: [Touchsync_V1_DiffBatch]) {
         do {
             let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
             var state = try BoardState(snapshot: snapshot)

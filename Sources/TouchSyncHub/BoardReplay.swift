@@ -230,9 +230,7 @@ final class ReplayLoop {
                     if index == 1 {
                         try snapshotService.drain(
                             limit: 64,
-                            chunks: { request in
-                                request.board == board ? channel.snapshotChunks(samplesPerChunk: SnapshotCodec.defaultSamplesPerChunk) : nil
-                            },
+                            snapshot: { request in request.board == board ? channel.snapshot() : nil },
                             forbidden: { user, requested in access?.refusal(for: user, board: requested) })
                     }
                 },

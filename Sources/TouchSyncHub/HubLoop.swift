@@ -172,9 +172,9 @@ final class HubLoop {
                     failure = "sync: \(error)"
                 }
             case .sendSnapshot(let peer, let requestID, let board, let state, let digest):
-                let chunks = SnapshotCodec.chunks(
-                    of: state.snapshot(), board: board, digest: digest, samplesPerChunk: configuration.snapshotSamplesPerChunk)
-                snapshotService.send(chunks, requestID: requestID, to: peer.bytes, board: board)
+                snapshotService.send(
+                    state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,
+                    samplesPerChunk: configuration.snapshotSamplesPerChunk)
             case .refuseSnapshot(let peer, let requestID, let refusal):
                 snapshotService.sendError(to: peer.bytes, requestID: requestID, code: refusal.code, refusal.message)
             case .allowSubscription(let topic):

@@ -43,11 +43,11 @@ struct SnapshotService {
         receiver = RequestReceiver(socket: socket)
     }
 
-    /// Handles up to `limit` waiting requests: `chunks` gives a board's
-    /// snapshot (nil: refuse with `unknownBoard`); `refused` counts errors.
+    /// Handles up to `limit` waiting requests: `snapshot` gives a board's
+    /// snapshot and digest (nil: refuse with `unknownBoard`); `refused` counts errors.
     /// `forbidden` says why the (authenticated) user may not have a board (nil: it may).
     func drain(
-        limit: Int, chunks: (Touchsync_V1_SnapshotRequest) -> [Touchsync_V1_SnapshotChunk]?,
+        limit: Int, snapshot: (Touchsync_V1_SnapshotRequest) -> (snapshot: BoardSnapshot, digest: BoardDigest)?,
         forbidden: (_ user: String?, _ board: String) -> String? = { _, _ in nil },
         refused: (ErrorCode) -> Void = { _ in }
     ) throws(ZMQError) {
@@ -70,12 +70,12 @@ struct SnapshotService {
                 sendError(to: peer, requestID: request.requestID, code: .forbidden, why)
                 continue
             }
-            guard let reply = chunks(request) else {
+            guard let (state, digest) = snapshot(request) else {
                 refused(.unknownBoard)
                 sendError(to: peer, requestID: request.requestID, code: .unknownBoard, "no board \"\(request.board)\" here")
                 continue
             }
-            send(reply, requestID: request.requestID, to: peer, board: request.board)
+            send(state, digest: digest, requestID: request.requestID, to: peer, board: request.board)
         }
     }
 
@@ -84,13 +84,16 @@ struct SnapshotService {
         try receiver.next(Touchsync_V1_SnapshotRequest.self)
     }
 
-    func send(_ chunks: [Touchsync_V1_SnapshotChunk], requestID: UInt64, to peer: [UInt8], board: String) {
-        for chunk in chunks {
-            var reply = Touchsync_V1_SnapshotReply()
-            reply.chunk = chunk
-            reply.requestID = requestID
+    /// Sends `snapshot` in chunks, each written in one pass (`SnapshotCodec.encodedReplies`).
+    func send(
+        _ snapshot: BoardSnapshot, digest: BoardDigest, requestID: UInt64, to peer: [UInt8], board: String,
+        samplesPerChunk: Int = SnapshotCodec.defaultSamplesPerChunk
+    ) {
+        let replies = SnapshotCodec.encodedReplies(
+            of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk)
+        for reply in replies {
             do {
-                guard try socket.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true) else {
+                guard try socket.send(multipart: [peer, reply], dontWait: true) else {
                     logger.warning("snapshot abandoned: the subscriber is not reading", metadata: ["board": "\(board)"])
                     return
                 }

@@ -118,8 +118,8 @@ package struct BoardChannel: Sendable {
 
     /// The snapshot at the current sequence; call after `sealBatch` so that
     /// the state holds nothing unpublished.
-    package mutating func snapshotChunks(samplesPerChunk: Int) -> [Touchsync_V1_SnapshotChunk] {
+    package mutating func snapshot() -> (snapshot: BoardSnapshot, digest: BoardDigest) {
         precondition(!hasPending, "a snapshot must not include unpublished diffs")
-        return SnapshotCodec.chunks(of: state.snapshot(), board: name, digest: digest(), samplesPerChunk: samplesPerChunk)
+        return (state.snapshot(), digest())
     }
 }

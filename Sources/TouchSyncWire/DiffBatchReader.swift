@@ -89,7 +89,7 @@ public enum DiffBatchReader {
                 case (2, ProtoScanner.lengthDelimited) where owner == nil: owner = try required(fields.readString())
                 case (3, ProtoScanner.varint) where touch == nil: touch = try required(fields.readVarint())
                 case (4, ProtoScanner.lengthDelimited) where style == nil:
-                    style = try readStyle(bytes, required(fields.readLengthDelimited()))
+                    style = try required(ProtoScanner.style(in: bytes, required(fields.readLengthDelimited())))
                 default: throw GiveUp()
                 }
             }
@@ -182,20 +182,6 @@ public enum DiffBatchReader {
             }
         }
         return (first ?? 0, second ?? 0)
-    }
-
-    private static func readStyle(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) throws -> StrokeStyle {
-        var scanner = ProtoScanner(bytes, region)
-        var rgba: UInt32?, width: UInt64?
-        while !scanner.isAtEnd {
-            guard let (field, wireType) = scanner.nextTag() else { throw GiveUp() }
-            switch (field, wireType) {
-            case (1, 5) where rgba == nil: rgba = try required(scanner.readFixed32())
-            case (2, ProtoScanner.varint) where width == nil: width = try required(scanner.readVarint())
-            default: throw GiveUp()
-            }
-        }
-        return StrokeStyle(rgba: rgba ?? 0, width: UInt32(truncatingIfNeeded: width ?? 0))
     }
 }
 

@@ -67,6 +67,11 @@ struct ProtoScanner {
         return value
     }
 
+    mutating func readFixed64() -> UInt64? {
+        guard let low = readFixed32(), let high = readFixed32() else { return nil }
+        return UInt64(high) << 32 | UInt64(low)
+    }
+
     /// A proto3 string: nil when its bytes are not UTF-8 (SwiftProtobuf refuses those).
     mutating func readString() -> String? {
         guard let region = readLengthDelimited() else { return nil }
@@ -79,6 +84,29 @@ struct ProtoScanner {
         let start = position
         position += Int(length)
         return start..<position
+    }
+}
+
+import TouchSyncCore
+
+extension ProtoScanner {
+    /// A `StrokeStyle` message in canonical form (nil otherwise).
+    static func style(in bytes: UnsafeRawBufferPointer, _ region: Range<Int>) -> StrokeStyle? {
+        var scanner = ProtoScanner(bytes, region)
+        var rgba: UInt32?, width: UInt64?
+        while !scanner.isAtEnd {
+            guard let (field, wireType) = scanner.nextTag() else { return nil }
+            switch (field, wireType) {
+            case (1, 5) where rgba == nil:
+                guard let value = scanner.readFixed32() else { return nil }
+                rgba = value
+            case (2, ProtoScanner.varint) where width == nil:
+                guard let value = scanner.readVarint() else { return nil }
+                width = value
+            default: return nil
+            }
+        }
+        return StrokeStyle(rgba: rgba ?? 0, width: UInt32(truncatingIfNeeded: width ?? 0))
     }
 }
 
@@ -202,6 +230,12 @@ struct ProtoWriter {
     mutating func fixed32Field(_ field: UInt32, _ value: UInt32) {
         guard value != 0 else { return }
         tag(field, 5)
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func fixed64Field(_ field: UInt32, _ value: UInt64) {
+        guard value != 0 else { return }
+        tag(field, 1)
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 

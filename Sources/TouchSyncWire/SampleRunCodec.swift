@@ -251,9 +251,10 @@ struct SampleColumnWriter {
         return run
     }
 
-    /// The body of the `SampleRun` `finish()` returns, written as
-    /// SwiftProtobuf would serialize it (no time base, no predicted count).
-    mutating func write(to out: inout ProtoWriter) {
+    /// The body of the `SampleRun` `finish()` returns, with
+    /// `predictedCount`, written as SwiftProtobuf would serialize it (no
+    /// time base).
+    mutating func write(to out: inout ProtoWriter, predictedCount: UInt32 = 0) {
         guard count > 0 else { return }
         close()
         out.packed(1, xs) { zigZag($0) }
@@ -264,6 +265,7 @@ struct SampleColumnWriter {
         out.packed(7, azimuths) { zigZag($0) }
         out.packed(8, altitudes) { zigZag($0) }
         out.packed(9, estimations) { UInt64($0) }
+        out.uint64Field(10, UInt64(predictedCount))
         if anyCoalesced { out.bytesField(11, coalesced) }
     }
 }

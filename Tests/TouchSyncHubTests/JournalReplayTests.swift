@@ -101,7 +101,7 @@ struct JournalReplayTests {
         configuration.heartbeatInterval = .milliseconds(200)
         configuration.journal = JournalConfiguration(directory: directory)
         // It comes back on the same ports.
-        let ports = try restartableEndpoints(3)
+        let ports = restartableEndpoints(3)
         (configuration.ingestEndpoint, configuration.publishEndpoint, configuration.snapshotEndpoint) = (ports[0], ports[1], ports[2])
         let context = try ZMQContext()
         let first = try TouchSyncHub(configuration: configuration, logger: testLogger("hub"), context: context)
@@ -132,8 +132,11 @@ struct JournalReplayTests {
         let bytes = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + segment))
         try bytes.prefix(bytes.count * 2 / 3).write(to: URL(fileURLWithPath: folder + "/" + segment))
 
-        let second = try TouchSyncHub(configuration: configuration, logger: testLogger("hub"), context: context)
-        _ = try await second.start()
+        let second = try await startAgain {
+            let again = try TouchSyncHub(configuration: configuration, logger: testLogger("hub"), context: context)
+            _ = try await again.start()
+            return again
+        }
         let recovered = try #require(second.recovered.first)
         #expect(recovered.sequence < before.sequence)
         let resynced = await eventually(timeout: .seconds(10)) {

@@ -17,7 +17,7 @@ struct RelayTests {
         let data = NSTemporaryDirectory() + "touchsync-relay-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: data) }
         // The hub and the second relay come back on the same ports.
-        let ports = try restartableEndpoints(5)
+        let ports = restartableEndpoints(5)
         var hubConfiguration = HubConfiguration.loopbackEphemeral()
         hubConfiguration.heartbeatInterval = .milliseconds(200)
         hubConfiguration.journal = JournalConfiguration(directory: data)
@@ -77,16 +77,21 @@ struct RelayTests {
 
         // The hub restarts on its journal, on the same ports; the agent resumes, the chain follows.
         await hub.stop()
-        hub = try TouchSyncHub(configuration: hubConfiguration, logger: testLogger("hub"), context: context)
-        _ = try await hub.start()
+        hub = try await startAgain {
+            let again = try TouchSyncHub(configuration: hubConfiguration, logger: testLogger("hub"), context: context)
+            _ = try await again.start()
+            return again
+        }
         for id in 4...5 { try await stroke(TouchID(id)) }
         #expect(await agent.flush(timeout: .seconds(15)))
         #expect(await converged(), "the chain did not converge after the hub restarted")
 
         // The second relay restarts on its ports; the subscriber resyncs from it.
         await second.stop()
-        (second, secondEndpoints) = try await relay(
-            upstream: (firstEndpoints.publish, firstEndpoints.snapshot), serving: (secondEndpoints.publish, secondEndpoints.snapshot))
+        (second, secondEndpoints) = try await startAgain {
+            try await relay(
+                upstream: (firstEndpoints.publish, firstEndpoints.snapshot), serving: (secondEndpoints.publish, secondEndpoints.snapshot))
+        }
         for id in 6...7 { try await stroke(TouchID(id)) }
         #expect(await agent.flush(timeout: .seconds(10)))
         #expect(await converged(), "the chain did not converge after the relay restarted")

@@ -179,17 +179,46 @@ func isListening(port: UInt16) -> Bool {
 /// outgoing connection nor a client reconnecting to the stopped server (a
 /// TCP self-connect) can take the port meanwhile. Each is checked by binding
 /// it, and none is handed out twice in this test process.
-func restartableEndpoints(_ count: Int) throws -> [String] {
-    let context = try ZMQContext()
+func restartableEndpoints(_ count: Int) -> [String] {
     var endpoints: [String] = []
     while endpoints.count < count {
-        let port = Int.random(in: 20_000..<32_000)
-        guard handedOutPorts.withLock({ $0.insert(port).inserted }) else { continue }
-        let socket = try ZMQSocket(context, type: .router)
-        defer { socket.close() }
-        if (try? socket.bind("tcp://127.0.0.1:\(port)")) != nil { endpoints.append("tcp://127.0.0.1:\(port)") }
+        let port = UInt16.random(in: 20_000..<32_000)
+        guard handedOutPorts.withLock({ $0.insert(port).inserted }), canBind(port: port) else { continue }
+        endpoints.append("tcp://127.0.0.1:\(port)")
     }
     return endpoints
 }
 
-private let handedOutPorts = Mutex<Set<Int>>([])
+/// Whether 127.0.0.1:`port` is free, checked with a plain socket (closed at
+/// once, so the port is free again when this returns; a ZeroMQ socket
+/// releases its port later, on its I/O thread).
+private func canBind(port: UInt16) -> Bool {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { return false }
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+}
+
+private let handedOutPorts = Mutex<Set<UInt16>>([])
+
+/// Starts a server again on the ports of one just stopped in this process:
+/// libzmq closes a listening socket on its I/O thread after `zmq_close`
+/// returns, so for a moment the port is still taken (a new process would
+/// not see this). Retries the whole start while the bind says so, up to
+/// `limit`.
+func startAgain<Server>(limit: Duration = .seconds(5), _ start: () async throws -> Server) async throws -> Server {
+    let deadline = ContinuousClock.now + limit
+    while true {
+        do {
+            return try await start()
+        } catch where "\(error)".contains("Address already in use") && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}

@@ -324,11 +324,59 @@ struct WireTests {
         var stale = wire
         stale[1].sequence += 1
         #expect(throws: WireError.self) { try SnapshotCodec.assemble(stale) }
-        #expect(throws: WireError.self) { try SnapshotCodec.assemble([]) }
+        #expect(throws: WireError.self) { try SnapshotCodec.assemble([Touchsync_V1_SnapshotChunk]()) }
         // An empty board is one chunk with no strokes.
         let empty = SnapshotCodec.chunks(of: BoardState().snapshot(), board: "e", digest: BoardState().digest)
         #expect(empty.count == 1)
         #expect(try SnapshotCodec.assemble(empty).snapshot == BoardState().snapshot())
+    }
+
+    /// The hub writes snapshot replies in one pass: byte for byte what
+    /// SwiftProtobuf writes for the same chunks (strokes in progress with
+    /// predictions, force, angles, estimated samples; every chunk size);
+    /// subscribers read them in one pass into the same strokes.
+    @Test func snapshotRepliesAreWrittenAsSwiftProtobufWritesThem() throws {
+        for seed: UInt64 in [5, 6, 7] {
+            var simulator = SessionSimulator(seed: seed)
+            var hub = BoardState()
+            for _ in 0..<1500 {
+                var diffs: [StrokeDiff] = []
+                if case .frame(let user, let frame, let style) = simulator.next() {
+                    try hub.reduce(frame, from: user, style: style, into: &diffs)
+                    if !diffs.isEmpty { _ = hub.sealBatch(diffs, hubTime: 0) }
+                }
+            }
+            #expect(hub.liveTouchCount > 0 && !hub.acceptedStrokes.isEmpty)
+            for (board, state) in [("b", hub), ("empty", BoardState())] {
+                for perChunk in [1, 300, SnapshotCodec.defaultSamplesPerChunk] {
+                    let chunks = SnapshotCodec.chunks(
+                        of: state.snapshot(), board: board, digest: state.digest, samplesPerChunk: perChunk)
+                    let replies = SnapshotCodec.encodedReplies(
+                        of: state.snapshot(), board: board, digest: state.digest, requestID: seed, samplesPerChunk: perChunk)
+                    #expect(replies.count == chunks.count)
+                    for (chunk, bytes) in zip(chunks, replies) {
+                        var reply = Touchsync_V1_SnapshotReply()
+                        reply.chunk = chunk
+                        reply.requestID = seed
+                        #expect(WireCodec.encode(reply) == bytes)
+                        // A late joiner reads it in one pass into the same strokes.
+                        let read = bytes.withUnsafeBytes { SnapshotReplyReader.read($0) }
+                        #expect(read?.requestID == seed)
+                        #expect(try read?.chunk == SnapshotChunkContents(chunk))
+                        // Damaged: whatever the one-pass reader still reads, SwiftProtobuf's path reads the same.
+                        var random = SplitMix64(seed: seed &+ UInt64(bytes.count))
+                        for _ in 0..<20 {
+                            var damaged = bytes
+                            damaged[Int.random(in: 0..<damaged.count, using: &random)] ^= 1 << UInt8.random(in: 0...7, using: &random)
+                            guard let fast = damaged.withUnsafeBytes({ SnapshotReplyReader.read($0) }) else { continue }
+                            let slow = try? WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: damaged)
+                            #expect(fast.requestID == slow?.requestID)
+                            #expect(fast.chunk == slow.flatMap { try? SnapshotChunkContents($0.chunk) })
+                        }
+                    }
+                }
+            }
+        }
     }
 
     @Test func errorsAndTopics() throws {

@@ -371,8 +371,7 @@ final class RelayLoop {
 
     private func serveSnapshot(_ board: String, to peer: [UInt8], requestID: UInt64) {
         guard case .live(let state) = replicas[board] else { return }
-        let chunks = SnapshotCodec.chunks(of: state.snapshot(), board: board, digest: state.digest)
-        snapshotService.send(chunks, requestID: requestID, to: peer, board: board)
+        snapshotService.send(state.snapshot(), digest: state.digest, requestID: requestID, to: peer, board: board)
         counters.value.withLock { $0.snapshotsServed += 1 }
     }
 
