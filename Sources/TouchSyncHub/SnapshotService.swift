@@ -84,22 +84,25 @@ struct SnapshotService {
         try receiver.next(Touchsync_V1_SnapshotRequest.self)
     }
 
-    /// Sends `snapshot` in chunks, each written in one pass (`SnapshotCodec.encodedReplies`).
+    /// Sends `snapshot` in chunks, each written in one pass and sent as soon
+    /// as it is written (`SnapshotCodec.encodeReplies`): the subscriber
+    /// reads one chunk while the hub writes the next.
     func send(
         _ snapshot: BoardSnapshot, digest: BoardDigest, requestID: UInt64, to peer: [UInt8], board: String,
         samplesPerChunk: Int = SnapshotCodec.defaultSamplesPerChunk
     ) {
-        let replies = SnapshotCodec.encodedReplies(
-            of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk)
-        for reply in replies {
+        SnapshotCodec.encodeReplies(
+            of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk
+        ) { reply in
             do {
                 guard try socket.send(multipart: [peer, reply], dontWait: true) else {
                     logger.warning("snapshot abandoned: the subscriber is not reading", metadata: ["board": "\(board)"])
-                    return
+                    return false
                 }
+                return true
             } catch {
                 logger.debug("snapshot not delivered", metadata: ["error": "\(error)"])
-                return
+                return false
             }
         }
     }

@@ -54,9 +54,24 @@ public enum SnapshotCodec {
         of snapshot: BoardSnapshot, board: String, digest: BoardDigest, requestID: UInt64,
         samplesPerChunk: Int = defaultSamplesPerChunk
     ) -> [[UInt8]] {
+        var replies: [[UInt8]] = []
+        encodeReplies(of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk) {
+            replies.append($0)
+            return true
+        }
+        return replies
+    }
+
+    /// The same replies one at a time, each handed to `deliver` as soon as
+    /// it is written (so a subscriber reads a chunk while the next is
+    /// written); `deliver` returns false to stop.
+    public static func encodeReplies(
+        of snapshot: BoardSnapshot, board: String, digest: BoardDigest, requestID: UInt64,
+        samplesPerChunk: Int = defaultSamplesPerChunk, deliver: ([UInt8]) -> Bool
+    ) {
         let groups = groups(of: snapshot, samplesPerChunk: samplesPerChunk)
         var columns = SampleColumnWriter(capacity: 1024)
-        return groups.enumerated().map { index, strokes in
+        for (index, strokes) in groups.enumerated() {
             var out = ProtoWriter(capacity: 64 + strokes.reduce(0) { $0 + 8 * ($1.samples.count + $1.predicted.count) + 48 })
             out.lengthDelimited(1) { chunk in  // SnapshotReply.chunk
                 chunk.stringField(1, board)
@@ -87,7 +102,7 @@ public enum SnapshotCodec {
                 chunk.fixed64Field(8, digest.rawValue)
             }
             out.uint64Field(3, requestID)
-            return out.bytes
+            guard deliver(out.bytes) else { return }
         }
     }
 
