@@ -326,9 +326,10 @@ struct BenchCommand: AsyncParsableCommand {
             emit(String(
                 format: "  %2d subscriber(s): forwarder %10.0f samples/s   hub %10.0f samples/s   hub/forwarder %.2f",
                 subscribers, bare.samplesPerSecond, hub.samplesPerSecond, hub.samplesPerSecond / bare.samplesPerSecond))
+            emit("                    CPU per sample of the target's thread: forwarder \(nanoseconds(bare.cpuNanosecondsPerSample))   hub \(nanoseconds(hub.cpuNanosecondsPerSample))")
         }
         emit("")
-        emit("latency at \(Int(benchmark.latencyRate)) samples/s (µs, sample creation to decoded in a subscriber; the hub's subscribers also apply)")
+        emit("latency at \(Int(benchmark.latencyRate)) samples/s (µs, sample creation to decoded in a subscriber; the hub's subscribers also apply; the producer sleeps between frames)")
         for subscribers in [1, 10] {
             let bare = try await benchmark.latency(.forwarder, subscribers: subscribers, logger: logger)
             let hub = try await benchmark.latency(.hub, subscribers: subscribers, logger: logger)
@@ -337,7 +338,14 @@ struct BenchCommand: AsyncParsableCommand {
                 emit("  \(String(format: "%2d", subscribers)) subscriber(s) \(result.target.rawValue.padding(toLength: 22, withPad: " ", startingAt: 0)) p50 \(s.p50)  p90 \(s.p90)  p99 \(s.p99)  p99.9 \(s.p999)  max \(s.max)  (\(s.count) samples)")
             }
             emit(String(format: "     hub p99 / forwarder p99: %.2f", Double(hub.summary.p99) / Double(max(bare.summary.p99, 1))))
+            emit("     CPU per sample of the target's thread: forwarder \(nanoseconds(bare.cpuNanosecondsPerSample))   hub \(nanoseconds(hub.cpuNanosecondsPerSample))")
         }
+    }
+
+    /// A CPU figure from /proc (10 ms ticks), or why there is none.
+    private func nanoseconds(_ value: Double?) -> String {
+        guard let value else { return "n/a (thread not found)" }
+        return String(format: "%.0f ns", value)
     }
 
     func runJournal() async throws {

@@ -37,13 +37,22 @@ public struct TransportBenchmark: Sendable {
         public var subscribers: Int
         public var samples: Int
         public var seconds: Double
+        /// CPU seconds of the target's own thread (the hub loop, or the forwarder) during the run.
+        public var targetCPUSeconds: Double?
         public var samplesPerSecond: Double { Double(samples) / seconds }
+        /// The target thread's CPU per sample carried, in nanoseconds.
+        public var cpuNanosecondsPerSample: Double? { targetCPUSeconds.map { $0 * 1e9 / Double(samples) } }
     }
 
     public struct Latency: Sendable {
         public var target: Target
         public var subscribers: Int
         public var summary: LatencySummary
+        public var targetCPUSeconds: Double?
+        /// The target thread's CPU per sample carried, in nanoseconds.
+        public var cpuNanosecondsPerSample: Double? {
+            targetCPUSeconds.map { $0 * 1e9 / Double(max(summary.count / max(subscribers, 1), 1)) }
+        }
     }
 
     // MARK: Saturation
@@ -79,11 +88,13 @@ public struct TransportBenchmark: Sendable {
                                     break reading
                                 }
                             case .hub:
+                                // As a TouchSync subscriber reads live batches (the one-pass reader).
                                 if let payload {
-                                    let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: payload)
-                                    if case .batch(let batch) = message.body {
-                                        try replica.apply(batch)
-                                        finished = ContinuousClock.now
+                                    try payload.withUnsafeBytes { bytes in
+                                        if let (_, batch) = PublishedBatch.find(in: bytes) {
+                                            try replica.apply(encodedBatch: batch)
+                                            finished = ContinuousClock.now
+                                        }
                                     }
                                 }
                                 if let last = finalSequence.withLock({ $0 }), replica.sequence >= last { break reading }
@@ -100,6 +111,7 @@ public struct TransportBenchmark: Sendable {
         while ready.withLock({ $0 }) < subscribers { try await Task.sleep(for: .milliseconds(5)) }
         try await Task.sleep(for: .milliseconds(200))  // subscriptions reach the publisher
 
+        let cpuBefore = bench.targetCPUSeconds()
         let start = ContinuousClock.now
         try await Bench.produce(messages, target: target, context: context, endpoint: bench.ingest, paced: nil)
         if target == .hub, let hub = bench.hub {
@@ -109,8 +121,10 @@ public struct TransportBenchmark: Sendable {
         }
         for thread in threads { await thread.finished() }
         let end = done.withLock { $0.max() ?? ContinuousClock.now }
+        let cpu = cpuBefore.flatMap { before in bench.targetCPUSeconds().map { $0 - before } }
         await bench.stop()
-        return Throughput(target: target, subscribers: subscribers, samples: samples, seconds: (end - start).seconds)
+        return Throughput(
+            target: target, subscribers: subscribers, samples: samples, seconds: (end - start).seconds, targetCPUSeconds: cpu)
     }
 
     // MARK: Latency at a fixed rate
@@ -132,16 +146,17 @@ public struct TransportBenchmark: Sendable {
                         while !stop.withLock({ $0 }) {
                             guard let payload = try reader.next(timeoutMilliseconds: 100) else { continue }
                             times.removeAll(keepingCapacity: true)
+                            // Both read with the one-pass readers, as the hub and its subscribers do.
                             switch target {
                             case .forwarder:
-                                let message = try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: payload)
-                                guard case .frame(let proto) = message.body else { continue }
-                                let frame = try TouchFrame(proto, sequence: message.sequence)
+                                guard let frame = payload.withUnsafeBytes({ AgentFrameDecoder.decode($0) }) else { continue }
                                 for change in frame.changes { times += change.samples.map(\.time) }
                             case .hub:
-                                let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: payload)
-                                guard case .batch(let batch) = message.body else { continue }
-                                for diff in try replica.apply(batch).diffs {
+                                let applied = try payload.withUnsafeBytes { bytes -> DiffBatch? in
+                                    guard let (_, batch) = PublishedBatch.find(in: bytes) else { return nil }
+                                    return try replica.apply(encodedBatch: batch).batch
+                                }
+                                for diff in applied?.diffs ?? [] {
                                     if case .appended(_, _, let samples) = diff { times += samples.map(\.time) }
                                 }
                             }
@@ -160,19 +175,22 @@ public struct TransportBenchmark: Sendable {
         try await Task.sleep(for: .milliseconds(200))
         let perMessage = Double(fingers * coalesced) * 0.8  // about 80% of fingers are down at a time
         let count = Int(latencyRate / perMessage * latencyDuration.seconds)
+        let cpuBefore = bench.targetCPUSeconds()
         try await Bench.produce(
             workload(messages: max(count / agents, 1), live: true), target: target, context: context,
             endpoint: bench.ingest, paced: latencyRate)
         try await Task.sleep(for: .milliseconds(500))
         stop.withLock { $0 = true }
         for thread in threads { await thread.finished() }
+        let cpu = cpuBefore.flatMap { before in bench.targetCPUSeconds().map { $0 - before } }
         await bench.stop()
         let h = histogram.withLock { $0 }
         return Latency(
             target: target, subscribers: subscribers,
             summary: LatencySummary(
                 count: Int(h.totalCount), p50: h.valueAtPercentile(50), p90: h.valueAtPercentile(90),
-                p99: h.valueAtPercentile(99), p999: h.valueAtPercentile(99.9), max: h.max, mean: h.mean))
+                p99: h.valueAtPercentile(99), p999: h.valueAtPercentile(99.9), max: h.max, mean: h.mean),
+            targetCPUSeconds: cpu)
     }
 
     // MARK: Workload
@@ -229,6 +247,11 @@ struct Bench: Sendable {
     let publish: String
     let hub: TouchSyncHub?
     let forwarder: (SocketThread, Mailbox<Bool>)?
+
+    /// CPU seconds so far of the target's own thread (the hub loop or the forwarder).
+    func targetCPUSeconds() -> Double? {
+        threadCPUSeconds(named: hub != nil ? "touchsync-hub" : "bench-forwarder")
+    }
 
     static func start(_ target: TransportBenchmark.Target, context: ZMQContext, logger: Logger) async throws -> Bench {
         switch target {
@@ -352,8 +375,16 @@ struct Bench: Sendable {
                 var lastSequence = Array(repeating: UInt64(0), count: agents)
                 for message in messages {
                     if let paced {
+                        // Sleep until due (no spinning: a spinning producer takes a core from
+                        // what it measures); woken late, what is due by then goes at once,
+                        // each frame stamped when sent.
                         let due = start + .nanoseconds(Int64(sent / paced * 1e9))
-                        while clock.now < due {}  // spin: a sleep's granularity would clump the load
+                        let wait = due - clock.now
+                        if wait > .zero {
+                            let (seconds, attoseconds) = wait.components
+                            var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+                            nanosleep(&pause, nil)
+                        }
                     }
                     var bytes = message.bytes
                     if bytes.isEmpty {
