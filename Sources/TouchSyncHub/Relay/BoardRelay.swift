@@ -252,6 +252,16 @@ final class RelayLoop {
                 guard follows(board) else { continue }
                 follow(board)
             }
+            // The hot path: a batch for a live replica, read in one pass.
+            if case .live = replicas[board],
+                bodyBytes.withUnsafeBytes({ bytes in
+                    guard let (sequence, batch) = PublishedBatch.find(in: bytes) else { return false }
+                    applyLive(sequence: sequence, board: board) { state throws(DiffStreamError) in try state.apply(encodedBatch: batch) }
+                    return true
+                })
+            {
+                continue
+            }
             guard let message = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bodyBytes) else { continue }
             switch message.body {
             case .batch(let batch): received(batch, board: board)
@@ -266,18 +276,24 @@ final class RelayLoop {
         case .syncing(let request, let chunks, var queued, let deadline):
             queued.append(batch)
             replicas[board] = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
-        case .live(var state):
-            guard batch.sequence > state.sequence else { return }
-            replicas[board] = .live(BoardState())  // `state` uniquely referenced while it changes
-            do {
-                _ = try state.apply(batch)
-                replicas[board] = .live(state)
-            } catch {
-                replicas[board] = .live(state)
-                resync(board, reason: "\(error)")
-            }
+        case .live:
+            applyLive(sequence: batch.sequence, board: board) { state throws(DiffStreamError) in try state.apply(batch) }
         case nil:
             break
+        }
+    }
+
+    /// Applies the batch numbered `sequence` to a live replica (skipped when
+    /// the replica has it already); a batch that does not fit resyncs.
+    private func applyLive(sequence: UInt64, board: String, _ apply: (inout BoardState) throws(DiffStreamError) -> Void) {
+        guard case .live(var state) = replicas[board], sequence > state.sequence else { return }
+        replicas[board] = .live(BoardState())  // `state` uniquely referenced while it changes
+        do {
+            try apply(&state)
+            replicas[board] = .live(state)
+        } catch {
+            replicas[board] = .live(state)
+            resync(board, reason: "\(error)")
         }
     }
 
