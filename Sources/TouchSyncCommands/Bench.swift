@@ -362,6 +362,7 @@ struct BenchCommand: AsyncParsableCommand {
                 "  write, fsync \(write.policy): \(write.batches) batches in \(String(format: "%.3f", write.seconds)) s = "
                     + "\(rate(Double(write.batches) / write.seconds)) batches/s, \(rate(Double(write.batches) * samplesPerBatch / write.seconds)) samples/s")
         }
+        emit(String(format: "  memory: %.1f resident bytes per stored sample (a copy of the board held in the model)", figures.residentBytesPerSample))
         emit(
             "  recovery of the whole board: \(String(format: "%.3f", figures.recoverySeconds)) s (\(figures.recoveredRecords) records, "
                 + "\(rate(Double(figures.samples) / figures.recoverySeconds)) samples/s)")

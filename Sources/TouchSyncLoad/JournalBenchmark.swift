@@ -36,6 +36,9 @@ public struct JournalBenchmark: Sendable {
         public var recoveredRecords: Int
         public var replaySeconds: Double
         public var lateJoinSeconds: [Double]
+        /// Resident memory a board of this size holds, per stored sample: the
+        /// RSS growth while a deep copy of the recorded board is kept.
+        public var residentBytesPerSample: Double
     }
 
     /// A recorded board: every batch encoded as the hub publishes it.
@@ -96,6 +99,7 @@ public struct JournalBenchmark: Sendable {
         let recording = try record()
         let samples = recording.batches.reduce(0) { $0 + $1.samples }
         let bytes = recording.batches.reduce(0) { $0 + $1.bytes.count }
+        let residentBytesPerSample = try Self.residentBytesPerSample(of: recording.finalState)
         let progressEntry = [AgentProgress(principal: UserNamespace("bench"), appliedThrough: 1, style: .default)]
         var writes: [(String, Int, Double)] = []
         let clock = ContinuousClock()
@@ -190,8 +194,40 @@ public struct JournalBenchmark: Sendable {
             samples: samples, batches: recording.batches.count, journalBytes: bytes,
             writes: writes.map { (policy: $0.0, batches: $0.1, seconds: $0.2) },
             recoverySeconds: recoverySeconds, recoveredRecords: board.recordsApplied, replaySeconds: replaySeconds,
-            lateJoinSeconds: lateJoins)
+            lateJoinSeconds: lateJoins, residentBytesPerSample: residentBytesPerSample)
     }
+
+    /// The RSS growth per stored sample of a board like `state`, held in the
+    /// model as the hub holds it: a copy with freshly allocated stroke
+    /// arrays (copy-on-write would share the original's) is built and kept
+    /// while the resident size is read.
+    static func residentBytesPerSample(of state: BoardState) throws -> Double {
+        let snapshot = state.snapshot()
+        let before = residentBytes()
+        func copied(_ strokes: [Stroke]) -> [Stroke] {
+            strokes.map { stroke in
+                var copy = stroke
+                copy.samples = stroke.samples.map { $0 }
+                copy.predicted = stroke.predicted.map { $0 }
+                return copy
+            }
+        }
+        let copy = try BoardState(
+            snapshot: BoardSnapshot(
+                sequence: snapshot.sequence, nextStrokeID: snapshot.nextStrokeID, nextAcceptPosition: snapshot.nextAcceptPosition,
+                activeStrokes: copied(snapshot.activeStrokes), acceptedStrokes: copied(snapshot.acceptedStrokes)),
+            limits: state.limits)
+        let growth = residentBytes() - before
+        return withExtendedLifetime(copy) { Double(growth) / Double(max(copy.storedSampleCount, 1)) }
+    }
+}
+
+/// The process's resident memory now, in bytes (/proc/self/statm).
+func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
 }
 
 extension JournalBenchmark {
