@@ -218,6 +218,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Instead: the hub against a bare libzmq forwarder over loopback TCP (throughput and latency, 1 and 10 subscribers).")
     var transport = false
     @Option(parsing: .unconditional, help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
+    @Option(parsing: .unconditional, help: "With --transport: the hub's --ack-interval-ms.") var ackIntervalMs = 0
     @Flag(help: "Instead: the journal (write throughput per fsync policy, recovery, replay at full speed, late-join snapshot).")
     var journal = false
     @Option(parsing: .unconditional, help: "With --journal: samples on the large board.") var boardSamples = 1_000_000
@@ -233,6 +234,7 @@ struct BenchCommand: AsyncParsableCommand {
         guard frames >= 100 else { throw ValidationError("--frames must be at least 100") }
         guard (1...64).contains(coalesced) else { throw ValidationError("--coalesced must be 1 to 64") }
         guard repetitions >= 1 else { throw ValidationError("--repetitions must be at least 1") }
+        guard (0...1000).contains(ackIntervalMs) else { throw ValidationError("--ack-interval-ms must be 0 to 1000") }
     }
 
     func run() async throws {
@@ -316,6 +318,7 @@ struct BenchCommand: AsyncParsableCommand {
         #endif
         var benchmark = TransportBenchmark()
         benchmark.messagesPerAgent = messagesPerAgent
+        benchmark.ackInterval = .milliseconds(ackIntervalMs)
         let logger = logging.logger("touchsync.bench")
         emit("transport: \(benchmark.agents) agents x \(benchmark.fingers) fingers, \(benchmark.coalesced) samples per event, loopback TCP")
         emit("")

@@ -47,6 +47,8 @@ struct HubCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Seconds between two heartbeats of a board.") var heartbeat = 1.0
     @Option(parsing: .unconditional, help: "Shortest milliseconds between two batches of a board (0: as soon as input is drained).")
     var publishIntervalMs = 0
+    @Option(parsing: .unconditional, help: "Shortest milliseconds between two acks to one agent (0: every turn; a few ms: fewer acks for agents sending many small frames).")
+    var ackIntervalMs = 0
     @Option(parsing: .unconditional, help: "Largest agent message in bytes; larger ones get MESSAGE_TOO_LARGE.") var maxMessageBytes = 1 << 20
     @Option(parsing: .unconditional, help: "Touches one user may have down at once.") var maxTouches = 20
     @Option(parsing: .unconditional, help: "Numbered messages one agent may send per second.") var maxMessagesPerSecond = 2000
@@ -92,6 +94,7 @@ struct HubCommand: AsyncParsableCommand {
             throw ValidationError("--abandon-timeout must be at least --liveness-timeout (\(livenessTimeout) s)")
         }
         guard publishIntervalMs >= 0 else { throw ValidationError("--publish-interval-ms cannot be negative") }
+        guard (0...1000).contains(ackIntervalMs) else { throw ValidationError("--ack-interval-ms must be 0 to 1000") }
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
         guard (1...1000).contains(maxTouches) else { throw ValidationError("--max-touches must be 1 to 1000") }
         guard maxMessagesPerSecond > 0 else { throw ValidationError("--max-messages-per-second must be positive") }
@@ -124,6 +127,7 @@ struct HubCommand: AsyncParsableCommand {
         configuration.abandonTimeout = Duration(secondsValue: abandonTimeout)
         configuration.heartbeatInterval = Duration(secondsValue: heartbeat)
         configuration.publishInterval = .milliseconds(publishIntervalMs)
+        configuration.ackInterval = .milliseconds(ackIntervalMs)
         configuration.maxMessageBytes = maxMessageBytes
         configuration.boardLimits.maxLiveTouchesPerUser = maxTouches
         configuration.maxMessagesPerSecond = maxMessagesPerSecond

@@ -34,6 +34,12 @@ public struct HubConfiguration: Sendable {
     /// load costs no latency and heavy load batches naturally. A longer
     /// interval trades latency for fewer bytes per sample (docs/performance.md).
     public var publishInterval: Duration = .zero
+    /// The shortest time between two acknowledgements to one agent. Default
+    /// 0: every agent that sent something is acknowledged when the turn
+    /// ends. A few milliseconds send fewer acks (and wake libzmq's I/O
+    /// thread less) when agents send many small frames, for that much more
+    /// ack latency; durability is unchanged (an ack still waits for the journal).
+    public var ackInterval: Duration = .zero
     /// A session silent this long is forgotten (its duplicate detection with it). Default 10 min.
     public var sessionRetention: Duration = .seconds(600)
 

@@ -62,6 +62,7 @@ public struct HubCore {
     private var nextHousekeeping: ContinuousClock.Instant
     private var livenessDue: ContinuousClock.Instant? = nil
     private var nextPublish: ContinuousClock.Instant
+    private var nextAck: ContinuousClock.Instant
     private let housekeepingInterval: Duration
 
     /// Wall-clock microseconds at `origin`: batch times are derived from the
@@ -87,6 +88,7 @@ public struct HubCore {
         housekeepingInterval = min(configuration.livenessTimeout / 4, .milliseconds(250))
         nextHousekeeping = now + housekeepingInterval
         nextPublish = now
+        nextAck = now
         if let policy = configuration.journal?.fsync { journal = JournalProgress(policy: policy, lastSyncAt: now) }
         for board in recovered {
             var state = board.state
@@ -117,6 +119,7 @@ public struct HubCore {
         if let livenessDue { deadline = min(deadline, livenessDue) }
         if let recoveredUntil { deadline = min(deadline, recoveredUntil) }
         if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
+        if !ackQueue.isEmpty && configuration.ackInterval > .zero { deadline = min(deadline, nextAck) }
         if let due = journal?.syncDue { deadline = min(deadline, due) }
         for slot in owedHeartbeats {
             deadline = min(deadline, (subscribeHeartbeats[slot] ?? origin) + configuration.subscribeHeartbeatInterval)
@@ -207,7 +210,7 @@ public struct HubCore {
             accessChanged(list)
         case .journalProgress(let written, let synced):
             journal?.progress(written: written, synced: synced)
-            sendAcks(now: now, into: &actions)
+            sendAcks(now: now, force: false, into: &actions)
         case .journalFailed(let reason):
             guard journal?.failed == false else { return }
             journal?.failed = true
@@ -229,14 +232,14 @@ public struct HubCore {
             }
             publishDirtyBoards(force: false, now: now, into: &actions)
             syncJournalIfDue(force: false, now: now, into: &actions)
-            sendAcks(now: now, into: &actions)
+            sendAcks(now: now, force: false, into: &actions)
             runTimers(now: now, into: &actions)
         case .publishNow:
             publishDirtyBoards(force: true, now: now, into: &actions)
         case .stopping:
             publishDirtyBoards(force: true, now: now, into: &actions)
             syncJournalIfDue(force: true, now: now, into: &actions)
-            sendAcks(now: now, into: &actions)
+            sendAcks(now: now, force: true, into: &actions)
         }
     }
 
@@ -584,7 +587,7 @@ public struct HubCore {
         }
     }
 
-    private mutating func sendAcks(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    private mutating func sendAcks(now: ContinuousClock.Instant, force: Bool, into actions: inout [HubAction]) {
         // An ack promises the frame is as durable as the fsync policy says:
         // every applied diff journaled (no board waiting to publish) and synced.
         if let journal {
@@ -594,6 +597,8 @@ public struct HubCore {
             }
             guard dirtyBoards.isEmpty, journal.isDurable else { return }
         }
+        guard !ackQueue.isEmpty, force || now >= nextAck else { return }
+        nextAck = now + configuration.ackInterval
         for principal in ackQueue {
             guard let session = sessions[principal], session.ackPending else { continue }
             sessions[principal]!.ackPending = false

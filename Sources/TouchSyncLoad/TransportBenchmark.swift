@@ -28,6 +28,8 @@ public struct TransportBenchmark: Sendable {
     /// Offered rate of the latency runs, samples per second. Default 100,000.
     public var latencyRate: Double = 100_000
     public var latencyDuration: Duration = .seconds(3)
+    /// The hub's `ackInterval` (default 0, as the hub's own default).
+    public var ackInterval: Duration = .zero
     public var seed: UInt64 = 3
 
     public init() {}
@@ -61,7 +63,7 @@ public struct TransportBenchmark: Sendable {
         let context = try ZMQContext()
         let messages = workload()
         let samples = messages.reduce(0) { $0 + $1.samples }
-        let bench = try await Bench.start(target, context: context, logger: logger)
+        let bench = try await Bench.start(target, ackInterval: ackInterval, context: context, logger: logger)
         let board = "bench"
         // Subscribers: the forwarder's count agent messages; the hub's apply batches to a replica.
         let expected = messages.count
@@ -131,7 +133,7 @@ public struct TransportBenchmark: Sendable {
 
     public func latency(_ target: Target, subscribers: Int, logger: Logger) async throws -> Latency {
         let context = try ZMQContext()
-        let bench = try await Bench.start(target, context: context, logger: logger)
+        let bench = try await Bench.start(target, ackInterval: ackInterval, context: context, logger: logger)
         let board = "bench"
         let histogram = Locked(Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three))
         let ready = Locked(0)
@@ -253,7 +255,9 @@ struct Bench: Sendable {
         threadCPUSeconds(named: hub != nil ? "touchsync-hub" : "bench-forwarder")
     }
 
-    static func start(_ target: TransportBenchmark.Target, context: ZMQContext, logger: Logger) async throws -> Bench {
+    static func start(
+        _ target: TransportBenchmark.Target, ackInterval: Duration = .zero, context: ZMQContext, logger: Logger
+    ) async throws -> Bench {
         switch target {
         case .hub:
             var configuration = HubConfiguration.loopbackEphemeral()
@@ -261,6 +265,7 @@ struct Bench: Sendable {
             configuration.boardLimits = limits
             configuration.ingestHighWaterMark = 100_000
             configuration.publishHighWaterMark = 100_000
+            configuration.ackInterval = ackInterval
             let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: context)
             let endpoints = try await hub.start()
             return Bench(ingest: endpoints.ingest, publish: endpoints.publish, hub: hub, forwarder: nil)

@@ -43,6 +43,37 @@ struct HubCoreTests {
         #expect(hub.hello(ann, board: "b", resumeAfter: 2)?.appliedThrough == 4)
     }
 
+    /// With an ack interval, an agent gets at most one ack per interval,
+    /// covering everything applied so far; the core asks to be woken when
+    /// the next is due, and stopping sends what is owed at once.
+    @Test func acksPerIntervalCoverEverythingAppliedSoFar() throws {
+        let hub = CoreHarness { $0.ackInterval = .milliseconds(5) }
+        let ann = peer("ann")
+        try #require(hub.hello(ann, board: "b") != nil)
+        _ = hub.message(ann, .numbered(sequence: 1, began(1, x: 10)))
+        #expect(hub.endTurn().acks(to: ann) == [1])  // the first is due at once
+        _ = hub.message(ann, .numbered(sequence: 2, moved(1, x: 20, t: 1)))
+        let held = hub.endTurn()
+        #expect(held.batchSequences == [2])  // published at once: only the ack waits
+        #expect(held.acks(to: ann).isEmpty)
+        #expect(hub.core.nextDeadline == hub.start + .milliseconds(5))
+        hub.advance(.milliseconds(3))
+        _ = hub.message(ann, .numbered(sequence: 3, moved(1, x: 30, t: 2)))
+        #expect(hub.endTurn().acks(to: ann).isEmpty)
+        hub.advance(.milliseconds(2))
+        #expect(hub.endTurn().acks(to: ann) == [3])  // one ack for 2 and 3
+        _ = hub.message(ann, .numbered(sequence: 4, ended(1, x: 40, t: 3)))
+        #expect(hub.endTurn().acks(to: ann).isEmpty)
+        #expect(hub.send(.stopping).acks(to: ann) == [4])
+        // Without an interval (the default) every turn acknowledges.
+        let plain = CoreHarness()
+        try #require(plain.hello(ann, board: "b") != nil)
+        for sequence: UInt64 in 1...2 {
+            _ = plain.message(ann, .numbered(sequence: sequence, sequence == 1 ? began(1, x: 10) : moved(1, x: 20, t: 1)))
+            #expect(plain.endTurn().acks(to: ann) == [sequence])
+        }
+    }
+
     @Test func refusedMessagesTakeTheirPlaceAndCarryTheirCode() {
         let hub = CoreHarness()
         let bob = peer("bob")
