@@ -215,6 +215,11 @@ final class SubscriberLoop {
     private var nextRequest: UInt64 = 1
     private var lastHeard: ContinuousClock.Instant
     private var reportedSilence = false
+    /// For a moment after a snapshot's load (until the publish stream shows
+    /// its sequence, or a second has passed), a heartbeat behind the replica
+    /// may be one queued on the SUB socket before the snapshot, which can
+    /// overtake it on its own socket: stale, not the hub going back.
+    private var staleHeartbeatsUntil: ContinuousClock.Instant? = nil
     private let part = ZMQMessage()
     private let monitor: ZMQHandshakeMonitor?
     private var handshakeFailures = 0
@@ -365,6 +370,7 @@ final class SubscriberLoop {
                 requestSnapshot(reason: "the snapshot's digest does not match its strokes")
                 return
             }
+            staleHeartbeatsUntil = queued.contains { $0.sequence >= state.sequence } ? nil : clock.now + .seconds(1)
             events.yield(.synced(sequence: state.sequence, digest: digest, chunks: chunks.count))
             configuration.onSynced?(state)
             phase = .live(state)
@@ -419,6 +425,7 @@ final class SubscriberLoop {
                     status.heartbeats += 1
                     status.silentUsers = heartbeat.silentUsers
                 }
+                if heartbeat.sequence >= state.sequence { staleHeartbeatsUntil = nil }
                 if heartbeat.sequence > state.sequence {
                     // Batches and heartbeats leave the hub in order on one socket:
                     // a heartbeat ahead of us means batches were dropped on the way.
@@ -428,6 +435,8 @@ final class SubscriberLoop {
                     if agrees { shared.status.withLock { $0.agreeingHeartbeats += 1 } }
                     events.yield(.heartbeat(sequence: heartbeat.sequence, agrees: agrees))
                     if !agrees { requestSnapshot(reason: "digest differs from the hub's at \(state.sequence)") }
+                } else if let until = staleHeartbeatsUntil, clock.now < until {
+                    continue  // queued before the snapshot we loaded
                 } else {
                     // Behind what we applied: the hub restarted without some batches
                     // we saw (lost with unsynced journal writes). Its board is the truth.
@@ -441,6 +450,7 @@ final class SubscriberLoop {
 
     private func applyLive(sequence: UInt64, _ apply: (inout BoardState) throws(DiffStreamError) -> DiffBatch) {
         guard case .live(var state) = phase else { return }
+        if sequence >= state.sequence { staleHeartbeatsUntil = nil }
         if sequence <= state.sequence { return }  // already in the snapshot
         phase = .live(BoardState())  // let `state` be uniquely referenced while it changes
         do {
