@@ -193,6 +193,13 @@ final class UDPSocket: Sendable {
         return (count, address + ":\(UInt16(bigEndian: from.sin_port))")
     }
 
+    /// Whether a datagram waits to be received (a receive can also come back
+    /// empty-handed when interrupted, e.g. by SIGSTOP and SIGCONT).
+    var hasPending: Bool {
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) > 0 && entry.revents & Int16(POLLIN) != 0
+    }
+
     func send(_ bytes: [UInt8], to address: UDPAddress) {
         var target = address.sockaddr
         _ = bytes.withUnsafeBytes { data in
@@ -259,17 +266,26 @@ final class TUIOBridge: Sendable {
         let clock = ContinuousClock()
         var malformedSinceLog = 0
         var lastLog = clock.now - .seconds(60)
+        var datagramsSinceSweep = 0
         while !stopping.withLock({ $0 }) {
-            let now = clock.now
+            let received = socket.receive(into: &buffer)
+            datagramsSinceSweep += received == nil ? 0 : 1
             // Silent sources: their touches are cancelled (the tracker stopped, or its network did).
-            for (source, entry) in trackers where now - entry.lastHeard > sourceTimeout && !entry.tracker.down.isEmpty {
-                var tracker = entry.tracker
-                let cancelled = tracker.cancelAll()
-                trackers[source] = (tracker, entry.lastHeard)
-                agent(for: source)?.send(cancelled, alive: [])
-                logger.info("TUIO source silent: its touches cancelled", metadata: ["source": "\(source)", "touches": "\(cancelled.count)"])
+            // Swept only once the socket has nothing pending (datagrams queued while this process
+            // was not scheduled count first), or after many datagrams in a row under a flood.
+            if (received == nil && !socket.hasPending) || datagramsSinceSweep >= 10_000 {
+                datagramsSinceSweep = 0
+                let now = clock.now
+                for (source, entry) in trackers where now - entry.lastHeard > sourceTimeout && !entry.tracker.down.isEmpty {
+                    var tracker = entry.tracker
+                    let cancelled = tracker.cancelAll()
+                    trackers[source] = (tracker, entry.lastHeard)
+                    agent(for: source)?.send(cancelled, alive: [])
+                    logger.info("TUIO source silent: its touches cancelled", metadata: ["source": "\(source)", "touches": "\(cancelled.count)"])
+                }
             }
-            guard let (count, sender) = socket.receive(into: &buffer) else { continue }
+            guard let (count, sender) = received else { continue }
+            let now = clock.now
             let packet: OSCPacket
             do {
                 packet = try OSCDecoder.decode(Array(buffer[0..<count]))

@@ -22,7 +22,9 @@ struct TUIOBridgeTests {
         defer { children.killAll() }
         let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
         let (bridge, bridgeOutput) = try children.run(
-            ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "table", "--source-timeout", "1",
+            // A source timeout well above the 15 ms between this test's frames, however slowly a loaded
+            // machine runs it: only the unnamed source, silent for good, may time out.
+            ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "table", "--source-timeout", "3",
              "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]])
         var bridgeText = ""
         await readUntil(bridgeOutput, into: &bridgeText) { $0.contains("Ctrl-C stops") }
@@ -76,6 +78,55 @@ struct TUIOBridgeTests {
         #expect(bridge.terminationStatus == 0)
         #expect(bridgeText.contains("2 old or repeated"), "\(bridgeText)")
         #expect(bridgeText.contains("from 2 source(s)"), "\(bridgeText)")
+    }
+
+    /// A bridge that is not scheduled for longer than the source timeout (a
+    /// frozen process: SIGSTOP) reads the datagrams queued meanwhile before
+    /// it judges any source silent: the stroke continues, nothing cancelled.
+    @Test func aFrozenBridgeReadsWhatWaitedBeforeJudgingSilence() async throws {
+        let ports = try ProcessTests.freePorts(4)
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
+        let (bridge, output) = try children.run(
+            ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "frozen", "--source-timeout", "0.5",
+             "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]])
+        var text = ""
+        await readUntil(output, into: &text) { $0.contains("Ctrl-C stops") }
+        let sender = try UDPSender()
+        func send(_ fseq: Int32, alive: [Int32], sets: [(Int32, Float, Float)]) {
+            sender.send(RawTUIO.cursors(source: "pad", alive: alive, sets: sets, fseq: fseq), port: UInt16(ports[3]))
+        }
+        send(1, alive: [1], sets: [(1, 0.10, 0.10)])
+        try await Task.sleep(for: .milliseconds(300))  // received and applied
+        kill(bridge.processIdentifier, SIGSTOP)
+        send(2, alive: [1], sets: [(1, 0.11, 0.10)])
+        send(3, alive: [1], sets: [(1, 0.12, 0.10)])
+        send(4, alive: [], sets: [])
+        try await Task.sleep(for: .milliseconds(1200))  // past the timeout since frame 1, the bridge frozen
+        kill(bridge.processIdentifier, SIGCONT)
+
+        var configuration = SubscriberConfiguration(board: "frozen", publishEndpoint: hubEndpoints[1], snapshotEndpoint: hubEndpoints[2])
+        configuration.snapshotTimeout = .milliseconds(500)
+        var quiet = Logger(label: "tuio-test")
+        quiet.logLevel = .critical
+        let subscriber = try BoardSubscriber(configuration: configuration, logger: quiet)
+        subscriber.start()
+        var board: BoardState? = nil
+        for _ in 0..<200 {
+            if let replica = await subscriber.replica(), replica.acceptedStrokes.count >= 1, replica.liveTouchCount == 0 {
+                board = replica
+                break
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        await subscriber.stop()
+        let final = try #require(board, "the stroke never ended")
+        #expect(final.acceptedStrokes.map(\.samples.count) == [3], "the stroke was cut: \(final.acceptedStrokes.map(\.samples.count))")
+        #expect(final.acceptedStrokes.first?.samples.first?.xInPoints == 192)
+        bridge.interrupt()
+        await bridge.exited()
+        #expect(bridge.terminationStatus == 0)
     }
 
     /// Garbage on the port is counted, not fatal.
