@@ -269,13 +269,20 @@ final class TUIOBridge: Sendable {
         var datagramsSinceSweep = 0
         while !stopping.withLock({ $0 }) {
             let received = socket.receive(into: &buffer)
-            datagramsSinceSweep += received == nil ? 0 : 1
             // Silent sources: their touches are cancelled (the tracker stopped, or its network did).
-            // Swept only once the socket has nothing pending (datagrams queued while this process
-            // was not scheduled count first), or after many datagrams in a row under a flood.
-            if (received == nil && !socket.hasPending) || datagramsSinceSweep >= 10_000 {
+            // Judged as of an instant at which nothing was waiting in the socket (datagrams queued
+            // while this process was frozen or not scheduled count first: a receive can also come
+            // back empty-handed when interrupted), or after many datagrams in a row under a flood.
+            var sweepAsOf: ContinuousClock.Instant? = nil
+            if received == nil {
+                let asOf = clock.now  // taken before the check: whatever arrives later is later than it
+                if !socket.hasPending { sweepAsOf = asOf }
+            } else {
+                datagramsSinceSweep += 1
+                if datagramsSinceSweep >= 10_000 { sweepAsOf = clock.now }
+            }
+            if let now = sweepAsOf {
                 datagramsSinceSweep = 0
-                let now = clock.now
                 for (source, entry) in trackers where now - entry.lastHeard > sourceTimeout && !entry.tracker.down.isEmpty {
                     var tracker = entry.tracker
                     let cancelled = tracker.cancelAll()

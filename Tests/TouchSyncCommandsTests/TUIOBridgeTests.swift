@@ -89,39 +89,39 @@ struct TUIOBridgeTests {
         defer { children.killAll() }
         let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
         let (bridge, output) = try children.run(
-            ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "frozen", "--source-timeout", "0.5",
+            ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "frozen", "--source-timeout", "2",
              "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]])
         var text = ""
         await readUntil(output, into: &text) { $0.contains("Ctrl-C stops") }
-        let sender = try UDPSender()
-        func send(_ fseq: Int32, alive: [Int32], sets: [(Int32, Float, Float)]) {
-            sender.send(RawTUIO.cursors(source: "pad", alive: alive, sets: sets, fseq: fseq), port: UInt16(ports[3]))
-        }
-        send(1, alive: [1], sets: [(1, 0.10, 0.10)])
-        try await Task.sleep(for: .milliseconds(300))  // received and applied
-        kill(bridge.processIdentifier, SIGSTOP)
-        send(2, alive: [1], sets: [(1, 0.11, 0.10)])
-        send(3, alive: [1], sets: [(1, 0.12, 0.10)])
-        send(4, alive: [], sets: [])
-        try await Task.sleep(for: .milliseconds(1200))  // past the timeout since frame 1, the bridge frozen
-        kill(bridge.processIdentifier, SIGCONT)
-
         var configuration = SubscriberConfiguration(board: "frozen", publishEndpoint: hubEndpoints[1], snapshotEndpoint: hubEndpoints[2])
         configuration.snapshotTimeout = .milliseconds(500)
         var quiet = Logger(label: "tuio-test")
         quiet.logLevel = .critical
         let subscriber = try BoardSubscriber(configuration: configuration, logger: quiet)
         subscriber.start()
-        var board: BoardState? = nil
-        for _ in 0..<200 {
-            if let replica = await subscriber.replica(), replica.acceptedStrokes.count >= 1, replica.liveTouchCount == 0 {
-                board = replica
-                break
+        defer { Task { await subscriber.stop() } }
+        func board(until condition: (BoardState) -> Bool) async throws -> BoardState? {
+            for _ in 0..<200 {
+                if let replica = await subscriber.replica(), condition(replica) { return replica }
+                try await Task.sleep(for: .milliseconds(50))
             }
-            try await Task.sleep(for: .milliseconds(50))
+            return nil
         }
-        await subscriber.stop()
-        let final = try #require(board, "the stroke never ended")
+        let sender = try UDPSender()
+        func send(_ fseq: Int32, alive: [Int32], sets: [(Int32, Float, Float)]) {
+            sender.send(RawTUIO.cursors(source: "pad", alive: alive, sets: sets, fseq: fseq), port: UInt16(ports[3]))
+        }
+        send(1, alive: [1], sets: [(1, 0.10, 0.10)])
+        // Frozen as soon as the touch is down on the board (well inside the 2 s source timeout).
+        try #require(try await board { $0.liveTouchCount == 1 } != nil, "the first frame never reached the board")
+        kill(bridge.processIdentifier, SIGSTOP)
+        send(2, alive: [1], sets: [(1, 0.11, 0.10)])
+        send(3, alive: [1], sets: [(1, 0.12, 0.10)])
+        send(4, alive: [], sets: [])
+        try await Task.sleep(for: .milliseconds(2500))  // past the timeout, the frames waiting in the socket
+        kill(bridge.processIdentifier, SIGCONT)
+
+        let final = try #require(try await board { $0.acceptedStrokes.count >= 1 && $0.liveTouchCount == 0 }, "the stroke never ended")
         #expect(final.acceptedStrokes.map(\.samples.count) == [3], "the stroke was cut: \(final.acceptedStrokes.map(\.samples.count))")
         #expect(final.acceptedStrokes.first?.samples.first?.xInPoints == 192)
         bridge.interrupt()
