@@ -12,130 +12,104 @@ import TouchSyncCore
 /// encoding and words the error; so both paths agree on every input
 /// (tested on random and mutated messages).
 public enum AgentFrameDecoder {
-    /// AgentMessage fields.
-    static let sequenceField: UInt32 = 1, frameField: UInt32 = 3
-
     public static func decode(_ bytes: UnsafeRawBufferPointer) -> TouchFrame? {
+        try? read(bytes)
+    }
+
+    /// AgentMessage: 1 sequence, 3 frame; any other body gives up.
+    private static func read(_ bytes: UnsafeRawBufferPointer) throws -> TouchFrame {
         var scanner = ProtoScanner(bytes)
         var sequence: UInt64?
         var frame: Range<Int>?
         while !scanner.isAtEnd {
-            guard let (field, wireType) = scanner.nextTag() else { return nil }
-            switch (field, wireType) {
-            case (sequenceField, ProtoScanner.varint):
-                guard sequence == nil, let value = scanner.readVarint() else { return nil }
-                sequence = value
-            case (frameField, ProtoScanner.lengthDelimited):
-                guard frame == nil, let region = scanner.readLengthDelimited() else { return nil }
-                frame = region
-            default:
-                return nil
+            switch try required(scanner.nextTag()) {
+            case (1, ProtoScanner.varint): try once(&sequence, scanner.readVarint())
+            case (3, ProtoScanner.lengthDelimited): try once(&frame, scanner.readLengthDelimited())
+            default: throw GiveUp()
             }
         }
-        guard let frame else { return nil }
-        return try? decodeFrame(bytes, frame, sequence: sequence ?? 0)
+        return try readFrame(bytes, required(frame), sequence: sequence ?? 0)
     }
 
-    /// Any failure here is a nil for `decode` (SwiftProtobuf then decides).
-    private struct GiveUp: Error {}
-
-    private static func decodeFrame(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, sequence: UInt64) throws
+    /// TouchFrame: 1 changes, 2 alive, 3 event_time.
+    private static func readFrame(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, sequence: UInt64) throws
         -> TouchFrame
     {
         // First pass: the time reference (event_time, encoded after the
-        // changes) and the alive set; the changes are skipped.
+        // changes) and the alive set; the changes are counted and skipped.
         var scanner = ProtoScanner(bytes, region)
-        var eventTime: Int64?
-        var alive: [TouchID]?
+        var eventTime: UInt64?
+        var aliveSet: Range<Int>?
         var changeCount = 0
         while !scanner.isAtEnd {
-            guard let (field, wireType) = scanner.nextTag() else { throw GiveUp() }
-            switch (field, wireType) {
+            switch try required(scanner.nextTag()) {
             case (1, ProtoScanner.lengthDelimited):
-                guard scanner.readLengthDelimited() != nil else { throw GiveUp() }
+                _ = try required(scanner.readLengthDelimited())
                 changeCount += 1
-            case (2, ProtoScanner.lengthDelimited):
-                guard alive == nil, let body = scanner.readLengthDelimited() else { throw GiveUp() }
-                alive = try decodeAliveSet(bytes, body)
-            case (3, ProtoScanner.varint):
-                guard eventTime == nil, let raw = scanner.readVarint() else { throw GiveUp() }
-                eventTime = zigZagDecoded(raw)
-            default:
-                throw GiveUp()
+            case (2, ProtoScanner.lengthDelimited): try once(&aliveSet, scanner.readLengthDelimited())
+            case (3, ProtoScanner.varint): try once(&eventTime, scanner.readVarint())
+            default: throw GiveUp()
             }
         }
-        let reference = eventTime ?? 0
+        let reference = eventTime.map(zigZagDecoded) ?? 0
         var changes: [TouchChange] = []
         changes.reserveCapacity(changeCount)
         scanner = ProtoScanner(bytes, region)
         while !scanner.isAtEnd {
-            guard let (field, _) = scanner.nextTag() else { throw GiveUp() }
-            if field == 1 {
-                guard let body = scanner.readLengthDelimited() else { throw GiveUp() }
-                changes.append(try decodeChange(bytes, body, timeReference: reference))
-            } else if field == 2 {
-                _ = scanner.readLengthDelimited()
-            } else {
+            // Well formed: the first pass read every field.
+            let (field, wireType) = try required(scanner.nextTag())
+            if wireType == ProtoScanner.varint {
                 _ = scanner.readVarint()
+            } else if let body = scanner.readLengthDelimited(), field == 1 {
+                changes.append(try readChange(bytes, body, timeReference: reference))
             }
         }
-        return TouchFrame(sequence: sequence, changes: changes, aliveTouches: alive)
+        return TouchFrame(sequence: sequence, changes: changes, aliveTouches: try aliveSet.map { try readAliveSet(bytes, $0) })
     }
 
-    private static func decodeAliveSet(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) throws -> [TouchID] {
+    /// AliveSet: 1 touch_ids, packed.
+    private static func readAliveSet(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) throws(GiveUp) -> [TouchID] {
         var scanner = ProtoScanner(bytes, region)
-        var ids: [TouchID]?
+        var packed: PackedVarints?
         while !scanner.isAtEnd {
-            guard let (field, wireType) = scanner.nextTag(), field == 1, wireType == ProtoScanner.lengthDelimited,
-                ids == nil, let body = scanner.readLengthDelimited(), var packed = PackedVarints(bytes, body)
-            else { throw GiveUp() }
-            var values: [TouchID] = []
-            values.reserveCapacity(packed.count)
-            while packed.hasMore { values.append(packed.next()) }
-            ids = values
+            guard try required(scanner.nextTag()) == (1, ProtoScanner.lengthDelimited) else { throw GiveUp() }
+            try once(&packed, PackedVarints(bytes, required(scanner.readLengthDelimited())))
         }
-        return ids ?? []
+        guard var packed else { return [] }
+        var ids: [TouchID] = []
+        ids.reserveCapacity(packed.count)
+        while packed.hasMore { ids.append(packed.next()) }
+        return ids
     }
 
-    private static func decodeChange(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, timeReference: Int64) throws
+    /// TouchChange: 1 touch_id, 2 phase, 3 samples, 5 amendments.
+    private static func readChange(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, timeReference: Int64) throws
         -> TouchChange
     {
         var scanner = ProtoScanner(bytes, region)
-        var touch: UInt64?
-        var phaseValue: UInt64?
-        var samples: Range<Int>?
-        var amendments: Range<Int>?
+        var touch: UInt64?, phaseValue: UInt64?
+        var samples: Range<Int>?, amendments: Range<Int>?
         while !scanner.isAtEnd {
-            guard let (field, wireType) = scanner.nextTag() else { throw GiveUp() }
-            switch (field, wireType) {
-            case (1, ProtoScanner.varint):
-                guard touch == nil, let value = scanner.readVarint() else { throw GiveUp() }
-                touch = value
-            case (2, ProtoScanner.varint):
-                guard phaseValue == nil, let value = scanner.readVarint() else { throw GiveUp() }
-                phaseValue = value
-            case (3, ProtoScanner.lengthDelimited):
-                guard samples == nil, let body = scanner.readLengthDelimited() else { throw GiveUp() }
-                samples = body
-            case (5, ProtoScanner.lengthDelimited):
-                guard amendments == nil, let body = scanner.readLengthDelimited() else { throw GiveUp() }
-                amendments = body
-            default:
-                throw GiveUp()
+            switch try required(scanner.nextTag()) {
+            case (1, ProtoScanner.varint): try once(&touch, scanner.readVarint())
+            case (2, ProtoScanner.varint): try once(&phaseValue, scanner.readVarint())
+            case (3, ProtoScanner.lengthDelimited): try once(&samples, scanner.readLengthDelimited())
+            case (5, ProtoScanner.lengthDelimited): try once(&amendments, scanner.readLengthDelimited())
+            default: throw GiveUp()
             }
         }
-        // An enum reads as the low 32 bits (proto3), 0 or unknown: not a phase.
+        // An enum reads as the low 32 bits (proto3); 0 or unknown is not a phase.
         guard let phaseValue,
             let proto = Touchsync_V1_TouchPhase(rawValue: Int(Int32(truncatingIfNeeded: phaseValue))),
             let phase = try? TouchPhase(proto)
         else { throw GiveUp() }
         var change = TouchChange(touch: touch ?? 0, phase: phase)
         if let samples {
-            guard let columns = PackedSampleColumns(bytes, samples) else { throw GiveUp() }
+            let columns = try required(PackedSampleColumns(bytes, samples))
             (change.samples, change.predicted) = try SampleRunCodec.decode(columns, timeReference: timeReference)
         }
         if let amendments {
-            guard let columns = PackedSampleColumns(bytes, amendments) else { throw GiveUp() }
+            let columns = try required(PackedSampleColumns(bytes, amendments))
             change.amendments = try SampleRunCodec.decodeSamples(columns, timeReference: timeReference)
         }
         return change

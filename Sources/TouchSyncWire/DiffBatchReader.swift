@@ -9,14 +9,6 @@ import TouchSyncCore
 /// a redo). Callers then decode with SwiftProtobuf, which has the final
 /// word and words the error.
 public enum DiffBatchReader {
-    private struct GiveUp: Error {}
-
-    @inline(__always)
-    private static func required<Value>(_ value: Value?) throws -> Value {
-        guard let value else { throw GiveUp() }
-        return value
-    }
-
     public static func decode(_ bytes: UnsafeRawBufferPointer, against state: BoardState) -> (board: String, batch: DiffBatch)? {
         try? read(bytes, against: state)
     }
@@ -31,21 +23,13 @@ public enum DiffBatchReader {
         while !scanner.isAtEnd {
             guard let (field, wireType) = scanner.nextTag() else { throw GiveUp() }
             switch (field, wireType) {
-            case (1, ProtoScanner.lengthDelimited):
-                guard board == nil, let value = scanner.readString() else { throw GiveUp() }
-                board = value
-            case (2, ProtoScanner.varint):
-                guard sequence == nil, let value = scanner.readVarint() else { throw GiveUp() }
-                sequence = value
-            case (3, ProtoScanner.varint):
-                guard hubTime == nil, let value = scanner.readVarint() else { throw GiveUp() }
-                hubTime = zigZagDecoded(value)
+            case (1, ProtoScanner.lengthDelimited): try once(&board, scanner.readString())
+            case (2, ProtoScanner.varint): try once(&sequence, scanner.readVarint())
+            case (3, ProtoScanner.varint): try once(&hubTime, scanner.readVarint().map(zigZagDecoded))
             case (4, ProtoScanner.lengthDelimited):
-                guard scanner.readLengthDelimited() != nil else { throw GiveUp() }
+                _ = try required(scanner.readLengthDelimited())
                 diffCount += 1
-            case (5, ProtoScanner.varint):
-                guard timeReference == nil, let value = scanner.readVarint() else { throw GiveUp() }
-                timeReference = zigZagDecoded(value)
+            case (5, ProtoScanner.varint): try once(&timeReference, scanner.readVarint().map(zigZagDecoded))
             default:
                 throw GiveUp()
             }
@@ -85,11 +69,11 @@ public enum DiffBatchReader {
             while !fields.isAtEnd {
                 guard let (field, wireType) = fields.nextTag() else { throw GiveUp() }
                 switch (field, wireType) {
-                case (1, ProtoScanner.varint) where id == nil: id = try required(fields.readVarint())
-                case (2, ProtoScanner.lengthDelimited) where owner == nil: owner = try required(fields.readString())
-                case (3, ProtoScanner.varint) where touch == nil: touch = try required(fields.readVarint())
-                case (4, ProtoScanner.lengthDelimited) where style == nil:
-                    style = try required(ProtoScanner.style(in: bytes, required(fields.readLengthDelimited())))
+                case (1, ProtoScanner.varint): try once(&id, fields.readVarint())
+                case (2, ProtoScanner.lengthDelimited): try once(&owner, fields.readString())
+                case (3, ProtoScanner.varint): try once(&touch, fields.readVarint())
+                case (4, ProtoScanner.lengthDelimited):
+                    try once(&style, ProtoScanner.style(in: bytes, required(fields.readLengthDelimited())))
                 default: throw GiveUp()
                 }
             }
@@ -106,15 +90,12 @@ public enum DiffBatchReader {
                     let fieldRegion = fields.readLengthDelimited()
                 else { throw GiveUp() }
                 switch field {
-                case 1 where columns.0 == nil: columns.0 = try required(PackedVarints(bytes, fieldRegion))
-                case 2 where columns.1 == nil: columns.1 = try required(PackedVarints(bytes, fieldRegion))
-                case 3 where columns.2 == nil: columns.2 = try required(PackedVarints(bytes, fieldRegion))
-                case 4 where columns.3 == nil: columns.3 = try required(PackedVarints(bytes, fieldRegion))
-                case 5:
-                    guard samples == nil, let run = PackedSampleColumns(bytes, fieldRegion) else { throw GiveUp() }
-                    samples = run
-                default:
-                    throw GiveUp()
+                case 1: try once(&columns.0, PackedVarints(bytes, fieldRegion))
+                case 2: try once(&columns.1, PackedVarints(bytes, fieldRegion))
+                case 3: try once(&columns.2, PackedVarints(bytes, fieldRegion))
+                case 4: try once(&columns.3, PackedVarints(bytes, fieldRegion))
+                case 5: try once(&samples, PackedSampleColumns(bytes, fieldRegion))
+                default: throw GiveUp()
                 }
             }
             // An absent run is an empty one (proto3), as SwiftProtobuf reads it.
@@ -131,10 +112,10 @@ public enum DiffBatchReader {
             while !fields.isAtEnd {
                 guard let (field, wireType) = fields.nextTag() else { throw GiveUp() }
                 switch (field, wireType) {
-                case (1, ProtoScanner.varint) where id == nil: id = try required(fields.readVarint())
-                case (2, ProtoScanner.varint) where offset == nil: offset = try required(fields.readVarint())
-                case (3, ProtoScanner.lengthDelimited) where sample == nil:
-                    sample = try required(PackedSampleColumns(bytes, required(fields.readLengthDelimited())))
+                case (1, ProtoScanner.varint): try once(&id, fields.readVarint())
+                case (2, ProtoScanner.varint): try once(&offset, fields.readVarint())
+                case (3, ProtoScanner.lengthDelimited):
+                    try once(&sample, PackedSampleColumns(bytes, required(fields.readLengthDelimited())))
                 default: throw GiveUp()
                 }
             }
@@ -176,8 +157,8 @@ public enum DiffBatchReader {
         while !scanner.isAtEnd {
             guard let (field, wireType) = scanner.nextTag(), wireType == ProtoScanner.varint else { throw GiveUp() }
             switch field {
-            case 1 where first == nil: first = try required(scanner.readVarint())
-            case 2 where second == nil: second = try required(scanner.readVarint())
+            case 1: try once(&first, scanner.readVarint())
+            case 2: try once(&second, scanner.readVarint())
             default: throw GiveUp()
             }
         }

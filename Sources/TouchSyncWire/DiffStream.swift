@@ -21,6 +21,9 @@ struct StrokeChain: Sendable {
     var count = 0
     var last: Sample? = nil
     var beforeLast: Sample? = nil
+    /// The encoder's append block holding this stroke's latest segment (a
+    /// stroke has at most one segment per block).
+    var block: UInt64 = 0
 
     init() {}
 
@@ -85,7 +88,7 @@ public struct DiffStreamEncoder: Sendable {
             block.reset()
         }
         func segment(_ id: StrokeID, samples: [Sample], predicted: [Sample]?) {
-            if block.contains(id) { flush() }
+            if chains[id]?.block == block.number { flush() }
             block.add(id, chain: &chains[id, default: StrokeChain()], samples: samples, predicted: predicted, timeReference: reference)
         }
         /// One `Diff` of the batch whose `kind` is field `kind`.
@@ -175,17 +178,17 @@ struct AppendBlock: Sendable {
     var ids: [Int64] = [], offsets: [UInt32] = [], counts: [UInt32] = [], predicted: [UInt32] = []
     var writer = SampleColumnWriter(capacity: 64)
     var previousID: Int64 = 0
-    var members: [StrokeID] = []
+    /// This block's number, new at every reset (stroke chains remember the block they are in).
+    private(set) var number: UInt64 = 1
 
-    var isEmpty: Bool { members.isEmpty }
-    func contains(_ id: StrokeID) -> Bool { members.contains(id) }
+    var isEmpty: Bool { ids.isEmpty }
 
     mutating func reset() {
         ids.removeAll(keepingCapacity: true)
         offsets.removeAll(keepingCapacity: true)
         counts.removeAll(keepingCapacity: true)
         predicted.removeAll(keepingCapacity: true)
-        members.removeAll(keepingCapacity: true)
+        number &+= 1
         previousID = 0
         writer.reset()
     }
@@ -195,7 +198,7 @@ struct AppendBlock: Sendable {
         _ id: StrokeID, chain: inout StrokeChain, samples: [Sample], predicted tail: [Sample]?, timeReference: Int64
     ) {
         defer { chain.advance(over: samples) }
-        members.append(id)
+        chain.block = number
         ids.append(Int64(bitPattern: id.rawValue) &- previousID)
         previousID = Int64(bitPattern: id.rawValue)
         offsets.append(UInt32(chain.count))
@@ -301,48 +304,33 @@ public enum DiffStreamDecoder {
         guard offsets == segments, counts == segments, predicted == segments else {
             throw .wire(.malformed("stroke appends columns differ in length"))
         }
-        do {
-            var raw: Int64 = 0
-            for _ in 0..<segments {
-                let segment = columns.next()
-                let (next, overflow) = raw.addingReportingOverflow(segment.idDelta)
-                guard !overflow, next > 0 else { throw DiffStreamError.wire(.malformed("stroke id delta out of range")) }
-                raw = next
-                let id = StrokeID(UInt64(raw))
-                var current = try chains.chain(id, in: state)
-                let offset = Int(segment.offset)
-                guard offset == current.count else {
-                    throw DiffStreamError.replica(.wrongOffset(id, expected: current.count, received: offset))
-                }
-                let count = Int(segment.count)
-                let tail = Int(segment.predicted) - 1
-                guard count + max(tail, 0) <= reader.count else {
-                    throw DiffStreamError.wire(.malformed("a segment is longer than the run"))
-                }
+        var raw: Int64 = 0
+        for _ in 0..<segments {
+            let segment = columns.next()
+            let (next, overflow) = raw.addingReportingOverflow(segment.idDelta)
+            guard !overflow, next > 0 else { throw .wire(.malformed("stroke id delta out of range")) }
+            raw = next
+            let id = StrokeID(UInt64(raw))
+            var current = try chains.chain(id, in: state)
+            let offset = Int(segment.offset)
+            guard offset == current.count else { throw .replica(.wrongOffset(id, expected: current.count, received: offset)) }
+            let count = Int(segment.count)
+            let tail = Int(segment.predicted) - 1
+            guard count + max(tail, 0) <= reader.count else { throw .wire(.malformed("a segment is longer than the run")) }
+            do throws(WireError) {
                 try reader.startSegment(after: current.last, current.beforeLast, timeReference: timeReference)
                 if count > 0 {
-                    var samples: [Sample] = []
-                    samples.reserveCapacity(count)
-                    for _ in 0..<count { samples.append(try reader.next()) }
+                    let samples = try reader.next(count)
                     current.advance(over: samples)
                     diffs.append(.appended(id, offset: offset, samples: samples))
                 }
-                if tail >= 0 {
-                    var predicted: [Sample] = []
-                    predicted.reserveCapacity(tail)
-                    for _ in 0..<tail { predicted.append(try reader.next()) }
-                    diffs.append(.predicted(id, samples: predicted))
-                }
-                chains.set(id, current)
+                if tail >= 0 { diffs.append(.predicted(id, samples: try reader.next(tail))) }
+            } catch {
+                throw .wire(error)
             }
-            try reader.finish()
-        } catch let error as DiffStreamError {
-            throw error
-        } catch let error as WireError {
-            throw .wire(error)
-        } catch {
-            throw .wire(.malformed("\(error)"))
+            chains.set(id, current)
         }
+        do { try reader.finish() } catch { throw .wire(error) }
     }
 }
 

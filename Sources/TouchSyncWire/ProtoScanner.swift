@@ -4,6 +4,24 @@
 // then decodes with SwiftProtobuf, which has the final word and the words
 // for the error.
 
+/// Why a one-pass reader stops: its caller decodes with SwiftProtobuf instead.
+struct GiveUp: Error {}
+
+/// `value`, or give up (a field that did not read).
+@inline(__always)
+func required<Value>(_ value: Value?) throws(GiveUp) -> Value {
+    guard let value else { throw GiveUp() }
+    return value
+}
+
+/// Stores a field's value read at most once: a second occurrence (which
+/// protobuf merges, or lets the last win) or an unreadable value gives up.
+@inline(__always)
+func once<Value>(_ slot: inout Value?, _ value: Value?) throws(GiveUp) {
+    guard slot == nil, let value else { throw GiveUp() }
+    slot = value
+}
+
 /// The fields of one encoded protobuf message, in order.
 @usableFromInline
 struct ProtoScanner {

@@ -43,14 +43,8 @@ public enum SampleRunCodec {
             throw .malformed("predicted_count \(tail) exceeds the run's \(reader.count) samples")
         }
         try reader.startSegment(after: nil, nil, timeReference: timeReference)
-        var samples = [Sample]()
-        samples.reserveCapacity(reader.count - tail)
-        for _ in 0..<(reader.count - tail) { samples.append(try reader.next()) }
-        var predicted = [Sample]()
-        if tail > 0 {
-            predicted.reserveCapacity(tail)
-            for _ in 0..<tail { predicted.append(try reader.next()) }
-        }
+        let samples = try reader.next(reader.count - tail)
+        let predicted = tail > 0 ? try reader.next(tail) : []
         try reader.finish()
         return (samples, predicted)
     }
@@ -424,6 +418,15 @@ struct SampleColumnReader<Columns: SampleColumns> {
         }
         index += 1
         return sample
+    }
+
+    /// The next `count` samples, in one array.
+    @inline(__always)
+    mutating func next(_ count: Int) throws(WireError) -> [Sample] {
+        var samples: [Sample] = []
+        samples.reserveCapacity(count)
+        for _ in 0..<count { samples.append(try next()) }
+        return samples
     }
 
     /// Checks that the segments used every column exactly.

@@ -7,80 +7,68 @@ import TouchSyncCore
 /// those with SwiftProtobuf.
 public enum SnapshotReplyReader {
     public static func read(_ bytes: UnsafeRawBufferPointer) -> (requestID: UInt64, chunk: SnapshotChunkContents)? {
+        try? readReply(bytes)
+    }
+
+    /// SnapshotReply: 1 chunk, 3 request_id (2, an error, gives up).
+    private static func readReply(_ bytes: UnsafeRawBufferPointer) throws(GiveUp) -> (
+        requestID: UInt64, chunk: SnapshotChunkContents
+    ) {
         var scanner = ProtoScanner(bytes)
         var chunk: SnapshotChunkContents?, requestID: UInt64?
         while !scanner.isAtEnd {
-            guard let (field, wireType) = scanner.nextTag() else { return nil }
-            switch (field, wireType) {
-            case (1, ProtoScanner.lengthDelimited) where chunk == nil:
-                guard let region = scanner.readLengthDelimited(), let contents = readChunk(bytes, region) else { return nil }
-                chunk = contents
-            case (3, ProtoScanner.varint) where requestID == nil:
-                guard let value = scanner.readVarint() else { return nil }
-                requestID = value
-            default:
-                return nil
+            switch try required(scanner.nextTag()) {
+            case (1, ProtoScanner.lengthDelimited): try once(&chunk, readChunk(bytes, required(scanner.readLengthDelimited())))
+            case (3, ProtoScanner.varint): try once(&requestID, scanner.readVarint())
+            default: throw GiveUp()
             }
         }
-        guard let chunk else { return nil }
-        return (requestID ?? 0, chunk)
+        return (requestID ?? 0, try required(chunk))
     }
 
-    private static func readChunk(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) -> SnapshotChunkContents? {
+    /// SnapshotChunk: 1 board, 2 to 6 numbers, 7 strokes, 8 digest.
+    private static func readChunk(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) throws(GiveUp) -> SnapshotChunkContents {
         var scanner = ProtoScanner(bytes, region)
         var board: String?, digest: UInt64?
-        var numbers: [UInt64?] = [nil, nil, nil, nil, nil]  // fields 2 to 6
+        var sequence: UInt64?, index: UInt64?, count: UInt64?, nextStrokeID: UInt64?, nextAcceptPosition: UInt64?
         var strokes: [Stroke] = []
         while !scanner.isAtEnd {
-            guard let (field, wireType) = scanner.nextTag() else { return nil }
-            switch (field, wireType) {
-            case (1, ProtoScanner.lengthDelimited) where board == nil:
-                guard let value = scanner.readString() else { return nil }
-                board = value
-            case (2...6, ProtoScanner.varint) where numbers[Int(field) - 2] == nil:
-                guard let value = scanner.readVarint() else { return nil }
-                numbers[Int(field) - 2] = value
-            case (7, ProtoScanner.lengthDelimited):
-                guard let record = scanner.readLengthDelimited(), let stroke = readStroke(bytes, record) else { return nil }
-                strokes.append(stroke)
-            case (8, 1) where digest == nil:
-                guard let value = scanner.readFixed64() else { return nil }
-                digest = value
-            default:
-                return nil
+            switch try required(scanner.nextTag()) {
+            case (1, ProtoScanner.lengthDelimited): try once(&board, scanner.readString())
+            case (2, ProtoScanner.varint): try once(&sequence, scanner.readVarint())
+            case (3, ProtoScanner.varint): try once(&index, scanner.readVarint())
+            case (4, ProtoScanner.varint): try once(&count, scanner.readVarint())
+            case (5, ProtoScanner.varint): try once(&nextStrokeID, scanner.readVarint())
+            case (6, ProtoScanner.varint): try once(&nextAcceptPosition, scanner.readVarint())
+            case (7, ProtoScanner.lengthDelimited): strokes.append(try readStroke(bytes, required(scanner.readLengthDelimited())))
+            case (8, 1): try once(&digest, scanner.readFixed64())
+            default: throw GiveUp()
             }
         }
         return SnapshotChunkContents(
-            board: board ?? "", sequence: numbers[0] ?? 0, index: UInt32(truncatingIfNeeded: numbers[1] ?? 0),
-            count: UInt32(truncatingIfNeeded: numbers[2] ?? 0), nextStrokeID: numbers[3] ?? 0,
-            nextAcceptPosition: numbers[4] ?? 0, digest: digest ?? 0, strokes: strokes)
+            board: board ?? "", sequence: sequence ?? 0, index: UInt32(truncatingIfNeeded: index ?? 0),
+            count: UInt32(truncatingIfNeeded: count ?? 0), nextStrokeID: nextStrokeID ?? 0,
+            nextAcceptPosition: nextAcceptPosition ?? 0, digest: digest ?? 0, strokes: strokes)
     }
 
-    private static func readStroke(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) -> Stroke? {
+    /// StrokeRecord: 1 stroke_id, 2 owner, 3 touch_id, 4 style, 5 samples, 7 accepted_position.
+    private static func readStroke(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) throws(GiveUp) -> Stroke {
         var scanner = ProtoScanner(bytes, region)
-        var id: UInt64?, owner: String?, touch: UInt64?, style: StrokeStyle?, run: Range<Int>?, position: UInt64?
+        var id: UInt64?, owner: String?, touch: UInt64?, style: StrokeStyle?, run: PackedSampleColumns?, position: UInt64?
         while !scanner.isAtEnd {
-            guard let (field, wireType) = scanner.nextTag() else { return nil }
-            switch (field, wireType) {
-            case (1, ProtoScanner.varint) where id == nil: id = scanner.readVarint()
-            case (2, ProtoScanner.lengthDelimited) where owner == nil: owner = scanner.readString()
-            case (3, ProtoScanner.varint) where touch == nil: touch = scanner.readVarint()
-            case (4, ProtoScanner.lengthDelimited) where style == nil:
-                style = scanner.readLengthDelimited().flatMap { ProtoScanner.style(in: bytes, $0) }
-            case (5, ProtoScanner.lengthDelimited) where run == nil: run = scanner.readLengthDelimited()
-            case (7, ProtoScanner.varint) where position == nil: position = scanner.readVarint()
-            default: return nil
+            switch try required(scanner.nextTag()) {
+            case (1, ProtoScanner.varint): try once(&id, scanner.readVarint())
+            case (2, ProtoScanner.lengthDelimited): try once(&owner, scanner.readString())
+            case (3, ProtoScanner.varint): try once(&touch, scanner.readVarint())
+            case (4, ProtoScanner.lengthDelimited): try once(&style, ProtoScanner.style(in: bytes, required(scanner.readLengthDelimited())))
+            case (5, ProtoScanner.lengthDelimited): try once(&run, PackedSampleColumns(bytes, required(scanner.readLengthDelimited())))
+            case (7, ProtoScanner.varint): try once(&position, scanner.readVarint())
+            default: throw GiveUp()
             }
-            // Each field read above must have been readable.
-            guard id != nil || field != 1, owner != nil || field != 2, touch != nil || field != 3, style != nil || field != 4,
-                run != nil || field != 5, position != nil || field != 7
-            else { return nil }
         }
         var samples: [Sample] = [], predicted: [Sample] = []
         if let run {
-            guard let columns = PackedSampleColumns(bytes, run),
-                let decoded = try? SampleRunCodec.decode(columns, timeReference: 0)
-            else { return nil }
+            guard let decoded = try? SampleRunCodec.decode(run, timeReference: 0) else { throw GiveUp() }
             (samples, predicted) = decoded
         }
         let accepted = position ?? 0

@@ -17,22 +17,17 @@ struct TUIOBridgeTests {
     /// strokes with exactly the samples of the frames that counted, in its
     /// own namespace, and nothing of the silent one is left stuck.
     @Test func trackersDrawOnABoard() async throws {
-        let ports = try ProcessTests.freePorts(4)
         let children = ChildProcesses()
         defer { children.killAll() }
-        let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
-        let (bridge, bridgeOutput) = try children.run(
-            // A source timeout well above the 15 ms between this test's frames, however slowly a loaded
-            // machine runs it: only the unnamed source, silent for good, may time out.
-            ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "table", "--source-timeout", "3",
-             "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]])
-        var bridgeText = ""
-        await readUntil(bridgeOutput, into: &bridgeText) { $0.contains("Ctrl-C stops") }
+        // A source timeout well above the 15 ms between this test's frames, however slowly a loaded
+        // machine runs it: only the unnamed source, silent for good, may time out.
+        let run = try await BridgeRun.start(board: "table", sourceTimeout: 3, children: children)
+        defer { Task { await run.subscriber.stop() } }
 
         let named = try UDPSender()
         let unnamed = try UDPSender()
         func send(_ sender: UDPSender, _ source: String?, _ fseq: Int32, alive: [Int32], sets: [(Int32, Float, Float)]) async throws {
-            sender.send(RawTUIO.cursors(source: source, alive: alive, sets: sets, fseq: fseq), port: UInt16(ports[3]))
+            sender.send(RawTUIO.cursors(source: source, alive: alive, sets: sets, fseq: fseq), port: run.port)
             try await Task.sleep(for: .milliseconds(15))
         }
         try await send(named, "tableA", 1, alive: [1], sets: [(1, 0.10, 0.10)])
@@ -48,21 +43,7 @@ struct TUIOBridgeTests {
         try await send(named, "tableA", 8, alive: [1], sets: [(1, 0.21, 0.20)])  // cursor 2 gone, its own packets lost
         try await send(named, "tableA", 9, alive: [], sets: [])
 
-        var configuration = SubscriberConfiguration(board: "table", publishEndpoint: hubEndpoints[1], snapshotEndpoint: hubEndpoints[2])
-        configuration.snapshotTimeout = .milliseconds(500)
-        var quiet = Logger(label: "tuio-test")
-        quiet.logLevel = .critical
-        let subscriber = try BoardSubscriber(configuration: configuration, logger: quiet)
-        subscriber.start()
-        var board: BoardState? = nil
-        for _ in 0..<200 {
-            if let replica = await subscriber.replica(), replica.acceptedStrokes.count >= 3, replica.liveTouchCount == 0 {
-                board = replica
-                break
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        await subscriber.stop()
+        let board = try await run.board { $0.acceptedStrokes.count >= 3 && $0.liveTouchCount == 0 }
         let final = try #require(board, "the board never showed three strokes and no touch down")
         let strokes = final.acceptedStrokes
         #expect(strokes.map(\.owner.rawValue) == ["tuio-tableA", "tuio-tableA", "tuio-tableA"])
@@ -72,10 +53,10 @@ struct TUIOBridgeTests {
         #expect(!strokes.flatMap(\.samples).contains { $0.xInPoints > 1900 }, "the late frame was applied")
         #expect(final.liveTouchCount == 0, "the silent source's touch is stuck")
 
-        bridge.interrupt()
-        bridgeText += String(decoding: await bridgeOutput.readToEnd(), as: UTF8.self)
-        await bridge.exited()
-        #expect(bridge.terminationStatus == 0)
+        run.bridge.interrupt()
+        let bridgeText = run.text + String(decoding: await run.output.readToEnd(), as: UTF8.self)
+        await run.bridge.exited()
+        #expect(run.bridge.terminationStatus == 0)
         #expect(bridgeText.contains("2 old or repeated"), "\(bridgeText)")
         #expect(bridgeText.contains("from 2 source(s)"), "\(bridgeText)")
     }
@@ -84,49 +65,30 @@ struct TUIOBridgeTests {
     /// frozen process: SIGSTOP) reads the datagrams queued meanwhile before
     /// it judges any source silent: the stroke continues, nothing cancelled.
     @Test func aFrozenBridgeReadsWhatWaitedBeforeJudgingSilence() async throws {
-        let ports = try ProcessTests.freePorts(4)
         let children = ChildProcesses()
         defer { children.killAll() }
-        let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
-        let (bridge, output) = try children.run(
-            ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", "frozen", "--source-timeout", "2",
-             "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]])
-        var text = ""
-        await readUntil(output, into: &text) { $0.contains("Ctrl-C stops") }
-        var configuration = SubscriberConfiguration(board: "frozen", publishEndpoint: hubEndpoints[1], snapshotEndpoint: hubEndpoints[2])
-        configuration.snapshotTimeout = .milliseconds(500)
-        var quiet = Logger(label: "tuio-test")
-        quiet.logLevel = .critical
-        let subscriber = try BoardSubscriber(configuration: configuration, logger: quiet)
-        subscriber.start()
-        defer { Task { await subscriber.stop() } }
-        func board(until condition: (BoardState) -> Bool) async throws -> BoardState? {
-            for _ in 0..<200 {
-                if let replica = await subscriber.replica(), condition(replica) { return replica }
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            return nil
-        }
+        let run = try await BridgeRun.start(board: "frozen", sourceTimeout: 2, children: children)
+        defer { Task { await run.subscriber.stop() } }
         let sender = try UDPSender()
         func send(_ fseq: Int32, alive: [Int32], sets: [(Int32, Float, Float)]) {
-            sender.send(RawTUIO.cursors(source: "pad", alive: alive, sets: sets, fseq: fseq), port: UInt16(ports[3]))
+            sender.send(RawTUIO.cursors(source: "pad", alive: alive, sets: sets, fseq: fseq), port: run.port)
         }
         send(1, alive: [1], sets: [(1, 0.10, 0.10)])
         // Frozen as soon as the touch is down on the board (well inside the 2 s source timeout).
-        try #require(try await board { $0.liveTouchCount == 1 } != nil, "the first frame never reached the board")
-        kill(bridge.processIdentifier, SIGSTOP)
+        try #require(try await run.board { $0.liveTouchCount == 1 } != nil, "the first frame never reached the board")
+        kill(run.bridge.processIdentifier, SIGSTOP)
         send(2, alive: [1], sets: [(1, 0.11, 0.10)])
         send(3, alive: [1], sets: [(1, 0.12, 0.10)])
         send(4, alive: [], sets: [])
         try await Task.sleep(for: .milliseconds(2500))  // past the timeout, the frames waiting in the socket
-        kill(bridge.processIdentifier, SIGCONT)
+        kill(run.bridge.processIdentifier, SIGCONT)
 
-        let final = try #require(try await board { $0.acceptedStrokes.count >= 1 && $0.liveTouchCount == 0 }, "the stroke never ended")
+        let final = try #require(try await run.board { $0.acceptedStrokes.count >= 1 && $0.liveTouchCount == 0 }, "the stroke never ended")
         #expect(final.acceptedStrokes.map(\.samples.count) == [3], "the stroke was cut: \(final.acceptedStrokes.map(\.samples.count))")
         #expect(final.acceptedStrokes.first?.samples.first?.xInPoints == 192)
-        bridge.interrupt()
-        await bridge.exited()
-        #expect(bridge.terminationStatus == 0)
+        run.bridge.interrupt()
+        await run.bridge.exited()
+        #expect(run.bridge.terminationStatus == 0)
     }
 
     /// Garbage on the port is counted, not fatal.
@@ -181,6 +143,43 @@ struct TUIOBridgeTests {
         await emitter.exited()
         #expect(emitter.terminationStatus == 0)
         await agent.stop()
+    }
+}
+
+/// A plain hub and `touchsync tuio --listen` for `board` on loopback, with a
+/// subscriber watching the board.
+struct BridgeRun {
+    let port: UInt16
+    let bridge: Child
+    let output: ChildOutput
+    /// What the bridge printed up to its banner.
+    let text: String
+    let subscriber: BoardSubscriber
+
+    static func start(board: String, sourceTimeout: Int, children: ChildProcesses) async throws -> BridgeRun {
+        let ports = try ProcessTests.freePorts(4)
+        let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
+        let (bridge, output) = try children.run(
+            ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", board, "--source-timeout", "\(sourceTimeout)",
+             "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]])
+        var text = ""
+        await readUntil(output, into: &text) { $0.contains("Ctrl-C stops") }
+        var configuration = SubscriberConfiguration(board: board, publishEndpoint: hubEndpoints[1], snapshotEndpoint: hubEndpoints[2])
+        configuration.snapshotTimeout = .milliseconds(500)
+        var quiet = Logger(label: "tuio-test")
+        quiet.logLevel = .critical
+        let subscriber = try BoardSubscriber(configuration: configuration, logger: quiet)
+        subscriber.start()
+        return BridgeRun(port: UInt16(ports[3]), bridge: bridge, output: output, text: text, subscriber: subscriber)
+    }
+
+    /// The board once `condition` holds (nil after 10 s).
+    func board(until condition: (BoardState) -> Bool) async throws -> BoardState? {
+        for _ in 0..<200 {
+            if let replica = await subscriber.replica(), condition(replica) { return replica }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
     }
 }
 

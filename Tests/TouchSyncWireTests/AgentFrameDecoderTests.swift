@@ -180,12 +180,7 @@ struct DiffBatchReaderTests {
     /// damaged batches are either read identically or left to SwiftProtobuf.
     @Test func readsBatchesAsSwiftProtobufDoes() async {
         await propertyCheck(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...8)) { seed, window in
-            var profile = SimulationProfile()
-            profile.users = 1 + Int(seed % 4)
-            profile.withForce = seed % 2 == 0
-            profile.estimateRate = 0.1
-            profile.clearRate = 0.01
-            var simulator = SessionSimulator(seed: seed, profile: profile)
+            var simulator = batchTestSimulator(seed: seed)
             var random = SplitMix64(seed: seed)
             var hub = BoardState()
             var history = UndoHistory()
@@ -194,11 +189,7 @@ struct DiffBatchReaderTests {
             var replica = BoardState()
             var readInOnePass = 0
             for step in 1...600 {
-                var diffs: [StrokeDiff] = []
-                switch simulator.next() {
-                case .frame(let user, let frame, let style): try hub.reduce(frame, from: user, style: style, into: &diffs)
-                case .clear(let user, let scope): hub.clear(scope, by: user, into: &diffs)
-                }
+                var diffs = try reduceNext(&simulator, into: &hub)
                 if step % 97 == 0 { history.undo(by: UserNamespace("user-0"), on: &hub, into: &diffs) }
                 history.note(diffs, on: hub)
                 coalescer.add(contentsOf: diffs)

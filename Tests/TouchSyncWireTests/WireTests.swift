@@ -34,6 +34,41 @@ func sampleRun(seed: UInt64) -> [Sample] {
     }
 }
 
+/// The sessions of the batch tests: 1 to 4 users, force on every other
+/// seed, estimates and clears.
+func batchTestSimulator(seed: UInt64) -> SessionSimulator {
+    var profile = SimulationProfile()
+    profile.users = 1 + Int(seed % 4)
+    profile.withForce = seed % 2 == 0
+    profile.estimateRate = 0.1
+    profile.clearRate = 0.01
+    return SessionSimulator(seed: seed, profile: profile)
+}
+
+/// The simulator's next input (a frame or a clear) applied to `hub`: the diffs it made.
+func reduceNext(_ simulator: inout SessionSimulator, into hub: inout BoardState) throws -> [StrokeDiff] {
+    var diffs: [StrokeDiff] = []
+    switch simulator.next() {
+    case .frame(let user, let frame, let style): try hub.reduce(frame, from: user, style: style, into: &diffs)
+    case .clear(let user, let scope): hub.clear(scope, by: user, into: &diffs)
+    }
+    return diffs
+}
+
+/// A board after `events` simulated inputs (frames only), each sealed as a batch.
+func simulatedBoard(seed: UInt64, events: Int) throws -> BoardState {
+    var simulator = SessionSimulator(seed: seed)
+    var hub = BoardState()
+    for _ in 0..<events {
+        var diffs: [StrokeDiff] = []
+        if case .frame(let user, let frame, let style) = simulator.next() {
+            try hub.reduce(frame, from: user, style: style, into: &diffs)
+            if !diffs.isEmpty { _ = hub.sealBatch(diffs, hubTime: 0) }
+        }
+    }
+    return hub
+}
+
 /// Encodes a batch as the hub does (the one-pass writer) and checks the
 /// bytes are exactly SwiftProtobuf's serialization of what they decode to.
 func encodeChecked(_ encoder: inout DiffStreamEncoder, _ batch: DiffBatch) throws -> Touchsync_V1_DiffBatch {
@@ -144,12 +179,7 @@ struct WireTests {
     /// over windows of random size.
     @Test func replicasFedEncodedBatchesConverge() async {
         await propertyCheck(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...12)) { seed, window in
-            var profile = SimulationProfile()
-            profile.users = 1 + Int(seed % 4)
-            profile.withForce = seed % 2 == 0
-            profile.estimateRate = 0.1
-            profile.clearRate = 0.01
-            var simulator = SessionSimulator(seed: seed, profile: profile)
+            var simulator = batchTestSimulator(seed: seed)
             var hub = BoardState()
             var encoder = DiffStreamEncoder(board: "board")
             var coalescer = DiffCoalescer()
@@ -158,12 +188,7 @@ struct WireTests {
             let joinAt = 50 + Int(seed % 500)
             var published = 0
             for step in 1...800 {
-                var diffs: [StrokeDiff] = []
-                switch simulator.next() {
-                case .frame(let user, let frame, let style): try hub.reduce(frame, from: user, style: style, into: &diffs)
-                case .clear(let user, let scope): hub.clear(scope, by: user, into: &diffs)
-                }
-                coalescer.add(contentsOf: diffs)
+                coalescer.add(contentsOf: try reduceNext(&simulator, into: &hub))
                 if (step % window == 0 || step == 800) && !coalescer.isEmpty {
                     var message = Touchsync_V1_PublishMessage()
                     message.batch = try encodeChecked(&encoder, hub.sealBatch(coalescer.take(), hubTime: Int64(step)))
@@ -300,15 +325,7 @@ struct WireTests {
     }
 
     @Test func snapshotsSplitIntoChunksAndReassemble() throws {
-        var simulator = SessionSimulator(seed: 5)
-        var hub = BoardState()
-        for _ in 0..<3000 {
-            var diffs: [StrokeDiff] = []
-            if case .frame(let user, let frame, let style) = simulator.next() {
-                try hub.reduce(frame, from: user, style: style, into: &diffs)
-                if !diffs.isEmpty { _ = hub.sealBatch(diffs, hubTime: 0) }
-            }
-        }
+        let hub = try simulatedBoard(seed: 5, events: 3000)
         let snapshot = hub.snapshot()
         let chunks = SnapshotCodec.chunks(of: snapshot, board: "b", digest: hub.digest, samplesPerChunk: 500)
         #expect(chunks.count > 3)
@@ -337,15 +354,7 @@ struct WireTests {
     /// subscribers read them in one pass into the same strokes.
     @Test func snapshotRepliesAreWrittenAsSwiftProtobufWritesThem() throws {
         for seed: UInt64 in [5, 6, 7] {
-            var simulator = SessionSimulator(seed: seed)
-            var hub = BoardState()
-            for _ in 0..<1500 {
-                var diffs: [StrokeDiff] = []
-                if case .frame(let user, let frame, let style) = simulator.next() {
-                    try hub.reduce(frame, from: user, style: style, into: &diffs)
-                    if !diffs.isEmpty { _ = hub.sealBatch(diffs, hubTime: 0) }
-                }
-            }
+            let hub = try simulatedBoard(seed: seed, events: 1500)
             #expect(hub.liveTouchCount > 0 && !hub.acceptedStrokes.isEmpty)
             for (board, state) in [("b", hub), ("empty", BoardState())] {
                 for perChunk in [1, 300, SnapshotCodec.defaultSamplesPerChunk] {
