@@ -4,7 +4,7 @@ public struct Stroke: Sendable, Equatable {
     public let owner: UserNamespace
     public let touch: TouchID
     public let style: StrokeStyle
-    public var samples: [Sample]
+    public var samples: StrokeSamples
     /// The predicted tail; always empty once accepted.
     public var predicted: [Sample]
     /// The place in the accepted order, nil while in progress.
@@ -12,6 +12,19 @@ public struct Stroke: Sendable, Equatable {
 
     public init(
         id: StrokeID, owner: UserNamespace, touch: TouchID, style: StrokeStyle, samples: [Sample] = [],
+        predicted: [Sample] = [], acceptedPosition: UInt64? = nil
+    ) {
+        self.id = id
+        self.owner = owner
+        self.touch = touch
+        self.style = style
+        self.samples = StrokeSamples(samples)
+        self.predicted = predicted
+        self.acceptedPosition = acceptedPosition
+    }
+
+    public init(
+        id: StrokeID, owner: UserNamespace, touch: TouchID, style: StrokeStyle, samples: StrokeSamples,
         predicted: [Sample] = [], acceptedPosition: UInt64? = nil
     ) {
         self.id = id
@@ -182,6 +195,8 @@ public struct BoardState: Sendable {
             var stroke = removeActive(id)
             stroke.predicted = []
             stroke.acceptedPosition = position
+            // Accepted strokes no longer grow: the board keeps them packed.
+            stroke.samples.pack()
             acceptedStrokes.append(stroke)
             nextAcceptPosition = position + 1
 
@@ -207,7 +222,9 @@ public struct BoardState: Sendable {
             guard low == acceptedStrokes.count || acceptedStrokes[low].acceptedPosition! != position else {
                 throw .wrongAcceptPosition(expected: nextAcceptPosition, received: position)
             }
-            acceptedStrokes.insert(stroke, at: low)
+            var packed = stroke
+            packed.samples.pack()
+            acceptedStrokes.insert(packed, at: low)
             storedSampleCount += stroke.samples.count
 
         case .cleared(let owner):

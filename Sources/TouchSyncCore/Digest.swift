@@ -68,7 +68,7 @@ struct DigestHasher {
         combine(UInt64(stroke.style.rgba) << 32 | UInt64(stroke.style.width))
         combine(stroke.acceptedPosition ?? 0)
         combine(UInt64(stroke.samples.count))
-        for sample in stroke.samples { combine(sample) }
+        stroke.samples.forEach { combine($0) }
         combine(UInt64(stroke.predicted.count))
         for sample in stroke.predicted { combine(sample) }
     }

@@ -149,7 +149,7 @@ extension BoardState {
                 index == 0
                 ? nil
                 : change.samples.last { $0.estimationIndex == index }
-                    ?? stored.last { $0.estimationIndex == index }
+                    ?? stored.lastOffset(ofEstimation: index).map { stored[$0] }
             guard let original else { throw .unknownEstimationIndex(touch, index) }
             guard original.x == amendment.x, original.y == amendment.y, original.time == amendment.time else {
                 throw .invalidSample(touch, .amendmentChangesLocation)
@@ -179,6 +179,6 @@ extension Stroke {
     /// The offset of the latest sample carrying `estimationIndex`; amendments are
     /// recent, so the search runs from the end.
     func offset(ofEstimation index: UInt32) -> Int? {
-        samples.lastIndex { $0.estimationIndex == index }
+        samples.lastOffset(ofEstimation: index)
     }
 }

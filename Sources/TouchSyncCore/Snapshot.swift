@@ -68,7 +68,13 @@ extension BoardState {
             }
             previousPosition = position
         }
-        acceptedStrokes = snapshot.acceptedStrokes
+        // Packed as the board keeps accepted strokes (already packed ones stay as they are).
+        acceptedStrokes = snapshot.acceptedStrokes.map { stroke in
+            guard !stroke.samples.isPacked else { return stroke }
+            var packed = stroke
+            packed.samples.pack()
+            return packed
+        }
         storedSampleCount =
             snapshot.activeStrokes.reduce(0) { $0 + $1.samples.count } + snapshot.acceptedStrokes.reduce(0) { $0 + $1.samples.count }
         nextStrokeID = snapshot.nextStrokeID

@@ -199,15 +199,17 @@ public struct JournalBenchmark: Sendable {
 
     /// The RSS growth per stored sample of a board like `state`, held in the
     /// model as the hub holds it: a copy with freshly allocated stroke
-    /// arrays (copy-on-write would share the original's) is built and kept
-    /// while the resident size is read.
+    /// storage (copy-on-write would share the original's), grown as the
+    /// hub's appends grow it and packed when accepted as the hub packs it,
+    /// is built and kept while the resident size is read.
     static func residentBytesPerSample(of state: BoardState) throws -> Double {
         let snapshot = state.snapshot()
         let before = residentBytes()
         func copied(_ strokes: [Stroke]) -> [Stroke] {
             strokes.map { stroke in
                 var copy = stroke
-                copy.samples = stroke.samples.map { $0 }
+                copy.samples = StrokeSamples(stroke.samples)
+                if !stroke.isActive { copy.samples.pack() }
                 copy.predicted = stroke.predicted.map { $0 }
                 return copy
             }

@@ -271,7 +271,7 @@ public struct LoadRun: Sendable {
             if index < subscribers.count { boardDigests[boards[board]] = "\(replica.digest)" }
             let shownByOwner = Dictionary(grouping: replica.orderedActiveStrokes + replica.acceptedStrokes, by: \.owner)
             for (local, user) in members[board].enumerated() {
-                let shown = (shownByOwner[simulators[board].users[local]] ?? []).sorted { $0.id < $1.id }.map(\.samples)
+                let shown = (shownByOwner[simulators[board].users[local]] ?? []).sorted { $0.id < $1.id }.map { Array($0.samples) }
                 let (missing, extra) = drawn[user].compare(with: shown)
                 lost += missing
                 duplicated += extra

@@ -66,10 +66,10 @@ public struct BoardRenderer: Sendable {
             out += " cx=\"\(number(Double(spot.x) / unit))\" cy=\"\(number(Double(spot.y) / unit))\" r=\"\(number(spotDiameter / 2))\"/>\n"
         }
         out += "</g>\n<g id=\"accepted\" fill=\"none\" stroke-linecap=\"round\" stroke-linejoin=\"round\">\n"
-        for stroke in accepted { path(stroke.samples, stroke, opacity: 1, kind: "accepted", into: &out) }
+        for stroke in accepted { path(Array(stroke.samples), stroke, opacity: 1, kind: "accepted", into: &out) }
         out += "</g>\n<g id=\"in-progress\" fill=\"none\" stroke-linecap=\"round\" stroke-linejoin=\"round\">\n"
         for stroke in active {
-            path(stroke.samples, stroke, opacity: inProgressOpacity, kind: "in-progress", into: &out)
+            path(Array(stroke.samples), stroke, opacity: inProgressOpacity, kind: "in-progress", into: &out)
             if !stroke.predicted.isEmpty, let last = stroke.samples.last {
                 path([last] + stroke.predicted, stroke, opacity: inProgressOpacity / 2, kind: "predicted", into: &out)
             }

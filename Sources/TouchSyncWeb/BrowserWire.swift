@@ -106,7 +106,7 @@ public enum BrowserWire {
 
     /// Four integers per sample: x, y, t as deltas from the previous sample
     /// (the first from `base`, or absolute without one), force (0: none).
-    static func append(_ samples: [Sample], from base: Sample?, to out: inout String) {
+    static func append<Samples: Sequence<Sample>>(_ samples: Samples, from base: Sample?, to out: inout String) {
         out += "["
         var x = Int64(base?.x ?? 0)
         var y = Int64(base?.y ?? 0)

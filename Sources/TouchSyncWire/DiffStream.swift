@@ -30,7 +30,7 @@ struct StrokeChain: Sendable {
     init(_ stroke: Stroke) {
         count = stroke.samples.count
         last = stroke.samples.last
-        beforeLast = count >= 2 ? stroke.samples[count - 2] : nil
+        beforeLast = stroke.samples.secondToLast
     }
 
     mutating func advance(over samples: [Sample]) {

@@ -92,7 +92,7 @@ public enum SnapshotCodec {
                         if !stroke.samples.isEmpty || !stroke.predicted.isEmpty {
                             columns.reset()
                             columns.startSegment(after: nil, nil, timeReference: 0)
-                            for sample in stroke.samples { columns.append(sample) }
+                            stroke.samples.forEach { columns.append($0) }
                             for sample in stroke.predicted { columns.append(sample) }
                             record.lengthDelimited(5) { columns.write(to: &$0, predictedCount: UInt32(stroke.predicted.count)) }
                         }
@@ -113,7 +113,7 @@ public enum SnapshotCodec {
         record.touchID = stroke.touch
         record.style = stroke.style.proto
         if !stroke.samples.isEmpty || !stroke.predicted.isEmpty {
-            record.samples = SampleRunCodec.encode(stroke.samples, predicted: stroke.predicted)
+            record.samples = SampleRunCodec.encode(Array(stroke.samples), predicted: stroke.predicted)
         }
         record.acceptedPosition = stroke.acceptedPosition ?? 0
         return record

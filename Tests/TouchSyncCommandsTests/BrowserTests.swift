@@ -486,7 +486,7 @@ struct BrowserTests {
         }
         let expectedJSON = String(
             decoding: try JSONSerialization.data(
-                withJSONObject: expected.map { ["id": Int($0.id.rawValue), "s": flat($0.samples), "p": flat($0.predicted)] as [String: Any] }),
+                withJSONObject: expected.map { ["id": Int($0.id.rawValue), "s": flat(Array($0.samples)), "p": flat($0.predicted)] as [String: Any] }),
             as: UTF8.self)
         #expect(board.orderedActiveStrokes.contains { !$0.predicted.isEmpty }, "predicted samples are compared too")
         let page = try await rig.browser.openPage("\(rig.web)/")

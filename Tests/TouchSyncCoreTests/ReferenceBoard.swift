@@ -90,7 +90,7 @@ struct ReferenceBoard {
 extension ReferenceBoard.Path {
     init(_ stroke: Stroke, began: Int = 0) {
         self.init(
-            owner: stroke.owner.rawValue, touch: stroke.touch, style: stroke.style, samples: stroke.samples,
+            owner: stroke.owner.rawValue, touch: stroke.touch, style: stroke.style, samples: Array(stroke.samples),
             predicted: stroke.predicted, began: began)
     }
 
