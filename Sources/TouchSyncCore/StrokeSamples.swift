@@ -43,6 +43,75 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
 
         @inlinable init() {}
 
+        /// Packs `samples` into these empty columns in one pass, each column
+        /// allocated at its exact size (packing is what accepting a stroke
+        /// costs, on the hub and on every replica).
+        @usableFromInline
+        func fill(from samples: UnsafeBufferPointer<Sample>) {
+            let count = samples.count
+            guard count > 0 else { return }
+            var stride = 1
+            var estimationCount = 0
+            for sample in samples {
+                stride = Swift.max(stride, StrokeSamples.stride(for: sample))
+                if sample.estimationIndex != 0 { estimationCount += 1 }
+            }
+            checkpoints.reserveCapacity((count - 1) / StrokeSamples.checkpointInterval)
+            estimations.reserveCapacity(estimationCount)
+            let worstCase = [UInt8](unsafeUninitializedCapacity: count * StrokeSamples.maxPackedBytes) { out, written in
+                var end = 0
+                var x: Int32 = 0, y: Int32 = 0, time: Int64 = 0
+                var dx: Int32 = 0, dy: Int32 = 0, dt: Int64 = 0
+                for offset in 0..<count {
+                    let sample = samples[offset]
+                    let px: Int32, py: Int32, pt: Int64
+                    switch offset % StrokeSamples.checkpointInterval {
+                    case 0:
+                        if offset > 0 { checkpoints.append(end) }
+                        (px, py, pt) = (0, 0, 0)
+                    case 1: (px, py, pt) = (x, y, time)
+                    default: (px, py, pt) = (x &+ dx, y &+ dy, time &+ dt)
+                    }
+                    StrokeSamples.writeVarint(UInt64(zigZag32(sample.x &- px)), out, &end)
+                    StrokeSamples.writeVarint(UInt64(zigZag32(sample.y &- py)), out, &end)
+                    StrokeSamples.writeVarint(zigZag64(sample.time &- pt), out, &end)
+                    (dx, dy, dt) = (sample.x &- x, sample.y &- y, sample.time &- time)
+                    (x, y, time) = (sample.x, sample.y, sample.time)
+                    if sample.estimationIndex != 0 {
+                        estimations.append(Estimation(offset: offset, index: sample.estimationIndex))
+                    }
+                }
+                written = end
+            }
+            packed = [UInt8](unsafeUninitializedCapacity: worstCase.count) { out, written in
+                written = worstCase.withUnsafeBufferPointer { out.initialize(fromContentsOf: $0) }
+            }
+            attributes = [UInt8](unsafeUninitializedCapacity: count * stride) { out, written in
+                for offset in 0..<count {
+                    let sample = samples[offset]
+                    let base = offset * stride
+                    out[base] = sample.flags.rawValue
+                    if stride >= 3 {
+                        out[base + 1] = UInt8(truncatingIfNeeded: sample.force)
+                        out[base + 2] = UInt8(truncatingIfNeeded: sample.force >> 8)
+                        if stride == 7 {
+                            let azimuth = UInt16(bitPattern: sample.azimuth)
+                            let altitude = UInt16(bitPattern: sample.altitude)
+                            out[base + 3] = UInt8(truncatingIfNeeded: azimuth)
+                            out[base + 4] = UInt8(truncatingIfNeeded: azimuth >> 8)
+                            out[base + 5] = UInt8(truncatingIfNeeded: altitude)
+                            out[base + 6] = UInt8(truncatingIfNeeded: altitude >> 8)
+                        }
+                    }
+                }
+                written = count * stride
+            }
+            attributeStride = stride
+            storedCount = count
+            lastSample = samples[count - 1]
+            beforeLast = count >= 2 ? samples[count - 2] : nil
+        }
+
         /// Re-lays the attribute column out at a wider stride.
         @usableFromInline
         func widenAttributes(to stride: Int, count: Int) {
@@ -135,15 +204,14 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
     /// Packs the samples (a stroke that is accepted no longer grows) and
     /// gives back spare capacity. Later appends and changes still work.
     public mutating func pack() {
-        if columns == nil {
-            let samples = open
-            open = []
-            _ = uniqueColumns()
-            var iterator = samples.makeIterator()
-            var pending = iterator.next()
-            while pending != nil { appendChunk(&pending, &iterator) }
+        guard columns == nil else {
+            shrinkColumns()
+            return
         }
-        shrinkColumns()
+        let packed = Columns()
+        open.withUnsafeBufferPointer { packed.fill(from: $0) }
+        columns = packed
+        open = []
     }
 
     // MARK: Appending

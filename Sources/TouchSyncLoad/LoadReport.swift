@@ -63,6 +63,10 @@ public struct LoadReport: Sendable {
     public var hubCPUSeconds: Double?
     /// Peak resident memory of this whole process (generator, hub, subscribers).
     public var maxResidentBytes: Int
+    /// Resident memory per connected agent before drawing: the growth from
+    /// before the agents started until all were welcomed, over their count
+    /// (agent side, and the hub's side when it is embedded).
+    public var residentBytesPerAgent: Double = 0
     /// Stopped early (Ctrl-C): the figures cover the drawing until then.
     public var interrupted = false
 
@@ -102,6 +106,9 @@ public struct LoadReport: Sendable {
                 "hub CPU             \(number(hubCPUSeconds, 2)) s (\(number(100 * hubCPUSeconds / max(drawingSeconds + (drainSeconds ?? 0), 1e-9)))% of one core while drawing and draining)")
         }
         lines.append(
+            "memory per agent    \(number(residentBytesPerAgent / 1024, 1)) KiB resident per connected agent before drawing "
+                + (configuration.hub == nil ? "(agent and hub sides)" : "(agent side)"))
+        lines.append(
             "process peak RSS    \(maxResidentBytes / (1 << 20)) MiB "
                 + (configuration.hub == nil ? "(generator, hub and subscribers together)" : "(generator and subscribers; the hub is another process)"))
         return lines.joined(separator: "\n")
@@ -127,6 +134,7 @@ public struct LoadReport: Sendable {
             "ticks_run": ticksRun,
             "board_digests": boardDigests,
             "connect_seconds": connectSeconds,
+            "resident_bytes_per_agent": residentBytesPerAgent,
             "ticks_scheduled": ticksScheduled,
             "refusals": refusals,
             "reconnects": reconnects,

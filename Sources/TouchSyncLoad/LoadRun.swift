@@ -135,6 +135,7 @@ public struct LoadRun: Sendable {
             (board: user % configuration.boards, local: user / configuration.boards)
         }
         var drawn: [DrawnStrokes] = Array(repeating: DrawnStrokes(), count: configuration.users)
+        let residentBeforeAgents = residentBytes()
         let agents = try AgentPool(
             configurations: placement.enumerated().map { user, place in
                 let (board, local) = place
@@ -161,6 +162,9 @@ public struct LoadRun: Sendable {
             throw LoadError.unreachable("not every agent was welcomed by \(endpoints.ingest) within 60 s")
         }
         let connectTime = ContinuousClock.now - connecting
+        // What connected agents cost while idle: their sockets, threads' state
+        // and queues, and (embedded) the hub's sessions and sockets for them.
+        let residentPerAgent = Double(residentBytes() - residentBeforeAgents) / Double(max(configuration.users, 1))
 
         // Drive: every tick, each started user sends one input event, stamped with the real time.
         let clock = ContinuousClock()
@@ -299,7 +303,7 @@ public struct LoadRun: Sendable {
             ticksRun: ticksRun, ticksScheduled: Int((drawingTime.seconds * configuration.hz).rounded()),
             drainSeconds: drainTime?.seconds, connectSeconds: connectTime.seconds, boardDigests: boardDigests, refusals: refusals, reconnects: reconnects,
             coalescedFrames: Int(backpressure.coalesced), busyNotices: Int(backpressure.busyNotices), hubCPUSeconds: hubCPU,
-            maxResidentBytes: maxResidentBytes(), interrupted: interruption.isRequested)
+            maxResidentBytes: maxResidentBytes(), residentBytesPerAgent: residentPerAgent, interrupted: interruption.isRequested)
     }
 }
 
