@@ -365,11 +365,12 @@ final class SubscriberLoop {
     private func load(_ chunks: [SnapshotChunkContents], queued: [Touchsync_V1_DiffBatch]) {
         do {
             let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
-            var state = try BoardState(snapshot: snapshot)
+            var state = try BoardState(snapshot: snapshot, packing: false)
             guard state.digest == digest else {
                 requestSnapshot(reason: "the snapshot's digest does not match its strokes")
                 return
             }
+            state.packAcceptedStrokes()
             staleHeartbeatsUntil = queued.contains { $0.sequence >= state.sequence } ? nil : clock.now + .seconds(1)
             events.yield(.synced(sequence: state.sequence, digest: digest, chunks: chunks.count))
             configuration.onSynced?(state)

@@ -28,6 +28,9 @@ public struct CodecBenchmark: Sendable {
     public var seed: UInt64 = 1
     /// Run only the reduce stage (for profilers).
     public var reduceOnly = false
+    /// After encoding, run only the replica's decode-and-apply stage, ten
+    /// times as often (for profilers).
+    public var applyOnly = false
 
     public init() {}
 
@@ -134,6 +137,23 @@ public struct CodecBenchmark: Sendable {
             published = batches.map { batch in WireCodec.field(1, wrapping: encoder.encodedBytes(batch)) }
         })
 
+        if applyOnly {
+            for _ in 0..<(10 * repetitions) {
+                var replica = BoardState(limits: limits)
+                for bytes in published {
+                    try bytes.withUnsafeBytes { bytes in
+                        guard let (_, batch) = PublishedBatch.find(in: bytes) else { throw ValidationError("not a batch") }
+                        try replica.apply(encodedBatch: batch)
+                    }
+                }
+                guard replica.digest == hub.digest else { throw ValidationError("benchmark replica diverged from the hub") }
+            }
+            return Report(
+                figures: figures, samples: samples, agentBytesPerSample: 0, publishBytesPerSample: 0,
+                tickBytesPerSample: 0, eventsPerTick: 0, bytesPerSampleByTick: [], snapshotBytesPerSample: 0,
+                digest: hub.digest)
+        }
+
         // As a subscriber applies them (the one-pass reader).
         var replica = BoardState(limits: limits)
         // Each repetition's replica is kept until all have run: freeing the
@@ -220,6 +240,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Samples carry force (Pencil, 3D Touch).") var force = false
     @Option(parsing: .unconditional, help: "Repetitions per stage; the best is reported.") var repetitions = 5
     @Flag(help: ArgumentHelp("Run only the reduce stage (for perf or callgrind).", visibility: .hidden)) var reduceOnly = false
+    @Flag(help: ArgumentHelp("After encoding, run only the replica's decode-and-apply stage (for perf).", visibility: .hidden))
+    var applyOnly = false
     @Flag(help: "Instead: the hub against a bare libzmq forwarder over loopback TCP (throughput and latency, 1 and 10 subscribers).")
     var transport = false
     @Option(parsing: .unconditional, help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
@@ -276,11 +298,12 @@ struct BenchCommand: AsyncParsableCommand {
         benchmark.withForce = force
         benchmark.repetitions = repetitions
         benchmark.reduceOnly = reduceOnly
+        benchmark.applyOnly = applyOnly
         #if DEBUG
         print("warning: this is a debug build; run `make bench` (release) for real figures")
         #endif
         let report = try benchmark.run { print($0) }
-        if reduceOnly { return }
+        if reduceOnly || applyOnly { return }
         print("")
         // The label column is as wide as the longest stage name: no label is cut.
         let width = max(42, report.figures.map(\.stage.count).max() ?? 0)

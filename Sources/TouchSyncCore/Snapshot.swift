@@ -29,8 +29,11 @@ extension BoardState {
     }
 
     /// Loads a snapshot, refusing one whose parts contradict each other
-    /// (it came from a corrupt or hostile source).
-    public init(snapshot: BoardSnapshot, limits: BoardLimits = BoardLimits()) throws(ReplicaError) {
+    /// (it came from a corrupt or hostile source). Accepted strokes are
+    /// packed as the board keeps them, unless `packing` is false: then the
+    /// caller packs them with `packAcceptedStrokes()` (after checking the
+    /// digest, which is cheaper over unpacked samples).
+    public init(snapshot: BoardSnapshot, limits: BoardLimits = BoardLimits(), packing: Bool = true) throws(ReplicaError) {
         self.init(limits: limits)
         strokeIDBase = snapshot.activeStrokes.first?.id.rawValue ?? snapshot.nextStrokeID.rawValue
         guard strokeIDBase >= 1, snapshot.nextStrokeID.rawValue >= strokeIDBase,
@@ -68,17 +71,21 @@ extension BoardState {
             }
             previousPosition = position
         }
-        // Packed as the board keeps accepted strokes (already packed ones stay as they are).
-        acceptedStrokes = snapshot.acceptedStrokes.map { stroke in
-            guard !stroke.samples.isPacked else { return stroke }
-            var packed = stroke
-            packed.samples.pack()
-            return packed
-        }
+        acceptedStrokes = snapshot.acceptedStrokes
+        if packing { packAcceptedStrokes() }
         storedSampleCount =
             snapshot.activeStrokes.reduce(0) { $0 + $1.samples.count } + snapshot.acceptedStrokes.reduce(0) { $0 + $1.samples.count }
         nextStrokeID = snapshot.nextStrokeID
         nextAcceptPosition = snapshot.nextAcceptPosition
         sequence = snapshot.sequence
+    }
+}
+
+extension BoardState {
+    /// Packs the accepted strokes that are not yet packed (see `init(snapshot:limits:packing:)`).
+    public mutating func packAcceptedStrokes() {
+        for index in acceptedStrokes.indices where !acceptedStrokes[index].samples.isPacked {
+            acceptedStrokes[index].samples.pack()
+        }
     }
 }

@@ -135,6 +135,38 @@ struct StrokeSamplesTests {
         #expect(original.count == 3 && original[0].force == 5 && original.last == Sample(x: 7, y: 8, time: 9))
     }
 
+    /// The board packs what it accepts, keeps what is in progress plain, and a
+    /// snapshot loaded without packing has the same digest before and after
+    /// `packAcceptedStrokes()`.
+    @Test("boards pack accepted strokes, from reduce, diffs and snapshots")
+    func boardsPackAcceptedStrokes() throws {
+        var simulator = SessionSimulator(seed: 5, profile: SimulationProfile())
+        var hub = TestHub()
+        var replica = BoardState()
+        for _ in 0..<400 {
+            if let batch = try hub.feed(simulator.next()) { try replica.apply(batch) }
+        }
+        #expect(!hub.board.acceptedStrokes.isEmpty)
+        for board in [hub.board, replica] {
+            #expect(board.acceptedStrokes.allSatisfy { $0.samples.isPacked })
+            #expect(board.orderedActiveStrokes.allSatisfy { !$0.samples.isPacked })
+        }
+        #expect(replica.digest == hub.board.digest)
+        var loaded = try BoardState(snapshot: hub.board.snapshot(), packing: false)
+        var plain = hub.board.snapshot()
+        for index in plain.acceptedStrokes.indices {
+            plain.acceptedStrokes[index].samples = StrokeSamples(Array(plain.acceptedStrokes[index].samples))
+        }
+        var unpacked = try BoardState(snapshot: plain, packing: false)
+        #expect(unpacked.acceptedStrokes.allSatisfy { !$0.samples.isPacked })
+        #expect(unpacked.digest == hub.board.digest)
+        unpacked.packAcceptedStrokes()
+        loaded.packAcceptedStrokes()
+        #expect(unpacked.acceptedStrokes.allSatisfy { $0.samples.isPacked })
+        #expect(unpacked.digest == hub.board.digest && loaded.digest == hub.board.digest)
+        #expect(try BoardState(snapshot: plain).acceptedStrokes.allSatisfy { $0.samples.isPacked })
+    }
+
     @Test("different samples are not equal")
     func inequality() {
         var a: StrokeSamples = [Sample(x: 1, y: 2, time: 3), Sample(x: 4, y: 5, time: 6)]
