@@ -14,13 +14,9 @@ public struct Stroke: Sendable, Equatable {
         id: StrokeID, owner: UserNamespace, touch: TouchID, style: StrokeStyle, samples: [Sample] = [],
         predicted: [Sample] = [], acceptedPosition: UInt64? = nil
     ) {
-        self.id = id
-        self.owner = owner
-        self.touch = touch
-        self.style = style
-        self.samples = StrokeSamples(samples)
-        self.predicted = predicted
-        self.acceptedPosition = acceptedPosition
+        self.init(
+            id: id, owner: owner, touch: touch, style: style, samples: StrokeSamples(samples), predicted: predicted,
+            acceptedPosition: acceptedPosition)
     }
 
     public init(

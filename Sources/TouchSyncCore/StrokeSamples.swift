@@ -60,23 +60,15 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
             estimations.reserveCapacity(estimationCount)
             let worstCase = [UInt8](unsafeUninitializedCapacity: count * StrokeSamples.maxPackedBytes) { out, written in
                 var end = 0
-                var x: Int32 = 0, y: Int32 = 0, time: Int64 = 0
-                var dx: Int32 = 0, dy: Int32 = 0, dt: Int64 = 0
+                var predictor = Predictor()
                 for offset in 0..<count {
                     let sample = samples[offset]
-                    let px: Int32, py: Int32, pt: Int64
-                    switch offset % StrokeSamples.checkpointInterval {
-                    case 0:
-                        if offset > 0 { checkpoints.append(end) }
-                        (px, py, pt) = (0, 0, 0)
-                    case 1: (px, py, pt) = (x, y, time)
-                    default: (px, py, pt) = (x &+ dx, y &+ dy, time &+ dt)
-                    }
+                    if offset > 0 && offset % StrokeSamples.checkpointInterval == 0 { checkpoints.append(end) }
+                    let (px, py, pt) = predictor.prediction(at: offset)
                     StrokeSamples.writeVarint(UInt64(zigZag32(sample.x &- px)), out, &end)
                     StrokeSamples.writeVarint(UInt64(zigZag32(sample.y &- py)), out, &end)
                     StrokeSamples.writeVarint(zigZag64(sample.time &- pt), out, &end)
-                    (dx, dy, dt) = (sample.x &- x, sample.y &- y, sample.time &- time)
-                    (x, y, time) = (sample.x, sample.y, sample.time)
+                    predictor.advance(to: sample.x, sample.y, sample.time)
                     if sample.estimationIndex != 0 {
                         estimations.append(Estimation(offset: offset, index: sample.estimationIndex))
                     }
@@ -88,21 +80,7 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
             }
             attributes = [UInt8](unsafeUninitializedCapacity: count * stride) { out, written in
                 for offset in 0..<count {
-                    let sample = samples[offset]
-                    let base = offset * stride
-                    out[base] = sample.flags.rawValue
-                    if stride >= 3 {
-                        out[base + 1] = UInt8(truncatingIfNeeded: sample.force)
-                        out[base + 2] = UInt8(truncatingIfNeeded: sample.force >> 8)
-                        if stride == 7 {
-                            let azimuth = UInt16(bitPattern: sample.azimuth)
-                            let altitude = UInt16(bitPattern: sample.altitude)
-                            out[base + 3] = UInt8(truncatingIfNeeded: azimuth)
-                            out[base + 4] = UInt8(truncatingIfNeeded: azimuth >> 8)
-                            out[base + 5] = UInt8(truncatingIfNeeded: altitude)
-                            out[base + 6] = UInt8(truncatingIfNeeded: altitude >> 8)
-                        }
-                    }
+                    StrokeSamples.writeAttributes(of: samples[offset], stride: stride, into: out, at: offset * stride)
                 }
                 written = count * stride
             }
@@ -137,6 +115,58 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
             copy.lastSample = lastSample
             copy.beforeLast = beforeLast
             return copy
+        }
+    }
+
+    /// The decoder's (and the one-pass packer's) state: the previous sample's
+    /// location and the step that led to it.
+    @usableFromInline
+    struct Predictor {
+        @usableFromInline var x: Int32 = 0, y: Int32 = 0, time: Int64 = 0
+        @usableFromInline var dx: Int32 = 0, dy: Int32 = 0, dt: Int64 = 0
+
+        @inlinable init() {}
+
+        /// What sample `offset` is predicted to be: nothing at a checkpoint,
+        /// the previous sample right after one, else the previous plus its step.
+        @inlinable
+        func prediction(at offset: Int) -> (Int32, Int32, Int64) {
+            switch offset % StrokeSamples.checkpointInterval {
+            case 0: (0, 0, 0)
+            case 1: (x, y, time)
+            default: (x &+ dx, y &+ dy, time &+ dt)
+            }
+        }
+
+        @inlinable
+        mutating func advance(to nextX: Int32, _ nextY: Int32, _ nextTime: Int64) {
+            (dx, dy, dt) = (nextX &- x, nextY &- y, nextTime &- time)
+            (x, y, time) = (nextX, nextY, nextTime)
+        }
+
+        /// Sample `offset`'s location, from its residuals at `position` in `packed`.
+        @inlinable
+        mutating func decode<Bytes: RandomAccessCollection<UInt8>>(
+            _ packed: Bytes, _ position: inout Int, at offset: Int
+        ) -> (Int32, Int32, Int64) where Bytes.Index == Int {
+            func varint() -> UInt64 {
+                var value: UInt64 = 0
+                var shift: UInt64 = 0
+                while true {
+                    let byte = packed[position]
+                    position += 1
+                    value |= UInt64(byte & 0x7f) << shift
+                    if byte < 0x80 { return value }
+                    shift += 7
+                }
+            }
+            let rx = zigZagDecoded32(varint())
+            let ry = zigZagDecoded32(varint())
+            let rt = zigZagDecoded64(varint())
+            let (px, py, pt) = prediction(at: offset)
+            let next = (px &+ rx, py &+ ry, pt &+ rt)
+            advance(to: next.0, next.1, next.2)
+            return next
         }
     }
 
@@ -281,19 +311,7 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
                     Self.writeVarint(UInt64(zigZag32(sample.x &- px)), packedOut, &packedEnd)
                     Self.writeVarint(UInt64(zigZag32(sample.y &- py)), packedOut, &packedEnd)
                     Self.writeVarint(zigZag64(sample.time &- pt), packedOut, &packedEnd)
-                    attributesOut[attributesEnd] = sample.flags.rawValue
-                    if attributeStride >= 3 {
-                        attributesOut[attributesEnd + 1] = UInt8(truncatingIfNeeded: sample.force)
-                        attributesOut[attributesEnd + 2] = UInt8(truncatingIfNeeded: sample.force >> 8)
-                        if attributeStride == 7 {
-                            let azimuth = UInt16(bitPattern: sample.azimuth)
-                            let altitude = UInt16(bitPattern: sample.altitude)
-                            attributesOut[attributesEnd + 3] = UInt8(truncatingIfNeeded: azimuth)
-                            attributesOut[attributesEnd + 4] = UInt8(truncatingIfNeeded: azimuth >> 8)
-                            attributesOut[attributesEnd + 5] = UInt8(truncatingIfNeeded: altitude)
-                            attributesOut[attributesEnd + 6] = UInt8(truncatingIfNeeded: altitude >> 8)
-                        }
-                    }
+                    Self.writeAttributes(of: sample, stride: attributeStride, into: attributesOut, at: attributesEnd)
                     attributesEnd += attributeStride
                     if sample.estimationIndex != 0 {
                         columns.estimations.append(Estimation(offset: storedCount, index: sample.estimationIndex))
@@ -319,6 +337,36 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
             last.x &+ (last.x &- beforeLast.x), last.y &+ (last.y &- beforeLast.y),
             last.time &+ (last.time &- beforeLast.time)
         )
+    }
+
+    /// Writes `sample`'s flags, force and angles at `base` in the layout of `stride`.
+    @inlinable
+    static func writeAttributes(of sample: Sample, stride: Int, into out: UnsafeMutableBufferPointer<UInt8>, at base: Int) {
+        out[base] = sample.flags.rawValue
+        guard stride >= 3 else { return }
+        out[base + 1] = UInt8(truncatingIfNeeded: sample.force)
+        out[base + 2] = UInt8(truncatingIfNeeded: sample.force >> 8)
+        guard stride == 7 else { return }
+        let azimuth = UInt16(bitPattern: sample.azimuth)
+        let altitude = UInt16(bitPattern: sample.altitude)
+        out[base + 3] = UInt8(truncatingIfNeeded: azimuth)
+        out[base + 4] = UInt8(truncatingIfNeeded: azimuth >> 8)
+        out[base + 5] = UInt8(truncatingIfNeeded: altitude)
+        out[base + 6] = UInt8(truncatingIfNeeded: altitude >> 8)
+    }
+
+    /// A sample at a location with the flags, force and angles stored at `base`.
+    @inlinable
+    static func readSample<Bytes: RandomAccessCollection<UInt8>>(
+        x: Int32, y: Int32, time: Int64, _ attributes: Bytes, stride: Int, at base: Int
+    ) -> Sample where Bytes.Index == Int {
+        var sample = Sample(x: x, y: y, time: time, flags: SampleFlags(rawValue: attributes[base]))
+        guard stride >= 3 else { return sample }
+        sample.force = UInt16(attributes[base + 1]) | UInt16(attributes[base + 2]) << 8
+        guard stride == 7 else { return sample }
+        sample.azimuth = Int16(bitPattern: UInt16(attributes[base + 3]) | UInt16(attributes[base + 4]) << 8)
+        sample.altitude = Int16(bitPattern: UInt16(attributes[base + 5]) | UInt16(attributes[base + 6]) << 8)
+        return sample
     }
 
     @inlinable
@@ -359,10 +407,9 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
     // MARK: Reading
 
     public struct Iterator: IteratorProtocol {
-        @usableFromInline let samples: StrokeSamples
         @usableFromInline let open: [Sample]
         @usableFromInline let isOpen: Bool
-        // The columns, read once (each read of a class property is checked for exclusive access).
+        // The columns, read once.
         @usableFromInline let packed: [UInt8]
         @usableFromInline let attributes: [UInt8]
         @usableFromInline let attributeStride: Int
@@ -371,12 +418,10 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
         @usableFromInline var offset = 0
         @usableFromInline var position = 0
         @usableFromInline var nextEstimation = 0
-        @usableFromInline var x: Int32 = 0, y: Int32 = 0, time: Int64 = 0
-        @usableFromInline var dx: Int32 = 0, dy: Int32 = 0, dt: Int64 = 0
+        @usableFromInline var predictor = Predictor()
 
         @inlinable
         init(_ samples: StrokeSamples) {
-            self.samples = samples
             open = samples.open
             isOpen = samples.columns == nil
             packed = samples.columns?.packed ?? []
@@ -394,38 +439,15 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
                 return open[offset - 1]
             }
             guard offset < storedCount else { return nil }
-            let phase = offset % StrokeSamples.checkpointInterval
-            let rx = zigZagDecoded32(readVarint())
-            let ry = zigZagDecoded32(readVarint())
-            let rt = zigZagDecoded64(readVarint())
-            let nx: Int32, ny: Int32, nt: Int64
-            switch phase {
-            case 0: (nx, ny, nt) = (rx, ry, rt)
-            case 1: (nx, ny, nt) = (x &+ rx, y &+ ry, time &+ rt)
-            default: (nx, ny, nt) = (x &+ dx &+ rx, y &+ dy &+ ry, time &+ dt &+ rt)
-            }
-            (dx, dy, dt) = (nx &- x, ny &- y, nt &- time)
-            (x, y, time) = (nx, ny, nt)
-            var sample = StrokeSamples.sample(at: offset, x: nx, y: ny, time: nt, attributes, attributeStride)
+            let (nx, ny, nt) = predictor.decode(packed, &position, at: offset)
+            var sample = StrokeSamples.readSample(
+                x: nx, y: ny, time: nt, attributes, stride: attributeStride, at: offset * attributeStride)
             if nextEstimation < estimations.count && estimations[nextEstimation].offset == offset {
                 sample.estimationIndex = estimations[nextEstimation].index
                 nextEstimation += 1
             }
             offset += 1
             return sample
-        }
-
-        @inlinable
-        mutating func readVarint() -> UInt64 {
-            var value: UInt64 = 0
-            var shift: UInt64 = 0
-            while true {
-                let byte = packed[position]
-                position += 1
-                value |= UInt64(byte & 0x7f) << shift
-                if byte < 0x80 { return value }
-                shift += 7
-            }
         }
     }
 
@@ -447,40 +469,10 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
             try columns.attributes.withUnsafeBufferPointer { attributes in
                 var position = 0
                 var nextEstimation = 0
-                var x: Int32 = 0, y: Int32 = 0, time: Int64 = 0
-                var dx: Int32 = 0, dy: Int32 = 0, dt: Int64 = 0
-                func varint() -> UInt64 {
-                    var value: UInt64 = 0
-                    var shift: UInt64 = 0
-                    while true {
-                        let byte = packed[position]
-                        position += 1
-                        value |= UInt64(byte & 0x7f) << shift
-                        if byte < 0x80 { return value }
-                        shift += 7
-                    }
-                }
+                var predictor = Predictor()
                 for offset in 0..<count {
-                    let rx = zigZagDecoded32(varint())
-                    let ry = zigZagDecoded32(varint())
-                    let rt = zigZagDecoded64(varint())
-                    let nx: Int32, ny: Int32, nt: Int64
-                    switch offset % Self.checkpointInterval {
-                    case 0: (nx, ny, nt) = (rx, ry, rt)
-                    case 1: (nx, ny, nt) = (x &+ rx, y &+ ry, time &+ rt)
-                    default: (nx, ny, nt) = (x &+ dx &+ rx, y &+ dy &+ ry, time &+ dt &+ rt)
-                    }
-                    (dx, dy, dt) = (nx &- x, ny &- y, nt &- time)
-                    (x, y, time) = (nx, ny, nt)
-                    let base = offset * stride
-                    var sample = Sample(x: nx, y: ny, time: nt, flags: SampleFlags(rawValue: attributes[base]))
-                    if stride >= 3 {
-                        sample.force = UInt16(attributes[base + 1]) | UInt16(attributes[base + 2]) << 8
-                        if stride == 7 {
-                            sample.azimuth = Int16(bitPattern: UInt16(attributes[base + 3]) | UInt16(attributes[base + 4]) << 8)
-                            sample.altitude = Int16(bitPattern: UInt16(attributes[base + 5]) | UInt16(attributes[base + 6]) << 8)
-                        }
-                    }
+                    let (nx, ny, nt) = predictor.decode(packed, &position, at: offset)
+                    var sample = Self.readSample(x: nx, y: ny, time: nt, attributes, stride: stride, at: offset * stride)
                     if nextEstimation < estimations.count && estimations[nextEstimation].offset == offset {
                         sample.estimationIndex = estimations[nextEstimation].index
                         nextEstimation += 1
@@ -489,23 +481,6 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
                 }
             }
         }
-    }
-
-    /// The sample's flags, force and angles around the given location.
-    @inlinable
-    static func sample(
-        at offset: Int, x: Int32, y: Int32, time: Int64, _ attributes: [UInt8], _ attributeStride: Int
-    ) -> Sample {
-        let base = offset * attributeStride
-        var sample = Sample(x: x, y: y, time: time, flags: SampleFlags(rawValue: attributes[base]))
-        if attributeStride >= 3 {
-            sample.force = UInt16(attributes[base + 1]) | UInt16(attributes[base + 2]) << 8
-            if attributeStride == 7 {
-                sample.azimuth = Int16(bitPattern: UInt16(attributes[base + 3]) | UInt16(attributes[base + 4]) << 8)
-                sample.altitude = Int16(bitPattern: UInt16(attributes[base + 5]) | UInt16(attributes[base + 6]) << 8)
-            }
-        }
-        return sample
     }
 
     /// The index in `estimations` of the entry at or after `offset`.
@@ -556,18 +531,8 @@ public struct StrokeSamples: Sequence, Sendable, ExpressibleByArrayLiteral {
             if needed > columns.attributeStride { columns.widenAttributes(to: needed, count: count) }
             let attributeStride = columns.attributeStride
             let base = offset * attributeStride
-            columns.attributes[base] = newValue.flags.rawValue
-            if attributeStride >= 3 {
-                columns.attributes[base + 1] = UInt8(truncatingIfNeeded: newValue.force)
-                columns.attributes[base + 2] = UInt8(truncatingIfNeeded: newValue.force >> 8)
-                if attributeStride == 7 {
-                    let azimuth = UInt16(bitPattern: newValue.azimuth)
-                    let altitude = UInt16(bitPattern: newValue.altitude)
-                    columns.attributes[base + 3] = UInt8(truncatingIfNeeded: azimuth)
-                    columns.attributes[base + 4] = UInt8(truncatingIfNeeded: azimuth >> 8)
-                    columns.attributes[base + 5] = UInt8(truncatingIfNeeded: altitude)
-                    columns.attributes[base + 6] = UInt8(truncatingIfNeeded: altitude >> 8)
-                }
+            columns.attributes.withUnsafeMutableBufferPointer { out in
+                Self.writeAttributes(of: newValue, stride: attributeStride, into: out, at: base)
             }
             let slot = estimationSlot(atOrAfter: offset)
             let present = slot < columns.estimations.count && columns.estimations[slot].offset == offset
