@@ -137,15 +137,19 @@ public struct CodecBenchmark: Sendable {
             published = batches.map { batch in WireCodec.field(1, wrapping: encoder.encodedBytes(batch)) }
         })
 
+        // As a subscriber applies them (the one-pass reader).
+        func applyPublished(to replica: inout BoardState) throws {
+            for bytes in published {
+                try bytes.withUnsafeBytes { bytes in
+                    guard let (_, batch) = PublishedBatch.find(in: bytes) else { throw ValidationError("not a batch") }
+                    try replica.apply(encodedBatch: batch)
+                }
+            }
+        }
         if applyOnly {
             for _ in 0..<(10 * repetitions) {
                 var replica = BoardState(limits: limits)
-                for bytes in published {
-                    try bytes.withUnsafeBytes { bytes in
-                        guard let (_, batch) = PublishedBatch.find(in: bytes) else { throw ValidationError("not a batch") }
-                        try replica.apply(encodedBatch: batch)
-                    }
-                }
+                try applyPublished(to: &replica)
                 guard replica.digest == hub.digest else { throw ValidationError("benchmark replica diverged from the hub") }
             }
             return Report(
@@ -154,7 +158,6 @@ public struct CodecBenchmark: Sendable {
                 digest: hub.digest)
         }
 
-        // As a subscriber applies them (the one-pass reader).
         var replica = BoardState(limits: limits)
         // Each repetition's replica is kept until all have run: freeing the
         // previous one is not part of decoding and applying.
@@ -162,12 +165,7 @@ public struct CodecBenchmark: Sendable {
         figures.append(try best("decode and apply diff batches (replica)") {
             finished.append(replica)
             replica = BoardState(limits: limits)
-            for bytes in published {
-                try bytes.withUnsafeBytes { bytes in
-                    guard let (_, batch) = PublishedBatch.find(in: bytes) else { throw ValidationError("not a batch") }
-                    try replica.apply(encodedBatch: batch)
-                }
-            }
+            try applyPublished(to: &replica)
         })
         finished.removeAll()
         guard replica.digest == hub.digest else { throw ValidationError("benchmark replica diverged from the hub") }

@@ -204,12 +204,6 @@ struct PackedVarints {
     }
 }
 
-/// Protobuf's sint64 zigzag decoding.
-@inline(__always)
-func zigZagDecoded(_ raw: UInt64) -> Int64 {
-    Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
-}
-
 /// Writes the protobuf wire format as SwiftProtobuf does (fields in number
 /// order, proto3 defaults omitted, repeated scalars packed), so the hot
 /// messages can be written straight from the model, byte for byte as the
@@ -307,9 +301,3 @@ struct ProtoWriter {
         }
     }
 }
-
-@inline(__always)
-func zigZag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
-
-@inline(__always)
-func zigZag(_ value: Int32) -> UInt64 { UInt64(UInt32(bitPattern: (value << 1) ^ (value >> 31))) }
