@@ -6,7 +6,7 @@
 #   make proto  regenerates Sources/TouchSyncWire/Generated from proto/
 SWIFT ?= swift
 
-.PHONY: demo test test-deps bench fuzz proto deps build clean
+.PHONY: demo demo-deps test test-deps bench fuzz proto deps build clean
 
 # libzmq3-dev is the one system package we need; install it when pkg-config
 # cannot find libzmq (apt needs root: sudo is used when present).
@@ -42,17 +42,31 @@ test-deps: deps
 build: deps
 	$(SWIFT) build
 
+# The demo's PNG comes from rsvg-convert (Debian's librsvg2-bin): installed
+# like libzmq3-dev when missing; without root the demo still writes the SVG
+# and says how to get the PNG.
+demo-deps: deps
+	@if command -v rsvg-convert >/dev/null 2>&1; then :; else \
+	  echo "rsvg-convert (Debian package librsvg2-bin) is missing: installing it for the demo's PNG"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; else SUDO=none; fi; \
+	  if [ "$$SUDO" = none ]; then echo "warning: no root to install librsvg2-bin: the demo writes the SVG only" >&2; \
+	  else $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq librsvg2-bin >/dev/null \
+	    || echo "warning: apt-get could not install librsvg2-bin: the demo writes the SVG only" >&2; fi; \
+	fi
+
 # Debug builds: they share one build with the tests and start fastest on a fresh machine.
-demo: deps
+demo: demo-deps
 	$(SWIFT) run touchsync demo
 
 # The tests also run the touchsync binary as real processes: build it first.
 # They run in parallel (swift-testing's default): the hub's rules are tested
 # on HubCore with a manual clock, and the socket and process tests wait for
 # observable conditions with deadlines rather than for fixed times.
+# scripts/run-tests.sh gives the run its own TMPDIR and removes whatever the
+# tests left (files, network namespaces); a process left running fails it.
 test: test-deps
 	$(SWIFT) build
-	$(SWIFT) test
+	SWIFT="$(SWIFT)" scripts/run-tests.sh
 
 bench: deps
 	$(SWIFT) build -c release

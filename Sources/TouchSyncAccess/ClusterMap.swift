@@ -30,7 +30,7 @@ public struct ClusterMap: Sendable, Equatable, Codable {
 
     public private(set) var hubs: [Hub]
 
-    public init(hubs: [Hub]) throws(AccessListError) {
+    public init(hubs: [Hub]) throws(ClusterFileError) {
         guard !hubs.isEmpty else { throw .invalid("a cluster needs at least one hub") }
         var names = Set<String>()
         for hub in hubs {
@@ -76,7 +76,7 @@ public struct ClusterMap: Sendable, Equatable, Codable {
         return hash
     }
 
-    public static func load(from path: String) throws(AccessListError) -> ClusterMap {
+    public static func load(from path: String) throws(ClusterFileError) -> ClusterMap {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -89,6 +89,30 @@ public struct ClusterMap: Sendable, Equatable, Codable {
         } catch {
             throw .invalid("\(path): not a cluster file (\(error))")
         }
-        return try ClusterMap(hubs: decoded.hubs)
+        do {
+            return try ClusterMap(hubs: decoded.hubs)
+        } catch {
+            throw .invalid("\(path): \(error.reason)")
+        }
+    }
+}
+
+/// A cluster file that cannot be used (docs/protocol.md, "Sharded boards").
+public enum ClusterFileError: Error, Equatable, CustomStringConvertible {
+    case unreadable(path: String, reason: String)
+    case invalid(String)
+
+    var reason: String {
+        switch self {
+        case .unreadable(_, let reason): reason
+        case .invalid(let why): why
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .unreadable(let path, let reason): "cannot read the cluster file \(path): \(reason)"
+        case .invalid(let why): "invalid cluster file: \(why)"
+        }
     }
 }

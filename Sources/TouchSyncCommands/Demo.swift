@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Synchronization
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncHub
@@ -19,6 +20,10 @@ public struct DemoResult: Sendable {
     public var spectatorResyncs: Int
     /// The hub's board at the end, for the image.
     public var board: BoardState
+    /// Input events simulated: `steps`, or fewer when the scene ended first or the run was interrupted.
+    public var stepsRun: Int
+    /// The run was cancelled (Ctrl-C) before its last step.
+    public var interrupted = false
     public var converged: Bool { spectatorDigest == hubDigest }
 
     /// A hash of every user's strokes taken one user at a time, each in that
@@ -67,11 +72,11 @@ public struct DemoScene: Sendable {
         let context = try ZMQContext()
         let hub = try TouchSyncHub(configuration: .loopbackEphemeral(), logger: logger, context: context)
         let endpoints = try await hub.start()
-        report("TouchSync demo: a hub on \(endpoints.ingest), \(users) users x \(fingers) fingers drawing on board \"\(board)\" (seed \(seed), \(steps) input events)")
+        report("TouchSync demo: a hub on \(endpoints.ingest), \(users) users x \(fingers) fingers drawing on board \"\(board)\" (seed \(seed), \(self.steps) input events)")
 
         // People drawing things: words, a spiral, a house and a sun; paced so
         // that the last strokes are still in progress when the demo ends.
-        var simulator = SketchSession(seed: seed, users: users, fingers: fingers, events: steps)
+        var simulator = SketchSession(seed: seed, users: users, fingers: fingers, events: self.steps)
         var agents: [TouchAgent] = []
         for (index, user) in simulator.users.enumerated() {
             var configuration = AgentConfiguration(board: board, hubEndpoint: endpoints.ingest)
@@ -83,10 +88,30 @@ public struct DemoScene: Sendable {
             agents.append(agent)
         }
 
+        // The scene ends when every figure is drawn: at the slowest pace that
+        // takes a few thousand events, so a larger --steps is cut to it (said, not silent).
+        var probe = simulator
+        var steps = 0
+        while steps < self.steps && !probe.isComplete {
+            _ = probe.next()
+            steps += 1
+        }
+        if steps < self.steps {
+            report("  the scene is \(steps) input events long (every figure drawn by then): drawing \(steps), not \(self.steps)")
+        }
         var spectator: BoardSubscriber? = nil
         var samples = 0
         var joinedAt: UInt64 = 0
+        var stepsRun = 0
+        var interrupted = false
         for step in 1...steps {
+            // Cancelled (Ctrl-C): stop drawing; the agents' goodbyes below end their touches.
+            if Task.isCancelled {
+                interrupted = true
+                report("  interrupted after event \(stepsRun) of \(steps): the users' touches still down are cancelled")
+                break
+            }
+            stepsRun = step
             switch simulator.next() {
             case .frame(let user, let frame, _):
                 samples += frame.changes.reduce(0) { $0 + $1.samples.count }
@@ -95,7 +120,7 @@ public struct DemoScene: Sendable {
                 agents[simulator.users.firstIndex(of: user)!].clear(scope)
             }
             // Paced a little, so the hub publishes while the spectator joins.
-            if step % 20 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+            if step % 20 == 0 { try? await Task.sleep(for: .milliseconds(1)) }
             if step == steps / 2 {
                 let configuration = SubscriberConfiguration(
                     board: board, publishEndpoint: endpoints.publish, snapshotEndpoint: endpoints.snapshot)
@@ -110,23 +135,30 @@ public struct DemoScene: Sendable {
                     }
                 }
             }
-            if step % (steps / 4) == 0 {
+            if step % max(1, steps / 4) == 0 {
                 let status = await hub.boardState(board)
                 report("  [hub] event \(step): sequence \(status?.sequence ?? 0), \(status?.liveTouchCount ?? 0) strokes in progress, \(status?.acceptedStrokes.count ?? 0) accepted")
             }
         }
-        for agent in agents {
+        if interrupted {
+            // Goodbyes first: the hub cancels the touches still down at once.
+            for agent in agents { await agent.stop(goodbye: true) }
+        }
+        for agent in agents where !interrupted {
             guard await agent.flush(timeout: .seconds(15)) else { throw CommandFailure("an agent's frames were not acknowledged") }
         }
         guard let state = await hub.boardState(board) else { throw CommandFailure("the hub lost the board") }
         var result = DemoResult(
             hubDigest: state.digest, spectatorDigest: nil, hubSequence: state.sequence, samples: samples,
             acceptedStrokes: state.acceptedStrokes.count, spectatorJoinedAt: joinedAt, spectatorResyncs: 0,
-            board: state)
+            board: state, stepsRun: stepsRun, interrupted: interrupted)
         if let spectator {
-            _ = await spectator.waitUntil(sequence: state.sequence, timeout: .seconds(15))
-            result.spectatorDigest = await spectator.replica()?.digest
-            result.spectatorResyncs = spectator.status.resyncs
+            // Interrupted, the goodbyes' cancellations may still be on their way: no comparison.
+            if !interrupted {
+                _ = await spectator.waitUntil(sequence: state.sequence, timeout: .seconds(15))
+                result.spectatorDigest = await spectator.replica()?.digest
+                result.spectatorResyncs = spectator.status.resyncs
+            }
             await spectator.stop()
         }
         for agent in agents { await agent.stop() }
@@ -135,6 +167,10 @@ public struct DemoScene: Sendable {
         report("  \(samples) samples sent; \(state.acceptedStrokes.count) strokes accepted, \(state.liveTouchCount) in progress")
         report("  scene fingerprint: \(result.sceneFingerprint) (each user's strokes in that user's order: fixed by the seed)")
         report("  hub digest:       \(result.hubDigest) at sequence \(result.hubSequence)")
+        if interrupted {
+            report("  interrupted: the spectator's board was not compared")
+            return result
+        }
         report("  spectator digest: \(result.spectatorDigest?.description ?? "none") (joined at sequence \(joinedAt))")
         report(
             result.converged
@@ -180,7 +216,18 @@ struct DemoCommand: AsyncParsableCommand {
         scene.fingers = fingers
         scene.steps = steps
         scene.seed = seed
-        let result = try await scene.run(logger: logging.logger("touchsync.demo")) { emit($0) }
+        let logger = logging.logger("touchsync.demo")
+        let configured = scene
+        let outcome = Mutex<Result<DemoResult, any Error>?>(nil)
+        _ = try await untilInterrupted {
+            do {
+                let result = try await configured.run(logger: logger) { emit($0) }
+                outcome.withLock { $0 = .success(result) }
+            } catch {
+                outcome.withLock { $0 = .failure(error) }
+            }
+        }
+        guard let result = try outcome.withLock({ $0 })?.get() else { throw ExitCode.interrupted }
         var renderer = BoardRenderer()
         renderer.caption = "TouchSync demo: board \"\(scene.board)\" at batch \(result.hubSequence), digest \(result.hubDigest)"
         if image == Self.defaultImage {
@@ -190,6 +237,7 @@ struct DemoCommand: AsyncParsableCommand {
         let written = try BoardImage.write(renderer.svg(of: result.board), to: image, png: true)
         emit("  board image: " + written.joined(separator: " and "))
         if image.hasSuffix(".svg") && BoardImage.rsvgConvert == nil { emit("  \(BoardImage.pngHint)") }
+        if result.interrupted { throw ExitCode.interrupted }
         if !result.converged { throw ExitCode.failure }
     }
 }

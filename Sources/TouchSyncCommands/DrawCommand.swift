@@ -1,4 +1,5 @@
 import ArgumentParser
+import Synchronization
 import Foundation
 import Logging
 import TouchSyncLoad
@@ -62,19 +63,42 @@ struct DrawCommand: AsyncParsableCommand {
         }
         emit("drawing on board \"\(board)\" at \(hub.ingest) as \(agent.welcomedAs ?? agent.identity)\(configuration.curve == nil ? "" : " (authenticated)"): \(fingers) finger(s) and a palm, \(seconds) s")
         agent.setStyle(StrokeStyle(rgba: 0x1565_C0FF, width: 5 * 64))
-        let start = ContinuousClock.now
-        for event in scene.events {
-            if !fast {
-                let due = start + Duration(secondsValue: event.time)
-                if due > ContinuousClock.now { try await Task.sleep(until: due) }
+        // Touches down now, so that Ctrl-C can end them (cancelled: the hub drops their strokes).
+        let down = Mutex(Set<TouchID>())
+        let fast = self.fast
+        let interrupted = try await untilInterrupted {
+            let start = ContinuousClock.now
+            for event in scene.events {
+                if !fast {
+                    let due = start + Duration(secondsValue: event.time)
+                    if due > ContinuousClock.now { try await Task.sleep(until: due) }
+                }
+                try Task.checkCancellation()
+                switch event.phase {
+                case .began: try agent.touchesBegan(event.touches)
+                case .moved: try agent.touchesMoved(event.touches)
+                case .stationary: try agent.touchesStationary(event.touches)
+                case .ended: try agent.touchesEnded(event.touches)
+                case .cancelled: agent.touchesCancelled(event.touches.map(\.id))
+                }
+                down.withLock { down in
+                    switch event.phase {
+                    case .began: down.formUnion(event.touches.map(\.id))
+                    case .ended, .cancelled: down.subtract(event.touches.map(\.id))
+                    case .moved, .stationary: break
+                    }
+                }
             }
-            switch event.phase {
-            case .began: try agent.touchesBegan(event.touches)
-            case .moved: try agent.touchesMoved(event.touches)
-            case .stationary: try agent.touchesStationary(event.touches)
-            case .ended: try agent.touchesEnded(event.touches)
-            case .cancelled: agent.touchesCancelled(event.touches.map(\.id))
-            }
+        }
+        if interrupted {
+            let live = down.withLock { Array($0).sorted() }
+            if !live.isEmpty { agent.touchesCancelled(live) }
+            let acknowledged = await agent.flush(timeout: .milliseconds(700))
+            await agent.stop()
+            emit(
+                "interrupted: \(live.count) touch(es) still down cancelled; "
+                    + (acknowledged ? "every message sent was acknowledged" : "\(agent.unacknowledgedCount) message(s) not acknowledged"))
+            throw ExitCode.interrupted
         }
         for _ in 0..<undo { agent.undo() }
         for _ in 0..<redo { agent.redo() }

@@ -155,6 +155,13 @@ struct CompactCommand: AsyncParsableCommand {
     var before: Double?
     @OptionGroup var logging: LoggingOptions
 
+    func validate() throws {
+        if let board { try validateBoard(board) }
+        if let before {
+            guard before.isFinite, before >= 0 else { throw ValidationError("--before must be a number of seconds, 0 or more") }
+        }
+    }
+
     func run() async throws {
         let logger = logging.logger("touchsync.compact")
         do {

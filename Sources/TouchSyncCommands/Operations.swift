@@ -81,7 +81,7 @@ struct HealthCommand: AsyncParsableCommand {
             --hub-key of a user who may watch the probe board (--board).
             """)
 
-    @OptionGroup var hub: HubAddressOptions
+    @OptionGroup var hub: SubscriberAddressOptions
     @Option(help: "The board the probe asks for (nothing is created).") var board = "touchsync-health"
     @Option(parsing: .unconditional, help: "Seconds to wait for the answer.") var timeout = 3.0
 

@@ -3,6 +3,7 @@ import Logging
 import TouchSyncAccess
 import TouchSyncHubCore
 import TouchSyncLoad
+import UnixSignals
 
 #if canImport(Glibc)
 import Glibc
@@ -17,38 +18,64 @@ func emit(_ line: String) {
     fflush(nil)  // every stream: naming `stdout` is not allowed in Swift 6 (C global state)
 }
 
-/// Where the hub is, for the commands that talk to one.
+/// Where the hub is, for the commands that draw (agents) and watch.
 struct HubAddressOptions: ParsableArguments {
     @Option(name: .customLong("hub"), help: "The hub's ingest endpoint (agents).")
     var ingest = "tcp://127.0.0.1:5570"
+    @OptionGroup var subscriber: SubscriberAddressOptions
+
+    var publish: String { subscriber.publish }
+    var snapshot: String { subscriber.snapshot }
+    var keys: ClientKeyOptions { subscriber.keys }
+    var cluster: String? { subscriber.cluster }
+
+    /// These options with the endpoints of `board`'s hub when a cluster file is given.
+    func resolved(board: String) throws -> HubAddressOptions {
+        guard let cluster else { return self }
+        let hub = try SubscriberAddressOptions.loadCluster(cluster).hub(for: board)
+        var copy = self
+        copy.ingest = hub.ingest
+        copy.subscriber.publish = hub.publish
+        copy.subscriber.snapshot = hub.snapshot
+        return copy
+    }
+
+    func validate() throws {
+        try validateEndpoint(ingest, option: "--hub")
+    }
+}
+
+/// Where the hub is, for the commands that only read boards (spectators,
+/// renderers, relays, health checks): its publish and snapshot endpoints.
+struct SubscriberAddressOptions: ParsableArguments {
     @Option(name: .customLong("publish"), help: "The hub's publish endpoint (subscribers).")
     var publish = "tcp://127.0.0.1:5571"
     @Option(name: .customLong("snapshot"), help: "The hub's snapshot endpoint (subscribers).")
     var snapshot = "tcp://127.0.0.1:5572"
 
     @OptionGroup var keys: ClientKeyOptions
-    @Option(help: "A cluster file (boards sharded over hubs): the board's hub is found in it, instead of --hub, --publish and --snapshot.")
+    @Option(help: "A cluster file (boards sharded over hubs): the board's hub is found in it, instead of the endpoints.")
     var cluster: String?
 
-    /// These options with the endpoints of `board`'s hub when a cluster file is given.
-    func resolved(board: String) throws -> HubAddressOptions {
-        guard let cluster else { return self }
-        let map: ClusterMap
+    static func loadCluster(_ path: String) throws -> ClusterMap {
         do {
-            map = try ClusterMap.load(from: cluster)
+            return try ClusterMap.load(from: path)
         } catch {
             throw CommandFailure(error.description)
         }
-        let hub = map.hub(for: board)
+    }
+
+    /// These options with the endpoints of `board`'s hub when a cluster file is given.
+    func resolved(board: String) throws -> SubscriberAddressOptions {
+        guard let cluster else { return self }
+        let hub = try Self.loadCluster(cluster).hub(for: board)
         var copy = self
-        copy.ingest = hub.ingest
         copy.publish = hub.publish
         copy.snapshot = hub.snapshot
         return copy
     }
 
     func validate() throws {
-        try validateEndpoint(ingest, option: "--hub")
         try validateEndpoint(publish, option: "--publish")
         try validateEndpoint(snapshot, option: "--snapshot")
     }
@@ -143,4 +170,36 @@ func validateBoard(_ board: String) throws {
 struct CommandFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+/// Runs `body` until it returns, or until SIGINT or SIGTERM arrives: then the
+/// body's task is cancelled (its sleeps throw `CancellationError`, its loops
+/// check `Task.isCancelled`), it tidies up (ends its touches, says goodbye)
+/// and returns. True when a signal ended it; the command then exits 130
+/// (`ExitCode.interrupted`). Signals are trapped for the whole call, so a
+/// shell that started the command with SIGINT ignored does not matter either.
+func untilInterrupted(_ body: @escaping @Sendable () async throws -> Void) async throws -> Bool {
+    let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
+    return try await withThrowingTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            do {
+                try await body()
+            } catch is CancellationError {}
+            return false
+        }
+        group.addTask {
+            for await _ in signals { return true }
+            return false  // cancelled: the body ended first
+        }
+        let signalled = try await group.next() ?? false
+        group.cancelAll()
+        // The body, cancelled by the signal, still tidies up: wait for it.
+        while let _ = try await group.next() {}
+        return signalled
+    }
+}
+
+extension ExitCode {
+    /// Ended by SIGINT or SIGTERM after tidying up (128 + SIGINT, as shells report Ctrl-C).
+    static let interrupted = ExitCode(130)
 }

@@ -26,7 +26,7 @@ struct RelayCommand: AsyncParsableCommand {
               touchsync spectate --publish tcp://relay:5591 --snapshot tcp://relay:5592 --board demo
             """)
 
-    @OptionGroup var hub: HubAddressOptions
+    @OptionGroup var hub: SubscriberAddressOptions
     @Option(help: "Endpoint for subscribers (XPUB).") var servePublish = "tcp://127.0.0.1:5591"
     @Option(help: "Endpoint for snapshot requests (ROUTER).") var serveSnapshot = "tcp://127.0.0.1:5592"
     @Option(parsing: .singleValue, help: "A board to follow, or a prefix ending in * (repeatable; default *: every board).")
@@ -47,9 +47,26 @@ struct RelayCommand: AsyncParsableCommand {
         }
     }
 
+    /// The hub to follow: the endpoints given, or with --cluster the one hub
+    /// that holds every board named (a relay follows one upstream).
+    func upstream() throws -> SubscriberAddressOptions {
+        guard let cluster = hub.cluster else { return hub }
+        guard !board.isEmpty, board.allSatisfy({ !$0.hasSuffix("*") }) else {
+            throw CommandFailure("with --cluster, name each board in full (--board NAME): a relay follows the one hub that holds them")
+        }
+        let map = try SubscriberAddressOptions.loadCluster(cluster)
+        let owners = Dictionary(grouping: board) { map.hub(for: $0).name }
+        guard owners.count == 1 else {
+            let where_ = owners.keys.sorted().map { "\($0): \(owners[$0]!.joined(separator: ", "))" }.joined(separator: "; ")
+            throw CommandFailure("these boards live on different hubs (\(where_)): a relay follows one hub, so run one relay per hub")
+        }
+        return try hub.resolved(board: board[0])
+    }
+
     func run() async throws {
         let logger = logging.logger("touchsync.relay")
         var configuration = RelayConfiguration()
+        let hub = try upstream()
         configuration.upstreamPublish = hub.publish
         configuration.upstreamSnapshot = hub.snapshot
         configuration.publishEndpoint = servePublish

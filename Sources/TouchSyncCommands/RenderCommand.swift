@@ -24,7 +24,7 @@ struct RenderCommand: AsyncParsableCommand {
             """)
 
     @Option(help: "The board to draw.") var board: String
-    @OptionGroup var hub: HubAddressOptions
+    @OptionGroup var hub: SubscriberAddressOptions
     @Option(help: "Read the board from this journal folder instead of a live hub.") var data: String?
     @Option(parsing: .unconditional, help: "Seconds into the recording (with --data; default: the end).") var at: Double?
     @Option(name: .shortAndLong, help: "The image to write: a .svg or .png file (default: BOARD.svg).") var output: String?
@@ -37,7 +37,7 @@ struct RenderCommand: AsyncParsableCommand {
     func validate() throws {
         try validateBoard(board)
         if at != nil || frames != nil, data == nil { throw ValidationError("--at and --frames read a journal: give --data") }
-        if let at, at < 0 { throw ValidationError("--at cannot be negative") }
+        if let at, !(at >= 0) || !at.isFinite { throw ValidationError("--at must be a number of seconds, 0 or more") }
         guard fps > 0 && fps <= 240 else { throw ValidationError("--fps must be above 0 and at most 240") }
         if frames != nil && output != nil { throw ValidationError("give either --output or --frames") }
         if let output, !(output.hasSuffix(".svg") || output.hasSuffix(".png")) {

@@ -50,7 +50,15 @@ struct SpectateCommand: AsyncParsableCommand {
         subscriber.start()
         if !json { emit("spectating board \"\(board)\" via \(hub.publish) (Ctrl-C stops)") }
         let view = SpectatorView(board: board, json: json)
-        if fromBeginning { try await replayHistory(view) }
+        if fromBeginning {
+            // Ctrl-C during the replay ends it there (exit 130); once live, Ctrl-C is how spectating ends (exit 0).
+            let command = self
+            if try await untilInterrupted({ try await command.replayHistory(view) }) {
+                await subscriber.stop()
+                if !json { emit("interrupted during the replay") }
+                throw ExitCode.interrupted
+            }
+        }
         let failure: String? = await withTaskGroup(of: String?.self) { tasks in
             tasks.addTask {
                 for await event in subscriber.events { await view.show(event, subscriber: subscriber) }

@@ -99,10 +99,15 @@ struct WebCommand: AsyncParsableCommand {
         } catch {
             throw CommandFailure("cannot start the gateway: \(error)")
         }
+        let access = self.access
         let ready = ListeningAnnouncement {
             guard let bound = await gateway.waitUntilListening() else { return }
             emit("TouchSync web gateway for the hub at \(addresses.ingest)")
-            emit("  open http://\(host):\(bound)/boards/demo in two browser windows and draw")
+            if access == nil {
+                emit("  open http://\(host):\(bound)/boards/demo in two browser windows and draw")
+            } else {
+                emit("  each person opens their invitation link (touchsync keys invite NAME --boards … prints it, for http://\(host):\(bound)/)")
+            }
             emit("Ctrl-C stops it.")
         }
         let group = ServiceGroup(
@@ -111,8 +116,10 @@ struct WebCommand: AsyncParsableCommand {
                 gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
+        } catch let error as WebGatewayError {
+            throw CommandFailure("\(error). Choose another address with --listen HOST:PORT.")
         } catch {
-            throw CommandFailure("the gateway stopped: \(error). Is \(listen) free? Choose another with --listen.")
+            throw CommandFailure("the gateway stopped: \(error)")
         }
         emit("web gateway stopped")
     }

@@ -13,8 +13,11 @@ public struct BoardRenderer: Sendable {
     public var margin = 20.0
     /// The page colour (any SVG colour). Default white.
     public var background = "white"
-    /// A caption in the top-left corner (board, sequence, time…). Default none.
+    /// A caption in a band of its own above the drawing (board, sequence,
+    /// time…), so it never covers a stroke. Default none.
     public var caption: String? = nil
+    /// Height of the caption's band, in points.
+    public static let captionBand = 28.0
     /// Diameter of a live touch's spot, in points (the seed's `TouchSpotView`: 100).
     public var spotDiameter = 100.0
     /// Opacity multiplier of strokes in progress (the seed: 0.5).
@@ -41,8 +44,8 @@ public struct BoardRenderer: Sendable {
             for sample in stroke.samples + stroke.predicted { include(Double(sample.x) / unit, Double(sample.y) / unit, radius) }
         }
         for spot in spots { include(Double(spot.x) / unit, Double(spot.y) / unit, spotDiameter / 2) }
-        let origin: (x: Double, y: Double)
-        let size: (width: Double, height: Double)
+        var origin: (x: Double, y: Double)
+        var size: (width: Double, height: Double)
         if let canvas {
             origin = (0, 0)
             size = canvas
@@ -52,6 +55,10 @@ public struct BoardRenderer: Sendable {
         } else {
             origin = (0, 0)
             size = (200, 100)
+        }
+        if caption != nil {
+            origin.y -= Self.captionBand
+            size.height += Self.captionBand
         }
 
         var out = ""

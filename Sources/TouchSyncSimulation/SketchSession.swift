@@ -69,6 +69,9 @@ public struct SketchSession: Sendable {
     /// Strokes not yet begun, over all users (0: every figure is drawn or under way).
     public var strokesLeft: Int { strokes.reduce(0) { $0 + $1.count } }
 
+    /// Every figure is drawn and every finger lifted: later events would be empty.
+    public var isComplete: Bool { strokesLeft == 0 && fingers.allSatisfy { $0.allSatisfy { $0.touch == nil } } }
+
     public mutating func nextFrame(for user: Int) -> TouchFrame {
         let step = Int64(1_000_000 / hz)
         clocks[user] += step

@@ -69,6 +69,8 @@ public final class WebGateway: Service, Sendable {
         var sessions: [String: TabSession] = [:]  // by resume token
         var outboxes: [String: [ObjectIdentifier: TabOutbox]] = [:]  // by board: the tabs connected now
         var port: Int? = nil
+        /// Why the server could not listen (it then stopped).
+        var listenFailure: WebGatewayError? = nil
         var stopped = false
         var access: (list: AccessList, modified: Date)? = nil
     }
@@ -84,11 +86,14 @@ public final class WebGateway: Service, Sendable {
     /// The port the server listens on, once it does.
     public var boundPort: Int? { state.withLock { $0.port } }
 
-    /// Waits until the server listens; its port, or nil after `timeout`.
+    /// Waits until the server listens; its port, or nil after `timeout`, once
+    /// it failed to listen, or when the waiting task is cancelled.
     public func waitUntilListening(timeout: Duration = .seconds(10)) async -> Int? {
         let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let port = boundPort { return port }
+        while ContinuousClock.now < deadline && !Task.isCancelled {
+            let (port, failed) = state.withLock { ($0.port, $0.listenFailure != nil) }
+            if let port { return port }
+            if failed { return nil }
             try? await Task.sleep(for: .milliseconds(10))
         }
         return boundPort
@@ -116,7 +121,16 @@ public final class WebGateway: Service, Sendable {
             logger: logger)
         try await withThrowingDiscardingTaskGroup { group in
             // Returns once graceful shutdown has closed the server (and its WebSockets).
-            group.addTask { try await app.run() }
+            group.addTask { [self] in
+                do {
+                    try await app.run()
+                } catch where boundPort == nil {
+                    // It never listened (a port in use, an address no interface has): say so in words.
+                    let failure = WebGatewayError.cannotListen(address: "\(configuration.host):\(configuration.port)", reason: Self.reason(error))
+                    state.withLock { $0.listenFailure = failure }
+                    throw failure
+                }
+            }
             group.addTask { [self] in
                 // Ends sessions whose tab did not come back in time.
                 try? await cancelWhenGracefulShutdown { [self] in
@@ -570,6 +584,30 @@ public final class WebGateway: Service, Sendable {
         Response(
             status: status, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
             body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// Why the gateway stopped.
+public enum WebGatewayError: Error, Equatable, CustomStringConvertible {
+    case cannotListen(address: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .cannotListen(let address, let reason): "cannot listen on \(address): \(reason)"
+        }
+    }
+}
+
+extension WebGateway {
+    /// A socket error in words (NIO's reads "bind(descriptor:ptr:bytes:): Address already in use) (errno: 98)").
+    static func reason(_ error: any Error) -> String {
+        guard let io = error as? IOError else { return "\(error)" }
+        switch io.errnoCode {
+        case EADDRINUSE: return "the address is already in use (another gateway, or another program, listens there)"
+        case EACCES: return "permission denied (ports below 1024 need privileges)"
+        case EADDRNOTAVAIL: return "no network interface of this machine has that address"
+        default: return String(cString: strerror(io.errnoCode))
+        }
     }
 }
 

@@ -86,7 +86,7 @@ struct AccessTests {
             let best = hubs.max { ClusterMap.weight(hub: $0.name, board: board) < ClusterMap.weight(hub: $1.name, board: board) }!
             #expect(map.hub(for: board) == best)
         }
-        #expect(throws: AccessListError.self) { try ClusterMap(hubs: []) }
-        #expect(throws: AccessListError.self) { try ClusterMap(hubs: [hubs[0], hubs[0]]) }
+        #expect(throws: ClusterFileError.self) { try ClusterMap(hubs: []) }
+        #expect(throws: ClusterFileError.self) { try ClusterMap(hubs: [hubs[0], hubs[0]]) }
     }
 }

@@ -23,6 +23,8 @@ final class WhiteboardRig {
     var tokens: [String: String] = [:]
     var keys: String? = nil
     let data: String
+    /// What `touchsync web` printed as it started.
+    var banner = ""
 
     /// With `invitations`, the hub authenticates (CURVE, an access list
     /// made with touchsync keys), the gateway acts for invited users, and
@@ -58,8 +60,7 @@ final class WhiteboardRig {
         }
         _ = try await children.startHub(
             ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]]
-                + hubSecurity,
-            port: ports[0])
+                + hubSecurity)
         let (webChild, output) = try children.run(
             ["web", "--listen", "127.0.0.1:0", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3],
              "--reconnect-grace", "20"] + webSecurity,
@@ -74,6 +75,7 @@ final class WhiteboardRig {
             throw TestFailure("no URL in: \(text)")
         }
         web = String(text[range])
+        banner = text
         webProcess = webChild
         browser = try Chromium.launch(spawning: { body in spawnGate.withLock { _ in body() } })
     }
@@ -392,6 +394,8 @@ struct BrowserTests {
             "ann": ("team-*", "draw"), "bob": ("other", "draw"), "tv": ("*", "watch"),
         ])
         defer { rig.close() }
+        // Invited users need their link, not a bare board address.
+        #expect(rig.banner.contains("invitation link") && !rig.banner.contains("two browser windows"), "\(rig.banner)")
         let ann = try await rig.page("team-1", as: "ann")
         let annUser = try await ann.evaluate("touchsync.user") as? String ?? ""
         #expect(annUser.hasPrefix("web:ann:"), "\(annUser)")

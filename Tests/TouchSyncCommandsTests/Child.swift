@@ -16,6 +16,57 @@ import Glibc
 /// overlap, so no child inherits another child's pipe.
 let spawnGate = Mutex(())
 
+/// Spawns every child on one thread that lives as long as the test process,
+/// each under `setpriv --pdeathsig KILL`: the kernel kills the child when
+/// that thread (so the test process) dies, so a test process that crashes or
+/// is killed on a time-out leaves no hub behind (`ChildProcesses` kills them
+/// on a test's normal end). The parent-death signal follows the spawning
+/// *thread*: spawning from the cooperative pool, whose threads come and go,
+/// would kill children early.
+final class SpawnerThread: Sendable {
+    static let shared = SpawnerThread()
+    private let jobs = Mutex<[@Sendable () -> Void]>([])
+    private let wake = DispatchSemaphore(value: 0)
+
+    private init() {
+        let thread = Thread { [self] in serve() }
+        thread.name = "child spawner"
+        thread.start()
+    }
+
+    private func serve() -> Never {
+        while true {
+            wake.wait()
+            let job = jobs.withLock { $0.removeFirst() }
+            job()
+        }
+    }
+
+    /// Runs `body` on the spawner thread and returns its result.
+    func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        let result = Mutex<T?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        jobs.withLock {
+            $0.append {
+                let value = body()
+                result.withLock { $0 = value }
+                done.signal()
+            }
+        }
+        wake.signal()
+        done.wait()
+        return result.withLock { $0! }
+    }
+}
+
+/// Names this test run's network namespaces carry (`make test` sets
+/// TOUCHSYNC_TEST_RUN and removes whatever still carries it afterwards,
+/// also after a crash; otherwise this process's id).
+let testRunTag = ProcessInfo.processInfo.environment["TOUCHSYNC_TEST_RUN"] ?? "p\(getpid())"
+
+/// Where `setpriv` is (util-linux, on every Debian machine).
+let setprivPath = ["/usr/bin/setpriv", "/bin/setpriv"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
 final class Child: Sendable {
     enum TerminationReason: Equatable { case exit, uncaughtSignal }
 
@@ -28,18 +79,23 @@ final class Child: Sendable {
     /// Spawns `executable` (a full path) with `arguments`; standard output
     /// and error go to the given descriptors (they are duplicated in the child).
     static func spawn(_ executable: String, _ arguments: [String], output: Int32, errors: Int32) throws -> Child {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, output, 1)
-        posix_spawn_file_actions_adddup2(&actions, errors, 2)
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let result = spawnGate.withLock { _ in
-            argv.withUnsafeBufferPointer { buffer in
-                posix_spawn(&pid, executable, &actions, nil, UnsafeMutablePointer(mutating: buffer.baseAddress!), environ)
+        // setpriv execs the command in place: the pid is the command's.
+        let command = setprivPath.map { [$0, "--pdeathsig", "KILL", "--", executable] } ?? [executable]
+        let (result, pid) = SpawnerThread.shared.perform { () -> (Int32, pid_t) in
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_adddup2(&actions, output, 1)
+            posix_spawn_file_actions_adddup2(&actions, errors, 2)
+            let argv = (command + arguments).map { strdup($0) } + [nil]
+            defer { for pointer in argv { free(pointer) } }
+            var pid: pid_t = 0
+            let result = spawnGate.withLock { _ in
+                argv.withUnsafeBufferPointer { buffer in
+                    posix_spawn(&pid, command[0], &actions, nil, UnsafeMutablePointer(mutating: buffer.baseAddress!), environ)
+                }
             }
+            return (result, pid)
         }
         guard result == 0 else { throw ChildError("posix_spawn \(executable): \(String(cString: strerror(result)))") }
         return Child(processIdentifier: pid)

@@ -75,8 +75,7 @@ struct CommandLineTests {
         let ports = try ProcessTests.freePorts(4)
         let publishing = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
         let (hub, _, _) = try await children.startHub(
-            ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--history", "tcp://127.0.0.1:\(ports[3])", "--data", data] + publishing,
-            port: ports[0])
+            ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--history", "tcp://127.0.0.1:\(ports[3])", "--data", data] + publishing)
         let board = "my board/one"
         // A short scene still ends every stroke it drew before it reports success.
         let draw = try await touchsync(["draw", "--board", board, "--seconds", "0.5", "--hub", "tcp://127.0.0.1:\(ports[0])"])
@@ -148,7 +147,7 @@ struct CommandLineTests {
         let ports = try ProcessTests.freePorts(3)
         _ = try await children.startHub(
             ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
-             "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--no-journal"], port: ports[0])
+             "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--no-journal"])
         let (load, output) = try children.run([
             "load", "--hub", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
             "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--users", "3", "--fingers", "2", "--duration", "60",

@@ -123,7 +123,7 @@ struct ProcessTests {
         let (hub, hubOutput, hubStart) = try await children.startHub([
             "hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
             "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--data", data,
-        ], port: ports[0])
+        ])
         let (spectator, spectatorOutput) = try children.run(["spectate", "--board", "wall", "--json", "--duration", "5"] + subscriberAddress)
         // Draw only once the spectator has synced (its first line), so it sees every batch.
         let firstOutput = await spectatorOutput.nextChunk()
@@ -179,7 +179,7 @@ struct ProcessTests {
         ]
         let history = ["--history", "tcp://127.0.0.1:\(ports[3])"]
         let hubArguments = ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])"] + endpoints + history + ["--data", data, "--fsync", "batch"]
-        var (hub, _, _) = try await children.startHub(hubArguments, port: ports[0])
+        var (hub, _, _) = try await children.startHub(hubArguments)
         let (load, loadOutput) = try children.run(
             ["load", "--hub", "tcp://127.0.0.1:\(ports[0])"] + endpoints + [
                 "--users", "4", "--fingers", "3", "--duration", "4", "--seed", "21", "--json", report,
@@ -193,7 +193,7 @@ struct ProcessTests {
         kill(hub.processIdentifier, SIGKILL)
         await hub.exited()
         #expect(hub.terminationReason == .uncaughtSignal)
-        (hub, _, _) = try await children.startHub(hubArguments, port: ports[0])
+        (hub, _, _) = try await children.startHub(hubArguments)
 
         await load.exited()
         let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
@@ -225,7 +225,7 @@ struct ProcessTests {
         // Kill it again with everything acknowledged: it must come back at exactly that board.
         kill(hub.processIdentifier, SIGKILL)
         await hub.exited()
-        let (restarted, restartedOutput, restartedStart) = try await children.startHub(hubArguments, port: ports[0])
+        let (restarted, restartedOutput, restartedStart) = try await children.startHub(hubArguments)
         restarted.interrupt()
         await restarted.exited()
         let restartText = restartedStart + String(decoding: await restartedOutput.readToEnd(), as: UTF8.self)
@@ -308,10 +308,12 @@ final class ChildProcesses {
         return (process, output)
     }
 
-    /// Starts a hub and waits until it listens on `port` (its ingest) and has
-    /// printed its start-up lines (so a signal now reaches its handlers);
-    /// returns what it printed so far. Fails with that text if it exits first.
-    func startHub(_ arguments: [String], port: Int) async throws -> (Child, ChildOutput, String) {
+    /// Starts a hub and waits until it is ready: it has printed its start-up
+    /// lines, which it does after binding every socket ("listening"), and
+    /// "Ctrl-C stops it.", which comes once SIGINT and SIGTERM reach its
+    /// handlers; returns what it printed so far. Fails with that text if it
+    /// exits first.
+    func startHub(_ arguments: [String]) async throws -> (Child, ChildOutput, String) {
         let (hub, output) = try run(arguments)
         var text = ""
         // Blocks until the hub writes or exits (the watchdog bounds a hang).
@@ -320,19 +322,15 @@ final class ChildProcesses {
             if chunk.isEmpty { throw TestFailure("the hub exited before it was ready: \(text)") }
             text += String(decoding: chunk, as: UTF8.self)
         }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !listens(port: UInt16(port)) {
-            guard ContinuousClock.now < deadline else { throw TestFailure("the hub does not listen on \(port): \(text)") }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return (hub, output, text)  // "Ctrl-C stops it." comes once SIGINT is handled
+        guard text.contains("TouchSync hub listening") else { throw TestFailure("the hub did not say it listens: \(text)") }
+        return (hub, output, text)
     }
 
     /// A hub without a journal on loopback `ports` (ingest, publish, snapshot), ready; its three endpoints.
     func startPlainHub(ports: [Int]) async throws -> [String] {
         let endpoints = ports.prefix(3).map { "tcp://127.0.0.1:\($0)" }
         _ = try await startHub(
-            ["hub", "--no-journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]], port: ports[0])
+            ["hub", "--no-journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
         return endpoints
     }
 
@@ -344,18 +342,6 @@ final class ChildProcesses {
 struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// Whether a socket listens on 127.0.0.1:`port` (from /proc/net/tcp; such
-/// files report size 0, so they are read to the end).
-func listens(port: UInt16) -> Bool {
-    guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return false }
-    let hex = String(port, radix: 16, uppercase: true)
-    let wanted = "0100007F:" + String(repeating: "0", count: 4 - hex.count) + hex
-    return table.split(separator: "\n").dropFirst().contains { line in
-        let fields = line.split(separator: " ")
-        return fields.count > 3 && fields[1] == wanted && fields[3] == "0A"
-    }
 }
 
 /// The bytes of every file below `path`.

@@ -146,7 +146,7 @@ struct DeploymentTests {
         let children = ChildProcesses()
         defer { children.killAll() }
         let endpoints = ["--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
-        let (_, _, banner) = try await children.startHub(["hub", "--no-journal", "--metrics", "127.0.0.1:\(ports[3])"] + endpoints, port: ports[0])
+        let (_, _, banner) = try await children.startHub(["hub", "--no-journal", "--metrics", "127.0.0.1:\(ports[3])"] + endpoints)
         #expect(banner.contains("metrics     http://127.0.0.1:\(ports[3])/metrics"), "\(banner)")
         func scrape() throws -> [String: Double] {
             let text = try httpGet(port: UInt16(ports[3]), path: "/metrics")
@@ -203,7 +203,7 @@ final class ServiceNetwork {
 
     init(services: [String]) throws {
         names = services
-        let bridge = "tsw\(tag)"
+        let bridge = "tsw-\(testRunTag)-\(tag)"
         var hosts = "127.0.0.1 localhost\n"
         for (index, service) in services.enumerated() { hosts += "10.79.\(subnet).\(index + 1) \(service)\n" }
         var steps: [[String]] = [["ip", "netns", "add", bridge]]
@@ -237,7 +237,7 @@ final class ServiceNetwork {
         }
     }
 
-    func namespace(_ service: String) -> String { "tsc-\(service.prefix(6))-\(tag)" }
+    func namespace(_ service: String) -> String { "tsc-\(service.prefix(6))-\(testRunTag)-\(tag)" }
 
     func remove() {
         for namespace in made {

@@ -19,7 +19,7 @@ struct DataFolderFaultTests {
             ["--ingest", "tcp://127.0.0.1:\(ports[base])", "--publish", "tcp://127.0.0.1:\(ports[base + 1])",
              "--snapshot", "tcp://127.0.0.1:\(ports[base + 2])", "--history", "tcp://127.0.0.1:\(ports[base + 3])"]
         }
-        let (first, _, _) = try await children.startHub(["hub", "--data", folder] + endpoints(0), port: ports[0])
+        let (first, _, _) = try await children.startHub(["hub", "--data", folder] + endpoints(0))
         let second = try await touchsync(["hub", "--data", folder] + endpoints(4))
         #expect(second.status == 1)
         #expect(second.errors.contains("\(folder) is in use by another hub (pid \(first.processIdentifier))"), "\(second.errors)")
@@ -29,7 +29,7 @@ struct DataFolderFaultTests {
         // Once the first is gone (even killed), the folder is free again.
         kill(first.processIdentifier, SIGKILL)
         await first.exited()
-        let (third, _, text) = try await children.startHub(["hub", "--data", folder] + endpoints(4), port: ports[4])
+        let (third, _, text) = try await children.startHub(["hub", "--data", folder] + endpoints(4))
         #expect(text.contains("1 board(s) recovered"))
         third.interrupt()
         await third.exited()
@@ -113,8 +113,8 @@ final class NamespacePair {
 
     init(tag: String, subnet: Int) throws {
         let suffix = "\(tag)\(Int.random(in: 1000...9999))"
-        hub = "tsh-\(suffix)"
-        agents = "tsa-\(suffix)"
+        hub = "tsh-\(testRunTag)-\(suffix)"
+        agents = "tsa-\(testRunTag)-\(suffix)"
         hubLink = "th\(suffix)"
         agentsLink = "ta\(suffix)"
         hubAddress = "10.77.\(subnet).1"
@@ -268,7 +268,7 @@ struct FullDiskTests {
             "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
             "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])",
         ]
-        let (hub, _, _) = try await children.startHub(["hub", "--data", small + "/data", "--fsync", "batch"] + endpoints, port: ports[0])
+        let (hub, _, _) = try await children.startHub(["hub", "--data", small + "/data", "--fsync", "batch"] + endpoints)
         let (spectator, spectatorOutput) = try children.run(
             ["spectate", "--board", "wall", "--json", "--duration", "60", "--publish", "tcp://127.0.0.1:\(ports[1])",
              "--snapshot", "tcp://127.0.0.1:\(ports[2])"], limit: 90)
@@ -297,7 +297,7 @@ struct FullDiskTests {
         await hub.exited()
         try #require(try touchsyncShell(["cp", "-a", small + "/data", copy + "/data"]) == 0)
         try? FileManager.default.removeItem(atPath: copy + "/data/touchsync.lock")
-        let (restarted, _, restartText) = try await children.startHub(["hub", "--data", copy + "/data"] + endpoints, port: ports[0])
+        let (restarted, _, restartText) = try await children.startHub(["hub", "--data", copy + "/data"] + endpoints)
         #expect(restartText.contains("1 board(s) recovered"), "\(restartText)")
         // Every acknowledged draw is on the recovered board: three strokes each.
         let render = try await touchsync(["render", "--board", "wall", "--data", copy + "/data", "-o", copy + "/wall.svg"])
@@ -329,7 +329,7 @@ struct FrozenHubTests {
         let ports = try ProcessTests.freePorts(4)
         let (hub, _, _) = try await children.startHub(
             ["hub", "--no-journal", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
-             "--snapshot", "tcp://127.0.0.1:\(ports[2])"], port: ports[0])
+             "--snapshot", "tcp://127.0.0.1:\(ports[2])"])
         let report = folder + "/report.json"
         let (load, output) = try children.run([
             "load", "--hub", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
@@ -366,7 +366,7 @@ struct LimitTests {
         let ports = try ProcessTests.freePorts(3)
         let publishing = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
         let (hub, _, _) = try await children.startHub(
-            ["hub", "--no-journal", "--max-boards", "1", "--ingest", "tcp://127.0.0.1:\(ports[0])"] + publishing, port: ports[0])
+            ["hub", "--no-journal", "--max-boards", "1", "--ingest", "tcp://127.0.0.1:\(ports[0])"] + publishing)
         let first = try await touchsync(["draw", "--board", "one", "--fast", "--seconds", "0.2", "--hub", "tcp://127.0.0.1:\(ports[0])"])
         #expect(first.status == 0, "\(first.errors)")
         let second = try await touchsync(["draw", "--board", "two", "--fast", "--seconds", "0.2", "--hub", "tcp://127.0.0.1:\(ports[0])"])

@@ -49,8 +49,7 @@ struct SecurityTests {
         let endpoints = (0..<4).map { "tcp://127.0.0.1:\(ports[$0])" }
         let (_, _, banner) = try await children.startHub(
             ["hub", "--key", keys + "/hub.key", "--access", keys + "/access.json", "--data", data,
-             "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]],
-            port: ports[0])
+             "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]])
         #expect(banner.contains("authenticated: CURVE"), "\(banner)")
         let hub = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]]
         let hubKey = ["--hub-key", keys + "/hub.pub"]
@@ -207,8 +206,7 @@ struct SecurityTests {
         let access = keys + "/access.json"
         let (hub, hubOutput, _) = try await children.startHub(
             ["hub", "--key", keys + "/hub.key", "--access", access, "--no-journal",
-             "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]],
-            port: ports[0])
+             "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
         let client = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--hub-key", keys + "/hub.pub"]
         func draw(_ user: String) async throws -> Outcome {
             try await touchsync(["draw", "--board", "b", "--fast", "--key", keys + "/\(user).key"] + client, limit: 30)
@@ -258,7 +256,7 @@ struct SecurityTests {
         // A missing key file, and a hub key that is not the hub's.
         let children = ChildProcesses()
         defer { children.killAll() }
-        _ = try await children.startHub(["hub", "--no-journal", "--key", keys + "/hub.key", "--access", keys + "/access.json"] + listen, port: ports[0])
+        _ = try await children.startHub(["hub", "--no-journal", "--key", keys + "/hub.key", "--access", keys + "/access.json"] + listen)
         let client = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]]
         let missing = try await touchsync(["draw", "--board", "b", "--fast", "--key", keys + "/nobody.key", "--hub-key", keys + "/hub.pub"] + client, limit: 20)
         #expect(missing.status == 1 && missing.errors.contains("no key file at \(keys)/nobody.key"), "\(missing.errors)")

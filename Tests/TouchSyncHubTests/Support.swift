@@ -152,25 +152,18 @@ func point(_ x: Double, _ y: Double, _ t: Double) -> TouchPoint { TouchPoint(x: 
 
 func sample(_ x: Int32, _ y: Int32, t: Int64) -> Sample { Sample(x: x, y: y, time: t) }
 
-/// Whether some socket on this machine listens on 127.0.0.1:`port` (from /proc/net/tcp).
+/// Whether something accepts TCP connections on 127.0.0.1:`port`, seen as
+/// a client sees it: a connect that succeeds (closed at once) or is refused.
 func isListening(port: UInt16) -> Bool {
-    // /proc files report size 0, so read to EOF rather than trusting the size.
-    let fd = open("/proc/net/tcp", O_RDONLY)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = read(fd, &chunk, chunk.count)
-        if count <= 0 { break }
-        bytes.append(contentsOf: chunk[..<count])
-    }
-    let table = String(decoding: bytes, as: UTF8.self)
-    let hex = String(port, radix: 16, uppercase: true)
-    let wanted = "0100007F:" + String(repeating: "0", count: 4 - hex.count) + hex
-    return table.split(separator: "\n").dropFirst().contains { line in
-        let fields = line.split(separator: " ")
-        return fields.count > 3 && fields[1] == wanted && fields[3] == "0A"
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { return false }
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
     }
 }
 

@@ -65,7 +65,41 @@ struct RenderTests {
         #expect(svg.contains("a &lt;board&gt; &amp; more"))
         #expect(svg.hasSuffix("</svg>\n"))
         renderer.canvas = (1024, 768)
+        #expect(renderer.svg(of: BoardState()).contains("width=\"1024\" height=\"796\""))  // the caption's band on top
+        renderer.caption = nil
         #expect(renderer.svg(of: BoardState()).contains("width=\"1024\" height=\"768\""))
+    }
+
+    /// The caption sits in a band above the drawing: a stroke at the very top
+    /// of the board (the demo's first strokes were under it) stays clear of its text.
+    @Test func captionNeverCoversTheDrawing() throws {
+        var board = BoardState()
+        var diffs: [StrokeDiff] = []
+        let wide = StrokeStyle(rgba: 0x0000_00FF, width: 10 * UInt32(Sample.unitsPerPoint))
+        let samples = try (0..<20).map { try Sample(x: 5 + Double($0) * 30, y: 5, timestamp: Double($0) / 120) }
+        try board.reduce(
+            TouchFrame(changes: [TouchChange(touch: 1, phase: .began, samples: samples)]), from: UserNamespace("ann"), style: wide, into: &diffs)
+        _ = board.sealBatch(diffs, hubTime: 1)
+        var renderer = BoardRenderer()
+        renderer.caption = "TouchSync demo: board \"demo\" at batch 842, digest 0b15ae6ab8ff6111"
+        for canvas in [nil, (width: 800.0, height: 600.0)] as [(width: Double, height: Double)?] {
+            renderer.canvas = canvas
+            let svg = renderer.svg(of: board)
+            let viewBox = try #require(attribute("viewBox", in: svg)).split(separator: " ").compactMap { Double($0) }
+            let text = try #require(svg.range(of: "<text "))
+            let baseline = try #require(attribute("y", in: String(svg[text.lowerBound...])).flatMap(Double.init))
+            // 14-point text: its descenders end about 4 points below the baseline.
+            let captionBottom = baseline + 4
+            let strokeTop = 5.0 - 5  // the samples' y minus half the line width
+            #expect(captionBottom <= strokeTop, "caption bottom \(captionBottom), stroke top \(strokeTop)")
+            #expect(viewBox[1] < baseline - 14, "the band is inside the picture: \(viewBox)")
+        }
+    }
+
+    func attribute(_ name: String, in svg: String) -> String? {
+        guard let start = svg.range(of: " \(name)=\"") else { return nil }
+        guard let end = svg[start.upperBound...].firstIndex(of: "\"") else { return nil }
+        return String(svg[start.upperBound..<end])
     }
 
     func section(_ svg: String, _ id: String) -> String? {

@@ -1,0 +1,160 @@
+import Foundation
+import Testing
+import TouchSyncWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Ctrl-C and SIGTERM, and the errors a user meets first, through the real
+/// binary (issue 21): every long command stops soon after a signal, ends its
+/// touches and exits 130; refusals name what is wrong in words.
+@Suite("Interruptions and plain errors", .timeLimit(.minutes(3)))
+struct InterruptionTests {
+    /// `draw --seconds 15`, signalled while its fingers are down: it stops
+    /// long before its scene would end, its touches are cancelled on the hub
+    /// (no stroke stays in progress), and it exits 130.
+    @Test(arguments: [SIGINT, SIGTERM])
+    func drawStopsOnASignalAndEndsItsTouches(signal: Int32) async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let endpoints = try await children.startPlainHub(ports: try ProcessTests.freePorts(3))
+        let board = "interrupted-\(signal)"
+        let (draw, output) = try children.run(["draw", "--board", board, "--seconds", "15", "--hub", endpoints[0]])
+        var text = ""
+        await readUntil(output, into: &text) { $0.contains("drawing on board") }
+        // Fingers down on the hub's board (strokes in progress) before the signal.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try inProgress(endpoints[2], board) == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try inProgress(endpoints[2], board) > 0, "no finger went down: \(text)")
+        let signalled = ContinuousClock.now
+        kill(draw.processIdentifier, signal)
+        text += String(decoding: await output.readToEnd(), as: UTF8.self)
+        await draw.exited()
+        // Bounded far below the 15 s scene (a signal ignored would run it out).
+        #expect(ContinuousClock.now - signalled < .seconds(5))
+        #expect(draw.terminationReason == .exit && draw.terminationStatus == 130, "\(text)")
+        #expect(text.contains("interrupted:") && text.contains("cancelled"), "\(text)")
+        #expect(try inProgress(endpoints[2], board) == 0, "a touch was left down on the hub")
+    }
+
+    /// `demo` signalled while drawing stops, says so, and exits 130; a
+    /// `--steps` beyond the scene says how long the scene is and still
+    /// converges (the spectator joins half-way through what is drawn).
+    @Test func demoStopsOnCtrlCAndSaysHowLongItsSceneIs() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let folder = try temporaryFolder("demo-signal")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let (demo, output) = try children.run(["demo", "--steps", "3000", "--image", folder + "/board.svg"])
+        var text = ""
+        await readUntil(output, into: &text) { $0.contains("TouchSync demo:") }
+        let signalled = ContinuousClock.now
+        demo.interrupt()
+        text += String(decoding: await output.readToEnd(), as: UTF8.self)
+        await demo.exited()
+        #expect(ContinuousClock.now - signalled < .seconds(5))
+        #expect(demo.terminationReason == .exit && demo.terminationStatus == 130, "\(text)")
+        #expect(text.contains("interrupted after event"), "\(text)")
+
+        let long = try await touchsync(["demo", "--steps", "200000", "--image", folder + "/long.svg"])
+        #expect(long.status == 0, "\(long.output) \(long.errors)")
+        let length = try #require(
+            long.output.firstMatch(of: /the scene is (\d+) input events long/).flatMap { Int($0.1) }, "\(long.output)")
+        #expect(length > 1000 && length < 200_000)
+        #expect(long.output.contains("drawing \(length), not 200000"))
+        #expect(long.output.contains("[spectator] joined after event \(length / 2)"), "\(long.output)")
+        #expect(long.output.contains("converged: the spectator shows exactly the hub's board"))
+    }
+
+    /// `spectate --from-beginning --speed 1` signalled during the replay stops there and exits 130.
+    @Test func spectatorReplayStopsOnCtrlC() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let data = try temporaryFolder("replay-signal")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let ports = try ProcessTests.freePorts(4)
+        let endpoints = ports.map { "tcp://127.0.0.1:\($0)" }
+        _ = try await children.startHub([
+            "hub", "--data", data + "/journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2],
+            "--history", endpoints[3],
+        ])
+        // Three seconds of drawing at its real pace: a replay at speed 1 takes as long.
+        let draw = try await touchsync(["draw", "--board", "replayed", "--seconds", "3", "--hub", endpoints[0]])
+        #expect(draw.status == 0, "\(draw.errors)")
+        let (spectator, output) = try children.run([
+            "spectate", "--board", "replayed", "--from-beginning", "--speed", "1", "--publish", endpoints[1], "--snapshot", endpoints[2],
+            "--history", endpoints[3],
+        ])
+        var text = ""
+        await readUntil(output, into: &text) { $0.contains("replaying") }
+        let signalled = ContinuousClock.now
+        spectator.interrupt()
+        text += String(decoding: await output.readToEnd(), as: UTF8.self)
+        await spectator.exited()
+        #expect(ContinuousClock.now - signalled < .seconds(2.5), "the replay of 3 s ran on")
+        #expect(spectator.terminationReason == .exit && spectator.terminationStatus == 130, "\(text)")
+        #expect(text.contains("interrupted during the replay"), "\(text)")
+    }
+
+    /// A gateway whose address is taken fails at once, in words, naming the address.
+    @Test func webOnABusyPortFailsAtOnceInWords() async throws {
+        let port = try ProcessTests.freePorts(1)[0]
+        let holder = try listeningSocket(port: UInt16(port))
+        defer { close(holder) }
+        let started = ContinuousClock.now
+        let web = try await touchsync(["web", "--listen", "127.0.0.1:\(port)"], limit: 30)
+        #expect(ContinuousClock.now - started < .seconds(5), "it waited before failing")
+        #expect(web.status == 1)
+        #expect(web.errors.contains("cannot listen on 127.0.0.1:\(port): the address is already in use"), "\(web.errors)")
+        #expect(!web.errors.contains("errno"), "\(web.errors)")
+    }
+
+    /// Cluster files are called cluster files; bad numbers are refused; options a command never used are gone.
+    @Test func errorsNameTheRightThing() async throws {
+        let folder = try temporaryFolder("cluster-errors")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let missing = try await touchsync(["cluster", "show", "--cluster", folder + "/nofile.json", "--board", "b"])
+        #expect(missing.status == 1 && missing.errors.contains("cannot read the cluster file \(folder)/nofile.json"), "\(missing.errors)")
+        try #"{"hubs": []}"#.write(toFile: folder + "/empty.json", atomically: true, encoding: .utf8)
+        let empty = try await touchsync(["cluster", "show", "--cluster", folder + "/empty.json", "--board", "b"])
+        #expect(empty.status == 1 && empty.errors.contains("invalid cluster file") && empty.errors.contains("at least one hub"), "\(empty.errors)")
+        #expect(!(missing.errors + empty.errors).contains("access list"))
+        #expect(try await touchsync(["cluster", "--help"]).output.contains("docs/protocol.md"))
+
+        let negative = try await touchsync(["compact", "--data", folder, "--before", "-3"])
+        #expect(negative.status == 64 && negative.errors.contains("--before must be"), "\(negative.errors)")
+        let notANumber = try await touchsync(["render", "--board", "b", "--data", folder, "--at", "nan"])
+        #expect(notANumber.status == 64 && notANumber.errors.contains("--at must be"), "\(notANumber.errors)")
+
+        // Readers take the publish and snapshot endpoints only: --hub (the agents' endpoint) is not theirs.
+        for command in ["relay", "health", "render"] {
+            let outcome = try await touchsync([command, "--board", "b", "--hub", "tcp://127.0.0.1:5570"])
+            #expect(outcome.status == 64 && outcome.errors.contains("--hub"), "\(command): \(outcome.errors)")
+            #expect(try await !touchsync([command, "--help"]).output.contains("--hub "), "\(command) --help")
+        }
+    }
+
+    /// Strokes in progress on `board`, from the hub's snapshot.
+    func inProgress(_ snapshot: String, _ board: String) throws -> Int {
+        guard let reply = try snapshotReply(endpoint: snapshot, board: board) else { throw TestFailure("no snapshot from \(snapshot)") }
+        return reply.chunk.strokes.filter { $0.acceptedPosition == 0 }.count
+    }
+}
+
+/// A plain TCP socket listening on 127.0.0.1:`port` (close it when done).
+func listeningSocket(port: UInt16) throws -> Int32 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+    guard descriptor >= 0, bound, listen(descriptor, 16) == 0 else {
+        close(descriptor)
+        throw TestFailure("cannot listen on \(port): \(String(cString: strerror(errno)))")
+    }
+    return descriptor
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `make test`: runs the suite so that it leaves nothing behind, also when a
+# test fails, times out or the test process crashes:
+# - temporary files: the run gets a TMPDIR of its own, removed afterwards
+#   (anything a test left in it is listed first, so it can be fixed);
+# - processes: tests spawn children under `setpriv --pdeathsig KILL`, and
+#   every process that still carries this run's TOUCHSYNC_TEST_RUN afterwards
+#   is listed, killed, and fails the run;
+# - network namespaces (and their /etc/netns files) carry the run's tag in
+#   their names and are removed.
+set -uo pipefail
+swift=${SWIFT:-swift}
+run=$(mktemp -d /tmp/touchsync-test-XXXXXX)
+tag=${run##*-}
+
+# Processes (not this script) whose environment names this run.
+leftover_processes() {
+    local entry pid
+    for entry in /proc/[0-9]*/environ; do
+        pid=${entry#/proc/}; pid=${pid%/environ}
+        [ "$pid" = "$$" ] && continue
+        if tr '\0' '\n' < "$entry" 2>/dev/null | grep -qx "TOUCHSYNC_TEST_RUN=$tag"; then echo "$pid"; fi
+    done
+}
+
+cleanup() {
+    if command -v ip >/dev/null 2>&1; then
+        for namespace in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -- "-$tag-"); do
+            echo "removing network namespace $namespace left by the tests"
+            ip netns del "$namespace" 2>/dev/null
+            rm -rf "/etc/netns/$namespace"
+        done
+    fi
+    rm -rf "$run"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+TMPDIR="$run" TOUCHSYNC_TEST_RUN="$tag" "$swift" test "$@"
+status=$?
+
+# Children die with the test process (SIGKILL from the kernel); give them a moment.
+for _ in $(seq 50); do
+    [ -z "$(leftover_processes)" ] && break
+    sleep 0.2
+done
+left=$(leftover_processes)
+if [ -n "$left" ]; then
+    echo "error: the tests left these processes running (now killed):" >&2
+    ps -o pid,args -p $(echo $left | tr ' ' ',') >&2 || true
+    kill -9 $left 2>/dev/null
+    [ $status -eq 0 ] && status=1
+fi
+files=$(ls -A "$run" 2>/dev/null)
+if [ -n "$files" ]; then
+    echo "note: the tests left $(echo "$files" | wc -l) temporary path(s), removed now:" $(echo "$files" | head -5 | tr '\n' ' ')
+fi
+exit $status
