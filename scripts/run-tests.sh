@@ -19,7 +19,7 @@ leftover_processes() {
     for entry in /proc/[0-9]*/environ; do
         pid=${entry#/proc/}; pid=${pid%/environ}
         [ "$pid" = "$$" ] && continue
-        if tr '\0' '\n' < "$entry" 2>/dev/null | grep -qx "TOUCHSYNC_TEST_RUN=$tag"; then echo "$pid"; fi
+        if { tr '\0' '\n' < "$entry"; } 2>/dev/null | grep -qx "TOUCHSYNC_TEST_RUN=$tag"; then echo "$pid"; fi
     done
 }
 
@@ -51,7 +51,8 @@ if [ -n "$left" ]; then
     kill -9 $left 2>/dev/null
     [ $status -eq 0 ] && status=1
 fi
-files=$(ls -A "$run" 2>/dev/null)
+# (SwiftPM's own TemporaryDirectory.* folders are not the tests'.)
+files=$(ls -A "$run" 2>/dev/null | grep -v '^TemporaryDirectory\.')
 if [ -n "$files" ]; then
     echo "note: the tests left $(echo "$files" | wc -l) temporary path(s), removed now:" $(echo "$files" | head -5 | tr '\n' ' ')
 fi

@@ -3,7 +3,9 @@ import Logging
 import TouchSyncAccess
 import TouchSyncHubCore
 import TouchSyncLoad
-import UnixSignals
+import TouchSyncWire
+import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -160,8 +162,8 @@ struct LoggingOptions: ParsableArguments {
 }
 
 func validateBoard(_ board: String) throws {
-    guard !board.isEmpty, board.utf8.count <= 128, !board.utf8.contains(0) else {
-        throw ValidationError("--board must be 1 to 128 bytes of UTF-8 without NUL")
+    guard isValidBoardName(board) else {
+        throw ValidationError("--board \(board.debugDescription): \(boardNameRule)")
     }
 }
 
@@ -176,26 +178,69 @@ struct CommandFailure: Error, CustomStringConvertible {
 /// body's task is cancelled (its sleeps throw `CancellationError`, its loops
 /// check `Task.isCancelled`), it tidies up (ends its touches, says goodbye)
 /// and returns. True when a signal ended it; the command then exits 130
-/// (`ExitCode.interrupted`). Signals are trapped for the whole call, so a
-/// shell that started the command with SIGINT ignored does not matter either.
+/// (`ExitCode.interrupted`). The handlers are installed before `body` starts
+/// (a signal from then on is never lost, and a shell that started the command
+/// with SIGINT ignored does not matter) and the previous ones put back after.
 func untilInterrupted(_ body: @escaping @Sendable () async throws -> Void) async throws -> Bool {
-    let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
+    _ = interruptPipe  // created before a handler can write to it
+    let previous = (signal(SIGINT, interruptHandler), signal(SIGTERM, interruptHandler))
+    defer {
+        signal(SIGINT, previous.0)
+        signal(SIGTERM, previous.1)
+    }
+    let waiting = SignalWaiter()
     return try await withThrowingTaskGroup(of: Bool.self) { group in
         group.addTask {
             do {
                 try await body()
             } catch is CancellationError {}
+            // Wake the signal waiter if it still waits (one byte 0: "no signal").
+            if waiting.isWaiting.withLock({ $0 }) {
+                var none: UInt8 = 0
+                _ = write(interruptPipe.write, &none, 1)
+            }
             return false
         }
         group.addTask {
-            for await _ in signals { return true }
-            return false  // cancelled: the body ended first
+            let byte = await nextInterruptByte()
+            waiting.isWaiting.withLock { $0 = false }
+            return byte != 0
         }
         let signalled = try await group.next() ?? false
         group.cancelAll()
         // The body, cancelled by the signal, still tidies up: wait for it.
         while let _ = try await group.next() {}
         return signalled
+    }
+}
+
+/// Whether the signal waiter still waits (shared by the body's task and the waiter's).
+private final class SignalWaiter: Sendable {
+    let isWaiting = Mutex(true)
+}
+
+/// The self-pipe the signal handler writes each signal's number to (only
+/// `write(2)` there: async-signal-safe).
+private let interruptPipe: (read: Int32, write: Int32) = {
+    var ends: [Int32] = [-1, -1]
+    _ = pipe(&ends)
+    for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+    return (ends[0], ends[1])
+}()
+
+private let interruptHandler: @convention(c) (Int32) -> Void = { signal in
+    var byte = UInt8(truncatingIfNeeded: signal)
+    _ = write(interruptPipe.write, &byte, 1)
+}
+
+/// The next byte of the self-pipe, read on a thread of its own (a blocking read).
+private func nextInterruptByte() async -> UInt8 {
+    await withCheckedContinuation { (continuation: CheckedContinuation<UInt8, Never>) in
+        Thread.detachNewThread {
+            var byte: UInt8 = 0
+            while read(interruptPipe.read, &byte, 1) < 0 && errno == EINTR {}
+            continuation.resume(returning: byte)
+        }
     }
 }
 

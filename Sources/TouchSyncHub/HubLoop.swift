@@ -215,9 +215,15 @@ final class HubLoop {
             if extraParts {
                 handle(.undecodable(from: peer, .malformed("an agent message is one frame, not several")))
             } else if payload.count > configuration.maxMessageBytes {
-                handle(
-                    .undecodable(
-                        from: peer, WireError(.messageTooLarge, "\(payload.count) bytes, the limit is \(configuration.maxMessageBytes)")))
+                let tooLarge = WireError(.messageTooLarge, "\(payload.count) bytes, the limit is \(configuration.maxMessageBytes)")
+                // A numbered message still takes its number (read without decoding the body), so the next is not OUT_OF_ORDER.
+                if let header = payload.withUnsafeBytes(AgentMessageHeader.scan), header.sequence > 0,
+                    let body = header.body, AgentMessageHeader.numberedBodies.contains(body)
+                {
+                    handle(.agentMessage(from: peer, .numbered(sequence: header.sequence, .invalid(tooLarge)), bytes: payload.count))
+                } else {
+                    handle(.undecodable(from: peer, tooLarge))
+                }
             } else {
                 switch payload.withUnsafeBytes(AgentRequest.decode) {
                 case .success(let request): handle(.agentMessage(from: peer, request, bytes: payload.count))

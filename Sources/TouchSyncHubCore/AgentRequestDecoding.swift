@@ -42,7 +42,11 @@ extension AgentRequest {
         case .goodbye:
             self = .goodbye
         case nil:
-            self = .empty(sequence: sequence)
+            // No body this hub knows (none, or one added to agent.proto later):
+            // with a number it takes that number like any refused message.
+            self = sequence > 0
+                ? .numbered(sequence: sequence, .invalid(WireError(.malformed, "an agent message with no body this hub knows")))
+                : .empty(sequence: 0)
         }
     }
 }

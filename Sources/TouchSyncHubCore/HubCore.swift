@@ -313,6 +313,9 @@ public struct HubCore {
             requestAck(&session)
         case .empty(let sequence):
             refuse(peer.id, HubRefusal(.malformed, "an agent message with no body", sequence: sequence), into: &actions)
+        case .numbered(0, _):
+            // Numbers start at 1: 0 is no number, so this takes none.
+            refuse(peer.id, HubRefusal(.malformed, "a numbered message (frame, style, clear, undo, redo, erase) needs sequence 1 or more", sequence: 0), into: &actions)
         case .numbered(let sequence, let body):
             do {
                 switch try session.numbering.admit(sequence) {

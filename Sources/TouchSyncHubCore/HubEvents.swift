@@ -33,7 +33,8 @@ public enum AgentRequest: Sendable {
     case heartbeat
     /// The agent leaves on purpose: its live touches are cancelled at once.
     case goodbye
-    /// A message with no body it understands.
+    /// A message with no body it understands and no number (`sequence` 0);
+    /// one with a number is `.numbered(…, .invalid)`: it takes its number.
     case empty(sequence: UInt64)
 }
 

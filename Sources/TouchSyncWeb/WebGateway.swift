@@ -254,10 +254,12 @@ public final class WebGateway: Service, Sendable {
                             fanout = board
                             welcomed = true
                             let user = opened.map { BrowserWire.quoted($0.namespace) } ?? "null"
+                            // The name others see: the invited user's, or the one this tab's hello gave (null for a nameless watcher).
+                            let name = opened?.displayName ?? identity.user ?? decoded.name.map { String($0.prefix(40)) }
                             let resume = opened.map { BrowserWire.quoted($0.resumeToken) } ?? "null"
                             try await outbound.write(
                                 .text(
-                                    "{\"t\":\"welcome\",\"user\":\(user),\"resume\":\(resume),\"board\":\(BrowserWire.quoted(board.board)),\"acked\":\(opened?.ackedThrough ?? 0),\"role\":\"\(identity.role)\",\"name\":\(identity.user.map(BrowserWire.quoted) ?? "null")}"
+                                    "{\"t\":\"welcome\",\"user\":\(user),\"resume\":\(resume),\"board\":\(BrowserWire.quoted(board.board)),\"acked\":\(opened?.ackedThrough ?? 0),\"role\":\"\(identity.role)\",\"name\":\(name.map(BrowserWire.quoted) ?? "null")}"
                                 ))
                             state.withLock { $0.outboxes[board.board, default: [:]][ObjectIdentifier(outbox)] = outbox }
                             board.join(outbox)
@@ -372,8 +374,8 @@ public final class WebGateway: Service, Sendable {
     private func open(_ hello: TabMessage, connection: ObjectIdentifier, outbox: TabOutbox) async throws(TabMessageError) -> (
         TabSession?, BoardFanout, TabIdentity
     ) {
-        guard let board = hello.board, Self.isValidBoardName(board) else {
-            throw TabMessageError("UNKNOWN_BOARD", "a board name is 1 to 64 letters, digits, '-', '_' or '.'")
+        guard let board = hello.board, isValidBoardName(board) else {
+            throw TabMessageError("UNKNOWN_BOARD", boardNameRule)
         }
         let identity = try identify(token: hello.token, board: board)
         if isShuttingDown() { throw TabMessageError("SHUTTING_DOWN", "the gateway is stopping") }
@@ -494,7 +496,7 @@ public final class WebGateway: Service, Sendable {
             }
         case "style":
             guard let rgba = message.rgba, let width = message.width, width.isFinite, width > 0, width <= 200 else {
-                throw TabMessageError("MALFORMED", "style has rgba (an integer 0xRRGGBBAA) and width (points, 0 to 200)")
+                throw TabMessageError("MALFORMED", "style has rgba (an integer 0xRRGGBBAA) and width (points, above 0 and at most 200)")
             }
             agent.setStyle(StrokeStyle(rgba: rgba, width: UInt32((width * Double(Sample.unitsPerPoint)).rounded())))
         case "undo":
@@ -502,8 +504,8 @@ public final class WebGateway: Service, Sendable {
         case "redo":
             agent.redo()
         case "erase":
-            guard let strokes = message.strokes, !strokes.isEmpty, strokes.count <= 10_000 else {
-                throw TabMessageError("MALFORMED", "erase has strokes: 1 to 10,000 stroke ids")
+            guard let strokes = message.strokes, !strokes.isEmpty, strokes.count <= BoardState.maxErasedStrokes else {
+                throw TabMessageError("MALFORMED", "erase has strokes: 1 to \(BoardState.maxErasedStrokes) stroke ids")
             }
             agent.erase(strokes.map(StrokeID.init))
         case "clear":
@@ -515,11 +517,6 @@ public final class WebGateway: Service, Sendable {
         default:
             throw TabMessageError("MALFORMED", "unknown message type \(message.t)")
         }
-    }
-
-    static func isValidBoardName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 64
-            && name.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || "-_.".unicodeScalars.contains($0) }
     }
 
     static func randomName(_ length: Int) -> String {
@@ -546,7 +543,7 @@ public final class WebGateway: Service, Sendable {
         }
         router.get("/api/boards/:board/history") { [self] request, context in
             let board = try context.parameters.require("board")
-            guard Self.isValidBoardName(board) else { return Self.json(#"{"error":"UNKNOWN_BOARD"}"#, status: .badRequest) }
+            guard isValidBoardName(board) else { return Self.json(#"{"error":"UNKNOWN_BOARD"}"#, status: .badRequest) }
             let bearer = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
             do throws(TabMessageError) {
                 _ = try identify(token: bearer, board: board)

@@ -121,8 +121,16 @@ public func publishTopic(board: String) -> [UInt8] {
     Array(board.utf8) + [0]
 }
 
-/// Whether `name` can name a board: 1 to 128 bytes of UTF-8 with no NUL.
+/// Whether `name` can name a board: 1 to 128 bytes of UTF-8 with no
+/// control character (U+0000 to U+001F, U+007F). The one rule for the hub,
+/// its clients and the browser gateway (docs/protocol.md, "Board names").
 public func isValidBoardName(_ name: String) -> Bool {
     let count = name.utf8.count
-    return count >= 1 && count <= 128 && !name.utf8.contains(0)
+    return count >= 1 && count <= maxBoardNameBytes && !name.utf8.contains { $0 < 0x20 || $0 == 0x7F }
 }
+
+/// The longest board name, in UTF-8 bytes.
+public let maxBoardNameBytes = 128
+
+/// The rule of `isValidBoardName` in words, for error messages.
+public let boardNameRule = "a board name is 1 to 128 bytes of UTF-8 without control characters"

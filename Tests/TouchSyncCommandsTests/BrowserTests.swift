@@ -328,7 +328,7 @@ struct BrowserTests {
               const first = await open();
               first.send('not json');
               first.send(JSON.stringify({t: 'touch', n: 1, phase: 'began', id: 1, s: [[1, 2, 3]]}));
-              first.send(JSON.stringify({t: 'hello', board: '../etc/passwd'}));
+              first.send(JSON.stringify({t: 'hello', board: 'x'.repeat(129)}));  // the hub's rule: at most 128 bytes
               const firstClose = await first.closed;
               const second = await open();
               second.send(JSON.stringify({t: 'hello', board: 'hostile'}));
@@ -354,6 +354,12 @@ struct BrowserTests {
         #expect(second.contains("TOO_LARGE"), "\(second)")
         #expect(replies?["refusedNumbers"] as? [Int] == [1, 3, 3, 4], "each refusal names its message")
         #expect(replies?["secondClose"] as? Int == 1009, "a message over the limit closes with 'message too big'")
+
+        // Any name the hub accepts opens here too (the same rule): UTF-8, punctuation.
+        for name in ["白板", "../etc/passwd"] {
+            let page = try await rig.page(name.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"]))!)
+            #expect(try await page.evaluate("touchsync.boardName") as? String == name, "\(name)")
+        }
 
         // The honest page was not disturbed.
         try await honest.drag(from: (300, 300))

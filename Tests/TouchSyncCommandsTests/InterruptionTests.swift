@@ -32,7 +32,7 @@ struct InterruptionTests {
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await draw.exited()
         // Bounded far below the 15 s scene (a signal ignored would run it out).
-        #expect(ContinuousClock.now - signalled < .seconds(5))
+        #expect(ContinuousClock.now - signalled < .seconds(10))
         #expect(draw.terminationReason == .exit && draw.terminationStatus == 130, "\(text)")
         #expect(text.contains("interrupted:") && text.contains("cancelled"), "\(text)")
         #expect(try inProgress(endpoints[2], board) == 0, "a touch was left down on the hub")
@@ -53,7 +53,7 @@ struct InterruptionTests {
         demo.interrupt()
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await demo.exited()
-        #expect(ContinuousClock.now - signalled < .seconds(5))
+        #expect(ContinuousClock.now - signalled < .seconds(10))
         #expect(demo.terminationReason == .exit && demo.terminationStatus == 130, "\(text)")
         #expect(text.contains("interrupted after event"), "\(text)")
 
@@ -79,8 +79,8 @@ struct InterruptionTests {
             "hub", "--data", data + "/journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2],
             "--history", endpoints[3],
         ])
-        // Three seconds of drawing at its real pace: a replay at speed 1 takes as long.
-        let draw = try await touchsync(["draw", "--board", "replayed", "--seconds", "3", "--hub", endpoints[0]])
+        // Eight seconds of drawing at its real pace: a replay at speed 1 takes as long.
+        let draw = try await touchsync(["draw", "--board", "replayed", "--seconds", "8", "--hub", endpoints[0]])
         #expect(draw.status == 0, "\(draw.errors)")
         let (spectator, output) = try children.run([
             "spectate", "--board", "replayed", "--from-beginning", "--speed", "1", "--publish", endpoints[1], "--snapshot", endpoints[2],
@@ -92,7 +92,7 @@ struct InterruptionTests {
         spectator.interrupt()
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await spectator.exited()
-        #expect(ContinuousClock.now - signalled < .seconds(2.5), "the replay of 3 s ran on")
+        #expect(ContinuousClock.now - signalled < .seconds(6), "the replay of 8 s ran on")
         #expect(spectator.terminationReason == .exit && spectator.terminationStatus == 130, "\(text)")
         #expect(text.contains("interrupted during the replay"), "\(text)")
     }
@@ -104,7 +104,8 @@ struct InterruptionTests {
         defer { close(holder) }
         let started = ContinuousClock.now
         let web = try await touchsync(["web", "--listen", "127.0.0.1:\(port)"], limit: 30)
-        #expect(ContinuousClock.now - started < .seconds(5), "it waited before failing")
+        // It used to wait 10 s for a server that would never listen.
+        #expect(ContinuousClock.now - started < .seconds(9.5), "it waited before failing")
         #expect(web.status == 1)
         #expect(web.errors.contains("cannot listen on 127.0.0.1:\(port): the address is already in use"), "\(web.errors)")
         #expect(!web.errors.contains("errno"), "\(web.errors)")

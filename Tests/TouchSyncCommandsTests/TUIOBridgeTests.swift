@@ -67,20 +67,24 @@ struct TUIOBridgeTests {
     @Test func aFrozenBridgeReadsWhatWaitedBeforeJudgingSilence() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }
-        let run = try await BridgeRun.start(board: "frozen", sourceTimeout: 2, children: children)
+        // The source timeout leaves room for a loaded machine: the touch must
+        // reach the board (through hub and subscriber) well inside it, else
+        // the source was silent for real before the freeze (seen with 2 s
+        // under the full parallel suite on 2 busy cores: a stroke cut in two).
+        let run = try await BridgeRun.start(board: "frozen", sourceTimeout: 6, children: children)
         defer { Task { await run.subscriber.stop() } }
         let sender = try UDPSender()
         func send(_ fseq: Int32, alive: [Int32], sets: [(Int32, Float, Float)]) {
             sender.send(RawTUIO.cursors(source: "pad", alive: alive, sets: sets, fseq: fseq), port: run.port)
         }
         send(1, alive: [1], sets: [(1, 0.10, 0.10)])
-        // Frozen as soon as the touch is down on the board (well inside the 2 s source timeout).
+        // Frozen as soon as the touch is down on the board (well inside the 6 s source timeout).
         try #require(try await run.board { $0.liveTouchCount == 1 } != nil, "the first frame never reached the board")
         kill(run.bridge.processIdentifier, SIGSTOP)
         send(2, alive: [1], sets: [(1, 0.11, 0.10)])
         send(3, alive: [1], sets: [(1, 0.12, 0.10)])
         send(4, alive: [], sets: [])
-        try await Task.sleep(for: .milliseconds(2500))  // past the timeout, the frames waiting in the socket
+        try await Task.sleep(for: .milliseconds(6500))  // past the timeout, the frames waiting in the socket
         kill(run.bridge.processIdentifier, SIGCONT)
 
         let final = try #require(try await run.board { $0.acceptedStrokes.count >= 1 && $0.liveTouchCount == 0 }, "the stroke never ended")

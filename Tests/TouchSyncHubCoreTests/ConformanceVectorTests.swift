@@ -100,6 +100,42 @@ struct ConformanceVectorTests {
         var bad = Touchsync_V1_Clear()
         bad.scope = .UNRECOGNIZED(7)
         numbered("user-0", .clear(bad), "an unknown clear scope: INVALID_VALUE")
+        // Values the model refuses, and values the wire cannot carry.
+        numbered("user-0", .style(Touchsync_V1_SetStyle()), "a SetStyle without a style is a zero width: INVALID_VALUE")
+        var wide = Touchsync_V1_SetStyle()
+        wide.style = StrokeStyle(rgba: 0, width: 1001 * 64).proto
+        numbered("user-0", .style(wide), "a width above 1,000 points: INVALID_VALUE")
+        var pressed = Sample(x: 64, y: 64, time: 9_000_000)
+        pressed.force = 1024
+        pressed.flags.insert(.hasForce)
+        var heavy = TouchFrame(changes: [TouchChange(touch: 904, phase: .began, samples: [pressed])]).proto
+        heavy.changes[0].samples.force = [70_000]
+        numbered("user-0", .frame(heavy), "a force beyond 65,535 (the model's UInt16) cannot be represented: MALFORMED")
+        var tilted = Sample(x: 64, y: 64, time: 9_000_000)
+        tilted.azimuth = 30_000
+        tilted.flags.insert(.hasAngles)
+        numbered("user-0", frame([TouchChange(touch: 905, phase: .began, samples: [tilted])]), "an azimuth beyond 2π (25,736) that fits the Int16: INVALID_VALUE")
+        var bitmap = TouchFrame(changes: [TouchChange(touch: 906, phase: .began, samples: [Sample(x: 64, y: 64, time: 9_000_000)])]).proto
+        bitmap.changes[0].samples.coalesced = Data([0, 0])
+        numbered("user-0", .frame(bitmap), "a coalesced bitmap longer than the run needs (2 bytes for 1 sample): MALFORMED")
+        var erasures = Touchsync_V1_Erase()
+        erasures.strokeIds = (1...1025).map { UInt64($0) }
+        numbered("user-0", .erase(erasures), "an erase naming 1,025 ids: FRAME_TOO_LARGE")
+        numbered("user-0", .erase(Touchsync_V1_Erase()), "an erase naming no id: nothing changes, no batch")
+        numbered("user-0", .clear(clear), "a clear that removes nothing still publishes a Cleared batch")
+        var ghost = TouchFrame(changes: [TouchChange(touch: 907, phase: .began, samples: [Sample(x: 64, y: 64, time: 9_000_000)])])
+        ghost.aliveTouches = [907, 999]
+        numbered("user-0", .frame(ghost.proto), "an alive set naming a touch that is not down (999): accepted, 999 ignored")
+        numbered("user-0", frame([TouchChange(touch: 907, phase: .cancelled)]), "and that touch cancelled again")
+        // Numbering: a message takes its number when it has one (sequence ≥ 1) and is numbered or has no body this hub knows.
+        numbers["user-0"]! += 1
+        var bodiless = Touchsync_V1_AgentMessage()
+        bodiless.sequence = numbers["user-0"]!
+        inputs.append(("a number and no body this hub knows: MALFORMED, and it takes its number (acknowledged)", "user-0", bodiless))
+        var unnumbered = Touchsync_V1_AgentMessage()
+        unnumbered.frame = TouchFrame(changes: [TouchChange(touch: 908, phase: .began, samples: [Sample(x: 64, y: 64, time: 9_000_000)])]).proto
+        inputs.append(("a frame with sequence 0: MALFORMED with sequence 0, no number taken, nothing applied", "user-0", unnumbered))
+        numbered("user-0", .undo(Touchsync_V1_Undo()), "the next number is still in order (no OUT_OF_ORDER): an undo with nothing to undo")
         var gap = Touchsync_V1_AgentMessage()
         gap.sequence = numbers["user-0"]! + 2
         gap.frame = TouchFrame(changes: []).proto
@@ -167,7 +203,7 @@ struct ConformanceVectorTests {
         #expect(digest == vectors.finalDigest)
         // The vectors exercise what they claim: batches, and each refusal.
         #expect(vectors.steps.filter { $0.published != nil }.count > 20)
-        let codes: [ErrorCode] = [.unknownTouch, .missingSamples, .phaseOrder, .invalidValue, .frameTooLarge, .outOfOrder, .unknownStroke]
+        let codes: [ErrorCode] = [.unknownTouch, .missingSamples, .phaseOrder, .invalidValue, .frameTooLarge, .outOfOrder, .unknownStroke, .malformed]
         #expect(Set(vectors.steps.flatMap(\.errors)).isSuperset(of: codes.map(\.rawValue)))
     }
 

@@ -171,9 +171,12 @@ struct HubTests {
         let last = [point(500, 100, 5)]
         try track(last)
         try agent.touchesEnded([TouchInput(id: 7, coalesced: last)])
-        #expect(await eventually { agent.bytesSent > bytesAtPause }, "the final frame was not sent")
-        let finalBytes = agent.bytesSent - bytesAtPause
-        #expect(await eventually { proxy.heldBytes >= finalBytes }, "the final frame is not in flight")
+        // The final frame itself must be in flight when the line is cut. (Waiting
+        // for bytesSent to grow was not enough: a heartbeat sent just after the
+        // pause satisfied it, the cut came before the frame left, the frame went
+        // over the new connection, and no reconnect happened: disconnects 0.)
+        #expect(await eventually { agent.acknowledged.sent == agent.postedCount }, "the final frame was not taken")
+        #expect(await eventually { proxy.heldBytes >= agent.bytesSent - bytesAtPause }, "the final frame is not in flight")
         proxy.dropConnections()
         proxy.resume()
         #expect(await agent.flush(timeout: .seconds(20)))
@@ -335,6 +338,21 @@ struct HubTests {
         unphased.frame.changes = [change]
         try raw.send(unphased)
         #expect(try raw.nextError()?.code == .malformed)
+        // Numbering (docs/protocol.md, "Which refusals take a number"): a numbered
+        // message over the size limit takes its number; sequence 0 takes none.
+        var huge = Touchsync_V1_AgentMessage()
+        huge.sequence = 6
+        huge.erase.strokeIds = (0..<2000).map { 1_000_000 + UInt64($0) }
+        try raw.send(huge)
+        let tooLarge = try #require(try raw.nextError())
+        #expect(tooLarge.code == .messageTooLarge && tooLarge.sequence == 6)
+        try raw.frame(0, [TouchChange(touch: 3, phase: .began, samples: [sample(0, 0, t: 0)])])
+        let unnumbered = try #require(try raw.nextError())
+        #expect(unnumbered.code == .malformed && unnumbered.sequence == 0)
+        try raw.frame(7, [TouchChange(touch: 2, phase: .began, samples: [sample(0, 0, t: 0)])])
+        try raw.frame(8, [TouchChange(touch: 2, phase: .began, samples: [sample(0, 0, t: 0)])])
+        let inOrder = try #require(try raw.nextError())
+        #expect(inOrder.code == .phaseOrder && inOrder.sequence == 8, "7 and 8 followed 6 in order: \(inOrder)")
 
         // A flood: the bucket holds 80 messages, refills 40 per second.
         for index in 0..<150 {
@@ -355,8 +373,8 @@ struct HubTests {
         let goodStrokes = hub.acceptedStrokes.filter { $0.owner == UserNamespace("good") }
         #expect(goodStrokes.count == 1)
         #expect(goodStrokes.first?.samples.map(\.x) == [640, 1280, 1920])
-        // The raw agent's one valid stroke (frame 3) is still down.
-        #expect(hub.touches[UserNamespace("raw")]?.count == 1)
+        // The raw agent's valid strokes (frames 3 and 7) are still down; the unnumbered frame drew nothing.
+        #expect(hub.touches[UserNamespace("raw")]?.count == 2)
         await good.stop()
         await test.hub.stop()
     }
