@@ -216,6 +216,24 @@ extension TabMessage {
         return points
     }
 
+    /// A tab's samples in the hub's fixed point, exactly as the tab's agent
+    /// sends them (docs/protocol.md, "The browser wire"; the vectors in
+    /// proto/conformance/v1/browser-samples.json).
+    public static func fixedPoint(_ raw: [[Double?]]) throws(TabMessageError) -> [Sample] {
+        var samples: [Sample] = []
+        for point in try points(raw) {
+            do {
+                samples.append(
+                    try Sample(
+                        x: point.x, y: point.y, timestamp: point.timestamp, force: point.force, azimuth: point.azimuth,
+                        altitude: point.altitude))
+            } catch {
+                throw TabMessageError("INVALID_SAMPLE", error.description)
+            }
+        }
+        return samples
+    }
+
     /// Milliseconds to whole microseconds: `t × 1000` rounded, halves away
     /// from zero. (Dividing by 1e6 again for `TouchPoint` and multiplying back
     /// in `Sample` returns this integer exactly below 2^52 µs, 142 years.)
