@@ -31,7 +31,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Predicted samples per touch change.") var predicted = 1
     @Option(parsing: .unconditional, help: "Seconds of drawing.") var duration = 5.0
     @Option(parsing: .unconditional, help: "Stop once this many strokes have begun (if before --duration).") var strokes: Int?
-    @Option(parsing: .unconditional, help: "Boards the users are spread over.") var boards = 1
+    @Option(parsing: .unconditional, help: "Boards the users are spread over, named load-SEED-0 … load-SEED-(N-1) (user i draws on board i mod N as load-BOARD-k).") var boards = 1
     @Option(parsing: .unconditional, help: "Subscribers per board (connected before drawing starts).") var subscribers = 1
     @Flag(help: "Also start one subscriber per board half-way (snapshot plus diffs).") var lateSubscriber = false
     @Option(parsing: .unconditional, help: "Seconds over which users start drawing one after another.") var rampUp = 0.0
