@@ -331,17 +331,20 @@ struct BrowserTests {
               first.send(JSON.stringify({t: 'hello', board: 'x'.repeat(129)}));  // the hub's rule: at most 128 bytes
               const firstClose = await first.closed;
               const second = await open();
-              second.send(JSON.stringify({t: 'hello', board: 'hostile'}));
+              second.send(JSON.stringify({t: 'hello', board: 'hostile', name: 'Zoë'}));
               await settle();
               second.send(JSON.stringify({t: 'touch', n: 1, phase: 'began', id: 5, s: [[NaN, 2, 3]]}));
               second.send(JSON.stringify({t: 'touch', n: 3, phase: 'began', id: 5, s: [[1, 2, 3]]}));
               second.send(JSON.stringify({t: 'touch', n: 2, phase: 'moved', id: 99, s: [[1, 2, 3]]}));
               second.send(JSON.stringify({t: 'bogus', n: 3}));
               second.send(JSON.stringify({t: 'style', n: 4, rgba: 1, width: 1e9}));
+              second.send(JSON.stringify({t: 'erase', n: 5, strokes: Array(1025).fill(1)}));  // the hub's limit is 1,024
+              second.send(JSON.stringify({t: 'touch', n: 6, phase: 'began', id: 6, s: [[1, 2, 3, 1.5]]}));  // force is 0 to 1
               await settle();
               second.send('x'.repeat(1536 * 1024));
               const secondClose = await second.closed;
               return {first: codes(first), firstClose, second: codes(second), secondClose,
+                      welcomeName: (second.replies.find(m => m.t === 'welcome') || {}).name,
                       refusedNumbers: second.replies.filter(m => m.t === 'refused').map(m => m.n)};
             })()
             """) as? [String: Any]
@@ -352,7 +355,9 @@ struct BrowserTests {
         #expect(second.contains("MALFORMED") && second.contains("OUT_OF_ORDER"), "\(second)")
         #expect(second.contains("UNKNOWN_TOUCH"), "the hub's refusal of a move for a touch that is not down: \(second)")
         #expect(second.contains("TOO_LARGE"), "\(second)")
-        #expect(replies?["refusedNumbers"] as? [Int] == [1, 3, 3, 4], "each refusal names its message")
+        #expect(replies?["refusedNumbers"] as? [Int] == [1, 3, 3, 4, 5, 6], "each refusal names its message")
+        #expect(second.contains("INVALID_SAMPLE"), "force 1.5: \(second)")
+        #expect(replies?["welcomeName"] as? String == "Zoë", "the welcome names the tab as its hello did")
         #expect(replies?["secondClose"] as? Int == 1009, "a message over the limit closes with 'message too big'")
 
         // Any name the hub accepts opens here too (the same rule): UTF-8, punctuation.
