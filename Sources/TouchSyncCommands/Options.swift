@@ -182,7 +182,11 @@ struct CommandFailure: Error, CustomStringConvertible {
 /// (a signal from then on is never lost, and a shell that started the command
 /// with SIGINT ignored does not matter) and the previous ones put back after.
 func untilInterrupted(_ body: @escaping @Sendable () async throws -> Void) async throws -> Bool {
-    _ = interruptPipe  // created before a handler can write to it
+    // Created before a handler can write to it; a byte left by an earlier call
+    // (its body's wake-up racing a signal) is drained, so it cannot end this one.
+    var pending = pollfd(fd: interruptPipe.read, events: Int16(POLLIN), revents: 0)
+    var stale: UInt8 = 0
+    while poll(&pending, 1, 0) > 0 && read(interruptPipe.read, &stale, 1) == 1 {}
     let previous = (signal(SIGINT, interruptHandler), signal(SIGTERM, interruptHandler))
     defer {
         signal(SIGINT, previous.0)
@@ -191,14 +195,17 @@ func untilInterrupted(_ body: @escaping @Sendable () async throws -> Void) async
     let waiting = SignalWaiter()
     return try await withThrowingTaskGroup(of: Bool.self) { group in
         group.addTask {
+            // However the body ends (also by throwing), wake the signal waiter if
+            // it still waits (one byte 0: "no signal"): the group waits for it.
+            defer {
+                if waiting.isWaiting.withLock({ $0 }) {
+                    var none: UInt8 = 0
+                    _ = write(interruptPipe.write, &none, 1)
+                }
+            }
             do {
                 try await body()
             } catch is CancellationError {}
-            // Wake the signal waiter if it still waits (one byte 0: "no signal").
-            if waiting.isWaiting.withLock({ $0 }) {
-                var none: UInt8 = 0
-                _ = write(interruptPipe.write, &none, 1)
-            }
             return false
         }
         group.addTask {
