@@ -21,6 +21,8 @@ struct ConformanceVectorTests {
         var steps: [Step]
         var snapshot: [String]
         var finalDigest: String
+        /// The reply to a snapshot request for board "never-drawn-on": one empty chunk at sequence 0, not an error.
+        var neverDrawnSnapshot: [String]
     }
 
     struct Step: Codable {
@@ -146,7 +148,9 @@ struct ConformanceVectorTests {
         return inputs
     }
 
-    static func run(_ inputs: [(note: String, user: String, message: Touchsync_V1_AgentMessage)]) -> (steps: [Step], snapshot: [String], digest: String) {
+    static func run(_ inputs: [(note: String, user: String, message: Touchsync_V1_AgentMessage)]) -> (
+        steps: [Step], snapshot: [String], digest: String, neverDrawn: [String]
+    ) {
         let hub = CoreHarness()
         var steps: [Step] = []
         for (note, user, message) in inputs {
@@ -175,17 +179,23 @@ struct ConformanceVectorTests {
                 snapshot = SnapshotCodec.chunks(of: state.snapshot(), board: board, digest: digest, samplesPerChunk: 64).map { hex(WireCodec.encode($0)) }
             }
         }
-        return (steps, snapshot, final.digest.description)
+        var neverDrawn: [String] = []
+        for action in hub.send(.snapshotRequested(by: PeerID(Array("snap".utf8)), user: nil, board: "never-drawn-on", requestID: 2)) {
+            if case .sendSnapshot(_, _, let board, let state, let digest) = action {
+                neverDrawn = SnapshotCodec.chunks(of: state.snapshot(), board: board, digest: digest, samplesPerChunk: 64).map { hex(WireCodec.encode($0)) }
+            }
+        }
+        return (steps, snapshot, final.digest.description, neverDrawn)
     }
 
     static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
     @Test func theHubMatchesTheVectors() throws {
-        let (steps, snapshot, digest) = Self.run(Self.inputs())
+        let (steps, snapshot, digest, neverDrawn) = Self.run(Self.inputs())
         if ProcessInfo.processInfo.environment["TOUCHSYNC_WRITE_VECTORS"] != nil {
             let vectors = Vectors(
                 description: "TouchSync protocol v1 conformance vectors (docs/protocol.md, \"Conformance vectors\"): two agents on board \"conformance\"; each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs.",
-                board: "conformance", steps: steps, snapshot: snapshot, finalDigest: digest)
+                board: "conformance", steps: steps, snapshot: snapshot, finalDigest: digest, neverDrawnSnapshot: neverDrawn)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             try encoder.encode(vectors).write(to: Self.file)
@@ -201,6 +211,11 @@ struct ConformanceVectorTests {
         }
         #expect(snapshot == vectors.snapshot)
         #expect(digest == vectors.finalDigest)
+        #expect(neverDrawn == vectors.neverDrawnSnapshot)
+        // A board nobody drew on: one chunk, sequence 0, no strokes, the empty board's digest.
+        let empty = try WireCodec.decode(Touchsync_V1_SnapshotChunk.self, from: bytes(try #require(vectors.neverDrawnSnapshot.first)))
+        #expect(vectors.neverDrawnSnapshot.count == 1 && empty.sequence == 0 && empty.strokes.isEmpty && empty.count == 1)
+        #expect(BoardDigest(rawValue: empty.digest).description == "0c8657ae0d7aac18")
         // The vectors exercise what they claim: batches, and each refusal.
         #expect(vectors.steps.filter { $0.published != nil }.count > 20)
         let codes: [ErrorCode] = [.unknownTouch, .missingSamples, .phaseOrder, .invalidValue, .frameTooLarge, .outOfOrder, .unknownStroke, .malformed]
