@@ -141,11 +141,12 @@ public struct DemoScene: Sendable {
             }
         }
         if interrupted {
-            // Goodbyes first: the hub cancels the touches still down at once.
+            // Goodbyes: the hub cancels the touches still down at once.
             for agent in agents { await agent.stop(goodbye: true) }
-        }
-        for agent in agents where !interrupted {
-            guard await agent.flush(timeout: .seconds(15)) else { throw CommandFailure("an agent's frames were not acknowledged") }
+        } else {
+            for agent in agents {
+                guard await agent.flush(timeout: .seconds(15)) else { throw CommandFailure("an agent's frames were not acknowledged") }
+            }
         }
         guard let state = await hub.boardState(board) else { throw CommandFailure("the hub lost the board") }
         var result = DemoResult(
