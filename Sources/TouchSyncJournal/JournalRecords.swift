@@ -1,3 +1,4 @@
+import Foundation
 import TouchSyncCore
 import TouchSyncWire
 
@@ -100,11 +101,27 @@ enum JournalRecordCodec {
     }
 }
 
-/// Board names are any UTF-8 (no NUL); a board's folder name keeps letters,
-/// digits, `-` and `_` and writes every other byte as `%XX`, so no name can
-/// climb out of the data folder or collide with another.
+/// Board names are any UTF-8 up to 128 bytes (no control characters); a
+/// board's folder name keeps letters, digits, `-` and `_` and writes every
+/// other byte as `%XX`, so no name can climb out of the data folder or
+/// collide with another, and a name too long for that goes as base64url.
 public enum BoardFolderName {
+    /// The longest folder name written: below NAME_MAX (255 bytes), with room to spare.
+    public static let maxLength = 240
+
+    /// The folder of `board`: its name percent-encoded (readable for the usual
+    /// names), or, when that would not fit a file name (a valid 128-byte name of
+    /// punctuation or non-ASCII letters percent-encodes to up to 384
+    /// characters), `~` and the name's UTF-8 in unpadded base64url (at most
+    /// 172 characters). `~` never starts a percent-encoded name (it is `%7E`).
     public static func encode(_ board: String) -> String {
+        let readable = percentEncoded(board)
+        guard readable.utf8.count > maxLength else { return readable }
+        return "~" + Data(board.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    private static func percentEncoded(_ board: String) -> String {
         var name = ""
         for byte in board.utf8 {
             switch byte {
@@ -120,6 +137,12 @@ public enum BoardFolderName {
     }
 
     public static func decode(_ name: String) -> String? {
+        if name.hasPrefix("~") {
+            var base64 = name.dropFirst().replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+            guard let data = Data(base64Encoded: base64) else { return nil }
+            return String(validating: Array(data), as: UTF8.self)
+        }
         var bytes: [UInt8] = []
         var utf8 = name.utf8[...]
         while let byte = utf8.popFirst() {

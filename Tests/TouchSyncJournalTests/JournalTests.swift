@@ -9,12 +9,15 @@ import TouchSyncWire
 /// A simulated board journaled batch by batch, as the hub does it.
 struct JournaledBoard {
     var state = BoardState()
-    var encoder = DiffStreamEncoder(board: "board")
+    let name: String
+    var encoder: DiffStreamEncoder
     var simulator: SessionSimulator
     var digests: [UInt64: BoardDigest] = [0: BoardState().digest]
     var time: Int64 = 1_000_000
 
-    init(seed: UInt64) {
+    init(seed: UInt64, name: String = "board") {
+        self.name = name
+        encoder = DiffStreamEncoder(board: name)
         var profile = SimulationProfile()
         profile.users = 2
         profile.clearRate = 0
@@ -34,7 +37,7 @@ struct JournaledBoard {
         let batch = encoder.encode(state.sealBatch(diffs, hubTime: time))
         let progress = AgentProgress(principal: UserNamespace(agent), appliedThrough: state.sequence * 2, style: .default)
         try journal.append(
-            board: "board", encodedBatch: WireCodec.encode(batch), sequence: batch.sequence, hubTime: time,
+            board: name, encodedBatch: WireCodec.encode(batch), sequence: batch.sequence, hubTime: time,
             agents: [progress], state: state)
         digests[state.sequence] = state.digest
         return state.sequence
@@ -238,6 +241,36 @@ struct JournalTests {
             #expect(BoardFolderName.decode(folder) == name)
         }
         #expect(BoardFolderName.encode("x-y_z9") == "x-y_z9")
+    }
+
+    /// Every name the hub accepts is storable: 128 bytes of punctuation or
+    /// of 4-byte letters percent-encode to 374 and 384 characters, past a
+    /// file name's 255 (ENAMETOOLONG stopped the whole hub's acknowledgements).
+    @Test func everyValidBoardNameFitsAFolderName() throws {
+        let longest = ["team-" + String(repeating: ".", count: 123), String(repeating: "😀", count: 32), String(repeating: "白", count: 42) + "xy"]
+        var generator = SystemRandomNumberGenerator()
+        let randomNames = (0..<200).map { _ in
+            String(String.UnicodeScalarView((0..<Int.random(in: 1...40, using: &generator)).compactMap { _ in
+                Unicode.Scalar(UInt32.random(in: 0x20...0x2FFF, using: &generator))
+            }))
+        }.filter { isValidBoardName($0) }
+        for name in longest + randomNames {
+            #expect(isValidBoardName(name), "\(name.utf8.count) bytes")
+            let folder = BoardFolderName.encode(name)
+            #expect(folder.utf8.count <= 255 && !folder.contains("/") && !folder.hasPrefix("."), "\(folder)")
+            #expect(BoardFolderName.decode(folder) == name)
+        }
+        // Journaled and recovered under that name.
+        let directory = temporaryDirectory("long-name")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var board = JournaledBoard(seed: 9, name: longest[0])
+        let journal = try openJournal(directory)
+        for _ in 0..<20 { _ = try board.appendBatch(to: journal) }
+        try journal.sync()
+        journal.close()
+        let recovered = try #require(try openJournal(directory).recover().first)
+        #expect(recovered.name == longest[0] && recovered.state.digest == board.state.digest)
+        #expect(try BoardHistory.boards(in: directory) == [longest[0]])
     }
 
     @Test func fsyncPolicyArguments() {
