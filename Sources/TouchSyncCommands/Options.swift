@@ -244,6 +244,14 @@ private let interruptHandler: @convention(c) (Int32) -> Void = { signal in
 private func nextInterruptByte() async -> UInt8 {
     await withCheckedContinuation { (continuation: CheckedContinuation<UInt8, Never>) in
         Thread.detachNewThread {
+            // A process started with SIGINT and SIGTERM blocked (a parent's
+            // thread mask is inherited through exec) would never run the
+            // handler: this thread takes them.
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            sigaddset(&signals, SIGINT)
+            sigaddset(&signals, SIGTERM)
+            pthread_sigmask(SIG_UNBLOCK, &signals, nil)
             var byte: UInt8 = 0
             while read(interruptPipe.read, &byte, 1) < 0 && errno == EINTR {}
             continuation.resume(returning: byte)

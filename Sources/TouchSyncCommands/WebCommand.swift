@@ -39,6 +39,12 @@ struct WebCommand: AsyncParsableCommand {
     @Option(help: "The hub's access list (with --key and --hub-key): browser users sign in with invitation links from it.")
     var access: String?
     @Flag(help: "Listen beyond loopback without --access (the page then has no login).") var insecure = false
+    @Option(
+        parsing: .singleValue,
+        help: "Let pages of this origin open the gateway's WebSocket too (repeatable; exact, e.g. https://app.example.com, or * for any). Pages of the gateway's own origin always may.")
+    var allowOrigin: [String] = []
+    @Option(help: "Role of a guest tab without --access: watch, draw (its own strokes) or admin (also clear the board and erase others' strokes).")
+    var guestRole = "draw"
     @OptionGroup var logging: LoggingOptions
 
     var hostAndPort: (host: String, port: Int)? {
@@ -49,6 +55,12 @@ struct WebCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
+        guard Role(rawValue: guestRole) != nil else { throw ValidationError("--guest-role is watch, draw or admin, not \(guestRole)") }
+        for origin in allowOrigin where origin != "*" {
+            guard origin.hasPrefix("http://") || origin.hasPrefix("https://"), !origin.hasSuffix("/") else {
+                throw ValidationError("--allow-origin \(origin): an origin is scheme://host[:port] without a path, e.g. https://app.example.com")
+            }
+        }
         guard let (host, _) = hostAndPort else { throw ValidationError("--listen is HOST:PORT with PORT 0 to 65535, not \(listen)") }
         try validateEndpoint(history, option: "--history")
         guard reconnectGrace.isFinite, reconnectGrace >= 0, reconnectGrace <= 3600 else {
@@ -86,6 +98,8 @@ struct WebCommand: AsyncParsableCommand {
             return gatewayHub
         }
         configuration.accessList = access
+        configuration.allowedOrigins = allowOrigin
+        configuration.guestRole = Role(rawValue: guestRole) ?? .draw
         if let access {
             do { _ = try AccessList.load(from: access) } catch { throw CommandFailure(error.description) }
         }

@@ -51,6 +51,16 @@ public struct WebConfiguration: Sendable {
     /// file is read again whenever it changes. Default nil: a plain-text hub,
     /// every tab a guest.
     public var accessList: String? = nil
+    /// Pages of other origins allowed to open the WebSocket (exact origins,
+    /// `https://app.example.com`; `*` for any). A page of the gateway's own
+    /// origin always may; a client that sends no `Origin` (not a browser)
+    /// too. Default none: another site's page cannot act as its visitor
+    /// (cross-site WebSocket hijacking).
+    public var allowedOrigins: [String] = []
+    /// The role of a guest tab on a plain-text hub (no access list). Default
+    /// draw: drawing, undo, clearing and erasing its own strokes; admin also
+    /// clears the board and erases others' strokes.
+    public var guestRole: Role = .draw
 
     public init(hub: @escaping @Sendable (String) -> GatewayHub) { self.hub = hub }
 }
@@ -102,7 +112,14 @@ public final class WebGateway: Service, Sendable {
     public func run() async throws {
         let router = Router(context: BasicWebSocketRequestContext.self)
         addPageRoutes(to: router)
-        router.ws("/ws") { [self] inbound, outbound, context in
+        router.ws(
+            "/ws",
+            shouldUpgrade: { [self] request, _ in
+                guard let refusal = originRefusal(origin: request.headers[.origin], host: request.head.authority) else { return .upgrade([:]) }
+                logger.notice("WebSocket from another origin refused", metadata: ["origin": "\(request.headers[.origin] ?? "")"])
+                throw HTTPError(.forbidden, message: refusal)
+            }
+        ) { [self] inbound, outbound, context in
             await self.serveTab(inbound: inbound, outbound: outbound)
         }
         let app = Application(
@@ -145,6 +162,17 @@ public final class WebGateway: Service, Sendable {
     }
 
     private func isShuttingDown() -> Bool { state.withLock { $0.stopped } }
+
+    /// Why a WebSocket from `origin` is refused, or nil: browsers send the
+    /// page's origin, so a page of another site is told apart from ours
+    /// (`host`: the Host the browser connected to).
+    func originRefusal(origin: String?, host: String?) -> String? {
+        guard let origin else { return nil }  // not a browser: no page to hijack it
+        if configuration.allowedOrigins.contains("*") || configuration.allowedOrigins.contains(origin) { return nil }
+        let authority = origin.split(separator: "://", maxSplits: 1).last.map(String.init)
+        if let authority, let host, authority.lowercased() == host.lowercased() { return nil }
+        return "this gateway serves pages of its own origin only (\(origin) is another; the operator may allow it with --allow-origin)"
+    }
 
     private func shutDown() async {
         let (sessions, boards) = state.withLock { state in
@@ -221,6 +249,7 @@ public final class WebGateway: Service, Sendable {
         var fanout: BoardFanout? = nil
         var saidGoodbye = false
         var welcomed = false
+        var identityRole: Role = .watch
         let outbox = TabOutbox(limit: configuration.tabQueueLimit)
         let decoder = JSONDecoder()
         await withDiscardingTaskGroup { group in
@@ -253,6 +282,7 @@ public final class WebGateway: Service, Sendable {
                             session = opened
                             fanout = board
                             welcomed = true
+                            identityRole = identity.role
                             let user = opened.map { BrowserWire.quoted($0.namespace) } ?? "null"
                             // The name others see: the invited user's, or the one this tab's hello gave (null for a nameless watcher).
                             let name = opened?.displayName ?? identity.user ?? decoded.name.map { String($0.prefix(40)) }
@@ -297,7 +327,11 @@ public final class WebGateway: Service, Sendable {
                             continue
                         }
                         do throws(TabMessageError) {
-                            _ = try session.handle(number) { (agent: TouchAgent) throws(TabMessageError) in try Self.post(decoded, to: agent) }
+                            let (role, board) = (identityRole, fanout)
+                            _ = try session.handle(number) { (agent: TouchAgent) throws(TabMessageError) in
+                                try Self.authorize(decoded, role: role, user: session.namespace, board: board?.snapshot())
+                                try Self.post(decoded, to: agent)
+                            }
                         } catch {
                             try await outbound.write(
                                 .text(
@@ -355,7 +389,9 @@ public final class WebGateway: Service, Sendable {
     }
 
     func identify(token: String?, board: String) throws(TabMessageError) -> TabIdentity {
-        guard let list = try currentAccessList() else { return TabIdentity(user: nil, role: .admin, token: nil, namespacePrefix: "web:") }
+        guard let list = try currentAccessList() else {
+            return TabIdentity(user: nil, role: configuration.guestRole, token: nil, namespacePrefix: "web:")
+        }
         guard let token, let user = list.user(withToken: token) else {
             throw TabMessageError("UNAUTHORIZED", "this board needs an invitation link (touchsync keys invite NAME …), or it was revoked")
         }
@@ -461,6 +497,25 @@ public final class WebGateway: Service, Sendable {
     }
 
     // MARK: Tab messages to agent calls
+
+    /// What the tab's role allows: below admin, no board clear and no erasing
+    /// of another user's strokes (`board`: the gateway's replica, for owners).
+    /// The hub checks the same for an invited user's agent; a guest's agent
+    /// on a plain-text hub may do anything, so the gateway is where it is told no.
+    static func authorize(_ message: TabMessage, role: Role, user: String, board: BoardState?) throws(TabMessageError) {
+        guard role < .admin else { return }
+        switch message.t {
+        case "clear" where message.scope == "board":
+            throw TabMessageError("FORBIDDEN", "clearing the whole board needs the admin role (your role: \(role))")
+        case "erase":
+            let named = Set(message.strokes ?? [])
+            if let board, let other = board.acceptedStrokes.first(where: { named.contains($0.id.rawValue) && $0.owner.rawValue != user }) {
+                throw TabMessageError("FORBIDDEN", "stroke \(other.id.rawValue) is another user's: erasing it needs the admin role (your role: \(role))")
+            }
+        default:
+            return
+        }
+    }
 
     static func post(_ message: TabMessage, to agent: TouchAgent) throws(TabMessageError) {
         switch message.t {

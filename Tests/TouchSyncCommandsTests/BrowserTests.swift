@@ -375,6 +375,42 @@ struct BrowserTests {
         #expect(Double(hub.acceptedStrokes.first?.samples.count ?? 0) == (try await honest.number("touchsync.sent.endedSamples")))
     }
 
+    /// A page of another site cannot act as its visitor on the gateway
+    /// (cross-site WebSocket hijacking: such a page was welcomed as admin and
+    /// cleared the board): its WebSocket is refused before any hello. Guests
+    /// are not admins: a guest draws, but may not clear the board or erase
+    /// another user's stroke, and both refusals take their numbers.
+    @Test func anotherSitesPageIsRefusedAndGuestsAreNotAdmins() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let owner = try await rig.page("guarded")
+        #expect(try await owner.evaluate("touchsync.role") as? String == "draw")
+        try await owner.drag(from: (200, 200))
+        try await owner.settled()
+        let stroke = try #require(try await rig.hubBoard("guarded").acceptedStrokes.first).id.rawValue
+
+        // The same gateway as http://localhost:PORT is another origin than http://127.0.0.1:PORT.
+        let port = try #require(rig.web.split(separator: ":").last)
+        let other = try await rig.browser.openPage("http://localhost:\(port)/boards/guarded")
+        try await other.waitFor("window.touchsync && touchsync.user !== null && touchsync.board.synced")  // its own origin: welcomed
+        let attempt = try await other.evaluate(
+            """
+            new Promise(resolve => {
+              const ws = new WebSocket('ws://127.0.0.1:\(port)/ws');
+              ws.onopen = () => ws.send(JSON.stringify({t: 'hello', board: 'guarded'}));
+              ws.onmessage = e => resolve('answered: ' + e.data.slice(0, 40));
+              ws.onerror = () => resolve('refused');
+            })
+            """) as? String
+        #expect(attempt == "refused", "a page of http://localhost:\(port) opened the WebSocket of http://127.0.0.1:\(port): \(attempt ?? "nil")")
+
+        // The other tab, a guest too, may neither clear the board nor erase the owner's stroke.
+        _ = try await other.evaluate("touchsync.post({t: 'clear', scope: 'board'}); touchsync.post({t: 'erase', strokes: [\(stroke)]})")
+        try await other.waitFor("touchsync.refusals.filter(r => r.code === 'FORBIDDEN').length === 2")
+        try await other.waitFor("touchsync.pending.length === 0")  // refused, and acknowledged like the others
+        #expect(try await rig.hubBoard("guarded").acceptedStrokes.map(\.id.rawValue) == [stroke], "the owner's stroke is still there")
+    }
+
     /// Ctrl-C with tabs connected: the gateway closes them, says goodbye for
     /// each (their live touches are cancelled) and exits 0.
     @Test func gracefulShutdownWithTabsOpen() async throws {

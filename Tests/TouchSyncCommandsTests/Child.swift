@@ -85,6 +85,21 @@ final class Child: Sendable {
             var actions = posix_spawn_file_actions_t()
             posix_spawn_file_actions_init(&actions)
             defer { posix_spawn_file_actions_destroy(&actions) }
+            // A child starts as from a shell: no signal blocked, SIGINT, SIGTERM
+            // and SIGHUP at their defaults (a thread's mask is inherited, and the
+            // test runner's threads may block signals: a child that never sees
+            // its Ctrl-C).
+            var attributes = posix_spawnattr_t()
+            posix_spawnattr_init(&attributes)
+            defer { posix_spawnattr_destroy(&attributes) }
+            var none = sigset_t()
+            sigemptyset(&none)
+            posix_spawnattr_setsigmask(&attributes, &none)
+            var defaults = sigset_t()
+            sigemptyset(&defaults)
+            for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&defaults, signal) }
+            posix_spawnattr_setsigdefault(&attributes, &defaults)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
             posix_spawn_file_actions_adddup2(&actions, output, 1)
             posix_spawn_file_actions_adddup2(&actions, errors, 2)
             let argv = (command + arguments).map { strdup($0) } + [nil]
@@ -92,7 +107,7 @@ final class Child: Sendable {
             var pid: pid_t = 0
             let result = spawnGate.withLock { _ in
                 argv.withUnsafeBufferPointer { buffer in
-                    posix_spawn(&pid, command[0], &actions, nil, UnsafeMutablePointer(mutating: buffer.baseAddress!), environ)
+                    posix_spawn(&pid, command[0], &actions, &attributes, UnsafeMutablePointer(mutating: buffer.baseAddress!), environ)
                 }
             }
             return (result, pid)

@@ -20,8 +20,10 @@ struct TUIOBridgeTests {
         let children = ChildProcesses()
         defer { children.killAll() }
         // A source timeout well above the 15 ms between this test's frames, however slowly a loaded
-        // machine runs it: only the unnamed source, silent for good, may time out.
-        let run = try await BridgeRun.start(board: "table", sourceTimeout: 3, children: children)
+        // machine runs it: only the unnamed source, silent for good, may time out. (3 s was not:
+        // on two cores busy with a build, a load run and the parallel suite, this test's own
+        // sends were once late enough for tableA's first stroke to be cancelled and begun again.)
+        let run = try await BridgeRun.start(board: "table", sourceTimeout: 8, children: children)
         defer { Task { await run.subscriber.stop() } }
 
         let named = try UDPSender()
@@ -179,7 +181,8 @@ struct BridgeRun {
 
     /// The board once `condition` holds (nil after 10 s).
     func board(until condition: (BoardState) -> Bool) async throws -> BoardState? {
-        for _ in 0..<200 {
+        let deadline = ContinuousClock.now + .seconds(40)
+        while ContinuousClock.now < deadline {
             if let replica = await subscriber.replica(), condition(replica) { return replica }
             try await Task.sleep(for: .milliseconds(50))
         }
