@@ -41,4 +41,4 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 CMD \
 ENTRYPOINT ["touchsync"]
 # A hub open to the network must authenticate: mount its key and access list as secrets.
 CMD ["hub", "--ingest", "tcp://*:5570", "--publish", "tcp://*:5571", "--snapshot", "tcp://*:5572", "--history", "tcp://*:5573", \
-     "--data", "/data", "--key", "/run/secrets/hub_key", "--access", "/run/secrets/access_list", "--metrics", "0.0.0.0:9570"]
+     "--data", "/data", "--key", "/run/secrets/hub_key", "--access", "/run/secrets/access_list", "--metrics", "0.0.0.0:9570", "--public-metrics"]

@@ -66,8 +66,12 @@ struct HubCommand: AsyncParsableCommand {
     var access: String?
     @Flag(help: "Accept plain-text connections on a non-loopback endpoint (anyone who can connect may claim any identity).")
     var insecure = false
-    @Option(help: "Serve Prometheus metrics over HTTP at HOST:PORT (e.g. 127.0.0.1:9570; GET /metrics).")
+    @Option(help: "Serve Prometheus metrics over HTTP at HOST:PORT (e.g. 127.0.0.1:9570; GET /metrics). Loopback only unless --public-metrics.")
     var metrics: String?
+    @Flag(help: "Serve --metrics on a non-loopback address (metrics have no authentication: anyone who can connect reads them).")
+    var publicMetrics = false
+    @Flag(help: "Label per-board metrics with board names (users' words, readable by whoever reads the metrics).")
+    var metricsBoardLabels = false
     @Option(help: "A cluster file (boards sharded over hubs): hold only the boards it gives to --name, refuse others with WRONG_HUB.")
     var cluster: String?
     @Option(help: "This hub's name in the cluster file.") var name: String?
@@ -99,7 +103,13 @@ struct HubCommand: AsyncParsableCommand {
         guard (1...1000).contains(maxTouches) else { throw ValidationError("--max-touches must be 1 to 1000") }
         guard maxMessagesPerSecond > 0 else { throw ValidationError("--max-messages-per-second must be positive") }
         guard maxSamplesPerSecond > 0 else { throw ValidationError("--max-samples-per-second must be positive") }
-        if let metrics { try validateEndpoint("tcp://" + metrics, option: "--metrics", binds: true) }
+        if let metrics {
+            try validateEndpoint("tcp://" + metrics, option: "--metrics", binds: true)
+            guard isLoopback("tcp://" + metrics) || publicMetrics || insecure else {
+                throw ValidationError(
+                    "--metrics \(metrics) accepts other machines, and metrics have no authentication: bind 127.0.0.1, or pass --public-metrics (e.g. in a container whose port is published on the host's loopback)")
+            }
+        }
         guard (cluster == nil) == (name == nil) else { throw ValidationError("--cluster and --name go together") }
         guard (key == nil) == (access == nil) else {
             throw ValidationError("--key and --access go together: the hub's key file and the access list")
@@ -136,6 +146,7 @@ struct HubCommand: AsyncParsableCommand {
         configuration.boardLimits.maxSamplesPerBoard = maxBoardSamples
         configuration.maxBoards = maxBoards
         configuration.maxSessions = maxSessions
+        configuration.metricsBoardLabels = metricsBoardLabels
         if let cluster, let name {
             let map: ClusterMap
             do {

@@ -8,15 +8,21 @@ import TouchSyncWire
 import ZeroMQ
 
 /// `hub --metrics HOST:PORT`: the hub's metrics as Prometheus text over
-/// plain HTTP (`GET /metrics`; any path answers the same), served by a
-/// ZeroMQ STREAM socket (raw TCP) on its own thread and context, outside
-/// any CURVE setup: one response per request needs no HTTP framework.
+/// plain HTTP (`GET /metrics`), served by a ZeroMQ STREAM socket (raw TCP)
+/// on its own thread and context, outside any CURVE setup: one response per
+/// request needs no HTTP framework. Bounded against idle and slow clients:
+/// at most `maxConnections` at once (a new one closes the one waiting
+/// longest), and a connection that has not sent its request within
+/// `requestTimeout` is closed, so idle connections cannot take the
+/// descriptors agents need, nor keep a scraper out.
 final class MetricsEndpoint: Sendable {
     /// Where it listens (`tcp://HOST:PORT`, the port filled in).
     let endpoint: String
     private let mailbox: Mailbox<StopCommand>
     private let thread: SocketThread
     private let context: ZMQContext
+    static let maxConnections = 32
+    static let requestTimeout: Duration = .seconds(5)
 
     /// Binds `address` (HOST:PORT) now, so a bad address fails the start.
     init(registry: PrometheusCollectorRegistry, address: String) async throws {
@@ -40,27 +46,63 @@ final class MetricsEndpoint: Sendable {
         context.shutdown()
     }
 
+    /// The response to one request's first bytes: `/metrics` for GET, else 404 or 405.
+    static func response(to request: String, registry: PrometheusCollectorRegistry) -> [UInt8] {
+        let line = request.prefix { $0 != "\r" && $0 != "\n" }.split(separator: " ")
+        let (status, body): (String, [UInt8])
+        if line.first != "GET" {
+            (status, body) = ("405 Method Not Allowed", Array("only GET /metrics here\n".utf8))
+        } else if line.count < 2 || !(line[1] == "/metrics" || line[1].hasPrefix("/metrics?")) {
+            (status, body) = ("404 Not Found", Array("GET /metrics\n".utf8))
+        } else {
+            (status, body) = ("200 OK", registry.emitToBuffer())
+        }
+        let head =
+            "HTTP/1.1 \(status)\r\nContent-Type: text/plain; version=0.0.4\r\n"
+            + "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+        return Array(head.utf8) + body
+    }
+
     private static func serve(_ socket: ZMQSocket, registry: PrometheusCollectorRegistry, mailbox: Mailbox<StopCommand>) {
         defer { socket.close() }
         let part = ZMQMessage()
+        // Open connections by id, with when each connected.
+        var open: [[UInt8]: ContinuousClock.Instant] = [:]
+        // Closed here: their disconnect notice is not a new connection (ids are never reused).
+        var closed = Set<[UInt8]>()
+        func close(_ id: [UInt8]) throws {
+            open[id] = nil
+            if closed.count > 4096 { closed.removeAll() }  // a lost notice at worst reads as a connection, timed out soon
+            closed.insert(id)
+            _ = try socket.send(multipart: [id, []], dontWait: true)  // an empty frame closes the connection
+        }
         do {
             var loop = try PollLoop(mailbox: mailbox, sockets: [socket])
             try loop.run(
-                deadline: { nil }, commands: { _ in .stop },
+                deadline: { open.values.min().map { $0 + requestTimeout } },
+                commands: { _ in .stop },
                 readable: { _ in
                     // A STREAM socket delivers [connection id][bytes]; empty bytes mean a connect or a disconnect.
                     while try socket.receive(into: part, dontWait: true) {
                         let id = part.bytes
-                        guard part.hasMore, try socket.receive(into: part, dontWait: true), part.count > 0 else { continue }
-                        let isGet = part.string.hasPrefix("GET ")
-                        let body = isGet ? registry.emitToBuffer() : Array("only GET /metrics here\n".utf8)
-                        let head =
-                            "HTTP/1.1 \(isGet ? "200 OK" : "405 Method Not Allowed")\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                            + "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-                        _ = try socket.send(multipart: [id, Array(head.utf8) + body], dontWait: true)
-                        _ = try socket.send(multipart: [id, []], dontWait: true)  // closes the connection
+                        guard part.hasMore, try socket.receive(into: part, dontWait: true) else { continue }
+                        if part.count == 0 {
+                            if closed.remove(id) == nil && open.removeValue(forKey: id) == nil {  // a new connection
+                                // Full: the longest-waiting one goes (a scraper sends its request at once; idlers wait).
+                                if open.count >= maxConnections, let oldest = open.min(by: { $0.value < $1.value })?.key { try close(oldest) }
+                                open[id] = .now
+                            }
+                            continue
+                        }
+                        guard open[id] != nil else { continue }  // closed already (over the cap, or timed out)
+                        _ = try socket.send(multipart: [id, response(to: part.string, registry: registry)], dontWait: true)
+                        try close(id)
                     }
-                }, turnEnded: {})
+                },
+                turnEnded: {
+                    let now = ContinuousClock.now
+                    for (id, since) in open where now - since >= requestTimeout { try close(id) }
+                })
         } catch {
             // The socket failed or its context ended: nothing more to serve.
         }

@@ -67,6 +67,10 @@ public struct HubConfiguration: Sendable {
     /// forgotten to make room; with none abandoned, a new session is
     /// refused (RATE_LIMITED). Default 10,000.
     public var maxSessions = 10_000
+    /// Board names as labels of per-board metrics (`touchsync_hub_live_touches{board=…}`).
+    /// Default false: names are users' words, and whoever reads the metrics
+    /// would read them; the sum over boards is always there.
+    public var metricsBoardLabels = false
     /// A new subscriber makes its board publish a heartbeat at once, at most
     /// this often per board (later ones get it at the end of the interval),
     /// so a subscription flood does not flood the other subscribers. Default 100 ms.

@@ -81,7 +81,7 @@ public struct HubCore {
         self.configuration = configuration
         self.access = access
         self.logger = logger
-        metrics = HubMetrics(factory: metricsFactory)
+        metrics = HubMetrics(factory: metricsFactory, boardLabels: configuration.metricsBoardLabels)
         origin = now
         wallOrigin = wallClockMicroseconds
         nextHeartbeat = now + configuration.heartbeatInterval

@@ -19,9 +19,17 @@ struct HubMetrics {
     let behindSeconds: Gauge
     private var errors: [ErrorCode: Counter] = [:]
     private var liveTouches: [String: Gauge] = [:]
+    /// Live touches per board with no board label: one gauge of their sum.
+    private var liveTouchCounts: [String: Int] = [:]
+    private var liveTouchTotal: Int = 0
+    private let allLiveTouches: Gauge
+    /// Board names as metric labels (`HubConfiguration.metricsBoardLabels`).
+    let boardLabels: Bool
 
-    init(factory: any MetricsFactory) {
+    init(factory: any MetricsFactory, boardLabels: Bool = false) {
         self.factory = factory
+        self.boardLabels = boardLabels
+        allLiveTouches = Gauge(label: "touchsync_hub_live_touches_all_boards", factory: factory)
         messages = Counter(label: "touchsync_hub_messages_total", factory: factory)
         frames = Counter(label: "touchsync_hub_frames_total", factory: factory)
         samples = Counter(label: "touchsync_hub_samples_total", factory: factory)
@@ -44,6 +52,11 @@ struct HubMetrics {
     }
 
     mutating func liveTouches(board: String, count: Int) {
+        liveTouchTotal += count - (liveTouchCounts[board] ?? 0)
+        liveTouchCounts[board] = count == 0 ? nil : count
+        allLiveTouches.record(liveTouchTotal)
+        // Board names are users' words: labels only when the operator asks (they reach whoever reads the metrics).
+        guard boardLabels else { return }
         if liveTouches[board] == nil {
             liveTouches[board] = Gauge(label: "touchsync_hub_live_touches", dimensions: [("board", board)], factory: factory)
         }

@@ -166,6 +166,31 @@ struct DeploymentTests {
         #expect((after["touchsync_hub_samples_total"] ?? 0) > 100)
         #expect((after["touchsync_hub_batches_total"] ?? 0) > 0)
         #expect(after["touchsync_hub_boards"] == 1)
+        // Board names are not labels unless asked for (--metrics-board-labels); the sum is there.
+        let text = try httpGet(port: UInt16(ports[3]), path: "/metrics")
+        #expect(!text.contains("board=") && text.contains("touchsync_hub_live_touches_all_boards"), "\(text)")
+        // Only /metrics answers.
+        #expect(throws: (any Error).self) { try httpGet(port: UInt16(ports[3]), path: "/boards") }
+
+        // Idle connections (a slowloris, 1,087 of them used every descriptor) neither
+        // keep a scraper out nor stay: 100 held open, a scrape still answers, and
+        // an idle one is closed after the 5 s request time-out.
+        let idle = try (0..<100).map { _ in try connectedSocket(port: UInt16(ports[3])) }
+        defer { for descriptor in idle { close(descriptor) } }
+        #expect((try scrape()["touchsync_hub_frames_total"] ?? 0) > 10)
+        let last = try #require(idle.last)
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(last, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var byte: UInt8 = 0
+        let started = ContinuousClock.now
+        #expect(recv(last, &byte, 1, 0) == 0, "an idle connection was not closed (end of stream)")
+        #expect(ContinuousClock.now - started < .seconds(14))
+    }
+
+    /// Metrics have no authentication: a non-loopback --metrics needs --public-metrics.
+    @Test func metricsStayOnLoopbackUnlessToldOtherwise() async throws {
+        let open = try await touchsync(["hub", "--no-journal", "--metrics", "0.0.0.0:9570"])
+        #expect(open.status == 64 && open.errors.contains("--public-metrics"), "\(open.errors)")
     }
 
     /// The services' commands, read from compose.yaml (Debian's python3-yaml comes with docker-compose).
@@ -251,10 +276,10 @@ final class ServiceNetwork {
 }
 
 /// A plain HTTP GET on 127.0.0.1:`port`; the whole response body.
-func httpGet(port: UInt16, path: String) throws -> String {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+/// A TCP connection to 127.0.0.1:`port` (close it when done).
+func connectedSocket(port: UInt16) throws -> Int32 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard descriptor >= 0 else { throw TestFailure("socket failed") }
-    defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = port.bigEndian
@@ -262,7 +287,16 @@ func httpGet(port: UInt16, path: String) throws -> String {
     let connected = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
-    guard connected == 0 else { throw TestFailure("cannot connect to port \(port)") }
+    guard connected == 0 else {
+        close(descriptor)
+        throw TestFailure("cannot connect to port \(port)")
+    }
+    return descriptor
+}
+
+func httpGet(port: UInt16, path: String) throws -> String {
+    let descriptor = try connectedSocket(port: port)
+    defer { close(descriptor) }
     let request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
     _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
     var response = [UInt8]()
