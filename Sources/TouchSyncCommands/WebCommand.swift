@@ -45,6 +45,10 @@ struct WebCommand: AsyncParsableCommand {
     var allowOrigin: [String] = []
     @Option(help: "Role of a guest tab without --access: watch, draw (its own strokes) or admin (also clear the board and erase others' strokes).")
     var guestRole = "draw"
+    @Option(parsing: .unconditional, help: "Tabs this gateway keeps at once (each an agent of the hub); more are refused GATEWAY_FULL.")
+    var maxTabs = 256
+    @Option(parsing: .unconditional, help: "Tabs one invited user may have open at once (TOO_MANY_TABS past it).")
+    var maxTabsPerUser = 16
     @OptionGroup var logging: LoggingOptions
 
     var hostAndPort: (host: String, port: Int)? {
@@ -55,6 +59,8 @@ struct WebCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
+        guard (1...100_000).contains(maxTabs) else { throw ValidationError("--max-tabs must be 1 to 100000") }
+        guard (1...10_000).contains(maxTabsPerUser) else { throw ValidationError("--max-tabs-per-user must be 1 to 10000") }
         guard Role(rawValue: guestRole) != nil else { throw ValidationError("--guest-role is watch, draw or admin, not \(guestRole)") }
         for origin in allowOrigin where origin != "*" {
             guard origin.hasPrefix("http://") || origin.hasPrefix("https://"), !origin.hasSuffix("/") else {
@@ -100,6 +106,9 @@ struct WebCommand: AsyncParsableCommand {
         configuration.accessList = access
         configuration.allowedOrigins = allowOrigin
         configuration.guestRole = Role(rawValue: guestRole) ?? .draw
+        configuration.maxTabs = maxTabs
+        configuration.maxTabsPerUser = maxTabsPerUser
+        configuration.maxConnections = max(512, 2 * maxTabs)
         if let access {
             do { _ = try AccessList.load(from: access) } catch { throw CommandFailure(error.description) }
         }

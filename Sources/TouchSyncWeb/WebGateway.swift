@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
@@ -61,6 +62,17 @@ public struct WebConfiguration: Sendable {
     /// draw: drawing, undo, clearing and erasing its own strokes; admin also
     /// clears the board and erases others' strokes.
     public var guestRole: Role = .draw
+    /// Tabs (agent sessions, also those waiting for a dropped tab to come
+    /// back) this gateway keeps; a hello for one more is refused
+    /// `GATEWAY_FULL`. Default 256: each costs a thread and a few descriptors.
+    public var maxTabs = 256
+    /// Tabs one invited user may have at once (`TOO_MANY_TABS` past it). Default 16.
+    public var maxTabsPerUser = 16
+    /// HTTP connections at once (more wait to be accepted). Default 512.
+    public var maxConnections = 512
+    /// An HTTP connection that sends nothing for this long is closed (a
+    /// WebSocket answers the gateway's pings every 10 s). Default 30 s.
+    public var idleTimeout: Duration = .seconds(30)
 
     public init(hub: @escaping @Sendable (String) -> GatewayHub) { self.hub = hub }
 }
@@ -128,8 +140,12 @@ public final class WebGateway: Service, Sendable {
             // frame); pings find tabs whose network went away.
             server: .http1WebSocketUpgrade(
                 webSocketRouter: router,
-                configuration: .init(ws: .init(maxFrameSize: 2 * configuration.maxMessageBytes, autoPing: .enabled(timePeriod: .seconds(10))))),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "touchsync web"),
+                configuration: .init(
+                    http1: .init(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout / .nanoseconds(1)))),
+                    ws: .init(maxFrameSize: 2 * configuration.maxMessageBytes, autoPing: .enabled(timePeriod: .seconds(10))))),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "touchsync web",
+                availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
             onServerRunning: { [self] channel in
                 let port = channel.localAddress?.port ?? configuration.port
                 state.withLock { $0.port = port }
@@ -426,6 +442,15 @@ public final class WebGateway: Service, Sendable {
             existing.attach(connection, outbox: outbox)
             return (existing, fanout, identity)
         }
+        let (tabs, usersTabs) = state.withLock { state in
+            (state.sessions.count, identity.user.map { user in state.sessions.values.count { $0.user == user } } ?? 0)
+        }
+        guard tabs < configuration.maxTabs else {
+            throw TabMessageError("GATEWAY_FULL", "this gateway serves its maximum of \(configuration.maxTabs) tabs: try again later")
+        }
+        guard usersTabs < configuration.maxTabsPerUser else {
+            throw TabMessageError("TOO_MANY_TABS", "\(identity.user ?? "") has \(configuration.maxTabsPerUser) tabs open here already: close one")
+        }
         let name = identity.user ?? String((hello.name ?? "guest").prefix(40))
         let namespace = identity.namespacePrefix + Self.randomName(identity.user == nil ? 10 : 6)
         var settings = AgentConfiguration(board: board, hubEndpoint: configuration.hub(board).ingest)
@@ -590,8 +615,20 @@ public final class WebGateway: Service, Sendable {
         router.get("/static/:file") { _, context in
             page.response(try context.parameters.require("file"))
         }
-        router.get("/api/boards") { [self] _, _ in
-            let list = boardList().map {
+        router.get("/api/boards") { [self] request, _ in
+            // On an authenticated gateway, only boards the bearer's user may watch (401 without a valid invitation token).
+            var watchable: (String) -> Bool = { _ in true }
+            do throws(TabMessageError) {
+                if let list = try currentAccessList() {
+                    guard let token = Self.bearer(request), let user = list.user(withToken: token) else {
+                        return Self.json(#"{"error":"UNAUTHORIZED","message":"the board list needs an invitation token (Authorization: Bearer TOKEN)"}"#, status: .unauthorized)
+                    }
+                    watchable = { list.role(of: user, on: $0) != nil }
+                }
+            } catch {
+                return Self.json("{\"error\":\(BrowserWire.quoted(error.code))}", status: .serviceUnavailable)
+            }
+            let list = boardList().filter { watchable($0.board) }.map {
                 "{\"board\":\(BrowserWire.quoted($0.board)),\"tabs\":\($0.tabs),\"sequence\":\($0.sequence),\"strokes\":\($0.strokes)}"
             }
             return Self.json("[\(list.joined(separator: ","))]")
@@ -599,9 +636,8 @@ public final class WebGateway: Service, Sendable {
         router.get("/api/boards/:board/history") { [self] request, context in
             let board = try context.parameters.require("board")
             guard isValidBoardName(board) else { return Self.json(#"{"error":"UNKNOWN_BOARD"}"#, status: .badRequest) }
-            let bearer = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
             do throws(TabMessageError) {
-                _ = try identify(token: bearer, board: board)
+                _ = try identify(token: Self.bearer(request), board: board)
             } catch {
                 let body = "{\"error\":\(BrowserWire.quoted(error.code)),\"message\":\(BrowserWire.quoted(error.message))}"
                 return Self.json(body, status: error.code == "FORBIDDEN" ? .forbidden : .unauthorized)
@@ -630,6 +666,11 @@ public final class WebGateway: Service, Sendable {
             let message = "{\"error\":\"HISTORY_UNAVAILABLE\",\"message\":\(BrowserWire.quoted("\(error)"))}"
             return Self.json(message, status: .serviceUnavailable)
         }
+    }
+
+    /// The token of `Authorization: Bearer TOKEN`.
+    static func bearer(_ request: Request) -> String? {
+        request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
     }
 
     static func json(_ text: String, status: HTTPResponse.Status = .ok) -> Response {

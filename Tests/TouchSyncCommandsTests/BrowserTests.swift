@@ -29,7 +29,7 @@ final class WhiteboardRig {
     /// With `invitations`, the hub authenticates (CURVE, an access list
     /// made with touchsync keys), the gateway acts for invited users, and
     /// each invitation's token is in `tokens` (name: (boards, role)).
-    init(invitations: [String: (boards: String, role: String)] = [:]) async throws {
+    init(invitations: [String: (boards: String, role: String)] = [:], webArguments: [String] = []) async throws {
         data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-web-\(UUID().uuidString)").path
         let ports = try ProcessTests.freePorts(4)
         endpoints = ports.map { "tcp://127.0.0.1:\($0)" }
@@ -63,7 +63,7 @@ final class WhiteboardRig {
                 + hubSecurity)
         let (webChild, output) = try children.run(
             ["web", "--listen", "127.0.0.1:0", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3],
-             "--reconnect-grace", "20"] + webSecurity,
+             "--reconnect-grace", "20"] + webSecurity + webArguments,
             limit: 300)
         var text = ""
         while !text.contains("Ctrl-C stops it.") {
@@ -411,6 +411,29 @@ struct BrowserTests {
         #expect(try await rig.hubBoard("guarded").acceptedStrokes.map(\.id.rawValue) == [stroke], "the owner's stroke is still there")
     }
 
+    /// The gateway fails gracefully at its cap (it fell over at a few hundred
+    /// tabs): a tab past `--max-tabs` is refused GATEWAY_FULL in words, and
+    /// the tabs it serves carry on.
+    @Test func aFullGatewayRefusesNewTabsInWords() async throws {
+        let rig = try await WhiteboardRig(webArguments: ["--max-tabs", "2"])
+        defer { rig.close() }
+        let first = try await rig.page("capped")
+        _ = try await rig.page("capped")
+        let refusal = try await first.evaluate(
+            """
+            new Promise(resolve => {
+              const ws = new WebSocket(location.origin.replace('http', 'ws') + '/ws');
+              ws.onopen = () => ws.send(JSON.stringify({t: 'hello', board: 'capped'}));
+              ws.onmessage = e => resolve(JSON.parse(e.data));
+            })
+            """) as? [String: Any]
+        #expect(refusal?["t"] as? String == "error" && refusal?["code"] as? String == "GATEWAY_FULL", "\(String(describing: refusal))")
+        #expect((refusal?["message"] as? String ?? "").contains("maximum of 2 tabs"))
+        try await first.drag(from: (200, 200))
+        try await first.settled()
+        #expect(try await rig.hubBoard("capped").acceptedStrokes.count == 1, "the served tabs carry on")
+    }
+
     /// Ctrl-C with tabs connected: the gateway closes them, says goodbye for
     /// each (their live touches are cancelled) and exits 0.
     @Test func gracefulShutdownWithTabsOpen() async throws {
@@ -444,6 +467,20 @@ struct BrowserTests {
         // Invited users need their link, not a bare board address.
         #expect(rig.banner.contains("invitation link") && !rig.banner.contains("two browser windows"), "\(rig.banner)")
         let ann = try await rig.page("team-1", as: "ann")
+        // The board list is not for anyone: 401 without a token, and a user sees the boards it may watch.
+        let listing = try await ann.evaluate(
+            """
+            (async () => {
+              const list = async token => {
+                const reply = await fetch('/api/boards', token ? {headers: {Authorization: 'Bearer ' + token}} : {});
+                return reply.ok ? (await reply.json()).map(b => b.board) : reply.status;
+              };
+              return {anyone: await list(null), ann: await list('\(rig.tokens["ann"] ?? "")'), bob: await list('\(rig.tokens["bob"] ?? "")')};
+            })()
+            """) as? [String: Any]
+        #expect(listing?["anyone"] as? Int == 401, "\(String(describing: listing))")
+        #expect(listing?["ann"] as? [String] == ["team-1"], "\(String(describing: listing))")
+        #expect(listing?["bob"] as? [String] == [], "bob may not watch team-1: \(String(describing: listing))")
         let annUser = try await ann.evaluate("touchsync.user") as? String ?? ""
         #expect(annUser.hasPrefix("web:ann:"), "\(annUser)")
         let tv = try await rig.page("team-1", as: "tv", watching: true)

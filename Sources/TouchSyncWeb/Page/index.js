@@ -7,7 +7,10 @@ document.getElementById('open').addEventListener('submit', e => {
   location.href = '/boards/' + encodeURIComponent(document.getElementById('name').value);
 });
 const list = document.getElementById('boards');
-const boards = await (await fetch('/api/boards')).json();
+// An authenticated gateway lists only the boards the invited user may watch.
+const token = localStorage.getItem('touchsync-token');
+const reply = await fetch('/api/boards', token ? { headers: { Authorization: 'Bearer ' + token } } : {});
+const boards = reply.ok ? await reply.json() : [];
 list.replaceChildren(...(boards.length ? boards : [null]).map(b => {
   const li = document.createElement('li');
   if (!b) { li.textContent = 'none yet: open one above'; return li; }
