@@ -7,7 +7,7 @@
 #   every process that still carries this run's TOUCHSYNC_TEST_RUN afterwards
 #   is listed, killed, and fails the run;
 # - network namespaces (and their /etc/netns files) carry the run's tag in
-#   their names and are removed.
+#   their names and are removed, and mounts under the run's folder unmounted.
 set -uo pipefail
 swift=${SWIFT:-swift}
 run=$(mktemp -d /tmp/touchsync-test-XXXXXX)
@@ -31,6 +31,11 @@ cleanup() {
             rm -rf "/etc/netns/$namespace"
         done
     fi
+    # Mounts a test made under the run's folder (small tmpfs for the full-disk tests).
+    for mount in $(awk -v run="$run" 'index($2, run) == 1 {print $2}' /proc/self/mounts | sort -r); do
+        echo "unmounting $mount left by the tests"
+        umount -l "$mount" 2>/dev/null
+    done
     rm -rf "$run"
 }
 trap cleanup EXIT
@@ -51,8 +56,8 @@ if [ -n "$left" ]; then
     kill -9 $left 2>/dev/null
     [ $status -eq 0 ] && status=1
 fi
-# (SwiftPM's own TemporaryDirectory.* folders are not the tests'.)
-files=$(ls -A "$run" 2>/dev/null | grep -v '^TemporaryDirectory\.')
+# (SwiftPM's own TemporaryDirectory.* folders and *.lock files are not the tests'.)
+files=$(ls -A "$run" 2>/dev/null | grep -v -e '^TemporaryDirectory\.' -e '\.lock$' -e '^swift-generated-sources$')
 if [ -n "$files" ]; then
     echo "note: the tests left $(echo "$files" | wc -l) temporary path(s), removed now:" $(echo "$files" | head -5 | tr '\n' ' ')
 fi
