@@ -57,10 +57,35 @@ final class HistoryService {
         }
     }
 
+    /// History requests one requester (its user, else its connection) may
+    /// make per window: a history is sent whole (a subscriber asks once when
+    /// it starts), so each served request can queue a whole journal for a
+    /// peer that never reads (1,000 of them took 1 GB).
+    static let maxRequestsPerWindow = 3
+    static let requestWindow: Duration = .seconds(10)
+    private var window: (start: ContinuousClock.Instant, counts: [[UInt8]: Int])? = nil
+
+    /// Counts a request of `requester` in the current window; false past the allowance.
+    private func admit(_ requester: [UInt8], now: ContinuousClock.Instant) -> Bool {
+        guard let current = window, now - current.start < Self.requestWindow else {
+            window = (now, [requester: 1])
+            return true
+        }
+        let count = (current.counts[requester] ?? 0) + 1
+        window!.counts[requester] = count
+        return count <= Self.maxRequestsPerWindow
+    }
+
     private func drain() throws(ZMQError) {
         while let (peer, user, decoded) = try receiver.next(Touchsync_V1_HistoryRequest.self) {
             guard case .success(let request) = decoded else {
                 sendError(to: peer, requestID: 0, code: .malformed, "not a HistoryRequest")
+                continue
+            }
+            guard admit(user.map { Array($0.utf8) } ?? peer, now: .now) else {
+                sendError(
+                    to: peer, requestID: request.requestID, code: .rateLimited,
+                    "more than \(Self.maxRequestsPerWindow) history requests in \(Self.requestWindow.components.seconds) s")
                 continue
             }
             if let why = access?.refusal(for: user, board: request.board) {
@@ -73,7 +98,7 @@ final class HistoryService {
 
     private func serve(_ request: Touchsync_V1_HistoryRequest, to peer: [UInt8]) {
         guard isValidBoardName(request.board) else {
-            sendError(to: peer, requestID: request.requestID, code: .unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL")
+            sendError(to: peer, requestID: request.requestID, code: .unknownBoard, boardNameRule)
             return
         }
         let history: LoadedHistory

@@ -79,7 +79,7 @@ struct HubSockets {
             try publish.bind(configuration.publishEndpoint)
 
             try snapshots.setRouterMandatory(true)
-            try snapshots.setSendHighWaterMark(100_000)
+            try snapshots.setSendHighWaterMark(configuration.snapshotHighWaterMark)
             try snapshots.setMaxMessageSize(64 << 10)
             try snapshots.bind(configuration.snapshotEndpoint)
 

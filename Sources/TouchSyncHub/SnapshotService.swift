@@ -62,7 +62,7 @@ struct SnapshotService {
                 refused(.unknownBoard)
                 sendError(
                     to: peer, requestID: request.requestID, code: .unknownBoard,
-                    "a board name is 1 to 128 bytes of UTF-8 without NUL")
+                    boardNameRule)
                 continue
             }
             if let why = forbidden(user, request.board) {

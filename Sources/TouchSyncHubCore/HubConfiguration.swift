@@ -87,6 +87,15 @@ public struct HubConfiguration: Sendable {
     public var busyNoticeInterval: Duration = .seconds(1)
     /// Boards one hub holds. Default 10,000.
     public var maxBoards = 10_000
+    /// Snapshot requests one requester (an authenticated user, else a
+    /// connection) may make per second; more are refused `RATE_LIMITED`. A
+    /// subscriber asks once when it joins and once per resync. Default 10.
+    public var maxSnapshotsPerSecond = 10
+    /// Snapshot chunks queued for one connection that does not read them;
+    /// past it the rest of that snapshot is dropped (the subscriber resyncs
+    /// when it reads again). Default 256 chunks of up to 65,536 samples: more
+    /// than two snapshots of the largest board.
+    public var snapshotHighWaterMark: Int32 = 256
     /// Per-user limits of every board.
     public var boardLimits = BoardLimits()
     /// Samples per snapshot chunk. Default 65,536.

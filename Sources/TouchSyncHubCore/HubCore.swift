@@ -39,6 +39,9 @@ public struct HubCore {
     /// When each board last sent a heartbeat for a new subscriber, and the
     /// boards that owe one (subscribers arrived within the interval).
     private var subscribeHeartbeats: [Int: ContinuousClock.Instant] = [:]
+    /// Snapshot requests per requester in the current one-second window (a
+    /// flood of them from a watcher took the hub's memory to 1.86 GB).
+    private var snapshotWindow: (start: ContinuousClock.Instant, counts: [[UInt8]: Int])? = nil
     private var owedHeartbeats: Set<Int> = []
 
     /// Users with touches down on a recovered board and no session yet: if
@@ -192,6 +195,14 @@ public struct HubCore {
             if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
             metrics.subscriptions.record(subscriptions.values.reduce(0, +))
         case .snapshotRequested(let peer, let user, let board, let requestID):
+            guard admitSnapshot(by: user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
+                metrics.error(.rateLimited)
+                actions.append(
+                    .refuseSnapshot(
+                        to: peer, requestID: requestID,
+                        HubRefusal(.rateLimited, "more than \(configuration.maxSnapshotsPerSecond) snapshot requests per second")))
+                return
+            }
             if let wrong = wrongHub(for: board) {
                 metrics.error(.wrongHub)
                 actions.append(.refuseSnapshot(to: peer, requestID: requestID, wrong))
@@ -415,7 +426,7 @@ public struct HubCore {
             return
         }
         guard isValidBoardName(hello.board) else {
-            refuse(peer.id, HubRefusal(.unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL"), into: &actions)
+            refuse(peer.id, HubRefusal(.unknownBoard, boardNameRule), into: &actions)
             return
         }
         guard (1...64).contains(hello.sessionID.count) else {
@@ -835,13 +846,25 @@ public struct HubCore {
 
     // MARK: Snapshots
 
+    /// Counts a snapshot request of `requester` (its user, or its connection)
+    /// in this second's window; false past the allowance.
+    private mutating func admitSnapshot(by requester: [UInt8], now: ContinuousClock.Instant) -> Bool {
+        if let window = snapshotWindow, now - window.start < .seconds(1) {
+            let count = (window.counts[requester] ?? 0) + 1
+            snapshotWindow!.counts[requester] = count
+            return count <= configuration.maxSnapshotsPerSecond
+        }
+        snapshotWindow = (now, [requester: 1])
+        return configuration.maxSnapshotsPerSecond >= 1
+    }
+
     private mutating func snapshot(
         _ board: String, for peer: PeerID, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) {
         guard isValidBoardName(board) else {
             metrics.error(.unknownBoard)
             actions.append(
-                .refuseSnapshot(to: peer, requestID: requestID, HubRefusal(.unknownBoard, "a board name is 1 to 128 bytes of UTF-8 without NUL")))
+                .refuseSnapshot(to: peer, requestID: requestID, HubRefusal(.unknownBoard, boardNameRule)))
             return
         }
         guard let slot = boardSlots[board] else {
