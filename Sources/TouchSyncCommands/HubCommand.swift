@@ -58,6 +58,8 @@ struct HubCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Samples one board stores; at the limit new strokes get BOARD_FULL until a clear.")
     var maxBoardSamples = 5_000_000
     @Option(parsing: .unconditional, help: "Boards this hub holds; hellos for more are refused.") var maxBoards = 10_000
+    @Option(parsing: .unconditional, help: "Snapshot requests per second from one user (authenticated) or connection; more get RATE_LIMITED.")
+    var maxSnapshotsPerSecond = 5
     @Option(parsing: .unconditional, help: "Agent sessions this hub keeps (the longest-abandoned is forgotten to make room).")
     var maxSessions = 10_000
     @Option(help: "The hub's key file (from touchsync keys generate hub): encrypt and authenticate every connection.")
@@ -124,6 +126,7 @@ struct HubCommand: AsyncParsableCommand {
         guard maxBoardSamples > 0 else { throw ValidationError("--max-board-samples must be positive") }
         guard maxBoards > 0 else { throw ValidationError("--max-boards must be positive") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
+        guard maxSnapshotsPerSecond > 0 else { throw ValidationError("--max-snapshots-per-second must be positive") }
     }
 
     func run() async throws {
@@ -147,6 +150,7 @@ struct HubCommand: AsyncParsableCommand {
         configuration.maxBoards = maxBoards
         configuration.maxSessions = maxSessions
         configuration.metricsBoardLabels = metricsBoardLabels
+        configuration.maxSnapshotsPerSecond = maxSnapshotsPerSecond
         if let cluster, let name {
             let map: ClusterMap
             do {

@@ -172,9 +172,13 @@ final class HubLoop {
                     failure = "sync: \(error)"
                 }
             case .sendSnapshot(let peer, let requestID, let board, let state, let digest):
-                snapshotService.send(
+                let delivered = snapshotService.send(
                     state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,
                     samplesPerChunk: configuration.snapshotSamplesPerChunk)
+                if !delivered {
+                    if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
+                    notReading[peer] = clock.now
+                }
             case .refuseSnapshot(let peer, let requestID, let refusal):
                 snapshotService.sendError(to: peer.bytes, requestID: requestID, code: refusal.code, refusal.message)
             case .allowSubscription(let topic):
@@ -266,9 +270,23 @@ final class HubLoop {
         }
     }
 
+    /// Connections whose last snapshot found their queue full (they do not
+    /// read), with when: their requests are refused without encoding a board
+    /// for `notReadingPenalty` (the queue is what bounds memory; this bounds the work).
+    private var notReading: [PeerID: ContinuousClock.Instant] = [:]
+    private static let notReadingPenalty: Duration = .seconds(10)
+
     private func drainSnapshotRequests() throws(ZMQError) {
         for _ in 0..<configuration.maxMessagesPerTurn {
             guard let (peer, user, decoded) = try snapshotService.next() else { return }
+            if let since = notReading[PeerID(peer)] {
+                if clock.now - since < Self.notReadingPenalty {
+                    snapshotService.sendError(
+                        to: peer, requestID: 0, code: .rateLimited, "your previous snapshot was not read: no snapshot for 10 s")
+                    continue
+                }
+                notReading[PeerID(peer)] = nil
+            }
             switch decoded {
             case .success(let request):
                 handle(

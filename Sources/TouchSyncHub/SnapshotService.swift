@@ -87,24 +87,31 @@ struct SnapshotService {
     /// Sends `snapshot` in chunks, each written in one pass and sent as soon
     /// as it is written (`SnapshotCodec.encodeReplies`): the subscriber
     /// reads one chunk while the hub writes the next.
+    /// Returns false when the peer's queue is full (it is not reading) and
+    /// the rest of the snapshot was dropped.
+    @discardableResult
     func send(
         _ snapshot: BoardSnapshot, digest: BoardDigest, requestID: UInt64, to peer: [UInt8], board: String,
         samplesPerChunk: Int = SnapshotCodec.defaultSamplesPerChunk
-    ) {
+    ) -> Bool {
+        var delivered = true
         SnapshotCodec.encodeReplies(
             of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk
         ) { reply in
             do {
                 guard try socket.send(multipart: [peer, reply], dontWait: true) else {
                     logger.warning("snapshot abandoned: the subscriber is not reading", metadata: ["board": "\(board)"])
+                    delivered = false
                     return false
                 }
                 return true
             } catch {
                 logger.debug("snapshot not delivered", metadata: ["error": "\(error)"])
+                delivered = false
                 return false
             }
         }
+        return delivered
     }
 
     func sendError(to peer: [UInt8], requestID: UInt64, code: ErrorCode, _ text: String) {

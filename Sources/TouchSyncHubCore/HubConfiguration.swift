@@ -89,13 +89,13 @@ public struct HubConfiguration: Sendable {
     public var maxBoards = 10_000
     /// Snapshot requests one requester (an authenticated user, else a
     /// connection) may make per second; more are refused `RATE_LIMITED`. A
-    /// subscriber asks once when it joins and once per resync. Default 10.
-    public var maxSnapshotsPerSecond = 10
+    /// subscriber asks once when it joins and once per resync. Default 5.
+    public var maxSnapshotsPerSecond = 5
     /// Snapshot chunks queued for one connection that does not read them;
     /// past it the rest of that snapshot is dropped (the subscriber resyncs
-    /// when it reads again). Default 256 chunks of up to 65,536 samples: more
-    /// than two snapshots of the largest board.
-    public var snapshotHighWaterMark: Int32 = 256
+    /// when it reads again). Default 128 chunks of up to 65,536 samples: one
+    /// and a half snapshots of the largest board (5,000,000 samples, 77 chunks).
+    public var snapshotHighWaterMark: Int32 = 128
     /// Per-user limits of every board.
     public var boardLimits = BoardLimits()
     /// Samples per snapshot chunk. Default 65,536.

@@ -131,6 +131,65 @@ struct HostilePeerTests {
     }
 }
 
+extension HostilePeerTests {
+    /// Four connections that never read, flooding snapshot requests for the
+    /// board an honest load draws on (129,416 in 20 s took the hub from 36 MiB
+    /// to 1.86 GB and the honest p99 to 25 s): refused past 10 per second per
+    /// connection, at most 128 chunks queued per connection; the honest run
+    /// loses nothing and converges, and the process stays far below that.
+    @Test func aSnapshotFloodIsBounded() async throws {
+        let metrics = TestMetrics()
+        var configuration = HubConfiguration()
+        let base = "ipc://" + NSTemporaryDirectory() + "touchsync-snapflood-\(UUID().uuidString.prefix(8))"
+        configuration.ingestEndpoint = base + "-ingest"
+        configuration.publishEndpoint = base + "-publish"
+        configuration.snapshotEndpoint = base + "-snapshot"
+        var quiet = Logger(label: "hostile")
+        quiet.logLevel = .critical
+        let hub = try TouchSyncHub(configuration: configuration, logger: quiet, metricsFactory: metrics)
+        let endpoints = try await hub.start()
+        var load = LoadConfiguration()
+        load.users = 6
+        load.fingers = 3
+        load.duration = .seconds(6)
+        load.hub = endpoints
+        load.seed = 43
+        let honest = Task { try await LoadRun(configuration: load, logger: quiet).run() }
+        #expect(try await waitForGauge(metrics, "touchsync_hub_agents", atLeast: 6), "the honest users never all joined")
+        let attackers = try ZMQContext()
+        let requests = 20_000
+        let attack = Task.detached {
+            var sockets: [ZMQSocket] = []
+            defer { for socket in sockets { socket.close() } }
+            for index in 0..<4 {
+                let socket = try ZMQSocket(attackers, type: .dealer)
+                try socket.setRoutingID(Array("watcher-\(index)".utf8))
+                try socket.setReceiveHighWaterMark(1)  // never reads: what the hub sends waits in its own queue
+                try socket.connect(endpoints.snapshot)
+                sockets.append(socket)
+            }
+            for number in 0..<requests {
+                var request = Touchsync_V1_SnapshotRequest()
+                request.board = "load-43-0"
+                request.requestID = UInt64(number)
+                for socket in sockets { _ = try socket.send(WireCodec.encode(request), dontWait: true) }
+                if number % 1000 == 999 { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            try await Task.sleep(for: .seconds(3))
+        }
+        let report = try await honest.value
+        try await attack.value
+        #expect(report.lost == 0 && report.duplicated == 0, "\(report.text)")
+        #expect(report.converged, "\(report.text)")
+        let limited = try metrics.expectCounter("touchsync_hub_errors_total", [("code", "rateLimited")]).totalValue
+        #expect(limited > 1000, "the flood was not refused: \(limited) refusals")
+        // The queues are bounded: far below the 1.86 GB the unbounded queues reached.
+        #expect(report.maxResidentBytes < 700 << 20, "process peak RSS \(report.maxResidentBytes >> 20) MiB")
+        print("snapshot flood: \(limited) requests refused; process peak RSS \(report.maxResidentBytes >> 20) MiB (hub, honest load, attackers); honest latency p99 \(report.latency.p99) µs")
+        await hub.stop()
+    }
+}
+
 /// Polls a gauge until its last value reaches `minimum` (10 s at most).
 func waitForGauge(_ metrics: TestMetrics, _ label: String, atLeast minimum: Double) async throws -> Bool {
     let deadline = ContinuousClock.now + .seconds(10)
