@@ -58,6 +58,10 @@ struct HubCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Samples one board stores; at the limit new strokes get BOARD_FULL until a clear.")
     var maxBoardSamples = 5_000_000
     @Option(parsing: .unconditional, help: "Boards this hub holds; hellos for more are refused.") var maxBoards = 10_000
+    @Option(parsing: .unconditional, help: "Boards one user may create on this hub, in total (RATE_LIMITED past it).")
+    var maxBoardsPerUser = 1_000
+    @Option(parsing: .unconditional, help: "Boards one user may create on this hub per minute (RATE_LIMITED past it).")
+    var maxNewBoardsPerMinute = 60
     @Option(parsing: .unconditional, help: "Snapshot requests per second from one user (authenticated) or connection; more get RATE_LIMITED.")
     var maxSnapshotsPerSecond = 5
     @Option(parsing: .unconditional, help: "Agent sessions this hub keeps (the longest-abandoned is forgotten to make room).")
@@ -126,6 +130,9 @@ struct HubCommand: AsyncParsableCommand {
         guard maxBoardSamples > 0 else { throw ValidationError("--max-board-samples must be positive") }
         guard maxBoards > 0 else { throw ValidationError("--max-boards must be positive") }
         guard maxSessions > 0 else { throw ValidationError("--max-sessions must be positive") }
+        guard maxBoardsPerUser > 0, maxNewBoardsPerMinute > 0 else {
+            throw ValidationError("--max-boards-per-user and --max-new-boards-per-minute must be positive")
+        }
         guard maxSnapshotsPerSecond > 0 else { throw ValidationError("--max-snapshots-per-second must be positive") }
     }
 
@@ -151,6 +158,8 @@ struct HubCommand: AsyncParsableCommand {
         configuration.maxSessions = maxSessions
         configuration.metricsBoardLabels = metricsBoardLabels
         configuration.maxSnapshotsPerSecond = maxSnapshotsPerSecond
+        configuration.maxBoardsCreatedPerUser = maxBoardsPerUser
+        configuration.maxBoardsCreatedPerUserPerMinute = maxNewBoardsPerMinute
         if let cluster, let name {
             let map: ClusterMap
             do {

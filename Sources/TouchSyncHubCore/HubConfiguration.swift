@@ -87,6 +87,12 @@ public struct HubConfiguration: Sendable {
     public var busyNoticeInterval: Duration = .seconds(1)
     /// Boards one hub holds. Default 10,000.
     public var maxBoards = 10_000
+    /// Boards one user (principal) may create on this hub, in total and per
+    /// minute, so that one user cannot fill the hub's table (11,000 hellos
+    /// on new boards did). Past either, a hello creating a board is refused
+    /// `RATE_LIMITED`; boards that exist stay open to it. Defaults 1,000 and 60.
+    public var maxBoardsCreatedPerUser = 1_000
+    public var maxBoardsCreatedPerUserPerMinute = 60
     /// Snapshot requests one requester (an authenticated user, else a
     /// connection) may make per second; more are refused `RATE_LIMITED`. A
     /// subscriber asks once when it joins and once per resync. Default 5.

@@ -39,6 +39,8 @@ public struct HubCore {
     /// When each board last sent a heartbeat for a new subscriber, and the
     /// boards that owe one (subscribers arrived within the interval).
     private var subscribeHeartbeats: [Int: ContinuousClock.Instant] = [:]
+    /// Boards each user created here (at most one entry per board created), for the per-user quotas.
+    private var boardsCreated: [UserNamespace: (total: Int, minuteStart: ContinuousClock.Instant, inMinute: Int)] = [:]
     /// Snapshot requests per requester in the current one-second window (a
     /// flood of them from a watcher took the hub's memory to 1.86 GB).
     private var snapshotWindow: (start: ContinuousClock.Instant, counts: [[UInt8]: Int])? = nil
@@ -491,6 +493,26 @@ public struct HubCore {
                 refuse(peer.id, HubRefusal(.unknownBoard, "this hub holds its maximum of \(configuration.maxBoards) boards"), into: &actions)
                 return
             }
+            var created = boardsCreated[peer.principal] ?? (total: 0, minuteStart: now, inMinute: 0)
+            if now - created.minuteStart >= .seconds(60) { created = (created.total, now, 0) }
+            guard created.total < configuration.maxBoardsCreatedPerUser else {
+                metrics.error(.rateLimited)
+                refuse(
+                    peer.id,
+                    HubRefusal(.rateLimited, "\(peer.principal) has created its maximum of \(configuration.maxBoardsCreatedPerUser) boards on this hub"),
+                    into: &actions)
+                return
+            }
+            guard created.inMinute < configuration.maxBoardsCreatedPerUserPerMinute else {
+                metrics.error(.rateLimited)
+                refuse(
+                    peer.id,
+                    HubRefusal(
+                        .rateLimited, "\(peer.principal) created \(configuration.maxBoardsCreatedPerUserPerMinute) boards in the last minute: wait"),
+                    into: &actions)
+                return
+            }
+            boardsCreated[peer.principal] = (created.total + 1, created.minuteStart, created.inMinute + 1)
             slot = channels.count
             channels.append(BoardChannel(name: hello.board, limits: configuration.boardLimits))
             boardSlots[hello.board] = slot

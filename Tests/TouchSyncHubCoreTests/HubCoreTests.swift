@@ -351,6 +351,29 @@ struct HubCoreTests {
         #expect(outcomes(PeerID(Array("m2".utf8)), user: mallory, 3) == (2, 1))
     }
 
+    /// One user cannot fill the hub's board table (11,000 hellos on new boards
+    /// reached the 10,000-board maximum for good): boards it creates are
+    /// capped per minute and in total; boards that exist stay open to it, and
+    /// other users create theirs.
+    @Test func boardsCreatedAreBoundedPerUser() {
+        let hub = CoreHarness {
+            $0.maxBoardsCreatedPerUser = 5
+            $0.maxBoardsCreatedPerUserPerMinute = 3
+        }
+        let flooder = peer("flooder")
+        func create(_ board: String) -> Bool { hub.hello(flooder, board: board, session: board) != nil }
+        #expect(["b0", "b1", "b2"].map(create) == [true, true, true])
+        #expect(!create("b3"), "a fourth board in one minute")
+        let refusal = hub.send(
+            .agentMessage(from: flooder, .hello(AgentHello(board: "b3", sessionID: Array("again".utf8))), bytes: 40)).errors(to: flooder).last
+        #expect(refusal?.code == .rateLimited && refusal?.message.contains("in the last minute") == true, "\(String(describing: refusal))")
+        #expect(create("b0"), "a board that exists stays open")
+        hub.advance(.seconds(60))
+        #expect(["b3", "b4", "b5"].map(create) == [true, true, false], "five in total")
+        #expect(hub.hello(peer("someone-else"), board: "theirs") != nil, "another user is not affected")
+        #expect(hub.core.board("b5") == nil && hub.core.board("theirs") != nil)
+    }
+
     @Test func heartbeatsEveryIntervalAndAtOnceForANewSubscriber() {
         let hub = CoreHarness { $0.heartbeatInterval = .seconds(1) }
         let pen = peer("pen")
