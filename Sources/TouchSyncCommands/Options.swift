@@ -192,27 +192,19 @@ func untilInterrupted(_ body: @escaping @Sendable () async throws -> Void) async
         signal(SIGINT, previous.0)
         signal(SIGTERM, previous.1)
     }
-    let waiting = SignalWaiter()
+    // The thread that takes the signals runs before the body starts.
+    let waiter = SignalWaiter()
     return try await withThrowingTaskGroup(of: Bool.self) { group in
         group.addTask {
             // However the body ends (also by throwing), wake the signal waiter if
             // it still waits (one byte 0: "no signal"): the group waits for it.
-            defer {
-                if waiting.isWaiting.withLock({ $0 }) {
-                    var none: UInt8 = 0
-                    _ = write(interruptPipe.write, &none, 1)
-                }
-            }
+            defer { waiter.wakeIfWaiting() }
             do {
                 try await body()
             } catch is CancellationError {}
             return false
         }
-        group.addTask {
-            let byte = await nextInterruptByte()
-            waiting.isWaiting.withLock { $0 = false }
-            return byte != 0
-        }
+        group.addTask { await waiter.byte() != 0 }
         let signalled = try await group.next() ?? false
         group.cancelAll()
         // The body, cancelled by the signal, still tidies up: wait for it.
@@ -221,9 +213,57 @@ func untilInterrupted(_ body: @escaping @Sendable () async throws -> Void) async
     }
 }
 
-/// Whether the signal waiter still waits (shared by the body's task and the waiter's).
+/// A thread that takes SIGINT and SIGTERM and reads the self-pipe. In a
+/// Swift program with an async main every thread of libdispatch blocks
+/// signals, and a thread inherits its creator's mask: without a thread that
+/// unblocks them, a Ctrl-C stays pending until the handler is gone (seen:
+/// a demo that finished its scene, then died of the SIGINT sent at its start).
+/// The thread has unblocked them when `init` returns.
 private final class SignalWaiter: Sendable {
-    let isWaiting = Mutex(true)
+    private struct State {
+        var byte: UInt8? = nil
+        var continuation: CheckedContinuation<UInt8, Never>? = nil
+    }
+    private let state = Mutex(State())
+
+    init() {
+        let started = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { [self] in
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            sigaddset(&signals, SIGINT)
+            sigaddset(&signals, SIGTERM)
+            pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+            started.signal()
+            var byte: UInt8 = 0
+            while read(interruptPipe.read, &byte, 1) < 0 && errno == EINTR {}
+            let waiting = self.state.withLock { state in
+                state.byte = byte
+                return state.continuation.take()
+            }
+            waiting?.resume(returning: byte)  // resumed outside the lock
+        }
+        started.wait()
+    }
+
+    /// The byte read: a signal's number, or 0 when the body ended first.
+    func byte() async -> UInt8 {
+        await withCheckedContinuation { (continuation: CheckedContinuation<UInt8, Never>) in
+            let ready = state.withLock { state -> UInt8? in
+                if let byte = state.byte { return byte }
+                state.continuation = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Ends the wait with "no signal" unless a byte was read already.
+    func wakeIfWaiting() {
+        guard state.withLock({ $0.byte == nil }) else { return }
+        var none: UInt8 = 0
+        _ = write(interruptPipe.write, &none, 1)
+    }
 }
 
 /// The self-pipe the signal handler writes each signal's number to (only
@@ -238,25 +278,6 @@ private let interruptPipe: (read: Int32, write: Int32) = {
 private let interruptHandler: @convention(c) (Int32) -> Void = { signal in
     var byte = UInt8(truncatingIfNeeded: signal)
     _ = write(interruptPipe.write, &byte, 1)
-}
-
-/// The next byte of the self-pipe, read on a thread of its own (a blocking read).
-private func nextInterruptByte() async -> UInt8 {
-    await withCheckedContinuation { (continuation: CheckedContinuation<UInt8, Never>) in
-        Thread.detachNewThread {
-            // A process started with SIGINT and SIGTERM blocked (a parent's
-            // thread mask is inherited through exec) would never run the
-            // handler: this thread takes them.
-            var signals = sigset_t()
-            sigemptyset(&signals)
-            sigaddset(&signals, SIGINT)
-            sigaddset(&signals, SIGTERM)
-            pthread_sigmask(SIG_UNBLOCK, &signals, nil)
-            var byte: UInt8 = 0
-            while read(interruptPipe.read, &byte, 1) < 0 && errno == EINTR {}
-            continuation.resume(returning: byte)
-        }
-    }
 }
 
 extension ExitCode {

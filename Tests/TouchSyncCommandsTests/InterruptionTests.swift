@@ -38,6 +38,30 @@ struct InterruptionTests {
         #expect(try inProgress(endpoints[2], board) == 0, "a touch was left down on the hub")
     }
 
+    /// Started with SIGINT and SIGTERM blocked (a parent thread's mask is
+    /// inherited through exec; every libdispatch thread of a Swift program
+    /// blocks them), the demo still stops on Ctrl-C: it finished its scene
+    /// and then died of the pending signal before this was fixed.
+    @Test func aCommandStartedWithSignalsBlockedStillStops() async throws {
+        let folder = try temporaryFolder("blocked")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let script = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}); os.execv(sys.argv[1], sys.argv[1:])"
+        let output = try ChildOutput()
+        let null = nullDevice()
+        defer { close(null) }
+        let demo = try Child.spawn(
+            "/usr/bin/python3", ["-c", script, ProcessTests.binary.path, "demo", "--steps", "3000", "--image", folder + "/board.svg"],
+            output: output.writeEnd, errors: null)
+        output.closeWriteEnd()
+        var text = ""
+        await readUntil(output, into: &text) { $0.contains("TouchSync demo:") }
+        demo.interrupt()
+        await readUntil(output, into: &text) { _ in false }
+        await demo.exited()
+        #expect(demo.terminationReason == .exit && demo.terminationStatus == 130, "\(text)")
+        #expect(text.contains("interrupted after event"), "\(text)")
+    }
+
     /// `demo` signalled while drawing stops, says so, and exits 130; a
     /// `--steps` beyond the scene says how long the scene is and still
     /// converges (the spectator joins half-way through what is drawn).
