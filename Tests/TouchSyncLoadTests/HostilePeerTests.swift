@@ -17,29 +17,10 @@ import ZeroMQ
 @Suite("Hostile peers", .timeLimit(.minutes(2)))
 struct HostilePeerTests {
     @Test func hostilePeersDoNotHurtHonestUsers() async throws {
-        let metrics = TestMetrics()
-        // Over ipc://, not TCP: thousands of loopback connections would take
-        // ephemeral ports that other tests running meanwhile have picked as free.
-        var configuration = HubConfiguration()
-        let base = "ipc://" + NSTemporaryDirectory() + "touchsync-hostile-\(UUID().uuidString.prefix(8))"
-        configuration.ingestEndpoint = base + "-ingest"
-        configuration.publishEndpoint = base + "-publish"
-        configuration.snapshotEndpoint = base + "-snapshot"
-        configuration.maxBoards = 100
-        configuration.maxSessions = 200
-        var quiet = Logger(label: "hostile")
-        quiet.logLevel = .critical
-        let hub = try TouchSyncHub(
-            configuration: configuration, logger: quiet, metricsFactory: metrics, context: ZMQContext(maxSockets: 8192))
-        let endpoints = try await hub.start()
-
-        var load = LoadConfiguration()
-        load.users = 6
-        load.fingers = 3
-        load.duration = .seconds(6)
-        load.hub = endpoints
-        load.seed = 41
-        let honest = Task { try await LoadRun(configuration: load, logger: quiet).run() }
+        let (hub, endpoints, metrics, honest) = try await Self.hubWithAnHonestLoad(seed: 41) {
+            $0.maxBoards = 100
+            $0.maxSessions = 200
+        }
         // The honest users are in before the attack fills the session cap (at the cap, newcomers are refused: by design).
         let sessions = try await waitForGauge(metrics, "touchsync_hub_agents", atLeast: 6)
         #expect(sessions, "the honest users never all joined")
@@ -139,23 +120,7 @@ extension HostilePeerTests {
     /// connection, at most 128 chunks queued per connection; the honest run
     /// loses nothing and converges, and the process stays far below that.
     @Test func aSnapshotFloodIsBounded() async throws {
-        let metrics = TestMetrics()
-        var configuration = HubConfiguration()
-        let base = "ipc://" + NSTemporaryDirectory() + "touchsync-snapflood-\(UUID().uuidString.prefix(8))"
-        configuration.ingestEndpoint = base + "-ingest"
-        configuration.publishEndpoint = base + "-publish"
-        configuration.snapshotEndpoint = base + "-snapshot"
-        var quiet = Logger(label: "hostile")
-        quiet.logLevel = .critical
-        let hub = try TouchSyncHub(configuration: configuration, logger: quiet, metricsFactory: metrics)
-        let endpoints = try await hub.start()
-        var load = LoadConfiguration()
-        load.users = 6
-        load.fingers = 3
-        load.duration = .seconds(6)
-        load.hub = endpoints
-        load.seed = 43
-        let honest = Task { try await LoadRun(configuration: load, logger: quiet).run() }
+        let (hub, endpoints, metrics, honest) = try await Self.hubWithAnHonestLoad(seed: 43)
         #expect(try await waitForGauge(metrics, "touchsync_hub_agents", atLeast: 6), "the honest users never all joined")
         let attackers = try ZMQContext()
         let requests = 20_000
@@ -188,6 +153,37 @@ extension HostilePeerTests {
         #expect(report.maxResidentBytes < 700 << 20, "process peak RSS \(report.maxResidentBytes >> 20) MiB")
         print("snapshot flood: \(limited) requests refused; process peak RSS \(report.maxResidentBytes >> 20) MiB (hub, honest load, attackers); honest latency p99 \(report.latency.p99) µs")
         await hub.stop()
+    }
+}
+
+extension HostilePeerTests {
+    /// A hub in this process and an honest load on it: 6 users x 3 fingers for
+    /// 6 s on board load-SEED-0. Over ipc://, not TCP: thousands of loopback
+    /// connections would take ephemeral ports that other tests running
+    /// meanwhile have picked as free.
+    static func hubWithAnHonestLoad(seed: UInt64, _ configure: (inout HubConfiguration) -> Void = { _ in }) async throws -> (
+        TouchSyncHub, HubEndpoints, TestMetrics, Task<LoadReport, any Error>
+    ) {
+        let metrics = TestMetrics()
+        var configuration = HubConfiguration()
+        let base = "ipc://" + NSTemporaryDirectory() + "touchsync-hostile-\(UUID().uuidString.prefix(8))"
+        configuration.ingestEndpoint = base + "-ingest"
+        configuration.publishEndpoint = base + "-publish"
+        configuration.snapshotEndpoint = base + "-snapshot"
+        configure(&configuration)
+        var quiet = Logger(label: "hostile")
+        quiet.logLevel = .critical
+        let hub = try TouchSyncHub(
+            configuration: configuration, logger: quiet, metricsFactory: metrics, context: ZMQContext(maxSockets: 8192))
+        let endpoints = try await hub.start()
+        var load = LoadConfiguration()
+        load.users = 6
+        load.fingers = 3
+        load.duration = .seconds(6)
+        load.hub = endpoints
+        load.seed = seed
+        let honest = Task { [load] in try await LoadRun(configuration: load, logger: quiet).run() }
+        return (hub, endpoints, metrics, honest)
     }
 }
 
