@@ -26,7 +26,13 @@ struct TUIOCommand: AsyncParsableCommand {
             table draws in its own namespace. Cursor ids are touch ids: entering the \
             alive set begins a stroke, each set adds a sample, leaving ends it; 0-1 \
             coordinates are scaled to --size. Old and repeated frames (fseq) are \
-            dropped; a source silent for --source-timeout has its touches cancelled.
+            dropped, and so is a frame more than 1,000 ahead of the last until the next \
+            one agrees with it; a source silent for --source-timeout has its touches \
+            cancelled and its numbering starts over. At most --max-sources sources at once.
+
+            TUIO over UDP trusts its network: anyone who can send datagrams to the \
+            port can draw as any source. Listen on an interface only trackers reach \
+            (or loopback), and run one bridge per room.
 
             --emit udp://HOST:3333 sends the board's strokes in progress as TUIO 1.1 \
             /tuio/2Dcur bundles, --fps times a second, for displays that follow TUIO.
@@ -42,6 +48,7 @@ struct TUIOCommand: AsyncParsableCommand {
     @Option(help: "The canvas TUIO's 0-1 coordinates map to, in points: WIDTHxHEIGHT.") var size = "1920x1080"
     @Option(parsing: .unconditional, help: "Seconds without a packet from a source before its touches are cancelled.")
     var sourceTimeout = 3.0
+    @Option(parsing: .unconditional, help: "Sources served at once (each an agent of the hub).") var maxSources = 64
     @Option(parsing: .unconditional, help: "With --emit: bundles per second.") var fps = 60.0
     @OptionGroup var logging: LoggingOptions
 
@@ -52,6 +59,7 @@ struct TUIOCommand: AsyncParsableCommand {
         if let emitTo { _ = try UDPAddress(emitTo, option: "--emit") }
         guard Self.parseSize(size) != nil else { throw ValidationError("--size must be WIDTHxHEIGHT in points, e.g. 1920x1080") }
         guard sourceTimeout > 0 else { throw ValidationError("--source-timeout must be above 0") }
+        guard (1...10_000).contains(maxSources) else { throw ValidationError("--max-sources must be 1 to 10000") }
         guard fps > 0 && fps <= 1000 else { throw ValidationError("--fps must be above 0 and at most 1000") }
     }
 
@@ -69,7 +77,7 @@ struct TUIOCommand: AsyncParsableCommand {
             let address = try UDPAddress(listen, option: "--listen")
             let bridge = try TUIOBridge(
                 address: address, board: board, hubEndpoint: hub.ingest, curve: try hub.keys.curve(), width: width, height: height,
-                sourceTimeout: Duration(secondsValue: sourceTimeout), logger: logger)
+                sourceTimeout: Duration(secondsValue: sourceTimeout), maxSources: maxSources, logger: logger)
             emit("TUIO bridge: \(listen) -> board \"\(board)\" at \(hub.ingest), canvas \(size) points (Ctrl-C stops)")
             let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
             let thread = Thread { bridge.run() }
@@ -77,7 +85,8 @@ struct TUIOCommand: AsyncParsableCommand {
             thread.start()
             for await _ in signals { break }
             let counts = await bridge.stop()
-            emit("TUIO bridge stopped: \(counts.frames) frames from \(counts.sources) source(s), \(counts.dropped) old or repeated, \(counts.malformed) malformed packets")
+            emit("TUIO bridge stopped: \(counts.frames) frames from \(counts.sources) source(s), \(counts.dropped) old or repeated, \(counts.malformed) malformed packets"
+                    + (counts.refusedSources > 0 ? ", \(counts.refusedSources) frames of sources past --max-sources" : ""))
         } else if let emitTo {
             let address = try UDPAddress(emitTo, option: "--emit")
             var configuration = SubscriberConfiguration(board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
@@ -220,6 +229,8 @@ final class TUIOBridge: Sendable {
         var dropped = 0
         var malformed = 0
         var sources = 0
+        /// Frames of sources refused past --max-sources.
+        var refusedSources = 0
     }
 
     private let socket: UDPSocket
@@ -229,6 +240,10 @@ final class TUIOBridge: Sendable {
     private let width: Double
     private let height: Double
     private let sourceTimeout: Duration
+    /// Sources (each an agent of the hub) served at once; a new one past it
+    /// takes the place of the longest-silent source with no touch down, or is
+    /// dropped (1,500 spoofed sources made 1,508 threads and used up ZeroMQ's sockets).
+    private let maxSources: Int
     private let logger: Logger
     private let context: ZMQContext
     private let stopping = Mutex(false)
@@ -238,8 +253,9 @@ final class TUIOBridge: Sendable {
 
     init(
         address: UDPAddress, board: String, hubEndpoint: String, curve: CurveClientKeys?, width: Double, height: Double,
-        sourceTimeout: Duration, logger: Logger
+        sourceTimeout: Duration, maxSources: Int = 64, logger: Logger
     ) throws {
+        self.maxSources = maxSources
         socket = try UDPSocket(binding: address)
         self.board = board
         self.hubEndpoint = hubEndpoint
@@ -311,8 +327,24 @@ final class TUIOBridge: Sendable {
             if problems > 0 { counts.withLock { $0.malformed += problems } }
             for frame in frames {
                 let source = frame.source ?? sender
+                if trackers[source] == nil && trackers.count >= maxSources {
+                    // Full: the longest-silent source with no touch down makes room, or this one is dropped.
+                    let idle = trackers.filter { now - $0.value.lastHeard > sourceTimeout && $0.value.tracker.down.isEmpty }
+                    guard let evicted = idle.min(by: { $0.value.lastHeard < $1.value.lastHeard })?.key else {
+                        counts.withLock { $0.refusedSources += 1 }
+                        if clock.now - lastLog >= .seconds(10) {
+                            logger.warning("TUIO source refused: the bridge serves its maximum of sources", metadata: ["source": "\(source)", "max": "\(maxSources)"])
+                            lastLog = clock.now
+                        }
+                        continue
+                    }
+                    trackers[evicted] = nil
+                    if let agent = agents.withLock({ $0.removeValue(forKey: evicted) }) { Task { await agent.stop() } }
+                }
                 var entry = trackers[source] ?? (TUIOSourceTracker(width: width, height: height), now)
                 if trackers[source] == nil { counts.withLock { $0.sources += 1 } }
+                // Silent for longer than the time-out: its numbering starts over (a restarted tracker).
+                if now - entry.lastHeard > sourceTimeout { entry.tracker.resynchronize() }
                 entry.lastHeard = clock.now
                 guard let (changes, alive) = entry.tracker.apply(frame, arrival: arrival) else {
                     trackers[source] = entry
@@ -345,7 +377,7 @@ final class TUIOBridge: Sendable {
     }
 
     /// Stops receiving, lets every agent deliver what it holds and say goodbye.
-    func stop() async -> (frames: Int, dropped: Int, malformed: Int, sources: Int) {
+    func stop() async -> (frames: Int, dropped: Int, malformed: Int, sources: Int, refusedSources: Int) {
         stopping.withLock { $0 = true }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = finished.withLock { state in
@@ -359,6 +391,6 @@ final class TUIOBridge: Sendable {
             await agent.stop()
         }
         let counted = counts.withLock { $0 }
-        return (counted.frames, counted.dropped, counted.malformed, counted.sources)
+        return (counted.frames, counted.dropped, counted.malformed, counted.sources, counted.refusedSources)
     }
 }

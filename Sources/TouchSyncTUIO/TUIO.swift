@@ -125,6 +125,13 @@ public struct TUIOSourceTracker: Sendable {
     public var width: Double
     public var height: Double
     public private(set) var lastSequence: Int64? = nil
+    /// A frame number far ahead of the last one (a spoofed datagram, or a
+    /// tracker that restarted or skipped): taken only when the next frame
+    /// agrees with it, so one datagram cannot make the honest frames look old.
+    private var jumpedTo: Int64? = nil
+    /// How far ahead of the last frame a frame is taken without confirmation:
+    /// 1,000 frames, 8 s at 120 fps.
+    public static let maxForwardJump: Int64 = 1_000
     /// Session ids with a touch down.
     public private(set) var down: Set<Int32> = []
     /// The last sample time given, so times never go backwards within the source.
@@ -138,6 +145,13 @@ public struct TUIOSourceTracker: Sendable {
 
     public static func touchID(_ sessionID: Int32) -> TouchID { TouchID(UInt32(bitPattern: sessionID)) }
 
+    /// After a silence: the source's next frame is taken whatever its number
+    /// (a tracker that restarted counts from the beginning again).
+    public mutating func resynchronize() {
+        lastSequence = nil
+        jumpedTo = nil
+    }
+
     /// The changes `frame` makes, and the touches down after it; nil when the frame is dropped (old or repeated).
     /// - Parameter arrival: seconds (any origin, steady) when the frame arrived: its time when it carries none.
     public mutating func apply(_ frame: TUIOFrame, arrival: Double) -> (changes: [TouchChange], alive: [TouchID])? {
@@ -146,6 +160,15 @@ public struct TUIOSourceTracker: Sendable {
                 droppedFrames += 1
                 return nil
             }
+            if let last = lastSequence, sequence - last > Self.maxForwardJump {
+                // Far ahead: taken only if it follows an earlier far-ahead frame closely.
+                guard let jumped = jumpedTo, sequence > jumped, sequence - jumped <= Self.maxForwardJump else {
+                    jumpedTo = sequence
+                    droppedFrames += 1
+                    return nil
+                }
+            }
+            jumpedTo = nil
             lastSequence = sequence
         }
         var time = frame.timeTag.map(OSCTime.unixSeconds) ?? arrival

@@ -97,6 +97,26 @@ struct TUIOBridgeTests {
         #expect(run.bridge.terminationStatus == 0)
     }
 
+    /// A source flood (1,500 spoofed sources made 1,508 threads and used up
+    /// ZeroMQ's sockets, so a real tracker could not draw) stops at
+    /// --max-sources: sources past it are dropped while the first ones draw.
+    @Test func sourcesPastTheCapAreDropped() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let run = try await BridgeRun.start(board: "crowded", sourceTimeout: 8, children: children, extra: ["--max-sources", "2"])
+        defer { Task { await run.subscriber.stop() } }
+        let sender = try UDPSender()
+        for (index, source) in ["a", "b", "spoof-1", "spoof-2", "spoof-3"].enumerated() {
+            sender.send(RawTUIO.cursors(source: source, alive: [1], sets: [(1, 0.1 * Float(index + 1), 0.5)], fseq: 1), port: run.port)
+        }
+        let board = try #require(try await run.board { $0.liveTouchCount >= 2 }, "the first two sources never drew")
+        #expect(Set(board.orderedActiveStrokes.map(\.owner.rawValue)) == ["tuio-a", "tuio-b"])
+        run.bridge.interrupt()
+        let text = run.text + String(decoding: await run.output.readToEnd(), as: UTF8.self)
+        await run.bridge.exited()
+        #expect(text.contains("from 2 source(s)") && text.contains("3 frames of sources past --max-sources"), "\(text)")
+    }
+
     /// Garbage on the port is counted, not fatal.
     @Test func malformedPacketsAreCountedNotFatal() async throws {
         let ports = try ProcessTests.freePorts(4)
@@ -162,12 +182,12 @@ struct BridgeRun {
     let text: String
     let subscriber: BoardSubscriber
 
-    static func start(board: String, sourceTimeout: Int, children: ChildProcesses) async throws -> BridgeRun {
+    static func start(board: String, sourceTimeout: Int, children: ChildProcesses, extra: [String] = []) async throws -> BridgeRun {
         let ports = try ProcessTests.freePorts(4)
         let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
         let (bridge, output) = try children.run(
             ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", board, "--source-timeout", "\(sourceTimeout)",
-             "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]])
+             "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]] + extra)
         var text = ""
         await readUntil(output, into: &text) { $0.contains("Ctrl-C stops") }
         var configuration = SubscriberConfiguration(board: board, publishEndpoint: hubEndpoints[1], snapshotEndpoint: hubEndpoints[2])

@@ -117,6 +117,29 @@ struct TUIOTests {
         #expect(tracker.down.isEmpty)
     }
 
+    /// One spoofed datagram naming a source with fseq + 2^30 - 10 made the
+    /// tracker drop the next 240 honest frames: a frame far ahead is taken
+    /// only when the next one agrees with it, and after a silence
+    /// (`resynchronize`) any number is taken.
+    @Test func aFarJumpNeedsTheNextFrameToAgree() throws {
+        var tracker = TUIOSourceTracker(width: 1000, height: 500)
+        func frame(_ fseq: Int32) -> TUIOFrame {
+            TUIOFrame(source: "table", sequence: Int64(fseq), timeTag: nil, alive: [1], updates: [.init(id: 1, x: 0.5, y: 0.5)])
+        }
+        #expect(tracker.apply(frame(100), arrival: 1) != nil)
+        #expect(tracker.apply(frame(100 + (1 << 30) - 10), arrival: 2) == nil, "the spoofed jump is not taken")
+        for fseq in Int32(101)...340 { #expect(tracker.apply(frame(fseq), arrival: 3) != nil, "honest frame \(fseq)") }
+        #expect(tracker.lastSequence == 340)
+        // A real skip ahead (two frames that agree) is taken.
+        #expect(tracker.apply(frame(50_000), arrival: 4) == nil)
+        #expect(tracker.apply(frame(50_001), arrival: 5) != nil)
+        #expect(tracker.lastSequence == 50_001)
+        // A restarted tracker after a silence.
+        tracker.resynchronize()
+        #expect(tracker.apply(frame(1), arrival: 6) != nil)
+        #expect(tracker.apply(frame(2), arrival: 7) != nil)
+    }
+
     @Test func readsTUIO2Pointers() throws {
         let bytes = RawOSC.bundle([
             RawOSC.message("/tuio2/frm", [.i(7)]),
