@@ -32,7 +32,8 @@ struct TUIOCommand: AsyncParsableCommand {
 
             TUIO over UDP trusts its network: anyone who can send datagrams to the \
             port can draw as any source. Listen on an interface only trackers reach \
-            (or loopback), and run one bridge per room.
+            (or loopback), name the trackers' addresses with --allow, and run one \
+            bridge per room.
 
             --emit udp://HOST:3333 sends the board's strokes in progress as TUIO 1.1 \
             /tuio/2Dcur bundles, --fps times a second, for displays that follow TUIO.
@@ -49,6 +50,8 @@ struct TUIOCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Seconds without a packet from a source before its touches are cancelled.")
     var sourceTimeout = 3.0
     @Option(parsing: .unconditional, help: "Sources served at once (each an agent of the hub).") var maxSources = 64
+    @Option(parsing: .singleValue, help: "Take datagrams only from this IPv4 address or network (ADDRESS or ADDRESS/BITS; repeatable). Default: anyone who can reach the port.")
+    var allow: [String] = []
     @Option(parsing: .unconditional, help: "With --emit: bundles per second.") var fps = 60.0
     @OptionGroup var logging: LoggingOptions
 
@@ -60,6 +63,7 @@ struct TUIOCommand: AsyncParsableCommand {
         guard Self.parseSize(size) != nil else { throw ValidationError("--size must be WIDTHxHEIGHT in points, e.g. 1920x1080") }
         guard sourceTimeout > 0 else { throw ValidationError("--source-timeout must be above 0") }
         guard (1...10_000).contains(maxSources) else { throw ValidationError("--max-sources must be 1 to 10000") }
+        _ = try SenderAllowList(allow)
         guard fps > 0 && fps <= 1000 else { throw ValidationError("--fps must be above 0 and at most 1000") }
     }
 
@@ -77,7 +81,8 @@ struct TUIOCommand: AsyncParsableCommand {
             let address = try UDPAddress(listen, option: "--listen")
             let bridge = try TUIOBridge(
                 address: address, board: board, hubEndpoint: hub.ingest, curve: try hub.keys.curve(), width: width, height: height,
-                sourceTimeout: Duration(secondsValue: sourceTimeout), maxSources: maxSources, logger: logger)
+                sourceTimeout: Duration(secondsValue: sourceTimeout), maxSources: maxSources, allowed: try SenderAllowList(allow),
+                logger: logger)
             emit("TUIO bridge: \(listen) -> board \"\(board)\" at \(hub.ingest), canvas \(size) points (Ctrl-C stops)")
             let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
             let thread = Thread { bridge.run() }
@@ -86,7 +91,8 @@ struct TUIOCommand: AsyncParsableCommand {
             for await _ in signals { break }
             let counts = await bridge.stop()
             emit("TUIO bridge stopped: \(counts.frames) frames from \(counts.sources) source(s), \(counts.dropped) old or repeated, \(counts.malformed) malformed packets"
-                    + (counts.refusedSources > 0 ? ", \(counts.refusedSources) frames of sources past --max-sources" : ""))
+                    + (counts.refusedSources > 0 ? ", \(counts.refusedSources) frames of sources past --max-sources" : "")
+                    + (counts.refusedSenders > 0 ? ", \(counts.refusedSenders) datagrams from senders not on --allow" : ""))
         } else if let emitTo {
             let address = try UDPAddress(emitTo, option: "--emit")
             var configuration = SubscriberConfiguration(board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
@@ -126,6 +132,39 @@ final class StopFlag: Sendable {
     private let value = Mutex(false)
     func set() { value.withLock { $0 = true } }
     var isSet: Bool { value.withLock { $0 } }
+}
+
+/// IPv4 senders a bridge takes datagrams from: `ADDRESS` or `ADDRESS/BITS`.
+struct SenderAllowList: Sendable {
+    private let networks: [(address: UInt32, mask: UInt32)]
+
+    init(_ entries: [String]) throws {
+        networks = try entries.map { entry in
+            let parts = entry.split(separator: "/", maxSplits: 1)
+            var address = in_addr()
+            guard inet_pton(AF_INET, String(parts[0]), &address) == 1 else {
+                throw ValidationError("--allow \(entry): an IPv4 address or ADDRESS/BITS, e.g. 192.168.1.0/24")
+            }
+            let bits = parts.count == 2 ? Int(parts[1]) : 32
+            guard let bits, (0...32).contains(bits) else { throw ValidationError("--allow \(entry): BITS is 0 to 32") }
+            let mask: UInt32 = bits == 0 ? 0 : ~UInt32(0) << (32 - bits)
+            return (UInt32(bigEndian: address.s_addr) & mask, mask)
+        }
+    }
+
+    private init(networks: [(address: UInt32, mask: UInt32)]) { self.networks = networks }
+
+    /// No list: every sender.
+    static let anyone = SenderAllowList(networks: [])
+
+    /// Whether `sender` (`ADDRESS:PORT`) may send; everyone when the list is empty.
+    func allows(_ sender: String) -> Bool {
+        guard !networks.isEmpty else { return true }
+        var address = in_addr()
+        guard let host = sender.split(separator: ":").first, inet_pton(AF_INET, String(host), &address) == 1 else { return false }
+        let value = UInt32(bigEndian: address.s_addr)
+        return networks.contains { value & $0.mask == $0.address }
+    }
 }
 
 /// An IPv4 UDP address from `udp://ADDRESS:PORT`.
@@ -231,6 +270,8 @@ final class TUIOBridge: Sendable {
         var sources = 0
         /// Frames of sources refused past --max-sources.
         var refusedSources = 0
+        /// Datagrams from senders not on --allow.
+        var refusedSenders = 0
     }
 
     private let socket: UDPSocket
@@ -244,6 +285,7 @@ final class TUIOBridge: Sendable {
     /// takes the place of the longest-silent source with no touch down, or is
     /// dropped (1,500 spoofed sources made 1,508 threads and used up ZeroMQ's sockets).
     private let maxSources: Int
+    private let allowed: SenderAllowList
     private let logger: Logger
     private let context: ZMQContext
     private let stopping = Mutex(false)
@@ -253,9 +295,10 @@ final class TUIOBridge: Sendable {
 
     init(
         address: UDPAddress, board: String, hubEndpoint: String, curve: CurveClientKeys?, width: Double, height: Double,
-        sourceTimeout: Duration, maxSources: Int = 64, logger: Logger
+        sourceTimeout: Duration, maxSources: Int = 64, allowed: SenderAllowList = .anyone, logger: Logger
     ) throws {
         self.maxSources = maxSources
+        self.allowed = allowed
         socket = try UDPSocket(binding: address)
         self.board = board
         self.hubEndpoint = hubEndpoint
@@ -308,6 +351,10 @@ final class TUIOBridge: Sendable {
                 }
             }
             guard let (count, sender) = received else { continue }
+            guard allowed.allows(sender) else {
+                counts.withLock { $0.refusedSenders += 1 }
+                continue
+            }
             let now = clock.now
             let packet: OSCPacket
             do {
@@ -377,7 +424,7 @@ final class TUIOBridge: Sendable {
     }
 
     /// Stops receiving, lets every agent deliver what it holds and say goodbye.
-    func stop() async -> (frames: Int, dropped: Int, malformed: Int, sources: Int, refusedSources: Int) {
+    func stop() async -> Counts {
         stopping.withLock { $0 = true }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = finished.withLock { state in
@@ -391,6 +438,6 @@ final class TUIOBridge: Sendable {
             await agent.stop()
         }
         let counted = counts.withLock { $0 }
-        return (counted.frames, counted.dropped, counted.malformed, counted.sources, counted.refusedSources)
+        return counted
     }
 }

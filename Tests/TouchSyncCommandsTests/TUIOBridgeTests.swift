@@ -117,6 +117,25 @@ struct TUIOBridgeTests {
         #expect(text.contains("from 2 source(s)") && text.contains("3 frames of sources past --max-sources"), "\(text)")
     }
 
+    /// With --allow, datagrams from other senders are dropped and counted
+    /// (TUIO over UDP trusts its network: the operator names the trackers).
+    @Test func onlyAllowedSendersDraw() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let run = try await BridgeRun.start(board: "allowed", sourceTimeout: 8, children: children, extra: ["--allow", "127.0.0.1/32"])
+        defer { Task { await run.subscriber.stop() } }
+        let stranger = try UDPSender(from: "127.0.0.2")
+        stranger.send(RawTUIO.cursors(source: "stranger", alive: [1], sets: [(1, 0.9, 0.9)], fseq: 1), port: run.port)
+        let tracker = try UDPSender()
+        tracker.send(RawTUIO.cursors(source: "table", alive: [1], sets: [(1, 0.1, 0.1)], fseq: 1), port: run.port)
+        let board = try #require(try await run.board { $0.liveTouchCount >= 1 }, "the allowed tracker never drew")
+        #expect(board.orderedActiveStrokes.map(\.owner.rawValue) == ["tuio-table"])
+        run.bridge.interrupt()
+        let text = run.text + String(decoding: await run.output.readToEnd(), as: UTF8.self)
+        await run.bridge.exited()
+        #expect(text.contains("1 datagrams from senders not on --allow"), "\(text)")
+    }
+
     /// Garbage on the port is counted, not fatal.
     @Test func malformedPacketsAreCountedNotFatal() async throws {
         let ports = try ProcessTests.freePorts(4)
@@ -235,12 +254,12 @@ enum RawTUIO {
 final class UDPSender {
     let descriptor: Int32
 
-    init(port: UInt16 = 0) throws {
+    init(port: UInt16 = 0, from host: String = "127.0.0.1") throws {
         descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_addr.s_addr = inet_addr(host)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
