@@ -176,6 +176,26 @@ final class ChildOutput: Sendable {
         }
     }
 
+    /// Reads until what was read contains `marker` (or the child closes its
+    /// end), then runs `action` at once on the reading thread: a signal sent
+    /// from there is not held up by a busy test process's cooperative threads
+    /// (seen: seconds late, after the child had finished what it was to be
+    /// interrupted in). Returns what was read.
+    func readUntil(_ marker: String, then action: @escaping @Sendable () -> Void) async -> Data {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
+            Thread.detachNewThread {
+                var data = Data()
+                while !String(decoding: data, as: UTF8.self).contains(marker) {
+                    let chunk = self.readOnce()
+                    if chunk.isEmpty { break }
+                    data += chunk
+                }
+                action()
+                continuation.resume(returning: data)
+            }
+        }
+    }
+
     /// Everything the child writes until it closes its end.
     func readToEnd() async -> Data {
         await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in

@@ -53,9 +53,7 @@ struct InterruptionTests {
             "/usr/bin/python3", ["-c", script, ProcessTests.binary.path, "demo", "--steps", "3000", "--image", folder + "/board.svg"],
             output: output.writeEnd, errors: null)
         output.closeWriteEnd()
-        var text = ""
-        await readUntil(output, into: &text) { $0.contains("TouchSync demo:") }
-        demo.interrupt()
+        var text = String(decoding: await output.readUntil("TouchSync demo:") { demo.interrupt() }, as: UTF8.self)
         await readUntil(output, into: &text) { _ in false }
         await demo.exited()
         #expect(demo.terminationReason == .exit && demo.terminationStatus == 130, "\(text)")
@@ -71,10 +69,8 @@ struct InterruptionTests {
         let folder = try temporaryFolder("demo-signal")
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let (demo, output) = try children.run(["demo", "--steps", "3000", "--image", folder + "/board.svg"])
-        var text = ""
-        await readUntil(output, into: &text) { $0.contains("TouchSync demo:") }
         let signalled = ContinuousClock.now
-        demo.interrupt()
+        var text = String(decoding: await output.readUntil("TouchSync demo:") { demo.interrupt() }, as: UTF8.self)
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await demo.exited()
         #expect(ContinuousClock.now - signalled < .seconds(10))
@@ -110,10 +106,8 @@ struct InterruptionTests {
             "spectate", "--board", "replayed", "--from-beginning", "--speed", "1", "--publish", endpoints[1], "--snapshot", endpoints[2],
             "--history", endpoints[3],
         ])
-        var text = ""
-        await readUntil(output, into: &text) { $0.contains("replaying") }
         let signalled = ContinuousClock.now
-        spectator.interrupt()
+        var text = String(decoding: await output.readUntil("replaying") { spectator.interrupt() }, as: UTF8.self)
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await spectator.exited()
         #expect(ContinuousClock.now - signalled < .seconds(6), "the replay of 8 s ran on")
