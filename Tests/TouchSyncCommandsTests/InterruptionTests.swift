@@ -69,8 +69,8 @@ struct InterruptionTests {
         let folder = try temporaryFolder("demo-signal")
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let (demo, output) = try children.run(["demo", "--steps", "3000", "--image", folder + "/board.svg"])
-        let signalled = ContinuousClock.now
         var text = String(decoding: await output.readUntil("TouchSync demo:") { demo.interrupt() }, as: UTF8.self)
+        let signalled = ContinuousClock.now  // just after the signal
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await demo.exited()
         #expect(ContinuousClock.now - signalled < .seconds(10))
@@ -106,8 +106,8 @@ struct InterruptionTests {
             "spectate", "--board", "replayed", "--from-beginning", "--speed", "1", "--publish", endpoints[1], "--snapshot", endpoints[2],
             "--history", endpoints[3],
         ])
-        let signalled = ContinuousClock.now
         var text = String(decoding: await output.readUntil("replaying") { spectator.interrupt() }, as: UTF8.self)
+        let signalled = ContinuousClock.now  // just after the signal
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await spectator.exited()
         #expect(ContinuousClock.now - signalled < .seconds(6), "the replay of 8 s ran on")
