@@ -120,10 +120,10 @@ struct InterruptionTests {
         let port = try ProcessTests.freePorts(1)[0]
         let holder = try listeningSocket(port: UInt16(port))
         defer { close(holder) }
-        let started = ContinuousClock.now
-        let web = try await touchsync(["web", "--listen", "127.0.0.1:\(port)"], limit: 30)
-        // It used to wait 10 s for a server that would never listen.
-        #expect(ContinuousClock.now - started < .seconds(9.5), "it waited before failing")
+        // (It used to wait 10 s for a server that would never listen, then print NIO's
+        // "bind(descriptor:ptr:bytes:)" text. No wall-clock bound here: on two busy
+        // cores the binary alone took 9.7 s to start once; the words are the test.)
+        let web = try await touchsync(["web", "--listen", "127.0.0.1:\(port)"], limit: 60)
         #expect(web.status == 1)
         #expect(web.errors.contains("cannot listen on 127.0.0.1:\(port): the address is already in use"), "\(web.errors)")
         #expect(!web.errors.contains("errno"), "\(web.errors)")
