@@ -117,15 +117,19 @@ struct TUIOBridgeTests {
         let run = try await BridgeRun.start(board: "crowded", sourceTimeout: 8, children: children, extra: ["--max-sources", "2"])
         defer { Task { await run.subscriber.stop() } }
         let sender = try UDPSender()
-        for (index, source) in ["a", "b", "spoof-1", "spoof-2", "spoof-3"].enumerated() {
-            sender.send(RawTUIO.cursors(source: source, alive: [1], sets: [(1, 0.1 * Float(index + 1), 0.5)], fseq: 1), port: run.port)
-        }
-        let board = try #require(try await run.board { $0.liveTouchCount >= 2 }, "the first two sources never drew")
+        // Sent again until the board shows them (a repeat is dropped as old but keeps a
+        // source heard: on a busy machine a single frame's touch could time out unseen).
+        let board = try #require(
+            try await run.repeating({
+                for (index, source) in ["a", "b", "spoof-1", "spoof-2", "spoof-3"].enumerated() {
+                    sender.send(RawTUIO.cursors(source: source, alive: [1], sets: [(1, 0.1 * Float(index + 1), 0.5)], fseq: 1), port: run.port)
+                }
+            }, until: { $0.liveTouchCount >= 2 }), "the first two sources never drew")
         #expect(Set(board.orderedActiveStrokes.map(\.owner.rawValue)) == ["tuio-a", "tuio-b"])
         run.bridge.interrupt()
         let text = run.text + String(decoding: await run.output.readToEnd(), as: UTF8.self)
         await run.bridge.exited()
-        #expect(text.contains("from 2 source(s)") && text.contains("3 frames of sources past --max-sources"), "\(text)")
+        #expect(text.contains("from 2 source(s)") && text.contains("frames of sources past --max-sources"), "\(text)")
     }
 
     /// With --allow, datagrams from other senders are dropped and counted
@@ -136,15 +140,17 @@ struct TUIOBridgeTests {
         let run = try await BridgeRun.start(board: "allowed", sourceTimeout: 8, children: children, extra: ["--allow", "127.0.0.1/32"])
         defer { Task { await run.subscriber.stop() } }
         let stranger = try UDPSender(from: "127.0.0.2")
-        stranger.send(RawTUIO.cursors(source: "stranger", alive: [1], sets: [(1, 0.9, 0.9)], fseq: 1), port: run.port)
         let tracker = try UDPSender()
-        tracker.send(RawTUIO.cursors(source: "table", alive: [1], sets: [(1, 0.1, 0.1)], fseq: 1), port: run.port)
-        let board = try #require(try await run.board { $0.liveTouchCount >= 1 }, "the allowed tracker never drew")
+        let board = try #require(
+            try await run.repeating({
+                stranger.send(RawTUIO.cursors(source: "stranger", alive: [1], sets: [(1, 0.9, 0.9)], fseq: 1), port: run.port)
+                tracker.send(RawTUIO.cursors(source: "table", alive: [1], sets: [(1, 0.1, 0.1)], fseq: 1), port: run.port)
+            }, until: { $0.liveTouchCount >= 1 }), "the allowed tracker never drew")
         #expect(board.orderedActiveStrokes.map(\.owner.rawValue) == ["tuio-table"])
         run.bridge.interrupt()
         let text = run.text + String(decoding: await run.output.readToEnd(), as: UTF8.self)
         await run.bridge.exited()
-        #expect(text.contains("1 datagrams from senders not on --allow"), "\(text)")
+        #expect(text.contains("datagrams from senders not on --allow") && text.contains("from 1 source(s)"), "\(text)")
     }
 
     /// Garbage on the port is counted, not fatal.
@@ -229,7 +235,18 @@ struct BridgeRun {
         return BridgeRun(port: UInt16(ports[3]), bridge: bridge, output: output, text: text, subscriber: subscriber)
     }
 
-    /// The board once `condition` holds (nil after 10 s).
+    /// Runs `send` every 200 ms until the board satisfies `condition` (nil after 40 s).
+    func repeating(_ send: () -> Void, until condition: (BoardState) -> Bool) async throws -> BoardState? {
+        let deadline = ContinuousClock.now + .seconds(40)
+        while ContinuousClock.now < deadline {
+            send()
+            try await Task.sleep(for: .milliseconds(200))
+            if let replica = await subscriber.replica(), condition(replica) { return replica }
+        }
+        return nil
+    }
+
+    /// The board once `condition` holds (nil after 40 s).
     func board(until condition: (BoardState) -> Bool) async throws -> BoardState? {
         let deadline = ContinuousClock.now + .seconds(40)
         while ContinuousClock.now < deadline {
