@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 import TouchSyncClient
 import TouchSyncCore
@@ -78,25 +79,37 @@ struct TUIOBridgeTests {
         let run = try await BridgeRun.start(board: "frozen", sourceTimeout: 6, children: children)
         defer { Task { await run.subscriber.stop() } }
         let sender = try UDPSender()
-        func send(_ fseq: Int32, alive: [Int32], sets: [(Int32, Float, Float)]) {
-            sender.send(RawTUIO.cursors(source: "pad", alive: alive, sets: sets, fseq: fseq), port: run.port)
+        let port = run.port
+        let bridgeID = run.bridge.processIdentifier
+        // Frame 1 is repeated every 100 ms by a thread of its own until the moment of the
+        // freeze, which that thread makes itself: no gap between the last frame heard and
+        // SIGSTOP, however long this test's task waits for the pool (once, on a busy CI box,
+        // it waited past the 6 s time-out between seeing the touch and freezing, and the
+        // bridge rightly cancelled a source it had not heard for 6 s). A repeat is dropped
+        // as old, but keeps the source heard.
+        let freeze = Mutex(false)
+        let frozen = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let repeater = Thread {
+            func send(_ fseq: Int32, alive: [Int32], sets: [(Int32, Float, Float)]) {
+                sender.send(RawTUIO.cursors(source: "pad", alive: alive, sets: sets, fseq: fseq), port: port)
+            }
+            while !freeze.withLock({ $0 }) {
+                send(1, alive: [1], sets: [(1, 0.10, 0.10)])
+                usleep(100_000)
+            }
+            kill(bridgeID, SIGSTOP)
+            send(2, alive: [1], sets: [(1, 0.11, 0.10)])
+            send(3, alive: [1], sets: [(1, 0.12, 0.10)])
+            send(4, alive: [], sets: [])
+            frozen.withLock { $0.take() }?.resume()
         }
-        // Frame 1, repeated until the touch is down on the board: a repeat is dropped as
-        // old, but keeps the source heard (once, busy, the board did not show the
-        // touch within 40 s: a lost datagram, or a subscriber slower than the time-out).
-        let deadline = ContinuousClock.now + .seconds(40)
-        var down = false
-        while !down && ContinuousClock.now < deadline {
-            send(1, alive: [1], sets: [(1, 0.10, 0.10)])
-            try await Task.sleep(for: .milliseconds(200))
-            down = await run.subscriber.replica()?.liveTouchCount == 1
+        repeater.start()
+        let down = try await run.board { $0.liveTouchCount == 1 } != nil
+        await withCheckedContinuation { continuation in
+            frozen.withLock { $0 = continuation }  // in place before the thread can finish
+            freeze.withLock { $0 = true }
         }
-        // Frozen as soon as the touch is down on the board (well inside the 6 s source timeout).
         try #require(down, "the first frame never reached the board")
-        kill(run.bridge.processIdentifier, SIGSTOP)
-        send(2, alive: [1], sets: [(1, 0.11, 0.10)])
-        send(3, alive: [1], sets: [(1, 0.12, 0.10)])
-        send(4, alive: [], sets: [])
         try await Task.sleep(for: .milliseconds(6500))  // past the timeout, the frames waiting in the socket
         kill(run.bridge.processIdentifier, SIGCONT)
 
@@ -279,7 +292,7 @@ enum RawTUIO {
 }
 
 /// A UDP socket on 127.0.0.1 (a free port, or `port`) for the tests.
-final class UDPSender {
+final class UDPSender: Sendable {
     let descriptor: Int32
 
     init(port: UInt16 = 0, from host: String = "127.0.0.1") throws {
