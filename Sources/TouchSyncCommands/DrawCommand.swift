@@ -109,11 +109,17 @@ struct DrawCommand: AsyncParsableCommand {
             throw CommandFailure("the hub at \(hub.ingest) refused this agent: \(refusal)")
         }
         await agent.stop()
-        let refused = await refusals.value
-        if refused.contains(where: { $0.contains("storageUnavailable") }) {
+        var refused = await refusals.value
+        let storageFailed = refused.contains { $0.contains("storageUnavailable") }
+        if storageFailed && !acknowledged {
             throw CommandFailure(
-                "the hub at \(hub.ingest) cannot store frames (its journal failed: see its log): \(unacknowledged) message(s) of this scene "
+                "the hub at \(hub.ingest) cannot store board \(board)'s frames (its journal for this board failed: see the hub's log): \(unacknowledged) message(s) of this scene "
                     + "were not acknowledged, so they are not safe; they were kept and resent until now, and are dropped as draw exits")
+        }
+        if storageFailed {
+            // The journal came back within the wait: everything is acknowledged, so durable.
+            refused.removeAll { $0.contains("storageUnavailable") }
+            emit("the hub's journal for board \(board) failed for a while, then stored everything")
         }
         for line in refused { emit("refused: \(line)") }
         guard acknowledged else {

@@ -86,6 +86,8 @@ struct HubCommand: AsyncParsableCommand {
     var fsync = "20ms"
     @Option(parsing: .unconditional, help: "A board starts a new journal segment (opening with a checkpoint) at this size, in MiB.")
     var segmentMib = 16
+    @Option(parsing: .unconditional, help: "Seconds between tries to restart a board's journal after it failed (that board's frames are not acknowledged meanwhile; the others go on).")
+    var journalRetry = 5.0
     @Flag(help: "Keep boards in memory only: nothing survives a restart.") var noJournal = false
     @OptionGroup var logging: LoggingOptions
 
@@ -99,6 +101,7 @@ struct HubCommand: AsyncParsableCommand {
         }
         guard (1...4096).contains(segmentMib) else { throw ValidationError("--segment-mib must be 1 to 4096") }
         guard livenessTimeout > 0 else { throw ValidationError("--liveness-timeout must be above 0 seconds") }
+        guard journalRetry > 0 && journalRetry <= 3600 else { throw ValidationError("--journal-retry must be above 0 and at most 3600 seconds") }
         guard heartbeat > 0 else { throw ValidationError("--heartbeat must be above 0 seconds") }
         guard abandonTimeout >= livenessTimeout else {
             throw ValidationError("--abandon-timeout must be at least --liveness-timeout (\(livenessTimeout) s)")
@@ -148,6 +151,7 @@ struct HubCommand: AsyncParsableCommand {
         configuration.heartbeatInterval = Duration(secondsValue: heartbeat)
         configuration.publishInterval = .milliseconds(publishIntervalMs)
         configuration.ackInterval = .milliseconds(ackIntervalMs)
+        configuration.journalRetryInterval = Duration(secondsValue: journalRetry)
         configuration.maxMessageBytes = maxMessageBytes
         configuration.boardLimits.maxLiveTouchesPerUser = maxTouches
         configuration.maxMessagesPerSecond = maxMessagesPerSecond

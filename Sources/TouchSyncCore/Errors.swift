@@ -78,7 +78,8 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
     case outOfOrder = 16
     /// A hello whose resume_after the hub cannot honour for its session: start a new session.
     case cannotResume = 17
-    /// The hub cannot make frames durable (its journal failed): nothing more is acknowledged.
+    /// The hub cannot make this board's frames durable (the board's journal
+    /// failed; it retries): nothing more is acknowledged until it works again.
     case storageUnavailable = 18
     /// The hub is behind (overloaded): the agent's messages are queued, not
     /// lost. Not a refusal: keep waiting for acks without reconnecting.

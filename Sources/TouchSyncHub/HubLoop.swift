@@ -119,18 +119,18 @@ final class HubLoop {
         actions.removeAll(keepingCapacity: true)
         core.handle(event, now: clock.now, into: &actions)
         guard !actions.isEmpty else { return }
-        if let report = perform(actions) {
-            actions.removeAll(keepingCapacity: true)
-            core.handle(report, now: clock.now, into: &actions)
-            _ = perform(actions)  // acknowledgements only
-        }
+        let reports = perform(actions)
+        guard !reports.isEmpty else { return }
+        actions.removeAll(keepingCapacity: true)
+        for report in reports { core.handle(report, now: clock.now, into: &actions) }
+        _ = perform(actions)  // acknowledgements and refusals only
     }
 
-    /// Carries out `actions` in order; returns the journal's report when any touched it.
-    private func perform(_ actions: [HubAction]) -> HubEvent? {
+    /// Carries out `actions` in order; returns the journal's reports when any touched it.
+    private func perform(_ actions: [HubAction]) -> [HubEvent] {
         var written: UInt64 = 0
         var synced: UInt64 = 0
-        var failure: String? = nil
+        var failures: [HubEvent] = []
         var touchedJournal = false
         let syncsBefore = journal?.syncs ?? 0
         defer {
@@ -149,27 +149,34 @@ final class HubLoop {
                 }
             case .appendToJournal(let append):
                 touchedJournal = true
-                guard let journal, failure == nil else { continue }
+                guard let journal else { continue }
                 let bytesBefore = journal.bytesWritten
                 do {
                     try journal.append(
                         board: append.board, encodedBatch: append.encodedBatch, sequence: append.sequence, hubTime: append.hubTime,
                         agents: append.agents, state: append.state)
-                    written = append.ticket
                 } catch {
-                    failure = "write: \(error)"
+                    // The board's alone: the others' appends go on (its agents are not acknowledged).
+                    failures.append(.journalFailed(board: append.board, reason: "write: \(error)"))
                 }
+                written = append.ticket
                 journalMetrics.bytes.increment(by: Int64(journal.bytesWritten - bytesBefore))
             case .syncJournal(let through):
                 touchedJournal = true
-                guard let journal, failure == nil else { continue }
+                guard let journal else { continue }
                 let started = clock.now
+                for failure in journal.syncEach() {
+                    failures.append(.journalFailed(board: failure.board, reason: "sync: \(failure.error)"))
+                }
+                synced = through
+                journalMetrics.syncDuration.recordNanoseconds(nanoseconds(clock.now - started))
+            case .restartJournal(let board, let state, let hubTime):
+                guard let journal else { continue }
                 do {
-                    try journal.sync()
-                    synced = through
-                    journalMetrics.syncDuration.recordNanoseconds(nanoseconds(clock.now - started))
+                    try journal.restart(board: board, state: state, hubTime: hubTime)
+                    failures.append(.journalRestored(board: board))
                 } catch {
-                    failure = "sync: \(error)"
+                    failures.append(.journalFailed(board: board, reason: "restart: \(error)"))
                 }
             case .sendSnapshot(let peer, let requestID, let board, let state, let digest):
                 let delivered = snapshotService.send(
@@ -188,9 +195,9 @@ final class HubLoop {
                 try? publish.unsubscribe(topic)
             }
         }
-        guard touchedJournal else { return nil }
-        if let failure { return .journalFailed(failure) }
-        return .journalProgress(writtenThrough: written, syncedThrough: synced)
+        // Failures first: the progress that follows must not acknowledge a failed board's agents.
+        if touchedJournal { failures.append(.journalProgress(writtenThrough: written, syncedThrough: synced)) }
+        return failures
     }
 
     private func send(_ reply: HubReply, to peer: PeerID) {

@@ -40,6 +40,9 @@ public struct HubConfiguration: Sendable {
     /// thread less) when agents send many small frames, for that much more
     /// ack latency; durability is unchanged (an ack still waits for the journal).
     public var ackInterval: Duration = .zero
+    /// How often a board whose journal failed tries it again (a checkpoint
+    /// of the board as it is then). Default 5 s.
+    public var journalRetryInterval: Duration = .seconds(5)
     /// A session silent this long is forgotten (its duplicate detection with it). Default 10 min.
     public var sessionRetention: Duration = .seconds(600)
 

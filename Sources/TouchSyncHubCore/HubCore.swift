@@ -126,6 +126,7 @@ public struct HubCore {
         if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
         if !ackQueue.isEmpty && configuration.ackInterval > .zero { deadline = min(deadline, nextAck) }
         if let due = journal?.syncDue { deadline = min(deadline, due) }
+        if let retry = journal?.failedBoards.values.map(\.nextRetry).min() { deadline = min(deadline, retry) }
         for slot in owedHeartbeats {
             deadline = min(deadline, (subscribeHeartbeats[slot] ?? origin) + configuration.subscribeHeartbeatInterval)
         }
@@ -224,18 +225,17 @@ public struct HubCore {
         case .journalProgress(let written, let synced):
             journal?.progress(written: written, synced: synced)
             sendAcks(now: now, force: false, into: &actions)
-        case .journalFailed(let reason):
-            guard journal?.failed == false else { return }
-            journal?.failed = true
-            metrics.journalFailures.increment()
-            logger.critical(
-                "journal failed: no further frame will be acknowledged until the hub restarts", metadata: ["error": "\(reason)"])
-            // Everyone still waiting hears it now.
-            for principal in sessions.keys where !sessions[principal]!.ackPending {
+        case .journalFailed(let board, let reason):
+            journalFailed(board: board, reason: reason, now: now, into: &actions)
+        case .journalRestored(let board):
+            guard journal?.failedBoards.removeValue(forKey: board) != nil else { return }
+            logger.notice("journal works again: the board's frames are acknowledged", metadata: ["board": "\(board)"])
+            // Its agents waited: everything they sent is in the checkpoint just made durable.
+            for principal in sessions.keys where sessions[principal]!.board == board && !sessions[principal]!.ackPending {
                 sessions[principal]!.ackPending = true
                 ackQueue.append(principal)
             }
-            warnStorageUnavailable(now: now, into: &actions)
+            sendAcks(now: now, force: true, into: &actions)
         case .turnEnded(let inputWaiting):
             if !inputWaiting {
                 if behindSince != nil && lastBusyNotice != nil { metrics.behindSeconds.record(0) }
@@ -627,10 +627,7 @@ public struct HubCore {
         // An ack promises the frame is as durable as the fsync policy says:
         // every applied diff journaled (no board waiting to publish) and synced.
         if let journal {
-            if journal.failed {
-                warnStorageUnavailable(now: now, into: &actions)
-                return
-            }
+            if !journal.failedBoards.isEmpty { warnStorageUnavailable(now: now, into: &actions) }
             guard dirtyBoards.isEmpty, journal.isDurable else { return }
         }
         guard !ackQueue.isEmpty, force || now >= nextAck else { return }
@@ -644,23 +641,64 @@ public struct HubCore {
         ackQueue.removeAll(keepingCapacity: true)
     }
 
-    /// With a failed journal nothing is acknowledged again: the agents waiting
-    /// for an ack are told why (at most once a second each), and keep their frames.
+    /// A board's journal failed: its agents are not acknowledged until it is
+    /// restored (retried every `journalRetryInterval`); they are told why.
+    private mutating func journalFailed(board: String, reason: String, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        guard journal != nil else { return }
+        if let known = journal!.failedBoards[board] {
+            journal!.failedBoards[board]!.reason = reason
+            // A retry that failed again: said once a minute, not every retry.
+            if now - known.lastLogged >= .seconds(60) {
+                journal!.failedBoards[board]!.lastLogged = now
+                logger.error("journal still failing: the board's frames are not acknowledged", metadata: ["board": "\(board)", "error": "\(reason)"])
+            }
+        } else {
+            journal!.failedBoards[board] = FailedJournal(reason: reason, nextRetry: now + configuration.journalRetryInterval, lastLogged: now)
+            metrics.journalFailures.increment()
+            logger.error(
+                "journal failed for one board: its frames are not acknowledged until it works again (retried every \(configuration.journalRetryInterval)); the other boards go on",
+                metadata: ["board": "\(board)", "error": "\(reason)"])
+        }
+        // Its agents still waiting hear it now.
+        for principal in sessions.keys where sessions[principal]!.board == board && !sessions[principal]!.ackPending {
+            sessions[principal]!.ackPending = true
+            ackQueue.append(principal)
+        }
+        warnStorageUnavailable(now: now, into: &actions)
+    }
+
+    /// The agents in the ack queue whose board's journal failed are told so
+    /// (at most once a second each) instead of acknowledged, and keep their frames.
     private mutating func warnStorageUnavailable(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
-        for principal in ackQueue {
-            guard let session = sessions[principal], session.ackPending else { continue }
+        guard let failed = journal?.failedBoards, !failed.isEmpty else { return }
+        var waiting = ackQueue
+        defer { ackQueue = waiting }
+        waiting.removeAll { principal in
+            guard let session = sessions[principal], session.ackPending, let failure = failed[session.board] else { return false }
             sessions[principal]!.ackPending = false
-            if let warned = session.storageWarnedAt, now - warned < .seconds(1) { continue }
+            if let warned = session.storageWarnedAt, now - warned < .seconds(1) { return true }
             sessions[principal]!.storageWarnedAt = now
             refuse(
                 session.peer,
                 HubRefusal(
                     .storageUnavailable,
-                    "the hub cannot make frames durable (its journal failed): nothing after message \(session.acknowledged) is acknowledged; keep them",
+                    "the hub cannot make board \(session.board)'s frames durable (its journal failed: \(failure.reason); retried every \(configuration.journalRetryInterval)): nothing after message \(session.acknowledged) is acknowledged; keep them",
                     sequence: session.numbering.appliedThrough),
                 into: &actions)
+            return true
         }
-        ackQueue.removeAll(keepingCapacity: true)
+    }
+
+    /// Failed boards due a retry: their pending diffs published (journaled
+    /// as progress), then a restart from the board as published.
+    private mutating func retryFailedJournals(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        guard let failed = journal?.failedBoards, !failed.isEmpty else { return }
+        for (board, failure) in failed where now >= failure.nextRetry {
+            journal!.failedBoards[board]!.nextRetry = now + configuration.journalRetryInterval
+            guard let slot = boardSlots[board] else { continue }
+            publishPending(slot: slot, now: now, into: &actions)
+            actions.append(.restartJournal(board: board, state: channels[slot].state, hubTime: hubTime(at: now)))
+        }
     }
 
     // MARK: Timers
@@ -680,6 +718,7 @@ public struct HubCore {
             if let due = livenessDue, now >= due { checkLiveness(now: now) }
             if let until = recoveredUntil, now >= until { cancelUnreturnedUsers() }
         }
+        retryFailedJournals(now: now, into: &actions)
         if now >= nextHousekeeping {
             forgetOldSessions(now: now)
             strangers.removeAll(keepingCapacity: true)
@@ -835,7 +874,7 @@ public struct HubCore {
         let time = hubTime(at: now)
         guard let (sequence, encodedBatch) = channels[slot].sealBatch(hubTime: time) else { return }
         // Journaled before it is published: no subscriber sees a batch the journal may not have.
-        if journal?.failed == false {
+        if journal != nil {
             let ticket = journal!.append()
             actions.append(
                 .appendToJournal(
@@ -853,7 +892,7 @@ public struct HubCore {
     }
 
     private mutating func syncJournalIfDue(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
-        guard journal?.failed == false, let through = journal!.syncIfDue(force: force, now: now) else { return }
+        guard journal != nil, let through = journal!.syncIfDue(force: force, now: now) else { return }
         actions.append(.syncJournal(through: through))
     }
 
@@ -912,8 +951,8 @@ struct JournalProgress {
     private(set) var synced: UInt64 = 0
     private var syncRequested: UInt64 = 0
     private var lastSyncAt: ContinuousClock.Instant
-    /// A write or sync failed: nothing more is promised durable (no more acks).
-    var failed = false
+    /// Boards whose journal failed (their agents are not acknowledged); the others go on.
+    var failedBoards: [String: FailedJournal] = [:]
 
     init(policy: FsyncPolicy, lastSyncAt: ContinuousClock.Instant) {
         self.policy = policy
@@ -932,13 +971,12 @@ struct JournalProgress {
 
     /// Everything appended is as durable as the policy promises.
     var isDurable: Bool {
-        guard !failed else { return false }
         return (policy == .never ? written : synced) >= appended
     }
 
     /// When an interval policy wants the next sync (nil: nothing to sync, or not that policy).
     var syncDue: ContinuousClock.Instant? {
-        guard !failed, appended > syncRequested, case .interval(let interval) = policy else { return nil }
+        guard appended > syncRequested, case .interval(let interval) = policy else { return nil }
         return lastSyncAt + interval
     }
 
@@ -956,6 +994,13 @@ struct JournalProgress {
         lastSyncAt = now
         return appended
     }
+}
+
+/// A board whose journal failed, until a restart of it succeeds.
+struct FailedJournal {
+    var reason: String
+    var nextRetry: ContinuousClock.Instant
+    var lastLogged: ContinuousClock.Instant
 }
 
 // Duration conversions shared by the core and its adapters.

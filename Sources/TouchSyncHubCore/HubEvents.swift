@@ -100,8 +100,13 @@ public enum HubEvent: Sendable {
     /// The journal actions carried out so far: appends through `writtenThrough`
     /// are written, syncs through `syncedThrough` made them durable.
     case journalProgress(writtenThrough: UInt64, syncedThrough: UInt64)
-    /// A journal action failed: nothing more can be promised durable.
-    case journalFailed(String)
+    /// `board`'s journal failed (a write, a sync, its folder; or a restart
+    /// of it): its frames are not promised durable until it is restored. The
+    /// other boards are not affected.
+    case journalFailed(board: String, reason: String)
+    /// `board`'s journal was started again (`restartJournal`): everything
+    /// it holds now is durable.
+    case journalRestored(board: String)
     /// The transport has handled what was waiting (or its per-turn share of
     /// it: `inputWaiting`, the hub is behind), or `nextDeadline` passed:
     /// publish what is due, run due timers, acknowledge.
@@ -120,6 +125,9 @@ public enum HubAction: Sendable {
     case appendToJournal(JournalAppend)
     /// Make every append through `through` durable (fsync).
     case syncJournal(through: UInt64)
+    /// Start a failed board's journal again from `state`, the board as
+    /// published (a checkpoint): answered by `journalRestored` or `journalFailed`.
+    case restartJournal(board: String, state: BoardState, hubTime: Int64)
     /// Answer a snapshot request with the board as published at `state.sequence`.
     case sendSnapshot(to: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest)
     case refuseSnapshot(to: PeerID, requestID: UInt64, HubRefusal)

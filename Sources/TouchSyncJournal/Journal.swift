@@ -108,6 +108,10 @@ public final class Journal {
     public let configuration: JournalConfiguration
     private let logger: Logger
     private var writers: [String: BoardJournalWriter] = [:]
+    /// Boards whose journal failed (a write, a sync or their folder): they
+    /// take no writes until `restart` succeeds, and keep their agents'
+    /// progress for the checkpoint that restart writes. The other boards go on.
+    private var broken: [String: [UserNamespace: AgentProgress]] = [:]
     /// Written but not yet made durable (for the fsync policy).
     public private(set) var hasUnsyncedWrites = false
     /// Bytes appended since this journal was opened (checkpoints included).
@@ -263,9 +267,43 @@ public final class Journal {
 
     /// Appends one published batch and the agents' progress in it. `state` is
     /// the board after the batch (used when a new segment starts).
+    ///
+    /// A failure is the board's alone: it throws, the board is *broken* (no
+    /// more writes to it, its file closed) until `restart(board:state:hubTime:)`
+    /// succeeds, and every other board keeps being written. Appends to a broken
+    /// board write nothing but keep its agents' progress for that restart.
     public func append(
         board: String, encodedBatch: [UInt8], sequence: UInt64, hubTime: Int64, agents: [AgentProgress], state: BoardState
     ) throws(JournalError) {
+        if broken[board] != nil {
+            for agent in agents { broken[board]![agent.principal] = agent }
+            return
+        }
+        do throws(JournalError) {
+            let writer = try appendToWriter(
+                board: board, encodedBatch: encodedBatch, sequence: sequence, hubTime: hubTime, agents: agents, state: state)
+            if configuration.fsync == .everyBatch {
+                // This board's own file only: every other board was synced at its own append.
+                try writer.sync()
+                syncs += 1
+                lastSync = clock.now
+            }
+        } catch {
+            var progress: [UserNamespace: AgentProgress] = [:]
+            if let writer = writers.removeValue(forKey: board) {
+                writer.close()
+                progress = writer.agents
+            }
+            for agent in agents { progress[agent.principal] = agent }
+            broken[board] = progress
+            throw error
+        }
+        if case .interval = configuration.fsync { hasUnsyncedWrites = true }
+    }
+
+    private func appendToWriter(
+        board: String, encodedBatch: [UInt8], sequence: UInt64, hubTime: Int64, agents: [AgentProgress], state: BoardState
+    ) throws(JournalError) -> BoardJournalWriter {
         let writer: BoardJournalWriter
         if let existing = writers[board] {
             writer = existing
@@ -274,7 +312,7 @@ public final class Journal {
                 throw .invalid("board \(board) has no journal but is at batch \(sequence): its folder was removed while the hub ran")
             }
             writer = try BoardJournalWriter(
-                board: board, creatingIn: configuration.directory + "/" + BoardFolderName.encode(board), hubTime: hubTime,
+                board: board, creatingIn: folder(of: board), hubTime: hubTime,
                 limits: state.limits, segmentBytes: configuration.segmentBytes)
             writers[board] = writer
         }
@@ -284,9 +322,43 @@ public final class Journal {
             try writer.sync()
             bytesWritten += try writer.startSegment(state: state, hubTime: hubTime)
         }
-        hasUnsyncedWrites = true
-        if configuration.fsync == .everyBatch { try sync() }
-        if configuration.fsync == .never { hasUnsyncedWrites = false }
+        return writer
+    }
+
+    private func folder(of board: String) -> String { configuration.directory + "/" + BoardFolderName.encode(board) }
+
+    /// Whether `board`'s journal failed and has not been restarted.
+    public func isBroken(_ board: String) -> Bool { broken[board] != nil }
+
+    /// Starts a broken board's journal again: a new segment whose checkpoint
+    /// is `state` (the board now, every batch since the failure included) with
+    /// the agents' progress kept meanwhile, durable before this returns
+    /// (written aside, synced, renamed into place, folder synced). On failure
+    /// the board stays broken.
+    public func restart(board: String, state: BoardState, hubTime: Int64) throws(JournalError) {
+        guard let agents = broken[board] else { return }
+        let folder = folder(of: board)
+        try JournalFile.makeDirectory(folder)
+        let path = folder + "/" + SegmentFormat.fileName(firstSequence: state.sequence)
+        let aside = path + ".new"
+        if JournalFile.exists(aside) { try JournalFile.remove(aside) }
+        do throws(JournalError) {
+            let file = try JournalFile.openForAppending(aside, create: true)
+            defer { file.close() }
+            let checkpoint = JournalRecordCodec.checkpointPayload(
+                state: state, board: board, hubTime: hubTime, agents: Array(agents.values))
+            try file.write(SegmentFormat.magic + SegmentFormat.frame(checkpoint))
+            try file.sync()
+        } catch {
+            try? JournalFile.remove(aside)  // a full disk gets its bytes back
+            throw error
+        }
+        try JournalFile.rename(aside, to: path)
+        try JournalFile.syncDirectory(folder)
+        writers[board] = try BoardJournalWriter(
+            board: board, folder: folder, reopening: path, agents: agents, segmentBytes: configuration.segmentBytes)
+        broken[board] = nil
+        bytesWritten += SegmentFormat.magic.count
     }
 
     /// When the next `sync` is due under an interval policy (nil: none pending).
@@ -295,14 +367,32 @@ public final class Journal {
         return lastSync + interval
     }
 
-    /// Makes every write so far durable.
+    /// Makes every write so far durable; throws the first board's failure
+    /// (that board, and any other that failed, is broken: see `syncEach`).
     public func sync() throws(JournalError) {
+        if let failure = syncEach().first { throw failure.error }
+    }
+
+    /// Makes every write so far durable, board by board: the boards whose
+    /// sync failed are broken (see `append`) and returned; the others are durable.
+    public func syncEach() -> [(board: String, error: JournalError)] {
+        var failures: [(board: String, error: JournalError)] = []
         if hasUnsyncedWrites {
-            for writer in writers.values { try writer.sync() }
+            for (board, writer) in writers {
+                do throws(JournalError) {
+                    try writer.sync()
+                } catch {
+                    writer.close()
+                    writers[board] = nil
+                    broken[board] = writer.agents
+                    failures.append((board, error))
+                }
+            }
             syncs += 1
         }
         hasUnsyncedWrites = false
         lastSync = clock.now
+        return failures
     }
 
     /// Syncs under an interval policy when due; true if everything written is now durable.
@@ -338,7 +428,7 @@ final class BoardJournalWriter {
     private var file: JournalFile
     private let segmentBytes: Int
     /// Every agent's latest progress on the board, for checkpoints.
-    private var agents: [UserNamespace: AgentProgress]
+    private(set) var agents: [UserNamespace: AgentProgress]
     private var dirty = false
 
     /// A new board: its folder and a first segment opening with the empty board.

@@ -35,6 +35,59 @@ struct DataFolderFaultTests {
         await third.exited()
     }
 
+    /// A journal fault is one board's (issue 22: one valid long board name
+    /// stopped every acknowledgement on the hub). Board `blocked` cannot be
+    /// stored (a file sits where its folder goes): its draw is told and fails,
+    /// while a draw on another board at the same time is acknowledged. Once the
+    /// obstacle is gone the hub's retry checkpoints the board, a draw on it is
+    /// acknowledged, and after SIGKILL the hub recovers both boards whole,
+    /// the batches published while it failed included (in the checkpoint).
+    @Test func aJournalFaultStopsOnlyItsBoard() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let folder = try temporaryFolder("oneboard")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let ports = try ProcessTests.freePorts(4)
+        let endpoints = [
+            "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])",
+        ]
+        let data = folder + "/data"
+        let (hub, _, _) = try await children.startHub(["hub", "--data", data, "--fsync", "batch", "--journal-retry", "1"] + endpoints)
+        let obstacle = data + "/blocked"
+        #expect(FileManager.default.createFile(atPath: obstacle, contents: Data("not a folder".utf8)))
+
+        // Both at once: the blocked board's draw fails in words, the other's is acknowledged.
+        let blockedDraw = Task { try await touchsync(["draw", "--board", "blocked", "--seconds", "1", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"]) }
+        let fine = try await touchsync(["draw", "--board", "fine", "--seconds", "1", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        let blocked = try await blockedDraw.value
+        #expect(fine.status == 0 && fine.output.contains("every message acknowledged"), "\(fine.output) \(fine.errors)")
+        #expect(blocked.status == 1 && blocked.errors.contains("cannot store board blocked's frames"), "\(blocked.output) \(blocked.errors)")
+        let again = try await touchsync(["draw", "--board", "fine", "--seconds", "0.5", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        #expect(again.status == 0, "the other board stopped being acknowledged: \(again.errors)")
+
+        // The obstacle goes: within a retry (1 s here) the board is stored again.
+        try FileManager.default.removeItem(atPath: obstacle)
+        let restored = try await touchsync(["draw", "--board", "blocked", "--seconds", "1", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        #expect(restored.status == 0, "\(restored.output) \(restored.errors)")
+        let before = try #require(try snapshotReply(endpoint: "tcp://127.0.0.1:\(ports[2])", board: "blocked"))
+        // The restored draw's three strokes (the failed draw's agent held back what was not
+        // acknowledged, and its touches were cancelled as it left).
+        let accepted = before.chunk.strokes.filter { $0.acceptedPosition > 0 }.count
+        #expect(accepted == 3)
+
+        kill(hub.processIdentifier, SIGKILL)
+        await hub.exited()
+        let (restarted, _, text) = try await children.startHub(["hub", "--data", data] + endpoints)
+        #expect(text.contains("2 board(s) recovered"), "\(text)")
+        #expect(text.contains("blocked: batch \(before.chunk.sequence),"), "the failed board came back short: \(text)")
+        let after = try #require(try snapshotReply(endpoint: "tcp://127.0.0.1:\(ports[2])", board: "blocked"))
+        #expect(after.chunk.sequence == before.chunk.sequence)
+        #expect(after.chunk.strokes.filter { $0.acceptedPosition > 0 }.count == accepted)
+        restarted.interrupt()
+        await restarted.exited()
+    }
+
     /// A folder that takes no writes (a read-only mount) is refused at start,
     /// not discovered at the first frame.
     @Test(.enabled(if: isRoot, "mounting a read-only file system needs root"))
@@ -288,11 +341,11 @@ struct FullDiskTests {
             }
         }
         let failed = try #require(refusal, "the disk never filled")
-        #expect(failed.errors.contains("cannot store frames"), "\(failed.errors)")
+        #expect(failed.errors.contains("cannot store board wall's frames"), "\(failed.errors)")
         #expect(acknowledgedDraws >= 1)
         // Another agent now: told at once, never acknowledged.
         let after = try await touchsync(["draw", "--board", "wall", "--seconds", "0.2", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
-        #expect(after.status == 1 && after.errors.contains("cannot store frames"), "\(after.errors)")
+        #expect(after.status == 1 && after.errors.contains("cannot store board wall's frames"), "\(after.errors)")
 
         // The hub dies; it comes back on what its journal kept (copied off the full disk).
         kill(hub.processIdentifier, SIGKILL)

@@ -93,6 +93,7 @@ struct HubCorePropertyTests {
                         }
                     case .appendToJournal(let append): written = max(written, append.ticket)
                     case .syncJournal(let through): synced = max(synced, through)
+                    case .restartJournal: Issue.record("a restart asked for though no journal failed")
                     case .publish, .sendSnapshot, .refuseSnapshot, .allowSubscription, .dropSubscription: break
                     }
                 }

@@ -263,15 +263,61 @@ struct HubCoreTests {
         #expect(turn.journalSyncs == [2] && turn.acks(to: ink).isEmpty)
         #expect(hub.send(.journalProgress(writtenThrough: 2, syncedThrough: 2)).acks(to: ink) == [2])
 
-        // A failed journal: nothing is acknowledged again, nothing more is journaled.
-        _ = hub.message(ink, .numbered(sequence: 3, moved(1, x: 6, t: 2)))
+    }
+
+    /// A journal fault is one board's (issue 22: one long board name stopped
+    /// every acknowledgement on the hub): its agents are told and not
+    /// acknowledged, the other boards' agents are, and the failed board is
+    /// restarted from a checkpoint every retry interval until that works.
+    @Test func aJournalFaultStopsOnlyItsBoard() {
+        var configuration = JournalConfiguration(directory: "unused")
+        configuration.fsync = .everyBatch
+        let hub = CoreHarness {
+            $0.journal = configuration
+            $0.journalRetryInterval = .seconds(5)
+        }
+        let ink = peer("ink")
+        let pen = peer("pen")
+        hub.hello(ink, board: "broken")
+        hub.hello(pen, board: "fine")
+        _ = hub.message(ink, .numbered(sequence: 1, began(1)))
+        _ = hub.message(pen, .numbered(sequence: 1, began(1)))
+        var turn = hub.endTurn()
+        #expect(turn.journalAppends.map(\.board).sorted() == ["broken", "fine"])
+        // The report: broken's write failed, everything else is durable.
+        turn = hub.send(.journalFailed(board: "broken", reason: "write: ENAMETOOLONG"))
+            + hub.send(.journalProgress(writtenThrough: 2, syncedThrough: 2))
+        #expect(turn.acks(to: pen) == [1], "the other board is acknowledged")
+        #expect(turn.acks(to: ink).isEmpty)
+        #expect(turn.errors(to: ink).map(\.code) == [.storageUnavailable])
+        #expect(turn.errors(to: ink).first?.message.contains("board broken") == true)
+
+        // Both keep drawing: only the fine board's agent is acknowledged; broken's batches are still published.
+        hub.advance(.seconds(2))
+        _ = hub.message(ink, .numbered(sequence: 2, moved(1, x: 6, t: 2)))
+        _ = hub.message(pen, .numbered(sequence: 2, moved(1, x: 6, t: 2)))
         turn = hub.endTurn()
-        hub.send(.journalFailed("disk full"))
-        hub.advance(.seconds(1))
-        _ = hub.message(ink, .numbered(sequence: 4, moved(1, x: 7, t: 3)))
-        turn = hub.endTurn() + hub.send(.journalProgress(writtenThrough: 3, syncedThrough: 3))
-        #expect(turn.acks(to: ink).isEmpty && turn.journalAppends.isEmpty)
-        #expect(turn.batchSequences == [4])
+        #expect(turn.batchSequences.sorted() == [2, 2])
+        turn = turn + hub.send(.journalProgress(writtenThrough: 4, syncedThrough: 4))
+        #expect(turn.acks(to: pen) == [2] && turn.acks(to: ink).isEmpty)
+        #expect(turn.errors(to: ink).map(\.code) == [.storageUnavailable], "told again (a second later)")
+        #expect(!turn.contains { if case .restartJournal = $0 { true } else { false } }, "retried before the interval")
+
+        // The retry interval passes: a restart from the board as published.
+        #expect(hub.core.nextDeadline <= hub.start + .seconds(5))
+        hub.advance(to: hub.start + .seconds(5))
+        turn = hub.endTurn()
+        let restarts = turn.compactMap { action -> (String, UInt64)? in
+            if case .restartJournal(let board, let state, _) = action { (board, state.sequence) } else { nil }
+        }
+        #expect(restarts.map(\.0) == ["broken"] && restarts.map(\.1) == [2])
+        // It fails again: still not acknowledged; then it works: everything applied is acknowledged.
+        turn = hub.send(.journalFailed(board: "broken", reason: "restart: ENOSPC"))
+        #expect(turn.acks(to: ink).isEmpty)
+        turn = hub.send(.journalRestored(board: "broken"))
+        #expect(turn.acks(to: ink) == [2])
+        hub.advance(.seconds(6))
+        #expect(!hub.endTurn().contains { if case .restartJournal = $0 { true } else { false } }, "restored boards are not retried")
     }
 
     @Test(arguments: [FsyncPolicy.never, .everyBatch])

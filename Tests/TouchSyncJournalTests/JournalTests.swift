@@ -273,6 +273,44 @@ struct JournalTests {
         #expect(try BoardHistory.boards(in: directory) == [longest[0]])
     }
 
+    /// A board whose folder cannot be made (a file in its place) fails alone:
+    /// the append throws, the other board keeps being written and synced,
+    /// appends to the broken board write nothing, and once the obstacle is
+    /// gone a restart checkpoints the board as it is, which recovery then reads.
+    @Test(arguments: [FsyncPolicy.everyBatch, .interval(.seconds(60))])
+    func aFailedBoardStopsAloneAndRestartsFromACheckpoint(policy: FsyncPolicy) throws {
+        let directory = temporaryDirectory("broken")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let obstacle = directory + "/" + BoardFolderName.encode("blocked")
+        let journal = try openJournal(directory, fsync: policy)
+        #expect(FileManager.default.createFile(atPath: obstacle, contents: Data("not a folder".utf8)))
+        var blocked = JournaledBoard(seed: 5, name: "blocked")
+        var open = JournaledBoard(seed: 6, name: "open")
+        #expect(throws: JournalError.self) { _ = try blocked.appendBatch(to: journal) }
+        #expect(journal.isBroken("blocked") && !journal.isBroken("open"))
+        for _ in 0..<20 {
+            _ = try open.appendBatch(to: journal)
+            _ = try blocked.appendBatch(to: journal, agent: "agent-b")  // nothing written, progress kept
+        }
+        #expect(journal.syncEach().isEmpty)
+        // Still in the way: the restart fails and the board stays broken.
+        #expect(throws: JournalError.self) { try journal.restart(board: "blocked", state: blocked.state, hubTime: blocked.time) }
+        #expect(journal.isBroken("blocked"))
+        try FileManager.default.removeItem(atPath: obstacle)
+        try journal.restart(board: "blocked", state: blocked.state, hubTime: blocked.time)
+        #expect(!journal.isBroken("blocked"))
+        for _ in 0..<5 { _ = try blocked.appendBatch(to: journal, agent: "agent-b") }
+        try journal.sync()
+        journal.close()
+
+        let recovered = try openJournal(directory).recover()
+        let byName = Dictionary(uniqueKeysWithValues: recovered.map { ($0.name, $0) })
+        #expect(byName["open"]?.state.digest == open.state.digest && byName["open"]?.state.sequence == 20)
+        let restored = try #require(byName["blocked"])
+        #expect(restored.state.sequence == 26 && restored.state.digest == blocked.state.digest)
+        #expect(restored.agents.first { $0.principal == UserNamespace("agent-b") }?.appliedThrough == 52)
+    }
+
     @Test func fsyncPolicyArguments() {
         #expect(FsyncPolicy(argument: "batch") == .everyBatch)
         #expect(FsyncPolicy(argument: "never") == .never)
