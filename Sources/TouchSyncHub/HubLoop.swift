@@ -31,6 +31,7 @@ final class HubLoop {
     private let mailbox: Mailbox<HubLoopCommand>
     private let ingest: ZMQSocket
     private let publish: ZMQSocket
+    private let subscriberConnections: ZMQAcceptedConnections?
     private let snapshotService: SnapshotService
     let endpoints: HubEndpoints
 
@@ -58,6 +59,7 @@ final class HubLoop {
         journalMetrics = JournalMetrics(factory: metricsFactory)
         ingest = sockets.ingest
         publish = sockets.publish
+        subscriberConnections = sockets.subscriberConnections
         snapshotService = SnapshotService(socket: sockets.snapshots, logger: logger)
         endpoints = sockets.endpoints
         authenticated = configuration.security != nil
@@ -67,6 +69,7 @@ final class HubLoop {
     func run() {
         defer {
             ingest.close()
+            subscriberConnections?.close()
             publish.close()
             snapshotService.socket.close()
             journal?.close()
@@ -104,6 +107,7 @@ final class HubLoop {
                     }
                 },
                 turnEnded: {
+                    subscriberConnections?.update()
                     handle(.turnEnded(inputWaiting: ingestWaiting))
                     ingestWaiting = false
                 })
@@ -193,6 +197,12 @@ final class HubLoop {
                 do { try publish.subscribe(topic) } catch { logger.warning("subscribe failed", metadata: ["error": "\(error)"]) }
             case .dropSubscription(let topic):
                 try? publish.unsubscribe(topic)
+            case .disconnectSubscribers(let users):
+                guard let subscriberConnections, let port = endpoints.publish.split(separator: ":").last.flatMap({ UInt16($0) }) else { continue }
+                let ended = subscriberConnections.shutDownAll(localPort: port)
+                logger.notice(
+                    "subscriber connections ended: they connect again through the handshake (the others resync)",
+                    metadata: ["connections": "\(ended)", "for": "\(users)"])
             }
         }
         // Failures first: the progress that follows must not acknowledge a failed board's agents.

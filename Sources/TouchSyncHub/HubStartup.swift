@@ -51,11 +51,14 @@ struct HubSockets {
     let publish: ZMQSocket
     let snapshots: ZMQSocket
     let endpoints: HubEndpoints
+    /// Authenticated hubs: the subscriber connections, so a revocation can end them.
+    let subscriberConnections: ZMQAcceptedConnections?
 
     init(configuration: HubConfiguration, context: ZMQContext) throws {
         let ingest = try ZMQSocket(context, type: .router)
         let publish = try ZMQSocket(context, type: .xpub)
         let snapshots = try ZMQSocket(context, type: .router)
+        var connections: ZMQAcceptedConnections? = nil
         do {
             try ingest.setRouterMandatory(true)
             if let security = configuration.security {
@@ -73,6 +76,7 @@ struct HubSockets {
             try ingest.setSendHighWaterMark(configuration.ingestHighWaterMark)
             try ingest.bind(configuration.ingestEndpoint)
 
+            if configuration.security != nil { connections = try ZMQAcceptedConnections(publish, context: context) }
             try publish.setXPubVerbose(true)
             try publish.setSendHighWaterMark(configuration.publishHighWaterMark)
             if configuration.publishSendBufferBytes > 0 { try publish.setSendBuffer(bytes: configuration.publishSendBufferBytes) }
@@ -86,17 +90,20 @@ struct HubSockets {
             endpoints = HubEndpoints(
                 ingest: try ingest.lastEndpoint, publish: try publish.lastEndpoint, snapshot: try snapshots.lastEndpoint)
         } catch {
+            connections?.close()
             ingest.close()
             publish.close()
             snapshots.close()
             throw error
         }
+        subscriberConnections = connections
         self.ingest = ingest
         self.publish = publish
         self.snapshots = snapshots
     }
 
     func close() {
+        subscriberConnections?.close()
         ingest.close()
         publish.close()
         snapshots.close()

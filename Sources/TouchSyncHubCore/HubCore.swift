@@ -39,6 +39,9 @@ public struct HubCore {
     /// When each board last sent a heartbeat for a new subscriber, and the
     /// boards that owe one (subscribers arrived within the interval).
     private var subscribeHeartbeats: [Int: ContinuousClock.Instant] = [:]
+    /// Authenticated hubs: the boards each user subscribed to (up to 1,024
+    /// per user), so that a reload that takes a board away ends the stream.
+    private var watchedBoards: [UserNamespace: Set<String>] = [:]
     /// Boards each user created here (at most one entry per board created), for the per-user quotas.
     private var boardsCreated: [UserNamespace: (total: Int, minuteStart: ContinuousClock.Instant, inMinute: Int)] = [:]
     /// Snapshot requests per requester in the current one-second window (a
@@ -178,6 +181,7 @@ public struct HubCore {
                     return
                 }
                 actions.append(.allowSubscription(topic: topic))
+                if watchedBoards[user, default: []].count < 1024 { watchedBoards[user, default: []].insert(name) }
             }
             subscriptions[topic, default: 0] += 1
             metrics.subscriptions.record(subscriptions.values.reduce(0, +))
@@ -221,7 +225,7 @@ public struct HubCore {
             }
             snapshot(board, for: peer, requestID: requestID, now: now, into: &actions)
         case .accessChanged(let list):
-            accessChanged(list)
+            accessChanged(list, into: &actions)
         case .journalProgress(let written, let synced):
             journal?.progress(written: written, synced: synced)
             sendAcks(now: now, force: false, into: &actions)
@@ -740,8 +744,15 @@ public struct HubCore {
     /// listed for its board is ended (touches cancelled; its connection
     /// stays, and a new hello is refused); one now only watching keeps its
     /// session, has its touches cancelled, and gets FORBIDDEN for frames.
-    private mutating func accessChanged(_ list: AccessList) {
+    private mutating func accessChanged(_ list: AccessList, into actions: inout [HubAction]) {
         access = list
+        // Subscribers who lost a board they watch: their streams end (XPUB cannot drop one peer's subscription later).
+        let revoked = watchedBoards.filter { user, boards in boards.contains { list.role(of: user.rawValue, on: $0) == nil } }.keys
+        if !revoked.isEmpty {
+            for user in revoked { watchedBoards[user] = nil }
+            logger.notice("watchers lost boards: subscriber connections are ended", metadata: ["users": "\(revoked.map(\.rawValue).sorted())"])
+            actions.append(.disconnectSubscribers(users: revoked.map(\.rawValue).sorted()))
+        }
         for principal in Array(sessions.keys) {
             let session = sessions[principal]!
             let granted: Role?

@@ -135,6 +135,11 @@ public enum HubAction: Sendable {
     /// (XPUB_MANUAL: subscribe the pipe it came from), or be dropped.
     case allowSubscription(topic: [UInt8])
     case dropSubscription(topic: [UInt8])
+    /// A reload took boards away from these users while they watched them:
+    /// end the subscriber connections, so every subscriber connects again
+    /// through the handshake (the revoked are refused there or at subscribe;
+    /// the others resync). ZeroMQ cannot tell which connection is whose.
+    case disconnectSubscribers(users: [String])
 }
 
 /// A reply to one agent.

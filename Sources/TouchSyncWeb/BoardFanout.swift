@@ -15,6 +15,8 @@ final class TabOutbox: Sendable {
         var closed = false
         var waiter: CheckedContinuation<Void, Never>? = nil
         var overflows = 0
+        /// The tab's access was revoked: said to it (code, message), then its socket closes.
+        var revoked: (code: String, message: String)? = nil
     }
     private let state = Mutex(State())
     let limit: Int
@@ -64,10 +66,25 @@ final class TabOutbox: Sendable {
         waiter?.resume()
     }
 
+    /// Ends the tab: whatever is queued is dropped, it is told why, and its socket closes.
+    func revoke(code: String, message: String) {
+        let waiter = state.withLock { state in
+            state.revoked = (code, message)
+            state.queue.removeAll()
+            let waiter = state.waiter
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    var isRevoked: Bool { state.withLock { $0.revoked != nil } }
+
     enum Next {
         case messages([String])
         case snapshot
         case closed
+        case revoked(code: String, message: String)
     }
 
     /// Waits for what is next to send.
@@ -75,6 +92,10 @@ final class TabOutbox: Sendable {
         while true {
             let ready: Next? = state.withLock { state in
                 if state.closed { return .closed }
+                if let revoked = state.revoked {
+                    state.closed = true
+                    return .revoked(code: revoked.code, message: revoked.message)
+                }
                 if state.needsSnapshot {
                     state.needsSnapshot = false
                     return .snapshot
@@ -89,7 +110,7 @@ final class TabOutbox: Sendable {
             if let ready { return ready }
             await withCheckedContinuation { continuation in
                 let resumeNow = state.withLock { state in
-                    if state.closed || state.needsSnapshot || !state.queue.isEmpty { return true }
+                    if state.closed || state.revoked != nil || state.needsSnapshot || !state.queue.isEmpty { return true }
                     state.waiter = continuation
                     return false
                 }

@@ -90,6 +90,10 @@ public final class WebGateway: Service, Sendable {
         var boards: [String: BoardFanout] = [:]
         var sessions: [String: TabSession] = [:]  // by resume token
         var outboxes: [String: [ObjectIdentifier: TabOutbox]] = [:]  // by board: the tabs connected now
+        /// Tabs of invited users (authenticated gateway), by outbox: checked again when the access list changes.
+        var invitedTabs: [ObjectIdentifier: InvitedTab] = [:]
+        /// The access list's modification time when the open tabs were last checked against it.
+        var tabsCheckedAgainst: Date? = nil
         var port: Int? = nil
         /// Why the server could not listen (it then stopped).
         var listenFailure: WebGatewayError? = nil
@@ -170,6 +174,7 @@ public final class WebGateway: Service, Sendable {
                     while !Task.isCancelled {
                         try await Task.sleep(for: .seconds(1))
                         await reapDetachedSessions()
+                        revokeLostAccess()
                     }
                 }
             }
@@ -204,6 +209,44 @@ public final class WebGateway: Service, Sendable {
         }
         for board in boards { await board.stop() }
         logger.notice("web gateway stopped", metadata: ["tabs": "\(sessions.count)", "boards": "\(boards.count)"])
+    }
+
+    /// An open tab of an invited user, as it was let in.
+    struct InvitedTab: Sendable {
+        var token: String
+        var user: String
+        var board: String
+        var role: Role
+        var outbox: TabOutbox
+    }
+
+    /// When the access list changed, every invited user's tab is checked
+    /// again: a tab whose invitation was revoked, whose user lost the board,
+    /// or whose role went down is told why and closed, its agent ended (its
+    /// touches cancelled) at once.
+    private func revokeLostAccess() {
+        guard let path = configuration.accessList else { return }
+        let modified = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? .distantPast
+        let tabs: [InvitedTab]? = state.withLock { state in
+            guard state.tabsCheckedAgainst != modified else { return nil }
+            return Array(state.invitedTabs.values)
+        }
+        guard let tabs, let list = try? currentAccessList() else { return }
+        state.withLock { $0.tabsCheckedAgainst = modified }
+        for tab in tabs {
+            let refusal: (code: String, message: String)?
+            if list.user(withToken: tab.token) != tab.user {
+                refusal = ("UNAUTHORIZED", "\(tab.user)'s invitation was revoked")
+            } else if let role = list.role(of: tab.user, on: tab.board) {
+                refusal = role < tab.role ? ("FORBIDDEN", "\(tab.user) may now only \(role) board \(tab.board): open it again") : nil
+            } else {
+                refusal = ("FORBIDDEN", "\(tab.user) no longer has access to board \(tab.board)")
+            }
+            guard let refusal else { continue }
+            state.withLock { _ = $0.invitedTabs.removeValue(forKey: ObjectIdentifier(tab.outbox)) }
+            tab.outbox.revoke(code: refusal.code, message: refusal.message)
+            logger.notice("tab closed: access revoked", metadata: ["user": "\(tab.user)", "board": "\(tab.board)", "why": "\(refusal.message)"])
+        }
     }
 
     private func reapDetachedSessions() async {
@@ -307,7 +350,13 @@ public final class WebGateway: Service, Sendable {
                                 .text(
                                     "{\"t\":\"welcome\",\"user\":\(user),\"resume\":\(resume),\"board\":\(BrowserWire.quoted(board.board)),\"acked\":\(opened?.ackedThrough ?? 0),\"role\":\"\(identity.role)\",\"name\":\(name.map(BrowserWire.quoted) ?? "null")}"
                                 ))
-                            state.withLock { $0.outboxes[board.board, default: [:]][ObjectIdentifier(outbox)] = outbox }
+                            state.withLock { state in
+                                state.outboxes[board.board, default: [:]][ObjectIdentifier(outbox)] = outbox
+                                if let token = identity.token, let user = identity.user {
+                                    state.invitedTabs[ObjectIdentifier(outbox)] = InvitedTab(
+                                        token: token, user: user, board: board.board, role: identity.role, outbox: outbox)
+                                }
+                            }
                             board.join(outbox)
                             broadcastUsers(of: board.board)
                             group.addTask { [self] in await self.write(outbox, of: board, to: outbound) }
@@ -364,9 +413,15 @@ public final class WebGateway: Service, Sendable {
             group.cancelAll()
         }
         fanout?.leave(outbox)
-        guard let session else { return }
-        state.withLock { _ = $0.outboxes[session.board]?.removeValue(forKey: ObjectIdentifier(outbox)) }
-        if saidGoodbye {
+        state.withLock { state in
+            _ = state.invitedTabs.removeValue(forKey: ObjectIdentifier(outbox))
+            if let board = fanout?.board { _ = state.outboxes[board]?.removeValue(forKey: ObjectIdentifier(outbox)) }
+        }
+        guard let session else {
+            if let board = fanout?.board { broadcastUsers(of: board) }
+            return
+        }
+        if saidGoodbye || outbox.isRevoked {
             // A closed tab: its live touches are cancelled at once.
             state.withLock { _ = $0.sessions.removeValue(forKey: session.resumeToken) }
             await session.close()
@@ -486,6 +541,10 @@ public final class WebGateway: Service, Sendable {
             while true {
                 switch await outbox.next() {
                 case .closed:
+                    return
+                case .revoked(let code, let message):
+                    try await send(outbound, error: code, message)
+                    try await outbound.close(.policyViolation, reason: code)
                     return
                 case .snapshot:
                     guard await fanout.waitUntilSynced(timeout: .seconds(30)), let board = fanout.snapshot() else {

@@ -1,4 +1,5 @@
 import CZeroMQ
+import Glibc
 
 /// Socket options, each with the libzmq name it sets. Only what the hub and
 /// its clients need is typed here; `setOption(_:_:)` reaches any other.
@@ -221,4 +222,75 @@ public final class ZMQHandshakeMonitor {
     }
 
     public func close() { socket.close() }
+}
+
+/// The TCP connections a listening socket accepted and still holds, from its
+/// monitor (`ZMQ_EVENT_ACCEPTED` gives the descriptor, `DISCONNECTED` and
+/// `CLOSED` take it away). libzmq has no call to drop one peer; shutting
+/// down the descriptor makes its I/O thread see the end of the connection,
+/// drop the pipe (and an XPUB's subscriptions with it), and the peer connect
+/// again through the handshake (and ZAP). Belongs to the thread that owns the socket.
+public final class ZMQAcceptedConnections {
+    private let monitor: ZMQSocket
+    private let message = ZMQMessage()
+    private var descriptors: Set<Int32> = []
+
+    /// Starts monitoring `monitored` (call before it binds).
+    public init(_ monitored: ZMQSocket, context: ZMQContext) throws(ZMQError) {
+        let endpoint = "inproc://touchsync-accepted-\(UInt64.random(in: 0...UInt64.max))"
+        try monitored.startMonitor(endpoint: endpoint, events: ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED)
+        monitor = try ZMQSocket(context, type: .pair)
+        try monitor.setLinger(milliseconds: 0)
+        // Never lose an event to the high-water mark: a stale set would miss a connection.
+        try monitor.setReceiveHighWaterMark(0)
+        try monitor.connect(endpoint)
+    }
+
+    /// Reads the events that arrived since the last call (never waits).
+    public func update() {
+        while (try? monitor.receive(into: message, dontWait: true)) == true {
+            // Frame 1: u16 event, u32 value (native order); frame 2: the endpoint.
+            let header = message.bytes
+            while message.hasMore, (try? monitor.receive(into: message, dontWait: true)) == true {}
+            guard header.count >= 6 else { continue }
+            let event = Int32(header[0]) | Int32(header[1]) << 8
+            let descriptor = Int32(bitPattern: UInt32(header[2]) | UInt32(header[3]) << 8 | UInt32(header[4]) << 16 | UInt32(header[5]) << 24)
+            switch event {
+            case ZMQ_EVENT_ACCEPTED: descriptors.insert(descriptor)
+            case ZMQ_EVENT_DISCONNECTED, ZMQ_EVENT_CLOSED: descriptors.remove(descriptor)
+            default: break
+            }
+        }
+    }
+
+    /// The connections held now.
+    public var count: Int { descriptors.count }
+
+    /// Ends every connection held now whose local port is `localPort` (a
+    /// descriptor the events have not yet said was closed, and that the
+    /// process reused for something else, is left alone); returns how many.
+    @discardableResult
+    public func shutDownAll(localPort: UInt16) -> Int {
+        update()
+        var ended = 0
+        for descriptor in descriptors {
+            var address = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let named = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+            }
+            guard named == 0 else { continue }
+            let port: UInt16
+            switch Int32(address.ss_family) {
+            case AF_INET: port = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) } }
+            case AF_INET6: port = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) } }
+            default: continue
+            }
+            guard port == localPort else { continue }
+            if shutdown(descriptor, Int32(SHUT_RDWR)) == 0 { ended += 1 }
+        }
+        return ended
+    }
+
+    public func close() { monitor.close() }
 }

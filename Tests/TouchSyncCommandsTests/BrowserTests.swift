@@ -20,6 +20,7 @@ final class WhiteboardRig {
     let endpoints: [String]  // ingest, publish, snapshot, history
     let web: String          // http://127.0.0.1:PORT
     var webProcess: Child? = nil
+    var hubProcess: Child? = nil
     var tokens: [String: String] = [:]
     var keys: String? = nil
     let data: String
@@ -58,7 +59,7 @@ final class WhiteboardRig {
             webSecurity = ["--key", keys + "/gateway.key", "--hub-key", keys + "/hub.pub", "--access", access]
             self.keys = keys
         }
-        _ = try await children.startHub(
+        (hubProcess, _, _) = try await children.startHub(
             ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]]
                 + hubSecurity)
         let (webChild, output) = try children.run(
@@ -526,6 +527,49 @@ struct BrowserTests {
             #expect(agent.helloRefusal?.contains("forbidden") == true, "\(agent.helloRefusal ?? "no refusal")")
             await agent.stop()
         }
+    }
+
+    /// Revocation ends what the user had open (issue 22: revoked users' tabs
+    /// kept receiving for a minute and the gateway re-sent their hello every
+    /// 4.6 s). `keys revoke ann` and SIGHUP: ann's tab is told UNAUTHORIZED,
+    /// its socket closes and stays closed (the page does not retry), her
+    /// touch down is cancelled; cid, left alone, keeps drawing and the
+    /// watcher keeps seeing it, while ann's page sees nothing more.
+    @Test func revokedUsersTabsAreClosed() async throws {
+        let rig = try await WhiteboardRig(invitations: ["ann": ("*", "draw"), "cid": ("*", "draw"), "tv": ("*", "watch")])
+        defer { rig.close() }
+        let ann = try await rig.page("team", as: "ann")
+        let cid = try await rig.page("team", as: "cid")
+        let tv = try await rig.page("team", as: "tv", watching: true)
+        try await ann.drag(from: (200, 200))
+        try await ann.settled()
+        // Ann's mouse stays pressed: a touch down on the board.
+        try await ann.pointer("mousePressed", x: 400, y: 400)
+        try await ann.pointer("mouseMoved", x: 420, y: 410)
+        try await ann.settled()
+        try await tv.waitFor("touchsync.board.active.size === 1")
+        var board = try await rig.hubBoard("team")
+        let annUser = try #require(try await ann.evaluate("touchsync.user") as? String)
+        #expect(board.orderedActiveStrokes.map(\.owner.rawValue) == [annUser])
+
+        let keys = try #require(rig.keys)
+        #expect(try await touchsync(["keys", "revoke", "ann", "--access", keys + "/access.json"]).status == 0)
+        kill(try #require(rig.hubProcess).processIdentifier, SIGHUP)
+        try await ann.waitFor("touchsync.errors.some(e => e.code === 'UNAUTHORIZED' && e.message.includes('revoked'))")
+        try await ann.waitFor("touchsync.rawSocket().readyState === WebSocket.CLOSED")
+        let seenByAnn = try await ann.evaluate("touchsync.board.seq") as? Int ?? -1
+        #expect(try await ann.evaluate("touchsync.ended") as? String != nil)
+
+        // cid draws on; the watcher sees it, ann's closed page does not; nothing of ann's is left down.
+        try await cid.drag(from: (300, 300))
+        try await cid.settled()
+        board = try await rig.hubBoard("team")
+        try await tv.waitFor("touchsync.board.seq === \(board.sequence)")
+        #expect(board.orderedActiveStrokes.filter { $0.owner.rawValue == annUser }.isEmpty, "ann's touch is still down")
+        #expect(board.acceptedStrokes.count == 2)
+        try await Task.sleep(for: .seconds(6))  // longer than the page's largest back-off (5 s): it must not have come back
+        #expect(try await ann.evaluate("touchsync.board.seq") as? Int == seenByAnn)
+        #expect(try await ann.evaluate("touchsync.rawSocket().readyState === WebSocket.CLOSED") as? Bool == true, "the page reconnected")
     }
 
     /// The browser wire against the page's own decoder: a simulated session

@@ -1,4 +1,5 @@
 import Foundation
+import TouchSyncAccess
 import Logging
 import Synchronization
 import Testing
@@ -365,10 +366,16 @@ func directoryBytes(_ path: String) -> Int {
 }
 
 /// Asks a snapshot endpoint for a board; the first reply, or nil within 5 s.
-func snapshotReply(endpoint: String, board: String) throws -> Touchsync_V1_SnapshotReply? {
+func snapshotReply(endpoint: String, board: String, curve: CurveClientKeys? = nil) throws -> Touchsync_V1_SnapshotReply? {
     let context = try ZMQContext()
     let socket = try ZMQSocket(context, type: .dealer)
     defer { socket.close() }
+    try socket.setLinger(milliseconds: 0)
+    if let curve {
+        try socket.setCurvePublicKey(curve.client.publicKey)
+        try socket.setCurveSecretKey(curve.client.secretKey)
+        try socket.setCurveServerKey(curve.serverPublicKey)
+    }
     try socket.connect(endpoint)
     var request = Touchsync_V1_SnapshotRequest()
     request.board = board

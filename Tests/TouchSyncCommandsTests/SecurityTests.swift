@@ -235,6 +235,72 @@ struct SecurityTests {
         #expect(listed.output.contains("alice") && !listed.output.contains("dave"))
     }
 
+    /// Revoking a watcher ends its stream (issue 22: a revoked key kept
+    /// receiving a board for 120 s): after `keys revoke tv` and SIGHUP, tv's
+    /// subscriber hears nothing more (not even heartbeats) and never sees the
+    /// next drawing, while alice's subscriber, cut with it, connects again,
+    /// resyncs and converges with the hub.
+    @Test func revokedWatchersStreamsEnd() async throws {
+        let keys = try await Self.prepareKeys(users: 1)
+        defer { try? FileManager.default.removeItem(atPath: keys) }
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let ports = try ProcessTests.freePorts(3)
+        let endpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
+        let access = keys + "/access.json"
+        let (hub, hubOutput, _) = try await children.startHub(
+            ["hub", "--key", keys + "/hub.key", "--access", access, "--no-journal",
+             "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
+        let client = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--hub-key", keys + "/hub.pub"]
+        func curve(_ user: String) throws -> CurveClientKeys {
+            CurveClientKeys(client: try CurveKeyFiles.readPair(keys + "/\(user).key"), serverPublicKey: try CurveKeyFiles.readPublicKey(keys + "/hub.pub"))
+        }
+        func subscriber(_ user: String) throws -> BoardSubscriber {
+            var settings = SubscriberConfiguration(board: "w", publishEndpoint: endpoints[1], snapshotEndpoint: endpoints[2])
+            settings.silenceTimeout = .seconds(2)
+            settings.curve = try curve(user)
+            var quiet = Logger(label: "test")
+            quiet.logLevel = .critical
+            let subscriber = try BoardSubscriber(configuration: settings, logger: quiet)
+            subscriber.start()
+            return subscriber
+        }
+        let tv = try subscriber("tv")
+        let alice = try subscriber("alice")
+        defer { Task { await tv.stop(); await alice.stop() } }
+        func draw() async throws -> UInt64 {
+            let drawn = try await touchsync(["draw", "--board", "w", "--fast", "--key", keys + "/alice.key"] + client, limit: 30)
+            try #require(drawn.status == 0, "\(drawn.errors)")
+            let reply = try #require(try snapshotReply(endpoint: endpoints[2], board: "w", curve: try curve("alice")))
+            return reply.chunk.sequence
+        }
+        let first = try await draw()
+        #expect(await tv.waitUntil(sequence: first, timeout: .seconds(20)), "tv watched before the revocation")
+        let heardBefore = tv.status.heartbeats
+
+        #expect(try await touchsync(["keys", "revoke", "tv", "--access", access]).status == 0)
+        kill(hub.processIdentifier, SIGHUP)
+        var hubText = ""
+        await readUntil(hubOutput, into: &hubText) { $0.contains("reloaded") }
+        // Its stream ended: no heartbeat for 3 s, where they come every second (and keep coming to alice).
+        let deadline = ContinuousClock.now + .seconds(20)
+        var ended = false
+        while !ended && ContinuousClock.now < deadline {
+            let (tvHeard, aliceHeard) = (tv.status.heartbeats, alice.status.heartbeats)
+            try await Task.sleep(for: .seconds(3))
+            ended = tv.status.heartbeats == tvHeard && alice.status.heartbeats > aliceHeard
+        }
+        #expect(ended, "tv still hears the hub: \(tv.status.heartbeats - heardBefore) heartbeats since the reload")
+
+        let second = try await draw()
+        #expect(await alice.waitUntil(sequence: second, timeout: .seconds(20)), "alice's subscriber did not come back")
+        let hubBoard = try #require(try snapshotReply(endpoint: endpoints[2], board: "w", curve: try curve("alice")))
+        #expect(await alice.replica()?.sequence == hubBoard.chunk.sequence)
+        try await Task.sleep(for: .seconds(2))
+        let tvSequence = await tv.replica()?.sequence ?? 0
+        #expect(tvSequence < second, "tv saw the drawing made after its revocation (sequence \(tvSequence))")
+    }
+
     /// Every misuse ends with a clear message and a failing status, never a hang.
     @Test func misusesFailClearly() async throws {
         let keys = try await Self.prepareKeys(users: 1)

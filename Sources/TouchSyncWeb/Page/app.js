@@ -13,7 +13,7 @@ const palette = [0x1E88E5FF, 0xE53935FF, 0x43A047FF, 0xFB8C00FF, 0x8E24AAFF, 0x0
 
 // State the tests (and the curious) can read: window.touchsync.
 const app = window.touchsync = {
-  board, renderer, boardName, user: null, connected: false,
+  board, renderer, boardName, user: null, connected: false, ended: null,
   pending: [], acked: 0, rtt: [], errors: [], refusals: [], renders: 0, frameIntervals: [],
   // Samples this page sent, per touch in progress and for every touch that ended.
   sent: { live: {}, endedSamples: 0, endedStrokes: 0, cancelledStrokes: 0 },
@@ -86,6 +86,7 @@ function connect() {
     app.connected = false;
     welcomed = false;
     updateStatus();
+    if (app.ended) return;  // refused for good (no link, no access, revoked): reconnecting would be refused again
     const delay = backoff * (0.5 + Math.random());
     backoff = Math.min(backoff * 2, 5000);
     setTimeout(connect, delay);
@@ -150,6 +151,8 @@ function receive(m) {
     case 'error':
       app.errors.push(m);
       toast(m.message);
+      // Refusals of who the tab is: the gateway closes the socket; trying again would be refused too.
+      if (m.code === 'UNAUTHORIZED' || m.code === 'FORBIDDEN' || m.code === 'UNKNOWN_BOARD') app.ended = m.message;
       break;
   }
   updateStatus();
@@ -174,7 +177,8 @@ function acknowledge(through) {
 function updateStatus() {
   const waiting = app.pending.length;
   let text;
-  if (!app.connected) text = `offline — ${waiting} waiting, reconnecting`;
+  if (app.ended) text = `closed: ${app.ended}`;
+  else if (!app.connected) text = `offline — ${waiting} waiting, reconnecting`;
   else if (app.hubState === 'unreachable' || app.hubState === 'busy') text = `the hub is ${app.hubState} — ${waiting} waiting`;
   else if (waiting > 0 && performance.now() - app.pending[0].sentAt > 2000) text = `waiting for the hub — ${waiting} unacknowledged`;
   else {
