@@ -295,6 +295,7 @@ let package = Package(
                 "TouchSyncTUIO",
                 "TouchSyncClient",
                 "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ", "TouchSyncBrowser", "TouchSyncWeb", "TouchSyncSimulation",
+                "TouchSyncJournal",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

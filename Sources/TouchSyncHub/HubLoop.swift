@@ -163,6 +163,9 @@ final class HubLoop {
                     // The board's alone: the others' appends go on (its agents are not acknowledged).
                     failures.append(.journalFailed(board: append.board, reason: "write: \(error)"))
                 }
+                for failure in journal.takeFailures() {
+                    failures.append(.journalFailed(board: failure.board, reason: "closing its segment: \(failure.error)"))
+                }
                 written = append.ticket
                 journalMetrics.bytes.increment(by: Int64(journal.bytesWritten - bytesBefore))
             case .syncJournal(let through):

@@ -59,6 +59,10 @@ public struct JournalConfiguration: Sendable {
     /// A board starts a new segment, beginning with a checkpoint of its whole
     /// state, once its current one reaches this size. Default 16 MiB.
     public var segmentBytes = 16 << 20
+    /// Segments kept open at once: past it the least recently written board's
+    /// is synced and closed (reopened at its next batch), so the number of
+    /// boards never meets the descriptor limit, at start-up or later. Default 256.
+    public var maxOpenFiles = 256
 
     public init(directory: String) { self.directory = directory }
 }
@@ -112,6 +116,11 @@ public final class Journal {
     /// take no writes until `restart` succeeds, and keep their agents'
     /// progress for the checkpoint that restart writes. The other boards go on.
     private var broken: [String: [UserNamespace: AgentProgress]] = [:]
+    /// Boards whose segment is open now (at most `maxOpenFiles`).
+    private var openBoards: Set<String> = []
+    private var writes: UInt64 = 0
+    /// Boards broken while another was written (closing theirs to make room failed): see `takeFailures`.
+    private var unreported: [(board: String, error: JournalError)] = []
     /// Written but not yet made durable (for the fsync policy).
     public private(set) var hasUnsyncedWrites = false
     /// Bytes appended since this journal was opened (checkpoints included).
@@ -203,8 +212,8 @@ public final class Journal {
                     damage.append(JournalDamage(board: name, segment: older, damage: olderDamage, movedTo: nil))
                 }
             }
-            let writer = try BoardJournalWriter(
-                board: name, folder: folder, reopening: path, agents: replayed.agents,
+            let writer = BoardJournalWriter(
+                board: name, folder: folder, reopening: path, size: replayed.goodLength, agents: replayed.agents,
                 segmentBytes: configuration.segmentBytes)
             let recovered = RecoveredBoard(
                 name: name, state: state, agents: Array(replayed.agents.values), damage: damage,
@@ -294,6 +303,7 @@ public final class Journal {
                 writer.close()
                 progress = writer.agents
             }
+            openBoards.remove(board)
             for agent in agents { progress[agent.principal] = agent }
             broken[board] = progress
             throw error
@@ -307,15 +317,20 @@ public final class Journal {
         let writer: BoardJournalWriter
         if let existing = writers[board] {
             writer = existing
+            if !writer.isOpen { makeRoomForOneFile() }
         } else {
             guard sequence == 1 else {
                 throw .invalid("board \(board) has no journal but is at batch \(sequence): its folder was removed while the hub ran")
             }
+            makeRoomForOneFile()
             writer = try BoardJournalWriter(
                 board: board, creatingIn: folder(of: board), hubTime: hubTime,
                 limits: state.limits, segmentBytes: configuration.segmentBytes)
             writers[board] = writer
         }
+        writes += 1
+        writer.lastUsed = writes
+        defer { if writer.isOpen { openBoards.insert(board) } }
         bytesWritten += try writer.append(encodedBatch: encodedBatch, agents: agents)
         if writer.segmentFull {
             // The new segment starts with a checkpoint: make the old one durable first.
@@ -325,7 +340,39 @@ public final class Journal {
         return writer
     }
 
+    /// At the limit of open segments, the least recently written one is
+    /// synced and closed. A board whose close fails is broken (reported by `takeFailures`).
+    private func makeRoomForOneFile() {
+        while openBoards.count >= max(1, configuration.maxOpenFiles) {
+            guard let oldest = openBoards.min(by: { (writers[$0]?.lastUsed ?? 0) < (writers[$1]?.lastUsed ?? 0) }) else { return }
+            openBoards.remove(oldest)
+            guard let writer = writers[oldest] else { continue }
+            do {
+                try writer.closeFile()
+            } catch {
+                writer.close()
+                writers[oldest] = nil
+                broken[oldest] = writer.agents
+                unreported.append((oldest, error))
+            }
+        }
+    }
+
+    /// Boards that broke while another board was written (their segment
+    /// could not be synced and closed to make room), since the last call.
+    public func takeFailures() -> [(board: String, error: JournalError)] {
+        defer { unreported.removeAll() }
+        return unreported
+    }
+
+    /// Segments open now (at most `maxOpenFiles`).
+    public var openFiles: Int { openBoards.count }
+
     private func folder(of board: String) -> String { configuration.directory + "/" + BoardFolderName.encode(board) }
+
+    private func checkpoint(of state: BoardState, board: String, hubTime: Int64, agents: [UserNamespace: AgentProgress]) -> [UInt8] {
+        JournalRecordCodec.checkpointPayload(state: state, board: board, hubTime: hubTime, agents: Array(agents.values))
+    }
 
     /// Whether `board`'s journal failed and has not been restarted.
     public func isBroken(_ board: String) -> Bool { broken[board] != nil }
@@ -342,12 +389,11 @@ public final class Journal {
         let path = folder + "/" + SegmentFormat.fileName(firstSequence: state.sequence)
         let aside = path + ".new"
         if JournalFile.exists(aside) { try JournalFile.remove(aside) }
+        let bytes = SegmentFormat.magic + SegmentFormat.frame(checkpoint(of: state, board: board, hubTime: hubTime, agents: agents))
         do throws(JournalError) {
             let file = try JournalFile.openForAppending(aside, create: true)
             defer { file.close() }
-            let checkpoint = JournalRecordCodec.checkpointPayload(
-                state: state, board: board, hubTime: hubTime, agents: Array(agents.values))
-            try file.write(SegmentFormat.magic + SegmentFormat.frame(checkpoint))
+            try file.write(bytes)
             try file.sync()
         } catch {
             try? JournalFile.remove(aside)  // a full disk gets its bytes back
@@ -355,10 +401,10 @@ public final class Journal {
         }
         try JournalFile.rename(aside, to: path)
         try JournalFile.syncDirectory(folder)
-        writers[board] = try BoardJournalWriter(
-            board: board, folder: folder, reopening: path, agents: agents, segmentBytes: configuration.segmentBytes)
+        writers[board] = BoardJournalWriter(
+            board: board, folder: folder, reopening: path, size: bytes.count, agents: agents, segmentBytes: configuration.segmentBytes)
         broken[board] = nil
-        bytesWritten += SegmentFormat.magic.count
+        bytesWritten += bytes.count
     }
 
     /// When the next `sync` is due under an interval policy (nil: none pending).
@@ -384,6 +430,7 @@ public final class Journal {
                 } catch {
                     writer.close()
                     writers[board] = nil
+                    openBoards.remove(board)
                     broken[board] = writer.agents
                     failures.append((board, error))
                 }
@@ -405,6 +452,7 @@ public final class Journal {
         try? sync()
         for writer in writers.values { writer.close() }
         writers.removeAll()
+        openBoards.removeAll()
         lock.release()
     }
 }
@@ -425,11 +473,18 @@ struct SegmentReplay {
 final class BoardJournalWriter {
     let board: String
     let folder: String
-    private var file: JournalFile
+    /// The open segment; nil while closed (the journal keeps a bounded
+    /// number of segments open and reopens on demand).
+    private var file: JournalFile?
+    /// The current segment's path and size, known with the file closed.
+    private var segmentPath: String
+    private var segmentSize: Int
     private let segmentBytes: Int
     /// Every agent's latest progress on the board, for checkpoints.
     private(set) var agents: [UserNamespace: AgentProgress]
     private var dirty = false
+    /// When it was last written (the journal's counter): the least recent is closed first.
+    var lastUsed: UInt64 = 0
 
     /// A new board: its folder and a first segment opening with the empty board.
     init(board: String, creatingIn folder: String, hubTime: Int64, limits: BoardLimits, segmentBytes: Int) throws(JournalError) {
@@ -438,19 +493,21 @@ final class BoardJournalWriter {
         self.segmentBytes = segmentBytes
         agents = [:]
         try JournalFile.makeDirectory(folder)
-        file = try Self.createSegment(
+        let created = try Self.createSegment(
             folder: folder, board: board, state: BoardState(limits: limits), hubTime: hubTime, agents: [])
+        file = created
+        segmentPath = created.path
+        segmentSize = created.size
     }
 
-    /// A recovered board: append to its newest segment.
-    init(board: String, folder: String, reopening path: String, agents: [UserNamespace: AgentProgress], segmentBytes: Int)
-        throws(JournalError)
-    {
+    /// A recovered board: appends go to its newest segment, opened when first needed.
+    init(board: String, folder: String, reopening path: String, size: Int, agents: [UserNamespace: AgentProgress], segmentBytes: Int) {
         self.board = board
         self.folder = folder
         self.segmentBytes = segmentBytes
         self.agents = agents
-        file = try JournalFile.openForAppending(path, create: false)
+        segmentPath = path
+        segmentSize = size
     }
 
     private static func createSegment(
@@ -465,12 +522,22 @@ final class BoardJournalWriter {
         return file
     }
 
-    var segmentFull: Bool { file.size >= segmentBytes }
+    var isOpen: Bool { file != nil }
+    var segmentFull: Bool { segmentSize >= segmentBytes }
+
+    private func openFile() throws(JournalError) -> JournalFile {
+        if let file { return file }
+        let opened = try JournalFile.openForAppending(segmentPath, create: false)
+        file = opened
+        return opened
+    }
 
     /// Returns the bytes written.
     func append(encodedBatch: [UInt8], agents progress: [AgentProgress]) throws(JournalError) -> Int {
         let record = SegmentFormat.frame(JournalRecordCodec.batchPayload(encodedBatch: encodedBatch, agents: progress))
+        let file = try openFile()
         try file.write(record)
+        segmentSize = file.size
         for agent in progress { agents[agent.principal] = agent }
         dirty = true
         return record.count
@@ -480,19 +547,33 @@ final class BoardJournalWriter {
     func startSegment(state: BoardState, hubTime: Int64) throws(JournalError) -> Int {
         let next = try Self.createSegment(
             folder: folder, board: board, state: state, hubTime: hubTime, agents: Array(agents.values))
-        file.close()
+        file?.close()
         file = next
+        segmentPath = next.path
+        segmentSize = next.size
         dirty = false
         return next.size
     }
 
     func sync() throws(JournalError) {
-        guard dirty else { return }
+        guard dirty, let file else { return }
         try file.sync()
         dirty = false
     }
 
-    func close() { file.close() }
+    /// Closes the segment (made durable first when written since the last
+    /// sync: a closed file is not synced again); the next append reopens it.
+    func closeFile() throws(JournalError) {
+        guard let file else { return }
+        try sync()
+        file.close()
+        self.file = nil
+    }
+
+    func close() {
+        file?.close()
+        file = nil
+    }
 }
 
 /// Reading one segment's bytes the way recovery does (scan, then replay its

@@ -88,12 +88,15 @@ struct ProcessTests {
     /// Starts the binary; a watchdog kills it after `limit` seconds, so a
     /// hung child fails the test instead of hanging it (reads of its output
     /// and waits for its exit then return).
-    static func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil) throws -> (Child, ChildOutput) {
+    static func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil, fileLimit: Int? = nil) throws -> (Child, ChildOutput) {
         let output = try ChildOutput()
         let null = nullDevice()
         defer { close(null) }
         let child: Child
-        if let namespace {
+        if let fileLimit {
+            // prlimit execs the binary in place with RLIMIT_NOFILE set (as `ulimit -n` would).
+            child = try Child.spawn("/usr/bin/prlimit", ["--nofile=\(fileLimit)", "--", binary.path] + arguments, output: output.writeEnd, errors: null)
+        } else if let namespace {
             // `ip netns exec` execs the binary in place: the pid is still the command's.
             child = try Child.spawn(
                 "/usr/bin/env", ["ip", "netns", "exec", namespace, binary.path] + arguments, output: output.writeEnd, errors: null)
@@ -312,8 +315,8 @@ final class ChildProcesses {
     /// must not die of SIGPIPE (the pipe buffers what it writes).
     private var outputs: [ChildOutput] = []
 
-    func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil) throws -> (Child, ChildOutput) {
-        let (process, output) = try ProcessTests.run(arguments, limit: limit, namespace: namespace)
+    func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil, fileLimit: Int? = nil) throws -> (Child, ChildOutput) {
+        let (process, output) = try ProcessTests.run(arguments, limit: limit, namespace: namespace, fileLimit: fileLimit)
         started.append(process)
         outputs.append(output)
         return (process, output)
@@ -324,8 +327,8 @@ final class ChildProcesses {
     /// "Ctrl-C stops it.", which comes once SIGINT and SIGTERM reach its
     /// handlers; returns what it printed so far. Fails with that text if it
     /// exits first.
-    func startHub(_ arguments: [String]) async throws -> (Child, ChildOutput, String) {
-        let (hub, output) = try run(arguments)
+    func startHub(_ arguments: [String], fileLimit: Int? = nil) async throws -> (Child, ChildOutput, String) {
+        let (hub, output) = try run(arguments, fileLimit: fileLimit)
         var text = ""
         // Blocks until the hub writes or exits (the watchdog bounds a hang).
         while !text.contains("Ctrl-C stops it.") {

@@ -1,5 +1,10 @@
 import Foundation
+import Logging
 import Testing
+import TouchSyncCore
+import TouchSyncJournal
+import TouchSyncSimulation
+import TouchSyncWire
 
 /// Root can mount a read-only file system for a test; others cannot.
 let isRoot = getuid() == 0
@@ -84,6 +89,61 @@ struct DataFolderFaultTests {
         let after = try #require(try snapshotReply(endpoint: "tcp://127.0.0.1:\(ports[2])", board: "blocked"))
         #expect(after.chunk.sequence == before.chunk.sequence)
         #expect(after.chunk.strokes.filter { $0.acceptedPosition > 0 }.count == accepted)
+        restarted.interrupt()
+        await restarted.exited()
+    }
+
+    /// Boards never meet the descriptor limit (issue 22: under `ulimit -n
+    /// 1024` the journal failed after about 989 boards and a hub on that data
+    /// folder would not start at all). 1,100 boards journaled beforehand: the
+    /// hub starts under a limit of 1,024 descriptors, draws on an old board
+    /// and a new one are acknowledged, and it starts again after SIGKILL.
+    @Test func moreBoardsThanDescriptorsStartAndDraw() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let folder = try temporaryFolder("manyboards")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let data = folder + "/data"
+        let boards = 1_100
+        do {
+            var configuration = JournalConfiguration(directory: data)
+            configuration.fsync = .never
+            configuration.maxOpenFiles = 32
+            let journal = try Journal(configuration: configuration, logger: Logger(label: "seed"))
+            var simulator = SessionSimulator(seed: 4, profile: SimulationProfile())
+            var state = BoardState()
+            var diffs: [StrokeDiff] = []
+            while diffs.isEmpty {
+                if case .frame(let user, let frame, let style) = simulator.next() { try state.reduce(frame, from: user, style: style, into: &diffs) }
+            }
+            let sealed = state.sealBatch(diffs, hubTime: 1_000_000)
+            for index in 0..<boards {
+                var encoder = DiffStreamEncoder(board: "b-\(index)")
+                let batch = encoder.encode(sealed)
+                try journal.append(
+                    board: "b-\(index)", encodedBatch: WireCodec.encode(batch), sequence: 1, hubTime: 1_000_000, agents: [], state: state)
+                #expect(journal.openFiles <= 32)
+            }
+            try journal.sync()
+            journal.close()
+        }
+        let ports = try ProcessTests.freePorts(4)
+        let endpoints = [
+            "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])",
+        ]
+        let (hub, _, text) = try await children.startHub(["hub", "--data", data] + endpoints, fileLimit: 1024)
+        #expect(text.contains("\(boards) board(s) recovered"), "\(text.prefix(2000))")
+        for board in ["b-7", "b-1099", "brand-new"] {
+            let draw = try await touchsync(["draw", "--board", board, "--seconds", "0.3", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+            #expect(draw.status == 0, "\(board): \(draw.errors)")
+        }
+        kill(hub.processIdentifier, SIGKILL)
+        await hub.exited()
+        let (restarted, _, again) = try await children.startHub(["hub", "--data", data] + endpoints, fileLimit: 1024)
+        #expect(again.contains("\(boards + 1) board(s) recovered"), "\(again.prefix(2000))")
+        let draw = try await touchsync(["draw", "--board", "b-500", "--seconds", "0.3", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        #expect(draw.status == 0, "\(draw.errors)")
         restarted.interrupt()
         await restarted.exited()
     }
