@@ -283,6 +283,7 @@ let package = Package(
             name: "TouchSyncLoadTests",
             dependencies: [
                 "TouchSyncLoad", "TouchSyncCore", "TouchSyncHub", "TouchSyncHubCore", "TouchSyncWire", "ZeroMQ",
+                "TouchSyncJournal", "TouchSyncSimulation", "TouchSyncClient",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],

@@ -1,3 +1,4 @@
+import Glibc
 import TouchSyncAccess
 import Logging
 import TouchSyncCore
@@ -33,7 +34,8 @@ final class HistoryService {
         self.logger = logger
         socket = try ZMQSocket(context, type: .router)
         try socket.setRouterMandatory(true)
-        try socket.setSendHighWaterMark(0)  // a history is sent whole; its size is bounded by the board's
+        // A few replies queued per peer: the rest of its history waits here, encoded as the peer reads.
+        try socket.setSendHighWaterMark(Self.queuedRepliesPerPeer)
         try socket.setMaxMessageSize(64 << 10)
         if let access { try AccessControl.makeCurveServer(socket, security: access.security) }
         try socket.bind(endpoint)
@@ -48,8 +50,10 @@ final class HistoryService {
         }
         do {
             var loop = try PollLoop(mailbox: mailbox, sockets: [socket])
+            // While histories are under way, a turn every 10 ms sends what their peers have room for.
             try loop.run(
-                deadline: { nil }, commands: { _ in .stop }, readable: { _ in try drain() }, turnEnded: {})
+                deadline: { transfers.isEmpty ? nil : .now + .milliseconds(10) }, commands: { _ in .stop },
+                readable: { _ in try drain() }, turnEnded: { pump(now: .now) })
         } catch let error as ZMQError where error.isTerminated {
             return
         } catch {
@@ -92,18 +96,142 @@ final class HistoryService {
                 sendError(to: peer, requestID: request.requestID, code: .forbidden, why)
                 continue
             }
-            serve(request, to: peer)
+            serve(request, to: peer, requester: user.map { Array($0.utf8) } ?? peer)
         }
     }
 
-    private func serve(_ request: Touchsync_V1_HistoryRequest, to peer: [UInt8]) {
+    // MARK: Transfers
+
+    /// Replies queued in libzmq per peer (ZMQ_SNDHWM).
+    static let queuedRepliesPerPeer: Int32 = 16
+    /// Histories being sent at once (each holds its board's history in memory).
+    static let maxTransfers = 4
+    /// Requests waiting for a transfer to end (the rest get RATE_LIMITED).
+    static let maxWaiting = 64
+    /// A transfer whose peer took nothing for this long is dropped (and freed).
+    static let stallLimit: Duration = .seconds(10)
+    /// When all transfers are taken, one stalled this long makes room for a new request.
+    static let evictableAfter: Duration = .seconds(1)
+
+    /// A history on its way to one peer: its replies are encoded as they go out.
+    private struct Transfer {
+        let peer: [UInt8]
+        let requester: [UInt8]
+        let requestID: UInt64
+        let board: String
+        let history: LoadedHistory
+        let checkpoint: [Touchsync_V1_SnapshotChunk]
+        /// The next reply: checkpoint chunks, then batch groups, then the end.
+        var next = 0
+        var lastProgress: ContinuousClock.Instant
+
+        var count: Int { checkpoint.count + (history.batches.count + batchesPerReply - 1) / batchesPerReply + 1 }
+
+        func reply(_ index: Int) -> Touchsync_V1_HistoryReply {
+            var reply = Touchsync_V1_HistoryReply()
+            reply.requestID = requestID
+            if index < checkpoint.count {
+                reply.checkpoint = checkpoint[index]
+            } else if index < count - 1 {
+                let start = (index - checkpoint.count) * batchesPerReply
+                var batches = Touchsync_V1_HistoryBatches()
+                batches.batches = history.batches[start..<min(start + batchesPerReply, history.batches.count)].map(\.proto)
+                reply.batches = batches
+            } else {
+                var end = Touchsync_V1_HistoryEnd()
+                end.sequence = history.endState.sequence
+                end.digest = history.endState.digest.rawValue
+                reply.end = end
+            }
+            return reply
+        }
+    }
+
+    private var transfers: [Transfer] = []
+    /// The last history loaded, and the sizes of the segments it was read
+    /// from: requests for the same board while nothing was appended share it
+    /// (reading a long journal is the costly part; a flood of requests must not repeat it).
+    private var cached: (board: String, sizes: [Int], history: LoadedHistory)? = nil
+    private var waiting: [(peer: [UInt8], requester: [UInt8], request: Touchsync_V1_HistoryRequest)] = []
+
+    /// Sends every transfer's next replies while its peer has room; drops
+    /// finished ones, ones whose peer left, and ones stalled past the limit.
+    private func pump(now: ContinuousClock.Instant) {
+        // Requests that waited start, in order, as transfers end or stall (each served once).
+        while !waiting.isEmpty, transfers.count < Self.maxTransfers || evictStalled(now: now) {
+            let next = waiting.removeFirst()
+            serve(next.request, to: next.peer, requester: next.requester)
+        }
+        var index = 0
+        while index < transfers.count {
+            if send(&transfers[index], now: now) {
+                index += 1
+            } else {
+                transfers.remove(at: index)
+            }
+        }
+    }
+
+    /// Sends what the peer has room for; false when the transfer is over (done, peer gone, stalled).
+    private func send(_ transfer: inout Transfer, now: ContinuousClock.Instant) -> Bool {
+        while transfer.next < transfer.count {
+            do {
+                guard try socket.send(multipart: [transfer.peer, WireCodec.encode(transfer.reply(transfer.next))], dontWait: true) else {
+                    break  // the peer's queue is full: later
+                }
+            } catch {
+                logger.debug("history not delivered", metadata: ["error": "\(error)"])
+                return false  // EHOSTUNREACH: the peer is gone
+            }
+            transfer.next += 1
+            transfer.lastProgress = now
+        }
+        if transfer.next >= transfer.count { return false }
+        if now - transfer.lastProgress > Self.stallLimit {
+            logger.info("history dropped: its peer read nothing for \(Self.stallLimit)", metadata: ["board": "\(transfer.board)"])
+            return false
+        }
+        return true
+    }
+
+    /// Room for one more transfer for `requester`: its own earlier one is
+    /// replaced; at the limit, the longest-stalled one goes if it is stalled.
+    private func makeRoom(for requester: [UInt8], now: ContinuousClock.Instant) -> Bool {
+        transfers.removeAll { $0.requester == requester }
+        return transfers.count < Self.maxTransfers || evictStalled(now: now)
+    }
+
+    /// Drops the longest-stalled transfer if it took nothing for `evictableAfter`.
+    private func evictStalled(now: ContinuousClock.Instant) -> Bool {
+        guard let stalled = transfers.indices.min(by: { transfers[$0].lastProgress < transfers[$1].lastProgress }),
+            now - transfers[stalled].lastProgress >= Self.evictableAfter
+        else { return false }
+        logger.debug("history dropped to make room: its peer read nothing for a second", metadata: ["board": "\(transfers[stalled].board)"])
+        transfers.remove(at: stalled)
+        return true
+    }
+
+    private func serve(_ request: Touchsync_V1_HistoryRequest, to peer: [UInt8], requester: [UInt8]) {
         guard isValidBoardName(request.board) else {
             sendError(to: peer, requestID: request.requestID, code: .unknownBoard, boardNameRule)
             return
         }
+        let now = ContinuousClock.now
+        guard makeRoom(for: requester, now: now) else {
+            // All transfers busy and reading: wait for one to end (a requester waits once, its latest request).
+            waiting.removeAll { $0.requester == requester }
+            guard waiting.count < Self.maxWaiting else {
+                sendError(
+                    to: peer, requestID: request.requestID, code: .rateLimited,
+                    "the hub is sending its maximum of \(Self.maxTransfers) histories and \(Self.maxWaiting) wait: try again in a few seconds")
+                return
+            }
+            waiting.append((peer, requester, request))
+            return
+        }
         let history: LoadedHistory
         do {
-            history = try BoardHistory.open(dataDirectory: dataDirectory, board: request.board).load()
+            history = try load(request.board)
         } catch {
             // A board nobody has drawn on yet has no journal: it is empty, at sequence 0.
             if case .invalid = error {
@@ -118,36 +246,23 @@ final class HistoryService {
             sendError(to: peer, requestID: request.requestID, code: .internalError, "the journal is damaged: \(damage)")
             return
         }
-        var replies: [Touchsync_V1_HistoryReply] = []
-        for chunk in SnapshotCodec.chunks(of: history.start.snapshot(), board: request.board, digest: history.start.digest) {
-            var reply = Touchsync_V1_HistoryReply()
-            reply.checkpoint = chunk
-            replies.append(reply)
+        transfers.append(
+            Transfer(
+                peer: peer, requester: requester, requestID: request.requestID, board: request.board, history: history,
+                checkpoint: SnapshotCodec.chunks(of: history.start.snapshot(), board: request.board, digest: history.start.digest),
+                lastProgress: now))
+    }
+
+    private func load(_ board: String) throws(JournalError) -> LoadedHistory {
+        let journal = try BoardHistory.open(dataDirectory: dataDirectory, board: board)
+        let sizes = journal.segments.map { segment in
+            var status = stat()
+            return stat(segment.path, &status) == 0 ? Int(status.st_size) : -1
         }
-        var start = 0
-        while start < history.batches.count {
-            var reply = Touchsync_V1_HistoryReply()
-            var batches = Touchsync_V1_HistoryBatches()
-            batches.batches = history.batches[start..<min(start + Self.batchesPerReply, history.batches.count)].map(\.proto)
-            reply.batches = batches
-            replies.append(reply)
-            start += Self.batchesPerReply
-        }
-        var end = Touchsync_V1_HistoryEnd()
-        end.sequence = history.endState.sequence
-        end.digest = history.endState.digest.rawValue
-        var last = Touchsync_V1_HistoryReply()
-        last.end = end
-        replies.append(last)
-        for var reply in replies {
-            reply.requestID = request.requestID
-            do {
-                try socket.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true)
-            } catch {
-                logger.debug("history not delivered", metadata: ["error": "\(error)"])
-                return
-            }
-        }
+        if let cached, cached.board == board, cached.sizes == sizes { return cached.history }
+        let history = try journal.load()
+        cached = (board, sizes, history)
+        return history
     }
 
     private func sendEmpty(to peer: [UInt8], request: Touchsync_V1_HistoryRequest) {

@@ -2,10 +2,13 @@ import Foundation
 import Logging
 import MetricsTestKit
 import Testing
+import TouchSyncClient
 import TouchSyncCore
 import TouchSyncHub
 import TouchSyncHubCore
+import TouchSyncJournal
 import TouchSyncLoad
+import TouchSyncSimulation
 import TouchSyncWire
 import ZeroMQ
 
@@ -153,6 +156,90 @@ extension HostilePeerTests {
         #expect(report.maxResidentBytes < 700 << 20, "process peak RSS \(report.maxResidentBytes >> 20) MiB")
         print("snapshot flood: \(limited) requests refused; process peak RSS \(report.maxResidentBytes >> 20) MiB (hub, honest load, attackers); honest latency p99 \(report.latency.p99) µs")
         await hub.stop()
+    }
+}
+
+extension HostilePeerTests {
+    /// Twenty connections that never read ask for the history of a long
+    /// board, three times each (1,000 such requests took a hub from 73 MiB to
+    /// 1,012 MiB, never released): at most four histories are being sent at
+    /// once, each peer has a few replies queued and the rest waits unencoded,
+    /// a transfer whose peer reads nothing is dropped, and an honest spectator
+    /// asking meanwhile gets the whole history, ending at the board's digest.
+    @Test func aHistoryFloodIsBounded() async throws {
+        let data = NSTemporaryDirectory() + "touchsync-history-flood-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let (batches, digest, bytes) = try Self.journalLongBoard(in: data, board: "long", batches: 30_000)
+        var configuration = HubConfiguration()
+        let base = "ipc://" + NSTemporaryDirectory() + "touchsync-history-\(UUID().uuidString.prefix(8))"
+        configuration.ingestEndpoint = base + "-ingest"
+        configuration.publishEndpoint = base + "-publish"
+        configuration.snapshotEndpoint = base + "-snapshot"
+        configuration.historyEndpoint = base + "-history"
+        configuration.journal = JournalConfiguration(directory: data)
+        var quiet = Logger(label: "history-flood")
+        quiet.logLevel = .critical
+        let hub = try TouchSyncHub(configuration: configuration, logger: quiet, metricsFactory: TestMetrics(), context: ZMQContext(maxSockets: 8192))
+        let endpoints = try await hub.start()
+        let history = try #require(endpoints.history)
+
+        let attackers = try ZMQContext()
+        var sockets: [ZMQSocket] = []
+        defer { for socket in sockets { socket.close() } }
+        for index in 0..<20 {
+            let socket = try ZMQSocket(attackers, type: .dealer)
+            try socket.setRoutingID(Array("reader-\(index)".utf8))
+            try socket.setReceiveHighWaterMark(1)  // never reads: what the hub sends waits in its own queue
+            try socket.setLinger(milliseconds: 0)
+            try socket.connect(history)
+            sockets.append(socket)
+            for number in 0..<3 {
+                var request = Touchsync_V1_HistoryRequest()
+                request.board = "long"
+                request.requestID = UInt64(number + 1)
+                _ = try socket.send(WireCodec.encode(request), dontWait: true)
+            }
+        }
+        try await Task.sleep(for: .seconds(2))
+        let fetched = try await HistoryClient.fetch(board: "long", endpoint: history, timeout: .seconds(60), logger: quiet)
+        #expect(fetched.batches.count == batches && fetched.end.digest.rawValue == digest, "\(fetched.batches.count) batches")
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let peak = Int(usage.ru_maxrss) << 10
+        print("history flood: 60 requests for a \(bytes >> 20) MiB journal by 20 connections that never read; process peak RSS \(peak >> 20) MiB; the honest fetch got all \(fetched.batches.count) batches")
+        // Queued whole, the 60 requests would hold 60 copies of the history.
+        #expect(peak < 20 * bytes + (400 << 20), "process peak RSS \(peak >> 20) MiB")
+        await hub.stop()
+    }
+
+    /// A board journaled with `count` batches of a simulated session (clears keep it small); its end digest and journal size.
+    static func journalLongBoard(in directory: String, board: String, batches count: Int) throws -> (Int, UInt64, Int) {
+        var configuration = JournalConfiguration(directory: directory)
+        configuration.fsync = .never
+        let journal = try Journal(configuration: configuration, logger: Logger(label: "seed"))
+        defer { journal.close() }
+        var profile = SimulationProfile()
+        profile.users = 3
+        profile.clearRate = 0.002
+        var simulator = SessionSimulator(seed: 9, profile: profile)
+        var state = BoardState()
+        var encoder = DiffStreamEncoder(board: board)
+        var time: Int64 = 1_700_000_000_000_000
+        for _ in 0..<count {
+            var diffs: [StrokeDiff] = []
+            while diffs.isEmpty {
+                switch simulator.next() {
+                case .frame(let user, let frame, let style): try? state.reduce(frame, from: user, style: style, into: &diffs)
+                case .clear(let user, let scope): state.clear(scope, by: user, into: &diffs)
+                }
+            }
+            time += 8_000
+            let batch = encoder.encode(state.sealBatch(diffs, hubTime: time))
+            try journal.append(
+                board: board, encodedBatch: WireCodec.encode(batch), sequence: batch.sequence, hubTime: time, agents: [], state: state)
+        }
+        try journal.sync()
+        return (count, state.digest.rawValue, journal.bytesWritten)
     }
 }
 
