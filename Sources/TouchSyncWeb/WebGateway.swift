@@ -73,6 +73,9 @@ public struct WebConfiguration: Sendable {
     /// An HTTP connection that sends nothing for this long is closed (a
     /// WebSocket answers the gateway's pings every 10 s). Default 30 s.
     public var idleTimeout: Duration = .seconds(30)
+    /// A connection that has not sent a whole first request head this long
+    /// after connecting is closed (slowloris). Default 10 s.
+    public var headerTimeout: Duration = .seconds(10)
 
     public init(hub: @escaping @Sendable (String) -> GatewayHub) { self.hub = hub }
 }
@@ -138,15 +141,22 @@ public final class WebGateway: Service, Sendable {
         ) { [self] inbound, outbound, context in
             await self.serveTab(inbound: inbound, outbound: outbound)
         }
+        // Frames up to the largest message (browsers send a message as one
+        // frame); pings find tabs whose network went away; a connection must
+        // send its first request head within the header time-out.
+        let channelConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
+            http1: .init(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout / .nanoseconds(1)))),
+            ws: .init(maxFrameSize: 2 * configuration.maxMessageBytes, autoPing: .enabled(timePeriod: .seconds(10))))
+        let webSocketResponder = router.buildResponder()
+        let headerTimeout = TimeAmount.nanoseconds(Int64(configuration.headerTimeout / .nanoseconds(1)))
         let app = Application(
             router: router,
-            // Frames up to the largest message (browsers send a message as one
-            // frame); pings find tabs whose network went away.
-            server: .http1WebSocketUpgrade(
-                webSocketRouter: router,
-                configuration: .init(
-                    http1: .init(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout / .nanoseconds(1)))),
-                    ws: .init(maxFrameSize: 2 * configuration.maxMessageBytes, autoPing: .enabled(timePeriod: .seconds(10))))),
+            server: HTTPServerBuilder { responder in
+                HeadDeadlineChannel(
+                    inner: HTTP1WebSocketUpgradeChannel(
+                        responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration),
+                    deadline: headerTimeout)
+            },
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "touchsync web",
                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TouchSyncAccess
 
@@ -187,6 +188,58 @@ struct DeploymentTests {
         #expect(ContinuousClock.now - started < .seconds(14))
     }
 
+    /// Slowloris on the gateway (8,000 half-sent requests held it for 70 s):
+    /// 60 connections past its 50 each send a request head a header at a time,
+    /// a line a second, never finishing. Each is closed once the header
+    /// time-out (3 s here) passes, though it never went idle, and an honest
+    /// request waiting behind them is answered.
+    @Test func halfSentRequestsAreClosedAndHonestOnesServed() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let hub = try await children.startPlainHub(ports: try ProcessTests.freePorts(3))
+        let port = try ProcessTests.freePorts(1)[0]
+        let (_, output) = try children.run(
+            ["web", "--listen", "127.0.0.1:\(port)", "--hub", hub[0], "--publish", hub[1], "--snapshot", hub[2],
+             "--max-connections", "50", "--header-timeout", "3"])
+        var text = ""
+        await readUntil(output, into: &text) { $0.contains("Ctrl-C stops it.") }
+        let slow = try (0..<60).map { _ in try connectedSocket(port: UInt16(port)) }
+        defer { for descriptor in slow { close(descriptor) } }
+        @Sendable func sendText(_ descriptor: Int32, _ text: String) -> Bool {
+            Array(text.utf8).withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } > 0
+        }
+        for descriptor in slow { _ = sendText(descriptor, "GET / HTTP/1.1\r\nHost: localhost\r\n") }
+        // A header line a second on each, from a thread of its own, until told to stop.
+        let stop = Mutex(false)
+        let dripper = Thread {
+            var line = 0
+            while !stop.withLock({ $0 }) {
+                line += 1
+                for descriptor in slow { _ = sendText(descriptor, "X-Line-\(line): 1\r\n") }
+                usleep(1_000_000)
+            }
+        }
+        dripper.start()
+        defer { stop.withLock { $0 = true } }
+
+        // The honest request waits behind them (the 50 places are taken), and is answered.
+        let started = ContinuousClock.now
+        let honest = try await Task.detached { try httpGet(port: UInt16(port), path: "/", close: true) }.value
+        #expect(honest.contains("<html") || honest.contains("<!doctype") || honest.contains("<!DOCTYPE"), "\(honest.prefix(200))")
+        print("slowloris: an honest request behind 60 half-sent ones answered after \(ContinuousClock.now - started)")
+        // Every slow connection was closed by the gateway (end of stream), though it kept sending.
+        var closed = 0
+        for descriptor in slow {
+            var timeout = timeval(tv_sec: 15, tv_usec: 0)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            var count = recv(descriptor, &buffer, buffer.count, 0)
+            while count > 0 { count = recv(descriptor, &buffer, buffer.count, 0) }  // a 408 or the like first, if any
+            if count == 0 || errno == ECONNRESET { closed += 1 }
+        }
+        #expect(closed == slow.count, "\(slow.count - closed) half-sent connections are still open")
+    }
+
     /// Metrics have no authentication: a non-loopback --metrics needs --public-metrics.
     @Test func metricsStayOnLoopbackUnlessToldOtherwise() async throws {
         let open = try await touchsync(["hub", "--no-journal", "--metrics", "0.0.0.0:9570"])
@@ -294,10 +347,10 @@ func connectedSocket(port: UInt16) throws -> Int32 {
     return descriptor
 }
 
-func httpGet(port: UInt16, path: String) throws -> String {
+func httpGet(port: UInt16, path: String, close closing: Bool = false) throws -> String {
     let descriptor = try connectedSocket(port: port)
     defer { close(descriptor) }
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
+    let request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\(closing ? "Connection: close\r\n" : "")\r\n".utf8)
     _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
     var response = [UInt8]()
     var buffer = [UInt8](repeating: 0, count: 65536)
