@@ -91,6 +91,9 @@ final class TabSession: Sendable {
 
     func isCurrent(_ connection: ObjectIdentifier) -> Bool { state.withLock { $0.connection == connection } }
 
+    /// Since when no tab is connected to it (nil: one is).
+    var detachedSince: ContinuousClock.Instant? { state.withLock { $0.detachedAt } }
+
     /// Detached for longer than `grace`.
     func expired(grace: Duration, now: ContinuousClock.Instant) -> Bool {
         state.withLock { state in

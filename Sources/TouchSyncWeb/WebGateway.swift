@@ -507,8 +507,21 @@ public final class WebGateway: Service, Sendable {
             existing.attach(connection, outbox: outbox)
             return (existing, fanout, identity)
         }
-        let (tabs, usersTabs) = state.withLock { state in
-            (state.sessions.count, identity.user.map { user in state.sessions.values.count { $0.user == user } } ?? 0)
+        // A full gateway first makes room by ending the tab that has waited longest
+        // for its connection to come back: closed tabs must not keep new ones out.
+        let (tabs, usersTabs, evicted) = state.withLock { state in
+            var evicted: TabSession? = nil
+            if state.sessions.count >= configuration.maxTabs,
+                let oldest = state.sessions.values.filter({ $0.detachedSince != nil }).min(by: { $0.detachedSince! < $1.detachedSince! })
+            {
+                state.sessions.removeValue(forKey: oldest.resumeToken)
+                evicted = oldest
+            }
+            return (state.sessions.count, identity.user.map { user in state.sessions.values.count { $0.user == user } } ?? 0, evicted)
+        }
+        if let evicted {
+            logger.info("tab ended to make room: its connection had not come back", metadata: ["user": "\(evicted.namespace)"])
+            Task { await evicted.close() }
         }
         guard tabs < configuration.maxTabs else {
             throw TabMessageError("GATEWAY_FULL", "this gateway serves its maximum of \(configuration.maxTabs) tabs: try again later")

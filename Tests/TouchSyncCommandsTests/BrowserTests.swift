@@ -419,7 +419,7 @@ struct BrowserTests {
         let rig = try await WhiteboardRig(webArguments: ["--max-tabs", "2"])
         defer { rig.close() }
         let first = try await rig.page("capped")
-        _ = try await rig.page("capped")
+        let second = try await rig.page("capped")
         let refusal = try await first.evaluate(
             """
             new Promise(resolve => {
@@ -433,6 +433,13 @@ struct BrowserTests {
         try await first.drag(from: (200, 200))
         try await first.settled()
         #expect(try await rig.hubBoard("capped").acceptedStrokes.count == 1, "the served tabs carry on")
+
+        // A tab whose connection dropped (no goodbye; its agent waits 20 s for it) does not keep
+        // a new tab out: the full gateway ends it to make room, at once.
+        _ = try await second.evaluate("touchsync.ended = 'gone'; touchsync.disconnect(); true")
+        let started = ContinuousClock.now
+        _ = try await rig.page("capped")
+        #expect(ContinuousClock.now - started < .seconds(15), "the new tab waited for the dropped one's grace")
     }
 
     /// Ctrl-C with tabs connected: the gateway closes them, says goodbye for
