@@ -117,6 +117,18 @@ struct HostilePeerTests {
 }
 
 extension HostilePeerTests {
+    /// The honest load of the attack tests, unattacked: the baseline their
+    /// latency figures are compared with (docs/performance.md).
+    @Test func theHonestLoadUnattacked() async throws {
+        let (hub, _, _, honest) = try await Self.hubWithAnHonestLoad(seed: 42)
+        let report = try await honest.value
+        #expect(report.lost == 0 && report.duplicated == 0 && report.converged, "\(report.text)")
+        print("unattacked: honest latency p99 \(report.latency.p99) µs; process peak RSS \(report.maxResidentBytes >> 20) MiB")
+        await hub.stop()
+    }
+}
+
+extension HostilePeerTests {
     /// Four connections that never read, flooding snapshot requests for the
     /// board an honest load draws on (129,416 in 20 s took the hub from 36 MiB
     /// to 1.86 GB and the honest p99 to 25 s): refused past 10 per second per
