@@ -93,6 +93,35 @@ struct DataFolderFaultTests {
         await restarted.exited()
     }
 
+    /// The issue's one message that stopped every acknowledgement: a draw on
+    /// `"team-" + 123 dots` (128 bytes, a valid name) is acknowledged, a draw
+    /// on another board after it too, and both boards come back after SIGKILL.
+    @Test func theLongestBoardNamesAreStored() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let folder = try temporaryFolder("longname")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let ports = try ProcessTests.freePorts(4)
+        let endpoints = [
+            "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])",
+        ]
+        let (hub, _, _) = try await children.startHub(["hub", "--data", folder + "/data"] + endpoints)
+        let long = "team-" + String(repeating: ".", count: 123)
+        for board in [long, "other"] {
+            let draw = try await touchsync(["draw", "--board", board, "--seconds", "0.3", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+            #expect(draw.status == 0, "\(board.prefix(12))…: \(draw.errors)")
+        }
+        kill(hub.processIdentifier, SIGKILL)
+        await hub.exited()
+        let (restarted, _, text) = try await children.startHub(["hub", "--data", folder + "/data"] + endpoints)
+        #expect(text.contains("2 board(s) recovered"), "\(text)")
+        let reply = try #require(try snapshotReply(endpoint: "tcp://127.0.0.1:\(ports[2])", board: long))
+        #expect(reply.chunk.strokes.filter { $0.acceptedPosition > 0 }.count >= 1, "the long-named board came back empty")
+        restarted.interrupt()
+        await restarted.exited()
+    }
+
     /// Boards never meet the descriptor limit (issue 22: under `ulimit -n
     /// 1024` the journal failed after about 989 boards and a hub on that data
     /// folder would not start at all). 1,100 boards journaled beforehand: the
