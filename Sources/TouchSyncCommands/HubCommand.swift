@@ -86,6 +86,8 @@ struct HubCommand: AsyncParsableCommand {
     var fsync = "20ms"
     @Option(parsing: .unconditional, help: "A board starts a new journal segment (opening with a checkpoint) at this size, in MiB.")
     var segmentMib = 16
+    @Option(parsing: .unconditional, help: "Seconds after which a board a hello created but nobody drew on, with no agent and no subscriber, is forgotten.")
+    var idleEmptyBoardSeconds = 60.0
     @Option(parsing: .unconditional, help: "Journal segments kept open at once (the least recently written board's is closed past it): keeps boards from using up descriptors.")
     var journalOpenFiles = 256
     @Option(parsing: .unconditional, help: "Seconds between tries to restart a board's journal after it failed (that board's frames are not acknowledged meanwhile; the others go on).")
@@ -103,6 +105,9 @@ struct HubCommand: AsyncParsableCommand {
         }
         guard (1...4096).contains(segmentMib) else { throw ValidationError("--segment-mib must be 1 to 4096") }
         guard livenessTimeout > 0 else { throw ValidationError("--liveness-timeout must be above 0 seconds") }
+        guard idleEmptyBoardSeconds >= 1 && idleEmptyBoardSeconds <= 86_400 else {
+            throw ValidationError("--idle-empty-board-seconds must be 1 to 86400")
+        }
         guard (1...100_000).contains(journalOpenFiles) else { throw ValidationError("--journal-open-files must be 1 to 100000") }
         guard journalRetry > 0 && journalRetry <= 3600 else { throw ValidationError("--journal-retry must be above 0 and at most 3600 seconds") }
         guard heartbeat > 0 else { throw ValidationError("--heartbeat must be above 0 seconds") }
@@ -155,6 +160,7 @@ struct HubCommand: AsyncParsableCommand {
         configuration.publishInterval = .milliseconds(publishIntervalMs)
         configuration.ackInterval = .milliseconds(ackIntervalMs)
         configuration.journalRetryInterval = Duration(secondsValue: journalRetry)
+        configuration.idleEmptyBoardTimeout = Duration(secondsValue: idleEmptyBoardSeconds)
         configuration.maxMessageBytes = maxMessageBytes
         configuration.boardLimits.maxLiveTouchesPerUser = maxTouches
         configuration.maxMessagesPerSecond = maxMessagesPerSecond

@@ -40,6 +40,10 @@ public struct HubConfiguration: Sendable {
     /// thread less) when agents send many small frames, for that much more
     /// ack latency; durability is unchanged (an ack still waits for the journal).
     public var ackInterval: Duration = .zero
+    /// A board created by a hello but never drawn on (nothing published),
+    /// with no agent and no subscriber, is forgotten after this long: hellos
+    /// alone do not fill the board table. Default 60 s.
+    public var idleEmptyBoardTimeout: Duration = .seconds(60)
     /// How often a board whose journal failed tries it again (a checkpoint
     /// of the board as it is then). Default 5 s.
     public var journalRetryInterval: Duration = .seconds(5)

@@ -23,6 +23,11 @@ public struct HubCore {
     /// subscript (mutating a dictionary value in place heap-allocates a
     /// coroutine frame each time). Boards are never removed (`maxBoards`).
     private var channels: [BoardChannel] = []
+    /// Slots of forgotten boards (their channel a nameless placeholder), reused first.
+    private var freeSlots: [Int] = []
+    /// Boards created by a hello in this run and not drawn on yet, since when.
+    private var neverDrawn: [Int: ContinuousClock.Instant] = [:]
+    private var nextReclaim: ContinuousClock.Instant
     private var boardSlots: [String: Int] = [:]
     /// Slots with diffs to publish, each once (see `change`).
     private var dirtyBoards: [Int] = []
@@ -95,6 +100,7 @@ public struct HubCore {
         nextHeartbeat = now + configuration.heartbeatInterval
         housekeepingInterval = min(configuration.livenessTimeout / 4, .milliseconds(250))
         nextHousekeeping = now + housekeepingInterval
+        nextReclaim = now + configuration.idleEmptyBoardTimeout
         nextPublish = now
         nextAck = now
         if let policy = configuration.journal?.fsync { journal = JournalProgress(policy: policy, lastSyncAt: now) }
@@ -118,12 +124,16 @@ public struct HubCore {
     /// A board as published so far (nil: nobody has drawn on it).
     public func board(_ name: String) -> BoardState? { boardSlots[name].map { channels[$0].state } }
 
-    public var boardNames: [String] { channels.map(\.name) }
+    public var boardNames: [String] { channels.map(\.name).filter { !$0.isEmpty } }
+
+    /// Boards held now (forgotten ones not counted).
+    private var boardCount: Int { channels.count - freeSlots.count }
     public var sessionCount: Int { sessions.count }
 
     /// When the core next needs a `.turnEnded` though nothing arrives.
     public var nextDeadline: ContinuousClock.Instant {
         var deadline = min(nextHeartbeat, nextHousekeeping)
+        if !neverDrawn.isEmpty { deadline = min(deadline, nextReclaim) }
         if let livenessDue { deadline = min(deadline, livenessDue) }
         if let recoveredUntil { deadline = min(deadline, recoveredUntil) }
         if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
@@ -493,7 +503,7 @@ public struct HubCore {
         if let existing = boardSlots[hello.board] {
             slot = existing
         } else {
-            guard channels.count < configuration.maxBoards else {
+            guard boardCount < configuration.maxBoards else {
                 refuse(peer.id, HubRefusal(.unknownBoard, "this hub holds its maximum of \(configuration.maxBoards) boards"), into: &actions)
                 return
             }
@@ -517,10 +527,16 @@ public struct HubCore {
                 return
             }
             boardsCreated[peer.principal] = (created.total + 1, created.minuteStart, created.inMinute + 1)
-            slot = channels.count
-            channels.append(BoardChannel(name: hello.board, limits: configuration.boardLimits))
+            if let free = freeSlots.popLast() {
+                slot = free
+                channels[slot] = BoardChannel(name: hello.board, limits: configuration.boardLimits)
+            } else {
+                slot = channels.count
+                channels.append(BoardChannel(name: hello.board, limits: configuration.boardLimits))
+            }
             boardSlots[hello.board] = slot
-            metrics.boards.record(channels.count)
+            neverDrawn[slot] = now
+            metrics.boards.record(boardCount)
             logger.info("board created", metadata: ["board": "\(hello.board)"])
         }
         let principal = peer.principal
@@ -723,6 +739,10 @@ public struct HubCore {
             if let until = recoveredUntil, now >= until { cancelUnreturnedUsers() }
         }
         retryFailedJournals(now: now, into: &actions)
+        if now >= nextReclaim {
+            forgetIdleEmptyBoards(now: now)
+            nextReclaim = now + min(configuration.idleEmptyBoardTimeout, .seconds(10))
+        }
         if now >= nextHousekeeping {
             forgetOldSessions(now: now)
             strangers.removeAll(keepingCapacity: true)
@@ -735,7 +755,7 @@ public struct HubCore {
             actions.append(.publish(heartbeat(slot: slot, now: now)))
         }
         if now >= nextHeartbeat {
-            for slot in channels.indices { actions.append(.publish(heartbeat(slot: slot, now: now))) }
+            for slot in channels.indices where !channels[slot].name.isEmpty { actions.append(.publish(heartbeat(slot: slot, now: now))) }
             nextHeartbeat = now + configuration.heartbeatInterval
         }
     }
@@ -850,6 +870,33 @@ public struct HubCore {
     }
 
     /// Forgets sessions silent past the retention (their duplicate detection with them).
+    /// Boards a hello created but nobody drew on (nothing published, nothing
+    /// journaled), with no agent and no subscriber for the time-out, are
+    /// forgotten: their slot is free again (hellos alone filled the table).
+    private mutating func forgetIdleEmptyBoards(now: ContinuousClock.Instant) {
+        guard !neverDrawn.isEmpty else { return }
+        let inUse = Set(sessions.values.map(\.boardSlot))
+        for (slot, since) in neverDrawn {
+            guard channels[slot].state.sequence == 0 else {
+                neverDrawn[slot] = nil  // drawn on: a board for good
+                continue
+            }
+            guard now - since >= configuration.idleEmptyBoardTimeout else { continue }
+            if inUse.contains(slot) || channels[slot].hasPending || subscriptions[channels[slot].topic] != nil {
+                neverDrawn[slot] = now  // still wanted: idle from now on, if it stays so
+                continue
+            }
+            logger.debug("empty board forgotten", metadata: ["board": "\(channels[slot].name)"])
+            boardSlots[channels[slot].name] = nil
+            channels[slot] = BoardChannel(name: "")
+            neverDrawn[slot] = nil
+            subscribeHeartbeats[slot] = nil
+            owedHeartbeats.remove(slot)
+            freeSlots.append(slot)
+        }
+        metrics.boards.record(boardCount)
+    }
+
     private mutating func forgetOldSessions(now: ContinuousClock.Instant) {
         let retention = configuration.sessionRetention
         let forgotten = sessions.compactMap { now - $0.value.presence.lastHeard > retention ? $0.key : nil }

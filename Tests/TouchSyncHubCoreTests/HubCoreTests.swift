@@ -420,6 +420,42 @@ struct HubCoreTests {
         #expect(hub.core.board("b5") == nil && hub.core.board("theirs") != nil)
     }
 
+    /// Hellos alone do not fill the board table: a board nobody drew on, with
+    /// no agent and no subscriber for the idle time-out, is forgotten and its
+    /// place taken by the next; drawn boards, and boards with an agent or a
+    /// subscriber, stay.
+    @Test func idleEmptyBoardsAreForgotten() {
+        let hub = CoreHarness {
+            $0.maxBoards = 3
+            $0.idleEmptyBoardTimeout = .seconds(60)
+        }
+        let (empty, drawn, watched, present) = (peer("empty"), peer("drawn"), peer("watched"), peer("present"))
+        hub.hello(empty, board: "empty")
+        hub.hello(drawn, board: "drawn")
+        hub.hello(watched, board: "watched")
+        _ = hub.message(drawn, .numbered(sequence: 1, began(1)))
+        _ = hub.endTurn()
+        _ = hub.send(.subscribed(topic: publishTopic(board: "watched"), by: nil))
+        for (who, board) in [(empty, "empty"), (drawn, "drawn"), (watched, "watched")] {
+            _ = hub.message(who, .goodbye)
+            #expect(hub.core.board(board) != nil)
+        }
+        let full = hub.message(present, .hello(AgentHello(board: "fourth", sessionID: [1]))).errors(to: present).first
+        #expect(full?.code == .unknownBoard, "the table is full")
+        hub.advance(.seconds(61))
+        _ = hub.endTurn()
+        #expect(hub.core.board("empty") == nil, "the empty board was kept")
+        #expect(hub.core.board("drawn") != nil && hub.core.board("watched") != nil)
+        #expect(Set(hub.core.boardNames) == ["drawn", "watched"])
+        #expect(!hub.endTurn().heartbeats.contains { $0.board.isEmpty }, "a forgotten slot sends heartbeats")
+        #expect(hub.hello(present, board: "fourth") != nil, "its place is free again")
+        _ = hub.message(present, .numbered(sequence: 1, began(2)))
+        hub.advance(.seconds(61))
+        let beats = hub.endTurn().heartbeats.map(\.board)
+        #expect(Set(beats) == ["drawn", "watched", "fourth"], "\(beats)")
+        #expect(hub.replicas["fourth"]?.liveTouchCount == 1)
+    }
+
     @Test func heartbeatsEveryIntervalAndAtOnceForANewSubscriber() {
         let hub = CoreHarness { $0.heartbeatInterval = .seconds(1) }
         let pen = peer("pen")
