@@ -53,10 +53,7 @@ struct DataFolderFaultTests {
         let folder = try temporaryFolder("oneboard")
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let ports = try ProcessTests.freePorts(4)
-        let endpoints = [
-            "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
-            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])",
-        ]
+        let endpoints = hubEndpointArguments(ports)
         let data = folder + "/data"
         let (hub, _, _) = try await children.startHub(["hub", "--data", data, "--fsync", "batch", "--journal-retry", "1"] + endpoints)
         let obstacle = data + "/blocked"
@@ -102,10 +99,7 @@ struct DataFolderFaultTests {
         let folder = try temporaryFolder("longname")
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let ports = try ProcessTests.freePorts(4)
-        let endpoints = [
-            "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
-            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])",
-        ]
+        let endpoints = hubEndpointArguments(ports)
         let (hub, _, _) = try await children.startHub(["hub", "--data", folder + "/data"] + endpoints)
         let long = "team-" + String(repeating: ".", count: 123)
         for board in [long, "other"] {
@@ -157,10 +151,7 @@ struct DataFolderFaultTests {
             journal.close()
         }
         let ports = try ProcessTests.freePorts(4)
-        let endpoints = [
-            "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
-            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])",
-        ]
+        let endpoints = hubEndpointArguments(ports)
         let (hub, _, text) = try await children.startHub(["hub", "--data", data] + endpoints, fileLimit: 1024)
         #expect(text.contains("\(boards) board(s) recovered"), "\(text.prefix(2000))")
         for board in ["b-7", "b-1099", "brand-new"] {
@@ -315,6 +306,12 @@ final class NamespacePair {
 }
 
 /// Reads a child's output until `condition` holds for it (or the child closes it).
+/// A journaling hub's four endpoints on loopback `ports`, as `hub` arguments.
+func hubEndpointArguments(_ ports: [Int]) -> [String] {
+    ["--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+     "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])"]
+}
+
 func readUntil(_ output: ChildOutput, into text: inout String, _ condition: (String) -> Bool) async {
     while !condition(text) {
         let chunk = await output.nextChunk()
@@ -408,10 +405,7 @@ struct FullDiskTests {
         let copy = try temporaryFolder("fulldisk-copy")
         defer { try? FileManager.default.removeItem(atPath: copy) }
         let ports = try ProcessTests.freePorts(4)
-        let endpoints = [
-            "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
-            "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])",
-        ]
+        let endpoints = hubEndpointArguments(ports)
         let (hub, _, _) = try await children.startHub(["hub", "--data", small + "/data", "--fsync", "batch"] + endpoints)
         let (spectator, spectatorOutput) = try children.run(
             ["spectate", "--board", "wall", "--json", "--duration", "60", "--publish", "tcp://127.0.0.1:\(ports[1])",

@@ -194,6 +194,19 @@ struct SecurityTests {
         return (welcomedAs, await refusals.value)
     }
 
+    /// A hub with `keys`' hub key and access list, no journal, on three free
+    /// loopback ports: the process, its output, its endpoints (ingest,
+    /// publish, snapshot) and the client arguments that reach it.
+    static func startAuthenticatedHub(keys: String, children: ChildProcesses) async throws -> (Child, ChildOutput, [String], [String]) {
+        let ports = try ProcessTests.freePorts(3)
+        let endpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
+        let (hub, output, _) = try await children.startHub(
+            ["hub", "--key", keys + "/hub.key", "--access", keys + "/access.json", "--no-journal",
+             "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
+        let client = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--hub-key", keys + "/hub.pub"]
+        return (hub, output, endpoints, client)
+    }
+
     /// SIGHUP re-reads the access list: a user added can connect, a user
     /// removed cannot, and a broken file is reported and changes nothing.
     @Test func sighupAddsAndRemovesUsers() async throws {
@@ -201,13 +214,8 @@ struct SecurityTests {
         defer { try? FileManager.default.removeItem(atPath: keys) }
         let children = ChildProcesses()
         defer { children.killAll() }
-        let ports = try ProcessTests.freePorts(3)
-        let endpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
+        let (hub, hubOutput, endpoints, client) = try await Self.startAuthenticatedHub(keys: keys, children: children)
         let access = keys + "/access.json"
-        let (hub, hubOutput, _) = try await children.startHub(
-            ["hub", "--key", keys + "/hub.key", "--access", access, "--no-journal",
-             "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
-        let client = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--hub-key", keys + "/hub.pub"]
         func draw(_ user: String) async throws -> Outcome {
             try await touchsync(["draw", "--board", "b", "--fast", "--key", keys + "/\(user).key"] + client, limit: 30)
         }
@@ -245,13 +253,8 @@ struct SecurityTests {
         defer { try? FileManager.default.removeItem(atPath: keys) }
         let children = ChildProcesses()
         defer { children.killAll() }
-        let ports = try ProcessTests.freePorts(3)
-        let endpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
+        let (hub, hubOutput, endpoints, client) = try await Self.startAuthenticatedHub(keys: keys, children: children)
         let access = keys + "/access.json"
-        let (hub, hubOutput, _) = try await children.startHub(
-            ["hub", "--key", keys + "/hub.key", "--access", access, "--no-journal",
-             "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
-        let client = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--hub-key", keys + "/hub.pub"]
         func curve(_ user: String) throws -> CurveClientKeys {
             CurveClientKeys(client: try CurveKeyFiles.readPair(keys + "/\(user).key"), serverPublicKey: try CurveKeyFiles.readPublicKey(keys + "/hub.pub"))
         }
