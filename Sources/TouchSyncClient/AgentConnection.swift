@@ -51,6 +51,20 @@ enum AgentCommand: Sendable {
     /// Stop the driver; with `goodbye`, each connection tells the hub first
     /// (its live touches are cancelled at once instead of after the abandon time-out).
     case stop(goodbye: Bool)
+    /// A new agent for this driver, at `connection` (an `AgentHost`'s agents come and go).
+    case attach(connection: Int, AgentSeed)
+    /// End agent `connection` (saying goodbye first with `goodbye`); its index may be reused after.
+    case detach(connection: Int, goodbye: Bool)
+}
+
+/// What a driver thread needs to make an agent's connection (on its own thread, which owns the socket).
+struct AgentSeed: Sendable {
+    let configuration: AgentConfiguration
+    let identity: String
+    let context: ZMQContext
+    let shared: AgentShared
+    let logger: Logger
+    let report: @Sendable (AgentEvent) -> Void
 }
 
 /// One agent's connection to its hub, driven by an `AgentDriver` thread
@@ -454,7 +468,8 @@ final class AgentConnection {
 /// every socket without waiting once per `sweepInterval`: replies only move
 /// acknowledgements and timers, which tolerate a few milliseconds.
 final class AgentDriver {
-    private let connections: [AgentConnection]
+    /// nil: a detached agent's place (an `AgentHost` reuses it).
+    private var connections: [AgentConnection?]
     private let mailbox: Mailbox<AgentCommand>
     private let reply = ZMQMessage()
     /// Up to this many connections are polled; more are swept.
@@ -462,17 +477,17 @@ final class AgentDriver {
     static let sweepInterval: Duration = .milliseconds(5)
 
     init(connections: [AgentConnection], mailbox: Mailbox<AgentCommand>) {
-        self.connections = connections
+        self.connections = connections.map { $0 }
         self.mailbox = mailbox
     }
 
     func run() {
         defer {
-            for connection in connections { connection.close() }
+            for case let connection? in connections { connection.close() }
             _ = mailbox.close()
         }
         let clock = ContinuousClock()
-        let sweeping = connections.count > Self.maxPolledConnections
+        var sweeping = connections.count > Self.maxPolledConnections
         // Timers of every connection run together, when the earliest is due,
         // so a turn with many connections does not scan them all.
         var timersDue = clock.now
@@ -484,7 +499,7 @@ final class AgentDriver {
             var now = clock.now
             if now >= timersDue {
                 var next = now + .milliseconds(250)
-                for connection in connections {
+                for case let connection? in connections {
                     let hadSocket = connection.socket != nil
                     connection.runTimers(now: now)
                     if hadSocket != (connection.socket != nil) { pollerStale = true }
@@ -496,9 +511,10 @@ final class AgentDriver {
                 poller = ZMQPoller()
                 polled.removeAll(keepingCapacity: true)
                 poller.add(fileDescriptor: mailbox.fileDescriptor)
+                sweeping = connections.count { $0 != nil } > Self.maxPolledConnections
                 if !sweeping {
                     for (index, connection) in connections.enumerated() {
-                        if let socket = connection.socket, (try? poller.add(socket)) != nil { polled.append(index) }
+                        if let socket = connection?.socket, (try? poller.add(socket)) != nil { polled.append(index) }
                     }
                 }
                 pollerStale = false
@@ -515,23 +531,37 @@ final class AgentDriver {
                 for command in mailbox.drain() {
                     switch command {
                     case .stop(let goodbye):
-                        if goodbye { for connection in connections { connection.sayGoodbye(now: now) } }
+                        if goodbye { for case let connection? in connections { connection.sayGoodbye(now: now) } }
                         return
                     case .frame(let index, let changes, let alive):
-                        connections[index].queue(changes: changes, alive: alive, now: now)
+                        connections[index]?.queue(changes: changes, alive: alive, now: now)
                     case .numbered(let index, let body):
-                        connections[index].queue(body, now: now)
+                        connections[index]?.queue(body, now: now)
+                    case .attach(let index, let seed):
+                        while connections.count <= index { connections.append(nil) }
+                        connections[index]?.close()
+                        connections[index] = AgentConnection(
+                            configuration: seed.configuration, identity: seed.identity, context: seed.context, shared: seed.shared,
+                            logger: seed.logger, report: seed.report)
+                        timersDue = now  // it connects at its first timers
+                        pollerStale = true
+                    case .detach(let index, let goodbye):
+                        guard index < connections.count, let connection = connections[index] else { break }
+                        if goodbye { connection.sayGoodbye(now: now) }
+                        connection.close()
+                        connections[index] = nil
+                        pollerStale = true
                     }
                 }
             }
             if sweeping {
                 if now >= nextSweep {
-                    for connection in connections { connection.receiveReplies(into: reply, now: now) }
+                    for case let connection? in connections { connection.receiveReplies(into: reply, now: now) }
                     nextSweep = now + Self.sweepInterval
                 }
             } else {
                 for (entry, index) in polled.enumerated() where poller.isReadable(entry + 1) {
-                    connections[index].receiveReplies(into: reply, now: now)
+                    connections[index]?.receiveReplies(into: reply, now: now)
                 }
             }
         }

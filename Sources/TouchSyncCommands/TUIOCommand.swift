@@ -260,8 +260,9 @@ final class UDPSocket: Sendable {
     }
 }
 
-/// The receiving side: UDP in, one agent per TUIO source out. Its `run`
-/// thread owns the socket and the trackers; agents are thread-safe.
+/// The receiving side: UDP in, one agent per TUIO source out, every agent on
+/// two shared driver threads. Its `run` thread owns the socket and the
+/// trackers; the agent host is thread-safe.
 final class TUIOBridge: Sendable {
     struct Counts: Sendable {
         var frames = 0
@@ -290,7 +291,8 @@ final class TUIOBridge: Sendable {
     private let context: ZMQContext
     private let stopping = Mutex(false)
     private let finished = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-    private let agents = Mutex<[String: TouchAgent]>([:])
+    private let host: AgentHost
+    private let agents = Mutex<[String: AgentHost.Agent]>([:])
     private let counts = Mutex(Counts())
 
     init(
@@ -308,6 +310,8 @@ final class TUIOBridge: Sendable {
         self.sourceTimeout = sourceTimeout
         self.logger = logger
         context = try ZMQContext()
+        host = try AgentHost(threads: 2, context: context, logger: logger)
+        host.start()
     }
 
     /// Receives until `stop()`.
@@ -346,7 +350,7 @@ final class TUIOBridge: Sendable {
                     var tracker = entry.tracker
                     let cancelled = tracker.cancelAll()
                     trackers[source] = (tracker, entry.lastHeard)
-                    agent(for: source)?.send(cancelled, alive: [])
+                    if let agent = agent(for: source) { host.send(agent, cancelled, alive: []) }
                     logger.info("TUIO source silent: its touches cancelled", metadata: ["source": "\(source)", "touches": "\(cancelled.count)"])
                 }
             }
@@ -386,7 +390,7 @@ final class TUIOBridge: Sendable {
                         continue
                     }
                     trackers[evicted] = nil
-                    if let agent = agents.withLock({ $0.removeValue(forKey: evicted) }) { Task { await agent.stop() } }
+                    if let agent = agents.withLock({ $0.removeValue(forKey: evicted) }) { host.remove(agent) }
                 }
                 var entry = trackers[source] ?? (TUIOSourceTracker(width: width, height: height), now)
                 if trackers[source] == nil { counts.withLock { $0.sources += 1 } }
@@ -400,13 +404,13 @@ final class TUIOBridge: Sendable {
                 }
                 trackers[source] = entry
                 counts.withLock { $0.frames += 1 }
-                if !changes.isEmpty { agent(for: source)?.send(changes, alive: alive) }
+                if !changes.isEmpty, let agent = agent(for: source) { host.send(agent, changes, alive: alive) }
             }
         }
     }
 
     /// The agent of a TUIO source, made on first use: its namespace is `tuio-` and the source's name.
-    private func agent(for source: String) -> TouchAgent? {
+    private func agent(for source: String) -> AgentHost.Agent? {
         if let existing = agents.withLock({ $0[source] }) { return existing }
         var configuration = AgentConfiguration(board: board, hubEndpoint: hubEndpoint)
         let allowed = source.unicodeScalars.map { scalar -> Character in
@@ -416,8 +420,7 @@ final class TUIOBridge: Sendable {
         configuration.identity = String(("tuio-" + String(allowed)).prefix(64))
         configuration.clientName = "touchsync tuio"
         configuration.curve = curve
-        guard let agent = try? TouchAgent(configuration: configuration, context: context, logger: logger) else { return nil }
-        agent.start()
+        let agent = host.add(configuration)
         agents.withLock { $0[source] = agent }
         logger.info("TUIO source joined", metadata: ["source": "\(source)", "user": "\(configuration.identity!)"])
         return agent
@@ -433,10 +436,8 @@ final class TUIOBridge: Sendable {
             }
             if done { continuation.resume() }
         }
-        for agent in agents.withLock({ Array($0.values) }) {
-            _ = await agent.flush(timeout: .seconds(5))
-            await agent.stop()
-        }
+        for agent in agents.withLock({ Array($0.values) }) { _ = await host.flush(agent, timeout: .seconds(5)) }
+        await host.stop()
         let counted = counts.withLock { $0 }
         return counted
     }

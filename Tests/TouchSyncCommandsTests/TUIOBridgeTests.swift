@@ -145,6 +145,32 @@ struct TUIOBridgeTests {
         #expect(text.contains("from 2 source(s)") && text.contains("frames of sources past --max-sources"), "\(text)")
     }
 
+    /// Sources share the bridge's threads (1,500 spoofed sources once made
+    /// 1,508 threads): 40 sources drawing at once add no thread per source.
+    @Test func sourcesShareThreads() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let run = try await BridgeRun.start(board: "crowd", sourceTimeout: 20, children: children)
+        defer { Task { await run.subscriber.stop() } }
+        func threads() throws -> Int {
+            try FileManager.default.contentsOfDirectory(atPath: "/proc/\(run.bridge.processIdentifier)/task").count
+        }
+        let before = try threads()
+        let sender = try UDPSender()
+        let board = try #require(
+            try await run.repeating({
+                for index in 0..<40 {
+                    sender.send(RawTUIO.cursors(source: "s\(index)", alive: [1], sets: [(1, 0.02 * Float(index + 1), 0.5)], fseq: 1), port: run.port)
+                }
+            }, until: { $0.liveTouchCount >= 40 }), "the 40 sources never all drew")
+        #expect(Set(board.orderedActiveStrokes.map(\.owner.rawValue)).count == 40)
+        let after = try threads()
+        #expect(after - before < 8, "\(after - before) threads more for 40 sources")
+        run.bridge.interrupt()
+        await run.bridge.exited()
+        #expect(run.bridge.terminationStatus == 0)
+    }
+
     /// With --allow, datagrams from other senders are dropped and counted
     /// (TUIO over UDP trusts its network: the operator names the trackers).
     @Test func onlyAllowedSendersDraw() async throws {

@@ -1,0 +1,97 @@
+import Logging
+import Synchronization
+import TouchSyncCore
+import ZeroMQ
+
+/// Agents that come and go at run time, each with its own connection and
+/// identity, on a few shared driver threads instead of a thread each (a
+/// bridge serving many sources: 1,500 spoofed TUIO sources once made 1,508
+/// threads). Each agent behaves like a `TouchAgent`: numbered frames with
+/// alive sets, kept until acknowledged, resent after a reconnect.
+public final class AgentHost: Sendable {
+    /// One agent of the host.
+    public final class Agent: Sendable {
+        let driver: Int
+        let index: Int
+        let shared = AgentShared()
+        public let identity: String
+
+        init(driver: Int, index: Int, identity: String) {
+            self.driver = driver
+            self.index = index
+            self.identity = identity
+        }
+
+        /// Why the hub refused this agent's hello, if it did.
+        public var helloRefusal: String? { shared.helloRefusal.withLock { $0 } }
+        /// Messages posted and not yet acknowledged.
+        public var unacknowledgedCount: Int { shared.progress.withLock { Int($0.posted - $0.acknowledged) } }
+    }
+
+    private let mailboxes: [Mailbox<AgentCommand>]
+    private let threads: [SocketThread]
+    private let context: ZMQContext
+    private let logger: Logger
+    /// Per driver: its agents' count and the indices freed by removed agents.
+    private let places: Mutex<[(live: Int, next: Int, free: [Int])]>
+
+    public init(threads: Int = 2, context: ZMQContext, logger: Logger) throws {
+        precondition(threads > 0, "an agent host needs at least one thread")
+        mailboxes = try (0..<threads).map { _ in try Mailbox<AgentCommand>() }
+        self.threads = (0..<threads).map { SocketThread(name: "touchsync-host\($0)") }
+        places = Mutex(Array(repeating: (0, 0, []), count: threads))
+        self.context = context
+        self.logger = logger
+    }
+
+    public func start() {
+        for (driver, thread) in threads.enumerated() {
+            thread.start { [mailboxes] in AgentDriver(connections: [], mailbox: mailboxes[driver]).run() }
+        }
+    }
+
+    /// A new agent, on the driver thread with the fewest; it connects at once.
+    public func add(_ configuration: AgentConfiguration) -> Agent {
+        let identity = configuration.identity ?? "agent-" + String((0..<12).map { _ in "abcdefghijklmnopqrstuvwxyz".randomElement()! })
+        let (driver, index) = places.withLock { places in
+            let driver = places.indices.min { places[$0].live < places[$1].live }!
+            places[driver].live += 1
+            if let reused = places[driver].free.popLast() { return (driver, reused) }
+            places[driver].next += 1
+            return (driver, places[driver].next - 1)
+        }
+        let agent = Agent(driver: driver, index: index, identity: identity)
+        let seed = AgentSeed(
+            configuration: configuration, identity: identity, context: context, shared: agent.shared, logger: logger, report: { _ in })
+        mailboxes[driver].post(.attach(connection: index, seed))
+        return agent
+    }
+
+    /// Sends `agent`'s changes as one frame, as `TouchAgent.send(_:alive:)` does.
+    public func send(_ agent: Agent, _ changes: [TouchChange], alive: [TouchID]? = nil) {
+        agent.shared.progress.withLock { progress in
+            progress.posted += 1
+            mailboxes[agent.driver].post(.frame(connection: agent.index, changes: changes, alive: alive))
+        }
+    }
+
+    /// Waits until the hub has acknowledged everything `agent` sent; false on time-out.
+    public func flush(_ agent: Agent, timeout: Duration = .seconds(5)) async -> Bool {
+        await agent.shared.flush(timeout: timeout)
+    }
+
+    /// Ends `agent` (saying goodbye first unless `goodbye` is false): what it has not delivered is dropped.
+    public func remove(_ agent: Agent, goodbye: Bool = true) {
+        mailboxes[agent.driver].post(.detach(connection: agent.index, goodbye: goodbye))
+        places.withLock { places in
+            places[agent.driver].live -= 1
+            places[agent.driver].free.append(agent.index)  // reused only after the detach, which the mailbox delivers first
+        }
+    }
+
+    /// Stops every driver and closes every connection (each says goodbye first unless `goodbye` is false).
+    public func stop(goodbye: Bool = true) async {
+        for mailbox in mailboxes { mailbox.post(.stop(goodbye: goodbye)) }
+        for thread in threads { await thread.finished() }
+    }
+}
