@@ -429,7 +429,8 @@ struct BrowserTests {
             })
             """) as? [String: Any]
         #expect(refusal?["t"] as? String == "error" && refusal?["code"] as? String == "GATEWAY_FULL", "\(String(describing: refusal))")
-        #expect((refusal?["message"] as? String ?? "").contains("maximum of 2 tabs"))
+        let message = refusal?["message"] as? String ?? ""
+        #expect(message.contains("maximum of 2 tabs"), "\(message)")
         try await first.drag(from: (200, 200))
         try await first.settled()
         #expect(try await rig.hubBoard("capped").acceptedStrokes.count == 1, "the served tabs carry on")
