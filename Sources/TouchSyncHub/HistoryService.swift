@@ -170,6 +170,7 @@ final class HistoryService {
                 transfers.remove(at: index)
             }
         }
+        if transfers.isEmpty && waiting.isEmpty { cached = nil }  // nothing is kept once nobody is served
     }
 
     /// Sends what the peer has room for; false when the transfer is over (done, peer gone, stalled).

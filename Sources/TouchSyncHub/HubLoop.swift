@@ -201,7 +201,9 @@ final class HubLoop {
             case .dropSubscription(let topic):
                 try? publish.unsubscribe(topic)
             case .disconnectSubscribers(let users):
-                guard let subscriberConnections, let port = endpoints.publish.split(separator: ":").last.flatMap({ UInt16($0) }) else { continue }
+                guard let subscriberConnections else { continue }
+                // tcp://HOST:PORT: its port; ipc://PATH: local sockets.
+                let port = endpoints.publish.hasPrefix("tcp://") ? endpoints.publish.split(separator: ":").last.flatMap { UInt16($0) } : nil
                 let ended = subscriberConnections.shutDownAll(localPort: port)
                 logger.notice(
                     "subscriber connections ended: they connect again through the handshake (the others resync)",

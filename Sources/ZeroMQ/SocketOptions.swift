@@ -266,11 +266,12 @@ public final class ZMQAcceptedConnections {
     /// The connections held now.
     public var count: Int { descriptors.count }
 
-    /// Ends every connection held now whose local port is `localPort` (a
-    /// descriptor the events have not yet said was closed, and that the
-    /// process reused for something else, is left alone); returns how many.
+    /// Ends every connection held now whose local port is `localPort` (nil:
+    /// every local-socket one, for an `ipc://` endpoint); a descriptor the
+    /// events have not yet said was closed, and that the process reused for
+    /// something else, is left alone. Returns how many.
     @discardableResult
-    public func shutDownAll(localPort: UInt16) -> Int {
+    public func shutDownAll(localPort: UInt16?) -> Int {
         update()
         var ended = 0
         for descriptor in descriptors {
@@ -280,10 +281,11 @@ public final class ZMQAcceptedConnections {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
             }
             guard named == 0 else { continue }
-            let port: UInt16
+            let port: UInt16?
             switch Int32(address.ss_family) {
             case AF_INET: port = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) } }
             case AF_INET6: port = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) } }
+            case AF_UNIX: port = nil
             default: continue
             }
             guard port == localPort else { continue }
