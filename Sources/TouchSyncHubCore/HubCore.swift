@@ -21,7 +21,8 @@ public struct HubCore {
     /// Boards by slot, found by name only on hello and snapshot requests; a
     /// session keeps its board's slot, so a frame reaches its board by array
     /// subscript (mutating a dictionary value in place heap-allocates a
-    /// coroutine frame each time). Boards are never removed (`maxBoards`).
+    /// coroutine frame each time). A board drawn on is never removed
+    /// (`maxBoards`); one nobody drew on is forgotten when idle (`freeSlots`).
     private var channels: [BoardChannel] = []
     /// Slots of forgotten boards (their channel a nameless placeholder), reused first.
     private var freeSlots: [Int] = []
