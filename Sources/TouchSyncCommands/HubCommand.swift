@@ -57,6 +57,8 @@ struct HubCommand: AsyncParsableCommand {
     var maxBytesPerSecond = 2 << 20
     @Option(parsing: .unconditional, help: "Samples one board stores; at the limit new strokes get BOARD_FULL until a clear.")
     var maxBoardSamples = 5_000_000
+    @Option(parsing: .unconditional, help: "Samples one user may store over all this hub's boards; at the limit new strokes get BOARD_FULL until the user clears or erases some.")
+    var maxUserSamples = 10_000_000
     @Option(parsing: .unconditional, help: "Boards this hub holds; hellos for more are refused.") var maxBoards = 10_000
     @Option(parsing: .unconditional, help: "Boards one user may create on this hub, in total (RATE_LIMITED past it).")
     var maxBoardsPerUser = 1_000
@@ -119,6 +121,7 @@ struct HubCommand: AsyncParsableCommand {
         guard maxMessageBytes >= 1024 else { throw ValidationError("--max-message-bytes must be at least 1024") }
         guard (1...1000).contains(maxTouches) else { throw ValidationError("--max-touches must be 1 to 1000") }
         guard maxMessagesPerSecond > 0 else { throw ValidationError("--max-messages-per-second must be positive") }
+        guard maxUserSamples > 0 else { throw ValidationError("--max-user-samples must be positive") }
         guard maxSamplesPerSecond > 0 else { throw ValidationError("--max-samples-per-second must be positive") }
         if let metrics {
             try validateEndpoint("tcp://" + metrics, option: "--metrics", binds: true)
@@ -168,6 +171,7 @@ struct HubCommand: AsyncParsableCommand {
         configuration.maxBytesPerSecond = maxBytesPerSecond
         configuration.boardLimits.maxSamplesPerBoard = maxBoardSamples
         configuration.maxBoards = maxBoards
+        configuration.maxSamplesPerUser = maxUserSamples
         configuration.maxSessions = maxSessions
         configuration.metricsBoardLabels = metricsBoardLabels
         configuration.maxSnapshotsPerSecond = maxSnapshotsPerSecond

@@ -131,6 +131,19 @@ public struct BoardState: Sendable {
     /// Samples stored in active and accepted strokes (predicted tails
     /// excluded), kept as diffs apply: the board-size limit reads it per frame.
     public internal(set) var storedSampleCount = 0
+    /// The same, per owner (owners with none are absent): the hub's quota of
+    /// samples per user over all its boards reads it.
+    public internal(set) var storedSamplesByOwner: [UserNamespace: Int] = [:]
+
+    /// Samples `owner` has stored on this board.
+    public func storedSamples(of owner: UserNamespace) -> Int { storedSamplesByOwner[owner] ?? 0 }
+
+    mutating func countStored(_ count: Int, of owner: UserNamespace) {
+        guard count != 0 else { return }
+        storedSampleCount += count
+        let total = (storedSamplesByOwner[owner] ?? 0) + count
+        storedSamplesByOwner[owner] = total == 0 ? nil : total
+    }
 
     // MARK: Applying diffs
 
@@ -171,7 +184,7 @@ public struct BoardState: Sendable {
             let count = slots[slot]!.samples.count
             guard offset == count else { throw .wrongOffset(id, expected: count, received: offset) }
             slots[slot]!.samples.append(contentsOf: samples)
-            storedSampleCount += samples.count
+            countStored(samples.count, of: slots[slot]!.owner)
 
         case .predicted(let id, let samples):
             guard let slot = slot(of: id) else { throw .unknownStroke(id) }
@@ -198,11 +211,13 @@ public struct BoardState: Sendable {
 
         case .cancelled(let id):
             guard slot(of: id) != nil else { throw .unknownStroke(id) }
-            storedSampleCount -= removeActive(id).samples.count
+            let stroke = removeActive(id)
+            countStored(-stroke.samples.count, of: stroke.owner)
 
         case .removed(let id):
             guard let index = acceptedStrokes.firstIndex(where: { $0.id == id }) else { throw .unknownStroke(id) }
-            storedSampleCount -= acceptedStrokes.remove(at: index).samples.count
+            let stroke = acceptedStrokes.remove(at: index)
+            countStored(-stroke.samples.count, of: stroke.owner)
 
         case .restored(let stroke):
             guard let position = stroke.acceptedPosition, position < nextAcceptPosition, stroke.id < nextStrokeID,
@@ -221,7 +236,7 @@ public struct BoardState: Sendable {
             var packed = stroke
             packed.samples.pack()
             acceptedStrokes.insert(packed, at: low)
-            storedSampleCount += stroke.samples.count
+            countStored(stroke.samples.count, of: stroke.owner)
 
         case .cleared(let owner):
             if let owner {
@@ -231,9 +246,9 @@ public struct BoardState: Sendable {
                     removed += stroke.samples.count
                     return true
                 }
-                storedSampleCount -= removed
+                countStored(-removed, of: owner)
             } else {
-                for stroke in acceptedStrokes { storedSampleCount -= stroke.samples.count }
+                for stroke in acceptedStrokes { countStored(-stroke.samples.count, of: stroke.owner) }
                 acceptedStrokes.removeAll()
             }
         }

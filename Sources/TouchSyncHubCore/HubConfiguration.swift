@@ -40,6 +40,10 @@ public struct HubConfiguration: Sendable {
     /// thread less) when agents send many small frames, for that much more
     /// ack latency; durability is unchanged (an ack still waits for the journal).
     public var ackInterval: Duration = .zero
+    /// Samples one user may store over all this hub's boards: past it, a
+    /// frame beginning a stroke gets BOARD_FULL until the user clears or
+    /// erases some (each board is bounded by `boardLimits` too). Default 10,000,000.
+    public var maxSamplesPerUser = 10_000_000
     /// A board created by a hello but never drawn on (nothing published),
     /// with no agent and no subscriber, is forgotten after this long: hellos
     /// alone do not fill the board table. Default 60 s.

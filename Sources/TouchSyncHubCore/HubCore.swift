@@ -48,6 +48,8 @@ public struct HubCore {
     /// Authenticated hubs: the boards each user subscribed to (up to 1,024
     /// per user), so that a reload that takes a board away ends the stream.
     private var watchedBoards: [UserNamespace: Set<String>] = [:]
+    /// Samples each user stores over all boards (users with none are absent), for the per-user quota.
+    private var storedByUser: [UserNamespace: Int] = [:]
     /// Boards each user created here (at most one entry per board created), for the per-user quotas.
     private var boardsCreated: [UserNamespace: (total: Int, minuteStart: ContinuousClock.Instant, inMinute: Int)] = [:]
     /// Snapshot requests per requester in the current one-second window (a
@@ -115,6 +117,7 @@ public struct HubCore {
                 recoveredUsers.append((channels.count, user))
             }
             channels.append(channel)
+            for (user, count) in state.storedSamplesByOwner { storedByUser[user, default: 0] += count }
         }
         if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
         metrics.boards.record(channels.count)
@@ -391,8 +394,21 @@ public struct HubCore {
                     into: &actions)
                 return
             }
+            // A new stroke needs room in the user's quota over all boards (a stroke under way may finish).
+            if let stored = storedByUser[user], stored >= configuration.maxSamplesPerUser,
+                frame.changes.contains(where: { $0.phase == .began })
+            {
+                refuse(
+                    session.peer,
+                    HubRefusal(
+                        .boardFull,
+                        "\(user) stores its maximum of \(configuration.maxSamplesPerUser) samples over this hub's boards: clear or erase some to draw more",
+                        sequence: sequence),
+                    into: &actions)
+                return
+            }
             do {
-                try change(session.boardSlot) { (channel: inout BoardChannel) throws(TouchInputError) in
+                try change(session.boardSlot, owner: user) { (channel: inout BoardChannel) throws(TouchInputError) in
                     try channel.reduce(frame, from: user, style: style)
                 }
             } catch {
@@ -409,17 +425,17 @@ public struct HubCore {
             session.style = style
         case .clear(let scope):
             let user = session.principal
-            change(session.boardSlot) { $0.clear(scope, by: user) }
+            change(session.boardSlot, owner: nil) { $0.clear(scope, by: user) }
         case .undo:
             let user = session.principal
-            change(session.boardSlot) { $0.undo(by: user) }
+            change(session.boardSlot, owner: user) { $0.undo(by: user) }
         case .redo:
             let user = session.principal
-            change(session.boardSlot) { $0.redo(by: user) }
+            change(session.boardSlot, owner: user) { $0.redo(by: user) }
         case .erase(let ids):
             let (user, anyOwner) = (session.principal, session.role >= .admin)
             do {
-                try change(session.boardSlot) { (channel: inout BoardChannel) throws(TouchInputError) in
+                try change(session.boardSlot, owner: anyOwner ? nil : user) { (channel: inout BoardChannel) throws(TouchInputError) in
                     try channel.erase(ids, by: user, anyOwner: anyOwner)
                 }
             } catch {
@@ -587,7 +603,7 @@ public struct HubCore {
             // The user's previous session ends: its touches are cancelled now.
             if sessions[principal] != nil { end(principal, why: "a new session of the same user started") }
             if channels[slot].recoveredProgress.removeValue(forKey: principal) != nil && recorded == nil {
-                change(slot) { _ = $0.cancelTouches(of: principal) }  // the session before the restart does not come back
+                change(slot, owner: principal) { _ = $0.cancelTouches(of: principal) }  // the session before the restart does not come back
             }
             var session = AgentSession(
                 principal: principal, peer: peer.id, sessionID: hello.sessionID, board: hello.board, boardSlot: slot,
@@ -791,7 +807,7 @@ public struct HubCore {
             }
             sessions[principal]!.role = role
             if role < .draw && session.role >= .draw {
-                let cancelled = change(session.boardSlot) { $0.cancelTouches(of: principal) }
+                let cancelled = change(session.boardSlot, owner: principal) { $0.cancelTouches(of: principal) }
                 logger.info(
                     "agent may now only watch: touches cancelled",
                     metadata: ["user": "\(principal)", "board": "\(session.board)", "touches": "\(cancelled)"])
@@ -838,7 +854,7 @@ public struct HubCore {
                 next = min(next ?? abandonAt, abandonAt)
             } else if (try? sessions[principal]!.abandon(at: now, timeout: abandon)) != nil {
                 channels[slot].silentUsers.remove(principal)
-                let cancelled = change(slot) { $0.cancelTouches(of: principal) }
+                let cancelled = change(slot, owner: principal) { $0.cancelTouches(of: principal) }
                 logger.info(
                     "agent gone (silent past the abandon time-out): touches cancelled",
                     metadata: ["user": "\(principal)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
@@ -852,7 +868,7 @@ public struct HubCore {
     private mutating func end(_ principal: UserNamespace, why: String) {
         guard let session = sessions.removeValue(forKey: principal) else { return }
         channels[session.boardSlot].silentUsers.remove(principal)
-        let cancelled = change(session.boardSlot) { $0.cancelTouches(of: principal) }
+        let cancelled = change(session.boardSlot, owner: principal) { $0.cancelTouches(of: principal) }
         logger.info(
             "agent session ended: touches cancelled",
             metadata: ["user": "\(principal)", "board": "\(session.board)", "why": "\(why)", "touches": "\(cancelled)"])
@@ -861,7 +877,7 @@ public struct HubCore {
 
     private mutating func cancelUnreturnedUsers() {
         for (slot, user) in recoveredUsers where sessions[user]?.boardSlot != slot {
-            let cancelled = change(slot) { $0.cancelTouches(of: user) }
+            let cancelled = change(slot, owner: user) { $0.cancelTouches(of: user) }
             logger.info(
                 "agent did not return after the restart: touches cancelled",
                 metadata: ["user": "\(user)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
@@ -870,7 +886,6 @@ public struct HubCore {
         recoveredUntil = nil
     }
 
-    /// Forgets sessions silent past the retention (their duplicate detection with them).
     /// Boards a hello created but nobody drew on (nothing published, nothing
     /// journaled), with no agent and no subscriber for the time-out, are
     /// forgotten: their slot is free again (hellos alone filled the table).
@@ -898,6 +913,7 @@ public struct HubCore {
         metrics.boards.record(boardCount)
     }
 
+    /// Forgets sessions silent past the retention (their duplicate detection with them).
     private mutating func forgetOldSessions(now: ContinuousClock.Instant) {
         let retention = configuration.sessionRetention
         let forgotten = sessions.compactMap { now - $0.value.presence.lastHeard > retention ? $0.key : nil }
@@ -912,13 +928,32 @@ public struct HubCore {
 
     /// Changes a board, queueing it for publishing when it now has diffs
     /// pending and had none before (so each dirty board is queued once).
+    /// `owner`: the only user whose stored samples the change can alter
+    /// (their quota is kept up to date); nil when it may be anyone's (a board
+    /// clear, an erase), then every owner on the board is counted again.
     @discardableResult
     private mutating func change<Result, Failure: Error>(
-        _ slot: Int, _ body: (inout BoardChannel) throws(Failure) -> Result
+        _ slot: Int, owner: UserNamespace?, _ body: (inout BoardChannel) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         let wasPending = channels[slot].hasPending
         defer { if !wasPending && channels[slot].hasPending { dirtyBoards.append(slot) } }
+        if let owner {
+            let before = channels[slot].state.storedSamples(of: owner)
+            defer { countStored(channels[slot].state.storedSamples(of: owner) - before, of: owner) }
+            return try body(&channels[slot])
+        }
+        let before = channels[slot].state.storedSamplesByOwner  // rare: clears and erases
+        defer {
+            let after = channels[slot].state.storedSamplesByOwner
+            for user in Set(before.keys).union(after.keys) { countStored((after[user] ?? 0) - (before[user] ?? 0), of: user) }
+        }
         return try body(&channels[slot])
+    }
+
+    private mutating func countStored(_ delta: Int, of user: UserNamespace) {
+        guard delta != 0 else { return }
+        let total = (storedByUser[user] ?? 0) + delta
+        storedByUser[user] = total == 0 ? nil : total
     }
 
     private mutating func publishDirtyBoards(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {

@@ -45,6 +45,14 @@ struct ConvergenceTests {
                 }
             }
 
+            // The stored-sample counts (board limit, per-user quota) are what the strokes hold.
+            var byOwner: [UserNamespace: Int] = [:]
+            for stroke in hub.board.acceptedStrokes + hub.board.orderedActiveStrokes where !stroke.samples.isEmpty {
+                byOwner[stroke.owner, default: 0] += stroke.samples.count
+            }
+            #expect(hub.board.storedSamplesByOwner == byOwner)
+            #expect(hub.board.storedSampleCount == byOwner.values.reduce(0, +))
+
             let accepted = hub.board.acceptedStrokes.map { ReferenceBoard.Path($0) }
             #expect(accepted.count == reference.strokes.count)
             #expect(zip(accepted, reference.strokes).allSatisfy { $0.sameStroke(as: $1) })

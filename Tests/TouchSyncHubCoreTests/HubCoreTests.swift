@@ -456,6 +456,37 @@ struct HubCoreTests {
         #expect(hub.replicas["fourth"]?.liveTouchCount == 1)
     }
 
+    /// A user's samples over all boards are bounded (issue 22: per-user
+    /// storage): at the quota a new stroke gets BOARD_FULL on any board
+    /// while a stroke under way may finish; clearing makes room; other users
+    /// are not affected; a restarted hub counts what it recovered.
+    @Test func samplesPerUserAreBoundedOverAllBoards() {
+        let hub = CoreHarness { $0.maxSamplesPerUser = 4 }
+        let ann = peer("ann")
+        hub.hello(ann, board: "a")
+        _ = hub.message(ann, .numbered(sequence: 1, began(1)))
+        _ = hub.message(ann, .numbered(sequence: 2, moved(1, x: 1, t: 1)))
+        _ = hub.message(ann, .numbered(sequence: 3, ended(1, x: 2, t: 2)))
+        _ = hub.endTurn()
+        hub.hello(ann, board: "b", session: "session-2")
+        #expect(hub.message(ann, .numbered(sequence: 1, began(1))).errors(to: ann).isEmpty, "3 of 4 stored")
+        let full = hub.message(ann, .numbered(sequence: 2, began(2))).errors(to: ann).first
+        #expect(full?.code == .boardFull && full?.message.contains("over this hub's boards") == true, "\(String(describing: full))")
+        #expect(hub.message(ann, .numbered(sequence: 3, moved(1, x: 5, t: 5))).errors(to: ann).isEmpty, "a stroke under way finishes")
+        #expect(hub.message(ann, .numbered(sequence: 4, ended(1, x: 6, t: 6))).errors(to: ann).isEmpty)
+        #expect(hub.hello(peer("bob"), board: "b") != nil)
+        #expect(hub.message(peer("bob"), .numbered(sequence: 1, began(1))).errors(to: peer("bob")).isEmpty, "bob has his own quota")
+        _ = hub.message(ann, .numbered(sequence: 5, .clear(.own)))
+        #expect(hub.message(ann, .numbered(sequence: 6, began(3))).errors(to: ann).isEmpty, "clearing made room")
+        _ = hub.endTurn()
+
+        // After a restart the quota counts what the journal gave back.
+        let recovered = ["a", "b"].compactMap { name in hub.core.board(name).map { RecoveredBoard(name: name, state: $0, agents: []) } }
+        let restarted = CoreHarness({ $0.maxSamplesPerUser = 4 }, recovered: recovered)
+        restarted.hello(ann, board: "c", session: "session-3")
+        #expect(restarted.message(ann, .numbered(sequence: 1, began(1))).errors(to: ann).first?.code == .boardFull, "board a still holds 3, board b 1")
+    }
+
     @Test func heartbeatsEveryIntervalAndAtOnceForANewSubscriber() {
         let hub = CoreHarness { $0.heartbeatInterval = .seconds(1) }
         let pen = peer("pen")
