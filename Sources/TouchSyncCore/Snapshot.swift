@@ -73,10 +73,10 @@ extension BoardState {
         }
         acceptedStrokes = snapshot.acceptedStrokes
         if packing { packAcceptedStrokes() }
-        storedSampleCount = 0
-        storedSamplesByOwner = [:]
-        for stroke in snapshot.activeStrokes { countStored(stroke.samples.count, of: stroke.owner) }
-        for stroke in snapshot.acceptedStrokes { countStored(stroke.samples.count, of: stroke.owner) }
+        storedSampleCount =
+            snapshot.activeStrokes.reduce(0) { $0 + $1.samples.count } + snapshot.acceptedStrokes.reduce(0) { $0 + $1.samples.count }
+        acceptedSamplesByOwner = [:]
+        for stroke in snapshot.acceptedStrokes { countAccepted(stroke.samples.count, of: stroke.owner) }
         nextStrokeID = snapshot.nextStrokeID
         nextAcceptPosition = snapshot.nextAcceptPosition
         sequence = snapshot.sequence

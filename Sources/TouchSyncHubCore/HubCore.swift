@@ -48,7 +48,7 @@ public struct HubCore {
     /// Authenticated hubs: the boards each user subscribed to (up to 1,024
     /// per user), so that a reload that takes a board away ends the stream.
     private var watchedBoards: [UserNamespace: Set<String>] = [:]
-    /// Samples each user stores over all boards (users with none are absent), for the per-user quota.
+    /// Samples in each user's accepted strokes over all boards (users with none are absent), for the per-user quota.
     private var storedByUser: [UserNamespace: Int] = [:]
     /// Boards each user created here (at most one entry per board created), for the per-user quotas.
     private var boardsCreated: [UserNamespace: (total: Int, minuteStart: ContinuousClock.Instant, inMinute: Int)] = [:]
@@ -117,7 +117,7 @@ public struct HubCore {
                 recoveredUsers.append((channels.count, user))
             }
             channels.append(channel)
-            for (user, count) in state.storedSamplesByOwner { storedByUser[user, default: 0] += count }
+            for (user, count) in state.acceptedSamplesByOwner { storedByUser[user, default: 0] += count }
         }
         if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
         metrics.boards.record(channels.count)
@@ -394,9 +394,10 @@ public struct HubCore {
                     into: &actions)
                 return
             }
-            // A new stroke needs room in the user's quota over all boards (a stroke under way may finish).
-            if let stored = storedByUser[user], stored >= configuration.maxSamplesPerUser,
-                frame.changes.contains(where: { $0.phase == .began })
+            // A new stroke needs room in the user's quota over all boards (a stroke under way may finish):
+            // accepted strokes everywhere, and the user's strokes in progress here (a user draws on one board at a time).
+            if frame.changes.contains(where: { $0.phase == .began }),
+                (storedByUser[user] ?? 0) + channels[session.boardSlot].state.activeSamples(of: user) >= configuration.maxSamplesPerUser
             {
                 refuse(
                     session.peer,
@@ -408,7 +409,9 @@ public struct HubCore {
                 return
             }
             do {
-                try change(session.boardSlot, owner: user) { (channel: inout BoardChannel) throws(TouchInputError) in
+                // Only an ended touch moves samples into accepted strokes.
+                let ends = frame.changes.contains { $0.phase == .ended }
+                try change(session.boardSlot, accepted: ends ? .of(user) : .unchanged) { (channel: inout BoardChannel) throws(TouchInputError) in
                     try channel.reduce(frame, from: user, style: style)
                 }
             } catch {
@@ -425,17 +428,17 @@ public struct HubCore {
             session.style = style
         case .clear(let scope):
             let user = session.principal
-            change(session.boardSlot, owner: nil) { $0.clear(scope, by: user) }
+            change(session.boardSlot, accepted: scope == .own ? .of(user) : .anyone) { $0.clear(scope, by: user) }
         case .undo:
             let user = session.principal
-            change(session.boardSlot, owner: user) { $0.undo(by: user) }
+            change(session.boardSlot, accepted: .of(user)) { $0.undo(by: user) }
         case .redo:
             let user = session.principal
-            change(session.boardSlot, owner: user) { $0.redo(by: user) }
+            change(session.boardSlot, accepted: .of(user)) { $0.redo(by: user) }
         case .erase(let ids):
             let (user, anyOwner) = (session.principal, session.role >= .admin)
             do {
-                try change(session.boardSlot, owner: anyOwner ? nil : user) { (channel: inout BoardChannel) throws(TouchInputError) in
+                try change(session.boardSlot, accepted: anyOwner ? .anyone : .of(user)) { (channel: inout BoardChannel) throws(TouchInputError) in
                     try channel.erase(ids, by: user, anyOwner: anyOwner)
                 }
             } catch {
@@ -603,7 +606,7 @@ public struct HubCore {
             // The user's previous session ends: its touches are cancelled now.
             if sessions[principal] != nil { end(principal, why: "a new session of the same user started") }
             if channels[slot].recoveredProgress.removeValue(forKey: principal) != nil && recorded == nil {
-                change(slot, owner: principal) { _ = $0.cancelTouches(of: principal) }  // the session before the restart does not come back
+                change(slot, accepted: .unchanged) { _ = $0.cancelTouches(of: principal) }  // the session before the restart does not come back
             }
             var session = AgentSession(
                 principal: principal, peer: peer.id, sessionID: hello.sessionID, board: hello.board, boardSlot: slot,
@@ -807,7 +810,7 @@ public struct HubCore {
             }
             sessions[principal]!.role = role
             if role < .draw && session.role >= .draw {
-                let cancelled = change(session.boardSlot, owner: principal) { $0.cancelTouches(of: principal) }
+                let cancelled = change(session.boardSlot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
                 logger.info(
                     "agent may now only watch: touches cancelled",
                     metadata: ["user": "\(principal)", "board": "\(session.board)", "touches": "\(cancelled)"])
@@ -854,7 +857,7 @@ public struct HubCore {
                 next = min(next ?? abandonAt, abandonAt)
             } else if (try? sessions[principal]!.abandon(at: now, timeout: abandon)) != nil {
                 channels[slot].silentUsers.remove(principal)
-                let cancelled = change(slot, owner: principal) { $0.cancelTouches(of: principal) }
+                let cancelled = change(slot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
                 logger.info(
                     "agent gone (silent past the abandon time-out): touches cancelled",
                     metadata: ["user": "\(principal)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
@@ -868,7 +871,7 @@ public struct HubCore {
     private mutating func end(_ principal: UserNamespace, why: String) {
         guard let session = sessions.removeValue(forKey: principal) else { return }
         channels[session.boardSlot].silentUsers.remove(principal)
-        let cancelled = change(session.boardSlot, owner: principal) { $0.cancelTouches(of: principal) }
+        let cancelled = change(session.boardSlot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
         logger.info(
             "agent session ended: touches cancelled",
             metadata: ["user": "\(principal)", "board": "\(session.board)", "why": "\(why)", "touches": "\(cancelled)"])
@@ -877,7 +880,7 @@ public struct HubCore {
 
     private mutating func cancelUnreturnedUsers() {
         for (slot, user) in recoveredUsers where sessions[user]?.boardSlot != slot {
-            let cancelled = change(slot, owner: user) { $0.cancelTouches(of: user) }
+            let cancelled = change(slot, accepted: .unchanged) { $0.cancelTouches(of: user) }
             logger.info(
                 "agent did not return after the restart: touches cancelled",
                 metadata: ["user": "\(user)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
@@ -928,26 +931,37 @@ public struct HubCore {
 
     /// Changes a board, queueing it for publishing when it now has diffs
     /// pending and had none before (so each dirty board is queued once).
-    /// `owner`: the only user whose stored samples the change can alter
-    /// (their quota is kept up to date); nil when it may be anyone's (a board
-    /// clear, an erase), then every owner on the board is counted again.
+    /// Whose accepted samples a change can alter, for the per-user quota.
+    enum Accepted {
+        /// Nobody's (strokes in progress only: began, moved, cancelled): the hot path counts nothing.
+        case unchanged
+        /// This user's only (an ended stroke, an undo, a clear of one's own).
+        case of(UserNamespace)
+        /// Anyone's (a board clear, an admin's erase): every owner on the board is counted again.
+        case anyone
+    }
+
     @discardableResult
     private mutating func change<Result, Failure: Error>(
-        _ slot: Int, owner: UserNamespace?, _ body: (inout BoardChannel) throws(Failure) -> Result
+        _ slot: Int, accepted: Accepted, _ body: (inout BoardChannel) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         let wasPending = channels[slot].hasPending
         defer { if !wasPending && channels[slot].hasPending { dirtyBoards.append(slot) } }
-        if let owner {
-            let before = channels[slot].state.storedSamples(of: owner)
-            defer { countStored(channels[slot].state.storedSamples(of: owner) - before, of: owner) }
+        switch accepted {
+        case .unchanged:
+            return try body(&channels[slot])
+        case .of(let owner):
+            let before = channels[slot].state.acceptedSamples(of: owner)
+            defer { countStored(channels[slot].state.acceptedSamples(of: owner) - before, of: owner) }
+            return try body(&channels[slot])
+        case .anyone:
+            let before = channels[slot].state.acceptedSamplesByOwner  // rare: clears and erases
+            defer {
+                let after = channels[slot].state.acceptedSamplesByOwner
+                for user in Set(before.keys).union(after.keys) { countStored((after[user] ?? 0) - (before[user] ?? 0), of: user) }
+            }
             return try body(&channels[slot])
         }
-        let before = channels[slot].state.storedSamplesByOwner  // rare: clears and erases
-        defer {
-            let after = channels[slot].state.storedSamplesByOwner
-            for user in Set(before.keys).union(after.keys) { countStored((after[user] ?? 0) - (before[user] ?? 0), of: user) }
-        }
-        return try body(&channels[slot])
     }
 
     private mutating func countStored(_ delta: Int, of user: UserNamespace) {

@@ -46,12 +46,14 @@ struct ConvergenceTests {
             }
 
             // The stored-sample counts (board limit, per-user quota) are what the strokes hold.
-            var byOwner: [UserNamespace: Int] = [:]
-            for stroke in hub.board.acceptedStrokes + hub.board.orderedActiveStrokes where !stroke.samples.isEmpty {
-                byOwner[stroke.owner, default: 0] += stroke.samples.count
+            var acceptedByOwner: [UserNamespace: Int] = [:]
+            for stroke in hub.board.acceptedStrokes where !stroke.samples.isEmpty {
+                acceptedByOwner[stroke.owner, default: 0] += stroke.samples.count
             }
-            #expect(hub.board.storedSamplesByOwner == byOwner)
-            #expect(hub.board.storedSampleCount == byOwner.values.reduce(0, +))
+            #expect(hub.board.acceptedSamplesByOwner == acceptedByOwner)
+            let owners = Set(hub.board.orderedActiveStrokes.map(\.owner)).union(acceptedByOwner.keys)
+            let stored = owners.reduce(0) { $0 + hub.board.acceptedSamples(of: $1) + hub.board.activeSamples(of: $1) }
+            #expect(hub.board.storedSampleCount == stored)
 
             let accepted = hub.board.acceptedStrokes.map { ReferenceBoard.Path($0) }
             #expect(accepted.count == reference.strokes.count)
