@@ -141,6 +141,7 @@ let package = Package(
             name: "TouchSyncWeb",
             dependencies: [
                 "TouchSyncAccess",
+                "TouchSyncRender",
                 "TouchSyncCore",
                 "TouchSyncWire",
                 "TouchSyncClient",

@@ -3,9 +3,9 @@ import TouchSyncCore
 /// Draws a board as SVG, the way the seed app draws its view: accepted
 /// strokes solid in board order, strokes in progress at half opacity on top
 /// (their predicted tails fainter still), and a light gray spot, 100 points
-/// across, under each live touch. Curves pass smoothly through the samples
-/// (a quadratic Bézier through each sample to the midpoint of the next, the
-/// usual midpoint smoothing). Pure: no I/O.
+/// across, under each live touch. Strokes are filled ink outlines whose
+/// width follows pressure (`InkOutline`, the outlines the browser page
+/// draws), so an export looks like the screen. Pure: no I/O.
 public struct BoardRenderer: Sendable {
     /// The canvas in points. Default nil: fit every sample and spot, with `margin`.
     public var canvas: (width: Double, height: Double)? = nil
@@ -40,7 +40,7 @@ public struct BoardRenderer: Sendable {
             maxY = Swift.max(maxY, y + radius)
         }
         for stroke in accepted + active {
-            let radius = Double(stroke.style.width) / unit / 2
+            let radius = Double(stroke.style.width) / unit / 2 * (1 + InkOutline.thinning)  // the widest ink: pressure 1
             for sample in stroke.samples + stroke.predicted { include(Double(sample.x) / unit, Double(sample.y) / unit, radius) }
         }
         for spot in spots { include(Double(spot.x) / unit, Double(spot.y) / unit, spotDiameter / 2) }
@@ -72,13 +72,13 @@ public struct BoardRenderer: Sendable {
             out += "<circle data-owner=\"\(escape(spot.owner.rawValue))\" data-touch=\"\(spot.touch)\""
             out += " cx=\"\(number(Double(spot.x) / unit))\" cy=\"\(number(Double(spot.y) / unit))\" r=\"\(number(spotDiameter / 2))\"/>\n"
         }
-        out += "</g>\n<g id=\"accepted\" fill=\"none\" stroke-linecap=\"round\" stroke-linejoin=\"round\">\n"
-        for stroke in accepted { path(Array(stroke.samples), stroke, opacity: 1, kind: "accepted", into: &out) }
-        out += "</g>\n<g id=\"in-progress\" fill=\"none\" stroke-linecap=\"round\" stroke-linejoin=\"round\">\n"
+        out += "</g>\n<g id=\"accepted\">\n"
+        for stroke in accepted { path(Array(stroke.samples), stroke, opacity: 1, kind: "accepted", complete: true, into: &out) }
+        out += "</g>\n<g id=\"in-progress\">\n"
         for stroke in active {
-            path(Array(stroke.samples), stroke, opacity: inProgressOpacity, kind: "in-progress", into: &out)
+            path(Array(stroke.samples), stroke, opacity: inProgressOpacity, kind: "in-progress", complete: false, into: &out)
             if !stroke.predicted.isEmpty, let last = stroke.samples.last {
-                path([last] + stroke.predicted, stroke, opacity: inProgressOpacity / 2, kind: "predicted", into: &out)
+                path([last] + stroke.predicted, stroke, opacity: inProgressOpacity / 2, kind: "predicted", complete: false, into: &out)
             }
         }
         out += "</g>\n"
@@ -89,37 +89,18 @@ public struct BoardRenderer: Sendable {
         return out
     }
 
-    private func path(_ samples: [Sample], _ stroke: Stroke, opacity: Double, kind: String, into out: inout String) {
-        guard let first = samples.first else { return }
-        let unit = Double(Sample.unitsPerPoint)
+    private func path(
+        _ samples: [Sample], _ stroke: Stroke, opacity: Double, kind: String, complete: Bool, into out: inout String
+    ) {
+        guard !samples.isEmpty else { return }
         let rgba = stroke.style.rgba
         let colour = "#" + hex(rgba >> 8, digits: 6)
         let alpha = Double(rgba & 0xFF) / 255 * opacity
-        let width = Double(stroke.style.width) / unit
-        let attributes =
-            "data-stroke=\"\(stroke.id.rawValue)\" data-owner=\"\(escape(stroke.owner.rawValue))\" class=\"\(kind)\""
-        func point(_ sample: Sample) -> (Double, Double) { (Double(sample.x) / unit, Double(sample.y) / unit) }
-        if samples.count == 1 {
-            // A tap: a dot as wide as the line.
-            let (x, y) = point(first)
-            out += "<circle \(attributes) cx=\"\(number(x))\" cy=\"\(number(y))\" r=\"\(number(width / 2))\" fill=\"\(colour)\" fill-opacity=\"\(number(alpha))\"/>\n"
-            return
-        }
-        var d = "M\(number(point(first).0)) \(number(point(first).1))"
-        if samples.count == 2 {
-            let (x, y) = point(samples[1])
-            d += " L\(number(x)) \(number(y))"
-        } else {
-            // Through each inner sample to the midpoint of it and the next; a line to the last.
-            for index in 1..<(samples.count - 1) {
-                let (x, y) = point(samples[index])
-                let (nx, ny) = point(samples[index + 1])
-                d += " Q\(number(x)) \(number(y)) \(number((x + nx) / 2)) \(number((y + ny) / 2))"
-            }
-            let (x, y) = point(samples[samples.count - 1])
-            d += " L\(number(x)) \(number(y))"
-        }
-        out += "<path \(attributes) d=\"\(d)\" stroke=\"\(colour)\" stroke-opacity=\"\(number(alpha))\" stroke-width=\"\(number(width))\"/>\n"
+        let width = Double(stroke.style.width) / Double(Sample.unitsPerPoint)
+        let outline = InkOutline.outline(InkOutline.points(samples), width: width, complete: complete)
+        let d = InkOutline.pathData(outline)
+        out += "<path data-stroke=\"\(stroke.id.rawValue)\" data-owner=\"\(escape(stroke.owner.rawValue))\" class=\"\(kind)\""
+        out += " d=\"\(d)\" fill=\"\(colour)\" fill-opacity=\"\(number(alpha))\"/>\n"
     }
 }
 

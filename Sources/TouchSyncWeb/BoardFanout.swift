@@ -133,6 +133,8 @@ final class BoardFanout: Sendable {
     private struct State {
         var replica: BoardState? = nil
         var tabs: [ObjectIdentifier: TabOutbox] = [:]
+        /// When a batch last changed the board (the hub's clock, µs since the epoch).
+        var lastActivity: Int64? = nil
     }
     /// Shared with the subscriber's callbacks (which run on its thread).
     private final class Shared: Sendable {
@@ -161,6 +163,7 @@ final class BoardFanout: Sendable {
             let (message, tabs): (String, [TabOutbox]) = shared.state.withLock { state in
                 // Encoded against the board before the batch (samples continue each stroke's delta chain).
                 let message = BrowserWire.batch(batch, before: state.replica)
+                if !batch.diffs.isEmpty { state.lastActivity = batch.hubTime }
                 if state.replica != nil {
                     do {
                         try state.replica!.apply(batch)
@@ -203,6 +206,8 @@ final class BoardFanout: Sendable {
     func snapshot() -> BoardState? { shared.state.withLock { $0.replica } }
 
     var tabCount: Int { shared.state.withLock { $0.tabs.count } }
+    /// When the board last changed while this gateway watched it (ms since the epoch), or nil.
+    var lastActivityMilliseconds: Int64? { shared.state.withLock { $0.lastActivity.map { $0 / 1000 } } }
     var status: SubscriberStatus { subscriber.status }
 
     /// Waits until the subscriber has a board (true) or `timeout` passes.

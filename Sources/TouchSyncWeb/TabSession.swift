@@ -16,7 +16,10 @@ final class TabSession: Sendable {
     let namespace: String
     let resumeToken: String
     let board: String
-    let displayName: String
+    /// The name others see (a guest may change it with a `name` message).
+    var displayName: String { state.withLock { $0.displayName } }
+    /// The colour of the tab's last style (0xRRGGBBAA), for the users list.
+    var colour: UInt32? { state.withLock { $0.colour } }
     /// The invited user it acts for (nil: a guest on a plain-text hub).
     let user: String?
     let agent: TouchAgent
@@ -33,17 +36,22 @@ final class TabSession: Sendable {
         var outbox: TabOutbox? = nil
         var detachedAt: ContinuousClock.Instant? = nil
         var closed = false
+        var displayName: String
+        var colour: UInt32? = nil
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     init(namespace: String, resumeToken: String, board: String, displayName: String, user: String?, agent: TouchAgent) {
         self.user = user
         self.namespace = namespace
         self.resumeToken = resumeToken
         self.board = board
-        self.displayName = displayName
+        self.state = Mutex(State(displayName: displayName))
         self.agent = agent
     }
+
+    func rename(_ name: String) { state.withLock { $0.displayName = name } }
+    func setColour(_ rgba: UInt32) { state.withLock { $0.colour = rgba } }
 
     /// The page number the hub has acknowledged through.
     var ackedThrough: UInt64 { state.withLock { $0.ackedThrough } }

@@ -9,6 +9,7 @@ import Synchronization
 import TouchSyncAccess
 import TouchSyncClient
 import TouchSyncCore
+import TouchSyncRender
 import TouchSyncWire
 import ZeroMQ
 
@@ -286,18 +287,18 @@ public final class WebGateway: Service, Sendable {
     }
 
     /// Boards this gateway serves now, with their tabs and sequence.
-    func boardList() -> [(board: String, tabs: Int, sequence: UInt64, strokes: Int)] {
+    func boardList() -> [(board: String, tabs: Int, sequence: UInt64, strokes: Int, lastActivity: Int64?)] {
         let boards = state.withLock { Array($0.boards.values) }
         return boards.map { fanout in
             let status = fanout.status
-            return (fanout.board, fanout.tabCount, status.sequence, status.acceptedStrokes)
+            return (fanout.board, fanout.tabCount, status.sequence, status.acceptedStrokes, fanout.lastActivityMilliseconds)
         }.sorted { $0.board < $1.board }
     }
 
     private func usersMessage(of board: String) -> String {
         let sessions = state.withLock { state in state.sessions.values.filter { $0.board == board && !$0.expired(grace: .zero, now: .now) } }
         let list = sessions.sorted { $0.namespace < $1.namespace }.map {
-            "{\"user\":\(BrowserWire.quoted($0.namespace)),\"name\":\(BrowserWire.quoted($0.displayName))}"
+            "{\"user\":\(BrowserWire.quoted($0.namespace)),\"name\":\(BrowserWire.quoted($0.displayName)),\"rgba\":\($0.colour.map { String($0) } ?? "null")}"
         }
         return "{\"t\":\"users\",\"list\":[\(list.joined(separator: ","))]}"
     }
@@ -391,6 +392,18 @@ public final class WebGateway: Service, Sendable {
                         outbox.requestSnapshot()
                     case "bye":
                         saidGoodbye = true
+                    case "name":
+                        let chosen = (decoded.name ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+                        guard let session, session.user == nil else {
+                            try await send(outbound, error: "NAME_FIXED", "an invited user's name is the invitation's; a watcher has none")
+                            continue
+                        }
+                        guard !chosen.isEmpty, !chosen.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                            try await send(outbound, error: "MALFORMED", "name has a name: 1 to 40 characters, no control characters")
+                            continue
+                        }
+                        session.rename(String(chosen.prefix(40)))
+                        broadcastUsers(of: session.board)
                     default:
                         guard let number = decoded.n else {
                             try await send(outbound, error: "MALFORMED", "\(decoded.t) needs its number n")
@@ -403,9 +416,13 @@ public final class WebGateway: Service, Sendable {
                         }
                         do throws(TabMessageError) {
                             let (role, board) = (identityRole, fanout)
-                            _ = try session.handle(number) { (agent: TouchAgent) throws(TabMessageError) in
+                            let handled = try session.handle(number) { (agent: TouchAgent) throws(TabMessageError) in
                                 try Self.authorize(decoded, role: role, user: session.namespace, board: board?.snapshot())
                                 try Self.post(decoded, to: agent)
+                            }
+                            if handled, decoded.t == "style", let rgba = decoded.rgba, rgba != session.colour {
+                                session.setColour(rgba)
+                                broadcastUsers(of: session.board)
                             }
                         } catch {
                             try await outbound.write(
@@ -711,9 +728,29 @@ public final class WebGateway: Service, Sendable {
                 return Self.json("{\"error\":\(BrowserWire.quoted(error.code))}", status: .serviceUnavailable)
             }
             let list = boardList().filter { watchable($0.board) }.map {
-                "{\"board\":\(BrowserWire.quoted($0.board)),\"tabs\":\($0.tabs),\"sequence\":\($0.sequence),\"strokes\":\($0.strokes)}"
+                "{\"board\":\(BrowserWire.quoted($0.board)),\"tabs\":\($0.tabs),\"sequence\":\($0.sequence),\"strokes\":\($0.strokes),\"lastActivity\":\($0.lastActivity.map { String($0) } ?? "null")}"
             }
             return Self.json("[\(list.joined(separator: ","))]")
+        }
+        router.get("/api/boards/:board/thumbnail.svg") { [self] request, context in
+            let board = try context.parameters.require("board")
+            guard isValidBoardName(board) else { return Self.json(#"{"error":"UNKNOWN_BOARD"}"#, status: .badRequest) }
+            do throws(TabMessageError) {
+                _ = try identify(token: Self.bearer(request), board: board)
+            } catch {
+                let body = "{\"error\":\(BrowserWire.quoted(error.code)),\"message\":\(BrowserWire.quoted(error.message))}"
+                return Self.json(body, status: error.code == "FORBIDDEN" ? .forbidden : .unauthorized)
+            }
+            // Only boards this gateway watches: a thumbnail never opens a subscription.
+            guard let replica = state.withLock({ $0.boards[board] })?.snapshot() else {
+                return Self.json(#"{"error":"UNKNOWN_BOARD","message":"this gateway does not watch that board now"}"#, status: .notFound)
+            }
+            var renderer = BoardRenderer()
+            renderer.spotDiameter = 0
+            var headers = HTTPFields()
+            headers[.contentType] = "image/svg+xml"
+            headers[.cacheControl] = "no-store"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: renderer.svg(of: replica))))
         }
         router.get("/api/boards/:board/history") { [self] request, context in
             let board = try context.parameters.require("board")

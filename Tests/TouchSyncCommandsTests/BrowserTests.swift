@@ -96,6 +96,7 @@ final class WhiteboardRig {
         try await page.waitFor(
             watching ? "window.touchsync && touchsync.role === 'watch' && touchsync.board.synced"
                 : "window.touchsync && touchsync.user !== null && touchsync.board.synced")
+        _ = try await page.evaluate("touchsync.closeNameDialog?.()")  // a first visit asks for a name
         return page
     }
 
@@ -210,6 +211,7 @@ struct BrowserTests {
         defer { rig.close() }
         let a = try await rig.page("together")
         let b = try await rig.page("together")
+        _ = try await a.evaluate("touchsync.setEveryFingerDraws(true)")  // multi-touch drawing, as in the seeds
         let userA = try await a.evaluate("touchsync.user") as? String ?? ""
         let userB = try await b.evaluate("touchsync.user") as? String ?? ""
         #expect(userA.hasPrefix("web:") && userB.hasPrefix("web:") && userA != userB)

@@ -36,20 +36,21 @@ struct RenderTests {
         let inProgress = try #require(section(svg, "in-progress"))
         let touches = try #require(section(svg, "touches"))
 
-        // Accepted: alice's red path, then bob's tap as a dot in the default purple.
+        // Accepted: alice's red ink outline, then bob's tap as a round dot in the default purple.
         let aliceAt = try #require(accepted.range(of: "data-owner=\"alice\""))
         let bobAt = try #require(accepted.range(of: "data-owner=\"bob\""))
         #expect(aliceAt.lowerBound < bobAt.lowerBound)
-        #expect(accepted.contains("stroke=\"#ff0000\" stroke-opacity=\"1\" stroke-width=\"8\""))
-        #expect(accepted.contains("d=\"M10 10 Q20 15 25 22.5 Q30 30 35 32.5 Q40 35 45 42.5 L50 50\""))  // midpoint quadratics
-        // The tap (down and up in place): a zero-length line, which round caps draw as a dot.
-        #expect(accepted.contains("d=\"M200 200 L200 200\" stroke=\"#6a1b9a\""))
+        let alicePath = try #require(accepted.split(separator: "\n").first { $0.contains("alice") })
+        #expect(alicePath.contains("fill=\"#ff0000\" fill-opacity=\"1\""))
+        #expect(alicePath.contains(" Z\"") && alicePath.contains(" Q"), "a closed outline of curves")
+        let bobPath = try #require(accepted.split(separator: "\n").first { $0.contains("bob") })
+        #expect(bobPath.contains("fill=\"#6a1b9a\""))
         #expect(!accepted.contains("carol"))
 
-        // In progress: carol's blue path at half of its own alpha (0x80), the prediction fainter.
-        #expect(inProgress.contains("class=\"in-progress\"") && inProgress.contains("stroke=\"#0000ff\""))
-        #expect(inProgress.contains("stroke-opacity=\"0.25\""))
-        #expect(inProgress.contains("class=\"predicted\"") && inProgress.contains("stroke-opacity=\"0.13\""))
+        // In progress: carol's blue ink at half of its own alpha (0x80), the prediction fainter.
+        #expect(inProgress.contains("class=\"in-progress\"") && inProgress.contains("fill=\"#0000ff\""))
+        #expect(inProgress.contains("fill-opacity=\"0.25\""))
+        #expect(inProgress.contains("class=\"predicted\"") && inProgress.contains("fill-opacity=\"0.13\""))
         #expect(!inProgress.contains("alice"))
 
         // One gray spot, 100 points across, at carol's latest real sample.
@@ -90,7 +91,7 @@ struct RenderTests {
             let baseline = try #require(attribute("y", in: String(svg[text.lowerBound...])).flatMap(Double.init))
             // 14-point text: its descenders end about 4 points below the baseline.
             let captionBottom = baseline + 4
-            let strokeTop = 5.0 - 5  // the samples' y minus half the line width
+            let strokeTop = 5.0 - 5 * (1 + InkOutline.thinning)  // the samples' y minus the widest half-width (pressure 1)
             #expect(captionBottom <= strokeTop, "caption bottom \(captionBottom), stroke top \(strokeTop)")
             #expect(viewBox[1] < baseline - 14, "the band is inside the picture: \(viewBox)")
         }
@@ -106,5 +107,61 @@ struct RenderTests {
         guard let start = svg.range(of: "<g id=\"\(id)\"") else { return nil }
         guard let end = svg.range(of: "</g>", range: start.upperBound..<svg.endIndex) else { return nil }
         return String(svg[start.lowerBound..<end.upperBound])
+    }
+}
+
+/// The ink outline the SVG renderer and the page draw (the page's copy is
+/// compared with this one in Chromium: `BrowserInkTests`).
+@Suite("Ink outlines")
+struct InkOutlineTests {
+    func line(force: Double?, msPerSample: Double = 8, count: Int = 30) -> [InkOutline.Point] {
+        (0..<count).map { InkOutline.Point(x: Double($0) * 6, y: 0, time: Double($0) * msPerSample, pressure: force) }
+    }
+
+    /// Half the outline's height over the middle of a horizontal stroke.
+    func halfWidth(_ points: [InkOutline.Point], width: Double) -> Double {
+        let polygon = InkOutline.outline(points, width: width, complete: true)
+        let middle = polygon.filter { $0.x > 60 && $0.x < 120 }
+        return middle.map { abs($0.y) }.max() ?? 0
+    }
+
+    @Test func widthFollowsPressure() {
+        let heavy = halfWidth(line(force: 1.0), width: 8)
+        let light = halfWidth(line(force: 0.1), width: 8)
+        #expect(abs(heavy - 4 * 1.6) < 0.01, "pressure 1: 1.6 times the nominal half-width, got \(heavy)")
+        #expect(abs(light - 4 * (0.4 + 1.2 * 0.1)) < 0.01, "pressure 0.1, got \(light)")
+        #expect(heavy > 3 * light)
+    }
+
+    @Test func aMouseIsThinnerWhenFaster() {
+        let slow = halfWidth(line(force: nil, msPerSample: 40), width: 8)
+        let fast = halfWidth(line(force: nil, msPerSample: 2), width: 8)
+        #expect(slow > fast * 1.5, "slow \(slow), fast \(fast)")
+    }
+
+    /// Twelve samples on a circle: the centre line stays on the circle between
+    /// them (a chord's midpoint would be 3.4 points inside).
+    @Test func aCoarseCircleStaysRound() {
+        let samples = (0...12).map { k -> InkOutline.Point in
+            let angle = Double(k) * .pi / 6
+            return InkOutline.Point(x: 100 * cos(angle), y: 100 * sin(angle), time: Double(k) * 16, pressure: 0.5)
+        }
+        let (centre, simulated) = InkOutline.centreLine(samples)
+        #expect(!simulated)
+        #expect(centre.count > 100, "subdivided between samples")
+        let radii = centre.map { hypot($0.x, $0.y) }
+        let chordMidpoint = 100 * (1 - cos(Double.pi / 12))  // 3.4 points inside the circle
+        let inner = radii[centre.count / 12..<(centre.count - centre.count / 12)].map { abs($0 - 100) }.max() ?? 0
+        let anywhere = radii.map { abs($0 - 100) }.max() ?? 0
+        #expect(inner < 0.3, "between inner samples, off the circle by \(inner)")
+        #expect(anywhere < chordMidpoint * 0.6, "at the ends (one neighbour missing), off by \(anywhere)")
+    }
+
+    @Test func outlinesAreClosedCurvesAndTapsAreDots() {
+        let d = InkOutline.pathData(InkOutline.outline(line(force: 0.5), width: 4, complete: true))
+        #expect(d.hasPrefix("M") && d.hasSuffix(" Z") && d.contains(" Q"))
+        let tap = InkOutline.outline([InkOutline.Point(x: 10, y: 10, time: 0, pressure: 0.5)], width: 4, complete: true)
+        #expect(tap.count == 16 && tap.allSatisfy { abs(hypot($0.x - 10, $0.y - 10) - 2) < 1e-9 })
+        #expect(InkOutline.outline([], width: 4, complete: true).isEmpty)
     }
 }

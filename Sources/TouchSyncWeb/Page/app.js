@@ -1,19 +1,30 @@
-// The live whiteboard: pointer input to numbered messages (kept until the hub
-// acknowledged them, resent after a reconnect), the board replica from the
-// gateway's snapshot and batches, and the toolbar.
-import { Board, Renderer, UNITS } from './board.js';
+// The live whiteboard. Your own ink is drawn from your own input in the
+// animation frame after the event (local ink), sent as numbered messages
+// (kept until the hub acknowledged them, resent after a reconnect) and
+// replaced by the hub's stroke when the board's diffs accept it. Undo,
+// redo, erase and clear act at once the same way (hidden strokes and an
+// overlay until the hub's diffs agree). The board is infinite: a viewport
+// maps its points to the screen.
+import { Board, UNITS } from './board.js';
+import { Renderer, cssColor } from './renderer.js';
+import { Viewport } from './view.js';
+import { attachWheel, PanPinch } from './gestures.js';
+import { outline, pathData, inkPoints } from './ink.js';
 
 const boardName = decodeURIComponent(location.pathname.split('/')[2] || 'demo');
 const canvas = document.getElementById('board');
 const statusEl = document.getElementById('status');
 const usersEl = document.getElementById('users');
 const board = new Board();
-const renderer = new Renderer(canvas);
-const palette = [0x1E88E5FF, 0xE53935FF, 0x43A047FF, 0xFB8C00FF, 0x8E24AAFF, 0x00897BFF, 0x6D4C41FF, 0x3949ABFF];
+const view = new Viewport();
+const renderer = new Renderer(canvas, view);
+export const PALETTE = [0x1E88E5FF, 0xE53935FF, 0x43A047FF, 0xFB8C00FF, 0x8E24AAFF, 0x00897BFF, 0x6D4C41FF, 0x212121FF];
+export const WIDTHS = [2, 4, 8, 16];
+const REFUSED_FOR_GOOD = new Set(['UNAUTHORIZED', 'FORBIDDEN', 'UNKNOWN_BOARD']);
 
 // State the tests (and the curious) can read: window.touchsync.
 const app = window.touchsync = {
-  board, renderer, boardName, user: null, connected: false, ended: null,
+  board, renderer, view, boardName, user: null, name: null, connected: false, ended: null,
   pending: [], acked: 0, rtt: [], errors: [], refusals: [], renders: 0, frameIntervals: [],
   // Samples this page sent, per touch in progress and for every touch that ended.
   sent: { live: {}, endedSamples: 0, endedStrokes: 0, cancelledStrokes: 0 },
@@ -21,23 +32,40 @@ const app = window.touchsync = {
   received: { batchBytes: 0, batchSamples: 0, snapshotBytes: 0 },
   // Milliseconds from another user's touch (its first sample's time) to the frame that drew it.
   latencies: [], seen: new Set(),
+  // Milliseconds from a pointer event of this page to the end of the frame that drew its ink.
+  ownInk: [], sockets: 0,
+  local: new Map(), finished: [], hidden: new Map(), overlay: new Map(), users: [],
   summary: () => board.summary(),
 };
+
+// --- Who this tab is: a name chosen once per browser, a colour per tab.
+const invited = new URLSearchParams(location.hash.slice(1)).get('token');
+if (invited) { localStorage.setItem('touchsync-token', invited); history.replaceState(null, '', location.pathname); }
+const token = localStorage.getItem('touchsync-token');
+let name = localStorage.getItem('touchsync-name');
+const firstVisit = !name;
+if (!name) name = 'Guest ' + Math.floor(100 + Math.random() * 900);
+// Each tab of a browser takes the next colour, so two tabs look like the two users they are.
+function tabColour() {
+  const kept = sessionStorage.getItem('touchsync-colour');
+  if (kept) return parseInt(kept, 16) >>> 0;
+  const base = Number(localStorage.getItem('touchsync-colour-base') ?? Math.floor(Math.random() * PALETTE.length));
+  const tab = Number(localStorage.getItem('touchsync-tabs') ?? 0);
+  localStorage.setItem('touchsync-colour-base', String(base));
+  localStorage.setItem('touchsync-tabs', String(tab + 1));
+  return PALETTE[(base + tab) % PALETTE.length];
+}
+let colour = tabColour();
+let width = Number(sessionStorage.getItem('touchsync-width') ?? 4);
 
 // --- Numbered messages: kept until acknowledged, resent after a reconnect.
 let nextNumber = 1;
 let socket = null;
 let welcomed = false;
 let resume = sessionStorage.getItem('touchsync-resume-' + boardName);
-// An invitation link carries its token in the fragment (never sent in a request): keep it here.
-const invited = new URLSearchParams(location.hash.slice(1)).get('token');
-if (invited) { localStorage.setItem('touchsync-token', invited); history.replaceState(null, '', location.pathname); }
-const token = localStorage.getItem('touchsync-token');
-let name = localStorage.getItem('touchsync-name') || ('guest-' + Math.random().toString(36).slice(2, 6));
-localStorage.setItem('touchsync-name', name);
 
 function post(message) {
-  if (app.role === 'watch') return;
+  if (app.role === 'watch' || app.ended) return null;
   if (message.t === 'touch') {
     const count = message.s ? message.s.length : 0;
     const live = app.sent.live;
@@ -51,24 +79,25 @@ function post(message) {
     }
   }
   message.n = nextNumber++;
-  message.sentAt = performance.now();
   app.pending.push(message);
   if (welcomed) transmit(message);
-  updateStatus();
+  return message.n;
 }
 
 function transmit(message) {
+  // The round trip counts from the last transmission, not from time spent queued offline.
+  message.sentAt = performance.now();
   const { sentAt, ...wire } = message;
   socket.send(JSON.stringify(wire));
 }
 
-// --- Connection, with back-off.
+// --- Connection, with back-off (reset only by a welcome: a socket that opens and is refused keeps backing off).
 let backoff = 250;
 function connect() {
   const url = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws';
   socket = new WebSocket(url);
+  app.sockets++;
   socket.onopen = () => {
-    backoff = 250;
     socket.send(JSON.stringify({ t: 'hello', board: boardName, resume, name, token, acked: app.acked }));
   };
   socket.onmessage = event => {
@@ -86,7 +115,7 @@ function connect() {
     app.connected = false;
     welcomed = false;
     updateStatus();
-    if (app.ended) return;  // refused for good (no link, no access, revoked): reconnecting would be refused again
+    if (app.ended) return;  // refused for good: reconnecting would be refused again
     const delay = backoff * (0.5 + Math.random());
     backoff = Math.min(backoff * 2, 5000);
     setTimeout(connect, delay);
@@ -97,8 +126,10 @@ function connect() {
 function receive(m) {
   switch (m.t) {
     case 'welcome': {
+      backoff = 250;
       app.role = m.role;
-      document.getElementById('clear-board').hidden = m.role !== 'admin';
+      app.name = m.name;
+      document.body.classList.toggle('admin', m.role === 'admin');
       if (m.role === 'watch') {
         app.user = null;
         app.connected = true;
@@ -129,19 +160,19 @@ function receive(m) {
       break;
     case 'refused':
       app.refusals.push(m);
+      dropRefusedInk(m.n, m.message);
       toast(`refused: ${m.message}`);
       break;
     case 'snapshot':
       board.loadSnapshot(m);
+      for (const ink of [...app.finished]) if (findAccepted(ink)) removeFinished(ink);
+      if (!fitted && board.accepted.length > 0 && !boardFitsView()) fitBoard();
+      fitted = true;
       requestRender();
       break;
     case 'users':
-      usersEl.replaceChildren(...m.list.map(u => {
-        const li = document.createElement('li');
-        li.textContent = u.name + (u.user === app.user ? ' (you)' : '');
-        li.title = u.user;
-        return li;
-      }));
+      app.users = m.list;
+      showUsers();
       break;
     case 'pong':
       break;
@@ -150,9 +181,13 @@ function receive(m) {
       break;
     case 'error':
       app.errors.push(m);
-      toast(m.message);
-      // Refusals of who the tab is: the gateway closes the socket; trying again would be refused too.
-      if (m.code === 'UNAUTHORIZED' || m.code === 'FORBIDDEN' || m.code === 'UNKNOWN_BOARD') app.ended = m.message;
+      if (REFUSED_FOR_GOOD.has(m.code) && !m.from) {
+        // Refusals of who the tab is or of the board: the gateway closes the socket; trying again would be refused too.
+        app.ended = m.message;
+        showBanner(m.code === 'UNKNOWN_BOARD' ? `This board cannot be opened: ${m.message}` : `Closed: ${m.message}`);
+      } else {
+        toast(m.message);
+      }
       break;
   }
   updateStatus();
@@ -161,84 +196,181 @@ function receive(m) {
 function receiveBatch(batch) {
   const result = board.applyBatch(batch);
   if (result === 'gap') { board.reset(); socket.send(JSON.stringify({ t: 'resync' })); }
-  else if (result === 'applied') requestRender();
+  else if (result === 'applied') { reconcileHidden(); requestRender(); }
 }
 
 function acknowledge(through) {
   const now = performance.now();
   while (app.pending.length > 0 && app.pending[0].n <= through) {
     const message = app.pending.shift();
-    app.rtt.push(now - message.sentAt);
+    if (message.sentAt !== undefined) app.rtt.push(now - message.sentAt);
   }
   if (app.rtt.length > 1000) app.rtt.splice(0, 500);
   app.acked = Math.max(app.acked, through);
+  for (const entry of app.hidden.values()) if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
+  for (const entry of app.overlay.values()) if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
+  for (const ink of app.finished) if (ink.ackedAt === null && ink.numbers[ink.numbers.length - 1] <= through) ink.ackedAt = now;
+  reconcileHidden();
 }
 
-function updateStatus() {
-  const waiting = app.pending.length;
-  let text;
-  if (app.ended) text = `closed: ${app.ended}`;
-  else if (!app.connected) text = `offline — ${waiting} waiting, reconnecting`;
-  else if (app.hubState === 'unreachable' || app.hubState === 'busy') text = `the hub is ${app.hubState} — ${waiting} waiting`;
-  else if (waiting > 0 && performance.now() - app.pending[0].sentAt > 2000) text = `waiting for the hub — ${waiting} unacknowledged`;
-  else {
-    const recent = app.rtt.slice(-20);
-    const rtt = recent.length ? (recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(1) : '–';
-    text = app.role === 'watch'
-      ? `watching · ${board.accepted.length} strokes`
-      : `online as ${app.user} · ${rtt} ms round trip · ${board.accepted.length} strokes`;
+// --- Local ink: your strokes from your input, until the hub's diffs accept them.
+function firstUnits(ink) { return [Math.round(ink.points[0][0] * UNITS), Math.round(ink.points[0][1] * UNITS)]; }
+function sameStart(ink, stroke) {
+  if (stroke.owner !== app.user || stroke.touch !== ink.touch || stroke.s.length < 4 || ink.points.length === 0) return false;
+  const [x, y] = firstUnits(ink);
+  return Math.abs(stroke.s[0] - x) <= 1 && Math.abs(stroke.s[1] - y) <= 1;
+}
+function findAccepted(ink) {
+  for (let i = board.accepted.length - 1; i >= 0; i--) if (sameStart(ink, board.accepted[i])) return board.accepted[i];
+  return null;
+}
+function removeFinished(ink) {
+  const i = app.finished.indexOf(ink);
+  if (i >= 0) app.finished.splice(i, 1);
+}
+board.onAccepted = stroke => {
+  if (stroke.owner !== app.user) return;
+  const ink = app.finished.find(candidate => sameStart(candidate, stroke));
+  if (!ink) return;
+  removeFinished(ink);
+  // Undone or cleared here before the hub accepted it: keep it hidden until the hub removes it too.
+  if (ink.hiddenBy) app.hidden.set(stroke.id, ink.hiddenBy);
+  for (const entry of undone) if (entry.ink === ink) { entry.ink = null; entry.stroke = stroke; }
+};
+board.onCancelled = stroke => {
+  if (stroke.owner !== app.user) return;
+  for (const [pointer, ink] of app.local) {
+    if (sameStart(ink, stroke)) { app.local.delete(pointer); down.delete(pointer); toast('your stroke was cancelled by the hub'); }
   }
-  statusEl.textContent = text;
-  statusEl.className = app.connected ? 'online' : 'offline';
-}
-setInterval(updateStatus, 500);
+  const ink = app.finished.find(candidate => sameStart(candidate, stroke));
+  if (ink) removeFinished(ink);
+};
 
-let toastTimer = null;
-function toast(text) {
-  const el = document.getElementById('toast');
-  el.textContent = text;
-  el.hidden = false;
-  clearTimeout(toastTimer);
-  toastTimer = setTimeout(() => { el.hidden = true; }, 4000);
+function dropRefusedInk(number, reason) {
+  for (const [pointer, ink] of app.local) {
+    if (ink.numbers.includes(number)) { app.local.delete(pointer); down.delete(pointer); ink.refused = reason; }
+  }
+  for (const ink of [...app.finished]) if (ink.numbers.includes(number)) removeFinished(ink);
+  for (const [id, entry] of app.hidden) if (entry.n === number) app.hidden.delete(id);
+  for (const [id, entry] of app.overlay) if (entry.n === number) app.overlay.delete(id);
+  requestRender(true);
+}
+
+// Hidden strokes and the overlay end once the hub's diffs agree (or, acknowledged
+// for 2 s without the change, the hub did not do it: the board shows what it has).
+function reconcileHidden() {
+  const now = performance.now();
+  let changed = false;
+  const present = app.hidden.size || app.overlay.size || clearing.length ? new Set(board.accepted.map(s => s.id)) : null;
+  for (const [id, entry] of app.hidden) {
+    if (!present.has(id) && entry.ackedAt !== null) { app.hidden.delete(id); }
+    else if (present.has(id) && entry.ackedAt !== null && now - entry.ackedAt > 2000) { app.hidden.delete(id); changed = true; }
+  }
+  for (const [id, entry] of app.overlay) {
+    if ((present.has(id) && entry.ackedAt !== null) || (entry.ackedAt !== null && now - entry.ackedAt > 2000)) { app.overlay.delete(id); changed = true; }
+  }
+  for (let i = clearing.length - 1; i >= 0; i--) {
+    const c = clearing[i];
+    const left = board.accepted.some(s => s.pos <= c.through && (c.owner === null || s.owner === c.owner));
+    if (c.ackedAt === null) { if (c.n <= app.acked) c.ackedAt = now; continue; }
+    if (!left || now - c.ackedAt > 2000) { clearing.splice(i, 1); changed = true; }
+  }
+  for (const ink of [...app.finished]) {
+    if (ink.ackedAt !== null && now - ink.ackedAt > 3000) {
+      removeFinished(ink);
+      changed = true;
+      toast('a stroke was not accepted by the hub');
+    }
+  }
+  if (changed) requestRender(true);
+}
+
+const clearing = [];  // {owner (null: everyone), through: accept position, n, ackedAt}
+function isHidden(stroke) {
+  if (app.hidden.has(stroke.id)) return true;
+  for (const c of clearing) if (stroke.pos <= c.through && (c.owner === null || stroke.owner === c.owner)) return true;
+  return false;
 }
 
 // --- Rendering: at most once per display frame, only when something changed.
 let renderQueued = false;
+let rebuildQueued = false;
 let lastFrame = 0;
-function requestRender() {
+let inputTimes = [];   // event times (performance.now clock) whose ink the next frame draws
+function requestRender(rebuild = false) {
+  if (rebuild) rebuildQueued = true;
   if (renderQueued) return;
   renderQueued = true;
   requestAnimationFrame(now => {
     renderQueued = false;
     if (lastFrame) app.frameIntervals.push(now - lastFrame);
-    if (app.frameIntervals.length > 2000) app.frameIntervals.splice(0, 1000);
+    if (app.frameIntervals.length > 4000) app.frameIntervals.splice(0, 2000);
     lastFrame = now;
     const fresh = [...board.active.values(), ...(board.changedAccepted === 'all' ? [] : board.changedAccepted)];
-    renderer.render(board);
+    const hiding = app.hidden.size > 0 || clearing.length > 0;
+    renderer.render(board, {
+      hidden: hiding ? isHidden : null,
+      rebuild: rebuildQueued,
+      own: app.user,
+      ownTouches: new Set([...app.local.values(), ...app.finished].map(ink => ink.touch)),
+      local: [...app.finished.filter(ink => !ink.hiddenBy), ...app.local.values()],
+      overlay: [...app.overlay.values()].map(entry => entry.stroke),
+      names: new Map(app.users.map(u => [u.user, u.name])),
+    });
+    rebuildQueued = false;
     app.renders++;
-    const drawnAt = performance.timeOrigin + performance.now();
+    const drawn = performance.now();
+    for (const at of inputTimes) app.ownInk.push(drawn - at);
+    inputTimes = [];
+    if (app.ownInk.length > 4000) app.ownInk.splice(0, 2000);
+    const drawnAt = performance.timeOrigin + drawn;
     for (const stroke of fresh) {
       if (stroke.owner === app.user || app.seen.has(stroke.id) || stroke.s.length === 0) continue;
       app.seen.add(stroke.id);
       app.latencies.push(drawnAt - stroke.s[2] / 1000);
     }
+    zoomLabel.textContent = Math.round(view.zoom * 100) + '%';
   });
 }
-window.addEventListener('resize', () => { renderer.resize(); requestRender(); });
+renderer.onRebuildDue = () => requestRender(true);
+new ResizeObserver(() => { renderer.resize(); requestRender(true); }).observe(canvas);
+matchMedia(`(resolution: ${window.devicePixelRatio}dppx)`).addEventListener?.('change', () => { renderer.resize(); requestRender(true); });
 
 // --- Input: pointer events are touch phases; coalesced and predicted events are samples.
-const down = new Map(); // pointerId -> last time sent (ms)
+const down = new Map();   // pointerId -> last time sent (ms)
+const moving = new PanPinch(view);   // pointers that pan and zoom instead of drawing
 let eraser = false;
+let spaceHeld = false;
+let penSeenAt = -Infinity;
+// Two fingers pan and zoom (as in tldraw and Excalidraw), unless every finger is to draw (the seeds' multi-touch).
+let everyFingerDraws = localStorage.getItem('touchsync-fingers') === 'draw';
+app.setEveryFingerDraws = on => {
+  everyFingerDraws = on;
+  localStorage.setItem('touchsync-fingers', on ? 'draw' : 'pan');
+  document.getElementById('fingers').textContent = on ? 'Two fingers pan and zoom' : 'Every finger draws (multi-touch)';
+};
 
-function sample(e, pointerId) {
+function boardPoint(e) {
   const rect = canvas.getBoundingClientRect();
+  return view.toBoard(e.clientX - rect.left, e.clientY - rect.top);
+}
+function screenPoint(e) {
+  const rect = canvas.getBoundingClientRect();
+  return [e.clientX - rect.left, e.clientY - rect.top];
+}
+
+// A sample: [x, y, t, pressure, azimuth, altitude]. Pens and touch screens give
+// pressure; a mouse gives none (its ink simulates one from speed).
+function sample(e, pointerId) {
+  const [x, y] = boardPoint(e);
   const last = down.get(pointerId) ?? 0;
   const time = Math.max(last, performance.timeOrigin + e.timeStamp);
   const pen = e.pointerType === 'pen';
+  const pressured = pen || (e.pointerType === 'touch' && e.pressure > 0);
   const hasAngles = pen && (e.altitudeAngle !== undefined || e.tiltX !== 0 || e.tiltY !== 0);
   return [
-    e.clientX - rect.left, e.clientY - rect.top, time,
-    pen ? e.pressure : null,
+    x, y, time,
+    pressured ? Math.min(1, Math.max(0, e.pressure)) : null,
     hasAngles ? (e.azimuthAngle ?? 0) : null,
     hasAngles ? (e.altitudeAngle ?? Math.PI / 2) : null,
   ];
@@ -254,78 +386,398 @@ function samplesOf(e, list) {
   return samples;
 }
 
+function predictedOf(e) {
+  if (!e.getPredictedEvents) return [];
+  const last = down.get(e.pointerId) ?? 0;
+  return e.getPredictedEvents().map(p => { const [x, y] = boardPoint(p); return [x, y, Math.max(last, performance.timeOrigin + p.timeStamp), null, null, null]; });
+}
+
+const inkOf = s => [s[0], s[1], s[2], s[3]];
+
 function erase(e) {
-  const rect = canvas.getBoundingClientRect();
-  const hit = board.strokeAt(e.clientX - rect.left, e.clientY - rect.top, 6);
-  if (hit) post({ t: 'erase', strokes: [hit.id] });
+  const [x, y] = boardPoint(e);
+  const slop = 6 / view.zoom;
+  for (let i = board.accepted.length - 1; i >= 0; i--) {
+    const s = board.accepted[i];
+    if (isHidden(s)) continue;
+    const reach = (s.w / 2 + slop * UNITS) ** 2;
+    for (let k = 0; k < s.s.length; k += 4) {
+      const dx = s.s[k] - x * UNITS, dy = s.s[k + 1] - y * UNITS;
+      if (dx * dx + dy * dy <= reach) {
+        const n = post({ t: 'erase', strokes: [s.id] });
+        if (n !== null) app.hidden.set(s.id, { n, ackedAt: null });
+        requestRender(true);
+        return;
+      }
+    }
+  }
+}
+
+// Touches pan and pinch instead of drawing while a pen is down or was used in the last 3 s (palm rejection).
+function touchPans(e) { return e.pointerType === 'touch' && (performance.now() - penSeenAt < 3000 || [...down.keys()].some(id => penPointers.has(id))); }
+const penPointers = new Set();
+
+function startGesture(e) {
+  // A second finger turns a one-finger stroke into a gesture: that stroke is cancelled.
+  for (const [pointer, ink] of [...app.local]) {
+    if (ink.pointerType !== 'touch') continue;
+    if (lastScreen.has(pointer)) moving.add(pointer, ...lastScreen.get(pointer));
+    cancelInk(pointer);
+  }
+  moving.add(e.pointerId, ...screenPoint(e));
+}
+const lastScreen = new Map();
+
+function cancelInk(pointer) {
+  if (!app.local.has(pointer)) return;
+  app.local.delete(pointer);
+  down.delete(pointer);
+  post({ t: 'touch', phase: 'cancelled', id: pointer });
+  requestRender();
 }
 
 canvas.addEventListener('pointerdown', e => {
   e.preventDefault();
-  if (app.role === 'watch') return;
   canvas.setPointerCapture?.(e.pointerId);
+  if (e.pointerType === 'pen') { penSeenAt = performance.now(); penPointers.add(e.pointerId); }
+  const touching = [...app.local.values()].filter(ink => ink.pointerType === 'touch').length;
+  const fingerMoves = e.pointerType === 'touch' && (touchPans(e) || !everyFingerDraws && (moving.size > 0 || touching > 0));
+  if (spaceHeld || e.button === 1 || fingerMoves || app.role === 'watch' || app.ended) {
+    if (e.pointerType === 'touch' && touching > 0 && moving.size === 0 && !everyFingerDraws) startGesture(e);
+    else moving.add(e.pointerId, ...screenPoint(e));
+    canvas.classList.add('panning');
+    return;
+  }
   if (eraser) { erase(e); down.set(e.pointerId, 0); return; }
   down.set(e.pointerId, 0);
+  lastScreen.set(e.pointerId, screenPoint(e));
   const s = samplesOf(e, []);
-  post({ t: 'touch', phase: 'began', id: e.pointerId, s, p: predictedOf(e) });
+  const n = post({ t: 'touch', phase: 'began', id: e.pointerId, s, p: predictedOf(e) });
+  if (n === null) return;
+  undone.length = 0;   // the hub ends what can be redone at a new stroke
+  app.local.set(e.pointerId, {
+    touch: e.pointerId, pointerType: e.pointerType, points: s.map(inkOf), predicted: predictedOf(e).map(inkOf),
+    rgba: colour, width, complete: false, numbers: [n], ackedAt: null, hiddenBy: null,
+  });
+  inputTimes.push(e.timeStamp);
+  requestRender();
 });
 canvas.addEventListener('pointermove', e => {
+  if (moving.move(e.pointerId, ...screenPoint(e))) { requestRender(); return; }
   if (!down.has(e.pointerId)) return;
   if (eraser) { erase(e); return; }
+  lastScreen.set(e.pointerId, screenPoint(e));
   const s = samplesOf(e, e.getCoalescedEvents ? e.getCoalescedEvents() : []);
-  post({ t: 'touch', phase: 'moved', id: e.pointerId, s, p: predictedOf(e) });
+  const p = predictedOf(e);
+  const n = post({ t: 'touch', phase: 'moved', id: e.pointerId, s, p });
+  const ink = app.local.get(e.pointerId);
+  if (ink && n !== null) {
+    for (const sample of s) ink.points.push(inkOf(sample));
+    ink.predicted = p.map(inkOf);   // the previous guess is thrown away (seed 002)
+    ink.numbers.push(n);
+    inputTimes.push(e.timeStamp);
+    requestRender();
+  }
 });
-canvas.addEventListener('pointerup', e => {
+function pointerEnds(e, cancelled) {
+  lastScreen.delete(e.pointerId);
+  penPointers.delete(e.pointerId);
+  if (moving.has(e.pointerId)) {
+    moving.remove(e.pointerId);
+    if (moving.size === 0) canvas.classList.remove('panning');
+    return;
+  }
   if (!down.has(e.pointerId)) return;
   if (eraser) { down.delete(e.pointerId); return; }
+  if (cancelled) { cancelInk(e.pointerId); return; }   // a palm or a system gesture: abandoned (seed 003)
   const s = samplesOf(e, []);
   down.delete(e.pointerId);
-  post({ t: 'touch', phase: 'ended', id: e.pointerId, s });
-});
-canvas.addEventListener('pointercancel', e => {
-  // A palm or a system gesture: the stroke is abandoned (seed 003).
-  if (!down.has(e.pointerId)) return;
-  down.delete(e.pointerId);
-  if (!eraser) post({ t: 'touch', phase: 'cancelled', id: e.pointerId });
-});
+  const n = post({ t: 'touch', phase: 'ended', id: e.pointerId, s });
+  const ink = app.local.get(e.pointerId);
+  app.local.delete(e.pointerId);
+  if (ink && n !== null) {
+    for (const sample of s) ink.points.push(inkOf(sample));
+    ink.predicted = [];
+    ink.complete = true;
+    ink.numbers.push(n);
+    app.finished.push(ink);
+    inputTimes.push(e.timeStamp);
+    requestRender();
+  }
+}
+canvas.addEventListener('pointerup', e => pointerEnds(e, false));
+canvas.addEventListener('pointercancel', e => pointerEnds(e, true));
+attachWheel(canvas, view, () => requestRender());
 
-function predictedOf(e) {
-  if (!e.getPredictedEvents) return [];
-  const rect = canvas.getBoundingClientRect();
-  const last = down.get(e.pointerId) ?? 0;
-  return e.getPredictedEvents().map(p => [p.clientX - rect.left, p.clientY - rect.top, Math.max(last, performance.timeOrigin + p.timeStamp), null, null, null]);
+// --- Undo, redo, erase and clear of your own strokes: at once, then as the hub says.
+const undone = [];   // {ink or stroke}: what this tab undid, newest last, for an immediate redo
+function undo() {
+  const ink = [...app.finished].reverse().find(candidate => !candidate.hiddenBy);
+  const n = post({ t: 'undo' });
+  if (n === null) return;
+  if (ink) { ink.hiddenBy = { n, ackedAt: null }; undone.push({ ink, stroke: null }); }
+  else {
+    for (let i = board.accepted.length - 1; i >= 0; i--) {
+      const s = board.accepted[i];
+      if (s.owner !== app.user || isHidden(s)) continue;
+      app.hidden.set(s.id, { n, ackedAt: null });
+      undone.push({ ink: null, stroke: s });
+      break;
+    }
+  }
+  requestRender(true);
+}
+function redo() {
+  const n = post({ t: 'redo' });
+  if (n === null) return;
+  const last = undone.pop();
+  if (last?.ink) last.ink.hiddenBy = null;
+  else if (last?.stroke) {
+    app.hidden.delete(last.stroke.id);
+    app.overlay.set(last.stroke.id, { stroke: last.stroke, n, ackedAt: null });
+  }
+  requestRender(true);
+}
+function clear(scope) {
+  const n = post({ t: 'clear', scope });
+  if (n === null) return;
+  const through = board.accepted.length ? board.accepted[board.accepted.length - 1].pos : -1;
+  clearing.push({ owner: scope === 'mine' ? app.user : null, through, n, ackedAt: null });
+  for (const ink of app.finished) ink.hiddenBy = ink.hiddenBy ?? { n, ackedAt: null };
+  undone.length = 0;
+  requestRender(true);
 }
 
 // --- Toolbar.
-const colourInput = document.getElementById('colour');
-const widthInput = document.getElementById('width');
-const storedColour = localStorage.getItem('touchsync-colour');
-const initial = storedColour ? parseInt(storedColour, 16) : palette[Math.floor(Math.random() * palette.length)];
-colourInput.value = '#' + (initial >>> 8).toString(16).padStart(6, '0');
+const $ = id => document.getElementById(id);
+const zoomLabel = $('zoom');
 function sendStyle() {
-  const rgb = parseInt(colourInput.value.slice(1), 16);
-  const rgba = ((rgb << 8) | 0xFF) >>> 0;
-  localStorage.setItem('touchsync-colour', rgba.toString(16));
-  post({ t: 'style', rgba, width: Number(widthInput.value) });
+  sessionStorage.setItem('touchsync-colour', (colour >>> 0).toString(16));
+  sessionStorage.setItem('touchsync-width', String(width));
+  post({ t: 'style', rgba: colour, width });
 }
-colourInput.addEventListener('change', sendStyle);
-widthInput.addEventListener('change', sendStyle);
-document.getElementById('undo').addEventListener('click', () => post({ t: 'undo' }));
-document.getElementById('redo').addEventListener('click', () => post({ t: 'redo' }));
-document.getElementById('clear-mine').addEventListener('click', () => post({ t: 'clear', scope: 'mine' }));
-document.getElementById('clear-board').addEventListener('click', () => {
-  if (confirm('Clear every stroke on this board, everyone\'s?')) post({ t: 'clear', scope: 'board' });
+function showStyle() {
+  $('colour').style.setProperty('--swatch', cssColor(colour));
+  for (const b of document.querySelectorAll('#palette button')) b.classList.toggle('on', Number(b.dataset.rgba) === colour);
+  for (const b of document.querySelectorAll('#widths button')) b.classList.toggle('on', Number(b.dataset.width) === width);
+  $('pen').classList.toggle('on', !eraser);
+  $('eraser').classList.toggle('on', eraser);
+}
+$('palette').replaceChildren(...PALETTE.map(rgba => {
+  const b = document.createElement('button');
+  b.dataset.rgba = String(rgba);
+  b.title = cssColor(rgba);
+  b.style.setProperty('--swatch', cssColor(rgba));
+  b.addEventListener('click', () => { colour = rgba; sendStyle(); showStyle(); closeMenus(); });
+  return b;
+}));
+$('widths').replaceChildren(...WIDTHS.map(w => {
+  const b = document.createElement('button');
+  b.dataset.width = String(w);
+  b.title = `${w} pt`;
+  b.innerHTML = `<i style="width:${Math.min(18, w + 2)}px;height:${Math.min(18, w + 2)}px"></i>`;
+  b.addEventListener('click', () => { width = w; sendStyle(); showStyle(); closeMenus(); });
+  return b;
+}));
+function toggleMenu(id) {
+  const menu = $(id);
+  const open = menu.hidden;
+  closeMenus();
+  menu.hidden = !open;
+}
+function closeMenus() { for (const m of document.querySelectorAll('.menu')) m.hidden = true; }
+$('colour').addEventListener('click', () => toggleMenu('style-menu'));
+$('more').addEventListener('click', () => toggleMenu('more-menu'));
+$('pen').addEventListener('click', () => { eraser = false; showStyle(); });
+$('eraser').addEventListener('click', () => { eraser = true; showStyle(); });
+$('undo').addEventListener('click', undo);
+$('redo').addEventListener('click', redo);
+$('clear-mine').addEventListener('click', () => { closeMenus(); clear('mine'); });
+$('clear-board').addEventListener('click', () => {
+  closeMenus();
+  if (confirm('Clear every stroke on this board, everyone\'s?')) clear('board');
 });
-const eraserButton = document.getElementById('eraser');
-eraserButton.addEventListener('click', () => {
-  eraser = !eraser;
-  eraserButton.classList.toggle('on', eraser);
+$('fit').addEventListener('click', fitBoard);
+$('help').addEventListener('click', () => { $('help-overlay').hidden = !$('help-overlay').hidden; });
+$('help-overlay').addEventListener('click', () => { $('help-overlay').hidden = true; });
+$('export-png').addEventListener('click', () => { closeMenus(); exportImage('png'); });
+$('export-svg').addEventListener('click', () => { closeMenus(); exportImage('svg'); });
+$('export-view').addEventListener('click', () => { closeMenus(); exportImage('png', true); });
+$('share').addEventListener('click', async () => {
+  closeMenus();
+  const link = location.origin + '/boards/' + encodeURIComponent(boardName);
+  try { await navigator.clipboard.writeText(link); toast('link copied: ' + link); } catch { prompt('Share this link', link); }
 });
+$('rename').addEventListener('click', () => { closeMenus(); askName(); });
+$('fingers').addEventListener('click', () => { closeMenus(); app.setEveryFingerDraws(!everyFingerDraws); });
+app.setEveryFingerDraws(everyFingerDraws);
+$('replay-link').href = `/boards/${encodeURIComponent(boardName)}/replay`;
+$('board-name').textContent = boardName;
+document.title = boardName + ' · TouchSync';
+showStyle();
+
+// --- Keyboard: Ctrl/Cmd-Z, Ctrl/Cmd-Shift-Z, Ctrl-Y, E, P, space-drag, +, -, 0, ?.
 document.addEventListener('keydown', e => {
-  if ((e.ctrlKey || e.metaKey) && e.key === 'z') post({ t: e.shiftKey ? 'redo' : 'undo' });
+  if (e.target instanceof HTMLInputElement) return;
+  const command = e.ctrlKey || e.metaKey;
+  const key = e.key.toLowerCase();
+  if (command && e.code === 'KeyZ') { e.preventDefault(); (e.shiftKey ? redo : undo)(); return; }
+  if (command && e.code === 'KeyY') { e.preventDefault(); redo(); return; }
+  if (command) return;
+  const centre = [renderer.width / 2, renderer.height / 2];
+  switch (key) {
+    case ' ': spaceHeld = true; canvas.classList.add('pan-ready'); e.preventDefault(); break;
+    case 'e': eraser = true; showStyle(); break;
+    case 'p': case 'd': eraser = false; showStyle(); break;
+    case '+': case '=': view.zoomAt(1.25, ...centre); requestRender(); break;
+    case '-': case '_': view.zoomAt(0.8, ...centre); requestRender(); break;
+    case '0': fitBoard(); break;
+    case '1': view.zoomAt(1 / view.zoom, ...centre); requestRender(); break;
+    case '?': $('help-overlay').hidden = !$('help-overlay').hidden; break;
+    case 'escape': closeMenus(); $('help-overlay').hidden = true; break;
+  }
 });
-document.getElementById('replay-link').href = `/boards/${encodeURIComponent(boardName)}/replay`;
-document.getElementById('board-name').textContent = boardName;
+document.addEventListener('keyup', e => { if (e.key === ' ') { spaceHeld = false; canvas.classList.remove('pan-ready'); } });
+
+// --- The view: fit the board, or its top left at 100% when it is empty.
+let fitted = false;
+function boardBounds() {
+  let rect = null;
+  for (const stroke of board.accepted) {
+    if (isHidden(stroke)) continue;
+    const b = stroke.shape?.bounds ?? flatBounds(stroke.s);
+    if (!b) continue;
+    rect = rect ? [Math.min(rect[0], b[0]), Math.min(rect[1], b[1]), Math.max(rect[2], b[2]), Math.max(rect[3], b[3])] : b.slice();
+  }
+  return rect;
+}
+function flatBounds(s) {
+  if (s.length < 4) return null;
+  let r = [Infinity, Infinity, -Infinity, -Infinity];
+  for (let k = 0; k < s.length; k += 4) {
+    const x = s[k] / UNITS, y = s[k + 1] / UNITS;
+    r = [Math.min(r[0], x), Math.min(r[1], y), Math.max(r[2], x), Math.max(r[3], y)];
+  }
+  return r;
+}
+function boardFitsView() {
+  const b = boardBounds(), v = view.visible(renderer.width, renderer.height);
+  return !b || (b[0] >= v[0] && b[1] >= v[1] && b[2] <= v[2] && b[3] <= v[3]);
+}
+function fitBoard() {
+  const b = boardBounds();
+  if (b) view.fit(b, renderer.width, renderer.height); else view.reset();
+  requestRender();
+}
+app.fitBoard = fitBoard;
+
+// --- Export: the board (or the view) as PNG or SVG, drawn with the same outlines.
+function exportSVG(rect) {
+  const [x0, y0, x1, y1] = rect;
+  const w = x1 - x0, h = y1 - y0;
+  let out = `<svg xmlns="http://www.w3.org/2000/svg" width="${w.toFixed(0)}" height="${h.toFixed(0)}" viewBox="${x0} ${y0} ${w} ${h}">\n`;
+  out += `<rect x="${x0}" y="${y0}" width="100%" height="100%" fill="white"/>\n`;
+  for (const stroke of board.accepted) {
+    if (isHidden(stroke) || stroke.s.length === 0) continue;
+    const d = pathData(outline(inkPoints(stroke.s), stroke.w / UNITS, true));
+    out += `<path data-stroke="${stroke.id}" d="${d}" fill="#${(stroke.rgba >>> 8).toString(16).padStart(6, '0')}" fill-opacity="${((stroke.rgba & 255) / 255).toFixed(2)}"/>\n`;
+  }
+  return out + '</svg>\n';
+}
+app.exportSVG = () => exportSVG(paddedBounds());
+function paddedBounds() {
+  const b = boardBounds() ?? [0, 0, 400, 300];
+  return [b[0] - 20, b[1] - 20, b[2] + 20, b[3] + 20];
+}
+async function exportImage(kind, onlyView = false) {
+  const rect = onlyView ? view.visible(renderer.width, renderer.height) : paddedBounds();
+  const svg = exportSVG(rect);
+  let blob = new Blob([svg], { type: 'image/svg+xml' });
+  if (kind === 'png') {
+    const image = new Image();
+    image.src = URL.createObjectURL(blob);
+    await image.decode();
+    const scale = window.devicePixelRatio || 1;
+    const c = document.createElement('canvas');
+    c.width = Math.ceil((rect[2] - rect[0]) * scale);
+    c.height = Math.ceil((rect[3] - rect[1]) * scale);
+    c.getContext('2d').drawImage(image, 0, 0, c.width, c.height);
+    URL.revokeObjectURL(image.src);
+    blob = await new Promise(resolve => c.toBlob(resolve, 'image/png'));
+  }
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(blob);
+  a.download = `${boardName}.${kind}`;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+}
+
+// --- People.
+function showUsers() {
+  usersEl.replaceChildren(...app.users.map(u => {
+    const li = document.createElement('li');
+    li.textContent = u.name + (u.user === app.user ? ' (you)' : '');
+    li.title = u.name;
+    li.style.setProperty('--swatch', u.rgba !== undefined && u.rgba !== null ? cssColor(u.rgba) : '#999');
+    li.dataset.user = u.user;
+    return li;
+  }));
+  $('user-count').textContent = String(app.users.length);
+}
+function askName() {
+  const dialog = $('name-dialog');
+  $('name-input').value = name;
+  dialog.hidden = false;
+  $('name-input').focus();
+  $('name-input').select();
+}
+$('name-form').addEventListener('submit', e => {
+  e.preventDefault();
+  const chosen = $('name-input').value.trim().slice(0, 40);
+  $('name-dialog').hidden = true;
+  if (!chosen || chosen === name) { localStorage.setItem('touchsync-name', name); return; }
+  name = chosen;
+  localStorage.setItem('touchsync-name', name);
+  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ t: 'name', name }));
+});
+$('name-skip').addEventListener('click', () => { $('name-dialog').hidden = true; localStorage.setItem('touchsync-name', name); });
+app.closeNameDialog = () => { $('name-dialog').hidden = true; };
+if (firstVisit) askName();
+
+// --- Status.
+function updateStatus() {
+  const waiting = app.pending.length;
+  let text;
+  if (app.ended) text = `closed: ${app.ended}`;
+  else if (!app.connected) text = `offline · ${waiting} waiting`;
+  else if (app.hubState === 'unreachable' || app.hubState === 'busy') text = `hub ${app.hubState} · ${waiting} waiting`;
+  else if (waiting > 0 && app.pending[0].sentAt !== undefined && performance.now() - app.pending[0].sentAt > 2000) text = `${waiting} unacknowledged`;
+  else {
+    const recent = app.rtt.slice(-20);
+    const rtt = recent.length ? (recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(0) : '–';
+    text = app.role === 'watch' ? `watching` : `${rtt} ms`;
+  }
+  statusEl.textContent = text;
+  statusEl.title = app.role === 'watch' ? `watching · ${board.accepted.length} strokes`
+    : `${app.name ?? name} · round trip to the hub · ${board.accepted.length} strokes · ${waiting} waiting`;
+  statusEl.className = app.ended ? 'ended' : app.connected ? 'online' : 'offline';
+}
+setInterval(() => { updateStatus(); reconcileHidden(); }, 500);
+
+let toastTimer = null;
+function toast(text) {
+  const el = $('toast');
+  el.textContent = text;
+  el.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { el.hidden = true; }, 4000);
+}
+function showBanner(text) {
+  const el = $('banner');
+  el.textContent = text;
+  el.hidden = false;
+  document.body.classList.add('ended');
+}
 
 // A closed tab says goodbye, so its live touches are cancelled at once.
 window.addEventListener('pagehide', () => {
@@ -333,7 +785,10 @@ window.addEventListener('pagehide', () => {
 });
 
 app.post = post;
+app.undo = undo;
+app.redo = redo;
 app.disconnect = () => socket && socket.close();  // for tests: a dropped connection
 app.rawSocket = () => socket;                      // for tests: messages the page itself would not send
+app.requestRender = requestRender;
 connect();
 requestRender();

@@ -1,7 +1,7 @@
 // The board replica and its renderer, shared by the live board and the replay.
 // The replica follows docs/protocol.md ("The browser wire"): a snapshot, then
 // batches in sequence order; a gap means a resync. Positions are the hub's
-// fixed point (1/64 point); one point is one CSS pixel here.
+// fixed point (1/64 point); the viewport (view.js) maps points to the screen.
 
 export const UNITS = 64;
 
@@ -91,11 +91,15 @@ export class Board {
         stroke.pos = d[2];
         this.accepted.push(stroke);
         if (this.changedAccepted !== 'all') this.changedAccepted.push(stroke);
+        this.onAccepted?.(stroke);
         break;
       }
-      case 'c':
+      case 'c': {
+        const stroke = this.active.get(d[1]);
         this.active.delete(d[1]);
+        if (stroke) this.onCancelled?.(stroke);
         break;
+      }
       case 'C':
         this.accepted = d[1] === null ? [] : this.accepted.filter(s => s.owner !== d[1]);
         this.changedAccepted = 'all';
@@ -133,103 +137,5 @@ export class Board {
       }
     }
     return null;
-  }
-}
-
-export function cssColor(rgba, alphaScale = 1) {
-  const r = (rgba >>> 24) & 255, g = (rgba >>> 16) & 255, b = (rgba >>> 8) & 255, a = (rgba & 255) / 255;
-  return `rgba(${r},${g},${b},${(a * alphaScale).toFixed(3)})`;
-}
-
-function tracePath(ctx, s, from = 0) {
-  ctx.beginPath();
-  ctx.moveTo(s[from] / UNITS, s[from + 1] / UNITS);
-  if (s.length - from === 4) ctx.lineTo(s[from] / UNITS + 0.01, s[from + 1] / UNITS);
-  for (let k = from + 4; k < s.length; k += 4) ctx.lineTo(s[k] / UNITS, s[k + 1] / UNITS);
-}
-
-// Draws a board on a canvas: accepted strokes from a cached offscreen layer
-// (only new ones are added to it; removals redraw it), strokes in progress
-// lighter on top, their predicted tails dashed, a gray spot at every live touch.
-export class Renderer {
-  constructor(canvas) {
-    this.canvas = canvas;
-    this.ctx = canvas.getContext('2d');
-    this.layer = document.createElement('canvas');
-    this.layerCtx = this.layer.getContext('2d');
-    this.frameTimes = [];
-    this.resize();
-  }
-
-  resize() {
-    const ratio = window.devicePixelRatio || 1;
-    const width = this.canvas.clientWidth, height = this.canvas.clientHeight;
-    this.ratio = ratio;
-    for (const c of [this.canvas, this.layer]) {
-      c.width = Math.max(1, Math.round(width * ratio));
-      c.height = Math.max(1, Math.round(height * ratio));
-    }
-    this.layerValid = false;
-  }
-
-  strokeStyle(ctx, stroke, alphaScale) {
-    ctx.strokeStyle = cssColor(stroke.rgba, alphaScale);
-    ctx.lineWidth = Math.max(0.5, stroke.w / UNITS);
-    ctx.lineCap = 'round';
-    ctx.lineJoin = 'round';
-  }
-
-  drawAccepted(ctx, stroke) {
-    if (stroke.s.length === 0) return;
-    this.strokeStyle(ctx, stroke, 1);
-    tracePath(ctx, stroke.s);
-    ctx.stroke();
-  }
-
-  render(board) {
-    const started = performance.now();
-    const { ctx, layerCtx, ratio } = this;
-    if (!this.layerValid || board.changedAccepted === 'all') {
-      layerCtx.setTransform(1, 0, 0, 1, 0, 0);
-      layerCtx.clearRect(0, 0, this.layer.width, this.layer.height);
-      layerCtx.setTransform(ratio, 0, 0, ratio, 0, 0);
-      for (const stroke of board.accepted) this.drawAccepted(layerCtx, stroke);
-      this.layerValid = true;
-    } else {
-      for (const stroke of board.changedAccepted) this.drawAccepted(layerCtx, stroke);
-    }
-    board.changedAccepted = [];
-
-    ctx.setTransform(1, 0, 0, 1, 0, 0);
-    ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
-    ctx.drawImage(this.layer, 0, 0);
-    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-    for (const stroke of board.active.values()) {
-      if (stroke.s.length === 0) continue;
-      this.strokeStyle(ctx, stroke, 0.45);   // in progress: lighter (seed 001)
-      tracePath(ctx, stroke.s);
-      ctx.stroke();
-      if (stroke.p.length > 0) {             // the guess, replaced at the next event (seed 002)
-        const n = stroke.s.length;
-        ctx.setLineDash([3, 4]);
-        ctx.beginPath();
-        ctx.moveTo(stroke.s[n - 4] / UNITS, stroke.s[n - 3] / UNITS);
-        for (let k = 0; k < stroke.p.length; k += 4) ctx.lineTo(stroke.p[k] / UNITS, stroke.p[k + 1] / UNITS);
-        ctx.stroke();
-        ctx.setLineDash([]);
-      }
-    }
-    ctx.fillStyle = 'rgba(128,128,128,0.35)';  // a gray spot at each live touch (seed 000)
-    for (const stroke of board.active.values()) {
-      const n = stroke.s.length;
-      if (n === 0) continue;
-      ctx.beginPath();
-      ctx.arc(stroke.s[n - 4] / UNITS, stroke.s[n - 3] / UNITS, 22, 0, Math.PI * 2);
-      ctx.fill();
-    }
-    const took = performance.now() - started;
-    this.frameTimes.push(took);
-    if (this.frameTimes.length > 2000) this.frameTimes.splice(0, 1000);
-    return took;
   }
 }

@@ -1,25 +1,68 @@
-// The list of boards, and a form to open one. An invitation link lands
+// The boards of this gateway as cards (name, people now, last activity, a
+// thumbnail), and a form to open or create one. An invitation link lands
 // here with its token in the fragment: it is kept for the board pages.
 const invited = new URLSearchParams(location.hash.slice(1)).get('token');
 if (invited) { localStorage.setItem('touchsync-token', invited); history.replaceState(null, '', '/'); }
+
+// The hub's rule (docs/protocol.md, "Board names"): 1 to 128 bytes of UTF-8, no control characters.
+export function boardNameProblem(name) {
+  const bytes = new TextEncoder().encode(name).length;
+  if (bytes === 0) return 'a board needs a name';
+  if (bytes > 128) return `a board name is at most 128 bytes of UTF-8 (this one is ${bytes})`;
+  if (/[\u0000-\u001f\u007f]/.test(name)) return 'a board name has no control characters';
+  return null;
+}
+
+const input = document.getElementById('name');
+const problem = document.getElementById('open-error');
+input.addEventListener('input', () => { problem.textContent = boardNameProblem(input.value) ?? ''; });
 document.getElementById('open').addEventListener('submit', e => {
   e.preventDefault();
-  location.href = '/boards/' + encodeURIComponent(document.getElementById('name').value);
+  const why = boardNameProblem(input.value);
+  if (why) { problem.textContent = why; return; }
+  location.href = '/boards/' + encodeURIComponent(input.value);
 });
+
+function ago(ms) {
+  if (!ms) return 'no drawing yet';
+  const s = Math.max(0, (Date.now() - ms) / 1000);
+  if (s < 60) return 'active now';
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} days ago`;
+}
+
 const list = document.getElementById('boards');
 // An authenticated gateway lists only the boards the invited user may watch.
 const token = localStorage.getItem('touchsync-token');
-const reply = await fetch('/api/boards', token ? { headers: { Authorization: 'Bearer ' + token } } : {});
+const headers = token ? { Authorization: 'Bearer ' + token } : {};
+const reply = await fetch('/api/boards', { headers });
 const boards = reply.ok ? await reply.json() : [];
 list.replaceChildren(...(boards.length ? boards : [null]).map(b => {
   const li = document.createElement('li');
-  if (!b) { li.textContent = 'none yet: open one above'; return li; }
-  const a = document.createElement('a');
-  a.href = '/boards/' + encodeURIComponent(b.board);
-  a.textContent = b.board;
+  if (!b) { li.textContent = 'No board open here yet: open one above.'; li.className = 'empty'; return li; }
+  const href = '/boards/' + encodeURIComponent(b.board);
+  const card = document.createElement('a');
+  card.className = 'card';
+  card.href = href;
+  const picture = document.createElement('img');
+  picture.alt = '';
+  picture.loading = 'lazy';
+  // A thumbnail, fetched with the token when there is one.
+  fetch(`/api/boards/${encodeURIComponent(b.board)}/thumbnail.svg`, { headers })
+    .then(r => r.ok ? r.blob() : null).then(blob => { if (blob) picture.src = URL.createObjectURL(blob); });
+  const meta = document.createElement('div');
+  meta.className = 'meta';
+  const title = document.createElement('strong');
+  title.textContent = b.board;
+  meta.append(title, `${b.tabs} ${b.tabs === 1 ? 'person' : 'people'} here · ${b.strokes} strokes · ${ago(b.lastActivity)}`);
+  card.append(picture, meta);
+  const links = document.createElement('div');
+  links.className = 'links';
   const replay = document.createElement('a');
-  replay.href = a.href + '/replay';
+  replay.href = href + '/replay';
   replay.textContent = 'replay';
-  li.append(a, ` — ${b.strokes} strokes, ${b.tabs} tabs open, sequence ${b.sequence} · `, replay);
+  links.append(replay);
+  li.append(card, links);
   return li;
 }));

@@ -1,7 +1,15 @@
 // A board's recorded history, played back with the live board's rendering:
 // play, pause, speed, and a timeline to seek (the board is rebuilt from the
-// oldest checkpoint up to the chosen moment).
-import { Board, Renderer } from './board.js';
+// oldest checkpoint up to the chosen moment). Idle gaps longer than
+// IDLE_GAP_US play as SKIPPED_GAP_US and are marked on the timeline, so a
+// few minutes of drawing spread over an hour play in a few minutes.
+import { Board } from './board.js';
+import { Renderer } from './renderer.js';
+import { Viewport } from './view.js';
+import { attachPanZoom } from './gestures.js';
+
+export const IDLE_GAP_US = 2_000_000;
+export const SKIPPED_GAP_US = 300_000;
 
 const boardName = decodeURIComponent(location.pathname.split('/')[2] || 'demo');
 document.getElementById('board-name').textContent = boardName;
@@ -12,13 +20,15 @@ const timeline = document.getElementById('timeline');
 const clock = document.getElementById('clock');
 const playButton = document.getElementById('play');
 const speedSelect = document.getElementById('speed');
-const renderer = new Renderer(canvas);
+const view = new Viewport();
+const renderer = new Renderer(canvas, view);
+const marks = document.getElementById('marks');
 let board = new Board();
 
 const replay = window.touchsync = { ready: false, board: () => board, summary: () => board.summary(), position: 0, duration: 0, error: null };
 
 let history = null;
-let start = 0;      // hub time of the first batch (µs)
+let playTimes = []; // each batch's time on the compressed timeline (µs)
 let next = 0;       // index of the next batch to apply
 let position = 0;   // µs into the recording
 let playing = false;
@@ -33,7 +43,7 @@ function rebuild(to) {
 
 // Applies every batch recorded at or before `to` µs into the recording.
 function advance(to) {
-  while (next < history.batches.length && history.batches[next][3] - start <= to) {
+  while (next < history.batches.length && playTimes[next] <= to) {
     board.applyBatch(history.batches[next]);
     next++;
   }
@@ -43,6 +53,10 @@ function advance(to) {
   clock.textContent = `${(to / 1e6).toFixed(1)} s of ${(replay.duration / 1e6).toFixed(1)} s`;
   renderer.render(board);
 }
+
+function draw() { renderer.render(board, { rebuild: true }); }
+renderer.onRebuildDue = draw;
+attachPanZoom(canvas, view, { onChange: () => renderer.render(board), allowOneFinger: true });
 
 // Seeks to `to` µs into the recording (backwards means rebuilding).
 function seek(to) {
@@ -60,6 +74,17 @@ function frame(now) {
   requestAnimationFrame(frame);
 }
 
+function boardBounds(b) {
+  let rect = null;
+  for (const stroke of b.accepted) {
+    for (let k = 0; k < stroke.s.length; k += 4) {
+      const x = stroke.s[k] / 64, y = stroke.s[k + 1] / 64;
+      rect = rect ? [Math.min(rect[0], x), Math.min(rect[1], y), Math.max(rect[2], x), Math.max(rect[3], y)] : [x, y, x, y];
+    }
+  }
+  return rect;
+}
+
 function setPlaying(on) {
   playing = on;
   playButton.textContent = on ? 'pause' : 'play';
@@ -71,7 +96,7 @@ function setPlaying(on) {
 }
 playButton.addEventListener('click', () => setPlaying(!playing));
 timeline.addEventListener('input', () => seek(replay.duration * Number(timeline.value) / 1000));
-window.addEventListener('resize', () => { renderer.resize(); renderer.render(board); });
+new ResizeObserver(() => { renderer.resize(); draw(); }).observe(canvas);
 
 const token = localStorage.getItem('touchsync-token');
 const response = await fetch(`/api/boards/${encodeURIComponent(boardName)}/history`, {
@@ -83,9 +108,30 @@ if (!response.ok) {
   statusEl.textContent = `no history: ${body.message || body.error} (does the hub run with --data?)`;
 } else {
   history = body;
-  start = history.batches.length ? history.batches[0][3] : 0;
-  replay.duration = history.batches.length ? history.batches[history.batches.length - 1][3] - start : 0;
-  statusEl.textContent = `${history.batches.length} batches recorded`;
+  // The compressed timeline: idle gaps shortened, each marked.
+  const gaps = [];
+  let at = 0;
+  history.batches.forEach((batch, i) => {
+    if (i > 0) {
+      const gap = batch[3] - history.batches[i - 1][3];
+      if (gap > IDLE_GAP_US) { gaps.push({ at: at + SKIPPED_GAP_US / 2, skipped: gap - SKIPPED_GAP_US }); at += SKIPPED_GAP_US; }
+      else at += Math.max(0, gap);
+    }
+    playTimes.push(at);
+  });
+  replay.duration = at;
+  replay.gaps = gaps;
+  replay.recorded = history.batches.length ? history.batches[history.batches.length - 1][3] - history.batches[0][3] : 0;
+  marks.replaceChildren(...gaps.map(gap => {
+    const mark = document.createElement('span');
+    mark.className = 'gap-mark';
+    mark.style.left = `${(100 * gap.at / (at || 1)).toFixed(2)}%`;
+    mark.title = `${(gap.skipped / 1e6).toFixed(0)} s idle skipped`;
+    return mark;
+  }));
+  statusEl.textContent = `${history.batches.length} batches` + (gaps.length ? `, ${gaps.length} idle gaps skipped` : '');
+  rebuild(replay.duration);   // the whole board first, fitted, then from the start
+  view.fit(boardBounds(board), renderer.width, renderer.height);
   rebuild(0);
   replay.ready = true;
 }
