@@ -155,8 +155,12 @@ public final class Chromium: Sendable {
         return object["result"] as? [String: Any] ?? [:]
     }
 
-    /// Opens a tab at `url`, attached and with touch input enabled.
-    public func openPage(_ url: String, width: Int = 1000, height: Int = 700) async throws -> BrowserPage {
+    /// Opens a tab at `url`, attached and with touch input enabled: a desktop
+    /// window by default, or a phone (`mobile`, a viewport meta honoured) at
+    /// `deviceScaleFactor` device pixels per CSS pixel.
+    public func openPage(_ url: String, width: Int = 1000, height: Int = 700, deviceScaleFactor: Double = 1, mobile: Bool = false)
+        async throws -> BrowserPage
+    {
         let target = try await send("Target.createTarget", ["url": "about:blank", "newWindow": true, "width": width, "height": height])
         guard let targetID = target["targetId"] as? String else { throw Failure("no target id") }
         let attached = try await send("Target.attachToTarget", ["targetId": targetID, "flatten": true])
@@ -164,7 +168,7 @@ public final class Chromium: Sendable {
         let page = BrowserPage(browser: self, targetID: targetID, session: session)
         try await page.send("Runtime.enable")
         try await page.send("Page.enable")
-        try await page.send("Emulation.setDeviceMetricsOverride", ["width": width, "height": height, "deviceScaleFactor": 1, "mobile": false])
+        try await page.resize(width: width, height: height, deviceScaleFactor: deviceScaleFactor, mobile: mobile)
         try await page.send("Emulation.setTouchEmulationEnabled", ["enabled": true, "maxTouchPoints": 10])
         try await page.send("Page.navigate", ["url": url])
         return page
@@ -288,6 +292,31 @@ public struct BrowserPage: Sendable {
         if let tiltX { parameters["tiltX"] = tiltX }
         if let tiltY { parameters["tiltY"] = tiltY }
         try await send("Input.dispatchMouseEvent", parameters)
+    }
+
+    /// Resizes the page's viewport (a window resized, a phone rotated).
+    public func resize(width: Int, height: Int, deviceScaleFactor: Double = 1, mobile: Bool = false) async throws {
+        try await send(
+            "Emulation.setDeviceMetricsOverride",
+            ["width": width, "height": height, "deviceScaleFactor": deviceScaleFactor, "mobile": mobile])
+    }
+
+    /// A key pressed and released: `key` as in KeyboardEvent.key, `code` as
+    /// in KeyboardEvent.code; modifiers 1 Alt, 2 Ctrl, 4 Meta, 8 Shift.
+    public func press(key: String, code: String, modifiers: Int = 0) async throws {
+        let text = modifiers & 6 == 0 && key.count == 1 ? key : ""
+        for type in ["keyDown", "keyUp"] {
+            var parameters: [String: any Sendable] = ["type": type, "key": key, "code": code, "modifiers": modifiers]
+            if type == "keyDown" && !text.isEmpty { parameters["text"] = text }
+            try await send("Input.dispatchKeyEvent", parameters)
+        }
+    }
+
+    /// A wheel turn at (x, y): a trackpad pinch is a wheel event with Ctrl (modifiers 2).
+    public func wheel(x: Double, y: Double, deltaX: Double = 0, deltaY: Double, modifiers: Int = 0) async throws {
+        try await send(
+            "Input.dispatchMouseEvent",
+            ["type": "mouseWheel", "x": x, "y": y, "deltaX": deltaX, "deltaY": deltaY, "modifiers": modifiers])
     }
 
     /// A PNG of what the page shows.

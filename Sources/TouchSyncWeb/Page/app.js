@@ -790,5 +790,8 @@ app.redo = redo;
 app.disconnect = () => socket && socket.close();  // for tests: a dropped connection
 app.rawSocket = () => socket;                      // for tests: messages the page itself would not send
 app.requestRender = requestRender;
+// For tests: the canvas pixel [r, g, b, a] under a CSS point of the canvas, and the next frame.
+app.pixelAt = (x, y) => Array.from(renderer.ctx.getImageData(Math.round(x * renderer.ratio), Math.round(y * renderer.ratio), 1, 1).data);
+app.nextFrame = () => new Promise(resolve => requestAnimationFrame(() => resolve()));
 connect();
 requestRender();

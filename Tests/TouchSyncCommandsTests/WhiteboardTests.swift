@@ -1,0 +1,355 @@
+import Foundation
+import Testing
+import TouchSyncBrowser
+import TouchSyncCore
+import TouchSyncRender
+
+extension WhiteboardRig {
+    /// The gateway's port (for a link emulator in front of it).
+    var webPort: UInt16 { UInt16(web.split(separator: ":").last.flatMap { Int($0) } ?? 0) }
+
+    /// A page on `board` at `base` (the gateway, or a link emulator in front of it),
+    /// a desktop window or a phone; `drawing` waits until it is welcomed and synced.
+    func open(
+        _ board: String, via base: String? = nil, width: Int = 1280, height: Int = 800, scale: Double = 1, mobile: Bool = false,
+        drawing: Bool = true
+    ) async throws -> BrowserPage {
+        let encoded = board.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? board
+        let page = try await browser.openPage(
+            "\(base ?? web)/boards/\(encoded)", width: width, height: height, deviceScaleFactor: scale, mobile: mobile)
+        if drawing {
+            try await page.waitFor("window.touchsync && touchsync.user !== null && touchsync.board.synced")
+            _ = try await page.evaluate("touchsync.closeNameDialog()")
+        }
+        return page
+    }
+}
+
+extension BrowserPage {
+    /// With TOUCHSYNC_SCREENSHOTS=FOLDER, saves what the page shows as FOLDER/NAME.png (to look at; nothing is asserted on it).
+    func keepScreenshot(_ name: String) async throws {
+        guard let folder = ProcessInfo.processInfo.environment["TOUCHSYNC_SCREENSHOTS"] else { return }
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try await screenshot().write(to: URL(fileURLWithPath: folder + "/" + name + ".png"))
+    }
+
+    /// The canvas's top in the viewport (below the toolbar).
+    func canvasTop() async throws -> Double { try await number("document.getElementById('board').getBoundingClientRect().top") }
+
+    /// The canvas pixel [r, g, b, a] at viewport point (x, y), read in the frame after everything dispatched so far.
+    func inkAfterNextFrame(x: Double, y: Double) async throws -> [Int] {
+        let top = try await canvasTop()
+        return try await evaluate("touchsync.nextFrame().then(() => touchsync.pixelAt(\(x), \(y - top)))") as? [Int] ?? []
+    }
+
+    /// How many canvas pixels of a vertical line at viewport x, from y0 to y1, have ink.
+    func inkedPixels(x: Double, from y0: Double, to y1: Double) async throws -> Int {
+        let top = try await canvasTop()
+        return Int(
+            try await number(
+                """
+                touchsync.nextFrame().then(() => {
+                  const r = touchsync.renderer.ratio, ctx = touchsync.renderer.ctx;
+                  const data = ctx.getImageData(Math.round(\(x) * r), Math.round(\(y0 - top) * r), 1, Math.round(\(y1 - y0) * r)).data;
+                  let n = 0;
+                  for (let i = 3; i < data.length; i += 4) if (data[i] > 128) n++;
+                  return n / r;
+                })
+                """))
+    }
+}
+
+/// The whiteboard as a person uses it, in real Chromium: own ink at the pen
+/// through a slow link and offline, ink that follows pressure and curves,
+/// pan and zoom in board coordinates on a desktop and a phone, a canvas that
+/// fits its window, refused boards, people and shortcuts.
+@Suite("Whiteboard as a person sees it (headless Chromium)", .serialized, .timeLimit(.minutes(4)))
+struct WhiteboardTests {
+    /// Through a link with a 100 ms round trip, your own ink is on the canvas in
+    /// the first frame after the input, before the hub has seen it; with the
+    /// link down too. The offline stroke reaches a second tab when the link
+    /// returns, and the local ink gives way to the hub's stroke.
+    @Test func ownInkIsAtThePenAtAnyDelayAndOffline() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let link = try LinkEmulator(targetPort: rig.webPort, oneWayDelay: .milliseconds(50))
+        defer { link.stop() }
+        let drawer = try await rig.open("ink", via: "http://127.0.0.1:\(link.port)")
+        let watcher = try await rig.open("ink")
+        let user = try await drawer.evaluate("touchsync.user") as? String ?? ""
+
+        // Through the slow link: each move's ink is there in the next frame, while the hub has not echoed it.
+        try await drawer.pointer("mousePressed", x: 200, y: 300)
+        try await drawer.pointer("mouseMoved", x: 210, y: 300)
+        let top = try await drawer.canvasTop()
+        let first = try await drawer.evaluate(
+            """
+            touchsync.nextFrame().then(() => ({ pixel: touchsync.pixelAt(210, \(300 - top)), waiting: touchsync.pending.length,
+              echoed: [...touchsync.board.active.values()].some(s => s.owner === touchsync.user) }))
+            """) as? [String: Any] ?? [:]
+        #expect(((first["pixel"] as? [Int])?.last ?? 0) > 0, "ink in the frame after the first move: \(first)")
+        #expect(first["echoed"] as? Bool == false && (first["waiting"] as? Int ?? 0) > 0, "drawn from input, not from the hub: \(first)")
+        for step in 1...6 {
+            let x = 200 + Double(step) * 20
+            try await drawer.pointer("mouseMoved", x: x, y: 300)
+            let pixel = try await drawer.inkAfterNextFrame(x: x, y: 300)
+            #expect(pixel.count == 4 && pixel[3] > 0, "ink under the pointer in the next frame, step \(step): \(pixel)")
+        }
+        try await drawer.pointer("mouseReleased", x: 320, y: 300)
+        try await drawer.settled()
+        try await drawer.waitFor("touchsync.finished.length === 0 && touchsync.board.accepted.length === 1")
+        #expect(try await drawer.inkAfterNextFrame(x: 260, y: 300)[3] > 0, "the hub's stroke drawn where the local ink was")
+
+        // The link goes down: the page draws offline, and nothing is lost when it comes back.
+        link.down()
+        try await drawer.waitFor("!touchsync.connected")
+        try await drawer.pointer("mousePressed", x: 200, y: 450)
+        for step in 1...8 {
+            try await drawer.pointer("mouseMoved", x: 200 + Double(step) * 20, y: 450 + Double(step * step))
+        }
+        #expect(try await drawer.inkAfterNextFrame(x: 360, y: 514)[3] > 0, "offline ink under the pointer")
+        try await drawer.pointer("mouseReleased", x: 360, y: 514)
+        #expect(try await drawer.inkAfterNextFrame(x: 300, y: 475)[3] > 0, "the finished offline stroke stays on screen")
+        #expect(try await drawer.number("touchsync.pending.length") > 0)
+        link.up()
+        try await drawer.settled()
+        try await watcher.waitFor("touchsync.board.accepted.filter(s => s.owner === '\(user)').length === 2")
+        let sent = try await drawer.number("touchsync.sent.endedSamples")
+        let received = try await watcher.number("touchsync.board.accepted.reduce((n, s) => n + s.s.length / 4, 0)")
+        #expect(received == sent, "every sample reached the other tab")
+        try await drawer.waitFor("touchsync.finished.length === 0")
+        #expect(try await drawer.inkAfterNextFrame(x: 300, y: 475)[3] > 0, "still drawn once the hub's stroke replaced the local ink")
+        let ownInk = try await drawer.evaluate("touchsync.ownInk") as? [Double] ?? []
+        #expect(!ownInk.isEmpty)
+        print("own ink through a 100 ms round trip: \(ownInk.count) inputs, worst \(String(format: "%.1f", ownInk.max() ?? 0)) ms to the frame")
+        #expect(rig.browser.console.filter { $0.hasPrefix("exception") }.isEmpty, "\(rig.browser.console)")
+    }
+
+    /// Pressure makes ink wider; a mouse circle of twelve samples is drawn as a
+    /// curve, not as chords; the page's outline is the SVG renderer's.
+    @Test func inkFollowsPressureAndCurves() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let page = try await rig.open("ink-shape")
+        for (force, y) in [(1.0, 200.0), (0.1, 300.0)] {
+            try await page.pointer("mousePressed", x: 100, y: y, pointerType: "pen", force: force)
+            for step in 1...12 { try await page.pointer("mouseMoved", x: 100 + Double(step) * 25, y: y, pointerType: "pen", force: force) }
+            try await page.pointer("mouseReleased", x: 400, y: y, pointerType: "pen", force: force)
+        }
+        let heavy = try await page.inkedPixels(x: 250, from: 180, to: 220)
+        let light = try await page.inkedPixels(x: 250, from: 280, to: 320)
+        print("pen at force 1.0: \(heavy) px thick; at 0.1: \(light) px")
+        #expect(heavy >= 2 * light && light >= 1, "force 1.0 \(heavy) px against force 0.1 \(light) px")
+
+        // A circle of radius 150 from twelve mouse samples: between two samples the ink is on
+        // the circle, not on the chord (4.4 points inside at the chord's middle).
+        let (cx, cy, radius) = (800.0, 400.0, 150.0)
+        try await page.pointer("mousePressed", x: cx + radius, y: cy)
+        for k in 1...12 {
+            let angle = Double(k) * .pi / 6
+            try await page.pointer("mouseMoved", x: cx + radius * cos(angle), y: cy + radius * sin(angle))
+        }
+        try await page.pointer("mouseReleased", x: cx + radius, y: cy)
+        try await page.settled()
+        try await page.waitFor("touchsync.finished.length === 0")
+        for k in [2, 5, 8] {
+            let middle = (Double(k) + 0.5) * .pi / 6
+            let onArc = try await page.inkAfterNextFrame(x: cx + radius * cos(middle), y: cy + radius * sin(middle))
+            let chord = radius * cos(Double.pi / 12)
+            let onChord = try await page.inkAfterNextFrame(x: cx + chord * cos(middle), y: cy + chord * sin(middle))
+            #expect(onArc[3] > 0 && onChord[3] == 0, "between samples \(k) and \(k + 1): arc \(onArc), chord \(onChord)")
+        }
+
+        // The page and `touchsync render` draw the same outline for the hub's strokes.
+        try await page.keepScreenshot("ink")
+        let hub = try await rig.hubBoard("ink-shape")
+        #expect(hub.acceptedStrokes.count == 3)
+        for (index, stroke) in hub.acceptedStrokes.enumerated() {
+            let swift = InkOutline.pathData(
+                InkOutline.outline(
+                    InkOutline.points(stroke.samples), width: Double(stroke.style.width) / Double(Sample.unitsPerPoint), complete: true))
+            let page = try await page.evaluate(
+                "import('/static/ink.js').then(ink => { const s = touchsync.board.accepted[\(index)]; return ink.pathData(ink.outline(ink.inkPoints(s.s), s.w / 64, true)); })"
+            ) as? String ?? ""
+            let numbers = { (d: String) in d.split(whereSeparator: { " MQZ".contains($0) }).compactMap { Double($0) } }
+            let (a, b) = (numbers(swift), numbers(page))
+            #expect(a.count == b.count && a.count > 50, "stroke \(index): \(a.count) and \(b.count) numbers")
+            let worst = zip(a, b).map { abs($0 - $1) }.max() ?? 0
+            #expect(worst <= 0.011, "stroke \(index): the outlines differ by up to \(worst) points")
+        }
+        #expect(rig.browser.console.filter { $0.hasPrefix("exception") }.isEmpty, "\(rig.browser.console)")
+    }
+
+    /// A phone (390x844, three device pixels per point, touch) and a desktop on
+    /// one board: the phone's toolbar is one row and leaves at least 70% of the
+    /// screen to the board; a pinch zooms and draws nothing (the first finger's
+    /// stroke is cancelled); after zooming and panning, the desktop's stroke is
+    /// where its board coordinates say on both screens; the canvas follows resizes.
+    @Test func panAndZoomOnAPhoneAndADesktop() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let desktop = try await rig.open("phone")
+        let phone = try await rig.open("phone", width: 390, height: 844, scale: 3, mobile: true)
+        let phoneUser = try await phone.evaluate("touchsync.user") as? String ?? ""
+
+        // The layout: one toolbar row, every button on screen, the canvas the rest of the window.
+        let layout = try await phone.evaluate(
+            """
+            (() => {
+              const bar = document.getElementById('toolbar').getBoundingClientRect();
+              const canvas = document.getElementById('board').getBoundingClientRect();
+              const tools = [...document.querySelectorAll('#toolbar > *')].filter(e => e.offsetParent !== null)
+                .map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
+              return { bar: bar.height, top: canvas.top, bottom: canvas.bottom, right: canvas.right, left: canvas.left,
+                       offRow: tools.filter(r => r.top < bar.top - 0.5 || r.bottom > bar.bottom + 0.5).length,
+                       outside: tools.filter(r => r.right > innerWidth + 0.5).length,
+                       pixels: document.getElementById('board').width, innerWidth, innerHeight };
+            })()
+            """) as? [String: Any] ?? [:]
+        let number = { (key: String) in (layout[key] as? Double) ?? Double(layout[key] as? Int ?? -1) }
+        #expect(number("bar") <= 48 && number("offRow") == 0 && number("outside") == 0, "one toolbar row, nothing cut off: \(layout)")
+        #expect((number("bottom") - number("top")) / 844 >= 0.7, "the board has at least 70% of the screen: \(layout)")
+        #expect(number("bottom") == 844 && number("right") == 390 && number("left") == 0, "the canvas fills the window: \(layout)")
+        #expect(number("pixels") == 390 * 3, "backed at the device pixel ratio: \(layout)")
+
+        // The desktop draws at board (700, 600): beyond the phone's first view.
+        try await desktop.drag(from: (700, 600 + (try await desktop.canvasTop())), steps: 8)
+        try await desktop.settled()
+        try await phone.waitFor("touchsync.board.accepted.length === 1")
+        let stroke = try await desktop.evaluate("touchsync.board.accepted[0].s.slice(0, 2).map(v => v / 64)") as? [Double] ?? []
+        #expect(stroke.count == 2 && abs(stroke[0] - 700) < 1 && abs(stroke[1] - 600) < 1, "board coordinates are the desktop's screen at 100%: \(stroke)")
+
+        try await phone.keepScreenshot("phone")
+        try await desktop.keepScreenshot("desktop")
+        // A pinch on the phone: the first finger begins a stroke, the second makes it a gesture.
+        let phoneTop = try await phone.canvasTop()
+        let zoomBefore = try await phone.number("touchsync.view.zoom")
+        try await phone.touch("touchStart", [(150, 400, 0)])
+        try await phone.touch("touchMove", [(148, 398, 0)])
+        try await phone.touch("touchStart", [(148, 398, 0), (250, 500, 1)])
+        for step in 1...6 {
+            let spread = Double(step) * 12
+            try await phone.touch("touchMove", [(148 - spread, 398 - spread, 0), (250 + spread, 500 + spread, 1)])
+        }
+        try await phone.touch("touchEnd", [])
+        try await phone.settled()
+        let zoomAfter = try await phone.number("touchsync.view.zoom")
+        #expect(zoomAfter > zoomBefore * 1.3, "the pinch zoomed: \(zoomBefore) to \(zoomAfter)")
+        let hub = try await rig.hubBoard("phone")
+        #expect(!hub.acceptedStrokes.contains { $0.owner.rawValue == phoneUser } && hub.orderedActiveStrokes.isEmpty, "the gesture drew nothing")
+        #expect(try await phone.number("touchsync.sent.cancelledStrokes") == 1, "the first finger's stroke was cancelled")
+
+        // Pan the phone so the desktop's stroke is in view, then check the pixel where the board point maps.
+        _ = try await phone.evaluate("touchsync.view.zoom = 1; touchsync.view.ox = -500; touchsync.view.oy = -400; touchsync.requestRender(true)")
+        for (page, top) in [(phone, phoneTop), (desktop, try await desktop.canvasTop())] {
+            let screen = try await page.evaluate("touchsync.view.toScreen(\(stroke[0] + 15 * 4), \(stroke[1] + 16))") as? [Double] ?? []
+            let pixel = try await page.inkAfterNextFrame(x: screen[0], y: screen[1] + top)
+            #expect(pixel[3] > 0, "the stroke's fifth sample is drawn where its board point maps: \(screen) \(pixel)")
+        }
+        // The desktop zooms with a trackpad pinch (Ctrl-wheel) about the pointer: the point under it stays.
+        let anchor = try await desktop.evaluate("touchsync.view.toBoard(400, 300)") as? [Double] ?? []
+        try await desktop.wheel(x: 400, y: 300 + (try await desktop.canvasTop()), deltaY: -100, modifiers: 2)
+        let zoomed = try await desktop.number("touchsync.view.zoom")
+        let stays = try await desktop.evaluate("touchsync.view.toScreen(\(anchor[0]), \(anchor[1]))") as? [Double] ?? []
+        #expect(zoomed > 1.5 && abs(stays[0] - 400) < 1 && abs(stays[1] - 300) < 1, "zoom \(zoomed), anchor at \(stays)")
+
+        // Resizes and a rotation: the canvas keeps filling the window.
+        for (width, height, scale) in [(1280, 500, 1.0), (700, 900, 2.0), (844, 390, 3.0)] {
+            try await phone.resize(width: width, height: height, deviceScaleFactor: scale, mobile: true)
+            try await phone.waitFor(
+                """
+                (() => { const c = document.getElementById('board'), r = c.getBoundingClientRect();
+                  return r.bottom === innerHeight && r.right === innerWidth && c.width === Math.round(r.width * devicePixelRatio)
+                    && c.height === Math.round(r.height * devicePixelRatio); })()
+                """, timeout: .seconds(5))
+        }
+        #expect(rig.browser.console.filter { $0.hasPrefix("exception") }.isEmpty, "\(rig.browser.console)")
+    }
+
+    /// A board the gateway refuses shows why once and stops trying; a board
+    /// name the hub accepts in any script opens and draws.
+    @Test func refusedBoardsSayWhyAndUnicodeNamesOpen() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let link = try LinkEmulator(targetPort: rig.webPort, oneWayDelay: .milliseconds(1))
+        defer { link.stop() }
+        let tooLong = String(repeating: "b", count: 129)
+        let refused = try await rig.open(tooLong, via: "http://127.0.0.1:\(link.port)", drawing: false)
+        try await refused.waitFor("window.touchsync && touchsync.ended !== null")
+        let connectionsWhenRefused = link.connections
+        try await Task.sleep(for: .seconds(3))
+        let sockets = try await refused.number("touchsync.sockets")
+        #expect(sockets == 1 && link.connections == connectionsWhenRefused, "one WebSocket, no retries: \(sockets) sockets, connections \(connectionsWhenRefused) then \(link.connections)")
+        let banner = try await refused.evaluate("(() => { const b = document.getElementById('banner'); return b.hidden ? '' : b.textContent; })()") as? String
+        #expect(banner?.contains("128 bytes") == true, "the reason is shown: \(banner ?? "nothing")")
+
+        let unicode = try await rig.open("白板 ✏️")
+        try await unicode.drag(from: (300, 300))
+        try await unicode.settled()
+        let hub = try await rig.hubBoard("白板 ✏️")
+        #expect(hub.acceptedStrokes.count == 1)
+    }
+
+    /// Two tabs of one browser are two people with two colours; the users
+    /// list shows names and colours, and a new name reaches the other tab.
+    @Test func twoTabsAreTwoPeople() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let a = try await rig.open("people")
+        let b = try await rig.open("people")
+        try await a.drag(from: (200, 200))
+        try await b.drag(from: (200, 400))
+        try await a.settled()
+        try await b.settled()
+        let hub = try await rig.hubBoard("people")
+        #expect(Set(hub.acceptedStrokes.map(\.owner)).count == 2, "two users")
+        #expect(Set(hub.acceptedStrokes.map(\.style.rgba)).count == 2, "two colours")
+        try await a.waitFor("touchsync.users.length === 2 && touchsync.users.every(u => u.rgba !== null)")
+        _ = try await b.evaluate(
+            "document.getElementById('name-input').value = 'Ana'; document.getElementById('name-form').requestSubmit()")
+        try await a.waitFor("touchsync.users.some(u => u.name === 'Ana')")
+        let labels = try await a.evaluate("[...document.querySelectorAll('#users li')].map(li => li.textContent)") as? [String] ?? []
+        #expect(labels.contains("Ana") && labels.contains { $0.hasSuffix("(you)") }, "\(labels)")
+    }
+
+    /// Keyboard: Ctrl-Z hides your stroke in the next frame (before the hub
+    /// answers, through a 100 ms round trip), Ctrl-Shift-Z and Ctrl-Y redo, E is the eraser.
+    @Test func shortcutsActAtOnce() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let link = try LinkEmulator(targetPort: rig.webPort, oneWayDelay: .milliseconds(50))
+        defer { link.stop() }
+        let page = try await rig.open("keys", via: "http://127.0.0.1:\(link.port)")
+        try await page.drag(from: (300, 300), steps: 10)
+        try await page.settled()
+        try await page.waitFor("touchsync.board.accepted.length === 1 && touchsync.finished.length === 0")
+        let (x, y) = (300.0 + 5 * 15, 300.0 + 25)
+        #expect(try await page.inkAfterNextFrame(x: x, y: y)[3] > 0)
+
+        try await page.press(key: "z", code: "KeyZ", modifiers: 2)
+        #expect(try await page.inkAfterNextFrame(x: x, y: y)[3] == 0, "undone in the next frame")
+        #expect(try await page.number("touchsync.board.accepted.length") == 1, "before the hub's diff arrived")
+        try await page.waitFor("touchsync.board.accepted.length === 0")
+        try await page.press(key: "Z", code: "KeyZ", modifiers: 2 | 8)
+        #expect(try await page.inkAfterNextFrame(x: x, y: y)[3] > 0, "redone in the next frame")
+        try await page.waitFor("touchsync.board.accepted.length === 1")
+        try await page.settled()
+        try await page.press(key: "z", code: "KeyZ", modifiers: 2)
+        try await page.waitFor("touchsync.board.accepted.length === 0")
+        try await page.press(key: "y", code: "KeyY", modifiers: 2)
+        try await page.waitFor("touchsync.board.accepted.length === 1")
+        try await page.settled()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await page.inkAfterNextFrame(x: x, y: y)[3] > 0, "on screen after the hub agreed")
+
+        try await page.press(key: "e", code: "KeyE")
+        #expect(try await page.evaluate("document.getElementById('eraser').classList.contains('on')") as? Bool == true)
+        try await page.pointer("mousePressed", x: x, y: y)
+        try await page.pointer("mouseReleased", x: x, y: y)
+        #expect(try await page.inkAfterNextFrame(x: x, y: y)[3] == 0, "erased in the next frame")
+        try await page.waitFor("touchsync.board.accepted.length === 0")
+        try await page.press(key: "?", code: "Slash", modifiers: 8)
+        #expect(try await page.evaluate("!document.getElementById('help-overlay').hidden") as? Bool == true, "? lists the shortcuts")
+        #expect(rig.browser.console.filter { $0.hasPrefix("exception") }.isEmpty, "\(rig.browser.console)")
+    }
+}
