@@ -325,16 +325,30 @@ struct BenchCommand: AsyncParsableCommand {
         #if DEBUG
         emit("warning: this is a debug build; run it from a release build for real figures")
         #endif
-        emit("board strokes  late join  snapshot  drawn  touch→pixels p50/p99/max   render p50/p99/max     frame interval p50/p99  bytes/sample")
+        emit("board strokes  round trip  late join  snapshot  drawn  own ink p50/p99/max      remote ink p50/p99/max    render p50/p99/max     frame interval p50/p99  bytes/sample")
         let benchmark = BrowserBenchmark(seededStrokes: browserStrokes, drawnStrokes: browserDraws)
+        var motions: [(String, BrowserBenchmark.Motion)] = []
         try await benchmark.run(logger: logging.logger("touchsync.bench")) { row in
             emit(
                 String(
-                    format: "%13d  %6.0f ms  %5.1f MB  %5d  %6.1f / %5.1f / %5.1f ms  %5.2f / %5.2f / %5.1f ms  %6.1f / %5.1f ms  %8.1f",
-                    row.seededStrokes, row.lateJoinMilliseconds, row.snapshotBytes / 1e6, row.strokesDrawn,
+                    format: "%13d  %7d ms  %6.0f ms  %5.1f MB  %5d  %5.1f / %5.1f / %5.1f ms  %6.1f / %5.1f / %5.1f ms  %5.2f / %5.2f / %5.1f ms  %6.1f / %5.1f ms  %8.1f",
+                    row.seededStrokes, row.roundTripMilliseconds, row.lateJoinMilliseconds, row.snapshotBytes / 1e6, row.strokesDrawn,
+                    percentile(row.ownInk, 50), percentile(row.ownInk, 99), row.ownInk.max() ?? .nan,
                     percentile(row.latency, 50), percentile(row.latency, 99), row.latency.max() ?? .nan,
                     percentile(row.renderMilliseconds, 50), percentile(row.renderMilliseconds, 99), row.renderMilliseconds.max() ?? .nan,
                     percentile(row.frameIntervals, 50), percentile(row.frameIntervals, 99), row.bytesPerSample))
+            if let pan = row.pan { motions.append(("panning a \(row.seededStrokes)-stroke board (wheel, 120 events)", pan)) }
+            if let zoom = row.zoom { motions.append(("zooming a \(row.seededStrokes)-stroke board (Ctrl-wheel, 60 events)", zoom)) }
+        }
+        emit("")
+        emit("own ink: the drawing page's pointer event to the end of the frame that drew it; remote ink: its first sample to the viewer's frame")
+        for (label, motion) in motions {
+            emit(
+                String(
+                    format: "%@: render p50/p99/max %.2f / %.2f / %.1f ms, frame interval p50/p99 %.1f / %.1f ms (%d frames)",
+                    label, percentile(motion.renderMilliseconds, 50), percentile(motion.renderMilliseconds, 99),
+                    motion.renderMilliseconds.max() ?? .nan, percentile(motion.frameIntervals, 50), percentile(motion.frameIntervals, 99),
+                    motion.renderMilliseconds.count))
         }
     }
 

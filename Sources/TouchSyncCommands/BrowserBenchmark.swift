@@ -18,8 +18,21 @@ import ZeroMQ
 /// received. Run once on an empty board and once on a board seeded with
 /// `seededStrokes` accepted strokes, so the two rows compare in one run.
 struct BrowserBenchmark {
+    /// Frame costs while the viewer moves its view over the board.
+    struct Motion {
+        var renderMilliseconds: [Double]
+        var frameIntervals: [Double]
+    }
+
     struct Row {
         var seededStrokes: Int
+        /// Each page's round trip to the gateway (a link emulator in front of it; 0: direct).
+        var roundTripMilliseconds: Int
+        /// Page A's own ink: from its pointer event to the end of the frame that drew it.
+        var ownInk: [Double]
+        /// The viewer panning (wheel) and zooming (Ctrl-wheel), on the seeded board.
+        var pan: Motion?
+        var zoom: Motion?
         var lateJoinMilliseconds: Double
         var snapshotBytes: Double
         var strokesDrawn: Int
@@ -32,13 +45,17 @@ struct BrowserBenchmark {
     var seededStrokes = 10_000
     var drawnStrokes = 300
 
+    var roundTrips = [0, 100]
+
     func run(logger: Logger, report: (Row) -> Void) async throws {
         for seeded in [0, seededStrokes] {
-            report(try await runOnce(seeded: seeded, logger: logger))
+            for roundTrip in roundTrips {
+                report(try await runOnce(seeded: seeded, roundTrip: roundTrip, logger: logger))
+            }
         }
     }
 
-    private func runOnce(seeded: Int, logger: Logger) async throws -> Row {
+    private func runOnce(seeded: Int, roundTrip: Int, logger: Logger) async throws -> Row {
         let context = try ZMQContext()
         let configuration = HubConfiguration.loopbackEphemeral()
         let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: context)
@@ -63,19 +80,29 @@ struct BrowserBenchmark {
         guard let port = await gateway.waitUntilListening() else { throw CommandFailure("the gateway did not start") }
         let browser = try Chromium.launch()
         defer { browser.shutDown() }
-        let url = "http://127.0.0.1:\(port)/boards/\(board)"
+        // Each page behind a link of its own: a stroke travels A to the gateway to B, one round trip in all.
+        var links: [LinkEmulator] = []
+        defer { for link in links { link.stop() } }
+        func address() throws -> String {
+            guard roundTrip > 0 else { return "http://127.0.0.1:\(port)/boards/\(board)" }
+            let link = try LinkEmulator(targetPort: UInt16(port), oneWayDelay: .milliseconds(roundTrip / 2))
+            links.append(link)
+            return "http://127.0.0.1:\(link.port)/boards/\(board)"
+        }
 
         let joining = ContinuousClock.now
-        let viewer = try await browser.openPage(url)
+        let viewer = try await browser.openPage(try address())
         try await viewer.waitFor("window.touchsync && touchsync.board.synced", timeout: .seconds(120))
         let lateJoin = (ContinuousClock.now - joining).milliseconds
-        let drawer = try await browser.openPage(url)
+        let drawer = try await browser.openPage(try address())
         try await drawer.waitFor("window.touchsync && touchsync.user !== null && touchsync.board.synced", timeout: .seconds(120))
         _ = try await viewer.evaluate("touchsync.renderer.frameTimes.length = 0; touchsync.frameIntervals.length = 0; touchsync.received.batchBytes = 0; touchsync.received.batchSamples = 0")
+        _ = try await drawer.evaluate("touchsync.closeNameDialog(); touchsync.ownInk.length = 0")
+        let top = try await drawer.evaluate("document.getElementById('board').getBoundingClientRect().top") as? Double ?? 44
 
         for stroke in 0..<drawnStrokes {
             let x = 40 + Double(stroke % 30) * 30
-            let y = 160 + Double((stroke / 30) % 16) * 30  // below the toolbar
+            let y = top + 116 + Double((stroke / 30) % 16) * 30  // below the toolbar
             try await drawer.pointer("mousePressed", x: x, y: y)
             for step in 1...8 { try await drawer.pointer("mouseMoved", x: x + Double(step) * 3, y: y + Double(step * step) / 4) }
             try await drawer.pointer("mouseReleased", x: x + 24, y: y + 16)
@@ -96,9 +123,32 @@ struct BrowserBenchmark {
         let render = try await numbers("touchsync.renderer.frameTimes")
         let intervals = try await numbers("touchsync.frameIntervals")
         let bytes = try await numbers("[touchsync.received.batchBytes, touchsync.received.batchSamples, touchsync.received.snapshotBytes]")
+        let ownInk = (try await drawer.evaluate("touchsync.ownInk") as? [Any] ?? []).compactMap { ($0 as? Double) ?? ($0 as? Int).map(Double.init) }
+        var pan: Motion? = nil, zoom: Motion? = nil
+        if seeded > 0 && roundTrip == 0 {
+            pan = try await motion(of: viewer, steps: 120) { step in (step % 40 < 20 ? 12 : -12, step % 30 < 15 ? 8 : -8, 0) }
+            zoom = try await motion(of: viewer, steps: 60) { step in (0, step % 30 < 15 ? -12 : 12, 2) }
+        }
         return Row(
-            seededStrokes: seeded, lateJoinMilliseconds: lateJoin, snapshotBytes: bytes[2], strokesDrawn: drawnStrokes, latency: latency,
-            renderMilliseconds: render, frameIntervals: intervals, bytesPerSample: bytes[1] > 0 ? bytes[0] / bytes[1] : 0)
+            seededStrokes: seeded, roundTripMilliseconds: roundTrip, ownInk: ownInk, pan: pan, zoom: zoom, lateJoinMilliseconds: lateJoin,
+            snapshotBytes: bytes[2], strokesDrawn: drawnStrokes, latency: latency, renderMilliseconds: render, frameIntervals: intervals,
+            bytesPerSample: bytes[1] > 0 ? bytes[0] / bytes[1] : 0)
+    }
+
+    /// Wheel events 16 ms apart over the middle of `page` (a trackpad's scroll; with
+    /// modifiers 2, its pinch), then 300 ms of rest: the frames drawn meanwhile.
+    private func motion(of page: BrowserPage, steps: Int, _ delta: (Int) -> (x: Double, y: Double, modifiers: Int)) async throws -> Motion {
+        _ = try await page.evaluate("touchsync.renderer.frameTimes.length = 0; touchsync.frameIntervals.length = 0")
+        for step in 0..<steps {
+            let (dx, dy, modifiers) = delta(step)
+            try await page.wheel(x: 500, y: 400, deltaX: dx, deltaY: dy, modifiers: modifiers)
+            try await Task.sleep(for: .milliseconds(16))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        func numbers(_ expression: String) async throws -> [Double] {
+            (try await page.evaluate(expression) as? [Any] ?? []).compactMap { ($0 as? Double) ?? ($0 as? Int).map(Double.init) }
+        }
+        return Motion(renderMilliseconds: try await numbers("touchsync.renderer.frameTimes"), frameIntervals: try await numbers("touchsync.frameIntervals"))
     }
 
     /// Fills the board with `strokes` accepted strokes of 20 samples (small loops spread over the page).

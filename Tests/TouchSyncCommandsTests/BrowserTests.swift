@@ -692,4 +692,42 @@ struct BrowserTests {
         _ = try await replay.evaluate("touchsync.seek(0)")
         #expect(try await PageBoard(replay).accepted.isEmpty)
     }
+
+    /// The replay skips idle time: a 2.6 s pause between strokes plays as
+    /// 0.3 s with a mark on the timeline, seeking still rebuilds the board
+    /// exactly, and play continues from where the timeline stands. The index
+    /// lists the board with its people, last activity and a thumbnail.
+    @Test func replaySkipsIdleGapsAndTheIndexShowsBoards() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let page = try await rig.page("gaps")
+        for stroke in 0..<2 { try await page.drag(from: (100, 80 + Double(stroke) * 120)) }
+        try await page.settled()
+        try await Task.sleep(for: .milliseconds(2600))
+        for stroke in 2..<4 { try await page.drag(from: (100, 80 + Double(stroke) * 120)) }
+        try await page.settled()
+
+        let replay = try await rig.browser.openPage("\(rig.web)/boards/gaps/replay")
+        try await replay.waitFor("touchsync.ready")
+        let duration = try await replay.number("touchsync.duration")
+        let recorded = try await replay.number("touchsync.recorded")
+        let gaps = try await replay.evaluate("touchsync.gaps") as? [[String: Any]] ?? []
+        #expect(gaps.count == 1, "one idle gap: \(gaps)")
+        #expect(recorded - duration >= 2_200_000, "the pause is skipped: \(recorded) µs recorded, \(duration) µs to play")
+        #expect(try await replay.number("document.querySelectorAll('.gap-mark').length") == 1, "marked on the timeline")
+        let gapAt = (gaps.first?["at"] as? Double) ?? Double(gaps.first?["at"] as? Int ?? 0)
+        _ = try await replay.evaluate("touchsync.seek(\(gapAt + 100_000))")
+        #expect(try await PageBoard(replay).accepted.count == 2, "just after the gap: the strokes before it")
+        _ = try await replay.evaluate("touchsync.seek(touchsync.duration)")
+        #expect(try await PageBoard(replay) == PageBoard(try await rig.hubBoard("gaps")))
+        _ = try await replay.evaluate("touchsync.seek(\(gapAt)); document.getElementById('play').click()")
+        try await replay.waitFor("touchsync.position > \(gapAt + 50_000)")
+        let position = try await replay.number("touchsync.position")
+        #expect(position < duration, "playing on from the gap, not from the start")
+
+        let index = try await rig.browser.openPage("\(rig.web)/")
+        try await index.waitFor("[...document.querySelectorAll('#boards img')].some(i => i.complete && i.naturalWidth > 0)")
+        let card = try await index.evaluate("document.querySelector('#boards li').textContent") as? String ?? ""
+        #expect(card.contains("gaps") && card.contains("1 person") && card.contains("4 strokes") && card.contains("active now"), "\(card)")
+    }
 }

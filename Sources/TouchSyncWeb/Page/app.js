@@ -457,7 +457,7 @@ canvas.addEventListener('pointerdown', e => {
   undone.length = 0;   // the hub ends what can be redone at a new stroke
   app.local.set(e.pointerId, {
     touch: e.pointerId, pointerType: e.pointerType, points: s.map(inkOf), predicted: predictedOf(e).map(inkOf),
-    rgba: colour, width, complete: false, numbers: [n], ackedAt: null, hiddenBy: null,
+    rgba: colour, width, complete: false, numbers: [n], ackedAt: null, hiddenBy: null, startedAt: e.timeStamp,
   });
   inputTimes.push(e.timeStamp);
   requestRender();
