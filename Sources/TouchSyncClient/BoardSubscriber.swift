@@ -344,7 +344,7 @@ final class SubscriberLoop {
                 } catch {
                     requestSnapshot(reason: "unusable snapshot: \(error)")
                 }
-            case nil:
+            case .boards, nil:  // a board list answers a list request, never ours
                 break
             }
         }

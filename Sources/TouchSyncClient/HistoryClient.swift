@@ -38,67 +38,31 @@ public enum HistoryClient {
         board: String, endpoint: String, context: ZMQContext? = nil, timeout: Duration = .seconds(10), curve: CurveClientKeys? = nil,
         logger: Logger
     ) async throws -> RecordedHistory {
-        let context = try context ?? ZMQContext()
-        let thread = SocketThread(name: "touchsync-history-client")
-        let replies: [Touchsync_V1_HistoryReply] = try await withCheckedThrowingContinuation { continuation in
-            thread.start {
-                continuation.resume(
-                    with: Result { try receive(board: board, endpoint: endpoint, context: context, timeout: timeout, curve: curve) })
-            }
-        }
-        await thread.finished()
-        return try assemble(replies, board: board)
-    }
-
-    /// On its own thread: one DEALER, one request, replies until the end marker.
-    private static func receive(board: String, endpoint: String, context: ZMQContext, timeout: Duration, curve: CurveClientKeys?) throws
-        -> [Touchsync_V1_HistoryReply]
-    {
-        let socket = try ZMQSocket(context, type: .dealer)
-        defer { socket.close() }
-        if let curve {
-            try socket.setCurveServerKey(curve.serverPublicKey)
-            try socket.setCurvePublicKey(curve.client.publicKey)
-            try socket.setCurveSecretKey(curve.client.secretKey)
-        }
-        let monitor = try? ZMQHandshakeMonitor(socket, context: context)
-        defer { monitor?.close() }
-        try socket.connect(endpoint)
         var request = Touchsync_V1_HistoryRequest()
         request.board = board
         request.requestID = UInt64.random(in: 1...UInt64.max)
-        try socket.send(WireCodec.encode(request))
-        let deadline = ContinuousClock.now + timeout
-        var replies: [Touchsync_V1_HistoryReply] = []
-        let message = ZMQMessage()
-        while true {
-            let milliseconds = ZMQPoller.timeout(until: deadline)
-            guard milliseconds > 0 else { throw HistoryError.timedOut(endpoint: endpoint) }
-            for event in monitor?.events() ?? [] {
-                switch event {
-                case .refused: throw HistoryError.refused(code: nil, message: "the hub refused this key: ask its operator to allow it")
-                case .protocolError:
-                    throw HistoryError.refused(
-                        code: nil,
-                        message: curve == nil ? "the hub requires CURVE: pass --key and --hub-key" : "the hub does not speak CURVE")
-                case .failed where curve == nil:
-                    throw HistoryError.refused(code: nil, message: "the hub refuses the handshake: it probably requires CURVE (pass --key and --hub-key)")
-                case .succeeded, .failed: break
+        let id = request.requestID
+        let replies = Mutex<[Touchsync_V1_HistoryReply]>([])
+        do {
+            try await HubRequest.exchange(
+                WireCodec.encode(request), endpoint: endpoint, context: try context ?? ZMQContext(), timeout: timeout, curve: curve,
+                threadName: "touchsync-history-client"
+            ) { message in
+                let reply = try message.withUnsafeBytes { bytes in try WireCodec.decode(Touchsync_V1_HistoryReply.self, from: bytes) }
+                guard reply.requestID == id else { return false }
+                if case .error(let error) = reply.body {
+                    throw HistoryError.refused(code: ErrorCode(error.code), message: error.message)
                 }
+                replies.withLock { $0.append(reply) }
+                if case .end = reply.body { return true }
+                return false
             }
-            // Wake up now and then to read the monitor: a refused handshake never brings a reply.
-            try socket.setReceiveTimeout(milliseconds: Int32(clamping: min(milliseconds, 250)))
-            guard try socket.receive(into: message) else { continue }
-            let reply = try message.withUnsafeBytes { bytes in
-                try WireCodec.decode(Touchsync_V1_HistoryReply.self, from: bytes)
-            }
-            guard reply.requestID == request.requestID else { continue }
-            if case .error(let error) = reply.body {
-                throw HistoryError.refused(code: ErrorCode(error.code), message: error.message)
-            }
-            replies.append(reply)
-            if case .end = reply.body { return replies }
+        } catch HubRequestFailure.refused(let code, let message) {
+            throw HistoryError.refused(code: code, message: message)
+        } catch HubRequestFailure.timedOut {
+            throw HistoryError.timedOut(endpoint: endpoint)
         }
+        return try assemble(replies.withLock { $0 }, board: board)
     }
 
     static func assemble(_ replies: [Touchsync_V1_HistoryReply], board: String) throws -> RecordedHistory {

@@ -207,7 +207,7 @@ enum HealthProbe {
             switch reply.body {
             case .chunk(let chunk): return .answered(sequence: chunk.sequence)
             case .error(let error): return .refused("\(error.code): \(error.message)")
-            case nil: return .answered(sequence: 0)
+            case .boards, nil: return .answered(sequence: 0)
             }
         }
         return .silent

@@ -109,6 +109,14 @@ struct WebCommand: AsyncParsableCommand {
             gatewayHub.curve = curve
             return gatewayHub
         }
+        if let cluster {
+            configuration.boardListHubs = cluster.hubs.map { entry in
+                var listed = GatewayHub(
+                    ingest: entry.ingest, publish: entry.publish, snapshot: entry.snapshot, history: entry.history ?? historyEndpoint)
+                listed.curve = curve
+                return listed
+            }
+        }
         configuration.accessList = access
         configuration.allowedOrigins = allowOrigin
         configuration.guestRole = Role(rawValue: guestRole) ?? .draw

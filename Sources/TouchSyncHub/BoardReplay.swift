@@ -231,7 +231,15 @@ final class ReplayLoop {
                         try snapshotService.drain(
                             limit: 64,
                             snapshot: { request in request.board == board ? channel.snapshot() : nil },
-                            forbidden: { user, requested in access?.refusal(for: user, board: requested) })
+                            forbidden: { user, requested in access?.refusal(for: user, board: requested) },
+                            boards: {
+                                let state = channel.state
+                                return [
+                                    BoardSummary(
+                                        board: board, sequence: state.sequence, acceptedStrokes: state.acceptedStrokes.count,
+                                        activeStrokes: state.touches.values.reduce(0) { $0 + $1.count }, agents: 0, lastChangeTime: 0)
+                                ]
+                            })
                     }
                 },
                 turnEnded: {

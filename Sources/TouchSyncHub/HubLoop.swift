@@ -193,6 +193,8 @@ final class HubLoop {
                     if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
                     notReading[peer] = clock.now
                 }
+            case .sendBoardList(let peer, let requestID, let boards, let more):
+                snapshotService.sendBoardList(to: peer.bytes, requestID: requestID, boards: boards, more: more)
             case .refuseSnapshot(let peer, let requestID, let refusal):
                 snapshotService.sendError(to: peer.bytes, requestID: requestID, code: refusal.code, refusal.message)
             case .allowSubscription(let topic):
@@ -310,6 +312,11 @@ final class HubLoop {
                 notReading[PeerID(peer)] = nil
             }
             switch decoded {
+            case .success(let request) where request.listBoards:
+                handle(
+                    .boardListRequested(
+                        by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, prefix: request.board,
+                        after: request.after, limit: Int(request.limit), requestID: request.requestID))
             case .success(let request):
                 handle(
                     .snapshotRequested(

@@ -1,6 +1,7 @@
 import Logging
 import SwiftProtobuf
 import TouchSyncCore
+import TouchSyncHubCore
 import TouchSyncWire
 import ZeroMQ
 
@@ -46,9 +47,11 @@ struct SnapshotService {
     /// Handles up to `limit` waiting requests: `snapshot` gives a board's
     /// snapshot and digest (nil: refuse with `unknownBoard`); `refused` counts errors.
     /// `forbidden` says why the (authenticated) user may not have a board (nil: it may).
+    /// `boards` lists what this server serves, for a board list request.
     func drain(
         limit: Int, snapshot: (Touchsync_V1_SnapshotRequest) -> (snapshot: BoardSnapshot, digest: BoardDigest)?,
         forbidden: (_ user: String?, _ board: String) -> String? = { _, _ in nil },
+        boards: () -> [BoardSummary] = { [] },
         refused: (ErrorCode) -> Void = { _ in }
     ) throws(ZMQError) {
         for _ in 0..<limit {
@@ -56,6 +59,11 @@ struct SnapshotService {
             guard case .success(let request) = decoded else {
                 refused(.malformed)
                 sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
+                continue
+            }
+            if request.listBoards {
+                let listed = boards().filter { $0.board.hasPrefix(request.board) && forbidden(user, $0.board) == nil }
+                sendBoardList(to: peer, requestID: request.requestID, boards: listed, more: false)
                 continue
             }
             guard isValidBoardName(request.board) else {
@@ -112,6 +120,26 @@ struct SnapshotService {
             }
         }
         return delivered
+    }
+
+    /// Answers a board list request.
+    func sendBoardList(to peer: [UInt8], requestID: UInt64, boards: [BoardSummary], more: Bool) {
+        var list = Touchsync_V1_BoardList()
+        list.boards = boards.map { board in
+            var summary = Touchsync_V1_BoardSummary()
+            summary.board = board.board
+            summary.sequence = board.sequence
+            summary.acceptedStrokes = UInt32(clamping: board.acceptedStrokes)
+            summary.activeStrokes = UInt32(clamping: board.activeStrokes)
+            summary.agents = UInt32(clamping: board.agents)
+            summary.lastChangeTime = board.lastChangeTime
+            return summary
+        }
+        list.more = more
+        var reply = Touchsync_V1_SnapshotReply()
+        reply.boards = list
+        reply.requestID = requestID
+        _ = try? socket.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true)
     }
 
     func sendError(to peer: [UInt8], requestID: UInt64, code: ErrorCode, _ text: String) {

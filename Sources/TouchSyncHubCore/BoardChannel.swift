@@ -23,6 +23,8 @@ package struct BoardChannel: Sendable {
     var recoveredProgress: [UserNamespace: AgentProgress] = [:]
     /// Users whose agents are silent (touches kept, stalled): listed in heartbeats.
     var silentUsers: Set<UserNamespace> = []
+    /// Hub time of the last batch sealed in this run (0: none yet), for board lists.
+    package private(set) var lastChangeHubTime: Int64 = 0
 
     package init(name: String, limits: BoardLimits = BoardLimits()) {
         self.name = name
@@ -95,6 +97,7 @@ package struct BoardChannel: Sendable {
     package mutating func sealBatch(hubTime: Int64) -> (sequence: UInt64, encoded: [UInt8])? {
         guard hasPending else { return nil }
         let batch = state.sealBatch(coalescer.take(), hubTime: hubTime)
+        lastChangeHubTime = hubTime
         return (batch.sequence, encoder.encodedBytes(batch))
     }
 

@@ -238,6 +238,17 @@ public struct HubCore {
                 return
             }
             snapshot(board, for: peer, requestID: requestID, now: now, into: &actions)
+        case .boardListRequested(let peer, let user, let prefix, let after, let limit, let requestID):
+            guard admitSnapshot(by: user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
+                metrics.error(.rateLimited)
+                actions.append(
+                    .refuseSnapshot(
+                        to: peer, requestID: requestID,
+                        HubRefusal(.rateLimited, "more than \(configuration.maxSnapshotsPerSecond) snapshot requests per second")))
+                return
+            }
+            let (boards, more) = boardList(prefix: prefix, after: after, limit: limit, for: user)
+            actions.append(.sendBoardList(to: peer, requestID: requestID, boards: boards, more: more))
         case .accessChanged(let list):
             accessChanged(list, into: &actions)
         case .journalProgress(let written, let synced):
@@ -1014,6 +1025,33 @@ public struct HubCore {
     }
 
     // MARK: Snapshots
+
+    /// The most boards one list reply holds.
+    public static let maxBoardsListed = 1_000
+
+    /// Boards whose names start with `prefix` and sort after `after` (UTF-8
+    /// bytes), that `user` may watch on an authenticated hub, in name order.
+    private func boardList(prefix: String, after: String, limit: Int, for user: UserNamespace?) -> ([BoardSummary], more: Bool) {
+        let limit = limit <= 0 || limit > Self.maxBoardsListed ? Self.maxBoardsListed : limit
+        let afterBytes = Array(after.utf8)
+        var names: [(name: String, slot: Int)] = []
+        for (name, slot) in boardSlots where name.hasPrefix(prefix) && (after.isEmpty || afterBytes.lexicographicallyPrecedes(Array(name.utf8))) {
+            if let access, user.flatMap({ access.role(of: $0.rawValue, on: name) }) == nil { continue }
+            names.append((name, slot))
+        }
+        names.sort { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
+        let more = names.count > limit
+        var agents: [Int: Int] = [:]
+        for session in sessions.values { agents[session.boardSlot, default: 0] += 1 }
+        let boards = names.prefix(limit).map { entry in
+            let channel = channels[entry.slot]
+            return BoardSummary(
+                board: entry.name, sequence: channel.state.sequence, acceptedStrokes: channel.state.acceptedStrokes.count,
+                activeStrokes: channel.state.touches.values.reduce(0) { $0 + $1.count }, agents: agents[entry.slot] ?? 0,
+                lastChangeTime: channel.lastChangeHubTime)
+        }
+        return (boards, more)
+    }
 
     /// Counts a snapshot request of `requester` (its user, or its connection)
     /// in this second's window; false past the allowance.

@@ -95,6 +95,8 @@ public enum HubEvent: Sendable {
     case subscribed(topic: [UInt8], by: UserNamespace?)
     case unsubscribed(topic: [UInt8], by: UserNamespace?)
     case snapshotRequested(by: PeerID, user: UserNamespace?, board: String, requestID: UInt64)
+    /// A list of the boards whose names start with `prefix`, after `after`, at most `limit`.
+    case boardListRequested(by: PeerID, user: UserNamespace?, prefix: String, after: String, limit: Int, requestID: UInt64)
     /// The access list was reloaded (authenticated hubs only).
     case accessChanged(AccessList)
     /// The journal actions carried out so far: appends through `writtenThrough`
@@ -131,6 +133,8 @@ public enum HubAction: Sendable {
     /// Answer a snapshot request with the board as published at `state.sequence`.
     case sendSnapshot(to: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest)
     case refuseSnapshot(to: PeerID, requestID: UInt64, HubRefusal)
+    /// Answer a board list request (`more`: boards follow the last one).
+    case sendBoardList(to: PeerID, requestID: UInt64, boards: [BoardSummary], more: Bool)
     /// Authenticated hubs: the subscription just received may take effect
     /// (XPUB_MANUAL: subscribe the pipe it came from), or be dropped.
     case allowSubscription(topic: [UInt8])
@@ -202,4 +206,25 @@ public struct JournalAppend: Sendable {
     public var agents: [AgentProgress]
     /// The board after the batch (a new segment starts with it).
     public var state: BoardState
+}
+
+/// One board as a board list shows it.
+public struct BoardSummary: Sendable, Equatable {
+    public var board: String
+    public var sequence: UInt64
+    public var acceptedStrokes: Int
+    public var activeStrokes: Int
+    /// Agent sessions on the board now.
+    public var agents: Int
+    /// Hub time (µs since the epoch) of its last batch in this run; 0: none since the hub started.
+    public var lastChangeTime: Int64
+
+    public init(board: String, sequence: UInt64, acceptedStrokes: Int, activeStrokes: Int, agents: Int, lastChangeTime: Int64) {
+        self.board = board
+        self.sequence = sequence
+        self.acceptedStrokes = acceptedStrokes
+        self.activeStrokes = activeStrokes
+        self.agents = agents
+        self.lastChangeTime = lastChangeTime
+    }
 }

@@ -38,6 +38,9 @@ public struct WebConfiguration: Sendable {
     public var port = 8080
     /// The hub of each board (a cluster maps boards to hubs).
     public var hub: @Sendable (String) -> GatewayHub
+    /// The hubs whose boards the index lists (a cluster's every hub). Default
+    /// empty: the hub `hub` gives for the empty name (a single hub).
+    public var boardListHubs: [GatewayHub] = []
     /// Messages queued for one tab before it is resynced from a snapshot instead. Default 512.
     public var tabQueueLimit = 512
     /// How long a tab's agent waits for the tab to come back after its WebSocket
@@ -105,6 +108,8 @@ public final class WebGateway: Service, Sendable {
         var access: (list: AccessList, modified: Date)? = nil
     }
     private let state = Mutex(State())
+    /// Thumbnails of boards the gateway does not watch, drawn from one hub snapshot, with when.
+    private let thumbnails = Mutex<[String: (svg: String, made: ContinuousClock.Instant)]>([:])
 
     public init(configuration: WebConfiguration, context: ZMQContext? = nil, logger: Logger) throws {
         self.configuration = configuration
@@ -727,41 +732,85 @@ public final class WebGateway: Service, Sendable {
             } catch {
                 return Self.json("{\"error\":\(BrowserWire.quoted(error.code))}", status: .serviceUnavailable)
             }
-            let list = boardList().filter { watchable($0.board) }.map {
-                "{\"board\":\(BrowserWire.quoted($0.board)),\"tabs\":\($0.tabs),\"sequence\":\($0.sequence),\"strokes\":\($0.strokes),\"lastActivity\":\($0.lastActivity.map { String($0) } ?? "null")}"
+            // The hubs' boards (those the gateway's key may watch), with the gateway's own tabs and activity.
+            var merged: [String: (tabs: Int, sequence: UInt64, strokes: Int, agents: Int, lastActivity: Int64?)] = [:]
+            for hub in configuration.boardListHubs.isEmpty ? [configuration.hub("")] : configuration.boardListHubs {
+                do {
+                    let page = try await BoardDirectory.list(endpoint: hub.snapshot, limit: 1_000, context: self.context, timeout: .seconds(3), curve: hub.curve)
+                    for board in page.boards {
+                        merged[board.board] = (
+                            0, board.sequence, Int(board.acceptedStrokes), Int(board.agents), board.lastChangeTime > 0 ? board.lastChangeTime / 1000 : nil
+                        )
+                    }
+                } catch {
+                    // The boards this gateway has open are still listed.
+                    logger.notice("a hub did not list its boards", metadata: ["hub": "\(hub.snapshot)", "error": "\(error)"])
+                }
+            }
+            for open in boardList() {
+                let listed = merged[open.board]
+                merged[open.board] = (
+                    open.tabs, max(open.sequence, listed?.sequence ?? 0), max(open.strokes, listed?.strokes ?? 0), listed?.agents ?? 0,
+                    [open.lastActivity, listed?.lastActivity].compactMap { $0 }.max()
+                )
+            }
+            let list = merged.filter { watchable($0.key) }.sorted { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }.map {
+                let (board, entry) = $0
+                return "{\"board\":\(BrowserWire.quoted(board)),\"tabs\":\(entry.tabs),\"agents\":\(entry.agents),\"sequence\":\(entry.sequence),\"strokes\":\(entry.strokes),\"lastActivity\":\(entry.lastActivity.map { String($0) } ?? "null")}"
             }
             return Self.json("[\(list.joined(separator: ","))]")
         }
         router.get("/api/boards/:board/thumbnail.svg") { [self] request, context in
             let board = try context.parameters.require("board")
-            guard isValidBoardName(board) else { return Self.json(#"{"error":"UNKNOWN_BOARD"}"#, status: .badRequest) }
-            do throws(TabMessageError) {
-                _ = try identify(token: Self.bearer(request), board: board)
-            } catch {
-                let body = "{\"error\":\(BrowserWire.quoted(error.code)),\"message\":\(BrowserWire.quoted(error.message))}"
-                return Self.json(body, status: error.code == "FORBIDDEN" ? .forbidden : .unauthorized)
+            if let refusal = refusalToRead(board, request) { return refusal }
+            // A board this gateway watches is drawn from its replica; another from one snapshot
+            // of the hub's (kept 30 s: an index of many boards must not flood the hub's snapshot allowance).
+            let svg: String
+            if let replica = state.withLock({ $0.boards[board] })?.snapshot() {
+                svg = Self.thumbnail(of: replica)
+            } else if let cached = thumbnails.withLock({ $0[board] }), ContinuousClock.now - cached.made < .seconds(30) {
+                svg = cached.svg
+            } else {
+                let hub = configuration.hub(board)
+                do {
+                    let replica = try await BoardDirectory.snapshot(of: board, endpoint: hub.snapshot, context: self.context, timeout: .seconds(3), curve: hub.curve)
+                    svg = Self.thumbnail(of: replica)
+                    thumbnails.withLock { cache in
+                        if cache.count >= 256 { cache.removeAll() }
+                        cache[board] = (svg, ContinuousClock.now)
+                    }
+                } catch {
+                    return Self.json("{\"error\":\"HUB_UNAVAILABLE\",\"message\":\(BrowserWire.quoted("\(error)"))}", status: .serviceUnavailable)
+                }
             }
-            // Only boards this gateway watches: a thumbnail never opens a subscription.
-            guard let replica = state.withLock({ $0.boards[board] })?.snapshot() else {
-                return Self.json(#"{"error":"UNKNOWN_BOARD","message":"this gateway does not watch that board now"}"#, status: .notFound)
-            }
-            var renderer = BoardRenderer()
-            renderer.spotDiameter = 0
             var headers = HTTPFields()
             headers[.contentType] = "image/svg+xml"
             headers[.cacheControl] = "no-store"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: renderer.svg(of: replica))))
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: svg)))
         }
         router.get("/api/boards/:board/history") { [self] request, context in
             let board = try context.parameters.require("board")
-            guard isValidBoardName(board) else { return Self.json(#"{"error":"UNKNOWN_BOARD"}"#, status: .badRequest) }
-            do throws(TabMessageError) {
-                _ = try identify(token: Self.bearer(request), board: board)
-            } catch {
-                let body = "{\"error\":\(BrowserWire.quoted(error.code)),\"message\":\(BrowserWire.quoted(error.message))}"
-                return Self.json(body, status: error.code == "FORBIDDEN" ? .forbidden : .unauthorized)
-            }
+            if let refusal = refusalToRead(board, request) { return refusal }
             return await history(of: board)
+        }
+    }
+
+    /// A board drawn small for the index: no touch spots.
+    static func thumbnail(of board: BoardState) -> String {
+        var renderer = BoardRenderer()
+        renderer.spotDiameter = 0
+        return renderer.svg(of: board)
+    }
+
+    /// Why `request` may not read `board` (a bad name, no or a wrong invitation token), or nil.
+    private func refusalToRead(_ board: String, _ request: Request) -> Response? {
+        guard isValidBoardName(board) else { return Self.json(#"{"error":"UNKNOWN_BOARD"}"#, status: .badRequest) }
+        do throws(TabMessageError) {
+            _ = try identify(token: Self.bearer(request), board: board)
+            return nil
+        } catch {
+            let body = "{\"error\":\(BrowserWire.quoted(error.code)),\"message\":\(BrowserWire.quoted(error.message))}"
+            return Self.json(body, status: error.code == "FORBIDDEN" ? .forbidden : .unauthorized)
         }
     }
 

@@ -725,9 +725,14 @@ struct BrowserTests {
         let position = try await replay.number("touchsync.position")
         #expect(position < duration, "playing on from the gap, not from the start")
 
+        // A board drawn on without the gateway (touchsync draw, straight to the hub) is listed too, with its thumbnail.
+        let drawn = try await touchsync(["draw", "--board", "elsewhere", "--seconds", "0.5", "--hub", rig.endpoints[0]])
+        #expect(drawn.status == 0, "\(drawn.errors)")
         let index = try await rig.browser.openPage("\(rig.web)/")
-        try await index.waitFor("[...document.querySelectorAll('#boards img')].some(i => i.complete && i.naturalWidth > 0)")
-        let card = try await index.evaluate("document.querySelector('#boards li').textContent") as? String ?? ""
-        #expect(card.contains("gaps") && card.contains("1 person") && card.contains("4 strokes") && card.contains("active now"), "\(card)")
+        try await index.waitFor("document.querySelectorAll('#boards li').length === 2")
+        try await index.waitFor("[...document.querySelectorAll('#boards img')].every(i => i.complete && i.naturalWidth > 0)")
+        let cards = try await index.evaluate("[...document.querySelectorAll('#boards li')].map(li => li.textContent)") as? [String] ?? []
+        #expect(cards.count == 2 && cards[0].contains("elsewhere") && cards[0].contains("0 people"), "\(cards)")
+        #expect(cards.count == 2 && cards[1].contains("gaps") && cards[1].contains("1 person") && cards[1].contains("4 strokes") && cards[1].contains("active now"), "\(cards)")
     }
 }

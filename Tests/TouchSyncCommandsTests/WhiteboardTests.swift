@@ -180,6 +180,9 @@ extension BrowserTests {
             let worst = zip(a, b).map { abs($0 - $1) }.max() ?? 0
             #expect(worst <= 0.011, "stroke \(index): the outlines differ by up to \(worst) points")
         }
+        // The page's SVG export: the board's three strokes as those outlines.
+        let exported = try await page.evaluate("touchsync.exportSVG()") as? String ?? ""
+        #expect(exported.hasPrefix("<svg xmlns=\"http://www.w3.org/2000/svg\"") && exported.components(separatedBy: "<path ").count == 4)
         #expect(rig.browser.console.filter { $0.hasPrefix("exception") }.isEmpty, "\(rig.browser.console)")
     }
 

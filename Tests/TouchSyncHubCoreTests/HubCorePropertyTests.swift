@@ -94,7 +94,7 @@ struct HubCorePropertyTests {
                     case .appendToJournal(let append): written = max(written, append.ticket)
                     case .syncJournal(let through): synced = max(synced, through)
                     case .restartJournal: Issue.record("a restart asked for though no journal failed")
-                    case .publish, .sendSnapshot, .refuseSnapshot, .allowSubscription, .dropSubscription, .disconnectSubscribers: break
+                    case .publish, .sendSnapshot, .refuseSnapshot, .sendBoardList, .allowSubscription, .dropSubscription, .disconnectSubscribers: break
                     }
                 }
                 // The adapter reports the journal's progress after carrying out actions.

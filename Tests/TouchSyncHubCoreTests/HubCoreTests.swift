@@ -725,6 +725,43 @@ struct HubCoreTests {
         #expect(hub.message(ann, .numbered(sequence: 5, began(2))).errors(to: ann).map(\.code) == [.notWelcomed])
     }
 
+    /// A board list: the boards with their counts, in name order (UTF-8
+    /// bytes), by prefix, in pages after a name; on an authenticated hub only
+    /// those the requester may watch; counted against the snapshot allowance.
+    @Test func boardListsPageThroughTheBoards() throws {
+        let keys = (0..<2).map { index in String(repeating: "ab"[String.Index(utf16Offset: index, in: "ab")], count: 40) }
+        let list = try AccessList(users: [
+            "ann": AccessEntry(key: keys[0], boards: ["*": .draw]),
+            "tv": AccessEntry(key: keys[1], boards: ["team-*": .watch]),
+        ])
+        let hub = CoreHarness({ $0.maxSnapshotsPerSecond = 4 }, access: list)
+        let ann = peer("ann")
+        for board in ["team-b", "白板", "team-a", "other"] { #expect(hub.hello(ann, board: board, session: board) != nil) }
+        _ = hub.message(ann, .numbered(sequence: 1, began(1)))  // on "other", the last hello
+        hub.endTurn()
+        func listed(_ user: String, prefix: String = "", after: String = "", limit: Int = 0) -> (names: [String], boards: [BoardSummary], more: Bool)? {
+            let actions = hub.send(
+                .boardListRequested(by: PeerID(Array(user.utf8)), user: UserNamespace(user), prefix: prefix, after: after, limit: limit, requestID: 5))
+            guard case .sendBoardList(_, 5, let boards, let more)? = actions.last else { return nil }
+            return (boards.map(\.board), boards, more)
+        }
+        let all = try #require(listed("ann"))
+        #expect(all.names == ["other", "team-a", "team-b", "白板"] && !all.more)
+        let other = try #require(all.boards.first)
+        #expect(other.sequence == 1 && other.activeStrokes == 1 && other.acceptedStrokes == 0 && other.lastChangeTime > 0)
+        #expect(all.boards.map(\.agents).reduce(0, +) == 1, "ann's one session, on its last board")
+        let first = try #require(listed("ann", prefix: "team-", limit: 1))
+        #expect(first.names == ["team-a"] && first.more)
+        let second = try #require(listed("ann", prefix: "team-", after: "team-a", limit: 1))
+        #expect(second.names == ["team-b"] && !second.more)
+        #expect(listed("tv")?.names == ["team-a", "team-b"], "only what tv may watch")
+        // tv's fifth request in the second: refused like a fifth snapshot.
+        for _ in 0..<3 { #expect(listed("tv") != nil) }
+        #expect(listed("tv") == nil)
+        hub.advance(.seconds(1))
+        #expect(listed("tv") != nil)
+    }
+
     /// A gateway (a key with acts_for) acts for invited browser users: each
     /// connection in a namespace of its own under PREFIX+USER:, with the
     /// lower of the two roles; nobody else's namespace, no unknown token; a

@@ -322,7 +322,7 @@ final class RelayLoop {
                 load(board, chunks: chunks, queued: queued)
             case .error(let error):
                 logger.warning("upstream refused a snapshot", metadata: ["board": "\(board)", "error": "\(error.message)"])
-            case nil:
+            case .boards, nil:
                 break
             }
         }

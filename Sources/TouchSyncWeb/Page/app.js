@@ -146,8 +146,14 @@ function receive(m) {
       if (newSession) {
         // A new agent (first visit, or the gateway restarted): number what waits from 1 again.
         app.acked = 0;
-        app.pending.forEach((message, index) => { message.n = index + 1; });
+        const renumbered = new Map();
+        app.pending.forEach((message, index) => { renumbered.set(message.n, index + 1); message.n = index + 1; });
         nextNumber = app.pending.length + 1;
+        // What waits for those messages follows them to their new numbers (numbers already acknowledged stay below 1).
+        const follow = n => renumbered.get(n) ?? 0;
+        for (const ink of [...app.local.values(), ...app.finished]) ink.numbers = ink.numbers.map(follow);
+        const entries = new Set([...app.hidden.values(), ...app.overlay.values(), ...clearing, ...app.finished.map(ink => ink.hiddenBy)]);
+        for (const entry of entries) if (entry) entry.n = follow(entry.n);
         if (!app.pending.some(message => message.t === 'style')) sendStyle();
       } else {
         acknowledge(m.acked);
@@ -209,7 +215,10 @@ function acknowledge(through) {
   app.acked = Math.max(app.acked, through);
   for (const entry of app.hidden.values()) if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
   for (const entry of app.overlay.values()) if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
-  for (const ink of app.finished) if (ink.ackedAt === null && ink.numbers[ink.numbers.length - 1] <= through) ink.ackedAt = now;
+  for (const ink of app.finished) {
+    if (ink.ackedAt === null && ink.numbers[ink.numbers.length - 1] <= through) ink.ackedAt = now;
+    if (ink.hiddenBy && ink.hiddenBy.ackedAt === null && ink.hiddenBy.n <= through) ink.hiddenBy.ackedAt = now;
+  }
   reconcileHidden();
 }
 
@@ -279,7 +288,7 @@ function reconcileHidden() {
     if (ink.ackedAt !== null && now - ink.ackedAt > 3000) {
       removeFinished(ink);
       changed = true;
-      toast('a stroke was not accepted by the hub');
+      if (!ink.hiddenBy) toast('a stroke was not accepted by the hub');
     }
   }
   if (changed) requestRender(true);

@@ -1,4 +1,4 @@
-// The boards of this gateway as cards (name, people now, last activity, a
+// The hubs' boards (and those open here) as cards (name, people now, last activity, a
 // thumbnail), and a form to open or create one. An invitation link lands
 // here with its token in the fragment: it is kept for the board pages.
 const invited = new URLSearchParams(location.hash.slice(1)).get('token');
@@ -22,6 +22,12 @@ document.getElementById('open').addEventListener('submit', e => {
   if (why) { problem.textContent = why; return; }
   location.href = '/boards/' + encodeURIComponent(input.value);
 });
+
+function blank() {
+  const box = document.createElement('div');
+  box.className = 'blank';
+  return box;
+}
 
 function ago(ms) {
   if (!ms) return 'no drawing yet';
@@ -50,12 +56,16 @@ list.replaceChildren(...(boards.length ? boards : [null]).map(b => {
   picture.loading = 'lazy';
   // A thumbnail, fetched with the token when there is one.
   fetch(`/api/boards/${encodeURIComponent(b.board)}/thumbnail.svg`, { headers })
-    .then(r => r.ok ? r.blob() : null).then(blob => { if (blob) picture.src = URL.createObjectURL(blob); });
+    .then(r => r.ok ? r.blob() : null)
+    .then(blob => { if (blob) picture.src = URL.createObjectURL(blob); else picture.replaceWith(blank()); })
+    .catch(() => picture.replaceWith(blank()));
   const meta = document.createElement('div');
   meta.className = 'meta';
   const title = document.createElement('strong');
   title.textContent = b.board;
-  meta.append(title, `${b.tabs} ${b.tabs === 1 ? 'person' : 'people'} here · ${b.strokes} strokes · ${ago(b.lastActivity)}`);
+  // Agents on the hub include this gateway's tabs; other gateways' and programs' count too.
+  const people = Math.max(b.agents ?? 0, b.tabs);
+  meta.append(title, `${people} ${people === 1 ? 'person' : 'people'} here · ${b.strokes} strokes · ${ago(b.lastActivity)}`);
   card.append(picture, meta);
   const links = document.createElement('div');
   links.className = 'links';

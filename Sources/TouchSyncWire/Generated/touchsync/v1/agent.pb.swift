@@ -148,7 +148,7 @@ public nonisolated struct Touchsync_V1_Hello: Sendable {
   /// 1
   public var protocolVersion: UInt32 = 0
 
-  /// UTF-8, 1 to 128 bytes, no NUL
+  /// 1 to 128 bytes of UTF-8 without control characters (U+0000-U+001F, U+007F)
   public var board: String = String()
 
   /// free text for logs and metrics
@@ -431,7 +431,7 @@ public nonisolated struct Touchsync_V1_Welcome: Sendable {
   /// send a heartbeat at least this often when idle
   public var heartbeatIntervalMs: UInt32 = 0
 
-  /// silence longer than this cancels the agent's touches
+  /// silence longer than this makes the agent "silent": its touches stay down (stalled) until the hub's abandon time-out (default 30 s) cancels them
   public var livenessTimeoutMs: UInt32 = 0
 
   public var maxLiveTouches: UInt32 = 0

@@ -95,7 +95,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
   public typealias RawValue = Int
   case unspecified // = 0
 
-  /// not a valid protobuf message, or inconsistent columns
+  /// not a valid protobuf message, inconsistent columns, a value its model type cannot hold, sequence 0 on a numbered body (docs/protocol.md)
   case malformed // = 1
 
   /// hello with a protocol version the hub does not speak
@@ -104,7 +104,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
   /// a frame before hello
   case notWelcomed // = 3
 
-  /// a board name that is invalid or does not exist
+  /// an invalid board name (a board nobody drew on is not an error: it is empty), or the hub's maximum of boards
   case unknownBoard // = 4
 
   /// moved/stationary/ended/cancelled for a touch not down
@@ -116,7 +116,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
   /// began or moved with no sample
   case missingSamples // = 7
 
-  /// a value out of range, time going backwards, unknown flags
+  /// a value out of its allowed range, time going backwards, a width of 0 or above 1,000 points, an unknown clear scope, an amendment moving a sample
   case invalidValue // = 8
 
   /// an amendment no sample of the stroke expects
@@ -128,10 +128,10 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
   /// more samples in one stroke than the limit
   case strokeTooLong // = 11
 
-  /// too many changes, samples or predictions in one frame
+  /// too many changes, samples or predictions in one frame, or more than 1,024 ids in one erase
   case frameTooLarge // = 12
 
-  /// a message over the hub's size limit
+  /// a message over the hub's size limit (a numbered one still takes its number)
   case messageTooLarge // = 13
 
   /// the agent sends faster than its allowance
@@ -146,7 +146,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
   /// a hello whose resume_after this hub cannot honour for its session_id: start a new session
   case cannotResume // = 17
 
-  /// the hub cannot make frames durable (its journal failed): keep them, nothing is acknowledged
+  /// the hub cannot make this board's frames durable (its journal for the board failed; it retries): keep them, nothing is acknowledged until it works again
   case storageUnavailable // = 18
 
   /// not a refusal: the hub is behind, the agent's messages are queued; keep waiting (no reconnect) at least Error.retry_after_ms
@@ -160,9 +160,11 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
 
   /// a hello or snapshot request for a board the cluster file gives to another hub; the message names it
   case wrongHub // = 23
+
+  /// the authenticated user's role on this board does not allow it (drawing as a watcher, clearing a board without admin, watching a board not granted)
   case forbidden // = 22
 
-  /// an erase naming a stroke that is not an accepted stroke of the board, or naming one twice                // the authenticated user's role on this board does not allow it (drawing as a watcher, clearing a board without admin, watching a board not granted)
+  /// an erase naming a stroke that is not an accepted stroke of the board, or naming one twice
   case unknownStroke // = 24
   case UNRECOGNIZED(Int)
 

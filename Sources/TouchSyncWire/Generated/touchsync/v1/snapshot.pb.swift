@@ -38,6 +38,17 @@ public nonisolated struct Touchsync_V1_SnapshotRequest: Sendable {
   /// request it gave up on (time-out, resync) are recognised and dropped.
   public var requestID: UInt64 = 0
 
+  /// Instead of a snapshot: the hub's boards (one `boards` reply). `board`
+  /// is then a prefix of the names wanted (empty: every board); only boards
+  /// the requester may watch are listed, in name order (UTF-8 bytes), after
+  /// `after` (paging: the last name of the previous page), at most `limit`
+  /// (0 or above 1,000: 1,000). Counts against the snapshot requests' rate.
+  public var listBoards: Bool = false
+
+  public var limit: UInt32 = 0
+
+  public var after: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -66,6 +77,15 @@ public nonisolated struct Touchsync_V1_SnapshotReply: Sendable {
     set {body = .error(newValue)}
   }
 
+  /// the answer to a request with list_boards
+  public var boards: Touchsync_V1_BoardList {
+    get {
+      if case .boards(let v)? = body {return v}
+      return Touchsync_V1_BoardList()
+    }
+    set {body = .boards(newValue)}
+  }
+
   /// the request this answers
   public var requestID: UInt64 = 0
 
@@ -74,6 +94,8 @@ public nonisolated struct Touchsync_V1_SnapshotReply: Sendable {
   public nonisolated enum OneOf_Body: Equatable, Sendable {
     case chunk(Touchsync_V1_SnapshotChunk)
     case error(Touchsync_V1_SnapshotReply.Error)
+    /// the answer to a request with list_boards
+    case boards(Touchsync_V1_BoardList)
 
   }
 
@@ -179,13 +201,56 @@ public nonisolated struct Touchsync_V1_StrokeRecord: @unchecked Sendable {
   fileprivate var _storage = _StorageClass.defaultInstance
 }
 
+/// The boards a hub serves (those a hello or a drawing created, recovered
+/// from its journal or created in this run), as a board list request asked.
+public nonisolated struct Touchsync_V1_BoardList: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var boards: [Touchsync_V1_BoardSummary] = []
+
+  /// more boards follow the last one (ask again with after = its name)
+  public var more: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Touchsync_V1_BoardSummary: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var board: String = String()
+
+  /// its last published batch
+  public var sequence: UInt64 = 0
+
+  public var acceptedStrokes: UInt32 = 0
+
+  /// touches down now
+  public var activeStrokes: UInt32 = 0
+
+  /// agent sessions on the board now
+  public var agents: UInt32 = 0
+
+  /// hub time (µs since the epoch) of its last batch in this run; 0: none since the hub started
+  public var lastChangeTime: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "touchsync.v1"
 
 nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SnapshotRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{3}request_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{3}request_id\0\u{3}list_boards\0\u{1}limit\0\u{1}after\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -195,6 +260,9 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.board) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.requestID) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.listBoards) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.after) }()
       default: break
       }
     }
@@ -207,12 +275,24 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
     if self.requestID != 0 {
       try visitor.visitSingularUInt64Field(value: self.requestID, fieldNumber: 2)
     }
+    if self.listBoards != false {
+      try visitor.visitSingularBoolField(value: self.listBoards, fieldNumber: 3)
+    }
+    if self.limit != 0 {
+      try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 4)
+    }
+    if !self.after.isEmpty {
+      try visitor.visitSingularStringField(value: self.after, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Touchsync_V1_SnapshotRequest, rhs: Touchsync_V1_SnapshotRequest) -> Bool {
     if lhs.board != rhs.board {return false}
     if lhs.requestID != rhs.requestID {return false}
+    if lhs.listBoards != rhs.listBoards {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.after != rhs.after {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -220,7 +300,7 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
 
 nonisolated extension Touchsync_V1_SnapshotReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SnapshotReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}chunk\0\u{1}error\0\u{3}request_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}chunk\0\u{1}error\0\u{3}request_id\0\u{1}boards\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -255,6 +335,19 @@ nonisolated extension Touchsync_V1_SnapshotReply: SwiftProtobuf.Message, SwiftPr
         }
       }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.requestID) }()
+      case 4: try {
+        var v: Touchsync_V1_BoardList?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .boards(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .boards(v)
+        }
+      }()
       default: break
       }
     }
@@ -274,11 +367,14 @@ nonisolated extension Touchsync_V1_SnapshotReply: SwiftProtobuf.Message, SwiftPr
       guard case .error(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
     }()
-    case nil: break
+    default: break
     }
     if self.requestID != 0 {
       try visitor.visitSingularUInt64Field(value: self.requestID, fieldNumber: 3)
     }
+    try { if case .boards(let v)? = self.body {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -490,6 +586,96 @@ nonisolated extension Touchsync_V1_StrokeRecord: SwiftProtobuf.Message, SwiftPro
       }
       if !storagesAreEqual {return false}
     }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_BoardList: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BoardList"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}boards\0\u{1}more\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.boards) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.more) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.boards.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.boards, fieldNumber: 1)
+    }
+    if self.more != false {
+      try visitor.visitSingularBoolField(value: self.more, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_BoardList, rhs: Touchsync_V1_BoardList) -> Bool {
+    if lhs.boards != rhs.boards {return false}
+    if lhs.more != rhs.more {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_BoardSummary: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".BoardSummary"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{1}sequence\0\u{3}accepted_strokes\0\u{3}active_strokes\0\u{1}agents\0\u{3}last_change_time\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.board) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.acceptedStrokes) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.activeStrokes) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.agents) }()
+      case 6: try { try decoder.decodeSingularInt64Field(value: &self.lastChangeTime) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.board.isEmpty {
+      try visitor.visitSingularStringField(value: self.board, fieldNumber: 1)
+    }
+    if self.sequence != 0 {
+      try visitor.visitSingularUInt64Field(value: self.sequence, fieldNumber: 2)
+    }
+    if self.acceptedStrokes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.acceptedStrokes, fieldNumber: 3)
+    }
+    if self.activeStrokes != 0 {
+      try visitor.visitSingularUInt32Field(value: self.activeStrokes, fieldNumber: 4)
+    }
+    if self.agents != 0 {
+      try visitor.visitSingularUInt32Field(value: self.agents, fieldNumber: 5)
+    }
+    if self.lastChangeTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.lastChangeTime, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_BoardSummary, rhs: Touchsync_V1_BoardSummary) -> Bool {
+    if lhs.board != rhs.board {return false}
+    if lhs.sequence != rhs.sequence {return false}
+    if lhs.acceptedStrokes != rhs.acceptedStrokes {return false}
+    if lhs.activeStrokes != rhs.activeStrokes {return false}
+    if lhs.agents != rhs.agents {return false}
+    if lhs.lastChangeTime != rhs.lastChangeTime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
