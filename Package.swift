@@ -244,6 +244,7 @@ let package = Package(
             name: "TouchSyncHubTests",
             dependencies: [
                 "ZeroMQ",
+                "TouchSyncBrowser",
                 "TouchSyncJournal",
                 "TouchSyncCore",
                 "TouchSyncSimulation",

@@ -26,24 +26,7 @@ public final class LinkEmulator: Sendable {
     public init(targetPort: UInt16, oneWayDelay: Duration) throws {
         self.targetPort = targetPort
         self.oneWayDelay = oneWayDelay
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = Self.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(fd, 64) == 0 else {
-            close(fd)
-            throw Chromium.Failure("the link emulator cannot listen: errno \(errno)")
-        }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        listener = fd
-        port = UInt16(bigEndian: actual.sin_port)
+        (listener, port) = try Self.listenOnLoopback(backlog: 64)
         Thread.detachNewThread { [self] in acceptLoop() }
     }
 
@@ -116,7 +99,28 @@ public final class LinkEmulator: Sendable {
         }
     }
 
-    static func loopback(port: UInt16) -> sockaddr_in {
+    /// A TCP socket listening on 127.0.0.1 at a free port, and that port.
+    public static func listenOnLoopback(backlog: Int32) throws -> (descriptor: Int32, port: UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = loopback(port: 0)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, backlog) == 0 else {
+            close(fd)
+            throw Chromium.Failure("cannot listen on 127.0.0.1: errno \(errno)")
+        }
+        var actual = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return (fd, UInt16(bigEndian: actual.sin_port))
+    }
+
+    public static func loopback(port: UInt16) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian

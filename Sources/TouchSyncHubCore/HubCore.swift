@@ -216,14 +216,7 @@ public struct HubCore {
             if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
             metrics.subscriptions.record(subscriptions.values.reduce(0, +))
         case .snapshotRequested(let peer, let user, let board, let requestID):
-            guard admitSnapshot(by: user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
-                metrics.error(.rateLimited)
-                actions.append(
-                    .refuseSnapshot(
-                        to: peer, requestID: requestID,
-                        HubRefusal(.rateLimited, "more than \(configuration.maxSnapshotsPerSecond) snapshot requests per second")))
-                return
-            }
+            guard admitSnapshot(by: peer, user: user, requestID: requestID, now: now, into: &actions) else { return }
             if let wrong = wrongHub(for: board) {
                 metrics.error(.wrongHub)
                 actions.append(.refuseSnapshot(to: peer, requestID: requestID, wrong))
@@ -239,14 +232,7 @@ public struct HubCore {
             }
             snapshot(board, for: peer, requestID: requestID, now: now, into: &actions)
         case .boardListRequested(let peer, let user, let prefix, let after, let limit, let requestID):
-            guard admitSnapshot(by: user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
-                metrics.error(.rateLimited)
-                actions.append(
-                    .refuseSnapshot(
-                        to: peer, requestID: requestID,
-                        HubRefusal(.rateLimited, "more than \(configuration.maxSnapshotsPerSecond) snapshot requests per second")))
-                return
-            }
+            guard admitSnapshot(by: peer, user: user, requestID: requestID, now: now, into: &actions) else { return }
             let (boards, more) = boardList(prefix: prefix, after: after, limit: limit, for: user)
             actions.append(.sendBoardList(to: peer, requestID: requestID, boards: boards, more: more))
         case .accessChanged(let list):
@@ -1051,6 +1037,22 @@ public struct HubCore {
                 lastChangeTime: channel.lastChangeHubTime)
         }
         return (boards, more)
+    }
+
+    /// Counts a snapshot or board list request in its requester's allowance
+    /// (its user, or its connection); past it, refuses it and returns false.
+    private mutating func admitSnapshot(
+        by peer: PeerID, user: UserNamespace?, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
+    ) -> Bool {
+        guard admitSnapshot(by: user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
+            metrics.error(.rateLimited)
+            actions.append(
+                .refuseSnapshot(
+                    to: peer, requestID: requestID,
+                    HubRefusal(.rateLimited, "more than \(configuration.maxSnapshotsPerSecond) snapshot requests per second")))
+            return false
+        }
+        return true
     }
 
     /// Counts a snapshot request of `requester` (its user, or its connection)

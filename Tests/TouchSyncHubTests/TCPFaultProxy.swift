@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TouchSyncBrowser
 
 #if canImport(Glibc)
 import Glibc
@@ -16,24 +17,7 @@ final class TCPFaultProxy: Sendable {
 
     init(targetPort: UInt16) throws {
         self.targetPort = targetPort
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = Self.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(fd, 16) == 0 else {
-            close(fd)
-            throw POSIXError(.EADDRINUSE)
-        }
-        var actual = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        listener = fd
-        port = UInt16(bigEndian: actual.sin_port)
+        (listener, port) = try LinkEmulator.listenOnLoopback(backlog: 16)
         let relay = Thread { [self] in self.relay() }
         relay.start()
     }
@@ -77,14 +61,6 @@ final class TCPFaultProxy: Sendable {
         shutdown(listener, Int32(SHUT_RDWR))
     }
 
-    private static func loopback(port: UInt16) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
-    }
-
     private func relay() {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while !state.withLock({ $0.stopped }) {
@@ -101,7 +77,7 @@ final class TCPFaultProxy: Sendable {
                 let client = accept(listener, nil, nil)
                 if client >= 0 {
                     let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                    var address = Self.loopback(port: targetPort)
+                    var address = LinkEmulator.loopback(port: targetPort)
                     let connected = withUnsafePointer(to: &address) {
                         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                             connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
