@@ -33,6 +33,7 @@ let package = Package(
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         .library(name: "TouchSyncCore", targets: ["TouchSyncCore"]),
         .library(name: "TouchSyncWire", targets: ["TouchSyncWire"]),
+        .library(name: "TouchSyncClientCore", targets: ["TouchSyncClientCore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
@@ -127,11 +128,17 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncClientCore",
+            dependencies: ["TouchSyncCore", "TouchSyncWire"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncClient",
             dependencies: [
                 "TouchSyncAccess",
                 "ZeroMQ",
                 "TouchSyncCore",
+                "TouchSyncClientCore",
                 "TouchSyncWire",
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -233,6 +240,7 @@ let package = Package(
         .testTarget(
             name: "TouchSyncHubCoreTests",
             dependencies: [
+                "TouchSyncClientCore",
                 "TouchSyncHubCore", "TouchSyncAccess", "TouchSyncCore", "TouchSyncJournal", "TouchSyncSimulation", "TouchSyncWire",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -7,6 +7,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import TouchSyncClientCore
 import TouchSyncCore
 import TouchSyncWire
 import ZeroMQ
@@ -194,14 +195,9 @@ enum SubscriberCommand: Sendable {
     case stall(Duration)
 }
 
-/// The subscriber's thread: owns the SUB and the snapshot DEALER.
+/// The subscriber's thread: owns the SUB and the snapshot DEALER, and
+/// drives a `ReplicaSync` (the rules) with what they receive.
 final class SubscriberLoop {
-    private enum Phase {
-        /// Waiting for snapshot `request`; batches received meanwhile are kept.
-        case syncing(request: UInt64, chunks: [SnapshotChunkContents], queued: [Touchsync_V1_DiffBatch], deadline: ContinuousClock.Instant)
-        case live(BoardState)
-    }
-
     private let configuration: SubscriberConfiguration
     private let mailbox: Mailbox<SubscriberCommand>
     private let events: AsyncStream<SubscriberEvent>.Continuation
@@ -211,15 +207,7 @@ final class SubscriberLoop {
     private let snapshots: ZMQSocket
     private let topic: [UInt8]
     private let clock = ContinuousClock()
-    private var phase: Phase
-    private var nextRequest: UInt64 = 1
-    private var lastHeard: ContinuousClock.Instant
-    private var reportedSilence = false
-    /// For a moment after a snapshot's load (until the publish stream shows
-    /// its sequence, or a second has passed), a heartbeat behind the replica
-    /// may be one queued on the SUB socket before the snapshot, which can
-    /// overtake it on its own socket: stale, not the hub going back.
-    private var staleHeartbeatsUntil: ContinuousClock.Instant? = nil
+    private var sync: ReplicaSync
     private let part = ZMQMessage()
     private let monitor: ZMQHandshakeMonitor?
     private var handshakeFailures = 0
@@ -253,9 +241,11 @@ final class SubscriberLoop {
         try subscriber.connect(configuration.publishEndpoint)
         try subscriber.subscribe(topic)
         try snapshots.connect(configuration.snapshotEndpoint)
-        lastHeard = clock.now
-        phase = .live(BoardState())  // replaced by the first request below
-        requestSnapshot(reason: nil)
+        let (sync, first) = ReplicaSync.start(
+            board: configuration.board, snapshotTimeout: configuration.snapshotTimeout, silenceTimeout: configuration.silenceTimeout,
+            now: clock.now)
+        self.sync = sync
+        perform(first)
     }
 
     func run() throws {
@@ -280,8 +270,7 @@ final class SubscriberLoop {
                 for command in mailbox.drain() {
                     switch command {
                     case .stop: return
-                    case .inspect(let reply):
-                        if case .live(let state) = phase { reply(state) } else { reply(nil) }
+                    case .inspect(let reply): reply(sync.replica)
                     case .stall(let duration):
                         // Deliberately not reading: the point of the command.
                         shared.status.withLock { $0.stalls += 1 }
@@ -295,95 +284,78 @@ final class SubscriberLoop {
             }
             if poller.isReadable(snapshotIndex) { try drainSnapshotReplies() }
             if poller.isReadable(subscriberIndex) { try drainPublished() }
-            checkTimers()
+            perform(sync.tick(now: clock.now))
             checkHandshakes()
             if let fatal { throw SubscriberFailure(reason: fatal) }
         }
     }
 
-    // MARK: Snapshot
-
-    private func requestSnapshot(reason: String?) {
-        if let reason {
-            logger.info("resyncing", metadata: ["board": "\(configuration.board)", "reason": "\(reason)"])
-            events.yield(.resyncing(reason: reason))
-            shared.status.withLock {
-                $0.live = false
-                $0.resyncs += 1
+    /// Carries out what the rules decided.
+    private func perform(_ actions: [ReplicaSync.Action]) {
+        for action in actions {
+            switch action {
+            case .requestSnapshot(let requestID):
+                var message = Touchsync_V1_SnapshotRequest()
+                message.board = configuration.board
+                message.requestID = requestID
+                _ = try? snapshots.send(WireCodec.encode(message), dontWait: true)
+            case .resyncing(let reason):
+                logger.info("resyncing", metadata: ["board": "\(configuration.board)", "reason": "\(reason)"])
+                events.yield(.resyncing(reason: reason))
+                shared.status.withLock {
+                    $0.live = false
+                    $0.resyncs += 1
+                }
+            case .synced(let state, let digest, let chunks):
+                events.yield(.synced(sequence: state.sequence, digest: digest, chunks: chunks))
+                configuration.onSynced?(state)
+                publishStatus(state)
+            case .applied(let batch):
+                configuration.onApplied?(batch)
+                shared.status.withLock { $0.batchesApplied += 1 }
+                if let state = sync.replica { publishStatus(state) }
+                events.yield(.applied(batch))
+            case .heartbeat(let sequence, let agrees, let silentUsers):
+                shared.status.withLock { status in
+                    status.heartbeats += 1
+                    status.silentUsers = silentUsers
+                    if agrees == true { status.agreeingHeartbeats += 1 }
+                }
+                if let agrees { events.yield(.heartbeat(sequence: sequence, agrees: agrees)) }
+            case .silent:
+                events.yield(.silent)
+            case .failed(let reason):
+                fatal = reason
             }
         }
-        let request = nextRequest
-        nextRequest += 1
-        var message = Touchsync_V1_SnapshotRequest()
-        message.board = configuration.board
-        message.requestID = request
-        _ = try? snapshots.send(WireCodec.encode(message), dontWait: true)
-        phase = .syncing(request: request, chunks: [], queued: [], deadline: clock.now + configuration.snapshotTimeout)
     }
+
+    // MARK: Snapshot
 
     private func drainSnapshotReplies() throws(ZMQError) {
         while try snapshots.receive(into: part, dontWait: true) {
             // The hot path: a chunk read in one pass into the model; errors and anything unusual through SwiftProtobuf.
             if let (requestID, chunk) = part.withUnsafeBytes({ SnapshotReplyReader.read($0) }) {
-                received(chunk, for: requestID)
+                perform(sync.chunk(chunk, for: requestID, now: clock.now))
                 continue
             }
             let decoded = part.withUnsafeBytes { bytes in
                 Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes) }
             }
-            guard case .success(let reply) = decoded, case .syncing(let request, _, _, _) = phase, reply.requestID == request
-            else { continue }  // a reply to a request we gave up on
+            guard case .success(let reply) = decoded else { continue }
             switch reply.body {
             case .error(let error):
                 logger.warning("snapshot refused", metadata: ["board": "\(configuration.board)", "error": "\(error.message)"])
-                if error.code == .forbidden { fatal = "the hub refused this board (FORBIDDEN): \(error.message)" }
-                if error.code == .wrongHub { fatal = "this hub does not hold the board (WRONG_HUB): \(error.message)" }
+                perform(sync.snapshotRefused(reply.requestID, code: ErrorCode(error.code), message: error.message))
             case .chunk(let chunk):
                 do {
-                    received(try SnapshotChunkContents(chunk), for: reply.requestID)
+                    perform(sync.chunk(try SnapshotChunkContents(chunk), for: reply.requestID, now: clock.now))
                 } catch {
-                    requestSnapshot(reason: "unusable snapshot: \(error)")
+                    perform(sync.unusableSnapshot("\(error)", now: clock.now))
                 }
             case .boards, nil:  // a board list answers a list request, never ours
                 break
             }
-        }
-    }
-
-    private func received(_ chunk: SnapshotChunkContents, for requestID: UInt64) {
-        guard case .syncing(let request, var chunks, let queued, let deadline) = phase, requestID == request else {
-            return  // a reply to a request we gave up on
-        }
-        chunks.append(chunk)
-        if chunks.count == Int(chunk.count) {
-            load(chunks, queued: queued)
-        } else {
-            phase = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
-        }
-    }
-
-    private func load(_ chunks: [SnapshotChunkContents], queued: [Touchsync_V1_DiffBatch]) {
-        do {
-            let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
-            var state = try BoardState(snapshot: snapshot, packing: false)
-            guard state.digest == digest else {
-                requestSnapshot(reason: "the snapshot's digest does not match its strokes")
-                return
-            }
-            state.packAcceptedStrokes()
-            staleHeartbeatsUntil = queued.contains { $0.sequence >= state.sequence } ? nil : clock.now + .seconds(1)
-            events.yield(.synced(sequence: state.sequence, digest: digest, chunks: chunks.count))
-            configuration.onSynced?(state)
-            phase = .live(state)
-            publishStatus(state)
-            for batch in queued.sorted(by: { $0.sequence < $1.sequence }) where batch.sequence > state.sequence {
-                guard case .live = phase else { return }
-                applyLive(sequence: batch.sequence) { state throws(DiffStreamError) in try state.apply(batch) }
-            }
-            if case .live(let current) = phase { state = current }
-            publishStatus(state)
-        } catch {
-            requestSnapshot(reason: "unusable snapshot: \(error)")
         }
     }
 
@@ -395,75 +367,29 @@ final class SubscriberLoop {
             guard try subscriber.receive(into: part, dontWait: true) else { return }
             let size = part.count + topic.count
             shared.status.withLock { $0.bytesReceived += size }
-            lastHeard = clock.now
-            reportedSilence = false
+            let now = clock.now
             // The hot path: a batch for the live replica, read in one pass from the received bytes.
-            let appliedInPlace = part.withUnsafeBytes { bytes in
-                guard case .live = phase, let (sequence, batch) = PublishedBatch.find(in: bytes) else { return false }
-                applyLive(sequence: sequence) { state throws(DiffStreamError) in try state.apply(encodedBatch: batch).batch }
-                return true
+            let appliedInPlace: [ReplicaSync.Action]? = part.withUnsafeBytes { bytes in
+                guard sync.isLive, let (sequence, batch) = PublishedBatch.find(in: bytes) else { return nil }
+                return sync.liveBatch(sequence: sequence, now: now) { state throws(DiffStreamError) in try state.apply(encodedBatch: batch).batch }
             }
-            if appliedInPlace { continue }
+            if let appliedInPlace {
+                perform(appliedInPlace)
+                continue
+            }
             let decoded = part.withUnsafeBytes { bytes in
                 Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes) }
             }
             guard case .success(let message) = decoded else {
-                requestSnapshot(reason: "malformed message from the hub")
+                sync.heard(now: now)
+                perform(sync.malformed(now: now))
                 continue
             }
             switch message.body {
-            case .batch(let batch):
-                switch phase {
-                case .syncing(let request, let chunks, var queued, let deadline):
-                    queued.append(batch)
-                    phase = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
-                case .live:
-                    applyLive(sequence: batch.sequence) { state throws(DiffStreamError) in try state.apply(batch) }
-                }
-            case .heartbeat(let heartbeat):
-                guard case .live(let state) = phase else { continue }
-                shared.status.withLock { status in
-                    status.heartbeats += 1
-                    status.silentUsers = heartbeat.silentUsers
-                }
-                if heartbeat.sequence >= state.sequence { staleHeartbeatsUntil = nil }
-                if heartbeat.sequence > state.sequence {
-                    // Batches and heartbeats leave the hub in order on one socket:
-                    // a heartbeat ahead of us means batches were dropped on the way.
-                    requestSnapshot(reason: "heartbeat at \(heartbeat.sequence), replica at \(state.sequence)")
-                } else if heartbeat.sequence == state.sequence {
-                    let agrees = state.digest.rawValue == heartbeat.digest
-                    if agrees { shared.status.withLock { $0.agreeingHeartbeats += 1 } }
-                    events.yield(.heartbeat(sequence: heartbeat.sequence, agrees: agrees))
-                    if !agrees { requestSnapshot(reason: "digest differs from the hub's at \(state.sequence)") }
-                } else if let until = staleHeartbeatsUntil, clock.now < until {
-                    continue  // queued before the snapshot we loaded
-                } else {
-                    // Behind what we applied: the hub restarted without some batches
-                    // we saw (lost with unsynced journal writes). Its board is the truth.
-                    requestSnapshot(reason: "the hub is at \(heartbeat.sequence), behind the replica at \(state.sequence): it went back")
-                }
-            case nil:
-                break
+            case .batch(let batch): perform(sync.batch(batch, now: now))
+            case .heartbeat(let heartbeat): perform(sync.heartbeat(heartbeat, now: now))
+            case nil: sync.heard(now: now)
             }
-        }
-    }
-
-    private func applyLive(sequence: UInt64, _ apply: (inout BoardState) throws(DiffStreamError) -> DiffBatch) {
-        guard case .live(var state) = phase else { return }
-        if sequence >= state.sequence { staleHeartbeatsUntil = nil }
-        if sequence <= state.sequence { return }  // already in the snapshot
-        phase = .live(BoardState())  // let `state` be uniquely referenced while it changes
-        do {
-            let applied = try apply(&state)
-            phase = .live(state)
-            configuration.onApplied?(applied)
-            shared.status.withLock { $0.batchesApplied += 1 }
-            publishStatus(state)
-            events.yield(.applied(applied))
-        } catch {
-            phase = .live(state)
-            requestSnapshot(reason: "\(error)")
         }
     }
 
@@ -498,17 +424,6 @@ final class SubscriberLoop {
                         : "the CURVE handshake with the hub fails: is --hub-key the hub's public key?"
                 }
             }
-        }
-    }
-
-    private func checkTimers() {
-        let now = clock.now
-        if case .syncing(_, _, _, let deadline) = phase, now >= deadline {
-            requestSnapshot(reason: "no complete snapshot within \(configuration.snapshotTimeout)")
-        }
-        if !reportedSilence && now - lastHeard > configuration.silenceTimeout {
-            reportedSilence = true
-            events.yield(.silent)
         }
     }
 }

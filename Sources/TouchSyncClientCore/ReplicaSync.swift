@@ -1,0 +1,248 @@
+import TouchSyncCore
+import TouchSyncWire
+
+/// The subscriber side of the Clone pattern for one board, without I/O:
+/// ask for a snapshot, keep the live batches that arrive meanwhile, load the
+/// chunks and check their digest, then apply batches in sequence order;
+/// heartbeats check the replica's sequence and digest; anything wrong asks
+/// for a new snapshot. Time is an argument. The transport (a SUB and a
+/// DEALER for `BoardSubscriber`, the relay's upstream sockets) decodes what
+/// it receives, calls these methods and carries out the actions returned.
+public struct ReplicaSync: Sendable {
+    public enum Phase: Sendable {
+        /// Waiting for snapshot `request`: its chunks so far, and the batches received meanwhile.
+        case syncing(request: UInt64, chunks: [SnapshotChunkContents], queued: [Touchsync_V1_DiffBatch], deadline: ContinuousClock.Instant)
+        case live(BoardState)
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// Send `SnapshotRequest{board, request_id: requestID}`.
+        case requestSnapshot(requestID: UInt64)
+        /// The replica was given up (the reason says why); a snapshot is asked for.
+        case resyncing(reason: String)
+        /// The replica is loaded from a snapshot: `state` at `sequence`.
+        case synced(BoardState, digest: BoardDigest, chunks: Int)
+        /// A live batch was applied.
+        case applied(DiffBatch)
+        /// A heartbeat while live; at the replica's own sequence, whether its digest agrees (nil otherwise).
+        case heartbeat(sequence: UInt64, agrees: Bool?, silentUsers: [String])
+        /// Nothing heard from the hub for the silence time-out.
+        case silent
+        /// The hub will never serve this board here (FORBIDDEN, WRONG_HUB).
+        case failed(String)
+    }
+
+    public let board: String
+    public var snapshotTimeout: Duration
+    public var silenceTimeout: Duration
+    public private(set) var phase: Phase
+    private var nextRequest: UInt64 = 1
+    private var lastHeard: ContinuousClock.Instant
+    private var reportedSilence = false
+    /// For a moment after a snapshot's load (until the publish stream shows
+    /// its sequence, or a second has passed), a heartbeat behind the replica
+    /// may be one queued on the publish connection before the snapshot, which
+    /// can overtake it on its own connection: stale, not the hub going back.
+    private var staleHeartbeatsUntil: ContinuousClock.Instant? = nil
+
+    /// Starts syncing: the first action asks for a snapshot.
+    public static func start(
+        board: String, snapshotTimeout: Duration = .seconds(2), silenceTimeout: Duration = .seconds(3), now: ContinuousClock.Instant
+    ) -> (ReplicaSync, [Action]) {
+        var sync = ReplicaSync(board: board, snapshotTimeout: snapshotTimeout, silenceTimeout: silenceTimeout, lastHeard: now)
+        var actions: [Action] = []
+        sync.requestSnapshot(reason: nil, now: now, into: &actions)
+        return (sync, actions)
+    }
+
+    private init(board: String, snapshotTimeout: Duration, silenceTimeout: Duration, lastHeard: ContinuousClock.Instant) {
+        self.board = board
+        self.snapshotTimeout = snapshotTimeout
+        self.silenceTimeout = silenceTimeout
+        self.lastHeard = lastHeard
+        phase = .live(BoardState())
+    }
+
+    /// The replica, while live.
+    public var replica: BoardState? {
+        if case .live(let state) = phase { return state }
+        return nil
+    }
+
+    public var isLive: Bool { replica != nil }
+
+    // MARK: Events
+
+    /// A snapshot chunk arrived for `requestID`.
+    public mutating func chunk(_ chunk: SnapshotChunkContents, for requestID: UInt64, now: ContinuousClock.Instant) -> [Action] {
+        guard case .syncing(let request, var chunks, let queued, let deadline) = phase, requestID == request else {
+            return []  // a reply to a request given up on
+        }
+        // Each index once (a transport may repeat or reorder; ZeroMQ over TCP does neither).
+        guard !chunks.contains(where: { $0.index == chunk.index }) else { return [] }
+        chunks.append(chunk)
+        guard chunks.count == Int(chunk.count) else {
+            phase = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
+            return []
+        }
+        chunks.sort { $0.index < $1.index }
+        var actions: [Action] = []
+        load(chunks, queued: queued, now: now, into: &actions)
+        return actions
+    }
+
+    /// The hub refused snapshot `requestID`.
+    public mutating func snapshotRefused(_ requestID: UInt64, code: ErrorCode?, message: String) -> [Action] {
+        guard case .syncing(let request, _, _, _) = phase, requestID == request else { return [] }
+        switch code {
+        case .forbidden: return [.failed("the hub refused this board (FORBIDDEN): \(message)")]
+        case .wrongHub: return [.failed("this hub does not hold the board (WRONG_HUB): \(message)")]
+        default: return []  // retried at the snapshot time-out (RATE_LIMITED, a busy hub)
+        }
+    }
+
+    /// A snapshot reply that could not be used (undecodable).
+    public mutating func unusableSnapshot(_ reason: String, now: ContinuousClock.Instant) -> [Action] {
+        var actions: [Action] = []
+        requestSnapshot(reason: "unusable snapshot: \(reason)", now: now, into: &actions)
+        return actions
+    }
+
+    /// Something arrived from the publish stream (for the silence time-out).
+    public mutating func heard(now: ContinuousClock.Instant) {
+        lastHeard = now
+        reportedSilence = false
+    }
+
+    /// A published batch, decoded. While syncing it is kept for after the snapshot.
+    public mutating func batch(_ batch: Touchsync_V1_DiffBatch, now: ContinuousClock.Instant) -> [Action] {
+        heard(now: now)
+        switch phase {
+        case .syncing(let request, let chunks, var queued, let deadline):
+            queued.append(batch)
+            phase = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
+            return []
+        case .live:
+            var actions: [Action] = []
+            applyLive(sequence: batch.sequence, now: now, into: &actions) { state throws(DiffStreamError) in try state.apply(batch) }
+            return actions
+        }
+    }
+
+    /// A published batch applied in place while live (the hot path: `apply`
+    /// reads the received bytes into the replica). Returns nil while syncing:
+    /// decode the batch and pass it to `batch(_:now:)` instead.
+    public mutating func liveBatch(
+        sequence: UInt64, now: ContinuousClock.Instant, _ apply: (inout BoardState) throws(DiffStreamError) -> DiffBatch
+    ) -> [Action]? {
+        guard case .live = phase else { return nil }
+        heard(now: now)
+        var actions: [Action] = []
+        applyLive(sequence: sequence, now: now, into: &actions, apply)
+        return actions
+    }
+
+    /// A message from the hub that is not a protocol message: the stream cannot be trusted.
+    public mutating func malformed(now: ContinuousClock.Instant) -> [Action] {
+        var actions: [Action] = []
+        requestSnapshot(reason: "malformed message from the hub", now: now, into: &actions)
+        return actions
+    }
+
+    /// A heartbeat: the hub's sequence and digest for the board.
+    public mutating func heartbeat(_ heartbeat: Touchsync_V1_BoardHeartbeat, now: ContinuousClock.Instant) -> [Action] {
+        heard(now: now)
+        guard case .live(let state) = phase else { return [] }
+        var actions: [Action] = []
+        let agrees = heartbeat.sequence == state.sequence ? state.digest.rawValue == heartbeat.digest : nil
+        actions.append(.heartbeat(sequence: heartbeat.sequence, agrees: agrees, silentUsers: heartbeat.silentUsers))
+        if heartbeat.sequence >= state.sequence { staleHeartbeatsUntil = nil }
+        if heartbeat.sequence > state.sequence {
+            // Batches and heartbeats leave the hub in order on one socket:
+            // a heartbeat ahead of us means batches were dropped on the way.
+            requestSnapshot(reason: "heartbeat at \(heartbeat.sequence), replica at \(state.sequence)", now: now, into: &actions)
+        } else if heartbeat.sequence == state.sequence {
+            if agrees == false { requestSnapshot(reason: "digest differs from the hub's at \(state.sequence)", now: now, into: &actions) }
+        } else if let until = staleHeartbeatsUntil, now < until {
+            // queued before the snapshot we loaded
+        } else {
+            // Behind what we applied: the hub restarted without some batches
+            // we saw (lost with unsynced journal writes). Its board is the truth.
+            requestSnapshot(
+                reason: "the hub is at \(heartbeat.sequence), behind the replica at \(state.sequence): it went back", now: now,
+                into: &actions)
+        }
+        return actions
+    }
+
+    /// Time passed: a snapshot that did not come is asked for again; silence is reported once.
+    public mutating func tick(now: ContinuousClock.Instant) -> [Action] {
+        var actions: [Action] = []
+        if case .syncing(_, _, _, let deadline) = phase, now >= deadline {
+            requestSnapshot(reason: "no complete snapshot within \(snapshotTimeout)", now: now, into: &actions)
+        }
+        if !reportedSilence && now - lastHeard > silenceTimeout {
+            reportedSilence = true
+            actions.append(.silent)
+        }
+        return actions
+    }
+
+    /// Asks for a new snapshot (a gap the transport saw, a user's request).
+    public mutating func resync(reason: String, now: ContinuousClock.Instant) -> [Action] {
+        var actions: [Action] = []
+        requestSnapshot(reason: reason, now: now, into: &actions)
+        return actions
+    }
+
+    // MARK: Rules
+
+    private mutating func requestSnapshot(reason: String?, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        if let reason { actions.append(.resyncing(reason: reason)) }
+        let request = nextRequest
+        nextRequest += 1
+        phase = .syncing(request: request, chunks: [], queued: [], deadline: now + snapshotTimeout)
+        actions.append(.requestSnapshot(requestID: request))
+    }
+
+    private mutating func load(
+        _ chunks: [SnapshotChunkContents], queued: [Touchsync_V1_DiffBatch], now: ContinuousClock.Instant, into actions: inout [Action]
+    ) {
+        do {
+            let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
+            var state = try BoardState(snapshot: snapshot, packing: false)
+            guard state.digest == digest else {
+                requestSnapshot(reason: "the snapshot's digest does not match its strokes", now: now, into: &actions)
+                return
+            }
+            state.packAcceptedStrokes()
+            staleHeartbeatsUntil = queued.contains { $0.sequence >= state.sequence } ? nil : now + .seconds(1)
+            phase = .live(state)
+            actions.append(.synced(state, digest: digest, chunks: chunks.count))
+            for batch in queued.sorted(by: { $0.sequence < $1.sequence }) where batch.sequence > state.sequence {
+                guard case .live = phase else { return }
+                applyLive(sequence: batch.sequence, now: now, into: &actions) { state throws(DiffStreamError) in try state.apply(batch) }
+            }
+        } catch {
+            requestSnapshot(reason: "unusable snapshot: \(error)", now: now, into: &actions)
+        }
+    }
+
+    private mutating func applyLive(
+        sequence: UInt64, now: ContinuousClock.Instant, into actions: inout [Action],
+        _ apply: (inout BoardState) throws(DiffStreamError) -> DiffBatch
+    ) {
+        guard case .live(var state) = phase else { return }
+        if sequence >= state.sequence { staleHeartbeatsUntil = nil }
+        if sequence <= state.sequence { return }  // already in the snapshot
+        phase = .live(BoardState())  // let `state` be uniquely referenced while it changes
+        do {
+            let applied = try apply(&state)
+            phase = .live(state)
+            actions.append(.applied(applied))
+        } catch {
+            phase = .live(state)
+            requestSnapshot(reason: "\(error)", now: now, into: &actions)
+        }
+    }
+}

@@ -1,0 +1,213 @@
+import PropertyBased
+import Testing
+import TouchSyncClientCore
+import TouchSyncCore
+import TouchSyncHubCore
+import TouchSyncSimulation
+import TouchSyncWire
+
+/// `ReplicaSync` (the subscriber's rules, no I/O) against `HubCore` in one
+/// process, over a simulated link that drops, duplicates, reorders and
+/// delays what the hub publishes and its snapshot replies, and partitions
+/// for stretches, on a manual clock. Afterwards the replica converges to
+/// the hub's board, and no batch was ever applied twice or out of order.
+@Suite("ReplicaSync over a faulty link")
+struct ReplicaSyncTests {
+    /// What travels from the hub to the subscriber.
+    enum Delivery {
+        case published(Touchsync_V1_PublishMessage)
+        case chunk(SnapshotChunkContents, requestID: UInt64)
+    }
+
+    struct Link {
+        var random: SplitMix64
+        var loss: Double
+        /// Messages in flight with the step they arrive at.
+        var inFlight: [(due: Int, delivery: Delivery)] = []
+        var partitionedUntil = 0
+
+        mutating func send(_ delivery: Delivery, step: Int) {
+            if step < partitionedUntil || Double.random(in: 0..<1, using: &random) < loss { return }
+            let copies = Double.random(in: 0..<1, using: &random) < 0.05 ? 2 : 1
+            for _ in 0..<copies { inFlight.append((step + Int(random.next() % 4), delivery)) }
+        }
+
+        /// What arrives at `step`, in a shuffled order when several do.
+        mutating func arrivals(step: Int) -> [Delivery] {
+            var due = inFlight.filter { $0.due <= step }.map(\.delivery)
+            inFlight.removeAll { $0.due <= step }
+            if due.count > 1 && Double.random(in: 0..<1, using: &random) < 0.3 { due.swapAt(0, due.count - 1) }
+            return due
+        }
+    }
+
+    @Test func replicasConvergeOverAFaultyLink() async {
+        await propertyCheck(count: 60, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 40...300)) { seed, steps in
+            var random = SplitMix64(seed: seed)
+            let hub = CoreHarness { configuration in
+                configuration.livenessTimeout = .seconds(3600)
+                configuration.maxMessagesPerSecond = 1_000_000
+                configuration.maxSnapshotsPerSecond = 1_000
+                configuration.heartbeatInterval = .milliseconds(100)
+            }
+            var link = Link(random: SplitMix64(seed: seed ^ 0x9E37), loss: [0, 0.05, 0.2][Int(seed % 3)])
+            var profile = SimulationProfile()
+            profile.users = 1 + Int(seed % 3)
+            profile.cancelRate = 0.03
+            profile.clearRate = 0.02
+            var simulator = SessionSimulator(seed: seed, profile: profile)
+            var numbers: [UserNamespace: UInt64] = [:]
+            let board = "wall"
+            for user in simulator.users { hub.hello(Peer(routingID: Array(user.rawValue.utf8)), board: board, session: user.rawValue) }
+            let subscriber = PeerID(Array("subscriber".utf8))
+
+            var (sync, pending) = ReplicaSync.start(board: board, snapshotTimeout: .milliseconds(200), silenceTimeout: .seconds(5), now: hub.now)
+            var applied: [UInt64] = []
+            var failures: [String] = []
+
+            func carryOut(_ actions: [ReplicaSync.Action], step: Int) {
+                for action in actions {
+                    switch action {
+                    case .requestSnapshot(let requestID):
+                        // The request crosses the link too: sometimes lost (the time-out asks again).
+                        guard step >= link.partitionedUntil, Double.random(in: 0..<1, using: &random) >= link.loss else { continue }
+                        route(hub.send(.snapshotRequested(by: subscriber, user: nil, board: board, requestID: requestID)), step: step)
+                    case .synced(let state, _, _):
+                        applied = [state.sequence]  // the snapshot's batches, then each later one once, in order
+                    case .applied(let batch):
+                        if let last = applied.last, batch.sequence != last + 1 { failures.append("applied \(batch.sequence) after \(last)") }
+                        applied.append(batch.sequence)
+                    case .failed(let why): failures.append(why)
+                    case .resyncing, .heartbeat, .silent: break
+                    }
+                }
+            }
+
+            func route(_ actions: [HubAction], step: Int) {
+                for action in actions {
+                    switch action {
+                    case .publish(let publication) where publication.board == board:
+                        link.send(.published(try! WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes)), step: step)
+                    case .sendSnapshot(let to, let requestID, _, let state, let digest) where to == subscriber:
+                        SnapshotCodec.encodeReplies(of: state.snapshot(), board: board, digest: digest, requestID: requestID, samplesPerChunk: 64) { bytes in
+                            let reply = try! WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes)
+                            link.send(.chunk(try! SnapshotChunkContents(reply.chunk), requestID: requestID), step: step)
+                            return true
+                        }
+                    default: break
+                    }
+                }
+            }
+
+            func deliver(step: Int) {
+                for delivery in link.arrivals(step: step) {
+                    switch delivery {
+                    case .published(let message):
+                        switch message.body {
+                        case .batch(let batch): carryOut(sync.batch(batch, now: hub.now), step: step)
+                        case .heartbeat(let heartbeat): carryOut(sync.heartbeat(heartbeat, now: hub.now), step: step)
+                        case nil: break
+                        }
+                    case .chunk(let chunk, let requestID): carryOut(sync.chunk(chunk, for: requestID, now: hub.now), step: step)
+                    }
+                }
+                carryOut(sync.tick(now: hub.now), step: step)
+            }
+
+            carryOut(pending, step: 0)
+            pending = []
+            for step in 0..<steps {
+                if Double.random(in: 0..<1, using: &random) < 0.01 { link.partitionedUntil = step + 20 + Int(random.next() % 40) }
+                switch simulator.next() {
+                case .frame(let user, let frame, _):
+                    numbers[user, default: 0] += 1
+                    route(hub.message(Peer(routingID: Array(user.rawValue.utf8)), .numbered(sequence: numbers[user]!, .frame(frame))), step: step)
+                case .clear(let user, let scope):
+                    numbers[user, default: 0] += 1
+                    route(hub.message(Peer(routingID: Array(user.rawValue.utf8)), .numbered(sequence: numbers[user]!, .clear(scope))), step: step)
+                }
+                hub.advance(.milliseconds(10))
+                route(hub.endTurn(), step: step)
+                deliver(step: step)
+            }
+            // The faults stop: the link heals, heartbeats reveal any gap, the replica catches up.
+            link.loss = 0
+            link.partitionedUntil = 0
+            var step = steps
+            while step < steps + 400 {
+                hub.advance(.milliseconds(10))
+                route(hub.endTurn(), step: step)
+                deliver(step: step)
+                if let replica = sync.replica, link.inFlight.isEmpty, let truth = hub.core.board(board),
+                    replica.sequence == truth.sequence, replica.digest == truth.digest
+                {
+                    break
+                }
+                step += 1
+            }
+            #expect(failures.isEmpty, "seed \(seed): \(failures)")
+            let truth = hub.core.board(board) ?? BoardState()
+            #expect(sync.replica?.sequence == truth.sequence, "seed \(seed): replica at \(String(describing: sync.replica?.sequence)), hub at \(truth.sequence)")
+            #expect(sync.replica?.digest == truth.digest, "seed \(seed): the replica differs from the hub's board")
+        }
+    }
+
+    /// The rules one by one: a gap asks for a snapshot, an old batch is
+    /// skipped, a heartbeat ahead or with another digest resyncs, FORBIDDEN
+    /// is final, a snapshot that does not come is asked for again.
+    @Test func eachRuleActs() throws {
+        let hub = CoreHarness()
+        let pen = peer("pen")
+        hub.hello(pen, board: "b")
+        var batches: [Touchsync_V1_DiffBatch] = []
+        for (index, request) in [began(1, x: 1), moved(1, x: 2, t: 1), moved(1, x: 3, t: 2), ended(1, x: 4, t: 3)].enumerated() {
+            _ = hub.message(pen, .numbered(sequence: UInt64(index + 1), request))
+            for publication in hub.endTurn().publications {
+                let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes)
+                if case .batch(let batch) = message.body { batches.append(batch) }
+            }
+        }
+        #expect(batches.count == 4)
+        let start = hub.now
+        var (sync, first) = ReplicaSync.start(board: "b", now: start)
+        #expect(first == [.requestSnapshot(requestID: 1)])
+        // An empty board's snapshot, then batch 1 applies, batch 1 again is skipped, batch 3 is a gap.
+        let empty = BoardState()
+        var chunks: [SnapshotChunkContents] = []
+        SnapshotCodec.encodeReplies(of: empty.snapshot(), board: "b", digest: empty.digest, requestID: 1) { bytes in
+            chunks.append(try! SnapshotChunkContents(try! WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes).chunk))
+            return true
+        }
+        #expect(sync.chunk(chunks[0], for: 1, now: start).contains { if case .synced = $0 { true } else { false } })
+        #expect(sync.batch(batches[0], now: start).count == 1)
+        #expect(sync.batch(batches[0], now: start).isEmpty, "an old batch is skipped")
+        let gap = sync.batch(batches[2], now: start)
+        #expect(gap.contains(.requestSnapshot(requestID: 2)) && !sync.isLive, "a gap resyncs: \(gap)")
+        // A snapshot that does not come is asked for again after the time-out.
+        #expect(sync.tick(now: start + .seconds(1)).isEmpty)
+        #expect(sync.tick(now: start + .seconds(3)).contains(.requestSnapshot(requestID: 3)))
+        // FORBIDDEN is final; RATE_LIMITED waits for the time-out.
+        #expect(sync.snapshotRefused(3, code: .rateLimited, message: "slow down").isEmpty)
+        #expect(sync.snapshotRefused(3, code: .forbidden, message: "no") == [.failed("the hub refused this board (FORBIDDEN): no")])
+        // Live again from a snapshot at batch 2: a heartbeat ahead, or at the same sequence with another digest, resyncs.
+        let state = try #require(hub.replicas["b"])
+        var live = ReplicaSync.start(board: "b", now: start).0
+        var two = BoardState()
+        try two.apply(batches[0])
+        try two.apply(batches[1])
+        var twoChunks: [SnapshotChunkContents] = []
+        SnapshotCodec.encodeReplies(of: two.snapshot(), board: "b", digest: two.digest, requestID: 1) { bytes in
+            twoChunks.append(try! SnapshotChunkContents(try! WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes).chunk))
+            return true
+        }
+        for chunk in twoChunks { _ = live.chunk(chunk, for: 1, now: start) }
+        #expect(live.replica?.sequence == 2)
+        var heartbeat = Touchsync_V1_BoardHeartbeat()
+        heartbeat.sequence = 2
+        heartbeat.digest = two.digest.rawValue
+        #expect(live.heartbeat(heartbeat, now: start).first == .heartbeat(sequence: 2, agrees: true, silentUsers: []))
+        heartbeat.digest ^= 1
+        #expect(live.heartbeat(heartbeat, now: start).contains { if case .resyncing = $0 { true } else { false } })
+        #expect(state.sequence == 4)
+    }
+}
