@@ -115,6 +115,7 @@ let package = Package(
             name: "TouchSyncHub",
             dependencies: [
                 "TouchSyncAccess",
+                "TouchSyncClientCore",
                 "TouchSyncHubCore",
                 "ZeroMQ",
                 "TouchSyncCore",

@@ -2,6 +2,7 @@ import CoreMetrics
 import Logging
 import Synchronization
 import TouchSyncAccess
+import TouchSyncClientCore
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncWire
@@ -97,11 +98,6 @@ public struct RelayStatus: Sendable {
 }
 
 final class RelayLoop {
-    private enum Replica {
-        case syncing(request: UInt64, chunks: [Touchsync_V1_SnapshotChunk], queued: [Touchsync_V1_DiffBatch], deadline: ContinuousClock.Instant)
-        case live(BoardState)
-    }
-
     private let configuration: RelayConfiguration
     private let logger: Logger
     private let mailbox: Mailbox<StopCommand>
@@ -112,10 +108,12 @@ final class RelayLoop {
     private let upstreamSnapshots: ZMQSocket
     private let publish: ZMQSocket
     private let snapshotService: SnapshotService
-    private var replicas: [String: Replica] = [:]
+    /// Each followed board's replica and its sync rules (`ReplicaSync`, the subscriber's).
+    private var replicas: [String: ReplicaSync] = [:]
     /// Downstream snapshot requests waiting for a replica to be whole.
     private var waiting: [String: [(peer: [UInt8], requestID: UInt64)]] = [:]
-    private var requests: [UInt64: String] = [:]
+    /// Upstream snapshot requests (one DEALER for every board): by the id sent, the board and its sync's own id.
+    private var requests: [UInt64: (board: String, local: UInt64)] = [:]
     private var nextRequest: UInt64 = 1
     private let clock = ContinuousClock()
     private let topic = ZMQMessage()
@@ -201,14 +199,15 @@ final class RelayLoop {
 
     private var nextDeadline: ContinuousClock.Instant? {
         var next: ContinuousClock.Instant? = nil
-        for case .syncing(_, _, _, let deadline) in replicas.values { next = min(next ?? deadline, deadline) }
+        for case .syncing(_, _, _, let deadline) in replicas.values.map(\.phase) { next = min(next ?? deadline, deadline) }
         return next
     }
 
     private func checkDeadlines() {
         let now = clock.now
-        for (board, replica) in replicas {
-            if case .syncing(_, _, _, let deadline) = replica, now >= deadline { resync(board, reason: "no complete snapshot in time") }
+        for board in Array(replicas.keys) {
+            guard case .syncing(_, _, _, let deadline)? = replicas[board]?.phase, now >= deadline else { continue }
+            change(board) { $0.tick(now: now) }
         }
     }
 
@@ -217,24 +216,43 @@ final class RelayLoop {
     /// Starts following `board`: a replica, synced from an upstream snapshot.
     private func follow(_ board: String) {
         guard replicas[board] == nil else { return }
-        resync(board, reason: nil)
+        let (sync, actions) = ReplicaSync.start(board: board, snapshotTimeout: configuration.snapshotTimeout, silenceTimeout: .seconds(3600), now: clock.now)
+        replicas[board] = sync
+        perform(actions, board: board)
     }
 
-    private func resync(_ board: String, reason: String?) {
-        if let reason {
-            logger.info("relay resyncing", metadata: ["board": "\(board)", "reason": "\(reason)"])
-            counters.value.withLock { $0.resyncs += 1 }
+    /// Runs one of `board`'s sync rules and carries out what it decided.
+    private func change(_ board: String, _ rule: (inout ReplicaSync) -> [ReplicaSync.Action]) {
+        guard var sync = replicas.removeValue(forKey: board) else { return }  // uniquely referenced while it changes
+        let actions = rule(&sync)
+        replicas[board] = sync
+        perform(actions, board: board)
+    }
+
+    private func perform(_ actions: [ReplicaSync.Action], board: String) {
+        for action in actions {
+            switch action {
+            case .requestSnapshot(let local):
+                let request = nextRequest
+                nextRequest += 1
+                requests = requests.filter { $0.value.board != board }  // earlier requests for the board are given up
+                requests[request] = (board, local)
+                var message = Touchsync_V1_SnapshotRequest()
+                message.board = board
+                message.requestID = request
+                _ = try? upstreamSnapshots.send(WireCodec.encode(message), dontWait: true)
+            case .resyncing(let reason):
+                logger.info("relay resyncing", metadata: ["board": "\(board)", "reason": "\(reason)"])
+                counters.value.withLock { $0.resyncs += 1 }
+            case .failed(let reason):
+                logger.warning("upstream refused a snapshot", metadata: ["board": "\(board)", "error": "\(reason)"])
+            case .synced, .applied, .heartbeat, .silent:
+                break
+            }
         }
-        let request = nextRequest
-        nextRequest += 1
-        requests[request] = board
-        var message = Touchsync_V1_SnapshotRequest()
-        message.board = board
-        message.requestID = request
-        _ = try? upstreamSnapshots.send(WireCodec.encode(message), dontWait: true)
-        var queued: [Touchsync_V1_DiffBatch] = []
-        if case .syncing(_, _, let earlier, _) = replicas[board] { queued = earlier }
-        replicas[board] = .syncing(request: request, chunks: [], queued: queued, deadline: clock.now + configuration.snapshotTimeout)
+        if replicas[board]?.isLive == true, let queued = waiting.removeValue(forKey: board) {
+            for (peer, requestID) in queued { serveSnapshot(board, to: peer, requestID: requestID) }
+        }
         updateCounts()
     }
 
@@ -252,99 +270,50 @@ final class RelayLoop {
                 guard follows(board) else { continue }
                 follow(board)
             }
+            let now = clock.now
             // The hot path: a batch for a live replica, read in one pass.
-            if case .live = replicas[board],
-                bodyBytes.withUnsafeBytes({ bytes in
-                    guard let (sequence, batch) = PublishedBatch.find(in: bytes) else { return false }
-                    applyLive(sequence: sequence, board: board) { state throws(DiffStreamError) in try state.apply(encodedBatch: batch) }
-                    return true
-                })
-            {
-                continue
+            var handled = false
+            if replicas[board]?.isLive == true {
+                bodyBytes.withUnsafeBytes { bytes in
+                    guard let (sequence, batch) = PublishedBatch.find(in: bytes) else { return }
+                    handled = true
+                    change(board) { sync in
+                        sync.liveBatch(sequence: sequence, now: now) { state throws(DiffStreamError) in try state.apply(encodedBatch: batch).batch } ?? []
+                    }
+                }
             }
+            if handled { continue }
             guard let message = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bodyBytes) else { continue }
             switch message.body {
-            case .batch(let batch): received(batch, board: board)
-            case .heartbeat(let heartbeat): received(heartbeat, board: board)
+            case .batch(let batch): change(board) { $0.batch(batch, now: now) }
+            case .heartbeat(let heartbeat): change(board) { $0.heartbeat(heartbeat, now: now) }
             case nil: break
             }
-        }
-    }
-
-    private func received(_ batch: Touchsync_V1_DiffBatch, board: String) {
-        switch replicas[board] {
-        case .syncing(let request, let chunks, var queued, let deadline):
-            queued.append(batch)
-            replicas[board] = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
-        case .live:
-            applyLive(sequence: batch.sequence, board: board) { state throws(DiffStreamError) in try state.apply(batch) }
-        case nil:
-            break
-        }
-    }
-
-    /// Applies the batch numbered `sequence` to a live replica (skipped when
-    /// the replica has it already); a batch that does not fit resyncs.
-    private func applyLive(sequence: UInt64, board: String, _ apply: (inout BoardState) throws(DiffStreamError) -> Void) {
-        guard case .live(var state) = replicas[board], sequence > state.sequence else { return }
-        replicas[board] = .live(BoardState())  // `state` uniquely referenced while it changes
-        do {
-            try apply(&state)
-            replicas[board] = .live(state)
-        } catch {
-            replicas[board] = .live(state)
-            resync(board, reason: "\(error)")
-        }
-    }
-
-    private func received(_ heartbeat: Touchsync_V1_BoardHeartbeat, board: String) {
-        guard case .live(let state) = replicas[board] else { return }
-        // Batches and heartbeats travel in order on one socket: any disagreement is a lost batch or a hub that went back.
-        if heartbeat.sequence != state.sequence || heartbeat.digest != state.digest.rawValue {
-            resync(board, reason: "upstream heartbeat at \(heartbeat.sequence), replica at \(state.sequence)")
         }
     }
 
     private func drainUpstreamSnapshots() throws(ZMQError) {
         while try upstreamSnapshots.receive(into: body, dontWait: true) {
             guard let reply = try? body.withUnsafeBytes({ try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }),
-                let board = requests[reply.requestID],
-                case .syncing(let request, var chunks, let queued, let deadline) = replicas[board], request == reply.requestID
+                let (board, local) = requests[reply.requestID]
             else { continue }
+            let now = clock.now
             switch reply.body {
             case .chunk(let chunk):
-                chunks.append(chunk)
-                guard chunks.count == Int(chunk.count) else {
-                    replicas[board] = .syncing(request: request, chunks: chunks, queued: queued, deadline: deadline)
-                    continue
+                if Int(chunk.index) + 1 == Int(chunk.count) { requests[reply.requestID] = nil }
+                do {
+                    let contents = try SnapshotChunkContents(chunk)
+                    change(board) { $0.chunk(contents, for: local, now: now) }
+                } catch {
+                    change(board) { $0.unusableSnapshot("\(error)", now: now) }
                 }
-                requests[request] = nil
-                load(board, chunks: chunks, queued: queued)
             case .error(let error):
-                logger.warning("upstream refused a snapshot", metadata: ["board": "\(board)", "error": "\(error.message)"])
+                change(board) { $0.snapshotRefused(local, code: ErrorCode(error.code), message: error.message) }
             case .boards, nil:
                 break
             }
         }
     }
-
-    private func load(_ board: String, chunks: [Touchsync_V1_SnapshotChunk], queued: [Touchsync_V1_DiffBatch]) {
-        do {
-            let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
-            var state = try BoardState(snapshot: snapshot)
-            guard state.digest == digest else { throw SnapshotMismatch() }
-            for batch in queued.sorted(by: { $0.sequence < $1.sequence }) where batch.sequence > state.sequence {
-                _ = try state.apply(batch)
-            }
-            replicas[board] = .live(state)
-            updateCounts()
-            for (peer, requestID) in waiting.removeValue(forKey: board) ?? [] { serveSnapshot(board, to: peer, requestID: requestID) }
-        } catch {
-            resync(board, reason: "unusable snapshot: \(error)")
-        }
-    }
-
-    private struct SnapshotMismatch: Error {}
 
     // MARK: Downstream
 
@@ -376,7 +345,7 @@ final class RelayLoop {
                     to: peer, requestID: request.requestID, code: .unknownBoard, "this relay does not follow board \(request.board)")
                 continue
             }
-            if case .live = replicas[request.board] {
+            if replicas[request.board]?.isLive == true {
                 serveSnapshot(request.board, to: peer, requestID: request.requestID)
             } else {
                 follow(request.board)
@@ -386,13 +355,13 @@ final class RelayLoop {
     }
 
     private func serveSnapshot(_ board: String, to peer: [UInt8], requestID: UInt64) {
-        guard case .live(let state) = replicas[board] else { return }
+        guard let state = replicas[board]?.replica else { return }
         snapshotService.send(state.snapshot(), digest: state.digest, requestID: requestID, to: peer, board: board)
         counters.value.withLock { $0.snapshotsServed += 1 }
     }
 
     private func updateCounts() {
-        let live = replicas.values.filter { if case .live = $0 { true } else { false } }.count
+        let live = replicas.values.filter(\.isLive).count
         counters.value.withLock {
             $0.boards = replicas.count
             $0.liveBoards = live
