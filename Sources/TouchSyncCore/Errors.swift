@@ -96,6 +96,39 @@ public enum ErrorCode: Int, Sendable, CaseIterable {
     case unknownStroke = 24
 }
 
+extension ErrorCode {
+    /// The code's name in docs/protocol.md ("Error codes") and on the browser
+    /// wire: written out, so that renaming a case never changes the protocol.
+    public var protocolName: String {
+        switch self {
+        case .malformed: "MALFORMED"
+        case .unsupportedVersion: "UNSUPPORTED_VERSION"
+        case .notWelcomed: "NOT_WELCOMED"
+        case .unknownBoard: "UNKNOWN_BOARD"
+        case .unknownTouch: "UNKNOWN_TOUCH"
+        case .phaseOrder: "PHASE_ORDER"
+        case .missingSamples: "MISSING_SAMPLES"
+        case .invalidValue: "INVALID_VALUE"
+        case .unknownEstimationIndex: "UNKNOWN_ESTIMATION_INDEX"
+        case .tooManyTouches: "TOO_MANY_TOUCHES"
+        case .strokeTooLong: "STROKE_TOO_LONG"
+        case .frameTooLarge: "FRAME_TOO_LARGE"
+        case .messageTooLarge: "MESSAGE_TOO_LARGE"
+        case .rateLimited: "RATE_LIMITED"
+        case .internalError: "INTERNAL"
+        case .outOfOrder: "OUT_OF_ORDER"
+        case .cannotResume: "CANNOT_RESUME"
+        case .storageUnavailable: "STORAGE_UNAVAILABLE"
+        case .busy: "BUSY"
+        case .boardFull: "BOARD_FULL"
+        case .byteRateLimited: "BYTE_RATE_LIMITED"
+        case .forbidden: "FORBIDDEN"
+        case .wrongHub: "WRONG_HUB"
+        case .unknownStroke: "UNKNOWN_STROKE"
+        }
+    }
+}
+
 /// A diff that does not fit the replica's state: something was missed,
 /// repeated or corrupted. The replica must resync from a snapshot.
 public enum ReplicaError: Error, Hashable, Sendable, CustomStringConvertible {

@@ -73,7 +73,7 @@ final class TabSession: Sendable {
             let message: String
             switch event {
             case .refused(_, let code, let text):
-                let name = code.map(Self.wireName) ?? "REFUSED"
+                let name = code?.protocolName ?? "REFUSED"
                 message = "{\"t\":\"error\",\"code\":\(BrowserWire.quoted(name)),\"message\":\(BrowserWire.quoted(text)),\"from\":\"hub\"}"
             case .busy(let retryAfter):
                 message = "{\"t\":\"hub\",\"state\":\"busy\",\"retry_after_ms\":\(retryAfter.components.seconds * 1000 + retryAfter.components.attoseconds / 1_000_000_000_000_000)}"
@@ -146,16 +146,6 @@ final class TabSession: Sendable {
     }
 
     var hasWaiting: Bool { state.withLock { !$0.waiting.isEmpty } }
-
-    /// The protocol's name of a hub error code (docs/protocol.md): unknownTouch is UNKNOWN_TOUCH.
-    static func wireName(_ code: ErrorCode) -> String {
-        var name = ""
-        for character in "\(code)" {
-            if character.isUppercase { name += "_" }
-            name += character.uppercased()
-        }
-        return name
-    }
 
     /// Ends the session: the agent says goodbye, so the hub cancels this tab's live touches at once.
     func close() async {
