@@ -2,6 +2,7 @@ import TouchSyncAccess
 import Foundation
 import Logging
 import Synchronization
+import TouchSyncClientCore
 import TouchSyncCore
 import TouchSyncWire
 import ZeroMQ
@@ -68,60 +69,23 @@ struct AgentSeed: Sendable {
 }
 
 /// One agent's connection to its hub, driven by an `AgentDriver` thread
-/// (which owns the socket): numbers messages, keeps them until acknowledged,
-/// reconnects on silence or stalled acks, and resends what the hub has not
-/// applied.
-///
-/// Flow control: at most `maxInFlight` numbered messages wait for an ack;
-/// later ones wait unnumbered, and frames among them coalesce (as UIKit
-/// coalesces touches when the app is busy), so a hub that falls behind gets
-/// the same samples in fewer, larger messages and the queue ahead of it
-/// stays bounded. A hub that says BUSY is alive: the agent keeps waiting
-/// instead of reconnecting (which would only add resends to its queue).
+/// (which owns the socket): the transport of an `AgentProtocol` (the rules:
+/// numbering, the window, coalescing, acks, back-off, resend), which it
+/// feeds with what the socket receives and whose actions it carries out.
 final class AgentConnection {
-    /// A message taken in but not numbered yet (the window is full).
-    private enum Waiting {
-        /// `posted`: how many posted frames it holds; `downBefore`: the touches down before its first.
-        case frame(TouchFrame, downBefore: Set<TouchID>, posted: Int)
-        case other(Touchsync_V1_AgentMessage.OneOf_Body)
-    }
-
     let configuration: AgentConfiguration
     let identity: String
     private let context: ZMQContext
     private let report: @Sendable (AgentEvent) -> Void
     let shared: AgentShared
     private let logger: Logger
+    private var rules: AgentProtocol
 
     private(set) var socket: ZMQSocket? = nil
     /// Handshake events of `socket`: how a refused key or a plain-text/CURVE
     /// mismatch becomes a clear error instead of silence.
     private var monitor: ZMQHandshakeMonitor? = nil
     private var handshakeFailures = 0
-    private var welcomed = false
-    /// The agent session: numbering belongs to it. A new one starts (and the
-    /// waiting messages are numbered again from 1) only when the hub cannot
-    /// resume this one (it restarted without it).
-    private var sessionID = AgentConnection.newSessionID()
-    private var nextSequence: UInt64 = 1
-    /// Numbered and sent, with how many posted messages each carries.
-    private var unacknowledged: [(sequence: UInt64, bytes: [UInt8], posted: Int)] = []
-    private var waiting: [Waiting] = []
-    private var waitingStart = 0  // `waiting` is consumed from here (no O(n) removeFirst)
-    /// The highest number the hub acknowledged in this session.
-    private var acknowledged: UInt64 = 0
-    /// The hub said BUSY: it is alive and behind, so slow acks and silence
-    /// do not mean a lost connection until then.
-    private var patientUntil: ContinuousClock.Instant
-    /// Touches down as the frames queued so far leave them: each frame's alive set.
-    private var liveTouches: Set<TouchID> = []
-    private var lastSent: ContinuousClock.Instant
-    private var lastHeard: ContinuousClock.Instant
-    /// When the hub last acknowledged something new, or when the oldest
-    /// message now waiting for an ack was queued.
-    private var lastProgress: ContinuousClock.Instant
-    private var reconnectAt: ContinuousClock.Instant
-    private var attempt = 0
 
     init(
         configuration: AgentConfiguration, identity: String, context: ZMQContext, shared: AgentShared,
@@ -133,12 +97,11 @@ final class AgentConnection {
         self.shared = shared
         self.logger = logger
         self.report = report
-        let now = ContinuousClock.now
-        lastSent = now
-        lastHeard = now
-        lastProgress = now
-        reconnectAt = now
-        patientUntil = now
+        let settings = AgentProtocol.Settings(
+            board: configuration.board, clientName: configuration.clientName, heartbeatInterval: configuration.heartbeatInterval,
+            hubTimeout: configuration.hubTimeout, reconnectDelay: configuration.reconnectDelay, maxInFlight: configuration.maxInFlight,
+            delegation: configuration.delegation)
+        rules = AgentProtocol(settings: settings, now: .now, seed: UInt64.random(in: 0...UInt64.max), newSessionID: Self.newSessionID)
     }
 
     func close() {
@@ -149,11 +112,60 @@ final class AgentConnection {
     }
 
     /// When `runTimers` next has something to do.
-    var deadline: ContinuousClock.Instant {
-        guard socket != nil else { return reconnectAt }
-        var doubt = lastHeard + configuration.hubTimeout
-        if !unacknowledged.isEmpty { doubt = min(doubt, lastProgress + configuration.hubTimeout) }
-        return min(lastSent + configuration.heartbeatInterval, max(doubt, patientUntil))
+    var deadline: ContinuousClock.Instant { rules.deadline }
+
+    func queue(changes: [TouchChange], alive: [TouchID]?, now: ContinuousClock.Instant) {
+        shared.progress.withLock { $0.taken += 1 }
+        perform(rules.queue(changes: changes, alive: alive, now: now), now: now)
+    }
+
+    func queue(_ body: Touchsync_V1_AgentMessage.OneOf_Body, now: ContinuousClock.Instant) {
+        shared.progress.withLock { $0.taken += 1 }
+        perform(rules.queue(body, now: now), now: now)
+    }
+
+    /// Carries out what the rules decided.
+    private func perform(_ actions: [AgentProtocol.Action], now: ContinuousClock.Instant) {
+        for action in actions {
+            switch action {
+            case .connect:
+                connect(now: now)
+            case .disconnect(let stalled):
+                logger.info(
+                    stalled ? "acknowledgements stalled: reconnecting" : "hub silent: reconnecting",
+                    metadata: ["endpoint": "\(configuration.hubEndpoint)", "agent": "\(identity)"])
+                report(.disconnected)
+                close()
+            case .send(let bytes):
+                guard let socket else { continue }
+                do {
+                    // Never block the driver: a message the socket cannot take now stays
+                    // unacknowledged and goes again after the next welcome.
+                    if try socket.send(bytes, dontWait: true) { shared.progress.withLock { $0.bytesSent += bytes.count } }
+                } catch {
+                    logger.debug("agent send failed", metadata: ["error": "\(error)"])
+                }
+            case .welcomed(let user, let appliedThrough):
+                shared.helloRefusal.withLock { $0 = nil }
+                shared.welcomedAs.withLock { $0 = user }
+                report(.welcomed(user: user, appliedThrough: appliedThrough))
+            case .acknowledged(let posted):
+                shared.progress.withLock { $0.acknowledged += UInt64(posted) }
+            case .coalesced:
+                shared.progress.withLock { $0.coalesced += 1 }
+            case .busy(let retry):
+                shared.progress.withLock { $0.busyNotices += 1 }
+                report(.busy(retryAfter: retry))
+            case .refused(let sequence, let code, let message):
+                report(.refused(sequence: sequence, code: code, message: message))
+            case .helloRefused(let why):
+                shared.helloRefusal.withLock { $0 = why }
+            case .newSession(let waiting):
+                logger.notice(
+                    "the hub cannot resume this agent's session: starting a new one",
+                    metadata: ["agent": "\(identity)", "waiting": "\(waiting)"])
+            }
+        }
     }
 
     private func connect(now: ContinuousClock.Instant) {
@@ -173,209 +185,27 @@ final class AgentConnection {
             if configuration.monitorsHandshake { monitor = try? ZMQHandshakeMonitor(socket, context: context) }
             try socket.connect(configuration.hubEndpoint)
             self.socket = socket
-            sayHello(now: now)
-            lastHeard = now
+            perform(rules.connected(now: now), now: now)
         } catch {
             logger.warning(
                 "agent cannot connect", metadata: ["endpoint": "\(configuration.hubEndpoint)", "error": "\(error)"])
-            scheduleReconnect(now: now)
-        }
-    }
-
-    private func sayHello(now: ContinuousClock.Instant) {
-        var hello = Touchsync_V1_Hello()
-        hello.protocolVersion = touchSyncProtocolVersion
-        hello.board = configuration.board
-        hello.clientName = configuration.clientName
-        hello.resumeAfter = acknowledged
-        hello.sessionID = Data(sessionID)
-        if let delegation = configuration.delegation {
-            hello.actAs = delegation.actAs
-            hello.token = delegation.token
-        }
-        var message = Touchsync_V1_AgentMessage()
-        message.hello = hello
-        transmit(WireCodec.encode(message), now: now)
-    }
-
-    private func scheduleReconnect(now: ContinuousClock.Instant) {
-        close()
-        welcomed = false
-        let lower = configuration.reconnectDelay.lowerBound
-        let upper = configuration.reconnectDelay.upperBound
-        var delay = lower * (1 << min(attempt, 16))
-        if delay > upper { delay = upper }
-        delay = delay * Double.random(in: 0.5...1.5)
-        attempt += 1
-        reconnectAt = now + delay
-    }
-
-    private var windowIsFull: Bool { unacknowledged.count >= configuration.maxInFlight }
-
-    func queue(changes: [TouchChange], alive: [TouchID]?, now: ContinuousClock.Instant) {
-        let downBefore = liveTouches
-        for change in changes {
-            switch change.phase {
-            case .began: liveTouches.insert(change.touch)
-            case .ended, .cancelled: liveTouches.remove(change.touch)
-            case .moved, .stationary: break
-            }
-        }
-        if let alive { liveTouches = Set(alive) }
-        let frame = TouchFrame(changes: changes, aliveTouches: alive ?? Array(liveTouches))
-        shared.progress.withLock { $0.taken += 1 }
-        guard windowIsFull || waitingStart < waiting.count else {
-            send(.frame(frame.proto), posted: 1, now: now)
-            return
-        }
-        if waitingStart < waiting.count, case .frame(let last, let lastDown, let posted) = waiting[waiting.count - 1],
-            let merged = last.coalesced(with: frame, downBefore: lastDown, limits: Self.coalescingLimits)
-        {
-            waiting[waiting.count - 1] = .frame(merged, downBefore: lastDown, posted: posted + 1)
-            shared.progress.withLock { $0.coalesced += 1 }
-        } else {
-            waiting.append(.frame(frame, downBefore: downBefore, posted: 1))
-        }
-    }
-
-    /// The protocol's default frame limits (every hub accepts frames within them).
-    private static let coalescingLimits = BoardLimits()
-
-    func queue(_ body: Touchsync_V1_AgentMessage.OneOf_Body, now: ContinuousClock.Instant) {
-        shared.progress.withLock { $0.taken += 1 }
-        if windowIsFull || waitingStart < waiting.count {
-            waiting.append(.other(body))
-        } else {
-            send(body, posted: 1, now: now)
-        }
-    }
-
-    /// Numbers a message, keeps it until acknowledged, and sends it when welcomed.
-    private func send(_ body: Touchsync_V1_AgentMessage.OneOf_Body, posted: Int, now: ContinuousClock.Instant) {
-        var message = Touchsync_V1_AgentMessage()
-        message.sequence = nextSequence
-        message.body = body
-        let bytes = WireCodec.encode(message)
-        if unacknowledged.isEmpty { lastProgress = now }
-        unacknowledged.append((nextSequence, bytes, posted))
-        nextSequence += 1
-        if welcomed { transmit(bytes, now: now) }
-    }
-
-    /// Numbers and sends waiting messages while the window has room.
-    private func sendWaiting(now: ContinuousClock.Instant) {
-        while !windowIsFull && waitingStart < waiting.count {
-            switch waiting[waitingStart] {
-            case .frame(let frame, _, let posted): send(.frame(frame.proto), posted: posted, now: now)
-            case .other(let body): send(body, posted: 1, now: now)
-            }
-            waitingStart += 1
-        }
-        if waitingStart == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            waitingStart = 0
-        } else if waitingStart > 1024 && waitingStart * 2 > waiting.count {
-            waiting.removeFirst(waitingStart)
-            waitingStart = 0
-        }
-    }
-
-    private func transmit(_ bytes: [UInt8], now: ContinuousClock.Instant) {
-        guard let socket else { return }
-        do {
-            // Never block the driver: a message the socket cannot take now stays
-            // in `unacknowledged` and goes again after the next welcome.
-            if try socket.send(bytes, dontWait: true) {
-                shared.progress.withLock { $0.bytesSent += bytes.count }
-            }
-            lastSent = now
-        } catch {
-            logger.debug("agent send failed", metadata: ["error": "\(error)"])
+            close()
+            rules.connectFailed(now: now)
         }
     }
 
     /// Reads every reply waiting on the socket into `reply` (the driver's reusable message).
     func receiveReplies(into reply: ZMQMessage, now: ContinuousClock.Instant) {
-        guard let socket else { return }
-        while (try? socket.receive(into: reply, dontWait: true)) == true {
-            lastHeard = now
+        while let socket, (try? socket.receive(into: reply, dontWait: true)) == true {
             let decoded = reply.withUnsafeBytes { bytes in
                 Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_HubReply.self, from: bytes) }
             }
-            guard case .success(let message) = decoded else { continue }
-            switch message.body {
-            case .welcome(let welcome):
-                welcomed = true
-                attempt = 0
-                shared.helloRefusal.withLock { $0 = nil }
-                shared.welcomedAs.withLock { $0 = welcome.user }
-                acknowledge(through: welcome.appliedThrough, now: now)
-                report(.welcomed(user: welcome.user, appliedThrough: welcome.appliedThrough))
-                // Resend, in order, everything the hub has not applied.
-                for entry in unacknowledged { transmit(entry.bytes, now: now) }
-            case .ack(let ack):
-                acknowledge(through: ack.through, now: now)
-            case .error(let error) where error.code == .busy:
-                // Not a refusal: the hub is alive and behind, our messages are queued.
-                let retry = Duration.milliseconds(Int64(max(error.retryAfterMs, 1000)))
-                patientUntil = max(patientUntil, now + retry)
-                lastProgress = now
-                shared.progress.withLock { $0.busyNotices += 1 }
-                report(.busy(retryAfter: retry))
-            case .error(let error):
-                report(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
-                if !welcomed, error.sequence == 0, let code = ErrorCode(error.code),
-                    [.unsupportedVersion, .unknownBoard, .malformed, .rateLimited, .forbidden, .wrongHub].contains(code)
-                {
-                    shared.helloRefusal.withLock { $0 = "\(code): \(error.message)" }
-                }
-                if error.code == .outOfOrder {
-                    for entry in unacknowledged { transmit(entry.bytes, now: now) }
-                } else if error.code == .cannotResume {
-                    startNewSession(now: now)
-                } else if error.code == .notWelcomed && welcomed {
-                    // The hub does not know us: it restarted (libzmq reconnected
-                    // underneath). Say hello again at once; the welcome says what
-                    // it has (from its journal) and we resend the rest.
-                    welcomed = false
-                    sayHello(now: now)
-                }
-            case nil:
-                break
+            guard case .success(let message) = decoded else {
+                rules.heard(now: now)
+                continue
             }
+            perform(rules.received(message, now: now), now: now)
         }
-    }
-
-    private func acknowledge(through sequence: UInt64, now: ContinuousClock.Instant) {
-        guard sequence > acknowledged else { return }
-        acknowledged = sequence
-        lastProgress = now
-        let keep = unacknowledged.firstIndex(where: { $0.sequence > sequence }) ?? unacknowledged.count
-        let posted = unacknowledged[..<keep].reduce(0) { $0 + $1.posted }
-        unacknowledged.removeFirst(keep)
-        shared.progress.withLock { $0.acknowledged += UInt64(posted) }
-        sendWaiting(now: now)
-    }
-
-    /// The hub cannot resume this session (it restarted without it, or
-    /// forgot it): start a new one and number the waiting messages from 1.
-    private func startNewSession(now: ContinuousClock.Instant) {
-        logger.notice(
-            "the hub cannot resume this agent's session: starting a new one",
-            metadata: ["agent": "\(identity)", "waiting": "\(unacknowledged.count)"])
-        sessionID = Self.newSessionID()
-        acknowledged = 0
-        var sequence: UInt64 = 0
-        unacknowledged = unacknowledged.map { entry in
-            sequence += 1
-            guard var message = try? WireCodec.decode(Touchsync_V1_AgentMessage.self, from: entry.bytes) else { return entry }
-            message.sequence = sequence
-            return (sequence, WireCodec.encode(message), entry.posted)
-        }
-        nextSequence = sequence + 1
-        welcomed = false
-        lastProgress = now
-        sayHello(now: now)
     }
 
     static func newSessionID() -> [UInt8] {
@@ -386,11 +216,10 @@ final class AgentConnection {
     /// Tells the hub this agent leaves on purpose, and lets the socket
     /// deliver it (briefly) when it closes.
     func sayGoodbye(now: ContinuousClock.Instant) {
-        guard welcomed, let socket else { return }
-        var message = Touchsync_V1_AgentMessage()
-        message.goodbye = Touchsync_V1_Goodbye()
-        transmit(WireCodec.encode(message), now: now)
-        try? socket.setLinger(milliseconds: 200)
+        let actions = rules.goodbye(now: now)
+        guard !actions.isEmpty else { return }
+        perform(actions, now: now)
+        try? socket?.setLinger(milliseconds: 200)
     }
 
     /// Turns handshake failures into a refusal callers can show: retrying
@@ -427,33 +256,8 @@ final class AgentConnection {
 
     /// Connects when due, reconnects on silence, sends heartbeats when idle.
     func runTimers(now: ContinuousClock.Instant) {
-        guard socket != nil else {
-            if now >= reconnectAt { connect(now: now) }
-            return
-        }
-        checkHandshakes()
-        // Silence, or replies that never acknowledge what we sent (the message
-        // was lost on a connection libzmq has quietly replaced): either way,
-        // reconnect; the welcome says what the hub has, and we resend the rest.
-        let stalled = !unacknowledged.isEmpty && now - lastProgress > configuration.hubTimeout
-        if now >= patientUntil && (now - lastHeard > configuration.hubTimeout || stalled) {
-            logger.info(
-                stalled ? "acknowledgements stalled: reconnecting" : "hub silent: reconnecting",
-                metadata: ["endpoint": "\(configuration.hubEndpoint)", "agent": "\(identity)"])
-            report(.disconnected)
-            scheduleReconnect(now: now)
-            // Damped: never sooner than a BUSY hint asked (and then with back-off and jitter).
-            reconnectAt = max(reconnectAt, patientUntil)
-            lastProgress = reconnectAt
-            return
-        }
-        if welcomed && now - lastSent >= configuration.heartbeatInterval {
-            var heartbeat = Touchsync_V1_Heartbeat()
-            heartbeat.agentTime = Int64(Date().timeIntervalSince1970 * 1e6)
-            var message = Touchsync_V1_AgentMessage()
-            message.heartbeat = heartbeat
-            transmit(WireCodec.encode(message), now: now)
-        }
+        if socket != nil { checkHandshakes() }
+        perform(rules.tick(now: now), now: now)
     }
 }
 
