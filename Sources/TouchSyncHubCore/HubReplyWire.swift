@@ -1,11 +1,10 @@
 import TouchSyncCore
-import TouchSyncHubCore
 import TouchSyncWire
 
-// The ZeroMQ transport's encoding of the core's replies.
+// The core's replies as the wire carries them (the hub's transport, and tests that play an agent).
 
 extension HubReply {
-    var proto: Touchsync_V1_HubReply {
+    public var proto: Touchsync_V1_HubReply {
         var reply = Touchsync_V1_HubReply()
         switch self {
         case .welcome(let model):

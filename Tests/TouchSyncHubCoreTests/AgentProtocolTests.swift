@@ -1,0 +1,152 @@
+import PropertyBased
+import Testing
+import TouchSyncClientCore
+import TouchSyncCore
+import TouchSyncHubCore
+import TouchSyncSimulation
+import TouchSyncWire
+
+/// `AgentProtocol` (the agent's rules, no I/O) against `HubCore` in one
+/// process, on a manual clock, over a simulated link: each connection
+/// carries messages in order with a delay, loses what is in flight when it
+/// breaks, sometimes loses a message silently (a connection replaced
+/// underneath), and partitions for stretches that the agent must notice by
+/// its own time-outs. Afterwards every posted message is acknowledged, and
+/// the hub's board holds exactly the strokes a reference board reduced from
+/// the same stream: nothing lost, nothing applied twice.
+@Suite("AgentProtocol over a faulty link")
+struct AgentProtocolTests {
+    @Test func nothingAcknowledgedIsLostNorAppliedTwice() async {
+        await propertyCheck(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 30...250)) { seed, steps in
+            var random = SplitMix64(seed: seed)
+            let hub = CoreHarness { configuration in
+                configuration.maxMessagesPerSecond = 1_000_000
+                configuration.livenessTimeout = .seconds(3600)
+                configuration.abandonTimeout = .seconds(3600)
+            }
+            let peer = Peer(routingID: Array("agent".utf8))
+            var settings = AgentProtocol.Settings(board: "wall", hubTimeout: .milliseconds(300), maxInFlight: 1 + Int(seed % 8))
+            settings.heartbeatInterval = .milliseconds(100)
+            settings.reconnectDelay = .milliseconds(10) ... .milliseconds(200)
+            var agent = AgentProtocol(settings: settings, now: hub.now, seed: seed) {
+                (0..<16).map { _ in UInt8.random(in: 0...255) }
+            }
+            let loss = [0, 0.02, 0.1][Int(seed % 3)]
+            // The link: messages in flight each way, with the step they arrive at; a connection number.
+            var toHub: [(due: Int, bytes: [UInt8])] = []
+            var toAgent: [(due: Int, reply: Touchsync_V1_HubReply)] = []
+            var connected = false
+            var partitionedUntil = 0
+            var posted = 0
+            var acknowledged = 0
+            var reconnects = 0
+            var failures: [String] = []
+
+            var profile = SimulationProfile()
+            profile.users = 1
+            profile.fingersPerUser = 1 + Int(seed % 3)
+            profile.cancelRate = 0.03
+            profile.clearRate = 0.02
+            var simulator = SessionSimulator(seed: seed, profile: profile)
+            var reference = BoardState()
+            var scratch: [StrokeDiff] = []
+            let user = UserNamespace("agent")
+
+            func carryOut(_ actions: [AgentProtocol.Action], step: Int) {
+                for action in actions {
+                    switch action {
+                    case .connect:
+                        connected = step >= partitionedUntil
+                        toHub.removeAll()
+                        toAgent.removeAll()
+                        if connected { carryOut(agent.connected(now: hub.now), step: step) } else { agent.connectFailed(now: hub.now) }
+                    case .disconnect:
+                        reconnects += 1
+                        connected = false
+                        toHub.removeAll()
+                        toAgent.removeAll()  // the hub is not told: a ROUTER cannot tell
+                    case .send(let bytes):
+                        guard connected, Double.random(in: 0..<1, using: &random) >= loss else { continue }
+                        toHub.append((step + Int(random.next() % 3), bytes))
+                    case .acknowledged(let count): acknowledged += count
+                    case .refused(let sequence, let code, let message):
+                        if code != .outOfOrder && code != .notWelcomed && code != .cannotResume {
+                            failures.append("refused \(sequence): \(String(describing: code)) \(message)")
+                        }
+                    case .helloRefused(let why): failures.append(why)
+                    case .welcomed, .coalesced, .busy: break
+                    case .newSession: failures.append("the hub could not resume the session")
+                    }
+                }
+            }
+
+            func routeReplies(_ actions: [HubAction], step: Int) {
+                for reply in actions.replies(to: peer) {
+                    guard connected, step >= partitionedUntil, Double.random(in: 0..<1, using: &random) >= loss else { continue }
+                    toAgent.append((step + Int(random.next() % 3), reply.proto))
+                }
+            }
+
+            func deliver(step: Int) {
+                while let first = toHub.first, first.due <= step {
+                    toHub.removeFirst()
+                    let request = first.bytes.withUnsafeBytes { AgentRequest.decode($0) }
+                    guard case .success(let decoded) = request else {
+                        failures.append("undecodable message")
+                        continue
+                    }
+                    routeReplies(hub.send(.agentMessage(from: peer, decoded, bytes: first.bytes.count)), step: step)
+                }
+                while let first = toAgent.first, first.due <= step {
+                    toAgent.removeFirst()
+                    carryOut(agent.received(first.reply, now: hub.now), step: step)
+                }
+            }
+
+            for step in 0..<steps {
+                // One partition in every run (longer than the agent's 300 ms time-out), more at random.
+                if step == steps / 2 || Double.random(in: 0..<1, using: &random) < 0.01 {
+                    // A partition: what is in flight is lost, and nothing passes for a while.
+                    partitionedUntil = step + 60 + Int(random.next() % 60)
+                    toHub.removeAll()
+                    toAgent.removeAll()
+                }
+                if step >= partitionedUntil || !connected {
+                    switch simulator.next() {
+                    case .frame(_, let frame, _):
+                        posted += 1
+                        carryOut(agent.queue(changes: frame.changes, alive: frame.aliveTouches, now: hub.now), step: step)
+                        do { try reference.reduce(frame, from: user, style: .default, into: &scratch) } catch { failures.append("the reference refused: \(error)") }
+                    case .clear(_, let scope):
+                        posted += 1
+                        var message = Touchsync_V1_Clear()
+                        message.scope = scope == .own ? .own : .board
+                        carryOut(agent.queue(.clear(message), now: hub.now), step: step)
+                        reference.clear(scope, by: user, into: &scratch)
+                    }
+                }
+                if step < partitionedUntil { toHub.removeAll(); toAgent.removeAll() }
+                hub.advance(.milliseconds(10))
+                deliver(step: step)
+                carryOut(agent.tick(now: hub.now), step: step)
+                routeReplies(hub.endTurn(), step: step)
+            }
+            // No more input: once any partition ends, the agent must get everything acknowledged on its own.
+            var step = steps
+            while (acknowledged < posted || step < partitionedUntil) && step < steps + 3000 {
+                hub.advance(.milliseconds(10))
+                deliver(step: step)
+                carryOut(agent.tick(now: hub.now), step: step)
+                routeReplies(hub.endTurn(), step: step)
+                step += 1
+            }
+            #expect(failures.isEmpty, "seed \(seed): \(failures.prefix(3))")
+            #expect(reconnects >= 1, "seed \(seed): the partition went unnoticed")
+            #expect(acknowledged == posted, "seed \(seed): \(acknowledged) of \(posted) posted messages acknowledged")
+            let board = hub.core.board("wall") ?? BoardState()
+            let strokes = { (state: BoardState) in state.acceptedStrokes.map { Array($0.samples) } }
+            #expect(strokes(board) == strokes(reference), "seed \(seed): the hub's accepted strokes differ from the stream's")
+            #expect(board.orderedActiveStrokes.map { Array($0.samples) } == reference.orderedActiveStrokes.map { Array($0.samples) })
+        }
+    }
+}
