@@ -13,13 +13,14 @@ public final class AgentHost: Sendable {
     public final class Agent: Sendable {
         let driver: Int
         let index: Int
-        let shared = AgentShared()
+        let shared: AgentShared
         public let identity: String
 
-        init(driver: Int, index: Int, identity: String) {
+        init(driver: Int, index: Int, identity: String, shared: AgentShared) {
             self.driver = driver
             self.index = index
             self.identity = identity
+            self.shared = shared
         }
 
         /// Why the hub refused this agent's hello, if it did.
@@ -53,6 +54,15 @@ public final class AgentHost: Sendable {
     /// A new agent, on the driver thread with the fewest; it connects at once.
     public func add(_ configuration: AgentConfiguration) -> Agent {
         let identity = configuration.identity ?? "agent-" + String((0..<12).map { _ in "abcdefghijklmnopqrstuvwxyz".randomElement()! })
+        let shared = AgentShared()
+        let (driver, index) = attach(configuration, identity: identity, shared: shared, report: { _ in })
+        return Agent(driver: driver, index: index, identity: identity, shared: shared)
+    }
+
+    /// Places a connection on the driver with the fewest: its driver and index there.
+    func attach(
+        _ configuration: AgentConfiguration, identity: String, shared: AgentShared, report: @escaping @Sendable (AgentEvent) -> Void
+    ) -> (driver: Int, index: Int) {
         let (driver, index) = places.withLock { places in
             let driver = places.indices.min { places[$0].live < places[$1].live }!
             places[driver].live += 1
@@ -60,11 +70,21 @@ public final class AgentHost: Sendable {
             places[driver].next += 1
             return (driver, places[driver].next - 1)
         }
-        let agent = Agent(driver: driver, index: index, identity: identity)
-        let seed = AgentSeed(
-            configuration: configuration, identity: identity, context: context, shared: agent.shared, logger: logger, report: { _ in })
+        let seed = AgentSeed(configuration: configuration, identity: identity, context: context, shared: shared, logger: logger, report: report)
         mailboxes[driver].post(.attach(connection: index, seed))
-        return agent
+        return (driver, index)
+    }
+
+    /// The mailbox of driver `driver` (a hosted `TouchAgent` posts to it).
+    func mailbox(of driver: Int) -> Mailbox<AgentCommand> { mailboxes[driver] }
+
+    /// Ends the connection at `index` of `driver` (saying goodbye first with `goodbye`).
+    func detach(driver: Int, index: Int, goodbye: Bool) {
+        mailboxes[driver].post(.detach(connection: index, goodbye: goodbye))
+        places.withLock { places in
+            places[driver].live -= 1
+            places[driver].free.append(index)  // reused only after the detach, which the mailbox delivers first
+        }
     }
 
     /// Sends `agent`'s changes as one frame, as `TouchAgent.send(_:alive:)` does.
@@ -82,11 +102,7 @@ public final class AgentHost: Sendable {
 
     /// Ends `agent` (saying goodbye first unless `goodbye` is false): what it has not delivered is dropped.
     public func remove(_ agent: Agent, goodbye: Bool = true) {
-        mailboxes[agent.driver].post(.detach(connection: agent.index, goodbye: goodbye))
-        places.withLock { places in
-            places[agent.driver].live -= 1
-            places[agent.driver].free.append(agent.index)  // reused only after the detach, which the mailbox delivers first
-        }
+        detach(driver: agent.driver, index: agent.index, goodbye: goodbye)
     }
 
     /// Stops every driver and closes every connection (each says goodbye first unless `goodbye` is false).

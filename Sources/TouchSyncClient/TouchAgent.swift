@@ -128,32 +128,56 @@ public final class TouchAgent: Sendable {
     /// Connection events and refusals, as they happen (the newest 1,000 are kept if not read).
     public let events: AsyncStream<AgentEvent>
     private let eventSink: AsyncStream<AgentEvent>.Continuation
-    private let mailbox: Mailbox<AgentCommand>
-    private let thread: SocketThread
+    /// Where the agent's connection lives: a thread of its own, or a place on a host's driver.
+    private enum Placement: Sendable {
+        case own(SocketThread, Mailbox<AgentCommand>)
+        case hosted(AgentHost, HostedPlace)
+    }
+    /// A hosted agent's driver and index there (nil before `start` and after `stop`).
+    private final class HostedPlace: Sendable {
+        let value = Mutex<(driver: Int, index: Int)?>(nil)
+    }
+    private let placement: Placement
     private let context: ZMQContext
     private let logger: Logger
     private let shared = AgentShared()
 
-    public init(configuration: AgentConfiguration, context: ZMQContext? = nil, logger: Logger) throws {
+    /// - Parameter host: run on `host`'s driver threads instead of a thread of
+    ///   this agent's own (a gateway with a thousand tabs needs a few threads,
+    ///   not a thousand); such an agent connects when created.
+    public init(configuration: AgentConfiguration, context: ZMQContext? = nil, logger: Logger, host: AgentHost? = nil) throws {
         self.configuration = configuration
         identity = configuration.identity ?? "agent-" + String((0..<12).map { _ in "abcdefghijklmnopqrstuvwxyz".randomElement()! })
         self.context = try context ?? ZMQContext()
         self.logger = logger
-        mailbox = try Mailbox()
         (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1000))
-        thread = SocketThread(name: "touchsync-agent")
+        if let host {
+            // Placed at once, so nothing posted before `start` is lost (it connects now, not at `start`).
+            let place = HostedPlace()
+            let (events, identity, shared) = (eventSink, identity, shared)
+            place.value.withLock { place in
+                place = host.attach(configuration, identity: identity, shared: shared, report: { events.yield($0) })
+            }
+            placement = .hosted(host, place)
+        } else {
+            placement = .own(SocketThread(name: "touchsync-agent"), try Mailbox())
+        }
     }
 
     /// Connects (in the background: calls made before the hub answers are kept and sent then).
     public func start() {
-        let (configuration, identity, context, mailbox, events, shared, logger) =
-            (configuration, identity, context, mailbox, eventSink, shared, logger)
-        thread.start {
-            // Built here, so the connection and its socket belong to this thread only.
-            let connection = AgentConnection(
-                configuration: configuration, identity: identity, context: context, shared: shared, logger: logger,
-                report: { events.yield($0) })
-            AgentDriver(connections: [connection], mailbox: mailbox).run()
+        let (configuration, identity, context, events, shared, logger) = (configuration, identity, context, eventSink, shared, logger)
+        switch placement {
+        case .own(let thread, let mailbox):
+            thread.start {
+                // Built here, so the connection and its socket belong to this thread only.
+                let connection = AgentConnection(
+                    configuration: configuration, identity: identity, context: context, shared: shared, logger: logger,
+                    report: { events.yield($0) })
+                AgentDriver(connections: [connection], mailbox: mailbox).run()
+            }
+        case .hosted:
+            break  // placed on its host's driver when created
         }
     }
 
@@ -163,9 +187,29 @@ public final class TouchAgent: Sendable {
     ///   touches still down are cancelled at once; false leaves as a network
     ///   failure would (the hub keeps them until its abandon time-out).
     public func stop(goodbye: Bool = true) async {
-        mailbox.post(.stop(goodbye: goodbye))
-        await thread.finished()
+        switch placement {
+        case .own(let thread, let mailbox):
+            mailbox.post(.stop(goodbye: goodbye))
+            await thread.finished()
+        case .hosted(let host, let place):
+            place.value.withLock { place in
+                if let (driver, index) = place { host.detach(driver: driver, index: index, goodbye: goodbye) }
+                place = nil
+            }
+        }
         eventSink.finish()
+    }
+
+    /// Posts `command` for this agent's connection (dropped before `start` or after `stop` on a host).
+    private func post(_ command: (Int) -> AgentCommand) {
+        switch placement {
+        case .own(_, let mailbox): mailbox.post(command(0))
+        case .hosted(let host, let place):
+            place.value.withLock { place in
+                guard let (driver, index) = place else { return }
+                host.mailbox(of: driver).post(command(index))
+            }
+        }
     }
 
     // MARK: UIKit-shaped input
@@ -242,14 +286,14 @@ public final class TouchAgent: Sendable {
         // Counted and posted under one lock, so the driver numbers messages in posting order.
         shared.progress.withLock { progress in
             progress.posted += 1
-            mailbox.post(.frame(connection: 0, changes: changes, alive: alive))
+            post { .frame(connection: $0, changes: changes, alive: alive) }
         }
     }
 
     private func postNumbered(_ body: Touchsync_V1_AgentMessage.OneOf_Body) {
         shared.progress.withLock { progress in
             progress.posted += 1
-            mailbox.post(.numbered(connection: 0, body))
+            post { .numbered(connection: $0, body) }
         }
     }
 

@@ -41,6 +41,8 @@ public struct WebConfiguration: Sendable {
     /// The hubs whose boards the index lists (a cluster's every hub). Default
     /// empty: the hub `hub` gives for the empty name (a single hub).
     public var boardListHubs: [GatewayHub] = []
+    /// Threads that carry every tab's agent (its connection to the hub). Default 2.
+    public var agentThreads = 2
     /// Messages queued for one tab before it is resynced from a snapshot instead. Default 512.
     public var tabQueueLimit = 512
     /// How long a tab's agent waits for the tab to come back after its WebSocket
@@ -92,6 +94,8 @@ public final class WebGateway: Service, Sendable {
     public let configuration: WebConfiguration
     private let logger: Logger
     private let context: ZMQContext
+    /// Every tab's agent runs on these few driver threads (not a thread per tab).
+    private let agents: AgentHost
     private let page: PageFiles
     private struct State {
         var boards: [String: BoardFanout] = [:]
@@ -116,6 +120,7 @@ public final class WebGateway: Service, Sendable {
         self.logger = logger
         self.context = try context ?? ZMQContext()
         page = try PageFiles(directory: configuration.pageDirectory)
+        agents = try AgentHost(threads: max(1, configuration.agentThreads), context: self.context, logger: logger)
     }
 
     /// The port the server listens on, once it does.
@@ -172,6 +177,7 @@ public final class WebGateway: Service, Sendable {
                 logger.notice("web gateway listening", metadata: ["url": "http://\(configuration.host):\(port)/"])
             },
             logger: logger)
+        agents.start()
         try await withThrowingDiscardingTaskGroup { group in
             // Returns once graceful shutdown has closed the server (and its WebSockets).
             group.addTask { [self] in
@@ -224,6 +230,7 @@ public final class WebGateway: Service, Sendable {
             for session in sessions { group.addTask { await session.close() } }
         }
         for board in boards { await board.stop() }
+        await agents.stop(goodbye: true)
         logger.notice("web gateway stopped", metadata: ["tabs": "\(sessions.count)", "boards": "\(boards.count)"])
     }
 
@@ -562,7 +569,7 @@ public final class WebGateway: Service, Sendable {
             settings.identity = namespace  // a plain-text hub names the namespace after the routing id
         }
         let agent: TouchAgent
-        do { agent = try TouchAgent(configuration: settings, context: context, logger: logger) } catch {
+        do { agent = try TouchAgent(configuration: settings, context: context, logger: logger, host: agents) } catch {
             throw TabMessageError("HUB_UNAVAILABLE", "cannot reach the hub: \(error)")
         }
         agent.start()

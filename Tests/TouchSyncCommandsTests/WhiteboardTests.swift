@@ -370,4 +370,41 @@ extension BrowserTests {
         #expect(try await page.evaluate("!document.getElementById('help-overlay').hidden") as? Bool == true, "? lists the shortcuts")
         #expect(rig.browser.console.filter { $0.hasPrefix("exception") }.isEmpty, "\(rig.browser.console)")
     }
+
+    /// Tabs share the gateway's few agent threads: 40 tabs welcomed (each an
+    /// agent of the hub, each drawing a stroke) add fewer than 8 threads to
+    /// the gateway process (before, each tab's agent had a thread of its own).
+    @Test func tabsShareAFewThreads() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let gateway = try #require(rig.webProcess).processIdentifier
+        func threads() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/\(gateway)/task").count }
+        let page = try await rig.open("crowd")
+        let before = try threads()
+        let drawn = try await page.evaluate(
+            """
+            (async () => {
+              const url = location.origin.replace('http', 'ws') + '/ws';
+              const tabs = await Promise.all([...Array(40).keys()].map(i => new Promise((resolve, reject) => {
+                const ws = new WebSocket(url);
+                ws.onopen = () => ws.send(JSON.stringify({ t: 'hello', board: 'crowd', name: 'tab ' + i }));
+                ws.onmessage = e => {
+                  const m = JSON.parse(e.data);
+                  if (m.t === 'welcome') {
+                    ws.send(JSON.stringify({ t: 'touch', n: 1, phase: 'began', id: 1, s: [[10 + i, 10, 1]] }));
+                    ws.send(JSON.stringify({ t: 'touch', n: 2, phase: 'ended', id: 1, s: [[20 + i, 20, 2]] }));
+                  }
+                  if (m.t === 'ack' && m.n === 2) resolve(ws);
+                  if (m.t === 'error') reject(m.message);
+                };
+              })));
+              return tabs.length;
+            })()
+            """) as? Int
+        #expect(drawn == 40, "every tab drew and was acknowledged")
+        let after = try threads()
+        print("gateway threads: \(before) before, \(after) with 40 more tabs")
+        #expect(after - before < 8, "\(after - before) threads more for 40 tabs")
+        try await page.waitFor("touchsync.board.accepted.length === 40")
+    }
 }
