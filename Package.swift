@@ -34,6 +34,7 @@ let package = Package(
         .library(name: "TouchSyncCore", targets: ["TouchSyncCore"]),
         .library(name: "TouchSyncWire", targets: ["TouchSyncWire"]),
         .library(name: "TouchSyncClientCore", targets: ["TouchSyncClientCore"]),
+        .library(name: "TouchSyncClient", targets: ["TouchSyncClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),

@@ -150,7 +150,11 @@ final class AgentConnection {
                 shared.welcomedAs.withLock { $0 = user }
                 report(.welcomed(user: user, appliedThrough: appliedThrough))
             case .acknowledged(let posted):
-                shared.progress.withLock { $0.acknowledged += UInt64(posted) }
+                let through = shared.progress.withLock { progress in
+                    progress.acknowledged += UInt64(posted)
+                    return progress.acknowledged
+                }
+                report(.acknowledged(through: through))
             case .coalesced:
                 shared.progress.withLock { $0.coalesced += 1 }
             case .busy(let retry):

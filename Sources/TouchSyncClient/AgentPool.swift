@@ -63,7 +63,7 @@ public final class AgentPool: Sendable {
             counts.withLock { $0.refused[code.map { "\($0)" } ?? "unknown", default: 0] += 1 }
         case .disconnected: counts.withLock { $0.disconnected += 1 }
         case .welcomed: counts.withLock { $0.welcomes += 1 }
-        case .busy: break  // counted per agent (`backpressure`)
+        case .busy, .acknowledged: break  // counted per agent (`backpressure`, `acknowledged`)
         }
     }
 

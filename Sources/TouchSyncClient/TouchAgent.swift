@@ -106,6 +106,8 @@ public enum AgentEvent: Sendable, Equatable {
     /// The hub is behind: our messages are queued, not lost; the agent keeps
     /// the connection and waits at least `retryAfter` before doubting it.
     case busy(retryAfter: Duration)
+    /// The hub acknowledged more: `through` posted messages so far (as `acknowledged.through`).
+    case acknowledged(through: UInt64)
 }
 
 /// An agent: forwards one app's touch events to a hub, shaped like UIKit's

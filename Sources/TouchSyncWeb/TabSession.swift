@@ -36,6 +36,8 @@ final class TabSession: Sendable {
         var outbox: TabOutbox? = nil
         var detachedAt: ContinuousClock.Instant? = nil
         var closed = false
+        /// The highest ack told to the current connection (its welcome said `ackedThrough` then).
+        var ackSent: UInt64 = 0
         var displayName: String
         var colour: UInt32? = nil
     }
@@ -62,6 +64,7 @@ final class TabSession: Sendable {
             $0.connection = connection
             $0.outbox = outbox
             $0.detachedAt = nil
+            $0.ackSent = $0.ackedThrough
         }
     }
 
@@ -81,6 +84,9 @@ final class TabSession: Sendable {
                 message = "{\"t\":\"hub\",\"state\":\"unreachable\"}"
             case .welcomed:
                 message = "{\"t\":\"hub\",\"state\":\"connected\"}"
+            case .acknowledged:
+                pushAcks()
+                continue
             }
             state.withLock { $0.outbox }?.post(message)
         }
@@ -131,21 +137,23 @@ final class TabSession: Sendable {
         }
     }
 
-    /// Moves `ackedThrough` up to what the hub has acknowledged; the new value if it moved.
-    func collectAcks() -> UInt64? {
-        let through = agent.acknowledged.through
-        return state.withLock { state in
-            var moved: UInt64? = nil
+    /// Tells the tab what the hub has acknowledged since it last heard: called
+    /// when the agent reports an acknowledgement and after each handled page
+    /// message (a refused one is done as soon as what came before is).
+    func pushAcks() {
+        let (outbox, ack): (TabOutbox?, UInt64?) = state.withLock { state in
+            // Read under the session's lock (the order `handle` takes them in), so no entry is missed.
+            let through = agent.acknowledged.through
             while let first = state.waiting.first, first.agentMessages <= through {
                 state.waiting.removeFirst()
                 state.ackedThrough = first.page
-                moved = first.page
             }
-            return moved
+            guard state.ackedThrough > state.ackSent, let outbox = state.outbox else { return (nil, nil) }
+            state.ackSent = state.ackedThrough
+            return (outbox, state.ackedThrough)
         }
+        if let outbox, let ack { outbox.post("{\"t\":\"ack\",\"n\":\(ack)}") }
     }
-
-    var hasWaiting: Bool { state.withLock { !$0.waiting.isEmpty } }
 
     /// Ends the session: the agent says goodbye, so the hub cancels this tab's live touches at once.
     func close() async {

@@ -383,9 +383,7 @@ public final class WebGateway: Service, Sendable {
                             board.join(outbox)
                             broadcastUsers(of: board.board)
                             group.addTask { [self] in await self.write(outbox, of: board, to: outbound) }
-                            if let opened {
-                                group.addTask { [self] in await self.forwardAcks(of: opened, connection: id, outbox: outbox) }
-                            }
+                            opened?.pushAcks()  // what the hub acknowledged while the tab was away
                         } catch let error as TabMessageError {
                             try await send(outbound, error: error.code, error.message)
                             try await outbound.close(.policyViolation, reason: error.code)
@@ -442,6 +440,7 @@ public final class WebGateway: Service, Sendable {
                                     "{\"t\":\"refused\",\"n\":\(number),\"code\":\(BrowserWire.quoted(error.code)),\"message\":\(BrowserWire.quoted(error.message))}"
                                 ))
                         }
+                        session.pushAcks()  // a refused or resent message may be done already
                     }
                     if saidGoodbye { break }
                 }
@@ -617,17 +616,6 @@ public final class WebGateway: Service, Sendable {
     }
 
     /// Tells the tab each time the hub has acknowledged more of its messages.
-    private func forwardAcks(of session: TabSession, connection: ObjectIdentifier, outbox: TabOutbox) async {
-        var lastSent: UInt64 = session.ackedThrough
-        while !Task.isCancelled && session.isCurrent(connection) {
-            if let through = session.collectAcks() ?? (session.ackedThrough > lastSent ? session.ackedThrough : nil), through > lastSent {
-                outbox.post("{\"t\":\"ack\",\"n\":\(through)}")
-                lastSent = through
-            }
-            try? await Task.sleep(for: .milliseconds(session.hasWaiting ? 2 : 20))
-        }
-    }
-
     private func send(_ outbound: WebSocketOutboundWriter, error code: String, _ message: String) async throws {
         try await outbound.write(.text("{\"t\":\"error\",\"code\":\(BrowserWire.quoted(code)),\"message\":\(BrowserWire.quoted(message))}"))
     }
