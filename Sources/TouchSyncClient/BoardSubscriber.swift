@@ -38,6 +38,10 @@ public struct SubscriberConfiguration: Sendable {
     public var onSynced: (@Sendable (BoardState) -> Void)? = nil
     /// CURVE keys for an authenticated hub. Default nil: plain text.
     public var curve: CurveClientKeys? = nil
+    /// Whether `events` carries anything. Default true; a user that does not
+    /// read them (a fan-out working from `onApplied`) sets false, or up to
+    /// 10,000 unread events, batches with their samples, stay in memory.
+    public var reportsEvents = true
 
     public init(
         board: String, publishEndpoint: String = "tcp://127.0.0.1:5571",
@@ -115,6 +119,7 @@ public final class BoardSubscriber: Sendable {
         self.logger = logger
         mailbox = try Mailbox()
         (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        if !configuration.reportsEvents { eventSink.finish() }  // yields are then dropped at once
     }
 
     public func start() {

@@ -51,6 +51,8 @@ struct WebCommand: AsyncParsableCommand {
     var maxTabsPerUser = 16
     @Option(parsing: .unconditional, help: "Threads that carry every tab's connection to the hub (not one thread per tab).")
     var agentThreads = 2
+    @Option(parsing: .unconditional, help: "Seconds a board stays followed (its subscriber and replica) after its last tab left.")
+    var idleBoardSeconds = 30.0
     @Option(parsing: .unconditional, help: "HTTP connections served at once (more wait to be accepted); default twice --max-tabs, at least 512.")
     var maxConnections: Int?
     @Option(parsing: .unconditional, help: "Seconds a connection has to send its first request head before it is closed (slowloris).")
@@ -70,6 +72,9 @@ struct WebCommand: AsyncParsableCommand {
         guard headerTimeout > 0 && headerTimeout <= 600 else { throw ValidationError("--header-timeout must be above 0 and at most 600 seconds") }
         guard (1...10_000).contains(maxTabsPerUser) else { throw ValidationError("--max-tabs-per-user must be 1 to 10000") }
         guard (1...64).contains(agentThreads) else { throw ValidationError("--agent-threads must be 1 to 64") }
+        guard idleBoardSeconds.isFinite, idleBoardSeconds >= 0, idleBoardSeconds <= 86_400 else {
+            throw ValidationError("--idle-board-seconds must be 0 to 86400")
+        }
         guard Role(rawValue: guestRole) != nil else { throw ValidationError("--guest-role is watch, draw or admin, not \(guestRole)") }
         for origin in allowOrigin where origin != "*" {
             guard origin.hasPrefix("http://") || origin.hasPrefix("https://"), !origin.hasSuffix("/") else {
@@ -126,6 +131,7 @@ struct WebCommand: AsyncParsableCommand {
         configuration.maxTabs = maxTabs
         configuration.maxTabsPerUser = maxTabsPerUser
         configuration.agentThreads = agentThreads
+        configuration.boardIdleGrace = .milliseconds(Int64(idleBoardSeconds * 1000))
         configuration.maxConnections = maxConnections ?? max(512, 2 * maxTabs)
         configuration.headerTimeout = .milliseconds(Int64(headerTimeout * 1000))
         if let access {

@@ -135,6 +135,8 @@ final class BoardFanout: Sendable {
         var tabs: [ObjectIdentifier: TabOutbox] = [:]
         /// When a batch last changed the board (the hub's clock, µs since the epoch).
         var lastActivity: Int64? = nil
+        /// When a tab last asked for the board or left it.
+        var lastUsed = ContinuousClock.now
     }
     /// Shared with the subscriber's callbacks (which run on its thread).
     private final class Shared: Sendable {
@@ -150,6 +152,7 @@ final class BoardFanout: Sendable {
         var configuration = SubscriberConfiguration(
             board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
         configuration.curve = hub.curve
+        configuration.reportsEvents = false  // the copy below is kept from the callbacks; nobody reads the events
         let shared = self.shared
         configuration.onSynced = { board in
             // A first snapshot or a resync: every tab starts again from it.
@@ -197,7 +200,18 @@ final class BoardFanout: Sendable {
     }
 
     func leave(_ outbox: TabOutbox) {
-        _ = shared.state.withLock { $0.tabs.removeValue(forKey: ObjectIdentifier(outbox)) }
+        shared.state.withLock { state in
+            _ = state.tabs.removeValue(forKey: ObjectIdentifier(outbox))
+            state.lastUsed = .now
+        }
+    }
+
+    /// A tab is about to join: the board is in use.
+    func touch() { shared.state.withLock { $0.lastUsed = .now } }
+
+    /// No tab for `grace` (the gateway then stops following the board).
+    func isIdle(for grace: Duration, now: ContinuousClock.Instant) -> Bool {
+        shared.state.withLock { $0.tabs.isEmpty && now - $0.lastUsed >= grace }
     }
 
     /// The board now, for a tab's snapshot: nil until the subscriber has synced.

@@ -43,6 +43,9 @@ public struct WebConfiguration: Sendable {
     public var boardListHubs: [GatewayHub] = []
     /// Threads that carry every tab's agent (its connection to the hub). Default 2.
     public var agentThreads = 2
+    /// How long the gateway keeps following a board (its subscriber and
+    /// replica) after its last tab left. Default 30 s.
+    public var boardIdleGrace: Duration = .seconds(30)
     /// Messages queued for one tab before it is resynced from a snapshot instead. Default 512.
     public var tabQueueLimit = 512
     /// How long a tab's agent waits for the tab to come back after its WebSocket
@@ -196,6 +199,7 @@ public final class WebGateway: Service, Sendable {
                     while !Task.isCancelled {
                         try await Task.sleep(for: .seconds(1))
                         await reapDetachedSessions()
+                        await reapIdleBoards()
                         revokeLostAccess()
                     }
                 }
@@ -289,12 +293,43 @@ public final class WebGateway: Service, Sendable {
     // MARK: Boards
 
     private func fanout(for board: String) throws -> BoardFanout {
-        try state.withLock { state in
-            if let existing = state.boards[board] { return existing }
-            let fanout = try BoardFanout(board: board, hub: configuration.hub(board), context: context, logger: logger)
-            fanout.start()
-            state.boards[board] = fanout
-            return fanout
+        let existing = state.withLock { state in
+            state.boards[board].map { fanout in
+                fanout.touch()
+                return fanout
+            }
+        }
+        if let existing { return existing }
+        // Made outside the gateway's lock (sockets, a thread); a tab that raced us to it wins.
+        let made = try BoardFanout(board: board, hub: configuration.hub(board), context: context, logger: logger)
+        let (fanout, isNew) = state.withLock { state in
+            if let existing = state.boards[board] {
+                existing.touch()
+                return (existing, false)
+            }
+            state.boards[board] = made
+            made.touch()
+            return (made, true)
+        }
+        if isNew { fanout.start() }
+        return fanout
+    }
+
+    /// Stops following boards no tab has used for `boardIdleGrace`: their subscriber and replica go.
+    private func reapIdleBoards() async {
+        let now = ContinuousClock.now
+        let idle: [BoardFanout] = state.withLock { state in
+            var removed: [BoardFanout] = []
+            for (name, fanout) in state.boards
+            where fanout.isIdle(for: configuration.boardIdleGrace, now: now) && !state.sessions.values.contains(where: { $0.board == name }) {
+                state.boards[name] = nil
+                removed.append(fanout)
+            }
+            return removed
+        }
+        for fanout in idle {
+            await fanout.stop()
+            logger.info("board no longer followed: no tab", metadata: ["board": "\(fanout.board)"])
         }
     }
 
@@ -728,13 +763,14 @@ public final class WebGateway: Service, Sendable {
                 return Self.json("{\"error\":\(BrowserWire.quoted(error.code))}", status: .serviceUnavailable)
             }
             // The hubs' boards (those the gateway's key may watch), with the gateway's own tabs and activity.
-            var merged: [String: (tabs: Int, sequence: UInt64, strokes: Int, agents: Int, lastActivity: Int64?)] = [:]
+            var merged: [String: (tabs: Int, sequence: UInt64, strokes: Int, agents: Int, lastActivity: Int64?, followed: Bool)] = [:]
             for hub in configuration.boardListHubs.isEmpty ? [configuration.hub("")] : configuration.boardListHubs {
                 do {
                     let page = try await BoardDirectory.list(endpoint: hub.snapshot, limit: 1_000, context: self.context, timeout: .seconds(3), curve: hub.curve)
                     for board in page.boards {
                         merged[board.board] = (
-                            0, board.sequence, Int(board.acceptedStrokes), Int(board.agents), board.lastChangeTime > 0 ? board.lastChangeTime / 1000 : nil
+                            0, board.sequence, Int(board.acceptedStrokes), Int(board.agents), board.lastChangeTime > 0 ? board.lastChangeTime / 1000 : nil,
+                            false
                         )
                     }
                 } catch {
@@ -746,12 +782,12 @@ public final class WebGateway: Service, Sendable {
                 let listed = merged[open.board]
                 merged[open.board] = (
                     open.tabs, max(open.sequence, listed?.sequence ?? 0), max(open.strokes, listed?.strokes ?? 0), listed?.agents ?? 0,
-                    [open.lastActivity, listed?.lastActivity].compactMap { $0 }.max()
+                    [open.lastActivity, listed?.lastActivity].compactMap { $0 }.max(), true
                 )
             }
             let list = merged.filter { watchable($0.key) }.sorted { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }.map {
                 let (board, entry) = $0
-                return "{\"board\":\(BrowserWire.quoted(board)),\"tabs\":\(entry.tabs),\"agents\":\(entry.agents),\"sequence\":\(entry.sequence),\"strokes\":\(entry.strokes),\"lastActivity\":\(entry.lastActivity.map { String($0) } ?? "null")}"
+                return "{\"board\":\(BrowserWire.quoted(board)),\"tabs\":\(entry.tabs),\"agents\":\(entry.agents),\"sequence\":\(entry.sequence),\"strokes\":\(entry.strokes),\"lastActivity\":\(entry.lastActivity.map { String($0) } ?? "null"),\"followed\":\(entry.followed)}"
             }
             return Self.json("[\(list.joined(separator: ","))]")
         }

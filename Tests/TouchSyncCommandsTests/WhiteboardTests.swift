@@ -407,4 +407,25 @@ extension BrowserTests {
         #expect(after - before < 8, "\(after - before) threads more for 40 tabs")
         try await page.waitFor("touchsync.board.accepted.length === 40")
     }
+
+    /// A board whose last tab left is let go after the grace
+    /// (`--idle-board-seconds`): the gateway no longer follows it (its
+    /// subscriber and replica go); it comes back whole when a tab opens it
+    /// again, and other boards are not disturbed.
+    @Test func idleBoardsAreLetGo() async throws {
+        let rig = try await WhiteboardRig(webArguments: ["--idle-board-seconds", "1"])
+        defer { rig.close() }
+        let stays = try await rig.open("stays")
+        let passing = try await rig.open("passing")
+        try await passing.drag(from: (200, 200))
+        try await passing.settled()
+        let followed = "fetch('/api/boards').then(r => r.json()).then(list => list.find(b => b.board === 'passing')?.followed)"
+        #expect(try await stays.evaluate(followed) as? Bool == true)
+        try await passing.close()
+        try await stays.waitFor("\(followed).then(f => f === false)", timeout: .seconds(8))
+        try await stays.drag(from: (300, 300))
+        try await stays.settled()
+        let again = try await rig.open("passing")
+        try await again.waitFor("touchsync.board.accepted.length === 1")
+    }
 }
