@@ -78,9 +78,11 @@ public final class AgentHost: Sendable {
     /// The mailbox of driver `driver` (a hosted `TouchAgent` posts to it).
     func mailbox(of driver: Int) -> Mailbox<AgentCommand> { mailboxes[driver] }
 
-    /// Ends the connection at `index` of `driver` (saying goodbye first with `goodbye`).
-    func detach(driver: Int, index: Int, goodbye: Bool) {
-        mailboxes[driver].post(.detach(connection: index, goodbye: goodbye))
+    /// Ends the connection at `index` of `driver` (saying goodbye first with
+    /// `goodbye`); `done` runs on the driver once it is closed.
+    func detach(driver: Int, index: Int, goodbye: Bool, done: (@Sendable () -> Void)? = nil) {
+        // A driver that has stopped takes nothing more: its connections are closed already.
+        if !mailboxes[driver].post(.detach(connection: index, goodbye: goodbye, done: done)) { done?() }
         places.withLock { places in
             places[driver].live -= 1
             places[driver].free.append(index)  // reused only after the detach, which the mailbox delivers first

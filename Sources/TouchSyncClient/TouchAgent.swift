@@ -194,9 +194,15 @@ public final class TouchAgent: Sendable {
             mailbox.post(.stop(goodbye: goodbye))
             await thread.finished()
         case .hosted(let host, let place):
-            place.value.withLock { place in
-                if let (driver, index) = place { host.detach(driver: driver, index: index, goodbye: goodbye) }
-                place = nil
+            let placed = place.value.withLock { place in
+                defer { place = nil }
+                return place
+            }
+            if let (driver, index) = placed {
+                // Returns once the driver said goodbye and closed the connection, as a thread of its own would.
+                await withCheckedContinuation { (closed: CheckedContinuation<Void, Never>) in
+                    host.detach(driver: driver, index: index, goodbye: goodbye) { closed.resume() }
+                }
             }
         }
         eventSink.finish()
@@ -349,13 +355,7 @@ public final class TouchAgent: Sendable {
     /// Waits until the hub welcomes this agent (true), refuses it for good
     /// (`helloRefusal`: a refused key, a board it may not draw on) or `timeout` passes.
     public func waitUntilWelcomed(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if welcomedAs != nil { return true }
-            if helloRefusal != nil { return false }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return welcomedAs != nil
+        await shared.waitUntilWelcomed(timeout: timeout)
     }
 
     /// The namespace (user) the hub gave this agent when it last welcomed it:
