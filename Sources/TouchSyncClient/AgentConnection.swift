@@ -35,88 +35,22 @@ final class AgentShared: Sendable {
     /// The namespace the hub gave this agent in its last welcome (nil: never welcomed).
     let welcomedAs = Mutex<String?>(nil)
 
-    private struct Waiter {
-        var id: UInt64
-        /// Acknowledged messages it waits for (nil: a welcome or a refusal).
-        var acknowledged: UInt64?
-        var continuation: CheckedContinuation<Bool, Never>
-    }
-    private let waiters = Mutex<(next: UInt64, list: [Waiter])>((0, []))
-
-    /// The driver: `acknowledged` messages are acknowledged now (resumes those waiting for them).
-    func acknowledgedAdvanced(to acknowledged: UInt64) {
-        let ready = waiters.withLock { waiters in
-            let ready = waiters.list.filter { $0.acknowledged.map { $0 <= acknowledged } ?? false }
-            waiters.list.removeAll { $0.acknowledged.map { $0 <= acknowledged } ?? false }
-            return ready
-        }
-        for waiter in ready { waiter.continuation.resume(returning: true) }
-    }
-
-    /// The driver: the hub welcomed (true) or refused for good (false) this agent.
-    func helloAnswered(welcomed: Bool) {
-        let ready = waiters.withLock { waiters in
-            let ready = waiters.list.filter { $0.acknowledged == nil }
-            waiters.list.removeAll { $0.acknowledged == nil }
-            return ready
-        }
-        for waiter in ready { waiter.continuation.resume(returning: welcomed) }
-    }
+    /// Callers waiting for acknowledgements or an answer to the hello.
+    let waiters = ConditionWaiters()
 
     /// Waits until the hub has acknowledged every message posted so far; false on time-out.
     func flush(timeout: Duration) async -> Bool {
         let target = progress.withLock { $0.posted }
-        return await wait(timeout: timeout, acknowledged: target) { [self] in
-            progress.withLock { $0.acknowledged >= target } ? true : nil
-        }
+        return await waiters.wait(timeout: timeout) { [self] in progress.withLock { $0.acknowledged >= target } ? true : nil } ?? false
     }
 
     /// Waits until the hub welcomes (true) or refuses (false) this agent; false on time-out.
     func waitUntilWelcomed(timeout: Duration) async -> Bool {
-        await wait(timeout: timeout, acknowledged: nil) { [self] in
+        await waiters.wait(timeout: timeout) { [self] in
             if welcomedAs.withLock({ $0 }) != nil { return true }
             if helloRefusal.withLock({ $0 }) != nil { return false }
             return nil
-        }
-    }
-
-    /// Waits for the driver to resume a waiter, or for `timeout` (a timer, not polling);
-    /// `answer` says whether it is settled already (checked after registering, so nothing is missed).
-    private func wait(timeout: Duration, acknowledged: UInt64?, answer: @escaping @Sendable () -> Bool?) async -> Bool {
-        await withTaskGroup(of: Bool?.self) { group in
-            let id = waiters.withLock { waiters in
-                waiters.next += 1
-                return waiters.next
-            }
-            group.addTask { [self] in
-                await withTaskCancellationHandler {
-                    await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                        waiters.withLock { $0.list.append(Waiter(id: id, acknowledged: acknowledged, continuation: continuation)) }
-                        if let settled = answer() {
-                            let mine = waiters.withLock { waiters -> Waiter? in
-                                guard let index = waiters.list.firstIndex(where: { $0.id == id }) else { return nil }
-                                return waiters.list.remove(at: index)
-                            }
-                            mine?.continuation.resume(returning: settled)
-                        }
-                    }
-                } onCancel: {
-                    let mine = waiters.withLock { waiters -> Waiter? in
-                        guard let index = waiters.list.firstIndex(where: { $0.id == id }) else { return nil }
-                        return waiters.list.remove(at: index)
-                    }
-                    mine?.continuation.resume(returning: false)
-                }
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            // On time-out, the last word is what holds now (an answer may have raced the timer).
-            return first ?? answer() ?? false
-        }
+        } ?? false
     }
 }
 
@@ -223,14 +157,14 @@ final class AgentConnection {
             case .welcomed(let user, let appliedThrough):
                 shared.helloRefusal.withLock { $0 = nil }
                 shared.welcomedAs.withLock { $0 = user }
-                shared.helloAnswered(welcomed: true)
+                shared.waiters.signal()
                 report(.welcomed(user: user, appliedThrough: appliedThrough))
             case .acknowledged(let posted):
                 let through = shared.progress.withLock { progress in
                     progress.acknowledged += UInt64(posted)
                     return progress.acknowledged
                 }
-                shared.acknowledgedAdvanced(to: through)
+                shared.waiters.signal()
                 report(.acknowledged(through: through))
             case .coalesced:
                 shared.progress.withLock { $0.coalesced += 1 }
@@ -241,7 +175,7 @@ final class AgentConnection {
                 report(.refused(sequence: sequence, code: code, message: message))
             case .helloRefused(let why):
                 shared.helloRefusal.withLock { $0 = why }
-                shared.helloAnswered(welcomed: false)
+                shared.waiters.signal()
             case .newSession(let waiting):
                 logger.notice(
                     "the hub cannot resume this agent's session: starting a new one",
@@ -332,7 +266,7 @@ final class AgentConnection {
             }
             logger.error("cannot connect to the hub", metadata: ["agent": "\(identity)", "problem": "\(problem)"])
             shared.helloRefusal.withLock { $0 = problem }
-            shared.helloAnswered(welcomed: false)
+            shared.waiters.signal()
             report(.refused(sequence: 0, code: nil, message: problem))
         }
     }

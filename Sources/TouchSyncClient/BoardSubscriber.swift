@@ -137,6 +137,7 @@ public final class BoardSubscriber: Sendable {
                 logger.error("subscriber stopped", metadata: ["error": "\(error)"])
                 for case .inspect(let reply) in mailbox.close() { reply(nil) }
                 shared.status.withLock { $0.failure = "\(error)" }
+                shared.waiters.signal()
                 events.yield(.failed(reason: "\(error)"))
                 events.finish()
             }
@@ -163,14 +164,11 @@ public final class BoardSubscriber: Sendable {
 
     /// Waits until the replica is live at `sequence` or later; false on time-out.
     public func waitUntil(sequence: UInt64, timeout: Duration = .seconds(5)) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let status = self.status
+        await shared.waiters.wait(timeout: timeout) { [shared] in
+            let status = shared.status.withLock { $0 }
             if status.live && status.sequence >= sequence { return true }
-            if status.failure != nil { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return false
+            return status.failure != nil ? false : nil
+        } ?? false
     }
 
     /// Stops reading for `duration` or until `resumeReading()`, whichever
@@ -190,6 +188,8 @@ public final class BoardSubscriber: Sendable {
 
 final class SubscriberShared: Sendable {
     let status = Mutex(SubscriberStatus())
+    /// Callers waiting for the replica to reach a sequence (woken when the status changes).
+    let waiters = ConditionWaiters()
     /// Set by `resumeReading()`; a stall polls it.
     let resumeRequested = Mutex(false)
 }
@@ -405,6 +405,7 @@ final class SubscriberLoop {
             status.activeStrokes = state.liveTouchCount
             status.acceptedStrokes = state.acceptedStrokes.count
         }
+        shared.waiters.signal()
     }
 
     private func checkHandshakes() {

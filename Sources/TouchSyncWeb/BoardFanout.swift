@@ -141,6 +141,8 @@ final class BoardFanout: Sendable {
     /// Shared with the subscriber's callbacks (which run on its thread).
     private final class Shared: Sendable {
         let state = Mutex(State())
+        /// Tabs waiting for the first snapshot.
+        let synced = ConditionWaiters()
     }
     private let shared = Shared()
     private let subscriber: BoardSubscriber
@@ -160,6 +162,7 @@ final class BoardFanout: Sendable {
                 state.replica = board
                 return Array(state.tabs.values)
             }
+            shared.synced.signal()
             for tab in tabs { tab.requestSnapshot() }
         }
         configuration.onApplied = { batch in
@@ -226,11 +229,6 @@ final class BoardFanout: Sendable {
 
     /// Waits until the subscriber has a board (true) or `timeout` passes.
     func waitUntilSynced(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if snapshot() != nil { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return snapshot() != nil
+        await shared.synced.wait(timeout: timeout) { [shared] in shared.state.withLock { $0.replica != nil } ? true : nil } ?? false
     }
 }

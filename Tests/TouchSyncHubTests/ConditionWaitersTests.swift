@@ -1,0 +1,32 @@
+import Foundation
+import Synchronization
+import Testing
+import TouchSyncClient
+
+/// Waiting without polling: a waiter wakes on the signal that makes its
+/// condition true (from another thread): its time-out here is an hour, so
+/// only the signal can end it within the test's time limit; it gives up at
+/// a short time-out; a cancelled waiter returns (again, only that can end it).
+@Suite("Condition waiters", .timeLimit(.minutes(1)))
+struct ConditionWaitersTests {
+    @Test func aSignalWakesTheWaiterAndTimeOutsBoundIt() async throws {
+        let waiters = ConditionWaiters()
+        let value = Mutex(0)
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 0.2)
+            value.withLock { $0 = 7 }
+            waiters.signal()
+        }
+        let seen = await waiters.wait(timeout: .seconds(3600)) { value.withLock { $0 == 7 ? $0 : nil } }
+        #expect(seen == 7)
+        // A condition that never holds: nil at the time-out.
+        let never = await waiters.wait(timeout: .milliseconds(100)) { Optional<Int>.none }
+        #expect(never == nil)
+        // Cancelled: returns nil without waiting for the time-out.
+        let task = Task { await waiters.wait(timeout: .seconds(3600)) { Optional<Int>.none } }
+        try await Task.sleep(for: .milliseconds(50))
+        task.cancel()
+        let cancelled = await task.value
+        #expect(cancelled == nil)
+    }
+}
