@@ -21,6 +21,8 @@ public final class AgentPool: Sendable {
     private let context: ZMQContext
     private let logger: Logger
     private let counts = Mutex<(refused: [String: Int], disconnected: Int, welcomes: Int)>(([:], 0, 0))
+    /// Callers waiting for every agent's welcome (woken at each welcome or refusal).
+    private let welcomes = ConditionWaiters()
 
     /// - Parameters:
     ///   - configurations: one per agent; each needs an `identity`, or gets a random one.
@@ -61,8 +63,11 @@ public final class AgentPool: Sendable {
         switch event {
         case .refused(_, let code, _):
             counts.withLock { $0.refused[code.map { "\($0)" } ?? "unknown", default: 0] += 1 }
+            welcomes.signal()
         case .disconnected: counts.withLock { $0.disconnected += 1 }
-        case .welcomed: counts.withLock { $0.welcomes += 1 }
+        case .welcomed:
+            counts.withLock { $0.welcomes += 1 }
+            welcomes.signal()
         case .busy, .acknowledged: break  // counted per agent (`backpressure`, `acknowledged`)
         }
     }
@@ -70,12 +75,10 @@ public final class AgentPool: Sendable {
     /// Waits until every agent has been welcomed at least once (welcomes
     /// after reconnects count too, so call it right after `start`); false on time-out.
     public func waitUntilWelcomed(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while counts.withLock({ $0.welcomes }) < count {
-            guard ContinuousClock.now < deadline, helloRefusal == nil else { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
+        await welcomes.wait(timeout: timeout) { [self] in
+            if counts.withLock({ $0.welcomes }) >= count { return true }
+            return helloRefusal != nil ? false : nil
+        } ?? false
     }
 
     /// Why the hub refused some agent's hello, if it did (the first such agent found).

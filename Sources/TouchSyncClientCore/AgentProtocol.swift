@@ -206,12 +206,13 @@ public struct AgentProtocol: Sendable {
             lastProgress = now
             actions.append(.busy(retryAfter: retry))
         case .error(let error):
-            actions.append(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
+            // The final refusal first: whoever hears of the refusal finds it recorded.
             if !isWelcomed, error.sequence == 0, let code = ErrorCode(error.code),
                 [.unsupportedVersion, .unknownBoard, .malformed, .rateLimited, .forbidden, .wrongHub].contains(code)
             {
                 actions.append(.helloRefused("\(code): \(error.message)"))
             }
+            actions.append(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
             if error.code == .outOfOrder {
                 for entry in unacknowledged { transmit(entry.bytes, now: now, into: &actions) }
             } else if error.code == .cannotResume {

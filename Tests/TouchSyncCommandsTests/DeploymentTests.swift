@@ -197,12 +197,14 @@ struct DeploymentTests {
         let children = ChildProcesses()
         defer { children.killAll() }
         let hub = try await children.startPlainHub(ports: try ProcessTests.freePorts(3))
-        let port = try ProcessTests.freePorts(1)[0]
+        // Port 0: a port picked in advance may be taken by a parallel test's process before the gateway binds it.
         let (_, output) = try children.run(
-            ["web", "--listen", "127.0.0.1:\(port)", "--hub", hub[0], "--publish", hub[1], "--snapshot", hub[2],
+            ["web", "--listen", "127.0.0.1:0", "--hub", hub[0], "--publish", hub[1], "--snapshot", hub[2],
              "--max-connections", "50", "--header-timeout", "3"])
         var text = ""
         await readUntil(output, into: &text) { $0.contains("Ctrl-C stops it.") }
+        let url = try #require(text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression), "the gateway did not start: \(text)")
+        let port = try #require(Int(text[url].split(separator: ":").last ?? ""))
         let slow = try (0..<60).map { _ in try connectedSocket(port: UInt16(port)) }
         defer { for descriptor in slow { close(descriptor) } }
         @Sendable func sendText(_ descriptor: Int32, _ text: String) -> Bool {
