@@ -1,5 +1,6 @@
 import TouchSyncAccess
 import Logging
+import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
@@ -175,14 +176,14 @@ public final class BoardSubscriber: Sendable {
     /// comes first, as a stalled consumer would: messages pile up, past the
     /// high-water mark libzmq drops them, and the subscriber must notice and
     /// resync. For fault-injection tests.
-    public func stallReading(for duration: Duration) {
-        shared.resumeRequested.withLock { $0 = false }
+    package func stallReading(for duration: Duration) {
+        while shared.resume.wait(timeout: .now()) == .success {}  // an earlier resume ends no later stall
         mailbox.post(.stall(duration))
     }
 
     /// Ends a stall begun by `stallReading(for:)` early.
-    public func resumeReading() {
-        shared.resumeRequested.withLock { $0 = true }
+    package func resumeReading() {
+        shared.resume.signal()
     }
 }
 
@@ -190,8 +191,8 @@ final class SubscriberShared: Sendable {
     let status = Mutex(SubscriberStatus())
     /// Callers waiting for the replica to reach a sequence (woken when the status changes).
     let waiters = ConditionWaiters()
-    /// Set by `resumeReading()`; a stall polls it.
-    let resumeRequested = Mutex(false)
+    /// Signalled by `resumeReading()`: ends a stall early.
+    let resume = DispatchSemaphore(value: 0)
 }
 
 enum SubscriberCommand: Sendable {
@@ -279,11 +280,8 @@ final class SubscriberLoop {
                     case .stall(let duration):
                         // Deliberately not reading: the point of the command.
                         shared.status.withLock { $0.stalls += 1 }
-                        let resumeBy = ContinuousClock.now + duration
-                        while ContinuousClock.now < resumeBy, !shared.resumeRequested.withLock({ $0 }) {
-                            var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
-                            nanosleep(&pause, nil)
-                        }
+                        let (seconds, attoseconds) = duration.components
+                        _ = shared.resume.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
                     }
                 }
             }
