@@ -13,6 +13,9 @@ struct SubscriberEventsTests {
         let quiet = try hub.subscriber(board: "quiet") { $0.reportsEvents = false }
         let told = try hub.subscriber(board: "quiet")
         defer { Task { await quiet.stop(); await told.stop() } }
+        // Both live before the drawing, so it reaches them as batches, not in their snapshots.
+        #expect(await quiet.waitUntil(sequence: 0))
+        #expect(await told.waitUntil(sequence: 0))
         let agent = try hub.agent(board: "quiet")
         defer { Task { await agent.stop() } }
         try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(1, 1, 1)])])
