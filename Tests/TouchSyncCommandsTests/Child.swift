@@ -151,6 +151,11 @@ final class ChildOutput: Sendable {
     let descriptor: Int32
     /// The write end, handed to the child, closed here once it is spawned.
     let writeEnd: Int32
+    /// A file the child's standard error goes to (for failure messages), removed with this object.
+    let errorLog = NSTemporaryDirectory() + "touchsync-child-errors-\(UUID().uuidString.prefix(12))"
+
+    /// What the child wrote to standard error so far.
+    var errors: String { (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? "" }
 
     init() throws {
         var ends: [Int32] = [0, 0]
@@ -167,7 +172,10 @@ final class ChildOutput: Sendable {
 
     func closeWriteEnd() { close(writeEnd) }
 
-    deinit { close(descriptor) }
+    deinit {
+        close(descriptor)
+        unlink(errorLog)
+    }
 
     /// The next bytes the child writes (empty: it closed its end), read on a thread of its own.
     func nextChunk() async -> Data {

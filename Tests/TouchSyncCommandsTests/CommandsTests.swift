@@ -90,7 +90,8 @@ struct ProcessTests {
     /// and waits for its exit then return).
     static func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil, fileLimit: Int? = nil) throws -> (Child, ChildOutput) {
         let output = try ChildOutput()
-        let null = nullDevice()
+        // Standard error to a file of the output's: a child that fails at start-up says why in the test's failure.
+        let null = open(output.errorLog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         defer { close(null) }
         let child: Child
         if let fileLimit {
@@ -333,7 +334,7 @@ final class ChildProcesses {
         // Blocks until the hub writes or exits (the watchdog bounds a hang).
         while !text.contains("Ctrl-C stops it.") {
             let chunk = await output.nextChunk()
-            if chunk.isEmpty { throw TestFailure("the hub exited before it was ready: \(text)") }
+            if chunk.isEmpty { throw TestFailure("the hub exited before it was ready: \(text) \(output.errors)") }
             text += String(decoding: chunk, as: UTF8.self)
         }
         guard text.contains("TouchSync hub listening") else { throw TestFailure("the hub did not say it listens: \(text)") }
@@ -341,11 +342,21 @@ final class ChildProcesses {
     }
 
     /// A hub without a journal on loopback `ports` (ingest, publish, snapshot), ready; its three endpoints.
+    /// Ports picked in advance can still be taken by another process before the
+    /// hub binds them (one busy run saw it): then it starts again on fresh ones.
     func startPlainHub(ports: [Int]) async throws -> [String] {
-        let endpoints = ports.prefix(3).map { "tcp://127.0.0.1:\($0)" }
-        _ = try await startHub(
-            ["hub", "--no-journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
-        return endpoints
+        var ports = Array(ports.prefix(3))
+        for attempt in 1...3 {
+            let endpoints = ports.map { "tcp://127.0.0.1:\($0)" }
+            do {
+                _ = try await startHub(
+                    ["hub", "--no-journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
+                return endpoints
+            } catch let failure as TestFailure where failure.description.contains("Address already in use") && attempt < 3 {
+                ports = try ProcessTests.freePorts(3)
+            }
+        }
+        throw TestFailure("unreachable: the last attempt throws")
     }
 
     func killAll() {
