@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -130,15 +131,14 @@ public final class LinkEmulator: Sendable {
 }
 
 /// One direction of a connection: a reader queues what arrives with the
-/// time it is due, a writer sends it when due.
-private final class DelayedPipe: @unchecked Sendable {
+/// time it is due, a writer sends it when due. The queue is under a mutex;
+/// the semaphore wakes the writer (a stray wake-up only makes it look again).
+private final class DelayedPipe: Sendable {
     let source: Int32, destination: Int32
     let delay: Duration
     let done: @Sendable () -> Void
-    // Guarded by `condition`.
-    private let condition = NSCondition()
-    private var queue: [(due: ContinuousClock.Instant, bytes: [UInt8])] = []
-    private var ended = false
+    private let state = Mutex<(queue: [(due: ContinuousClock.Instant, bytes: [UInt8])], ended: Bool)>(([], false))
+    private let arrived = DispatchSemaphore(value: 0)
 
     init(from source: Int32, to destination: Int32, delay: Duration, done: @escaping @Sendable () -> Void) {
         self.source = source
@@ -157,55 +157,66 @@ private final class DelayedPipe: @unchecked Sendable {
         while true {
             let count = recv(source, &buffer, buffer.count, 0)
             if count < 0 && errno == EINTR { continue }
-            condition.lock()
-            if count <= 0 {
-                ended = true
-            } else {
-                queue.append((ContinuousClock.now + delay, Array(buffer[0..<count])))
+            let bytes = count > 0 ? Array(buffer[0..<count]) : []
+            state.withLock { state in
+                if count <= 0 { state.ended = true } else { state.queue.append((ContinuousClock.now + delay, bytes)) }
             }
-            condition.signal()
-            condition.unlock()
+            arrived.signal()
             if count <= 0 { return }
         }
     }
 
+    private enum Next {
+        case send([UInt8])
+        case wait(until: ContinuousClock.Instant?)
+        case finished
+    }
+
     private func write() {
         while true {
-            condition.lock()
-            while queue.isEmpty && !ended { condition.wait() }
-            if queue.isEmpty && ended {
-                condition.unlock()
+            let now = ContinuousClock.now
+            let next: Next = state.withLock { state in
+                guard let head = state.queue.first else { return state.ended ? .finished : .wait(until: nil) }
+                guard head.due <= now else { return .wait(until: head.due) }
+                state.queue.removeFirst()
+                return .send(head.bytes)
+            }
+            switch next {
+            case .finished:
                 shutdown(destination, Int32(SHUT_WR))
                 done()
                 return
-            }
-            let head = queue[0]
-            let now = ContinuousClock.now
-            if head.due > now {
-                let wait = head.due - now
-                let (seconds, attoseconds) = wait.components
-                condition.wait(until: Date(timeIntervalSinceNow: Double(seconds) + Double(attoseconds) / 1e18))
-                condition.unlock()
-                continue
-            }
-            queue.removeFirst()
-            condition.unlock()
-            var offset = 0
-            while offset < head.bytes.count {
-                let sent = head.bytes[offset...].withUnsafeBytes { send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                if sent < 0 && errno == EINTR { continue }
-                if sent <= 0 {
-                    // The other side is gone: drain the reader and end.
+            case .wait(let until):
+                if let until {
+                    let (seconds, attoseconds) = (until - now).components
+                    _ = arrived.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+                } else {
+                    arrived.wait()
+                }
+            case .send(let bytes):
+                guard deliver(bytes) else {
+                    // The other side is gone: stop the reader, wait for it to end, and end.
                     shutdown(source, Int32(SHUT_RDWR))
-                    condition.lock()
-                    queue.removeAll()
-                    while !ended { condition.wait() }
-                    condition.unlock()
+                    while !state.withLock({ state in
+                        state.queue.removeAll()
+                        return state.ended
+                    }) { arrived.wait() }
                     done()
                     return
                 }
-                offset += sent
             }
         }
+    }
+
+    /// Sends all of `bytes`; false when the destination is gone.
+    private func deliver(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent < 0 && errno == EINTR { continue }
+            if sent <= 0 { return false }
+            offset += sent
+        }
+        return true
     }
 }
