@@ -94,21 +94,14 @@ public enum BoardDirectory {
         request.after = after
         request.limit = UInt32(clamping: limit)
         request.requestID = UInt64.random(in: 1...UInt64.max)
-        let id = request.requestID
         let answer = Mutex<Page?>(nil)
-        try await HubRequest.exchange(
-            WireCodec.encode(request), endpoint: endpoint, context: try context ?? ZMQContext(), timeout: timeout, curve: curve,
-            threadName: "touchsync-board-list"
-        ) { message in
-            let reply = try message.withUnsafeBytes { try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }
-            guard reply.requestID == id else { return false }
-            switch reply.body {
+        try await exchange(request, endpoint: endpoint, context: context, timeout: timeout, curve: curve, threadName: "touchsync-board-list") {
+            body in
+            switch body {
             case .boards(let list):
                 answer.withLock { $0 = Page(boards: list.boards, more: list.more) }
                 return true
-            case .error(let error):
-                throw HubRequestFailure.refused(code: ErrorCode(error.code), message: error.message)
-            case .chunk, nil:
+            case .chunk, .error, nil:
                 throw HubRequestFailure.refused(code: nil, message: "the server answered a board list with a snapshot: it predates board lists")
             }
         }
@@ -118,6 +111,24 @@ public enum BoardDirectory {
 }
 
 extension BoardDirectory {
+    /// Sends `request` on the snapshot socket and hands `body` each reply to
+    /// it (an error reply is thrown) until `body` says the answer is complete.
+    private static func exchange(
+        _ request: Touchsync_V1_SnapshotRequest, endpoint: String, context: ZMQContext?, timeout: Duration, curve: CurveClientKeys?,
+        threadName: String, _ body: @escaping @Sendable (Touchsync_V1_SnapshotReply.OneOf_Body?) throws -> Bool
+    ) async throws {
+        let id = request.requestID
+        try await HubRequest.exchange(
+            WireCodec.encode(request), endpoint: endpoint, context: try context ?? ZMQContext(), timeout: timeout, curve: curve,
+            threadName: threadName
+        ) { message in
+            let reply = try message.withUnsafeBytes { try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }
+            guard reply.requestID == id else { return false }
+            if case .error(let error) = reply.body { throw HubRequestFailure.refused(code: ErrorCode(error.code), message: error.message) }
+            return try body(reply.body)
+        }
+    }
+
     /// One snapshot of `board` (a thumbnail, a status): the board as the hub
     /// published it, checked against the hub's digest. For a replica kept
     /// live, use `BoardSubscriber`.
@@ -127,27 +138,17 @@ extension BoardDirectory {
         var request = Touchsync_V1_SnapshotRequest()
         request.board = board
         request.requestID = UInt64.random(in: 1...UInt64.max)
-        let id = request.requestID
         let chunks = Mutex<[Touchsync_V1_SnapshotChunk]>([])
-        try await HubRequest.exchange(
-            WireCodec.encode(request), endpoint: endpoint, context: try context ?? ZMQContext(), timeout: timeout, curve: curve,
-            threadName: "touchsync-snapshot-once"
-        ) { message in
-            let reply = try message.withUnsafeBytes { try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }
-            guard reply.requestID == id else { return false }
-            switch reply.body {
-            case .chunk(let chunk):
-                return chunks.withLock { chunks in
-                    chunks.append(chunk)
-                    return chunks.count == Int(chunk.count)
-                }
-            case .error(let error):
-                throw HubRequestFailure.refused(code: ErrorCode(error.code), message: error.message)
-            case .boards, nil:
-                return false
+        try await exchange(request, endpoint: endpoint, context: context, timeout: timeout, curve: curve, threadName: "touchsync-snapshot-once") {
+            body in
+            guard case .chunk(let chunk) = body else { return false }
+            return chunks.withLock { chunks in
+                // Each index once, as ReplicaSync counts them.
+                if !chunks.contains(where: { $0.index == chunk.index }) { chunks.append(chunk) }
+                return chunks.count == Int(chunk.count)
             }
         }
-        let (snapshot, digest) = try SnapshotCodec.assemble(chunks.withLock { $0 })
+        let (snapshot, digest) = try SnapshotCodec.assemble(chunks.withLock { $0.sorted { $0.index < $1.index } })
         let state = try BoardState(snapshot: snapshot)
         guard state.digest == digest else { throw HubRequestFailure.refused(code: nil, message: "the snapshot loads to a different digest") }
         return state
