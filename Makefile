@@ -64,9 +64,12 @@ demo: demo-deps
 # observable conditions with deadlines rather than for fixed times.
 # scripts/run-tests.sh gives the run its own TMPDIR and removes whatever the
 # tests left (files, network namespaces); a process left running fails it.
+# scripts/check-client-package.sh builds Tests/ClientPackage, a package that
+# depends on TouchSyncClient by path, and draws a stroke with it through a hub.
 test: test-deps
 	$(SWIFT) build
 	SWIFT="$(SWIFT)" scripts/run-tests.sh
+	SWIFT="$(SWIFT)" scripts/check-client-package.sh
 
 bench: deps
 	$(SWIFT) build -c release

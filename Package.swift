@@ -12,9 +12,10 @@
 //   TouchSyncHubCore   the hub without I/O: sessions, boards, acks, liveness as a state machine (events in, actions out)
 //   TouchSyncHub       the hub's ZeroMQ adapter: one thread owning the sockets and a HubCore (a ServiceLifecycle Service)
 //   TouchSyncClient    agents (UIKit-shaped touch API) and subscribers (live replicas), over ZeroMQ
+//   TouchSyncWebWire   the browser wire: one Codable message type both ways, the board encoder, a page-like replica (pure)
 //   TouchSyncWeb       the browser gateway: serves the whiteboard page, one agent per tab, board fan-out over WebSockets
 //   TouchSyncBrowser   a headless Chromium over the DevTools protocol (browser tests, bench --browser)
-//   TouchSyncLoad      load runs with simulated fingers: latency, loss, convergence reports
+//   TouchSyncLoad      load runs with simulated fingers (over ZeroMQ, or as browser tabs over WebSockets): latency, loss, convergence reports
 //   TouchSyncCommands  the `touchsync` subcommands, as a testable library
 //   touchsync          a thin @main over TouchSyncCommands
 import Foundation
@@ -38,6 +39,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.28.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
@@ -147,9 +149,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncWebWire",
+            dependencies: ["TouchSyncCore"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncWeb",
             dependencies: [
                 "TouchSyncAccess",
+                "TouchSyncWebWire",
                 "TouchSyncRender",
                 "TouchSyncCore",
                 "TouchSyncWire",
@@ -179,8 +187,13 @@ let package = Package(
                 "TouchSyncHub",
                 "TouchSyncHubCore",
                 "TouchSyncClient",
+                "TouchSyncWebWire",
                 "ZeroMQ",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -307,9 +320,10 @@ let package = Package(
                 "TouchSyncAccess",
                 "TouchSyncTUIO",
                 "TouchSyncClient",
-                "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ", "TouchSyncBrowser", "TouchSyncWeb", "TouchSyncSimulation",
+                "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ", "TouchSyncBrowser", "TouchSyncWeb", "TouchSyncWebWire", "TouchSyncLoad", "TouchSyncSimulation",
                 "TouchSyncJournal",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -22,12 +22,21 @@ struct LoadCommand: AsyncParsableCommand {
             Exits with status 1 when anything was lost or duplicated or a digest differs. \
             Ctrl-C (or SIGTERM) stops the drawing early: the run drains, checks and prints \
             (and writes) its report for what was drawn, marked as interrupted, and exits 130.
+
+            With --web http://HOST:PORT the users are browser tabs instead: WebSocket \
+            clients of a `touchsync web` gateway speaking the page's wire (hello, numbered \
+            touch messages with coalesced and predicted samples kept until acknowledged and \
+            resent after a reconnect, snapshot and batches in order). They connect, stay idle \
+            for --idle seconds, then draw (defaults: one finger at 60 Hz, one coalesced \
+            sample). --boards spreads them (ten tabs per board: --boards users/10). When the \
+            gateway runs on this machine, its CPU per sample, idle CPU, resident memory per \
+            tab and threads are read from /proc (--hub-pid adds the hub's CPU per sample).
             """)
 
     @Option(parsing: .unconditional, help: "Simulated users (agents).") var users = 10
-    @Option(parsing: .unconditional, help: "Fingers per user.") var fingers = 3
-    @Option(parsing: .unconditional, help: "Input events per second per finger.") var hz = 120.0
-    @Option(parsing: .unconditional, help: "Samples per input event (2 for 240 Hz input).") var coalesced = 2
+    @Option(parsing: .unconditional, help: "Fingers per user (default 3; 1 with --web).") var fingers: Int?
+    @Option(parsing: .unconditional, help: "Input events per second per finger (default 120; 60 with --web).") var hz: Double?
+    @Option(parsing: .unconditional, help: "Samples per input event, 2 for 240 Hz input (default 2; 1 with --web).") var coalesced: Int?
     @Option(parsing: .unconditional, help: "Predicted samples per touch change.") var predicted = 1
     @Option(parsing: .unconditional, help: "Seconds of drawing.") var duration = 5.0
     @Option(parsing: .unconditional, help: "Stop once this many strokes have begun (if before --duration).") var strokes: Int?
@@ -52,18 +61,38 @@ struct LoadCommand: AsyncParsableCommand {
     var accessDir: String?
     @Option(help: "A cluster file: spread the boards over its hubs (each board on the hub the map gives it) instead of --hub.")
     var cluster: String?
+    @Option(help: "Draw through a browser gateway (touchsync web) at this URL, as browser tabs over WebSockets.") var web: String?
+    @Option(parsing: .unconditional, help: "With --web: seconds every tab stays connected and idle before drawing (what idle tabs cost).")
+    var idle = 5.0
+    @Option(parsing: .unconditional, help: "With --web: tabs per board that keep the whole board and measure latency.")
+    var measuringTabs = 1
+    @Option(help: "With --web: the gateway's process id (default: the process listening on the URL's port, when visible).")
+    var gatewayPid: Int32?
+    @Option(help: "With --web: the hub's process id, to compare its CPU per sample with the gateway's.") var hubPid: Int32?
     @Option(help: "Write the report as JSON to this file.") var json: String?
     @Option(help: "Write latency and throughput over time as an SVG chart to this file.") var svg: String?
     @OptionGroup var logging: LoggingOptions
 
+    var fingerCount: Int { fingers ?? (web == nil ? 3 : 1) }
+    var eventRate: Double { hz ?? (web == nil ? 120 : 60) }
+    var samplesPerEvent: Int { coalesced ?? (web == nil ? 2 : 1) }
+
     func validate() throws {
+        if let web {
+            guard WebAddress(web) != nil else { throw ValidationError("--web takes the gateway's address, http://HOST:PORT") }
+            guard ingest == nil, cluster == nil, data == nil, accessDir == nil else {
+                throw ValidationError("--web draws through a gateway: not with --hub, --cluster, --data or --access-dir")
+            }
+            guard idle >= 0 && idle <= 600 else { throw ValidationError("--idle must be 0 to 600 seconds") }
+            guard (1...100).contains(measuringTabs) else { throw ValidationError("--measuring-tabs must be 1 to 100") }
+        }
         if let ingest { try validateEndpoint(ingest, option: "--hub") }
         if let publish { try validateEndpoint(publish, option: "--publish") }
         if let snapshot { try validateEndpoint(snapshot, option: "--snapshot") }
         guard (1...5000).contains(users) else { throw ValidationError("--users must be 1 to 5000") }
-        guard (1...10).contains(fingers) else { throw ValidationError("--fingers must be 1 to 10") }
-        guard hz > 0 && hz <= 1000 else { throw ValidationError("--hz must be above 0 and at most 1000") }
-        guard (1...32).contains(coalesced) else { throw ValidationError("--coalesced must be 1 to 32") }
+        guard (1...10).contains(fingerCount) else { throw ValidationError("--fingers must be 1 to 10") }
+        guard eventRate > 0 && eventRate <= 1000 else { throw ValidationError("--hz must be above 0 and at most 1000") }
+        guard (1...32).contains(samplesPerEvent) else { throw ValidationError("--coalesced must be 1 to 32") }
         guard (0...16).contains(predicted) else { throw ValidationError("--predicted must be 0 to 16") }
         guard duration > 0 && duration <= 3600 else { throw ValidationError("--duration must be above 0 and at most 3600") }
         guard (1...1000).contains(boards), boards <= users else { throw ValidationError("--boards must be 1 to --users") }
@@ -90,11 +119,12 @@ struct LoadCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let web, let address = WebAddress(web) { return try await runWeb(address) }
         var configuration = LoadConfiguration()
         configuration.users = users
-        configuration.fingers = fingers
-        configuration.hz = hz
-        configuration.coalesced = coalesced
+        configuration.fingers = fingerCount
+        configuration.hz = eventRate
+        configuration.coalesced = samplesPerEvent
         configuration.predicted = predicted
         configuration.duration = Duration(secondsValue: duration)
         configuration.strokes = strokes
@@ -133,7 +163,7 @@ struct LoadCommand: AsyncParsableCommand {
                 ingest: ingest, publish: publish ?? "\(base):\(port + 1)", snapshot: snapshot ?? "\(base):\(port + 2)")
         }
         emit(
-            "load: \(users) users x \(fingers) fingers at \(Int(hz)) Hz (\(coalesced) samples per event, \(predicted) predicted), "
+            "load: \(users) users x \(fingerCount) fingers at \(Int(eventRate)) Hz (\(samplesPerEvent) samples per event, \(predicted) predicted), "
                 + "\(boards) board(s), \(subscribers) subscriber(s) each, \(duration) s, hub "
                 + (configuration.cluster.map { "cluster of \($0.hubs.count)" } ?? configuration.hub?.ingest ?? "embedded") + (data.map { ", journal \($0) (fsync \(fsync))" } ?? "")
                 + "; up to \(Int(configuration.offeredSamplesPerSecond)) samples/s offered")
@@ -167,5 +197,67 @@ struct LoadCommand: AsyncParsableCommand {
         }
         if report.interrupted { throw ExitCode(130) }
         if !report.passed { throw ExitCode.failure }
+    }
+
+    /// `--web`: the users as browser tabs of a gateway.
+    func runWeb(_ address: WebAddress) async throws {
+        var configuration = WebLoadConfiguration()
+        configuration.host = address.host
+        configuration.port = address.port
+        configuration.tabs = users
+        configuration.tabsPerBoard = (users + boards - 1) / boards
+        configuration.fingers = fingerCount
+        configuration.hz = eventRate
+        configuration.coalesced = samplesPerEvent
+        configuration.predicted = predicted
+        configuration.duration = Duration(secondsValue: duration)
+        configuration.idle = Duration(secondsValue: idle)
+        configuration.measuringTabsPerBoard = measuringTabs
+        configuration.clientThreads = agentThreads
+        configuration.cancelRate = cancelRate
+        configuration.seed = seed
+        configuration.gatewayPID = gatewayPid
+        configuration.hubPID = hubPid
+        emit(
+            "load --web: \(users) tabs x \(fingerCount) finger(s) at \(Int(eventRate)) Hz (\(samplesPerEvent) samples per event, \(predicted) predicted), "
+                + "\(configuration.boards) board(s), \(duration) s, gateway http://\(address.host):\(address.port); up to \(Int(configuration.offeredSamplesPerSecond)) samples/s offered")
+        let run = WebLoadRun(configuration: configuration, logger: logging.logger("touchsync.load"))
+        let interruption = LoadInterruption()
+        let signals = Task {
+            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) {
+                emit("interrupted: stopping the drawing, draining and checking what was drawn (again to quit at once)")
+                interruption.request()
+                break
+            }
+            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) { Foundation.exit(130) }
+        }
+        defer { signals.cancel() }
+        let report: WebLoadReport
+        do {
+            report = try await run.run(interruption: interruption) { emit($0) }
+        } catch let error as WebLoadError {
+            throw CommandFailure(error.description)
+        }
+        emit(report.text)
+        if let json {
+            try report.json.write(to: URL(fileURLWithPath: json))
+            emit("report written to \(json)")
+        }
+        if interruption.isRequested { throw ExitCode(130) }
+        if !report.passed { throw ExitCode.failure }
+    }
+}
+
+/// `http://HOST:PORT` (or ws://), as `--web` takes it.
+struct WebAddress {
+    var host: String
+    var port: Int
+
+    init?(_ text: String) {
+        guard let url = URL(string: text), let scheme = url.scheme, ["http", "ws"].contains(scheme), let host = url.host, !host.isEmpty else {
+            return nil
+        }
+        self.host = host
+        self.port = url.port ?? 80
     }
 }

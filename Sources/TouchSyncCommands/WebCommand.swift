@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import TouchSyncAccess
+import TouchSyncLoad
 import TouchSyncWeb
 
 /// `touchsync web`: the browser whiteboard.
@@ -142,6 +143,8 @@ struct WebCommand: AsyncParsableCommand {
         configuration.reconnectGrace = Duration.milliseconds(Int64(reconnectGrace * 1000))
         configuration.pageDirectory = page
         let gateway: WebGateway
+        // Each tab holds a WebSocket and an agent connection, each board a subscriber: thousands of descriptors.
+        raiseOpenFileLimit()
         do {
             gateway = try WebGateway(configuration: configuration, logger: logger)
         } catch {
@@ -178,3 +181,4 @@ struct ListeningAnnouncement: Service {
     let say: @Sendable () async -> Void
     func run() async throws { await say() }
 }
+

@@ -337,6 +337,18 @@ final class LatencyRecorder: Sendable {
 
     func record(_ batch: DiffBatch) {
         let now = monotonicMicroseconds()
+        var latencies: [Int64] = []
+        for diff in batch.diffs {
+            guard case .appended(_, _, let samples) = diff else { continue }
+            for sample in samples { latencies.append(now - sample.time) }
+        }
+        record(latencies: latencies)
+    }
+
+    /// Latencies measured elsewhere (µs), as one batch's samples.
+    func record(latencies: [Int64]) {
+        guard !latencies.isEmpty else { return }
+        let now = monotonicMicroseconds()
         state.withLock { state in
             let second = Int((now - origin) / 1_000_000)
             if second != state.second {
@@ -345,15 +357,11 @@ final class LatencyRecorder: Sendable {
                 state.secondSamples = 0
                 state.secondHistogram.reset()
             }
-            for diff in batch.diffs {
-                guard case .appended(_, _, let samples) = diff else { continue }
-                for sample in samples {
-                    let latency = UInt64(max(0, now - sample.time))
-                    _ = state.histogram.record(latency)
-                    _ = state.secondHistogram.record(latency)
-                }
-                state.secondSamples += samples.count
+            for latency in latencies {
+                _ = state.histogram.record(UInt64(max(0, latency)))
+                _ = state.secondHistogram.record(UInt64(max(0, latency)))
             }
+            state.secondSamples += latencies.count
         }
     }
 
@@ -433,7 +441,7 @@ func threadCPUSeconds(named name: String) -> Double? {
 /// Thousands of connections need thousands of descriptors (each socket has
 /// its TCP connection and a wake-up descriptor, on both ends for an embedded
 /// hub): lift the soft limit to the hard one.
-func raiseOpenFileLimit() {
+public func raiseOpenFileLimit() {
     var limit = rlimit()
     guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
     limit.rlim_cur = limit.rlim_max

@@ -2,6 +2,7 @@ import Logging
 import Synchronization
 import TouchSyncClient
 import TouchSyncCore
+import TouchSyncWebWire
 import ZeroMQ
 
 /// What a tab is sent, in order. Each tab drains its own outbox, so a slow

@@ -3,6 +3,7 @@ import Synchronization
 import TouchSyncAccess
 import TouchSyncClient
 import TouchSyncCore
+import TouchSyncWebWire
 import ZeroMQ
 
 /// One browser tab as an agent of the hub: its own namespace (`web:` and a
@@ -73,22 +74,21 @@ final class TabSession: Sendable {
     /// the agent stops.
     func forwardAgentEvents() async {
         for await event in agent.events {
-            let message: String
+            let message: BrowserMessage
             switch event {
             case .refused(_, let code, let text):
-                let name = code?.protocolName ?? "REFUSED"
-                message = "{\"t\":\"error\",\"code\":\(BrowserWire.quoted(name)),\"message\":\(BrowserWire.quoted(text)),\"from\":\"hub\"}"
+                message = .error(code: code?.protocolName ?? "REFUSED", message: text, fromHub: true)
             case .busy(let retryAfter):
-                message = "{\"t\":\"hub\",\"state\":\"busy\",\"retry_after_ms\":\(retryAfter.components.seconds * 1000 + retryAfter.components.attoseconds / 1_000_000_000_000_000)}"
+                message = .hub(.busy(retryAfterMilliseconds: Int64(retryAfter / .milliseconds(1))))
             case .disconnected:
-                message = "{\"t\":\"hub\",\"state\":\"unreachable\"}"
+                message = .hub(.unreachable)
             case .welcomed:
-                message = "{\"t\":\"hub\",\"state\":\"connected\"}"
+                message = .hub(.connected)
             case .acknowledged:
                 pushAcks()
                 continue
             }
-            state.withLock { $0.outbox }?.post(message)
+            state.withLock { $0.outbox }?.post(message.json)
         }
     }
 
@@ -118,14 +118,14 @@ final class TabSession: Sendable {
 
     /// Hands numbered page message `number` to the agent once: `body` posts it
     /// (or throws to refuse it). Returns false for a resend already handled.
-    func handle(_ number: UInt64, _ body: (TouchAgent) throws(TabMessageError) -> Void) throws(TabMessageError) -> Bool {
-        try state.withLock { (state: inout State) throws(TabMessageError) -> Bool in
+    func handle(_ number: UInt64, _ body: (TouchAgent) throws(BrowserWireError) -> Void) throws(BrowserWireError) -> Bool {
+        try state.withLock { (state: inout State) throws(BrowserWireError) -> Bool in
             guard !state.closed, number > state.handledThrough else { return false }
             guard number == state.handledThrough + 1 else {
-                throw TabMessageError("OUT_OF_ORDER", "message \(number) after \(state.handledThrough): messages are numbered 1, 2, 3… and resent in order")
+                throw BrowserWireError("OUT_OF_ORDER", "message \(number) after \(state.handledThrough): messages are numbered 1, 2, 3… and resent in order")
             }
             state.handledThrough = number
-            do throws(TabMessageError) {
+            do throws(BrowserWireError) {
                 try body(agent)
             } catch {
                 // Refused here: nothing reached the hub, so it is done once what came before is.
@@ -152,7 +152,7 @@ final class TabSession: Sendable {
             state.ackSent = state.ackedThrough
             return (outbox, state.ackedThrough)
         }
-        if let outbox, let ack { outbox.post("{\"t\":\"ack\",\"n\":\(ack)}") }
+        if let outbox, let ack { outbox.post(BrowserMessage.ack(n: ack).json) }
     }
 
     /// Ends the session: the agent says goodbye, so the hub cancels this tab's live touches at once.

@@ -9,6 +9,7 @@ import Synchronization
 import TouchSyncAccess
 import TouchSyncClient
 import TouchSyncCore
+import TouchSyncWebWire
 import TouchSyncRender
 import TouchSyncWire
 import ZeroMQ
@@ -121,7 +122,9 @@ public final class WebGateway: Service, Sendable {
     public init(configuration: WebConfiguration, context: ZMQContext? = nil, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
-        self.context = try context ?? ZMQContext()
+        // Each tab's agent is a socket (two while a reconnect replaces it) and each
+        // followed board a subscriber's four; libzmq's default of 1,023 held about 340 tabs.
+        self.context = try context ?? ZMQContext(maxSockets: Int32(clamping: max(1023, 6 * configuration.maxTabs + 64)))
         page = try PageFiles(directory: configuration.pageDirectory)
         agents = try AgentHost(threads: max(1, configuration.agentThreads), context: self.context, logger: logger)
     }
@@ -345,9 +348,9 @@ public final class WebGateway: Service, Sendable {
     private func usersMessage(of board: String) -> String {
         let sessions = state.withLock { state in state.sessions.values.filter { $0.board == board && !$0.expired(grace: .zero, now: .now) } }
         let list = sessions.sorted { $0.namespace < $1.namespace }.map {
-            "{\"user\":\(BrowserWire.quoted($0.namespace)),\"name\":\(BrowserWire.quoted($0.displayName)),\"rgba\":\($0.colour.map { String($0) } ?? "null")}"
+            BrowserMessage.TabUser(user: $0.namespace, name: $0.displayName, rgba: $0.colour)
         }
-        return "{\"t\":\"users\",\"list\":[\(list.joined(separator: ","))]}"
+        return BrowserMessage.users(list).json
     }
 
     private func broadcastUsers(of board: String) {
@@ -382,32 +385,46 @@ public final class WebGateway: Service, Sendable {
                         try await outbound.close(.messageTooLarge, reason: "TOO_LARGE")
                         break
                     }
-                    let decoded: TabMessage
+                    let decoded: BrowserMessage
                     do {
-                        decoded = try decoder.decode(TabMessage.self, from: Data(text.utf8))
+                        decoded = try BrowserMessage.decode(text, with: decoder)
+                    } catch let unknown as BrowserMessage.UnknownNumberedKind {
+                        // A numbered kind we do not know: refused by its number, like any message the hub never saw.
+                        guard welcomed, let session else {
+                            try await send(outbound, error: "MALFORMED", "unknown message type \(unknown.kind)")
+                            continue
+                        }
+                        do throws(BrowserWireError) {
+                            _ = try session.handle(unknown.number) { (_: TouchAgent) throws(BrowserWireError) in
+                                throw BrowserWireError("MALFORMED", "unknown message type \(unknown.kind)")
+                            }
+                        } catch {
+                            try await outbound.write(.text(BrowserMessage.refused(n: unknown.number, code: error.code, message: error.message).json))
+                        }
+                        session.pushAcks()
+                        continue
                     } catch {
-                        try await send(outbound, error: "MALFORMED", "not a message: \(error)")
+                        let why = (error as? BrowserWireError)?.message ?? "\(error)"
+                        try await send(outbound, error: "MALFORMED", why)
                         continue
                     }
-                    if decoded.t == "hello" {
+                    if case .hello(let hello) = decoded {
                         guard !welcomed else {
                             try await send(outbound, error: "MALFORMED", "hello twice on one connection")
                             continue
                         }
                         do {
-                            let (opened, board, identity) = try await open(decoded, connection: id, outbox: outbox)
+                            let (opened, board, identity) = try await open(hello, connection: id, outbox: outbox)
                             session = opened
                             fanout = board
                             welcomed = true
                             identityRole = identity.role
-                            let user = opened.map { BrowserWire.quoted($0.namespace) } ?? "null"
                             // The name others see: the invited user's, or the one this tab's hello gave (null for a nameless watcher).
-                            let name = opened?.displayName ?? identity.user ?? decoded.name.map { String($0.prefix(40)) }
-                            let resume = opened.map { BrowserWire.quoted($0.resumeToken) } ?? "null"
-                            try await outbound.write(
-                                .text(
-                                    "{\"t\":\"welcome\",\"user\":\(user),\"resume\":\(resume),\"board\":\(BrowserWire.quoted(board.board)),\"acked\":\(opened?.ackedThrough ?? 0),\"role\":\"\(identity.role)\",\"name\":\(name.map(BrowserWire.quoted) ?? "null")}"
-                                ))
+                            let name = opened?.displayName ?? identity.user ?? hello.name.map { String($0.prefix(40)) }
+                            let welcome = BrowserMessage.Welcome(
+                                user: opened?.namespace, resume: opened?.resumeToken, board: board.board, acked: opened?.ackedThrough ?? 0,
+                                role: "\(identity.role)", name: name)
+                            try await outbound.write(.text(BrowserMessage.welcome(welcome).json))
                             state.withLock { state in
                                 state.outboxes[board.board, default: [:]][ObjectIdentifier(outbox)] = outbox
                                 if let token = identity.token, let user = identity.user {
@@ -419,7 +436,7 @@ public final class WebGateway: Service, Sendable {
                             broadcastUsers(of: board.board)
                             group.addTask { [self] in await self.write(outbox, of: board, to: outbound) }
                             opened?.pushAcks()  // what the hub acknowledged while the tab was away
-                        } catch let error as TabMessageError {
+                        } catch let error as BrowserWireError {
                             try await send(outbound, error: error.code, error.message)
                             try await outbound.close(.policyViolation, reason: error.code)
                             break
@@ -430,15 +447,15 @@ public final class WebGateway: Service, Sendable {
                         try await send(outbound, error: "NOT_WELCOMED", "say hello first")
                         continue
                     }
-                    switch decoded.t {
-                    case "ping":
-                        try await outbound.write(.text("{\"t\":\"pong\",\"at\":\(decoded.at ?? 0)}"))
-                    case "resync":
+                    switch decoded {
+                    case .ping(let at):
+                        try await outbound.write(.text(BrowserMessage.pong(at: at).json))
+                    case .resync:
                         outbox.requestSnapshot()
-                    case "bye":
+                    case .bye:
                         saidGoodbye = true
-                    case "name":
-                        let chosen = (decoded.name ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+                    case .name(let name):
+                        let chosen = (name ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
                         guard let session, session.user == nil else {
                             try await send(outbound, error: "NAME_FIXED", "an invited user's name is the invitation's; a watcher has none")
                             continue
@@ -450,30 +467,27 @@ public final class WebGateway: Service, Sendable {
                         session.rename(String(chosen.prefix(40)))
                         broadcastUsers(of: session.board)
                     default:
-                        guard let number = decoded.n else {
-                            try await send(outbound, error: "MALFORMED", "\(decoded.t) needs its number n")
+                        guard let number = decoded.number else {
+                            try await send(outbound, error: "MALFORMED", "\(decoded.kind) is what the gateway sends, not a tab")
                             continue
                         }
                         guard let session else {
                             try await outbound.write(
-                                .text("{\"t\":\"refused\",\"n\":\(number),\"code\":\"FORBIDDEN\",\"message\":\"you may only watch this board\"}"))
+                                .text(BrowserMessage.refused(n: number, code: "FORBIDDEN", message: "you may only watch this board").json))
                             continue
                         }
-                        do throws(TabMessageError) {
+                        do throws(BrowserWireError) {
                             let (role, board) = (identityRole, fanout)
-                            let handled = try session.handle(number) { (agent: TouchAgent) throws(TabMessageError) in
+                            let handled = try session.handle(number) { (agent: TouchAgent) throws(BrowserWireError) in
                                 try Self.authorize(decoded, role: role, user: session.namespace, board: board?.snapshot())
                                 try Self.post(decoded, to: agent)
                             }
-                            if handled, decoded.t == "style", let rgba = decoded.rgba, rgba != session.colour {
+                            if handled, case .style(_, let rgba?, _) = decoded, rgba != session.colour {
                                 session.setColour(rgba)
                                 broadcastUsers(of: session.board)
                             }
                         } catch {
-                            try await outbound.write(
-                                .text(
-                                    "{\"t\":\"refused\",\"n\":\(number),\"code\":\(BrowserWire.quoted(error.code)),\"message\":\(BrowserWire.quoted(error.message))}"
-                                ))
+                            try await outbound.write(.text(BrowserMessage.refused(n: number, code: error.code, message: error.message).json))
                         }
                         session.pushAcks()  // a refused or resent message may be done already
                     }
@@ -516,7 +530,7 @@ public final class WebGateway: Service, Sendable {
     }
 
     /// The access list, read again when the file changed.
-    private func currentAccessList() throws(TabMessageError) -> AccessList? {
+    private func currentAccessList() throws(BrowserWireError) -> AccessList? {
         guard let path = configuration.accessList else { return nil }
         let modified = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? .distantPast
         if let cached = state.withLock({ $0.access }), cached.modified == modified { return cached.list }
@@ -528,40 +542,40 @@ public final class WebGateway: Service, Sendable {
             // A bad edit: keep serving with the last good list, as the hub does on SIGHUP.
             logger.error("cannot read the access list; keeping the last one", metadata: ["error": "\(error)"])
             if let cached = state.withLock({ $0.access }) { return cached.list }
-            throw TabMessageError("UNAVAILABLE", "the gateway cannot read its access list")
+            throw BrowserWireError("UNAVAILABLE", "the gateway cannot read its access list")
         }
     }
 
-    func identify(token: String?, board: String) throws(TabMessageError) -> TabIdentity {
+    func identify(token: String?, board: String) throws(BrowserWireError) -> TabIdentity {
         guard let list = try currentAccessList() else {
             return TabIdentity(user: nil, role: configuration.guestRole, token: nil, namespacePrefix: "web:")
         }
         guard let token, let user = list.user(withToken: token) else {
-            throw TabMessageError("UNAUTHORIZED", "this board needs an invitation link (touchsync keys invite NAME …), or it was revoked")
+            throw BrowserWireError("UNAUTHORIZED", "this board needs an invitation link (touchsync keys invite NAME …), or it was revoked")
         }
         guard let role = list.role(of: user, on: board) else {
-            throw TabMessageError("FORBIDDEN", "\(user) has no access to board \(board)")
+            throw BrowserWireError("FORBIDDEN", "\(user) has no access to board \(board)")
         }
         let gatewayKey = configuration.hub(board).curve?.client.publicKey
         guard let gateway = gatewayKey.flatMap({ list.user(withKey: $0) }), let prefix = list.users[gateway]?.actsFor else {
-            throw TabMessageError("UNAVAILABLE", "the gateway's key has no acts_for entry in the access list (touchsync keys allow … --acts-for web:)")
+            throw BrowserWireError("UNAVAILABLE", "the gateway's key has no acts_for entry in the access list (touchsync keys allow … --acts-for web:)")
         }
         return TabIdentity(user: user, role: role, token: token, namespacePrefix: prefix + user + ":")
     }
 
     /// Finds the tab's session (a resume) or starts a new agent for it; nil
     /// for a tab that may only watch (it gets the board, and no agent).
-    private func open(_ hello: TabMessage, connection: ObjectIdentifier, outbox: TabOutbox) async throws(TabMessageError) -> (
+    private func open(_ hello: BrowserMessage.Hello, connection: ObjectIdentifier, outbox: TabOutbox) async throws(BrowserWireError) -> (
         TabSession?, BoardFanout, TabIdentity
     ) {
         guard let board = hello.board, isValidBoardName(board) else {
-            throw TabMessageError("UNKNOWN_BOARD", boardNameRule)
+            throw BrowserWireError("UNKNOWN_BOARD", boardNameRule)
         }
         let identity = try identify(token: hello.token, board: board)
-        if isShuttingDown() { throw TabMessageError("SHUTTING_DOWN", "the gateway is stopping") }
+        if isShuttingDown() { throw BrowserWireError("SHUTTING_DOWN", "the gateway is stopping") }
         let fanout: BoardFanout
         do { fanout = try self.fanout(for: board) } catch {
-            throw TabMessageError("HUB_UNAVAILABLE", "cannot subscribe to board \(board): \(error)")
+            throw BrowserWireError("HUB_UNAVAILABLE", "cannot subscribe to board \(board): \(error)")
         }
         guard identity.role >= .draw else { return (nil, fanout, identity) }
         if let resume = hello.resume, let existing = state.withLock({ $0.sessions[resume] }), existing.board == board,
@@ -587,16 +601,19 @@ public final class WebGateway: Service, Sendable {
             Task { await evicted.close() }
         }
         guard tabs < configuration.maxTabs else {
-            throw TabMessageError("GATEWAY_FULL", "this gateway serves its maximum of \(configuration.maxTabs) tabs: try again later")
+            throw BrowserWireError("GATEWAY_FULL", "this gateway serves its maximum of \(configuration.maxTabs) tabs: try again later")
         }
         guard usersTabs < configuration.maxTabsPerUser else {
-            throw TabMessageError("TOO_MANY_TABS", "\(identity.user ?? "") has \(configuration.maxTabsPerUser) tabs open here already: close one")
+            throw BrowserWireError("TOO_MANY_TABS", "\(identity.user ?? "") has \(configuration.maxTabsPerUser) tabs open here already: close one")
         }
         let name = identity.user ?? String((hello.name ?? "guest").prefix(40))
         let namespace = identity.namespacePrefix + Self.randomName(identity.user == nil ? 10 : 6)
         var settings = AgentConfiguration(board: board, hubEndpoint: configuration.hub(board).ingest)
         settings.clientName = "touchsync web"
         settings.curve = configuration.hub(board).curve
+        // Every tab connects with the gateway's key: the first tab's handshake monitor
+        // tells a refused key in words; a monitor per tab would cost two sockets each.
+        settings.monitorsHandshake = tabs == 0
         if let token = identity.token {
             settings.delegation = (namespace, token)  // the hub checks the token and the namespace again
         } else {
@@ -604,13 +621,13 @@ public final class WebGateway: Service, Sendable {
         }
         let agent: TouchAgent
         do { agent = try TouchAgent(configuration: settings, context: context, logger: logger, host: agents) } catch {
-            throw TabMessageError("HUB_UNAVAILABLE", "cannot reach the hub: \(error)")
+            throw BrowserWireError("HUB_UNAVAILABLE", "cannot reach the hub: \(error)")
         }
         agent.start()
         guard await agent.waitUntilWelcomed(timeout: .seconds(10)) else {
             let why = agent.helloRefusal ?? "the hub at \(settings.hubEndpoint) did not answer within 10 s"
             await agent.stop(goodbye: true)
-            throw TabMessageError("HUB_REFUSED", why)
+            throw BrowserWireError("HUB_REFUSED", why)
         }
         let session = TabSession(
             namespace: namespace, resumeToken: Self.randomName(32), board: board, displayName: name, user: identity.user, agent: agent)
@@ -652,7 +669,7 @@ public final class WebGateway: Service, Sendable {
 
     /// Tells the tab each time the hub has acknowledged more of its messages.
     private func send(_ outbound: WebSocketOutboundWriter, error code: String, _ message: String) async throws {
-        try await outbound.write(.text("{\"t\":\"error\",\"code\":\(BrowserWire.quoted(code)),\"message\":\(BrowserWire.quoted(message))}"))
+        try await outbound.write(.text(BrowserMessage.error(code: code, message: message, fromHub: false).json))
     }
 
     // MARK: Tab messages to agent calls
@@ -661,36 +678,36 @@ public final class WebGateway: Service, Sendable {
     /// of another user's strokes (`board`: the gateway's replica, for owners).
     /// The hub checks the same for an invited user's agent; a guest's agent
     /// on a plain-text hub may do anything, so the gateway is where it is told no.
-    static func authorize(_ message: TabMessage, role: Role, user: String, board: BoardState?) throws(TabMessageError) {
+    static func authorize(_ message: BrowserMessage, role: Role, user: String, board: BoardState?) throws(BrowserWireError) {
         guard role < .admin else { return }
-        switch message.t {
-        case "clear" where message.scope == "board":
-            throw TabMessageError("FORBIDDEN", "clearing the whole board needs the admin role (your role: \(role))")
-        case "erase":
-            let named = Set(message.strokes ?? [])
+        switch message {
+        case .clear(_, "board"):
+            throw BrowserWireError("FORBIDDEN", "clearing the whole board needs the admin role (your role: \(role))")
+        case .erase(_, let strokes):
+            let named = Set(strokes ?? [])
             if let board, let other = board.acceptedStrokes.first(where: { named.contains($0.id.rawValue) && $0.owner.rawValue != user }) {
-                throw TabMessageError("FORBIDDEN", "stroke \(other.id.rawValue) is another user's: erasing it needs the admin role (your role: \(role))")
+                throw BrowserWireError("FORBIDDEN", "stroke \(other.id.rawValue) is another user's: erasing it needs the admin role (your role: \(role))")
             }
         default:
             return
         }
     }
 
-    static func post(_ message: TabMessage, to agent: TouchAgent) throws(TabMessageError) {
-        switch message.t {
-        case "touch":
-            guard let phase = message.phase, let id = message.id else {
-                throw TabMessageError("MALFORMED", "a touch message has phase and id")
+    static func post(_ message: BrowserMessage, to agent: TouchAgent) throws(BrowserWireError) {
+        switch message {
+        case .touch(let touch):
+            guard let phase = touch.phase, let id = touch.id else {
+                throw BrowserWireError("MALFORMED", "a touch message has phase and id")
             }
-            let coalesced = try TabMessage.points(message.s)
-            let predicted = try TabMessage.points(message.p)
+            let coalesced = try TabSamples.points(touch.s)
+            let predicted = try TabSamples.points(touch.p)
             do {
                 switch phase {
                 case "began":
-                    guard !coalesced.isEmpty else { throw TabMessageError("MALFORMED", "began needs a sample") }
+                    guard !coalesced.isEmpty else { throw BrowserWireError("MALFORMED", "began needs a sample") }
                     try agent.touchesBegan([TouchInput(id: id, coalesced: coalesced, predicted: predicted)])
                 case "moved":
-                    guard !coalesced.isEmpty else { throw TabMessageError("MALFORMED", "moved needs a sample") }
+                    guard !coalesced.isEmpty else { throw BrowserWireError("MALFORMED", "moved needs a sample") }
                     try agent.touchesMoved([TouchInput(id: id, coalesced: coalesced, predicted: predicted)])
                 case "stationary":
                     try agent.touchesStationary([TouchInput(id: id, coalesced: coalesced, predicted: predicted)])
@@ -699,37 +716,37 @@ public final class WebGateway: Service, Sendable {
                 case "cancelled":
                     agent.touchesCancelled([id])
                 default:
-                    throw TabMessageError("MALFORMED", "phase is began, moved, stationary, ended or cancelled, not \(phase)")
+                    throw BrowserWireError("MALFORMED", "phase is began, moved, stationary, ended or cancelled, not \(phase)")
                 }
             } catch let error as SampleError {
-                throw TabMessageError("INVALID_SAMPLE", error.description)
-            } catch let error as TabMessageError {
+                throw BrowserWireError("INVALID_SAMPLE", error.description)
+            } catch let error as BrowserWireError {
                 throw error
             } catch {
-                throw TabMessageError("MALFORMED", "\(error)")
+                throw BrowserWireError("MALFORMED", "\(error)")
             }
-        case "style":
-            guard let rgba = message.rgba, let width = message.width, width.isFinite, width > 0, width <= 200 else {
-                throw TabMessageError("MALFORMED", "style has rgba (an integer 0xRRGGBBAA) and width (points, above 0 and at most 200)")
+        case .style(_, let rgba, let width):
+            guard let rgba, let width, width.isFinite, width > 0, width <= 200 else {
+                throw BrowserWireError("MALFORMED", "style has rgba (an integer 0xRRGGBBAA) and width (points, above 0 and at most 200)")
             }
             agent.setStyle(StrokeStyle(rgba: rgba, width: UInt32((width * Double(Sample.unitsPerPoint)).rounded())))
-        case "undo":
+        case .undo:
             agent.undo()
-        case "redo":
+        case .redo:
             agent.redo()
-        case "erase":
-            guard let strokes = message.strokes, !strokes.isEmpty, strokes.count <= BoardState.maxErasedStrokes else {
-                throw TabMessageError("MALFORMED", "erase has strokes: 1 to \(BoardState.maxErasedStrokes) stroke ids")
+        case .erase(_, let strokes):
+            guard let strokes, !strokes.isEmpty, strokes.count <= BoardState.maxErasedStrokes else {
+                throw BrowserWireError("MALFORMED", "erase has strokes: 1 to \(BoardState.maxErasedStrokes) stroke ids")
             }
             agent.erase(strokes.map(StrokeID.init))
-        case "clear":
-            switch message.scope {
+        case .clear(_, let scope):
+            switch scope {
             case "mine": agent.clear(.own)
             case "board": agent.clear(.board)
-            default: throw TabMessageError("MALFORMED", "clear has scope mine or board")
+            default: throw BrowserWireError("MALFORMED", "clear has scope mine or board")
             }
         default:
-            throw TabMessageError("MALFORMED", "unknown message type \(message.t)")
+            throw BrowserWireError("MALFORMED", "\(message.kind) is not a numbered message")
         }
     }
 
@@ -752,7 +769,7 @@ public final class WebGateway: Service, Sendable {
         router.get("/api/boards") { [self] request, _ in
             // On an authenticated gateway, only boards the bearer's user may watch (401 without a valid invitation token).
             var watchable: (String) -> Bool = { _ in true }
-            do throws(TabMessageError) {
+            do throws(BrowserWireError) {
                 if let list = try currentAccessList() {
                     guard let token = Self.bearer(request), let user = list.user(withToken: token) else {
                         return Self.json(#"{"error":"UNAUTHORIZED","message":"the board list needs an invitation token (Authorization: Bearer TOKEN)"}"#, status: .unauthorized)
@@ -836,7 +853,7 @@ public final class WebGateway: Service, Sendable {
     /// Why `request` may not read `board` (a bad name, no or a wrong invitation token), or nil.
     private func refusalToRead(_ board: String, _ request: Request) -> Response? {
         guard isValidBoardName(board) else { return Self.json(#"{"error":"UNKNOWN_BOARD"}"#, status: .badRequest) }
-        do throws(TabMessageError) {
+        do throws(BrowserWireError) {
             _ = try identify(token: Self.bearer(request), board: board)
             return nil
         } catch {
@@ -917,7 +934,7 @@ struct PageFiles: Sendable {
         let bundled = Bundle.main.bundleURL.appendingPathComponent("TouchSync_TouchSyncWeb.resources/Page")
         let folder = directory.map { URL(fileURLWithPath: $0) } ?? bundled
         guard FileManager.default.fileExists(atPath: folder.appendingPathComponent("board.html").path) else {
-            throw TabMessageError(
+            throw BrowserWireError(
                 "PAGE_MISSING", "the page's files are not in \(folder.path) (install TouchSync_TouchSyncWeb.resources next to the touchsync binary, or pass --page)")
         }
         var files: [String: (ByteBuffer, String)] = [:]

@@ -7,6 +7,7 @@ import TouchSyncClient
 import TouchSyncCore
 import TouchSyncSimulation
 import TouchSyncWeb
+import TouchSyncWebWire
 
 #if canImport(Glibc)
 import Glibc

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TouchSyncCore
 import TouchSyncWeb
+import TouchSyncWebWire
 
 /// proto/conformance/v1/browser-samples.json: what a tab's sample becomes in
 /// the hub's fixed point (or why it is refused), checked against the gateway.
@@ -26,7 +27,7 @@ struct BrowserWireVectorTests {
         let vectors = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file))
         #expect(vectors.cases.count >= 15)
         for vector in vectors.cases {
-            switch Result(catching: { () throws(TabMessageError) in try TabMessage.fixedPoint([vector.sample]) }) {
+            switch Result(catching: { () throws(BrowserWireError) in try TabSamples.fixedPoint([vector.sample]) }) {
             case .success(let samples):
                 #expect(vector.error == nil, "\(vector.note): accepted, expected \(vector.error ?? "")")
                 guard let sample = samples.first, samples.count == 1 else {

@@ -1,0 +1,55 @@
+import Foundation
+
+/// Another process's CPU time, resident memory and threads, read from /proc
+/// (the same machine only), and which process listens on a TCP port.
+public struct ProcessStats: Sendable, Equatable {
+    public var cpuSeconds: Double
+    public var residentBytes: Int
+    public var threads: Int
+
+    /// Reads /proc/PID/stat and /proc/PID/status; nil when the process is gone or not readable.
+    public static func read(pid: Int32) -> ProcessStats? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")"),
+            let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        else { return nil }
+        // Fields after "(comm)": state is the 3rd field, utime the 14th, stime the 15th, num_threads the 20th.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 17, let user = Double(fields[11]), let system = Double(fields[12]), let threads = Int(fields[17]) else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        var resident = 0
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            resident = (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+        }
+        return ProcessStats(cpuSeconds: (user + system) / ticks, residentBytes: resident, threads: threads)
+    }
+
+    /// The process listening on TCP `port` (IPv4 or IPv6), found through the
+    /// socket's inode in /proc/net/tcp* and the processes' descriptors; nil
+    /// when none is visible (another machine, another user's process).
+    public static func listener(onPort port: Int) -> Int32? {
+        var inodes = Set<String>()
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let columns = line.split(separator: " ")
+                // local_address is HEXIP:HEXPORT, st 0A is LISTEN, inode the 10th column.
+                guard columns.count > 9, columns[3] == "0A", let local = columns[1].split(separator: ":").last,
+                    Int(local, radix: 16) == port
+                else { continue }
+                inodes.insert(String(columns[9]))
+            }
+        }
+        guard !inodes.isEmpty, let processes = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
+        for process in processes {
+            guard let pid = Int32(process), let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else { continue }
+            for descriptor in descriptors {
+                guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(descriptor)"),
+                    target.hasPrefix("socket:[")
+                else { continue }
+                if inodes.contains(String(target.dropFirst(8).dropLast())) { return pid }
+            }
+        }
+        return nil
+    }
+}

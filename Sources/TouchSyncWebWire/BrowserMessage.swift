@@ -1,0 +1,353 @@
+import Foundation
+
+/// Every message of the browser wire, both directions (docs/protocol.md, "The
+/// browser wire"): the gateway decodes what tabs send and encodes what it
+/// sends them with this one type, and so do clients that are not the page
+/// (`touchsync load --web`, the gateway's tests). JSON text frames: an object
+/// whose `t` names its kind, except a batch, which is an array.
+///
+/// The gateway encodes snapshots and batches with `BrowserWire` (the board's
+/// fixed point, delta-coded, once per batch for every tab); they decode here.
+public enum BrowserMessage: Sendable, Equatable {
+    // Tab to gateway.
+    case hello(Hello)
+    case touch(Touch)
+    case style(n: UInt64, rgba: UInt32?, width: Double?)
+    case undo(n: UInt64)
+    case redo(n: UInt64)
+    case erase(n: UInt64, strokes: [UInt64]?)
+    case clear(n: UInt64, scope: String?)
+    case ping(at: Double)
+    case resync
+    case name(String?)
+    case bye
+    // Gateway to tab.
+    case welcome(Welcome)
+    case ack(n: UInt64)
+    case refused(n: UInt64, code: String, message: String)
+    case error(code: String, message: String, fromHub: Bool)
+    case hub(HubState)
+    case users([TabUser])
+    case snapshot(BrowserSnapshot)
+    case batch(BrowserBatch)
+    case pong(at: Double)
+
+    public struct Hello: Sendable, Equatable, Codable {
+        public var board: String?
+        public var resume: String?
+        public var name: String?
+        public var token: String?
+        public init(board: String?, resume: String? = nil, name: String? = nil, token: String? = nil) {
+            self.board = board
+            self.resume = resume
+            self.name = name
+            self.token = token
+        }
+    }
+
+    /// One pointer event: its coalesced samples (`s`) and predicted ones (`p`),
+    /// each `[x, y, t, force, azimuth, altitude]` in CSS pixels, milliseconds,
+    /// 0…1 and radians, trailing ones null or absent. Phase and id stay
+    /// optional so that a numbered message missing them is refused by number.
+    public struct Touch: Sendable, Equatable {
+        public var n: UInt64
+        public var phase: String?
+        public var id: UInt64?
+        public var s: [[Double?]]?
+        public var p: [[Double?]]?
+        public init(n: UInt64, phase: String?, id: UInt64?, s: [[Double?]]? = nil, p: [[Double?]]? = nil) {
+            self.n = n
+            self.phase = phase
+            self.id = id
+            self.s = s
+            self.p = p
+        }
+    }
+
+    public struct Welcome: Sendable, Equatable, Codable {
+        /// The tab's namespace (null for a watcher).
+        public var user: String?
+        public var resume: String?
+        public var board: String
+        public var acked: UInt64
+        public var role: String
+        public var name: String?
+        public init(user: String?, resume: String?, board: String, acked: UInt64, role: String, name: String?) {
+            self.user = user
+            self.resume = resume
+            self.board = board
+            self.acked = acked
+            self.role = role
+            self.name = name
+        }
+    }
+
+    public enum HubState: Sendable, Equatable {
+        case busy(retryAfterMilliseconds: Int64)
+        case unreachable
+        case connected
+    }
+
+    public struct TabUser: Sendable, Equatable, Codable {
+        public var user: String
+        public var name: String
+        public var rgba: UInt32?
+        public init(user: String, name: String, rgba: UInt32?) {
+            self.user = user
+            self.name = name
+            self.rgba = rgba
+        }
+    }
+
+    /// The number of a numbered message (touch, style, undo, redo, erase, clear).
+    public var number: UInt64? {
+        switch self {
+        case .touch(let touch): touch.n
+        case .style(let n, _, _), .undo(let n), .redo(let n), .erase(let n, _), .clear(let n, _): n
+        default: nil
+        }
+    }
+
+    /// The `t` of an object message (`b` for a batch).
+    public var kind: String {
+        switch self {
+        case .hello: "hello"
+        case .touch: "touch"
+        case .style: "style"
+        case .undo: "undo"
+        case .redo: "redo"
+        case .erase: "erase"
+        case .clear: "clear"
+        case .ping: "ping"
+        case .resync: "resync"
+        case .name: "name"
+        case .bye: "bye"
+        case .welcome: "welcome"
+        case .ack: "ack"
+        case .refused: "refused"
+        case .error: "error"
+        case .hub: "hub"
+        case .users: "users"
+        case .snapshot: "snapshot"
+        case .batch: "b"
+        case .pong: "pong"
+        }
+    }
+}
+
+/// A message that is not one of the wire's, with the browser wire's error
+/// name for it (`MALFORMED`) and what was wrong, in words.
+public struct BrowserWireError: Error, Sendable, CustomStringConvertible {
+    public var code: String
+    public var message: String
+    public var description: String { "\(code): \(message)" }
+    public init(_ code: String, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+extension BrowserMessage: Codable {
+    private enum Key: String, CodingKey {
+        case t, n, board, resume, name, token, phase, id, s, p, rgba, width, strokes, scope, at
+        case user, acked, role, code, message, from, state, retry_after_ms, list
+    }
+
+    public init(from decoder: any Decoder) throws {
+        if var array = try? decoder.unkeyedContainer() {
+            guard (try? array.decode(String.self)) == "b" else {
+                throw BrowserWireError("MALFORMED", "an array message is a batch: [\"b\", seq, diffs]")
+            }
+            self = .batch(try BrowserBatch(afterLetter: &array))
+            return
+        }
+        let object: KeyedDecodingContainer<Key>
+        do { object = try decoder.container(keyedBy: Key.self) } catch {
+            throw BrowserWireError("MALFORMED", "a message is a JSON object with t (or a batch array)")
+        }
+        guard let kind = try? object.decode(String.self, forKey: .t) else {
+            throw BrowserWireError("MALFORMED", "a message is a JSON object whose t names its kind")
+        }
+        func field<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T? {
+            do { return try object.decodeIfPresent(type, forKey: key) } catch {
+                throw BrowserWireError("MALFORMED", "\(kind): \(key.stringValue) is not \(Self.describe(type))")
+            }
+        }
+        func required<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T {
+            guard let value = try field(type, key) else {
+                throw BrowserWireError("MALFORMED", "\(kind) needs \(key == .n ? "its number n" : key.stringValue)")
+            }
+            return value
+        }
+        switch kind {
+        case "hello":
+            self = .hello(
+                Hello(
+                    board: try field(String.self, .board), resume: try field(String.self, .resume), name: try field(String.self, .name),
+                    token: try field(String.self, .token)))
+        case "touch":
+            self = .touch(
+                Touch(
+                    n: try required(UInt64.self, .n), phase: try field(String.self, .phase), id: try field(UInt64.self, .id),
+                    s: try field([[Double?]].self, .s), p: try field([[Double?]].self, .p)))
+        case "style": self = .style(n: try required(UInt64.self, .n), rgba: try field(UInt32.self, .rgba), width: try field(Double.self, .width))
+        case "undo": self = .undo(n: try required(UInt64.self, .n))
+        case "redo": self = .redo(n: try required(UInt64.self, .n))
+        case "erase": self = .erase(n: try required(UInt64.self, .n), strokes: try field([UInt64].self, .strokes))
+        case "clear": self = .clear(n: try required(UInt64.self, .n), scope: try field(String.self, .scope))
+        case "ping": self = .ping(at: try field(Double.self, .at) ?? 0)
+        case "resync": self = .resync
+        case "name": self = .name(try field(String.self, .name))
+        case "bye": self = .bye
+        case "welcome":
+            self = .welcome(
+                Welcome(
+                    user: try field(String.self, .user), resume: try field(String.self, .resume), board: try required(String.self, .board),
+                    acked: try required(UInt64.self, .acked), role: try required(String.self, .role), name: try field(String.self, .name)))
+        case "ack": self = .ack(n: try required(UInt64.self, .n))
+        case "refused":
+            self = .refused(n: try required(UInt64.self, .n), code: try required(String.self, .code), message: try field(String.self, .message) ?? "")
+        case "error":
+            self = .error(
+                code: try required(String.self, .code), message: try field(String.self, .message) ?? "",
+                fromHub: try field(String.self, .from) == "hub")
+        case "hub":
+            switch try required(String.self, .state) {
+            case "busy": self = .hub(.busy(retryAfterMilliseconds: try field(Int64.self, .retry_after_ms) ?? 0))
+            case "unreachable": self = .hub(.unreachable)
+            case "connected": self = .hub(.connected)
+            case let other: throw BrowserWireError("MALFORMED", "hub state is busy, unreachable or connected, not \(other)")
+            }
+        case "users": self = .users(try required([TabUser].self, .list))
+        case "snapshot": self = .snapshot(try BrowserSnapshot(from: decoder))
+        case "pong": self = .pong(at: try field(Double.self, .at) ?? 0)
+        default:
+            // A numbered kind this side does not know is still refused by its number.
+            if let number = try? object.decode(UInt64.self, forKey: .n) {
+                throw UnknownNumberedKind(kind: kind, number: number)
+            }
+            throw BrowserWireError("MALFORMED", "unknown message type \(kind)")
+        }
+    }
+
+    /// A message with a number whose kind is unknown: refused by that number.
+    public struct UnknownNumberedKind: Error, Sendable {
+        public var kind: String
+        public var number: UInt64
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is UInt64.Type, is UInt32.Type, is Int64.Type: "a whole number in range"
+        case is Double.Type: "a number"
+        case is [UInt64].Type: "a list of whole numbers"
+        default: "a list of samples (arrays of numbers or null)"
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        if case .batch(let batch) = self {
+            try batch.encode(to: encoder)
+            return
+        }
+        if case .snapshot(let snapshot) = self {
+            try snapshot.encode(to: encoder)
+            return
+        }
+        var object = encoder.container(keyedBy: Key.self)
+        try object.encode(kind, forKey: .t)
+        switch self {
+        case .hello(let hello):
+            try object.encode(hello.board, forKey: .board)
+            try object.encode(hello.resume, forKey: .resume)
+            try object.encodeIfPresent(hello.name, forKey: .name)
+            try object.encodeIfPresent(hello.token, forKey: .token)
+        case .touch(let touch):
+            try object.encode(touch.n, forKey: .n)
+            try object.encodeIfPresent(touch.phase, forKey: .phase)
+            try object.encodeIfPresent(touch.id, forKey: .id)
+            try object.encodeIfPresent(touch.s, forKey: .s)
+            try object.encodeIfPresent(touch.p, forKey: .p)
+        case .style(let n, let rgba, let width):
+            try object.encode(n, forKey: .n)
+            try object.encodeIfPresent(rgba, forKey: .rgba)
+            try object.encodeIfPresent(width, forKey: .width)
+        case .undo(let n), .redo(let n):
+            try object.encode(n, forKey: .n)
+        case .erase(let n, let strokes):
+            try object.encode(n, forKey: .n)
+            try object.encodeIfPresent(strokes, forKey: .strokes)
+        case .clear(let n, let scope):
+            try object.encode(n, forKey: .n)
+            try object.encodeIfPresent(scope, forKey: .scope)
+        case .ping(let at), .pong(let at):
+            try object.encode(at, forKey: .at)
+        case .resync, .bye:
+            break
+        case .name(let name):
+            try object.encodeIfPresent(name, forKey: .name)
+        case .welcome(let welcome):
+            try object.encode(welcome.user, forKey: .user)
+            try object.encode(welcome.resume, forKey: .resume)
+            try object.encode(welcome.board, forKey: .board)
+            try object.encode(welcome.acked, forKey: .acked)
+            try object.encode(welcome.role, forKey: .role)
+            try object.encode(welcome.name, forKey: .name)
+        case .ack(let n):
+            try object.encode(n, forKey: .n)
+        case .refused(let n, let code, let message):
+            try object.encode(n, forKey: .n)
+            try object.encode(code, forKey: .code)
+            try object.encode(message, forKey: .message)
+        case .error(let code, let message, let fromHub):
+            try object.encode(code, forKey: .code)
+            try object.encode(message, forKey: .message)
+            if fromHub { try object.encode("hub", forKey: .from) }
+        case .hub(let state):
+            switch state {
+            case .busy(let retryAfter):
+                try object.encode("busy", forKey: .state)
+                try object.encode(retryAfter, forKey: .retry_after_ms)
+            case .unreachable: try object.encode("unreachable", forKey: .state)
+            case .connected: try object.encode("connected", forKey: .state)
+            }
+        case .users(let list):
+            try object.encode(list, forKey: .list)
+        case .snapshot, .batch:
+            break  // above
+        }
+    }
+}
+
+extension BrowserMessage {
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
+    }()
+
+    /// The message as one JSON text frame.
+    public var json: String {
+        // The one message sent for every pointer event a tab draws: without an encoder.
+        if case .ack(let n) = self { return "{\"t\":\"ack\",\"n\":\(n)}" }
+        // Encoding these types cannot fail: every value is a string, a finite number or a list of them.
+        return (try? String(decoding: Self.encoder.encode(self), as: UTF8.self)) ?? "{}"
+    }
+
+    /// Decodes one text frame. Throws `BrowserWireError` (MALFORMED, with why)
+    /// or `UnknownNumberedKind`.
+    public static func decode(_ text: String, with decoder: JSONDecoder = JSONDecoder()) throws -> BrowserMessage {
+        do {
+            return try decoder.decode(BrowserMessage.self, from: Data(text.utf8))
+        } catch let error as BrowserWireError {
+            throw error
+        } catch let error as UnknownNumberedKind {
+            throw error
+        } catch DecodingError.dataCorrupted {
+            throw BrowserWireError("MALFORMED", "not JSON")
+        } catch {
+            throw BrowserWireError("MALFORMED", "not a message: \(error)")
+        }
+    }
+}

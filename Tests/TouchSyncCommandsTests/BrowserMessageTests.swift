@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+import TouchSyncCore
+import TouchSyncSimulation
+import TouchSyncWebWire
+
+/// The browser wire's one message type: every kind survives encoding and
+/// decoding, and a board kept from `BrowserWire`'s batches is the board.
+@Suite("Browser messages")
+struct BrowserMessageTests {
+    static let everyKind: [BrowserMessage] = [
+        .hello(.init(board: "b-1", resume: nil, name: "Ann", token: "t0k3n")),
+        .touch(.init(n: 3, phase: "moved", id: 9, s: [[1.5, 2, 1000.25, 0.5, nil, nil], [2, 3, 1016]], p: [[3, 4, 1030]])),
+        .style(n: 1, rgba: 0xFF00_00FF, width: 2.5),
+        .undo(n: 4), .redo(n: 5), .erase(n: 6, strokes: [1, 2]), .clear(n: 7, scope: "mine"),
+        .ping(at: 17.5), .resync, .name("Émile \"the\" artist"), .bye,
+        .welcome(.init(user: "web:abc", resume: "r", board: "b-1", acked: 12, role: "draw", name: "Ann")),
+        .welcome(.init(user: nil, resume: nil, board: "b-1", acked: 0, role: "watch", name: nil)),
+        .ack(n: 12), .refused(n: 3, code: "INVALID_SAMPLE", message: "force is 0 to 1"),
+        .error(code: "UNKNOWN_TOUCH", message: "no such touch", fromHub: true), .error(code: "MALFORMED", message: "not JSON", fromHub: false),
+        .hub(.busy(retryAfterMilliseconds: 250)), .hub(.unreachable), .hub(.connected),
+        .users([.init(user: "web:abc", name: "Ann", rgba: 0x1565_C0FF), .init(user: "web:def", name: "guest", rgba: nil)]),
+        .snapshot(.init(seq: 4, accepted: [.init(id: 1, owner: "web:abc", touch: 2, rgba: 255, w: 128, pos: 0, s: [64, 64, 1000, 0], p: [])], active: [])),
+        .batch(.init(seq: 5, diffs: [.began(id: 2, owner: "web:abc", touch: 3, rgba: 255, width: 64), .appended(id: 2, offset: 0, samples: [1, 2, 3, 0]), .cleared(owner: nil)])),
+        .pong(at: 17.5),
+    ]
+
+    @Test(arguments: everyKind) func everyKindRoundTrips(_ message: BrowserMessage) throws {
+        let text = message.json
+        #expect(try BrowserMessage.decode(text) == message, "\(text)")
+        if case .batch = message { #expect(text.hasPrefix(#"["b","#)) } else { #expect(text.contains(#""t":"\#(message.kind)""#)) }
+    }
+
+    @Test func malformedMessagesSayWhy() {
+        func refusal(_ text: String) -> String? {
+            do {
+                _ = try BrowserMessage.decode(text)
+                return nil
+            } catch let error as BrowserWireError {
+                return error.code + ": " + error.message
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(refusal("{nope")?.hasPrefix("MALFORMED") == true)
+        #expect(refusal(#"{"n":1}"#)?.contains("t names its kind") == true)
+        #expect(refusal(#"{"t":"undo"}"#)?.contains("undo needs its number n") == true)
+        #expect(refusal(#"{"t":"touch","n":"one"}"#)?.contains("n is not") == true)
+        #expect(refusal(#"{"t":"whatever"}"#)?.contains("unknown message type whatever") == true)
+        #expect(throws: BrowserMessage.UnknownNumberedKind.self) { try BrowserMessage.decode(#"{"t":"whatever","n":4}"#) }
+    }
+
+    /// A simulated session (users, fingers, coalesced, predicted and amended
+    /// samples, cancels, clears, undo, redo, erase) encoded by BrowserWire and
+    /// applied to a BrowserReplica, from the start and from a snapshot half-way,
+    /// gives every stroke with exactly the board's samples.
+    @Test func aReplicaFromTheWireIsTheBoard() throws {
+        var profile = SimulationProfile()
+        profile.users = 3
+        profile.clearRate = 0.002
+        profile.boardClears = false
+        var simulator = SessionSimulator(seed: 31, profile: profile)
+        var board = BoardState()
+        var undo = UndoHistory()
+        var fromStart = BrowserReplica()
+        try fromStart.apply(try Self.snapshot(BrowserWire.snapshot(board)))
+        var fromMiddle: BrowserReplica? = nil
+        for step in 0..<1200 {
+            var diffs: [StrokeDiff] = []
+            let before = board
+            switch simulator.next() {
+            case .frame(let user, let frame, let style): try board.reduce(frame, from: user, style: style, into: &diffs)
+            case .clear(let user, let scope): board.clear(scope, by: user, into: &diffs)
+            }
+            let user = simulator.users[step % simulator.users.count]
+            if step % 37 == 0 { _ = undo.undo(by: user, on: &board, into: &diffs) }
+            if step % 53 == 0 { _ = undo.redo(by: user, on: &board, into: &diffs) }
+            if step % 91 == 0, let victim = board.acceptedStrokes.first { try board.erase([victim.id], by: user, anyOwner: true, into: &diffs) }
+            undo.note(diffs, on: board)
+            guard !diffs.isEmpty else { continue }
+            let text = BrowserWire.batch(board.sealBatch(diffs, hubTime: Int64(step)), before: before)
+            guard case .batch(let batch) = try BrowserMessage.decode(text) else { Issue.record("not a batch: \(text)"); return }
+            #expect(try fromStart.apply(batch) == .applied)
+            if var middle = fromMiddle { #expect(try middle.apply(batch) == .applied); fromMiddle = middle }
+            if step == 600 {
+                var middle = BrowserReplica()
+                try middle.apply(try Self.snapshot(BrowserWire.snapshot(board)))
+                #expect(try middle.apply(batch) == .skipped, "a batch the snapshot already has is skipped")
+                fromMiddle = middle
+            }
+        }
+        #expect(board.acceptedStrokes.count > 10)
+        let expected = (board.acceptedStrokes + board.orderedActiveStrokes).map { stroke in
+            stroke.samples.map { BrowserSample(x: Int64($0.x), y: Int64($0.y), t: $0.time, force: $0.flags.contains(.hasForce) ? Int64($0.force) : 0) }
+        }
+        #expect(fromStart.strokes.map(\.samples) == expected)
+        #expect(try #require(fromMiddle).strokes.map(\.samples) == expected)
+        #expect(fromStart.strokes.map(\.owner) == (board.acceptedStrokes + board.orderedActiveStrokes).map(\.owner.rawValue))
+        var gap = fromStart
+        #expect(try gap.apply(BrowserBatch(seq: board.sequence + 2, diffs: [])) == .gap)
+    }
+
+    static func snapshot(_ text: String) throws -> BrowserSnapshot {
+        guard case .snapshot(let snapshot) = try BrowserMessage.decode(text) else { throw TestFailure("not a snapshot: \(text)") }
+        return snapshot
+    }
+}

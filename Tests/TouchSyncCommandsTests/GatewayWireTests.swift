@@ -1,0 +1,226 @@
+import Foundation
+import Logging
+import NIOPosix
+import Testing
+import Synchronization
+import TouchSyncClient
+import TouchSyncLoad
+import TouchSyncWebWire
+
+/// The gateway's tab protocol without a browser: a hub and `touchsync web` as
+/// real processes, tabs as WebSocket clients speaking the browser wire with
+/// `BrowserMessage` (docs/protocol.md, "The browser wire"). Chromium stays
+/// for what the page draws (BrowserTests, WhiteboardTests).
+@Suite("Gateway wire", .timeLimit(.minutes(2)))
+struct GatewayWireTests {
+    /// A hub with a journal and a gateway in front of it.
+    final class Rig {
+        let children = ChildProcesses()
+        let data: String
+        let port: Int
+        let gatewayPID: Int32
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+        init(webArguments: [String] = []) async throws {
+            data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-gw-\(UUID().uuidString)").path
+            let endpoints = try ProcessTests.freePorts(4).map { "tcp://127.0.0.1:\($0)" }
+            _ = try await children.startHub(
+                ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]])
+            let (web, output) = try children.run(
+                ["web", "--listen", "127.0.0.1:0", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2],
+                 "--history", endpoints[3]] + webArguments, limit: 120)
+            var text = ""
+            while !text.contains("Ctrl-C stops it.") {
+                let chunk = await output.nextChunk()
+                if chunk.isEmpty { throw TestFailure("touchsync web exited before it was ready: \(text) \(output.errors)") }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            guard let range = text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression), let port = Int(text[range].split(separator: ":")[2]) else {
+                throw TestFailure("no address in: \(text)")
+            }
+            self.port = port
+            gatewayPID = web.processIdentifier
+        }
+
+        func tab() async throws -> Tab { try await Tab.open(port: port, group: group) }
+
+        func close() {
+            children.killAll()
+            try? group.syncShutdownGracefully()
+            try? FileManager.default.removeItem(atPath: data)
+        }
+    }
+
+    /// One WebSocket, its messages decoded in arrival order.
+    final class Tab: Sendable {
+        let connection: WebSocketConnection
+        private let received: Received
+
+        private final class Received: Sendable {
+            let state = Mutex((messages: [BrowserMessage](), read: 0, closed: false))
+            let arrived = ConditionWaiters()
+        }
+
+        private init(connection: WebSocketConnection, received: Received) {
+            self.connection = connection
+            self.received = received
+        }
+
+        static func open(port: Int, group: MultiThreadedEventLoopGroup) async throws -> Tab {
+            let received = Received()
+            let connection = try await WebSocketConnection.connect(
+                host: "127.0.0.1", port: port, group: group,
+                onText: { text in
+                    let message = (try? BrowserMessage.decode(text)) ?? .error(code: "UNREADABLE", message: text, fromHub: false)
+                    received.state.withLock { $0.messages.append(message) }
+                    received.arrived.signal()
+                },
+                onClose: {
+                    received.state.withLock { $0.closed = true }
+                    received.arrived.signal()
+                })
+            return Tab(connection: connection, received: received)
+        }
+
+        func send(_ message: BrowserMessage) { connection.send(message.json) }
+
+        /// The next message that `matches`, skipping others; fails after `timeout` or when the connection closed.
+        func next<T: Sendable>(_ what: String, timeout: Duration = .seconds(20), _ matches: @escaping @Sendable (BrowserMessage) -> T?) async throws -> T {
+            let received = self.received
+            let found: T?? = await received.arrived.wait(timeout: timeout) {
+                received.state.withLock { state -> T?? in
+                    while state.read < state.messages.count {
+                        let message = state.messages[state.read]
+                        state.read += 1
+                        if let value = matches(message) { return .some(value) }
+                    }
+                    return state.closed ? .some(nil) : nil
+                }
+            }
+            guard let found, let value = found else { throw TestFailure("no \(what) within \(timeout)") }
+            return value
+        }
+    }
+
+    static func sample(_ x: Double, _ y: Double, _ t: Double) -> [Double?] { [x, y, t] }
+
+    @Test func aTabDrawsAndAnotherSeesItExactly() async throws {
+        let rig = try await Rig()
+        defer { rig.close() }
+        let drawer = try await rig.tab()
+        let watcher = try await rig.tab()
+        drawer.send(.hello(.init(board: "wire-1", name: "Ann")))
+        let welcome = try await drawer.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+        #expect(welcome.user?.hasPrefix("web:") == true && welcome.role == "draw" && welcome.acked == 0 && welcome.name == "Ann")
+        watcher.send(.hello(.init(board: "wire-1", name: "Bob")))
+        _ = try await watcher.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+        var replica = BrowserReplica()
+        try replica.apply(try await watcher.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } })
+
+        let strokeSamples = [Self.sample(10, 20, 1000), Self.sample(10.5, 21.25, 1016.5), Self.sample(11, 23, 1033.0625), Self.sample(12, 25, 1050)]
+        drawer.send(.style(n: 1, rgba: 0x1565_C0FF, width: 3))
+        drawer.send(.touch(.init(n: 2, phase: "began", id: 7, s: [strokeSamples[0]], p: [Self.sample(10.2, 20.5, 1008)])))
+        drawer.send(.touch(.init(n: 3, phase: "moved", id: 7, s: [strokeSamples[1], strokeSamples[2]])))
+        drawer.send(.touch(.init(n: 4, phase: "ended", id: 7, s: [strokeSamples[3]])))
+        let acked = try await drawer.next("ack 4") { if case .ack(let n) = $0, n >= 4 { n } else { nil } }
+        #expect(acked == 4)
+
+        // The watcher's board, from the snapshot and the batches in order, shows the stroke exactly.
+        while replica.accepted.isEmpty {
+            let batch = try await watcher.next("the stroke's batches") { if case .batch(let b) = $0 { b } else { nil } }
+            #expect(try replica.apply(batch) == .applied)
+        }
+        let stroke = try #require(replica.accepted.first)
+        #expect(stroke.owner == welcome.user && stroke.touch == 7 && stroke.rgba == 0x1565_C0FF && stroke.width == 3 * 64)
+        #expect(
+            stroke.samples.map { [$0.x, $0.y, $0.t] }
+                == [[640, 1280, 1_000_000], [672, 1360, 1_016_500], [704, 1472, 1_033_063], [768, 1600, 1_050_000]],
+            "x and y in 1/64 point, t in µs rounded half away from zero (1033.0625 ms is 1,033,063 µs)")
+        await drawer.connection.close()
+        await watcher.connection.close()
+    }
+
+    @Test func refusalsAndErrorsAreTypedAndNumbered() async throws {
+        let rig = try await Rig()
+        defer { rig.close() }
+        let tab = try await rig.tab()
+        tab.send(.touch(.init(n: 1, phase: "began", id: 1, s: [Self.sample(1, 1, 1)])))
+        #expect(try await tab.next("NOT_WELCOMED") { if case .error("NOT_WELCOMED", _, _) = $0 { true } else { nil } })
+        tab.send(.hello(.init(board: "wire-2")))
+        _ = try await tab.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+
+        tab.connection.send("{not json")
+        #expect(try await tab.next("MALFORMED") { if case .error("MALFORMED", _, false) = $0 { true } else { nil } })
+        tab.connection.send(#"{"t":"touch","phase":"began","id":1}"#)
+        let unnumbered = try await tab.next("MALFORMED without n") { if case .error("MALFORMED", let m, _) = $0 { m } else { nil } }
+        #expect(unnumbered.contains("number n"), "\(unnumbered)")
+        // A number that skips ahead is refused and not used; in order it is taken.
+        tab.send(.touch(.init(n: 3, phase: "began", id: 1, s: [Self.sample(1, 1, 1)])))
+        #expect(try await tab.next("OUT_OF_ORDER") { if case .refused(3, "OUT_OF_ORDER", _) = $0 { true } else { nil } })
+        tab.send(.touch(.init(n: 1, phase: "began", id: 1, s: [Self.sample(1, 1, 1)])))
+        // A value out of range is refused by number, and the number is used (acknowledged with the rest).
+        tab.send(.touch(.init(n: 2, phase: "moved", id: 1, s: [[2, 2, 2, 1.5]])))
+        #expect(try await tab.next("INVALID_SAMPLE") { if case .refused(2, "INVALID_SAMPLE", _) = $0 { true } else { nil } })
+        // A numbered kind the gateway does not know: refused by number too.
+        tab.connection.send(#"{"t":"teleport","n":3}"#)
+        #expect(try await tab.next("unknown kind refused") { if case .refused(3, "MALFORMED", let m) = $0 { m.contains("teleport") } else { nil } })
+        tab.send(.touch(.init(n: 4, phase: "ended", id: 1, s: [Self.sample(3, 3, 3)])))
+        #expect(try await tab.next("ack 4") { if case .ack(let n) = $0, n >= 4 { n } else { nil } } == 4)
+        tab.send(.ping(at: 12.5))
+        #expect(try await tab.next("pong") { if case .pong(let at) = $0 { at } else { nil } } == 12.5)
+        await tab.connection.close()
+    }
+
+    @Test func aDroppedTabResumesWithNothingLostOrDoubled() async throws {
+        let rig = try await Rig()
+        defer { rig.close() }
+        let first = try await rig.tab()
+        first.send(.hello(.init(board: "wire-3")))
+        let welcome = try await first.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+        first.send(.touch(.init(n: 1, phase: "began", id: 5, s: [Self.sample(1, 1, 10)])))
+        first.send(.touch(.init(n: 2, phase: "moved", id: 5, s: [Self.sample(2, 2, 20)])))
+        _ = try await first.next("ack 2") { if case .ack(let n) = $0, n >= 2 { n } else { nil } }
+        await first.connection.drop()  // the network went away: no bye, no close frame
+
+        let again = try await rig.tab()
+        again.send(.hello(.init(board: "wire-3", resume: welcome.resume)))
+        let resumed = try await again.next("welcome back") { if case .welcome(let w) = $0 { w } else { nil } }
+        #expect(resumed.resume == welcome.resume && resumed.user == welcome.user && resumed.acked == 2)
+        // The page resends what it still holds: number 2 again is skipped, 3 and 4 are new.
+        again.send(.touch(.init(n: 2, phase: "moved", id: 5, s: [Self.sample(2, 2, 20)])))
+        again.send(.touch(.init(n: 3, phase: "moved", id: 5, s: [Self.sample(3, 3, 30)])))
+        again.send(.touch(.init(n: 4, phase: "ended", id: 5, s: [Self.sample(4, 4, 40)])))
+        _ = try await again.next("ack 4") { if case .ack(let n) = $0, n >= 4 { n } else { nil } }
+
+        let watcher = try await rig.tab()
+        watcher.send(.hello(.init(board: "wire-3")))
+        var replica = BrowserReplica()
+        try replica.apply(try await watcher.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } })
+        let stroke = try #require(replica.accepted.first { $0.owner == welcome.user })
+        #expect(stroke.samples.map(\.t) == [10_000, 20_000, 30_000, 40_000], "each sample once, in order, across the dropped connection")
+        await again.connection.close()
+        await watcher.connection.close()
+    }
+
+    /// `touchsync load --web`'s engine against a real gateway: every tab's
+    /// strokes exactly on its board, and the gateway's figures read from /proc.
+    @Test func aWebLoadConverges() async throws {
+        let rig = try await Rig(webArguments: ["--max-tabs", "64"])
+        defer { rig.close() }
+        var configuration = WebLoadConfiguration()
+        configuration.port = rig.port
+        configuration.tabs = 12
+        configuration.tabsPerBoard = 6
+        configuration.hz = 30
+        configuration.duration = .seconds(2)
+        configuration.idle = .milliseconds(200)
+        configuration.cancelRate = 0.05
+        let report = try await WebLoadRun(configuration: configuration, logger: Logger(label: "test")).run()
+        #expect(report.samplesSent > 100, "\(report.text)")
+        #expect(report.lost == 0 && report.duplicated == 0 && report.acknowledged && report.converged, "\(report.text)")
+        #expect(report.latency.count > 0)
+        let gateway = try #require(report.gateway, "the gateway's process is found by its port")
+        #expect(gateway.pid == rig.gatewayPID)
+        #expect(gateway.connected.threads > 0 && gateway.afterDrawing.cpuSeconds > gateway.before.cpuSeconds)
+    }
+}
