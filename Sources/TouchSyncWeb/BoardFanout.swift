@@ -3,7 +3,6 @@ import Synchronization
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncWebWire
-import ZeroMQ
 
 /// What a tab is sent, in order. Each tab drains its own outbox, so a slow
 /// tab only fills its own; past `limit` messages its queue is dropped and it
@@ -124,112 +123,120 @@ final class TabOutbox: Sendable {
     var overflows: Int { state.withLock { $0.overflows } }
 }
 
-/// One board's live view for the gateway: a single subscriber to the hub,
-/// an exact copy of its replica, and the tabs watching it. Each batch is
-/// encoded once and posted to every tab's outbox; a tab that joins gets the
-/// copy as a snapshot, taken under the same lock as the posting, so it sees
-/// every later batch exactly once (sequence numbers are the hub's).
-final class BoardFanout: Sendable {
+/// One board's live view for the gateway: the board followed on the
+/// gateway's `SubscriptionHost` (one replica per board, the host's, on its
+/// thread) and the tabs watching it. Each batch is encoded once, from the
+/// board after it, and posted to every tab's outbox on the host's thread; a
+/// tab that joins gets a snapshot taken on that thread between two batches,
+/// so it sees every later batch exactly once (sequence numbers are the hub's).
+final class BoardFanout: BoardFeed, Sendable {
     let board: String
     private struct State {
-        var replica: BoardState? = nil
+        var synced = false
+        var sequence: UInt64 = 0
+        var acceptedStrokes = 0
         var tabs: [ObjectIdentifier: TabOutbox] = [:]
         /// When a batch last changed the board (the hub's clock, µs since the epoch).
         var lastActivity: Int64? = nil
         /// When a tab last asked for the board or left it.
         var lastUsed = ContinuousClock.now
+        /// Why the hub will not serve the board (FORBIDDEN, WRONG_HUB).
+        var failure: String? = nil
     }
-    /// Shared with the subscriber's callbacks (which run on its thread).
-    private final class Shared: Sendable {
-        let state = Mutex(State())
-        /// Tabs waiting for the first snapshot.
-        let synced = ConditionWaiters()
-    }
-    private let shared = Shared()
-    private let subscriber: BoardSubscriber
+    private let state = Mutex(State())
+    /// Tabs waiting for the first snapshot.
+    private let syncedWaiters = ConditionWaiters()
+    private let host: SubscriptionHost
+    private let hub: HubFeedEndpoints
     private let logger: Logger
 
-    init(board: String, hub: GatewayHub, context: ZMQContext, logger: Logger) throws {
+    init(board: String, hub: GatewayHub, host: SubscriptionHost, logger: Logger) {
         self.board = board
+        self.host = host
+        self.hub = HubFeedEndpoints(publish: hub.publish, snapshot: hub.snapshot, curve: hub.curve)
         self.logger = logger
-        var configuration = SubscriberConfiguration(
-            board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
-        configuration.curve = hub.curve
-        configuration.reportsEvents = false  // the copy below is kept from the callbacks; nobody reads the events
-        let shared = self.shared
-        configuration.onSynced = { board in
-            // A first snapshot or a resync: every tab starts again from it.
-            let tabs = shared.state.withLock { state in
-                state.replica = board
-                return Array(state.tabs.values)
-            }
-            shared.synced.signal()
-            for tab in tabs { tab.requestSnapshot() }
-        }
-        configuration.onApplied = { batch in
-            let (message, tabs): (String, [TabOutbox]) = shared.state.withLock { state in
-                // Encoded against the board before the batch (samples continue each stroke's delta chain).
-                let message = BrowserWire.batch(batch, before: state.replica)
-                if !batch.diffs.isEmpty { state.lastActivity = batch.hubTime }
-                if state.replica != nil {
-                    do {
-                        try state.replica!.apply(batch)
-                    } catch {
-                        // Cannot happen while the subscriber's replica is right; resync the tabs from its next snapshot.
-                        state.replica = nil
-                    }
-                }
-                return (message, Array(state.tabs.values))
-            }
-            for tab in tabs { tab.post(message) }
-        }
-        subscriber = try BoardSubscriber(configuration: configuration, context: context, logger: logger)
     }
 
-    func start() { subscriber.start() }
+    func start() { host.follow(board, on: hub, feed: self) }
 
     func stop() async {
-        let tabs = shared.state.withLock { state in
+        let tabs = state.withLock { state in
             defer { state.tabs.removeAll() }
             return Array(state.tabs.values)
         }
         for tab in tabs { tab.close() }
-        await subscriber.stop()
+        host.unfollow(board)
     }
+
+    // MARK: BoardFeed (on the host's thread)
+
+    func synced(_ board: BoardState) {
+        // A first snapshot or a resync: every tab starts again from the board.
+        let tabs = state.withLock { state in
+            state.synced = true
+            state.sequence = board.sequence
+            state.acceptedStrokes = board.acceptedStrokes.count
+            return Array(state.tabs.values)
+        }
+        syncedWaiters.signal()
+        for tab in tabs { tab.requestSnapshot() }
+    }
+
+    func applied(_ batch: DiffBatch, board: BoardState) {
+        let message = BrowserWire.batch(batch, after: board)
+        let tabs = state.withLock { state in
+            state.sequence = board.sequence
+            state.acceptedStrokes = board.acceptedStrokes.count
+            if !batch.diffs.isEmpty { state.lastActivity = batch.hubTime }
+            return Array(state.tabs.values)
+        }
+        for tab in tabs { tab.post(message) }
+    }
+
+    func failed(_ reason: String) {
+        state.withLock { $0.failure = reason }
+        logger.warning("board not served", metadata: ["board": "\(board)", "why": "\(reason)"])
+        syncedWaiters.signal()
+    }
+
+    // MARK: Tabs
 
     /// Adds a tab; it will be sent a snapshot first.
     func join(_ outbox: TabOutbox) {
-        shared.state.withLock { $0.tabs[ObjectIdentifier(outbox)] = outbox }
+        state.withLock { $0.tabs[ObjectIdentifier(outbox)] = outbox }
         outbox.requestSnapshot()
     }
 
     func leave(_ outbox: TabOutbox) {
-        shared.state.withLock { state in
+        state.withLock { state in
             _ = state.tabs.removeValue(forKey: ObjectIdentifier(outbox))
             state.lastUsed = .now
         }
     }
 
     /// A tab is about to join: the board is in use.
-    func touch() { shared.state.withLock { $0.lastUsed = .now } }
+    func touch() { state.withLock { $0.lastUsed = .now } }
 
     /// No tab for `grace` (the gateway then stops following the board).
     func isIdle(for grace: Duration, now: ContinuousClock.Instant) -> Bool {
-        shared.state.withLock { $0.tabs.isEmpty && now - $0.lastUsed >= grace }
+        state.withLock { $0.tabs.isEmpty && now - $0.lastUsed >= grace }
     }
 
-    /// The board now, for a tab's snapshot: nil until the subscriber has synced.
-    /// Taken under the lock batches are posted under, so the batches queued after
-    /// it for this tab are exactly those after its sequence.
-    func snapshot() -> BoardState? { shared.state.withLock { $0.replica } }
+    /// The board now, for a tab's snapshot, a thumbnail or an erase check: the
+    /// host's replica, taken on its thread between two batches (so the batches
+    /// posted to a tab after it are exactly those after its sequence); nil
+    /// until the board is live.
+    func snapshot() async -> BoardState? { await host.replica(of: board) }
 
-    var tabCount: Int { shared.state.withLock { $0.tabs.count } }
+    var tabCount: Int { state.withLock { $0.tabs.count } }
     /// When the board last changed while this gateway watched it (ms since the epoch), or nil.
-    var lastActivityMilliseconds: Int64? { shared.state.withLock { $0.lastActivity.map { $0 / 1000 } } }
-    var status: SubscriberStatus { subscriber.status }
+    var lastActivityMilliseconds: Int64? { state.withLock { $0.lastActivity.map { $0 / 1000 } } }
+    var status: (sequence: UInt64, acceptedStrokes: Int) { state.withLock { ($0.sequence, $0.acceptedStrokes) } }
 
-    /// Waits until the subscriber has a board (true) or `timeout` passes.
+    /// Waits until the board is live (true) or `timeout` passes or the hub refused it.
     func waitUntilSynced(timeout: Duration) async -> Bool {
-        await shared.synced.wait(timeout: timeout) { [shared] in shared.state.withLock { $0.replica != nil } ? true : nil } ?? false
+        await syncedWaiters.wait(timeout: timeout) { [self] in
+            state.withLock { $0.synced ? true : ($0.failure != nil ? false : nil) }
+        } ?? false
     }
 }

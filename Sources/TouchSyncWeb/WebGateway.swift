@@ -100,6 +100,8 @@ public final class WebGateway: Service, Sendable {
     private let context: ZMQContext
     /// Every tab's agent runs on these few driver threads (not a thread per tab).
     private let agents: AgentHost
+    /// Every followed board's replica, on one thread with one pair of sockets per hub (not a thread per board).
+    private let boards: SubscriptionHost
     private let page: PageFiles
     private struct State {
         var boards: [String: BoardFanout] = [:]
@@ -127,6 +129,7 @@ public final class WebGateway: Service, Sendable {
         self.context = try context ?? ZMQContext(maxSockets: Int32(clamping: max(1023, 6 * configuration.maxTabs + 64)))
         page = try PageFiles(directory: configuration.pageDirectory)
         agents = try AgentHost(threads: max(1, configuration.agentThreads), context: self.context, logger: logger)
+        boards = try SubscriptionHost(context: self.context, logger: logger)
     }
 
     /// The port the server listens on, once it does.
@@ -184,6 +187,7 @@ public final class WebGateway: Service, Sendable {
             },
             logger: logger)
         agents.start()
+        boards.start()
         try await withThrowingDiscardingTaskGroup { group in
             // Returns once graceful shutdown has closed the server (and its WebSockets).
             group.addTask { [self] in
@@ -237,6 +241,7 @@ public final class WebGateway: Service, Sendable {
             for session in sessions { group.addTask { await session.close() } }
         }
         for board in boards { await board.stop() }
+        await self.boards.stop()
         await agents.stop(goodbye: true)
         logger.notice("web gateway stopped", metadata: ["tabs": "\(sessions.count)", "boards": "\(boards.count)"])
     }
@@ -295,7 +300,7 @@ public final class WebGateway: Service, Sendable {
 
     // MARK: Boards
 
-    private func fanout(for board: String) throws -> BoardFanout {
+    private func fanout(for board: String) -> BoardFanout {
         let existing = state.withLock { state in
             state.boards[board].map { fanout in
                 fanout.touch()
@@ -303,8 +308,8 @@ public final class WebGateway: Service, Sendable {
             }
         }
         if let existing { return existing }
-        // Made outside the gateway's lock (sockets, a thread); a tab that raced us to it wins.
-        let made = try BoardFanout(board: board, hub: configuration.hub(board), context: context, logger: logger)
+        // A tab that raced us to it wins (the one made here is never started).
+        let made = BoardFanout(board: board, hub: configuration.hub(board), host: boards, logger: logger)
         let (fanout, isNew) = state.withLock { state in
             if let existing = state.boards[board] {
                 existing.touch()
@@ -476,10 +481,13 @@ public final class WebGateway: Service, Sendable {
                                 .text(BrowserMessage.refused(n: number, code: "FORBIDDEN", message: "you may only watch this board").json))
                             continue
                         }
+                        // Who owns the strokes an erase names: the board's replica (only then, and only below admin).
+                        var owners: BoardState? = nil
+                        if case .erase = decoded, identityRole < .admin { owners = await fanout?.snapshot() }
                         do throws(BrowserWireError) {
-                            let (role, board) = (identityRole, fanout)
+                            let role = identityRole
                             let handled = try session.handle(number) { (agent: TouchAgent) throws(BrowserWireError) in
-                                try Self.authorize(decoded, role: role, user: session.namespace, board: board?.snapshot())
+                                try Self.authorize(decoded, role: role, user: session.namespace, board: owners)
                                 try Self.post(decoded, to: agent)
                             }
                             if handled, case .style(_, let rgba?, _) = decoded, rgba != session.colour {
@@ -573,10 +581,7 @@ public final class WebGateway: Service, Sendable {
         }
         let identity = try identify(token: hello.token, board: board)
         if isShuttingDown() { throw BrowserWireError("SHUTTING_DOWN", "the gateway is stopping") }
-        let fanout: BoardFanout
-        do { fanout = try self.fanout(for: board) } catch {
-            throw BrowserWireError("HUB_UNAVAILABLE", "cannot subscribe to board \(board): \(error)")
-        }
+        let fanout = self.fanout(for: board)
         guard identity.role >= .draw else { return (nil, fanout, identity) }
         if let resume = hello.resume, let existing = state.withLock({ $0.sessions[resume] }), existing.board == board,
             existing.user == identity.user
@@ -650,7 +655,7 @@ public final class WebGateway: Service, Sendable {
                     try await outbound.close(.policyViolation, reason: code)
                     return
                 case .snapshot:
-                    guard await fanout.waitUntilSynced(timeout: .seconds(30)), let board = fanout.snapshot() else {
+                    guard await fanout.waitUntilSynced(timeout: .seconds(30)), let board = await fanout.snapshot() else {
                         try await send(outbound, error: "HUB_UNAVAILABLE", "no snapshot of the board from the hub yet")
                         outbox.requestSnapshot()
                         try await Task.sleep(for: .seconds(1))
@@ -814,7 +819,7 @@ public final class WebGateway: Service, Sendable {
             // A board this gateway watches is drawn from its replica; another from one snapshot
             // of the hub's (kept 30 s: an index of many boards must not flood the hub's snapshot allowance).
             let svg: String
-            if let replica = state.withLock({ $0.boards[board] })?.snapshot() {
+            if let fanout = state.withLock({ $0.boards[board] }), let replica = await fanout.snapshot() {
                 svg = Self.thumbnail(of: replica)
             } else if let cached = thumbnails.withLock({ $0[board] }), ContinuousClock.now - cached.made < .seconds(30) {
                 svg = cached.svg

@@ -44,6 +44,57 @@ public enum BrowserWire {
         return out
     }
 
+    /// The batch from the board *after* it (a fan-out that keeps no copy of the
+    /// board before it): an append at `offset` continues from the stroke's
+    /// sample `offset - 1`, a prediction from the last sample stored at that
+    /// point of the batch. The same text as `batch(_:before:)`, except for a
+    /// stroke gone by the end of the batch: its samples are left out (an empty
+    /// prediction keeps the diff list's length), which changes no page's board.
+    public static func batch(_ batch: DiffBatch, after board: BoardState, withTime: Bool = false) -> String {
+        var out = "[\"b\",\(batch.sequence),["
+        out.reserveCapacity(32 + batch.diffs.count * 40)
+        // Samples each stroke gains in this batch, and those seen so far while writing it.
+        var appendedInBatch: [StrokeID: Int] = [:]
+        for diff in batch.diffs {
+            if case .appended(let id, _, let samples) = diff { appendedInBatch[id, default: 0] += samples.count }
+        }
+        var appendedSoFar: [StrokeID: Int] = [:]
+        func stroke(_ id: StrokeID) -> Stroke? {
+            if let active = board.activeStroke(id) { return active }
+            // Accepted in this batch: among the last accepted strokes.
+            return board.acceptedStrokes.last(where: { $0.id == id })
+        }
+        func sample(of id: StrokeID, at offset: Int) -> Sample? {
+            guard offset >= 0, let stroke = stroke(id), offset < stroke.samples.count else { return nil }
+            return stroke.samples[offset]
+        }
+        for (index, diff) in batch.diffs.enumerated() {
+            if index > 0 { out += "," }
+            switch diff {
+            case .appended(let id, _, _) where stroke(id) == nil, .predicted(let id, _) where stroke(id) == nil:
+                // Gone by the end of the batch (cancelled, or accepted and then removed):
+                // its samples could not be continued, and a page never shows them.
+                out += "[\"p\",\(id.rawValue),[]]"
+            case .appended(let id, let offset, let samples):
+                out += "[\"a\",\(id.rawValue),\(offset),"
+                append(samples, from: offset > 0 ? sample(of: id, at: Int(offset) - 1) : nil, to: &out)
+                out += "]"
+                appendedSoFar[id, default: 0] += samples.count
+            case .predicted(let id, let samples):
+                out += "[\"p\",\(id.rawValue),"
+                let stored = stroke(id).map { $0.samples.count - (appendedInBatch[id] ?? 0) + (appendedSoFar[id] ?? 0) }
+                append(samples, from: stored.flatMap { sample(of: id, at: $0 - 1) }, to: &out)
+                out += "]"
+            default:
+                append(diff, to: &out)
+            }
+        }
+        out += "]"
+        if withTime { out += ",\(batch.hubTime)" }
+        out += "]"
+        return out
+    }
+
     /// A whole board: accepted strokes in their order, then the strokes in progress.
     public static func snapshot(_ board: BoardState, kind: String = "snapshot") -> String {
         var out = "{\"t\":\"\(kind)\",\"seq\":\(board.sequence),\"accepted\":["

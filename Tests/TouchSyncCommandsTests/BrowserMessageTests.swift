@@ -65,6 +65,8 @@ struct BrowserMessageTests {
         var fromStart = BrowserReplica()
         try fromStart.apply(try Self.snapshot(BrowserWire.snapshot(board)))
         var fromMiddle: BrowserReplica? = nil
+        var fromAfter = fromStart
+        var (sameText, batches) = (0, 0)
         for step in 0..<1200 {
             var diffs: [StrokeDiff] = []
             let before = board
@@ -78,7 +80,14 @@ struct BrowserMessageTests {
             if step % 91 == 0, let victim = board.acceptedStrokes.first { try board.erase([victim.id], by: user, anyOwner: true, into: &diffs) }
             undo.note(diffs, on: board)
             guard !diffs.isEmpty else { continue }
-            let text = BrowserWire.batch(board.sealBatch(diffs, hubTime: Int64(step)), before: before)
+            batches += 1
+            let sealed = board.sealBatch(diffs, hubTime: Int64(step))
+            let text = BrowserWire.batch(sealed, before: before)
+            // Encoded from the board after the batch: the same text but for strokes gone by its end, the same board.
+            let afterText = BrowserWire.batch(sealed, after: board)
+            if afterText == text { sameText += 1 }
+            guard case .batch(let afterBatch) = try BrowserMessage.decode(afterText) else { Issue.record("not a batch: \(afterText)"); return }
+            #expect(try fromAfter.apply(afterBatch) == .applied)
             guard case .batch(let batch) = try BrowserMessage.decode(text) else { Issue.record("not a batch: \(text)"); return }
             #expect(try fromStart.apply(batch) == .applied)
             if var middle = fromMiddle { #expect(try middle.apply(batch) == .applied); fromMiddle = middle }
@@ -95,6 +104,8 @@ struct BrowserMessageTests {
         }
         #expect(fromStart.strokes.map(\.samples) == expected)
         #expect(try #require(fromMiddle).strokes.map(\.samples) == expected)
+        #expect(fromAfter.strokes == fromStart.strokes)
+        #expect(sameText > batches * 9 / 10, "\(sameText) of \(batches) batches")
         #expect(fromStart.strokes.map(\.owner) == (board.acceptedStrokes + board.orderedActiveStrokes).map(\.owner.rawValue))
         var gap = fromStart
         #expect(try gap.apply(BrowserBatch(seq: board.sequence + 2, diffs: [])) == .gap)

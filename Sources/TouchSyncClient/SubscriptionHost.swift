@@ -1,0 +1,375 @@
+import Logging
+import Synchronization
+import TouchSyncAccess
+import TouchSyncClientCore
+import TouchSyncCore
+import TouchSyncWire
+import ZeroMQ
+
+/// Where a hub publishes and serves snapshots, and how to reach it.
+public struct HubFeedEndpoints: Sendable, Hashable {
+    public var publish: String
+    public var snapshot: String
+    public var curve: CurveClientKeys?
+
+    public init(publish: String, snapshot: String, curve: CurveClientKeys? = nil) {
+        self.publish = publish
+        self.snapshot = snapshot
+        self.curve = curve
+    }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.publish == b.publish && a.snapshot == b.snapshot && a.curve?.client.publicKey == b.curve?.client.publicKey
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(publish)
+        hasher.combine(snapshot)
+        hasher.combine(curve?.client.publicKey)
+    }
+}
+
+/// What a followed board tells its owner, on the host's thread, in order.
+/// Keep each call short: every board of the host waits for it.
+public protocol BoardFeed: AnyObject, Sendable {
+    /// A snapshot was loaded (the first, or a resync): the board now.
+    func synced(_ board: BoardState)
+    /// A batch was applied: the batch and the board after it.
+    func applied(_ batch: DiffBatch, board: BoardState)
+    /// The hub refused the board for good (FORBIDDEN, WRONG_HUB) or the connection failed.
+    func failed(_ reason: String)
+}
+
+/// Many boards' live replicas on one thread: one SUB and one snapshot DEALER
+/// per hub, whatever the number of boards, and a `ReplicaSync` per board
+/// (the subscriber's rules: snapshot then live, gaps, digests, resync). A
+/// gateway follows every open board with it, so its threads and sockets do
+/// not grow with its boards, and each board has one replica, the sync's.
+/// Every method is safe from any thread or task.
+public final class SubscriptionHost: Sendable {
+    private enum Command: Sendable {
+        case follow(String, HubFeedEndpoints, any BoardFeed)
+        case unfollow(String)
+        case inspect(String, @Sendable (BoardState?) -> Void)
+        case stop
+    }
+    private let mailbox: Mailbox<Command>
+    private let thread = SocketThread(name: "touchsync-boards")
+    private let context: ZMQContext
+    private let logger: Logger
+    private let settings: Settings
+
+    public struct Settings: Sendable {
+        /// Ask again when a snapshot has not fully arrived by then. Default 2 s.
+        public var snapshotTimeout: Duration = .seconds(2)
+        /// Messages queued per hub before libzmq drops them (the boards then resync). Default 100,000.
+        public var receiveHighWaterMark: Int32 = 100_000
+        public init() {}
+    }
+
+    public init(context: ZMQContext, settings: Settings = Settings(), logger: Logger) throws {
+        self.context = context
+        self.logger = logger
+        self.settings = settings
+        mailbox = try Mailbox()
+    }
+
+    public func start() {
+        let (context, mailbox, settings, logger) = (context, mailbox, settings, logger)
+        thread.start {
+            let loop = HostLoop(context: context, settings: settings, logger: logger)
+            loop.run(mailbox: mailbox)
+        }
+    }
+
+    public func stop() async {
+        mailbox.post(.stop)
+        await thread.finished()
+    }
+
+    /// Follows `board` on `hub`; `feed` hears its snapshots and batches.
+    public func follow(_ board: String, on hub: HubFeedEndpoints, feed: any BoardFeed) {
+        mailbox.post(.follow(board, hub, feed))
+    }
+
+    /// Stops following `board` (its replica goes; the hub's socket stays for the others).
+    public func unfollow(_ board: String) { mailbox.post(.unfollow(board)) }
+
+    /// The board's replica (a copy-on-write copy taken between two batches), or nil while it is not live.
+    public func replica(of board: String) async -> BoardState? {
+        await withCheckedContinuation { continuation in
+            if !mailbox.post(.inspect(board, { continuation.resume(returning: $0) })) { continuation.resume(returning: nil) }
+        }
+    }
+
+    /// The host's thread: its sockets, one pair per hub, and every board's sync.
+    private final class HostLoop {
+        private struct Link {
+            let subscriber: ZMQSocket
+            let snapshots: ZMQSocket
+            var boards: Set<String> = []
+        }
+        private struct Followed {
+            var sync: ReplicaSync
+            let feed: any BoardFeed
+            let hub: HubFeedEndpoints
+            let topic: [UInt8]
+        }
+        private let context: ZMQContext
+        private let settings: Settings
+        private let logger: Logger
+        private var links: [HubFeedEndpoints: Link] = [:]
+        private var boards: [String: Followed] = [:]
+        /// Snapshot requests by the host's own id (one DEALER serves many boards): the board and its sync's id.
+        private var requests: [UInt64: (board: String, local: UInt64)] = [:]
+        private var nextRequest: UInt64 = 1
+        private let clock = ContinuousClock()
+        private let topic = ZMQMessage()
+        private let body = ZMQMessage()
+
+        init(context: ZMQContext, settings: Settings, logger: Logger) {
+            self.context = context
+            self.settings = settings
+            self.logger = logger
+        }
+
+        func run(mailbox: Mailbox<Command>) {
+            defer {
+                for link in links.values {
+                    link.subscriber.close()
+                    link.snapshots.close()
+                }
+                for case .inspect(_, let reply) in mailbox.close() { reply(nil) }
+            }
+            while true {
+                // The poller is made again when hubs come or go (rare: a gateway has one hub, or its cluster's).
+                var poller = ZMQPoller()
+                let hubs = Array(links.keys)
+                do {
+                    for hub in hubs {
+                        try poller.add(links[hub]!.subscriber)
+                        try poller.add(links[hub]!.snapshots)
+                    }
+                } catch {
+                    logger.error("board subscriptions stopped", metadata: ["error": "\(error)"])
+                    return
+                }
+                let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
+                while true {
+                    let timeout = nextDeadline.map { ZMQPoller.timeout(until: $0) } ?? -1
+                    do { _ = try poller.poll(timeoutMilliseconds: timeout) } catch {
+                        if !error.isTerminated { logger.error("board subscriptions stopped", metadata: ["error": "\(error)"]) }
+                        return
+                    }
+                    var hubsChanged = false
+                    if poller.isReadable(mailboxIndex) {
+                        for command in mailbox.drain() {
+                            switch command {
+                            case .stop: return
+                            case .follow(let board, let hub, let feed): hubsChanged = follow(board, hub: hub, feed: feed) || hubsChanged
+                            case .unfollow(let board): hubsChanged = unfollow(board) || hubsChanged
+                            case .inspect(let board, let reply): reply(boards[board]?.sync.replica)
+                            }
+                        }
+                    }
+                    for (index, hub) in hubs.enumerated() {
+                        guard let link = links[hub] else { continue }
+                        do {
+                            if poller.isReadable(2 * index + 1) { try drainSnapshots(link.snapshots) }
+                            if poller.isReadable(2 * index) { try drainPublished(link.subscriber) }
+                        } catch {
+                            if error.isTerminated { return }
+                            logger.warning("board subscription socket failed", metadata: ["hub": "\(hub.publish)", "error": "\(error)"])
+                        }
+                    }
+                    checkDeadlines()
+                    if hubsChanged { break }
+                }
+            }
+        }
+
+        /// The earliest snapshot deadline: no wake-ups while every board is live and quiet.
+        private var nextDeadline: ContinuousClock.Instant? {
+            var next: ContinuousClock.Instant? = nil
+            for followed in boards.values {
+                if case .syncing(_, _, _, let deadline) = followed.sync.phase { next = min(next ?? deadline, deadline) }
+            }
+            return next
+        }
+
+        private func checkDeadlines() {
+            let now = clock.now
+            for (board, followed) in boards {
+                guard case .syncing(_, _, _, let deadline) = followed.sync.phase, now >= deadline else { continue }
+                change(board) { $0.tick(now: now) }
+            }
+        }
+
+        /// Returns whether a hub's sockets were added.
+        private func follow(_ board: String, hub: HubFeedEndpoints, feed: any BoardFeed) -> Bool {
+            guard boards[board] == nil else { return false }
+            var added = false
+            if links[hub] == nil {
+                do {
+                    links[hub] = try makeLink(hub)
+                    added = true
+                } catch {
+                    feed.failed("cannot connect to \(hub.publish): \(error)")
+                    return false
+                }
+            }
+            let topic = publishTopic(board: board)
+            do { try links[hub]!.subscriber.subscribe(topic) } catch {
+                feed.failed("cannot subscribe to \(board): \(error)")
+                return added
+            }
+            links[hub]!.boards.insert(board)
+            // No silence reports: a gateway's tabs learn the hub's state from their agents.
+            let (sync, actions) = ReplicaSync.start(
+                board: board, snapshotTimeout: settings.snapshotTimeout, silenceTimeout: .seconds(1 << 30), now: clock.now)
+            boards[board] = Followed(sync: sync, feed: feed, hub: hub, topic: topic)
+            perform(actions, board: board)
+            return added
+        }
+
+        private func unfollow(_ board: String) -> Bool {
+            guard let followed = boards.removeValue(forKey: board) else { return false }
+            requests = requests.filter { $0.value.board != board }
+            guard var link = links[followed.hub] else { return false }
+            try? link.subscriber.unsubscribe(followed.topic)
+            link.boards.remove(board)
+            if link.boards.isEmpty {
+                link.subscriber.close()
+                link.snapshots.close()
+                links[followed.hub] = nil
+                return true
+            }
+            links[followed.hub] = link
+            return false
+        }
+
+        private func makeLink(_ hub: HubFeedEndpoints) throws(ZMQError) -> Link {
+            let subscriber = try ZMQSocket(context, type: .sub)
+            let snapshots = try ZMQSocket(context, type: .dealer)
+            for socket in [subscriber, snapshots] {
+                try socket.setLinger(milliseconds: 0)
+                if let curve = hub.curve {
+                    try socket.setCurveServerKey(curve.serverPublicKey)
+                    try socket.setCurvePublicKey(curve.client.publicKey)
+                    try socket.setCurveSecretKey(curve.client.secretKey)
+                }
+                try socket.setHandshakeInterval(milliseconds: 5000)
+            }
+            try subscriber.setReceiveHighWaterMark(settings.receiveHighWaterMark)
+            try subscriber.connect(hub.publish)
+            try snapshots.connect(hub.snapshot)
+            return Link(subscriber: subscriber, snapshots: snapshots)
+        }
+
+        /// Runs one of `board`'s sync rules and carries out what it decided.
+        private func change(_ board: String, _ rule: (inout ReplicaSync) -> [ReplicaSync.Action]) {
+            guard var followed = boards.removeValue(forKey: board) else { return }  // the sync uniquely referenced while it changes
+            let actions = rule(&followed.sync)
+            boards[board] = followed
+            perform(actions, board: board)
+        }
+
+        private func perform(_ actions: [ReplicaSync.Action], board: String) {
+            guard let followed = boards[board] else { return }
+            for action in actions {
+                switch action {
+                case .requestSnapshot(let local):
+                    let request = nextRequest
+                    nextRequest += 1
+                    requests = requests.filter { $0.value.board != board }  // earlier requests for the board are given up
+                    requests[request] = (board, local)
+                    var message = Touchsync_V1_SnapshotRequest()
+                    message.board = board
+                    message.requestID = request
+                    _ = try? links[followed.hub]?.snapshots.send(WireCodec.encode(message), dontWait: true)
+                case .resyncing(let reason):
+                    logger.info("resyncing", metadata: ["board": "\(board)", "reason": "\(reason)"])
+                case .synced(let state, _, _):
+                    followed.feed.synced(state)
+                case .applied(let batch):
+                    if let state = boards[board]?.sync.replica { followed.feed.applied(batch, board: state) }
+                case .failed(let reason):
+                    logger.warning("board refused", metadata: ["board": "\(board)", "error": "\(reason)"])
+                    followed.feed.failed(reason)
+                case .heartbeat, .silent:
+                    break
+                }
+            }
+        }
+
+        private func drainSnapshots(_ socket: ZMQSocket) throws(ZMQError) {
+            while try socket.receive(into: body, dontWait: true) {
+                let now = clock.now
+                // The hot path: a chunk read in one pass into the model; errors through SwiftProtobuf.
+                if let (request, chunk) = body.withUnsafeBytes({ SnapshotReplyReader.read($0) }) {
+                    guard let (board, local) = requests[request] else { continue }
+                    if Int(chunk.index) + 1 == Int(chunk.count) { requests[request] = nil }
+                    change(board) { $0.chunk(chunk, for: local, now: now) }
+                    continue
+                }
+                guard let reply = try? body.withUnsafeBytes({ try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }),
+                    let (board, local) = requests[reply.requestID]
+                else { continue }
+                switch reply.body {
+                case .chunk(let chunk):
+                    if Int(chunk.index) + 1 == Int(chunk.count) { requests[reply.requestID] = nil }
+                    do {
+                        let contents = try SnapshotChunkContents(chunk)
+                        change(board) { $0.chunk(contents, for: local, now: now) }
+                    } catch {
+                        change(board) { $0.unusableSnapshot("\(error)", now: now) }
+                    }
+                case .error(let error):
+                    requests[reply.requestID] = nil
+                    change(board) { $0.snapshotRefused(local, code: ErrorCode(error.code), message: error.message) }
+                case .boards, nil:
+                    break
+                }
+            }
+        }
+
+        private func drainPublished(_ socket: ZMQSocket) throws(ZMQError) {
+            while try socket.receive(into: topic, dontWait: true) {
+                guard topic.hasMore, try socket.receive(into: body, dontWait: true) else { continue }
+                while body.hasMore { _ = try socket.receive(into: body, dontWait: true) }
+                let board: String? = topic.withUnsafeBytes { bytes in
+                    guard bytes.last == 0 else { return nil }
+                    return String(validating: bytes.dropLast(), as: UTF8.self)
+                }
+                guard let board, boards[board] != nil else { continue }
+                let now = clock.now
+                // The hot path: a batch for a live replica, read in one pass from the received bytes.
+                let inPlace: [ReplicaSync.Action]?? = body.withUnsafeBytes { bytes in
+                    guard boards[board]?.sync.isLive == true, let (sequence, batch) = PublishedBatch.find(in: bytes) else { return nil }
+                    guard var followed = boards.removeValue(forKey: board) else { return nil }
+                    let actions = followed.sync.liveBatch(sequence: sequence, now: now) { state throws(DiffStreamError) in
+                        try state.apply(encodedBatch: batch).batch
+                    }
+                    boards[board] = followed
+                    return .some(actions)
+                }
+                if let inPlace {
+                    perform(inPlace ?? [], board: board)
+                    continue
+                }
+                guard let message = try? body.withUnsafeBytes({ try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: $0) }) else {
+                    change(board) { $0.malformed(now: now) }
+                    continue
+                }
+                switch message.body {
+                case .batch(let batch): change(board) { $0.batch(batch, now: now) }
+                case .heartbeat(let heartbeat): change(board) { $0.heartbeat(heartbeat, now: now) }
+                case nil: change(board) { sync in
+                    sync.heard(now: now)
+                    return []
+                }
+                }
+            }
+        }
+    }
+}
