@@ -9,9 +9,8 @@ public struct ProcessStats: Sendable, Equatable {
 
     /// Reads /proc/PID/stat and /proc/PID/status; nil when the process is gone or not readable.
     public static func read(pid: Int32) -> ProcessStats? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")"),
-            let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        guard let stat = readWhole("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")"),
+            let status = readWhole("/proc/\(pid)/status")
         else { return nil }
         // Fields after "(comm)": state is the 3rd field, utime the 14th, stime the 15th, num_threads the 20th.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
@@ -30,7 +29,7 @@ public struct ProcessStats: Sendable, Equatable {
     public static func listener(onPort port: Int) -> Int32? {
         var inodes = Set<String>()
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            guard let text = readWhole(table) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
                 let columns = line.split(separator: " ")
                 // local_address is HEXIP:HEXPORT, st 0A is LISTEN, inode the 10th column.
@@ -51,5 +50,15 @@ public struct ProcessStats: Sendable, Equatable {
             }
         }
         return nil
+    }
+
+    /// A /proc file to its end. Its size reads as 0, and Foundation's
+    /// `String(contentsOfFile:)` then stops after the first page: a busy
+    /// machine's /proc/net/tcp (hundreds of sockets) lost the listener.
+    static func readWhole(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.readToEnd() else { return nil }
+        return String(decoding: data ?? Data(), as: UTF8.self)
     }
 }
