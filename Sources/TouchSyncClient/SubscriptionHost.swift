@@ -40,11 +40,13 @@ public protocol BoardFeed: AnyObject, Sendable {
     func failed(_ reason: String)
 }
 
-/// Many boards' live replicas on one thread: one SUB and one snapshot DEALER
-/// per hub, whatever the number of boards, and a `ReplicaSync` per board
-/// (the subscriber's rules: snapshot then live, gaps, digests, resync). A
-/// gateway follows every open board with it, so its threads and sockets do
-/// not grow with its boards, and each board has one replica, the sync's.
+/// Many boards' live replicas on one thread: one SUB per hub, whatever the
+/// number of boards, a snapshot DEALER per board, and a `ReplicaSync` per
+/// board (the subscriber's rules: snapshot then live, gaps, digests, resync).
+/// A gateway follows every open board with it, so its threads do not grow
+/// with its boards, and each board has one replica, the sync's. Snapshots
+/// go on a connection per board because a hub allows each connection a few
+/// snapshots a second: 200 boards asking on one connection took 40 s.
 /// Every method is safe from any thread or task.
 public final class SubscriptionHost: Sendable {
     private enum Command: Sendable {
@@ -102,11 +104,10 @@ public final class SubscriptionHost: Sendable {
         }
     }
 
-    /// The host's thread: its sockets, one pair per hub, and every board's sync.
+    /// The host's thread: its sockets (a SUB per hub, a DEALER per board) and every board's sync.
     private final class HostLoop {
         private struct Link {
             let subscriber: ZMQSocket
-            let snapshots: ZMQSocket
             var boards: Set<String> = []
         }
         private struct Followed {
@@ -114,15 +115,13 @@ public final class SubscriptionHost: Sendable {
             let feed: any BoardFeed
             let hub: HubFeedEndpoints
             let topic: [UInt8]
+            let snapshots: ZMQSocket
         }
         private let context: ZMQContext
         private let settings: Settings
         private let logger: Logger
         private var links: [HubFeedEndpoints: Link] = [:]
         private var boards: [String: Followed] = [:]
-        /// Snapshot requests by the host's own id (one DEALER serves many boards): the board and its sync's id.
-        private var requests: [UInt64: (board: String, local: UInt64)] = [:]
-        private var nextRequest: UInt64 = 1
         private let clock = ContinuousClock()
         private let topic = ZMQMessage()
         private let body = ZMQMessage()
@@ -135,21 +134,18 @@ public final class SubscriptionHost: Sendable {
 
         func run(mailbox: Mailbox<Command>) {
             defer {
-                for link in links.values {
-                    link.subscriber.close()
-                    link.snapshots.close()
-                }
+                for link in links.values { link.subscriber.close() }
+                for followed in boards.values { followed.snapshots.close() }
                 for case .inspect(_, let reply) in mailbox.close() { reply(nil) }
             }
             while true {
-                // The poller is made again when hubs come or go (rare: a gateway has one hub, or its cluster's).
+                // The poller is made again when boards come or go (a tab opening a new board; not per message).
                 var poller = ZMQPoller()
                 let hubs = Array(links.keys)
+                let followed = Array(boards.keys)
                 do {
-                    for hub in hubs {
-                        try poller.add(links[hub]!.subscriber)
-                        try poller.add(links[hub]!.snapshots)
-                    }
+                    for hub in hubs { try poller.add(links[hub]!.subscriber) }
+                    for board in followed { try poller.add(boards[board]!.snapshots) }
                 } catch {
                     logger.error("board subscriptions stopped", metadata: ["error": "\(error)"])
                     return
@@ -161,29 +157,33 @@ public final class SubscriptionHost: Sendable {
                         if !error.isTerminated { logger.error("board subscriptions stopped", metadata: ["error": "\(error)"]) }
                         return
                     }
-                    var hubsChanged = false
+                    var socketsChanged = false
                     if poller.isReadable(mailboxIndex) {
                         for command in mailbox.drain() {
                             switch command {
                             case .stop: return
-                            case .follow(let board, let hub, let feed): hubsChanged = follow(board, hub: hub, feed: feed) || hubsChanged
-                            case .unfollow(let board): hubsChanged = unfollow(board) || hubsChanged
+                            case .follow(let board, let hub, let feed): socketsChanged = follow(board, hub: hub, feed: feed) || socketsChanged
+                            case .unfollow(let board): socketsChanged = unfollow(board) || socketsChanged
                             case .inspect(let board, let reply): reply(boards[board]?.sync.replica)
                             }
                         }
                     }
-                    for (index, hub) in hubs.enumerated() {
+                    for (index, board) in followed.enumerated() where poller.isReadable(hubs.count + index) {
+                        guard let socket = boards[board]?.snapshots else { continue }  // unfollowed in this turn
+                        do { try drainSnapshots(socket, of: board) } catch {
+                            if error.isTerminated { return }
+                            logger.warning("board snapshot socket failed", metadata: ["board": "\(board)", "error": "\(error)"])
+                        }
+                    }
+                    for (index, hub) in hubs.enumerated() where poller.isReadable(index) {
                         guard let link = links[hub] else { continue }
-                        do {
-                            if poller.isReadable(2 * index + 1) { try drainSnapshots(link.snapshots) }
-                            if poller.isReadable(2 * index) { try drainPublished(link.subscriber) }
-                        } catch {
+                        do { try drainPublished(link.subscriber) } catch {
                             if error.isTerminated { return }
                             logger.warning("board subscription socket failed", metadata: ["hub": "\(hub.publish)", "error": "\(error)"])
                         }
                     }
                     checkDeadlines()
-                    if hubsChanged { break }
+                    if socketsChanged { break }
                 }
             }
         }
@@ -205,53 +205,50 @@ public final class SubscriptionHost: Sendable {
             }
         }
 
-        /// Returns whether a hub's sockets were added.
+        /// Returns whether sockets were added (the poller is then made again).
         private func follow(_ board: String, hub: HubFeedEndpoints, feed: any BoardFeed) -> Bool {
             guard boards[board] == nil else { return false }
-            var added = false
-            if links[hub] == nil {
-                do {
-                    links[hub] = try makeLink(hub)
-                    added = true
-                } catch {
-                    feed.failed("cannot connect to \(hub.publish): \(error)")
-                    return false
-                }
+            let snapshots: ZMQSocket
+            do {
+                if links[hub] == nil { links[hub] = Link(subscriber: try socket(.sub, to: hub.publish, of: hub)) }
+                snapshots = try socket(.dealer, to: hub.snapshot, of: hub)
+            } catch {
+                feed.failed("cannot connect to \(hub.publish): \(error)")
+                return true
             }
             let topic = publishTopic(board: board)
             do { try links[hub]!.subscriber.subscribe(topic) } catch {
+                snapshots.close()
                 feed.failed("cannot subscribe to \(board): \(error)")
-                return added
+                return true
             }
             links[hub]!.boards.insert(board)
             // No silence reports: a gateway's tabs learn the hub's state from their agents.
             let (sync, actions) = ReplicaSync.start(
                 board: board, snapshotTimeout: settings.snapshotTimeout, silenceTimeout: .seconds(1 << 30), now: clock.now)
-            boards[board] = Followed(sync: sync, feed: feed, hub: hub, topic: topic)
+            boards[board] = Followed(sync: sync, feed: feed, hub: hub, topic: topic, snapshots: snapshots)
             perform(actions, board: board)
-            return added
+            return true
         }
 
         private func unfollow(_ board: String) -> Bool {
             guard let followed = boards.removeValue(forKey: board) else { return false }
-            requests = requests.filter { $0.value.board != board }
-            guard var link = links[followed.hub] else { return false }
+            followed.snapshots.close()
+            guard var link = links[followed.hub] else { return true }
             try? link.subscriber.unsubscribe(followed.topic)
             link.boards.remove(board)
             if link.boards.isEmpty {
                 link.subscriber.close()
-                link.snapshots.close()
                 links[followed.hub] = nil
-                return true
+            } else {
+                links[followed.hub] = link
             }
-            links[followed.hub] = link
-            return false
+            return true
         }
 
-        private func makeLink(_ hub: HubFeedEndpoints) throws(ZMQError) -> Link {
-            let subscriber = try ZMQSocket(context, type: .sub)
-            let snapshots = try ZMQSocket(context, type: .dealer)
-            for socket in [subscriber, snapshots] {
+        private func socket(_ type: ZMQSocketType, to endpoint: String, of hub: HubFeedEndpoints) throws(ZMQError) -> ZMQSocket {
+            let socket = try ZMQSocket(context, type: type)
+            do {
                 try socket.setLinger(milliseconds: 0)
                 if let curve = hub.curve {
                     try socket.setCurveServerKey(curve.serverPublicKey)
@@ -259,11 +256,13 @@ public final class SubscriptionHost: Sendable {
                     try socket.setCurveSecretKey(curve.client.secretKey)
                 }
                 try socket.setHandshakeInterval(milliseconds: 5000)
+                if type == .sub { try socket.setReceiveHighWaterMark(settings.receiveHighWaterMark) }
+                try socket.connect(endpoint)
+            } catch {
+                socket.close()
+                throw error
             }
-            try subscriber.setReceiveHighWaterMark(settings.receiveHighWaterMark)
-            try subscriber.connect(hub.publish)
-            try snapshots.connect(hub.snapshot)
-            return Link(subscriber: subscriber, snapshots: snapshots)
+            return socket
         }
 
         /// Runs one of `board`'s sync rules and carries out what it decided.
@@ -278,15 +277,11 @@ public final class SubscriptionHost: Sendable {
             guard let followed = boards[board] else { return }
             for action in actions {
                 switch action {
-                case .requestSnapshot(let local):
-                    let request = nextRequest
-                    nextRequest += 1
-                    requests = requests.filter { $0.value.board != board }  // earlier requests for the board are given up
-                    requests[request] = (board, local)
+                case .requestSnapshot(let request):
                     var message = Touchsync_V1_SnapshotRequest()
                     message.board = board
                     message.requestID = request
-                    _ = try? links[followed.hub]?.snapshots.send(WireCodec.encode(message), dontWait: true)
+                    _ = try? followed.snapshots.send(WireCodec.encode(message), dontWait: true)
                 case .resyncing(let reason):
                     logger.info("resyncing", metadata: ["board": "\(board)", "reason": "\(reason)"])
                 case .synced(let state, _, _):
@@ -302,31 +297,26 @@ public final class SubscriptionHost: Sendable {
             }
         }
 
-        private func drainSnapshots(_ socket: ZMQSocket) throws(ZMQError) {
+        /// The board's snapshot replies; its sync ignores those of requests it gave up.
+        private func drainSnapshots(_ socket: ZMQSocket, of board: String) throws(ZMQError) {
             while try socket.receive(into: body, dontWait: true) {
                 let now = clock.now
                 // The hot path: a chunk read in one pass into the model; errors through SwiftProtobuf.
                 if let (request, chunk) = body.withUnsafeBytes({ SnapshotReplyReader.read($0) }) {
-                    guard let (board, local) = requests[request] else { continue }
-                    if Int(chunk.index) + 1 == Int(chunk.count) { requests[request] = nil }
-                    change(board) { $0.chunk(chunk, for: local, now: now) }
+                    change(board) { $0.chunk(chunk, for: request, now: now) }
                     continue
                 }
-                guard let reply = try? body.withUnsafeBytes({ try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }),
-                    let (board, local) = requests[reply.requestID]
-                else { continue }
+                guard let reply = try? body.withUnsafeBytes({ try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }) else { continue }
                 switch reply.body {
                 case .chunk(let chunk):
-                    if Int(chunk.index) + 1 == Int(chunk.count) { requests[reply.requestID] = nil }
                     do {
                         let contents = try SnapshotChunkContents(chunk)
-                        change(board) { $0.chunk(contents, for: local, now: now) }
+                        change(board) { $0.chunk(contents, for: reply.requestID, now: now) }
                     } catch {
                         change(board) { $0.unusableSnapshot("\(error)", now: now) }
                     }
                 case .error(let error):
-                    requests[reply.requestID] = nil
-                    change(board) { $0.snapshotRefused(local, code: ErrorCode(error.code), message: error.message) }
+                    change(board) { $0.snapshotRefused(reply.requestID, code: ErrorCode(error.code), message: error.message) }
                 case .boards, nil:
                     break
                 }

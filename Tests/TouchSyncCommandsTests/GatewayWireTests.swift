@@ -21,11 +21,17 @@ struct GatewayWireTests {
         let gatewayPID: Int32
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
+        /// The hub's Prometheus port (`hub --metrics`).
+        let metricsPort: UInt16
+
         init(webArguments: [String] = []) async throws {
             data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-gw-\(UUID().uuidString)").path
-            let endpoints = try ProcessTests.freePorts(4).map { "tcp://127.0.0.1:\($0)" }
+            let ports = try ProcessTests.freePorts(5)
+            let endpoints = ports.prefix(4).map { "tcp://127.0.0.1:\($0)" }
+            metricsPort = UInt16(ports[4])
             _ = try await children.startHub(
-                ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]])
+                ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3],
+                 "--metrics", "127.0.0.1:\(ports[4])"])
             let (web, output) = try children.run(
                 ["web", "--listen", "127.0.0.1:0", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2],
                  "--history", endpoints[3]] + webArguments, limit: 120)
@@ -40,6 +46,16 @@ struct GatewayWireTests {
             }
             self.port = port
             gatewayPID = web.processIdentifier
+        }
+
+        /// The hub's refusals so far, by code (`touchsync_hub_errors_total`).
+        func hubErrors() throws -> [String: Double] {
+            var errors: [String: Double] = [:]
+            for line in try httpGet(port: metricsPort, path: "/metrics").split(separator: "\n") where line.hasPrefix("touchsync_hub_errors_total{") {
+                let parts = line.split(separator: " ")
+                if parts.count == 2, let value = Double(parts[1]) { errors[String(parts[0])] = value }
+            }
+            return errors
         }
 
         func tab() async throws -> Tab { try await Tab.open(port: port, group: group) }
@@ -200,6 +216,28 @@ struct GatewayWireTests {
         #expect(stroke.samples.map(\.t) == [10_000, 20_000, 30_000, 40_000], "each sample once, in order, across the dropped connection")
         await again.connection.close()
         await watcher.connection.close()
+    }
+
+    /// Tabs opening many boards at once each get their board's snapshot, and
+    /// the gateway never trips the hub's snapshot allowance (a few a second
+    /// per connection): one connection for every board's snapshots had the
+    /// hub refuse most of them, and tabs waited tens of seconds.
+    @Test func manyBoardsOpenAtOnceWithinTheHubsAllowance() async throws {
+        let rig = try await Rig()
+        defer { rig.close() }
+        var tabs: [Tab] = []
+        for index in 0..<24 {
+            let tab = try await rig.tab()
+            tab.send(.hello(.init(board: "many-\(index)")))
+            tabs.append(tab)
+        }
+        for tab in tabs {
+            let snapshot = try await tab.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } }
+            #expect(snapshot.accepted.isEmpty && snapshot.active.isEmpty, "a new board")
+            await tab.connection.close()
+        }
+        let refused = try rig.hubErrors()
+        #expect(refused.isEmpty, "the hub refused: \(refused)")
     }
 
     /// `touchsync load --web`'s engine against a real gateway: every tab's
