@@ -17,4 +17,26 @@ static inline void czmq_name_current_thread(const char *name) { prctl(PR_SET_NAM
 #else
 static inline void czmq_name_current_thread(const char *name) { (void)name; }
 #endif
+
+// epoll over sockets' ZMQ_FD (ZMQReadySet). struct epoll_event is packed on
+// x86-64, which Swift does not import, so only tokens cross this line.
+#if defined(__linux__)
+#include <stdint.h>
+#include <sys/epoll.h>
+static inline int czmq_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+static inline int czmq_epoll_add(int epoll, int fd, uint64_t token) {
+    struct epoll_event event = {0};
+    event.events = EPOLLIN;
+    event.data.u64 = token;
+    return epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event);
+}
+static inline int czmq_epoll_remove(int epoll, int fd) { return epoll_ctl(epoll, EPOLL_CTL_DEL, fd, NULL); }
+// Waits and writes up to 256 ready tokens; returns their count, or -1 (errno).
+static inline int czmq_epoll_wait(int epoll, uint64_t *tokens, int timeout) {
+    struct epoll_event events[256];
+    int count = epoll_wait(epoll, events, 256, timeout);
+    for (int index = 0; index < count; index++) tokens[index] = events[index].data.u64;
+    return count;
+}
+#endif
 #endif

@@ -91,6 +91,11 @@ final class AgentConnection {
     private var rules: AgentProtocol
 
     private(set) var socket: ZMQSocket? = nil
+    /// Set when `socket` is replaced or closed, for the driver's readiness set; the driver clears it.
+    var socketChanged = false
+    /// Set when something was sent since the last receive: a send can take
+    /// the socket's read signal, so the driver receives after it.
+    var sentSinceReceive = false
     /// Handshake events of `socket`: how a refused key or a plain-text/CURVE
     /// mismatch becomes a clear error instead of silence.
     private var monitor: ZMQHandshakeMonitor? = nil
@@ -114,6 +119,7 @@ final class AgentConnection {
     }
 
     func close() {
+        if socket != nil { socketChanged = true }
         socket?.close()
         socket = nil
         monitor?.close()
@@ -150,6 +156,7 @@ final class AgentConnection {
                 do {
                     // Never block the driver: a message the socket cannot take now stays
                     // unacknowledged and goes again after the next welcome.
+                    sentSinceReceive = true
                     if try socket.send(bytes, dontWait: true) { shared.progress.withLock { $0.bytesSent += bytes.count } }
                 } catch {
                     logger.debug("agent send failed", metadata: ["error": "\(error)"])
@@ -201,6 +208,7 @@ final class AgentConnection {
             if configuration.monitorsHandshake { monitor = try? ZMQHandshakeMonitor(socket, context: context) }
             try socket.connect(configuration.hubEndpoint)
             self.socket = socket
+            socketChanged = true
             perform(rules.connected(now: now), now: now)
         } catch {
             logger.warning(
@@ -211,17 +219,22 @@ final class AgentConnection {
     }
 
     /// Reads every reply waiting on the socket into `reply` (the driver's reusable message).
+    /// Reads every reply waiting, until the socket has none (and again if
+    /// answering them sent something, which may have taken the read signal).
     func receiveReplies(into reply: ZMQMessage, now: ContinuousClock.Instant) {
-        while let socket, (try? socket.receive(into: reply, dontWait: true)) == true {
-            let decoded = reply.withUnsafeBytes { bytes in
-                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_HubReply.self, from: bytes) }
+        repeat {
+            sentSinceReceive = false
+            while let socket, (try? socket.receive(into: reply, dontWait: true)) == true {
+                let decoded = reply.withUnsafeBytes { bytes in
+                    Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_HubReply.self, from: bytes) }
+                }
+                guard case .success(let message) = decoded else {
+                    rules.heard(now: now)
+                    continue
+                }
+                perform(rules.received(message, now: now), now: now)
             }
-            guard case .success(let message) = decoded else {
-                rules.heard(now: now)
-                continue
-            }
-            perform(rules.received(message, now: now), now: now)
-        }
+        } while sentSinceReceive && socket != nil
     }
 
     static func newSessionID() -> [UInt8] {
@@ -282,20 +295,19 @@ final class AgentConnection {
 /// threads only post commands to its mailbox, so every socket stays on this
 /// thread from creation to close.
 ///
-/// A few connections are polled with the mailbox. Many are not: `zmq_poll`
-/// costs two option reads per socket on every wake-up, and replies (acks)
-/// arrive all the time, so a poll over hundreds of sockets would spend the
-/// thread on polling. Instead the thread sleeps on the mailbox alone and reads
-/// every socket without waiting once per `sweepInterval`: replies only move
-/// acknowledgements and timers, which tolerate a few milliseconds.
+/// The thread sleeps on a `ZMQReadySet` (epoll over each socket's signal
+/// descriptor and the mailbox), so a wake-up costs the sockets that have
+/// something, not all of them: `zmq_poll` over hundreds of sockets, or
+/// reading each every few milliseconds, kept a gateway with 2,000 idle tabs
+/// at half a core.
 final class AgentDriver {
     /// nil: a detached agent's place (an `AgentHost` reuses it).
     private var connections: [AgentConnection?]
+    /// The signal descriptor watched for each connection's socket.
+    private var watched: [Int32?] = []
     private let mailbox: Mailbox<AgentCommand>
     private let reply = ZMQMessage()
-    /// Up to this many connections are polled; more are swept.
-    static let maxPolledConnections = 16
-    static let sweepInterval: Duration = .milliseconds(5)
+    private static let mailboxToken = UInt64.max
 
     init(connections: [AgentConnection], mailbox: Mailbox<AgentCommand>) {
         self.connections = connections.map { $0 }
@@ -309,47 +321,48 @@ final class AgentDriver {
             for case .detach(_, _, let done?) in mailbox.close() { done() }
         }
         let clock = ContinuousClock()
-        var sweeping = connections.count > Self.maxPolledConnections
+        let ready: ZMQReadySet
+        do {
+            ready = try ZMQReadySet()
+            try ready.add(mailbox.fileDescriptor, token: Self.mailboxToken)
+        } catch {
+            return
+        }
         // Timers of every connection run together, when the earliest is due,
         // so a turn with many connections does not scan them all.
         var timersDue = clock.now
-        var nextSweep = clock.now
-        var poller = ZMQPoller()
-        var polled: [Int] = []  // connection index of each socket entry after the mailbox
-        var pollerStale = true
+        var touched: [Int] = []  // connections that sent or changed sockets this turn
+        var readable: [Int] = []
+        var mailboxReady = false
         while true {
             var now = clock.now
             if now >= timersDue {
                 var next = now + .milliseconds(250)
-                for case let connection? in connections {
-                    let hadSocket = connection.socket != nil
+                for (index, connection) in connections.enumerated() {
+                    guard let connection else { continue }
                     connection.runTimers(now: now)
-                    if hadSocket != (connection.socket != nil) { pollerStale = true }
+                    if connection.socketChanged || connection.sentSinceReceive { touched.append(index) }
                     next = min(next, connection.deadline)
                 }
                 timersDue = max(next, now + .milliseconds(1))
             }
-            if pollerStale {
-                poller = ZMQPoller()
-                polled.removeAll(keepingCapacity: true)
-                poller.add(fileDescriptor: mailbox.fileDescriptor)
-                sweeping = connections.count { $0 != nil } > Self.maxPolledConnections
-                if !sweeping {
-                    for (index, connection) in connections.enumerated() {
-                        if let socket = connection?.socket, (try? poller.add(socket)) != nil { polled.append(index) }
-                    }
-                }
-                pollerStale = false
-            }
-            let wakeUp = sweeping ? min(timersDue, nextSweep) : timersDue
+            settle(&touched, ready: ready, now: now)
+            mailboxReady = false
+            readable.removeAll(keepingCapacity: true)
             do {
-                try poller.poll(timeoutMilliseconds: ZMQPoller.timeout(until: wakeUp, now: now))
+                try ready.wait(timeoutMilliseconds: ZMQPoller.timeout(until: timersDue, now: now)) { token in
+                    if token == Self.mailboxToken { mailboxReady = true } else { readable.append(Int(token)) }
+                }
             } catch {
-                if error.isTerminated { return }
                 continue
             }
             now = clock.now
-            if poller.isReadable(0) {
+            for index in readable where index < connections.count {
+                guard let connection = connections[index] else { continue }
+                connection.receiveReplies(into: reply, now: now)
+                if connection.socketChanged { touched.append(index) }
+            }
+            if mailboxReady {
                 for command in mailbox.drain() {
                     switch command {
                     case .stop(let goodbye):
@@ -357,8 +370,10 @@ final class AgentDriver {
                         return
                     case .frame(let index, let changes, let alive):
                         connections[index]?.queue(changes: changes, alive: alive, now: now)
+                        touched.append(index)
                     case .numbered(let index, let body):
                         connections[index]?.queue(body, now: now)
+                        touched.append(index)
                     case .attach(let index, let seed):
                         while connections.count <= index { connections.append(nil) }
                         connections[index]?.close()
@@ -366,26 +381,57 @@ final class AgentDriver {
                             configuration: seed.configuration, identity: seed.identity, context: seed.context, shared: seed.shared,
                             logger: seed.logger, report: seed.report)
                         timersDue = now  // it connects at its first timers
-                        pollerStale = true
+                        touched.append(index)
                     case .detach(let index, let goodbye, let done):
                         defer { done?() }
                         guard index < connections.count, let connection = connections[index] else { break }
                         if goodbye { connection.sayGoodbye(now: now) }
                         connection.close()
                         connections[index] = nil
-                        pollerStale = true
+                        touched.append(index)
                     }
                 }
             }
-            if sweeping {
-                if now >= nextSweep {
-                    for case let connection? in connections { connection.receiveReplies(into: reply, now: now) }
-                    nextSweep = now + Self.sweepInterval
+        }
+    }
+
+    /// After a turn: reads from connections that sent (a send can take the
+    /// read signal), then watches the signal descriptors of sockets that
+    /// changed. All removals come before all additions: a closed socket's
+    /// descriptor number can already be a new socket's.
+    private func settle(_ touched: inout [Int], ready: ZMQReadySet, now: ContinuousClock.Instant) {
+        while !touched.isEmpty {
+            let indexes = touched
+            touched.removeAll(keepingCapacity: true)
+            while watched.count < connections.count { watched.append(nil) }
+            for index in indexes {
+                guard let connection = connections[index], connection.sentSinceReceive else { continue }
+                connection.receiveReplies(into: reply, now: now)
+            }
+            var changed: [Int] = []
+            for index in indexes where index < connections.count {
+                let connection = connections[index]
+                guard connection?.socketChanged ?? true || (connection?.socket == nil && watched[index] != nil) else { continue }
+                if !changed.contains(index) { changed.append(index) }
+            }
+            for index in changed {
+                if let old = watched[index] { ready.remove(old) }
+                watched[index] = nil
+            }
+            for index in changed {
+                guard let connection = connections[index] else { continue }
+                connection.socketChanged = false
+                guard let socket = connection.socket, let descriptor = try? ZMQReadySet.signalDescriptor(of: socket) else { continue }
+                do {
+                    try ready.add(descriptor, token: UInt64(index))
+                    watched[index] = descriptor
+                } catch {
+                    // Not watched: its timers still read it (below), so replies are late, never lost.
+                    touched.append(index)
                 }
-            } else {
-                for (entry, index) in polled.enumerated() where poller.isReadable(entry + 1) {
-                    connections[index]?.receiveReplies(into: reply, now: now)
-                }
+                // Replies that came before the watch began signalled no one.
+                connection.receiveReplies(into: reply, now: now)
+                if connection.socketChanged { touched.append(index) }
             }
         }
     }
