@@ -1,5 +1,6 @@
 import TouchSyncAccess
 import Foundation
+import HeapModule
 import Logging
 import Synchronization
 import TouchSyncClientCore
@@ -126,8 +127,11 @@ final class AgentConnection {
         monitor = nil
     }
 
-    /// When `runTimers` next has something to do.
-    var deadline: ContinuousClock.Instant { rules.deadline }
+    /// When `runTimers` next has something to do (every 250 ms at most while
+    /// a handshake monitor may have news).
+    func deadline(now: ContinuousClock.Instant) -> ContinuousClock.Instant {
+        monitor == nil ? rules.deadline : min(rules.deadline, now + .milliseconds(250))
+    }
 
     func queue(changes: [TouchChange], alive: [TouchID]?, now: ContinuousClock.Instant) {
         shared.progress.withLock { $0.taken += 1 }
@@ -305,6 +309,15 @@ final class AgentDriver {
     private var connections: [AgentConnection?]
     /// The signal descriptor watched for each connection's socket.
     private var watched: [Int32?] = []
+    /// Connections by when their timers are due. An entry is current when it
+    /// matches `scheduled` for its connection; others are skipped when popped.
+    private var due = Heap<Due>()
+    private var scheduled: [ContinuousClock.Instant?] = []
+    private struct Due: Comparable {
+        let deadline: ContinuousClock.Instant
+        let index: Int
+        static func < (a: Due, b: Due) -> Bool { a.deadline < b.deadline }
+    }
     private let mailbox: Mailbox<AgentCommand>
     private let reply = ZMQMessage()
     private static let mailboxToken = UInt64.max
@@ -328,29 +341,28 @@ final class AgentDriver {
         } catch {
             return
         }
-        // Timers of every connection run together, when the earliest is due,
-        // so a turn with many connections does not scan them all.
-        var timersDue = clock.now
-        var touched: [Int] = []  // connections that sent or changed sockets this turn
+        var touched: [Int] = connections.indices.map { $0 }  // connections that sent, changed sockets or moved their deadlines
         var readable: [Int] = []
         var mailboxReady = false
+        for index in connections.indices { schedule(index, at: clock.now) }
         while true {
             var now = clock.now
-            if now >= timersDue {
-                var next = now + .milliseconds(250)
-                for (index, connection) in connections.enumerated() {
-                    guard let connection else { continue }
-                    connection.runTimers(now: now)
-                    if connection.socketChanged || connection.sentSinceReceive { touched.append(index) }
-                    next = min(next, connection.deadline)
-                }
-                timersDue = max(next, now + .milliseconds(1))
+            // Only connections whose timers are due run them: a wake-up with
+            // thousands of quiet connections does not scan them all.
+            while let first = due.min, first.deadline <= now {
+                due.removeMin()
+                guard first.index < scheduled.count, scheduled[first.index] == first.deadline, let connection = connections[first.index] else { continue }
+                scheduled[first.index] = nil
+                if connection.deadline(now: now) <= now { connection.runTimers(now: now) }
+                touched.append(first.index)
+                schedule(first.index, at: max(connection.deadline(now: now), now + .milliseconds(1)))
             }
             settle(&touched, ready: ready, now: now)
             mailboxReady = false
             readable.removeAll(keepingCapacity: true)
+            let wakeUp = due.min.map { ZMQPoller.timeout(until: $0.deadline, now: now) } ?? -1
             do {
-                try ready.wait(timeoutMilliseconds: ZMQPoller.timeout(until: timersDue, now: now)) { token in
+                try ready.wait(timeoutMilliseconds: wakeUp) { token in
                     if token == Self.mailboxToken { mailboxReady = true } else { readable.append(Int(token)) }
                 }
             } catch {
@@ -358,9 +370,8 @@ final class AgentDriver {
             }
             now = clock.now
             for index in readable where index < connections.count {
-                guard let connection = connections[index] else { continue }
-                connection.receiveReplies(into: reply, now: now)
-                if connection.socketChanged { touched.append(index) }
+                connections[index]?.receiveReplies(into: reply, now: now)
+                touched.append(index)
             }
             if mailboxReady {
                 for command in mailbox.drain() {
@@ -380,8 +391,7 @@ final class AgentDriver {
                         connections[index] = AgentConnection(
                             configuration: seed.configuration, identity: seed.identity, context: seed.context, shared: seed.shared,
                             logger: seed.logger, report: seed.report)
-                        timersDue = now  // it connects at its first timers
-                        touched.append(index)
+                        touched.append(index)  // it connects at its first timers, now
                     case .detach(let index, let goodbye, let done):
                         defer { done?() }
                         guard index < connections.count, let connection = connections[index] else { break }
@@ -395,6 +405,15 @@ final class AgentDriver {
         }
     }
 
+    /// Puts connection `index`'s timers at `deadline` unless an entry at or
+    /// before it is current (popping that one schedules it again).
+    private func schedule(_ index: Int, at deadline: ContinuousClock.Instant) {
+        while scheduled.count <= index { scheduled.append(nil) }
+        if let current = scheduled[index], current <= deadline { return }
+        scheduled[index] = deadline
+        due.insert(Due(deadline: deadline, index: index))
+    }
+
     /// After a turn: reads from connections that sent (a send can take the
     /// read signal), then watches the signal descriptors of sockets that
     /// changed. All removals come before all additions: a closed socket's
@@ -405,8 +424,9 @@ final class AgentDriver {
             touched.removeAll(keepingCapacity: true)
             while watched.count < connections.count { watched.append(nil) }
             for index in indexes {
-                guard let connection = connections[index], connection.sentSinceReceive else { continue }
-                connection.receiveReplies(into: reply, now: now)
+                guard index < connections.count, let connection = connections[index] else { continue }
+                if connection.sentSinceReceive { connection.receiveReplies(into: reply, now: now) }
+                schedule(index, at: max(connection.deadline(now: now), now + .milliseconds(1)))  // never a spin on a past deadline
             }
             var changed: [Int] = []
             for index in indexes where index < connections.count {
