@@ -50,6 +50,55 @@ struct BrowserMessageTests {
         #expect(throws: BrowserMessage.UnknownNumberedKind.self) { try BrowserMessage.decode(#"{"t":"whatever","n":4}"#) }
     }
 
+    /// The gateway's one-pass touch reader gives what JSONDecoder gives, or
+    /// leaves the message to it: generated touch messages (numbers of every
+    /// form, nulls, spacing, key orders, absent keys) and odd ones.
+    @Test func theOnePassTouchReaderAgreesWithJSONDecoder() throws {
+        var random = SplitMix64(seed: 24)
+        func slow(_ text: String) -> BrowserMessage? { try? JSONDecoder().decode(BrowserMessage.self, from: Data(text.utf8)) }
+        func number() -> String {
+            switch random.next() % 6 {
+            case 0: return "null"
+            case 1: return String(random.next() % 5000)
+            case 2: return "-" + String(random.next() % 300) + "." + String(random.next() % 1000)
+            case 3: return String(Double(random.next() % 1_000_000) / 997)
+            case 4: return String(random.next() % 9 + 1) + "e" + ["", "+", "-"][Int(random.next() % 3)] + String(random.next() % 20)
+            default: return "0." + String(random.next() % 100_000)
+            }
+        }
+        func rows() -> String {
+            if random.next() % 10 == 0 { return "null" }
+            let rows = (0..<Int(random.next() % 4)).map { _ in "[" + (0..<Int(random.next() % 7)).map { _ in number() }.joined(separator: ",") + "]" }
+            return "[" + rows.joined(separator: random.next() % 2 == 0 ? "," : " , ") + "]"
+        }
+        var read = 0
+        for _ in 0..<2000 {
+            var fields = [#""t":"touch""#, #""n":\#(random.next() % 100_000)"#]
+            if random.next() % 8 != 0 { fields.append(#""phase":\#(["\"moved\"", "\"began\"", "null", "\"ended\""][Int(random.next() % 4)])"#) }
+            if random.next() % 8 != 0 { fields.append(#""id":\#(random.next() % 2 == 0 ? "null" : String(random.next() % 50))"#) }
+            if random.next() % 4 != 0 { fields.append(#""s":"# + rows()) }
+            if random.next() % 3 == 0 { fields.append(#""p":"# + rows()) }
+            fields.shuffle(using: &random)
+            let space = random.next() % 3 == 0 ? " " : ""
+            let text = "{" + space + fields.joined(separator: space + "," + space) + space + "}"
+            let fast = TouchMessageReader.read(text)
+            if let fast {
+                read += 1
+                #expect(slow(text) == .touch(fast), "\(text)")
+            }
+        }
+        #expect(read > 1900, "the common shapes take the fast path (\(read) of 2000)")
+        // Odd inputs are left to JSONDecoder (nil here), whatever it makes of them.
+        for odd in [
+            #"{"t":"touch","n":1,"n":2}"#, #"{"t":"touch","n":01}"#, #"{"t":"touch","n":1.0}"#, #"{"t":"touch","n":-1}"#,
+            #"{"t":"touch","n":1,"phase":"mo\u0076ed"}"#, #"{"t":"touch","n":1,"x":2}"#, #"{"t":"touch","n":1,"s":[[1,]]}"#,
+            #"{"t":"touch","n":1,"s":[[.5]]}"#, #"{"t":"touch","n":1} x"#, #"{"t":"undo","n":1}"#, #"["b",1,[]]"#,
+            #"{"t":"touch","n":18446744073709551616}"#, #"{"t":"touch","n":1,"s":[[1e999]]}"#, #"{"t":"touch"}"#, "",
+        ] {
+            #expect(TouchMessageReader.read(odd) == nil, "\(odd)")
+        }
+    }
+
     /// A simulated session (users, fingers, coalesced, predicted and amended
     /// samples, cancels, clears, undo, redo, erase) encoded by BrowserWire and
     /// applied to a BrowserReplica, from the start and from a snapshot half-way,
