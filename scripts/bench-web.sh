@@ -1,0 +1,34 @@
+#!/bin/bash
+# The browser path under load (docs/performance.md, "Through the browser
+# path"): for each tab count, a release hub with a journal, a release
+# gateway in its own process, and `touchsync load --web` with ten tabs per
+# board, one finger each at 60 Hz, 10 s of drawing after 5 s idle.
+#   scripts/bench-web.sh [GATEWAY_BINARY] TABS...
+# GATEWAY_BINARY (default .build/release/touchsync) lets an older gateway
+# be measured with the same hub and load. JSON reports go to /tmp/bench-web-TABS.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.build/release/touchsync
+GATEWAY=$BIN
+if [ $# -gt 0 ] && [ -x "$1" ]; then GATEWAY=$1; shift; fi
+[ $# -gt 0 ] || { echo "usage: $0 [GATEWAY_BINARY] TABS..." >&2; exit 2; }
+[ -x "$BIN" ] || swift build -c release --product touchsync
+for TABS in "$@"; do
+  DATA=$(mktemp -d /tmp/bench-web.XXXX)
+  PORT=$((20000 + RANDOM % 20000))
+  HUB=(--ingest tcp://127.0.0.1:$PORT --publish tcp://127.0.0.1:$((PORT + 1)) --snapshot tcp://127.0.0.1:$((PORT + 2)) --history tcp://127.0.0.1:$((PORT + 3)))
+  $BIN hub --data "$DATA/data" "${HUB[@]}" > "$DATA/hub.log" 2>&1 &
+  HUB_PID=$!
+  sleep 1
+  "$GATEWAY" web --listen 127.0.0.1:$((PORT + 10)) --hub tcp://127.0.0.1:$PORT --publish tcp://127.0.0.1:$((PORT + 1)) \
+    --snapshot tcp://127.0.0.1:$((PORT + 2)) --history tcp://127.0.0.1:$((PORT + 3)) \
+    --max-tabs $((TABS + 100)) --max-connections $((2 * TABS + 100)) > "$DATA/web.log" 2>&1 &
+  WEB_PID=$!
+  sleep 2
+  echo "=== $TABS tabs, gateway $GATEWAY"
+  timeout 300 $BIN load --web http://127.0.0.1:$((PORT + 10)) --users "$TABS" --boards $((TABS / 10)) --duration 10 --idle 5 \
+    --hub-pid $HUB_PID --json /tmp/bench-web-$TABS.json 2>&1 | grep -vE "^(connecting|report)" || true
+  kill $WEB_PID $HUB_PID 2>/dev/null || true
+  wait $WEB_PID $HUB_PID 2>/dev/null || true
+  rm -rf "$DATA"
+done
