@@ -222,9 +222,9 @@ final class AgentConnection {
         }
     }
 
-    /// Reads every reply waiting on the socket into `reply` (the driver's reusable message).
-    /// Reads every reply waiting, until the socket has none (and again if
-    /// answering them sent something, which may have taken the read signal).
+    /// Reads every reply waiting into `reply` (the driver's reusable message),
+    /// until the socket has none (and again if answering them sent something,
+    /// which may have taken the read signal).
     func receiveReplies(into reply: ZMQMessage, now: ContinuousClock.Instant) {
         repeat {
             sentSinceReceive = false
@@ -366,7 +366,7 @@ final class AgentDriver {
                     if token == Self.mailboxToken { mailboxReady = true } else { readable.append(Int(token)) }
                 }
             } catch {
-                continue
+                return  // not EINTR (that returns no tokens): waiting again would spin
             }
             now = clock.now
             for index in readable where index < connections.count {
@@ -428,11 +428,10 @@ final class AgentDriver {
                 if connection.sentSinceReceive { connection.receiveReplies(into: reply, now: now) }
                 schedule(index, at: max(connection.deadline(now: now), now + .milliseconds(1)))  // never a spin on a past deadline
             }
-            var changed: [Int] = []
+            var changed = Set<Int>()
             for index in indexes where index < connections.count {
                 let connection = connections[index]
-                guard connection?.socketChanged ?? true || (connection?.socket == nil && watched[index] != nil) else { continue }
-                if !changed.contains(index) { changed.append(index) }
+                if connection?.socketChanged ?? true || (connection?.socket == nil && watched[index] != nil) { changed.insert(index) }
             }
             for index in changed {
                 if let old = watched[index] { ready.remove(old) }
@@ -446,8 +445,8 @@ final class AgentDriver {
                     try ready.add(descriptor, token: UInt64(index))
                     watched[index] = descriptor
                 } catch {
-                    // Not watched: its timers still read it (below), so replies are late, never lost.
-                    touched.append(index)
+                    // Not watched (epoll full): it is still read after each of its sends,
+                    // a heartbeat a second at least, so replies are late, never lost.
                 }
                 // Replies that came before the watch began signalled no one.
                 connection.receiveReplies(into: reply, now: now)
