@@ -351,8 +351,9 @@ final class AgentDriver {
             // thousands of quiet connections does not scan them all.
             while let first = due.min, first.deadline <= now {
                 due.removeMin()
-                guard first.index < scheduled.count, scheduled[first.index] == first.deadline, let connection = connections[first.index] else { continue }
-                scheduled[first.index] = nil
+                guard first.index < scheduled.count, scheduled[first.index] == first.deadline else { continue }
+                scheduled[first.index] = nil  // also for a detached place: an agent attached there later must be scheduled
+                guard let connection = connections[first.index] else { continue }
                 if connection.deadline(now: now) <= now { connection.runTimers(now: now) }
                 touched.append(first.index)
                 schedule(first.index, at: max(connection.deadline(now: now), now + .milliseconds(1)))
