@@ -118,6 +118,11 @@ public final class WebGateway: Service, Sendable {
         var access: (list: AccessList, modified: Date)? = nil
     }
     private let state = Mutex(State())
+    /// New sessions, whose agent events `run` forwards to their tabs.
+    private let sessionsToForward: AsyncStream<TabSession>
+    private let forwardSession: AsyncStream<TabSession>.Continuation
+    /// Signalled when the server listens or fails to (`waitUntilListening` waits on it).
+    private let listening = ConditionWaiters()
     /// Thumbnails of boards the gateway does not watch, drawn from one hub snapshot, with when.
     private let thumbnails = Mutex<[String: (svg: String, made: ContinuousClock.Instant)]>([:])
 
@@ -130,6 +135,7 @@ public final class WebGateway: Service, Sendable {
         page = try PageFiles(directory: configuration.pageDirectory)
         agents = try AgentHost(threads: max(1, configuration.agentThreads), context: self.context, logger: logger)
         boards = try SubscriptionHost(context: self.context, logger: logger)
+        (sessionsToForward, forwardSession) = AsyncStream.makeStream(of: TabSession.self)
     }
 
     /// The port the server listens on, once it does.
@@ -138,14 +144,13 @@ public final class WebGateway: Service, Sendable {
     /// Waits until the server listens; its port, or nil after `timeout`, once
     /// it failed to listen, or when the waiting task is cancelled.
     public func waitUntilListening(timeout: Duration = .seconds(10)) async -> Int? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline && !Task.isCancelled {
-            let (port, failed) = state.withLock { ($0.port, $0.listenFailure != nil) }
-            if let port { return port }
-            if failed { return nil }
-            try? await Task.sleep(for: .milliseconds(10))
+        let outcome: Int?? = await listening.wait(timeout: timeout) { [self] in
+            self.state.withLock { state -> Int?? in
+                if let port = state.port { return .some(port) }
+                return state.listenFailure != nil ? .some(nil) : nil
+            }
         }
-        return boundPort
+        return outcome ?? nil
     }
 
     public func run() async throws {
@@ -183,11 +188,31 @@ public final class WebGateway: Service, Sendable {
             onServerRunning: { [self] channel in
                 let port = channel.localAddress?.port ?? configuration.port
                 state.withLock { $0.port = port }
+                listening.signal()
                 logger.notice("web gateway listening", metadata: ["url": "http://\(configuration.host):\(port)/"])
             },
             logger: logger)
         agents.start()
         boards.start()
+        try await withThrowingDiscardingTaskGroup { gateway in
+            // Each session's agent events go to its tab for the session's life (they
+            // end when its agent stops): children of the gateway's run, not loose tasks.
+            gateway.addTask { [sessionsToForward] in
+                await withDiscardingTaskGroup { forwarders in
+                    for await session in sessionsToForward { forwarders.addTask { await session.forwardAgentEvents() } }
+                }
+            }
+            do { try await serve(app) } catch {
+                forwardSession.finish()
+                gateway.cancelAll()
+                throw error
+            }
+            forwardSession.finish()  // every session's agent has stopped: the forwarders end
+        }
+    }
+
+    /// Serves until graceful shutdown, then closes every session and board.
+    private func serve(_ app: some ApplicationProtocol) async throws {
         try await withThrowingDiscardingTaskGroup { group in
             // Returns once graceful shutdown has closed the server (and its WebSockets).
             group.addTask { [self] in
@@ -197,6 +222,7 @@ public final class WebGateway: Service, Sendable {
                     // It never listened (a port in use, an address no interface has): say so in words.
                     let failure = WebGatewayError.cannotListen(address: "\(configuration.host):\(configuration.port)", reason: Self.reason(error))
                     state.withLock { $0.listenFailure = failure }
+                    listening.signal()
                     throw failure
                 }
             }
@@ -638,7 +664,7 @@ public final class WebGateway: Service, Sendable {
             namespace: namespace, resumeToken: Self.randomName(32), board: board, displayName: name, user: identity.user, agent: agent)
         session.attach(connection, outbox: outbox)
         state.withLock { $0.sessions[session.resumeToken] = session }
-        Task { await session.forwardAgentEvents() }
+        forwardSession.yield(session)
         logger.info("tab joined", metadata: ["user": "\(namespace)", "board": "\(board)", "name": "\(name)"])
         return (session, fanout, identity)
     }
