@@ -201,10 +201,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncTUIOBridge",
+            dependencies: [
+                "TouchSyncTUIO", "TouchSyncAccess", "TouchSyncClient", "TouchSyncCore", "ZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncCommands",
             dependencies: [
                 "TouchSyncAccess",
                 "TouchSyncTUIO",
+                "TouchSyncTUIOBridge",
                 "ZeroMQ",
                 "TouchSyncJournal",
                 "TouchSyncRender",

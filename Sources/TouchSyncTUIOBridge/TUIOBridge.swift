@@ -1,0 +1,191 @@
+import Foundation
+import Logging
+import Synchronization
+import TouchSyncAccess
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncTUIO
+import ZeroMQ
+
+/// The receiving side: UDP in, one agent per TUIO source out, every agent on
+/// two shared driver threads. Its `run` thread owns the socket and the
+/// trackers; the agent host is thread-safe.
+public final class TUIOBridge: Sendable {
+    public struct Counts: Sendable {
+        public var frames = 0
+        public var dropped = 0
+        public var malformed = 0
+        public var sources = 0
+        /// Frames of sources refused past --max-sources.
+        public var refusedSources = 0
+        /// Datagrams from senders not on --allow.
+        public var refusedSenders = 0
+    }
+
+    private let socket: UDPSocket
+    private let board: String
+    private let hubEndpoint: String
+    private let curve: CurveClientKeys?
+    private let width: Double
+    private let height: Double
+    private let sourceTimeout: Duration
+    /// Sources (each an agent of the hub) served at once; a new one past it
+    /// takes the place of the longest-silent source with no touch down, or is
+    /// dropped (1,500 spoofed sources made 1,508 threads and used up ZeroMQ's sockets).
+    private let maxSources: Int
+    private let allowed: SenderAllowList
+    private let logger: Logger
+    private let context: ZMQContext
+    private let stopping = Mutex(false)
+    private let finished = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let host: AgentHost
+    private let agents = Mutex<[String: AgentHost.Agent]>([:])
+    private let counts = Mutex(Counts())
+
+    public init(
+        address: UDPAddress, board: String, hubEndpoint: String, curve: CurveClientKeys?, width: Double, height: Double,
+        sourceTimeout: Duration, maxSources: Int = 64, allowed: SenderAllowList = .anyone, logger: Logger
+    ) throws {
+        self.maxSources = maxSources
+        self.allowed = allowed
+        socket = try UDPSocket(binding: address)
+        self.board = board
+        self.hubEndpoint = hubEndpoint
+        self.curve = curve
+        self.width = width
+        self.height = height
+        self.sourceTimeout = sourceTimeout
+        self.logger = logger
+        context = try ZMQContext()
+        host = try AgentHost(threads: 2, context: context, logger: logger)
+        host.start()
+    }
+
+    /// Receives until `stop()`.
+    public func run() {
+        defer {
+            let waiters = finished.withLock { state in
+                state.done = true
+                defer { state.waiters.removeAll() }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+        var trackers: [String: (tracker: TUIOSourceTracker, lastHeard: ContinuousClock.Instant)] = [:]
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let clock = ContinuousClock()
+        var malformedSinceLog = 0
+        var lastLog = clock.now - .seconds(60)
+        var datagramsSinceSweep = 0
+        while !stopping.withLock({ $0 }) {
+            let received = socket.receive(into: &buffer)
+            // Silent sources: their touches are cancelled (the tracker stopped, or its network did).
+            // Judged as of an instant at which nothing was waiting in the socket (datagrams queued
+            // while this process was frozen or not scheduled count first: a receive can also come
+            // back empty-handed when interrupted), or after many datagrams in a row under a flood.
+            var sweepAsOf: ContinuousClock.Instant? = nil
+            if received == nil {
+                let asOf = clock.now  // taken before the check: whatever arrives later is later than it
+                if !socket.hasPending { sweepAsOf = asOf }
+            } else {
+                datagramsSinceSweep += 1
+                if datagramsSinceSweep >= 10_000 { sweepAsOf = clock.now }
+            }
+            if let now = sweepAsOf {
+                datagramsSinceSweep = 0
+                for (source, entry) in trackers where now - entry.lastHeard > sourceTimeout && !entry.tracker.down.isEmpty {
+                    var tracker = entry.tracker
+                    let cancelled = tracker.cancelAll()
+                    trackers[source] = (tracker, entry.lastHeard)
+                    if let agent = agent(for: source) { host.send(agent, cancelled, alive: []) }
+                    logger.info("TUIO source silent: its touches cancelled", metadata: ["source": "\(source)", "touches": "\(cancelled.count)"])
+                }
+            }
+            guard let (count, sender) = received else { continue }
+            guard allowed.allows(sender) else {
+                counts.withLock { $0.refusedSenders += 1 }
+                continue
+            }
+            let now = clock.now
+            let packet: OSCPacket
+            do {
+                packet = try OSCDecoder.decode(Array(buffer[0..<count]))
+            } catch {
+                malformedSinceLog += 1
+                counts.withLock { $0.malformed += 1 }
+                if clock.now - lastLog >= .seconds(10) {
+                    logger.warning("malformed OSC packets", metadata: ["count": "\(malformedSinceLog)", "last": "\(error)", "from": "\(sender)"])
+                    malformedSinceLog = 0
+                    lastLog = clock.now
+                }
+                continue
+            }
+            let arrival = Date().timeIntervalSince1970  // a frame without a time tag happened now
+            let (frames, problems) = TUIOParser.frames(in: packet)
+            if problems > 0 { counts.withLock { $0.malformed += problems } }
+            for frame in frames {
+                let source = frame.source ?? sender
+                if trackers[source] == nil && trackers.count >= maxSources {
+                    // Full: the longest-silent source with no touch down makes room, or this one is dropped.
+                    let idle = trackers.filter { now - $0.value.lastHeard > sourceTimeout && $0.value.tracker.down.isEmpty }
+                    guard let evicted = idle.min(by: { $0.value.lastHeard < $1.value.lastHeard })?.key else {
+                        counts.withLock { $0.refusedSources += 1 }
+                        if clock.now - lastLog >= .seconds(10) {
+                            logger.warning("TUIO source refused: the bridge serves its maximum of sources", metadata: ["source": "\(source)", "max": "\(maxSources)"])
+                            lastLog = clock.now
+                        }
+                        continue
+                    }
+                    trackers[evicted] = nil
+                    if let agent = agents.withLock({ $0.removeValue(forKey: evicted) }) { host.remove(agent) }
+                }
+                var entry = trackers[source] ?? (TUIOSourceTracker(width: width, height: height), now)
+                if trackers[source] == nil { counts.withLock { $0.sources += 1 } }
+                // Silent for longer than the time-out: its numbering starts over (a restarted tracker).
+                if now - entry.lastHeard > sourceTimeout { entry.tracker.resynchronize() }
+                entry.lastHeard = clock.now
+                guard let (changes, alive) = entry.tracker.apply(frame, arrival: arrival) else {
+                    trackers[source] = entry
+                    counts.withLock { $0.dropped += 1 }
+                    continue
+                }
+                trackers[source] = entry
+                counts.withLock { $0.frames += 1 }
+                if !changes.isEmpty, let agent = agent(for: source) { host.send(agent, changes, alive: alive) }
+            }
+        }
+    }
+
+    /// The agent of a TUIO source, made on first use: its namespace is `tuio-` and the source's name.
+    private func agent(for source: String) -> AgentHost.Agent? {
+        if let existing = agents.withLock({ $0[source] }) { return existing }
+        var configuration = AgentConfiguration(board: board, hubEndpoint: hubEndpoint)
+        let allowed = source.unicodeScalars.map { scalar -> Character in
+            (scalar.properties.isAlphabetic && scalar.isASCII) || ("0"..."9").contains(scalar) || scalar == "-" || scalar == "_" || scalar == "."
+                ? Character(scalar) : "-"
+        }
+        configuration.identity = String(("tuio-" + String(allowed)).prefix(64))
+        configuration.clientName = "touchsync tuio"
+        configuration.curve = curve
+        let agent = host.add(configuration)
+        agents.withLock { $0[source] = agent }
+        logger.info("TUIO source joined", metadata: ["source": "\(source)", "user": "\(configuration.identity!)"])
+        return agent
+    }
+
+    /// Stops receiving, lets every agent deliver what it holds and say goodbye.
+    public func stop() async -> Counts {
+        stopping.withLock { $0 = true }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = finished.withLock { state in
+                if !state.done { state.waiters.append(continuation) }
+                return state.done
+            }
+            if done { continuation.resume() }
+        }
+        for agent in agents.withLock({ Array($0.values) }) { _ = await host.flush(agent, timeout: .seconds(5)) }
+        await host.stop()
+        let counted = counts.withLock { $0 }
+        return counted
+    }
+}
