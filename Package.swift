@@ -225,12 +225,21 @@ let package = Package(
                 "TouchSyncClient",
                 "TouchSyncLoad",
                 "TouchSyncWeb",
-                "TouchSyncBrowser",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "touchsync-browser-bench",
+            dependencies: [
+                "TouchSyncBrowser", "TouchSyncWeb", "TouchSyncHub", "TouchSyncHubCore", "TouchSyncClient", "TouchSyncCore", "ZeroMQ",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -64,6 +64,10 @@ struct CommandLineTests {
         #expect(try await !touchsync(["render", "--help"]).output.contains("--history"))
         #expect(try await touchsync(["spectate", "--help"]).output.contains("--history"))
         #expect(try await touchsync(["compact", "--help"]).output.contains("--log-level"))
+        // The browser benchmark moved out of the CLI (it drives Chromium): the old spelling says where.
+        let browser = try await touchsync(["bench", "--browser"])
+        #expect(browser.status == 64 && browser.errors.contains("touchsync-browser-bench"), "\(browser.errors)")
+        #expect(try await !touchsync(["bench", "--help"]).output.contains("--browser"))
     }
 
     @Test func renderRefusesUnknownBoardsAndWritesFilesCarefully() async throws {

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 import TouchSyncCommands
 import TouchSyncCore
+import TouchSyncLoad
 import TouchSyncWire
 import ZeroMQ
 

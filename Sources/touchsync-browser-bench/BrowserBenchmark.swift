@@ -9,7 +9,7 @@ import TouchSyncHubCore
 import TouchSyncWeb
 import ZeroMQ
 
-/// `touchsync bench --browser`: the whiteboard end to end, in one run on
+/// `touchsync-browser-bench`: the whiteboard end to end, in one run on
 /// loopback: an embedded hub, the gateway, and headless Chromium with two
 /// pages on one board. Page A draws mouse strokes through the DevTools
 /// protocol; page B records, for each of A's strokes, the time from A's
@@ -77,7 +77,7 @@ struct BrowserBenchmark {
                 _ = await serving.result
             }
         }
-        guard let port = await gateway.waitUntilListening() else { throw CommandFailure("the gateway did not start") }
+        guard let port = await gateway.waitUntilListening() else { throw BenchFailure("the gateway did not start") }
         let browser = try Chromium.launch()
         defer { browser.shutDown() }
         // Each page behind a link of its own: a stroke travels A to the gateway to B, one round trip in all.
@@ -114,7 +114,7 @@ struct BrowserBenchmark {
         } catch {
             let state = try await viewer.evaluate("JSON.stringify({l: touchsync.latencies.length, r: touchsync.renders, seq: touchsync.board.seq, acc: touchsync.board.accepted.length, user: touchsync.user, e: touchsync.errors})")
             let drawerState = try await drawer.evaluate("JSON.stringify({seq: touchsync.board.seq, acc: touchsync.board.accepted.length, user: touchsync.user, sent: touchsync.sent, r: touchsync.refusals})")
-            throw CommandFailure("\(error); viewer \(state ?? ""), drawer \(drawerState ?? ""), console \(browser.console)")
+            throw BenchFailure("\(error); viewer \(state ?? ""), drawer \(drawerState ?? ""), console \(browser.console)")
         }
         func numbers(_ expression: String) async throws -> [Double] {
             (try await viewer.evaluate(expression) as? [Any] ?? []).compactMap { ($0 as? Double) ?? ($0 as? Int).map(Double.init) }
@@ -172,7 +172,7 @@ struct BrowserBenchmark {
             try agent.touchesBegan([TouchInput(id: 1, coalesced: [points[0]])])
             try agent.touchesEnded([TouchInput(id: 1, coalesced: Array(points.dropFirst()))])
         }
-        guard await agent.flush(timeout: .seconds(300)) else { throw CommandFailure("seeding the board did not finish") }
+        guard await agent.flush(timeout: .seconds(300)) else { throw BenchFailure("seeding the board did not finish") }
     }
 }
 

@@ -1,0 +1,231 @@
+import Foundation
+import TouchSyncCore
+import TouchSyncHub
+import TouchSyncHubCore
+import TouchSyncLoad
+import TouchSyncSimulation
+import TouchSyncWire
+
+/// One measured stage.
+public struct BenchFigure: Sendable {
+    public var stage: String
+    public var samples: Int
+    /// Best of the repetitions, in seconds.
+    public var seconds: Double
+    public var samplesPerSecond: Double { Double(samples) / seconds }
+}
+
+/// The model and codec micro benchmark: the same pre-generated session
+/// through every stage, best of `repetitions`, plus bytes per sample.
+public struct CodecBenchmark: Sendable {
+    public var frames = 200_000
+    public var users = 4
+    public var fingers = 5
+    public var coalesced = 2
+    public var withForce = false
+    public var repetitions = 5
+    public var seed: UInt64 = 1
+    /// Run only the reduce stage (for profilers).
+    public var reduceOnly = false
+    /// After encoding, run only the replica's decode-and-apply stage, ten
+    /// times as often (for profilers).
+    public var applyOnly = false
+
+    public init() {}
+
+    /// A stage that did not give back what went in (the benchmark checks as it measures).
+    public struct Mismatch: Error, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    public struct Report: Sendable {
+        public var figures: [BenchFigure]
+        public var samples: Int
+        public var agentBytesPerSample: Double
+        public var publishBytesPerSample: Double
+        /// The diff stream when the hub publishes one coalesced batch per tick
+        /// of `eventsPerTick` input events per user (2 at 120 Hz: 16.7 ms).
+        public var tickBytesPerSample: Double
+        public var eventsPerTick: Int
+        /// Bytes per sample of the diff stream for ticks of 1, 2, 4 and 8 events per user.
+        public var bytesPerSampleByTick: [(eventsPerTick: Int, bytesPerSample: Double)]
+        public var snapshotBytesPerSample: Double
+        public var digest: BoardDigest
+    }
+
+    public func run(progress: (String) -> Void = { _ in }) throws -> Report {
+        var profile = SimulationProfile()
+        profile.users = users
+        profile.fingersPerUser = fingers
+        profile.coalesced = coalesced...coalesced
+        profile.predicted = 1...1
+        profile.withForce = withForce
+        profile.clearRate = 0
+        profile.strokeLength = 60...600
+        // Drawing fingers move continuously while down; an occasional pause (a skipped
+        // event, the finger frozen) still happens.
+        profile.idleRate = 0.02
+        var simulator = SessionSimulator(seed: seed, profile: profile)
+        var inputs: [(UserNamespace, TouchFrame, StrokeStyle)] = []
+        inputs.reserveCapacity(frames)
+        while inputs.count < frames {
+            if case .frame(let user, let frame, let style) = simulator.next() { inputs.append((user, frame, style)) }
+        }
+        let samples = inputs.reduce(0) { $0 + $1.1.changes.reduce(0) { $0 + $1.samples.count } }
+        progress("workload: \(frames) frames, \(samples) samples (\(users) users x \(fingers) fingers, \(coalesced) samples per event, 1 predicted)")
+
+        var limits = BoardLimits()
+        limits.maxSamplesPerStroke = .max
+        let clock = ContinuousClock()
+        func best(_ stage: String, _ body: () throws -> Void) rethrows -> BenchFigure {
+            var fastest = Double.infinity
+            for _ in 0..<repetitions {
+                let start = clock.now
+                try body()
+                let elapsed = clock.now - start
+                fastest = min(fastest, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18)
+            }
+            let figure = BenchFigure(stage: stage, samples: samples, seconds: fastest)
+            progress("  \(stage): \(Int(figure.samplesPerSecond)) samples/s")
+            return figure
+        }
+
+        var figures: [BenchFigure] = []
+        var hub = BoardState(limits: limits)
+        var batches: [DiffBatch] = []
+        figures.append(try best("reduce (hub model, frames to diffs)") {
+            hub = BoardState(limits: limits)
+            batches.removeAll(keepingCapacity: true)
+            var diffs: [StrokeDiff] = []
+            for (index, (user, frame, style)) in inputs.enumerated() {
+                diffs.removeAll(keepingCapacity: true)
+                try hub.reduce(frame, from: user, style: style, into: &diffs)
+                if !diffs.isEmpty { batches.append(hub.sealBatch(diffs, hubTime: Int64(index))) }
+            }
+        })
+
+        if reduceOnly {
+            return Report(
+                figures: figures, samples: samples, agentBytesPerSample: 0, publishBytesPerSample: 0,
+                tickBytesPerSample: 0, eventsPerTick: 0, bytesPerSampleByTick: [], snapshotBytesPerSample: 0,
+                digest: hub.digest)
+        }
+
+        var agentMessages: [[UInt8]] = []
+        figures.append(best("encode agent frames") {
+            agentMessages = inputs.map { _, frame, _ in
+                var message = Touchsync_V1_AgentMessage()
+                message.sequence = frame.sequence
+                message.frame = frame.proto
+                return WireCodec.encode(message)
+            }
+        })
+        // The hub's own decoding (AgentRequest.decode: the one-pass frame reader).
+        figures.append(try best("decode agent frames") {
+            for bytes in agentMessages {
+                let request = try bytes.withUnsafeBytes { try AgentRequest.decode($0).get() }
+                guard case .numbered(_, .frame) = request else { throw CodecBenchmark.Mismatch("a frame decoded as \(request)") }
+            }
+        })
+        figures.append(try best("decode agent frames (SwiftProtobuf, for comparison)") {
+            for bytes in agentMessages {
+                let message = try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes)
+                _ = try TouchFrame(message.frame, sequence: message.sequence)
+            }
+        })
+
+        var published: [[UInt8]] = []
+        // As the hub encodes them: written in one pass, wrapped as a PublishMessage.
+        figures.append(best("encode diff batches") {
+            var encoder = DiffStreamEncoder(board: "bench")
+            published = batches.map { batch in WireCodec.field(1, wrapping: encoder.encodedBytes(batch)) }
+        })
+
+        // As a subscriber applies them (the one-pass reader).
+        func applyPublished(to replica: inout BoardState) throws {
+            for bytes in published {
+                try bytes.withUnsafeBytes { bytes in
+                    guard let (_, batch) = PublishedBatch.find(in: bytes) else { throw CodecBenchmark.Mismatch("not a batch") }
+                    try replica.apply(encodedBatch: batch)
+                }
+            }
+        }
+        if applyOnly {
+            for _ in 0..<(10 * repetitions) {
+                var replica = BoardState(limits: limits)
+                try applyPublished(to: &replica)
+                guard replica.digest == hub.digest else { throw CodecBenchmark.Mismatch("benchmark replica diverged from the hub") }
+            }
+            return Report(
+                figures: figures, samples: samples, agentBytesPerSample: 0, publishBytesPerSample: 0,
+                tickBytesPerSample: 0, eventsPerTick: 0, bytesPerSampleByTick: [], snapshotBytesPerSample: 0,
+                digest: hub.digest)
+        }
+
+        var replica = BoardState(limits: limits)
+        // Each repetition's replica is kept until all have run: freeing the
+        // previous one is not part of decoding and applying.
+        var finished: [BoardState] = []
+        figures.append(try best("decode and apply diff batches (replica)") {
+            finished.append(replica)
+            replica = BoardState(limits: limits)
+            try applyPublished(to: &replica)
+        })
+        finished.removeAll()
+        guard replica.digest == hub.digest else { throw CodecBenchmark.Mismatch("benchmark replica diverged from the hub") }
+        var protobufReplica = BoardState(limits: limits)
+        figures.append(try best("decode and apply diff batches (SwiftProtobuf, for comparison)") {
+            protobufReplica = BoardState(limits: limits)
+            for bytes in published {
+                try protobufReplica.apply(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch)
+            }
+        })
+        guard protobufReplica.digest == hub.digest else { throw CodecBenchmark.Mismatch("the SwiftProtobuf replica diverged from the hub") }
+
+        // The hub's pipeline, as its loop runs it: reduce every frame into the
+        // board's channel, which folds a tick's diffs and encodes one batch.
+        func tickStream(eventsPerTick: Int) throws -> [[UInt8]] {
+            var channel = BoardChannel(name: "bench", limits: limits)
+            var batches: [[UInt8]] = []
+            for (index, (user, frame, style)) in inputs.enumerated() {
+                try channel.reduce(frame, from: user, style: style)
+                if (index + 1) % (users * eventsPerTick) == 0 || index == inputs.count - 1,
+                    let batch = channel.sealBatch(hubTime: Int64(index))
+                {
+                    batches.append(WireCodec.field(1, wrapping: batch.encoded))  // PublishMessage.batch
+                }
+            }
+            return batches
+        }
+        let eventsPerTick = 2
+        var tickBatches: [[UInt8]] = []
+        figures.append(try best("hub pipeline: reduce, coalesce per tick, encode") {
+            tickBatches = try tickStream(eventsPerTick: eventsPerTick)
+        })
+        let tickBytes = tickBatches.reduce(0) { $0 + $1.count }
+        var tickReplica = BoardState(limits: limits)
+        for bytes in tickBatches {
+            try tickReplica.apply(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes).batch)
+        }
+        guard tickReplica.digest == hub.digest else { throw CodecBenchmark.Mismatch("tick-coalesced replica diverged from the hub") }
+
+        // The size side of the tick-length trade-off (latency grows with the tick).
+        var byTick: [(Int, Double)] = []
+        for events in [1, 2, 4, 8] {
+            let bytes = try tickStream(eventsPerTick: events).reduce(0) { $0 + $1.count }
+            byTick.append((events, Double(bytes) / Double(samples)))
+        }
+
+        let snapshotBytes = SnapshotCodec.chunks(of: hub.snapshot(), board: "bench", digest: hub.digest)
+            .reduce(0) { $0 + WireCodec.encode($1).count }
+        let stored = hub.storedSampleCount
+        return Report(
+            figures: figures, samples: samples,
+            agentBytesPerSample: Double(agentMessages.reduce(0) { $0 + $1.count }) / Double(samples),
+            publishBytesPerSample: Double(published.reduce(0) { $0 + $1.count }) / Double(samples),
+            tickBytesPerSample: Double(tickBytes) / Double(samples), eventsPerTick: eventsPerTick,
+            bytesPerSampleByTick: byTick,
+            snapshotBytesPerSample: Double(snapshotBytes) / Double(max(stored, 1)), digest: hub.digest)
+    }
+}
