@@ -3,7 +3,7 @@
 #   make test   runs every test
 #   make bench  release-build benchmarks (figures in docs/performance.md)
 #   make fuzz   libFuzzer targets for a bounded time (docs/fuzzing.md)
-#   make proto  regenerates Sources/TouchSyncWire/Generated from proto/
+#   make proto  regenerates Sources/Cores/TouchSyncWire/Generated from proto/
 SWIFT ?= swift
 
 .PHONY: demo demo-deps test test-deps bench fuzz proto deps build clean

@@ -1,23 +1,32 @@
 // swift-tools-version: 6.1
 // TouchSync: multi-user touch and stroke sync over ZeroMQ.
 //
-// Modules, bottom up (each one depends only on those above it):
-//   CZeroMQ            system libzmq (pkg-config "libzmq", Debian libzmq3-dev)
-//   ZeroMQ             the Swift binding: context, sockets, messages, poller
-//   TouchSyncCore      the pure stroke model: board state, reducer, replica, digest (no I/O)
-//   TouchSyncSimulation  simulated fingers: deterministic multi-user touch sessions (pure)
-//   TouchSyncWire      protobuf messages (generated, committed) and codecs to and from the core
-//   TouchSyncJournal   the durable journal: checksummed segment files per board, recovery, history for replay
-//   TouchSyncRender    boards drawn as SVG (pure)
-//   TouchSyncHubCore   the hub without I/O: sessions, boards, acks, liveness as a state machine (events in, actions out)
-//   TouchSyncHub       the hub's ZeroMQ adapter: one thread owning the sockets and a HubCore (a ServiceLifecycle Service)
-//   TouchSyncClient    agents (UIKit-shaped touch API) and subscribers (live replicas), over ZeroMQ
-//   TouchSyncWebWire   the browser wire: one Codable message type both ways, the board encoder, a page-like replica (pure)
-//   TouchSyncWeb       the browser gateway: serves the whiteboard page, one agent per tab, board fan-out over WebSockets
-//   TouchSyncBrowser   a headless Chromium over the DevTools protocol (browser tests, bench --browser)
-//   TouchSyncLoad      load runs with simulated fingers (over ZeroMQ, or as browser tabs over WebSockets): latency, loss, convergence reports
-//   TouchSyncCommands  the `touchsync` subcommands, as a testable library
-//   touchsync          a thin @main over TouchSyncCommands
+// Modules by layer (the folders under Sources/; `layers` below), each
+// depending only on modules listed before it or in a layer above:
+//
+// Sources/Cores: pure, no I/O, no clock, no threads
+//   TouchSyncCore        the stroke model: board state, reducer, replica, digest
+//   TouchSyncSimulation  simulated fingers: deterministic multi-user touch sessions
+//   TouchSyncWire        protobuf messages (generated, committed) and codecs to and from the core
+//   TouchSyncRender      boards drawn as SVG, ink outlines
+//   TouchSyncTUIO        OSC and TUIO 1.1 cursor messages, parsed and built
+//   TouchSyncHubCore     the hub's rules: sessions, boards, acks, liveness (events in, actions out)
+//   TouchSyncClientCore  the client's rules: AgentProtocol (numbering, window, resend) and ReplicaSync (snapshot then live)
+//   TouchSyncWebWire     the browser wire: one Codable message type both ways, the board encoder, a page-like replica
+// Sources/Adapters: the cores driven by real I/O
+//   CZeroMQ, ZeroMQ      system libzmq (pkg-config "libzmq", Debian libzmq3-dev) and its Swift binding
+//   TouchSyncAccess      CURVE key files, the access list, the cluster map
+//   TouchSyncJournal     the durable journal: checksummed segment files per board, recovery, history for replay
+//   TouchSyncHub         the hub: one thread owning the sockets and a HubCore (a ServiceLifecycle Service); relays
+//   TouchSyncClient      agents (UIKit-shaped touch API) and subscribers over ZeroMQ, many on a few threads
+//   TouchSyncWeb         the browser gateway: the whiteboard page, tabs' agents, board fan-out over WebSockets
+//   TouchSyncTUIOBridge  TUIO over UDP to agents (multi-touch hardware drawing on a board)
+// Sources/Tools: what people run, and what tests and benches use
+//   TouchSyncLoad        load runs (over ZeroMQ, or as browser tabs over WebSockets) and benchmark engines
+//   TouchSyncBrowser     a headless Chromium over the DevTools protocol (browser tests, touchsync-browser-bench)
+//   TouchSyncCommands    the `touchsync` subcommands, as a testable library
+//   touchsync            a thin @main over TouchSyncCommands (the shipped CLI; no Chromium driver)
+//   touchsync-browser-bench  the whiteboard end to end in headless Chromium
 import Foundation
 import PackageDescription
 
@@ -349,6 +358,27 @@ let package = Package(
         ),
     ]
 )
+
+// The folder layout shows the layers: Sources/Cores (pure: no I/O, no
+// clock, no threads; tested by properties), Sources/Adapters (ZeroMQ,
+// files, HTTP: the cores' events from real I/O) and Sources/Tools (the CLI,
+// load runs and benchmarks, the Chromium driver for tests and benches).
+let layers: [String: [String]] = [
+    "Cores": [
+        "TouchSyncCore", "TouchSyncSimulation", "TouchSyncWire", "TouchSyncHubCore", "TouchSyncClientCore", "TouchSyncWebWire",
+        "TouchSyncRender", "TouchSyncTUIO",
+    ],
+    "Adapters": [
+        "CZeroMQ", "ZeroMQ", "TouchSyncAccess", "TouchSyncJournal", "TouchSyncHub", "TouchSyncClient", "TouchSyncWeb", "TouchSyncTUIOBridge",
+    ],
+    "Tools": ["TouchSyncLoad", "TouchSyncBrowser", "TouchSyncCommands", "touchsync", "touchsync-browser-bench"],
+]
+for target in package.targets where target.type != .test && target.path == nil {
+    guard let layer = layers.first(where: { $0.value.contains(target.name) })?.key else {
+        fatalError("\(target.name) belongs to no layer: add it to `layers` in Package.swift")
+    }
+    target.path = "Sources/\(layer)/\(target.name)"
+}
 
 // Fuzz targets (Fuzz/): built only for `make fuzz` (TOUCHSYNC_FUZZ=1, every
 // module compiled with -sanitize=fuzzer,address in its own build folder), so

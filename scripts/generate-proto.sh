@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates Sources/TouchSyncWire/Generated from proto/ with Debian's protoc
+# Regenerates Sources/Cores/TouchSyncWire/Generated from proto/ with Debian's protoc
 # and protoc-gen-swift built from the swift-protobuf version Package.swift
 # resolves. The output is committed, so builds never need protoc.
 set -euo pipefail
@@ -19,7 +19,7 @@ echo "building protoc-gen-swift from $checkout (first time: a few minutes)"
 swift build -c release --package-path "$checkout" --scratch-path "$plugin_dir" --product protoc-gen-swift >/dev/null
 plugin="$plugin_dir/release/protoc-gen-swift"
 
-out=Sources/TouchSyncWire/Generated
+out=Sources/Cores/TouchSyncWire/Generated
 find "$out" -name '*.pb.swift' -delete
 protoc --plugin=protoc-gen-swift="$plugin" \
   --swift_opt=Visibility=Public \

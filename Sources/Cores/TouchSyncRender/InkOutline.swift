@@ -2,7 +2,7 @@ import TouchSyncCore
 
 /// A stroke's samples to a filled outline whose width follows pressure, in
 /// the manner of perfect-freehand. The browser page draws the same outline
-/// (Sources/TouchSyncWeb/Page/ink.js: the same steps and constants, checked
+/// (Sources/Adapters/TouchSyncWeb/Page/ink.js: the same steps and constants, checked
 /// against each other in Chromium), so an export looks like the screen; the
 /// steps are in docs/protocol.md, "Drawing ink".
 public enum InkOutline {
