@@ -214,7 +214,7 @@ struct SecurityTests {
         defer { try? FileManager.default.removeItem(atPath: keys) }
         let children = ChildProcesses()
         defer { children.killAll() }
-        let (hub, hubOutput, endpoints, client) = try await Self.startAuthenticatedHub(keys: keys, children: children)
+        let (hub, hubOutput, _, client) = try await Self.startAuthenticatedHub(keys: keys, children: children)
         let access = keys + "/access.json"
         func draw(_ user: String) async throws -> Outcome {
             try await touchsync(["draw", "--board", "b", "--fast", "--key", keys + "/\(user).key"] + client, limit: 30)

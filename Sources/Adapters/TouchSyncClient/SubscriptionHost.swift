@@ -43,6 +43,8 @@ public protocol BoardFeed: AnyObject, Sendable {
 /// Many boards' live replicas on one thread: one SUB per hub, whatever the
 /// number of boards, a snapshot DEALER per board, and a `ReplicaSync` per
 /// board (the subscriber's rules: snapshot then live, gaps, digests, resync).
+/// The thread sleeps on a `ZMQReadySet`, so a wake-up reads only the sockets
+/// that have something.
 /// A gateway follows every open board with it, so its threads do not grow
 /// with its boards, and each board has one replica, the sync's. Snapshots
 /// go on a connection per board because a hub allows each connection a few
@@ -108,6 +110,7 @@ public final class SubscriptionHost: Sendable {
     private final class HostLoop {
         private struct Link {
             let subscriber: ZMQSocket
+            var watch: (token: UInt64, descriptor: Int32)? = nil
             var boards: Set<String> = []
         }
         private struct Followed {
@@ -116,6 +119,7 @@ public final class SubscriptionHost: Sendable {
             let hub: HubFeedEndpoints
             let topic: [UInt8]
             let snapshots: ZMQSocket
+            var watch: (token: UInt64, descriptor: Int32)? = nil
         }
         private let context: ZMQContext
         private let settings: Settings
@@ -138,52 +142,88 @@ public final class SubscriptionHost: Sendable {
                 for followed in boards.values { followed.snapshots.close() }
                 for case .inspect(_, let reply) in mailbox.close() { reply(nil) }
             }
+            // Waits on epoll over the sockets' ZMQ_FD: a wake-up reads the sockets that
+            // have something, not every board's (zmq_poll read two options of each).
+            let ready: ZMQReadySet
+            do {
+                ready = try ZMQReadySet()
+                try ready.add(mailbox.fileDescriptor, token: Self.mailboxToken)
+            } catch {
+                logger.error("board subscriptions stopped", metadata: ["error": "\(error)"])
+                return
+            }
+            self.ready = ready
+            var readable: [UInt64] = []
             while true {
-                // The poller is made again when boards come or go (a tab opening a new board; not per message).
-                var poller = ZMQPoller()
-                let hubs = Array(links.keys)
-                let followed = Array(boards.keys)
-                do {
-                    for hub in hubs { try poller.add(links[hub]!.subscriber) }
-                    for board in followed { try poller.add(boards[board]!.snapshots) }
-                } catch {
+                readable.removeAll(keepingCapacity: true)
+                let timeout = nextDeadline.map { ZMQPoller.timeout(until: $0) } ?? -1
+                do { try ready.wait(timeoutMilliseconds: timeout) { readable.append($0) } } catch {
                     logger.error("board subscriptions stopped", metadata: ["error": "\(error)"])
                     return
                 }
-                let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
-                while true {
-                    let timeout = nextDeadline.map { ZMQPoller.timeout(until: $0) } ?? -1
-                    do { _ = try poller.poll(timeoutMilliseconds: timeout) } catch {
-                        if !error.isTerminated { logger.error("board subscriptions stopped", metadata: ["error": "\(error)"]) }
-                        return
-                    }
-                    var socketsChanged = false
-                    if poller.isReadable(mailboxIndex) {
+                for token in readable {
+                    if token == Self.mailboxToken {
                         for command in mailbox.drain() {
                             switch command {
                             case .stop: return
-                            case .follow(let board, let hub, let feed): socketsChanged = follow(board, hub: hub, feed: feed) || socketsChanged
-                            case .unfollow(let board): socketsChanged = unfollow(board) || socketsChanged
+                            case .follow(let board, let hub, let feed): follow(board, hub: hub, feed: feed)
+                            case .unfollow(let board): unfollow(board)
                             case .inspect(let board, let reply): reply(boards[board]?.sync.replica)
                             }
                         }
+                    } else if let owner = owners[token] {
+                        read(owner)
                     }
-                    for (index, board) in followed.enumerated() where poller.isReadable(hubs.count + index) {
-                        guard let socket = boards[board]?.snapshots else { continue }  // unfollowed in this turn
-                        do { try drainSnapshots(socket, of: board) } catch {
-                            if error.isTerminated { return }
-                            logger.warning("board snapshot socket failed", metadata: ["board": "\(board)", "error": "\(error)"])
-                        }
-                    }
-                    for (index, hub) in hubs.enumerated() where poller.isReadable(index) {
-                        guard let link = links[hub] else { continue }
-                        do { try drainPublished(link.subscriber) } catch {
-                            if error.isTerminated { return }
-                            logger.warning("board subscription socket failed", metadata: ["hub": "\(hub.publish)", "error": "\(error)"])
-                        }
-                    }
-                    checkDeadlines()
-                    if socketsChanged { break }
+                }
+                checkDeadlines()
+                // Boards that sent a request: read them too (a send can take the read signal).
+                while let board = unread.popFirst() { read(.board(board)) }
+            }
+        }
+
+        private static let mailboxToken = UInt64.max
+        private var ready: ZMQReadySet?
+        /// What each watched socket is: a hub's SUB or a board's snapshot DEALER.
+        private enum Owner {
+            case hub(HubFeedEndpoints)
+            case board(String)
+        }
+        private var owners: [UInt64: Owner] = [:]
+        /// Boards whose snapshot socket sent since it was last read.
+        private var unread = Set<String>()
+        private var nextToken: UInt64 = 0
+
+        /// Watches `socket`, and reads what came before the watch began (it signalled no one).
+        private func watch(_ socket: ZMQSocket, as owner: Owner) -> (token: UInt64, descriptor: Int32)? {
+            guard let ready, let descriptor = try? ZMQReadySet.signalDescriptor(of: socket) else { return nil }
+            nextToken += 1
+            do { try ready.add(descriptor, token: nextToken) } catch {
+                logger.warning("a board socket cannot be watched", metadata: ["error": "\(error)"])
+                return nil
+            }
+            owners[nextToken] = owner
+            return (nextToken, descriptor)
+        }
+
+        /// Stops watching a socket about to close (before it closes: its descriptor number can be reused).
+        private func unwatch(_ watch: (token: UInt64, descriptor: Int32)?) {
+            guard let watch else { return }
+            ready?.remove(watch.descriptor)
+            owners[watch.token] = nil
+        }
+
+        /// Reads everything waiting on the socket (ZMQ_FD signals once for many messages).
+        private func read(_ owner: Owner) {
+            switch owner {
+            case .hub(let hub):
+                guard let link = links[hub] else { return }
+                do { try drainPublished(link.subscriber) } catch {
+                    if !error.isTerminated { logger.warning("board subscription socket failed", metadata: ["hub": "\(hub.publish)", "error": "\(error)"]) }
+                }
+            case .board(let board):
+                guard let socket = boards[board]?.snapshots else { return }
+                do { try drainSnapshots(socket, of: board) } catch {
+                    if !error.isTerminated { logger.warning("board snapshot socket failed", metadata: ["board": "\(board)", "error": "\(error)"]) }
                 }
             }
         }
@@ -206,44 +246,49 @@ public final class SubscriptionHost: Sendable {
         }
 
         /// Returns whether sockets were added (the poller is then made again).
-        private func follow(_ board: String, hub: HubFeedEndpoints, feed: any BoardFeed) -> Bool {
-            guard boards[board] == nil else { return false }
+        private func follow(_ board: String, hub: HubFeedEndpoints, feed: any BoardFeed) {
+            guard boards[board] == nil else { return }
             let snapshots: ZMQSocket
             do {
-                if links[hub] == nil { links[hub] = Link(subscriber: try socket(.sub, to: hub.publish, of: hub)) }
+                if links[hub] == nil {
+                    let subscriber = try socket(.sub, to: hub.publish, of: hub)
+                    links[hub] = Link(subscriber: subscriber, watch: watch(subscriber, as: .hub(hub)))
+                }
                 snapshots = try socket(.dealer, to: hub.snapshot, of: hub)
             } catch {
                 feed.failed("cannot connect to \(hub.publish): \(error)")
-                return true
+                return
             }
             let topic = publishTopic(board: board)
             do { try links[hub]!.subscriber.subscribe(topic) } catch {
                 snapshots.close()
                 feed.failed("cannot subscribe to \(board): \(error)")
-                return true
+                return
             }
             links[hub]!.boards.insert(board)
             // No silence reports: a gateway's tabs learn the hub's state from their agents.
             let (sync, actions) = ReplicaSync.start(
                 board: board, snapshotTimeout: settings.snapshotTimeout, silenceTimeout: .seconds(1 << 30), now: clock.now)
-            boards[board] = Followed(sync: sync, feed: feed, hub: hub, topic: topic, snapshots: snapshots)
+            boards[board] = Followed(sync: sync, feed: feed, hub: hub, topic: topic, snapshots: snapshots, watch: watch(snapshots, as: .board(board)))
             perform(actions, board: board)
-            return true
+            read(.hub(hub))  // changing the subscription may have taken the SUB's read signal
         }
 
-        private func unfollow(_ board: String) -> Bool {
-            guard let followed = boards.removeValue(forKey: board) else { return false }
+        private func unfollow(_ board: String) {
+            guard let followed = boards.removeValue(forKey: board) else { return }
+            unwatch(followed.watch)
             followed.snapshots.close()
-            guard var link = links[followed.hub] else { return true }
+            unread.remove(board)
+            guard var link = links[followed.hub] else { return }
             try? link.subscriber.unsubscribe(followed.topic)
             link.boards.remove(board)
             if link.boards.isEmpty {
+                unwatch(link.watch)
                 link.subscriber.close()
                 links[followed.hub] = nil
             } else {
                 links[followed.hub] = link
             }
-            return true
         }
 
         private func socket(_ type: ZMQSocketType, to endpoint: String, of hub: HubFeedEndpoints) throws(ZMQError) -> ZMQSocket {
@@ -282,6 +327,7 @@ public final class SubscriptionHost: Sendable {
                     message.board = board
                     message.requestID = request
                     _ = try? followed.snapshots.send(WireCodec.encode(message), dontWait: true)
+                    unread.insert(board)  // the send may have taken the socket's read signal
                 case .resyncing(let reason):
                     logger.info("resyncing", metadata: ["board": "\(board)", "reason": "\(reason)"])
                 case .synced(let state, _, _):

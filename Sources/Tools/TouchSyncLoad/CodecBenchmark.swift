@@ -2,7 +2,6 @@ import Foundation
 import TouchSyncCore
 import TouchSyncHub
 import TouchSyncHubCore
-import TouchSyncLoad
 import TouchSyncSimulation
 import TouchSyncWire
 
