@@ -26,7 +26,9 @@ for TABS in "$@"; do
   WEB_PID=$!
   sleep 2
   echo "=== $TABS tabs, gateway $GATEWAY"
-  timeout 300 $BIN load --web http://127.0.0.1:$((PORT + 10)) --users "$TABS" --boards $((TABS / 10)) --duration 10 --idle 5 \
+  # The load generator shares the machine: its CPU says how much of the two cores the gateway and hub had.
+  TIMEFORMAT='load generator CPU  %U s user + %S s system over %R s'
+  time timeout 300 $BIN load --web http://127.0.0.1:$((PORT + 10)) --users "$TABS" --boards $((TABS / 10)) --duration 10 --idle 5 \
     --hub-pid $HUB_PID --json /tmp/bench-web-$TABS.json 2>&1 | grep -vE "^(connecting|report)" || true
   kill $WEB_PID $HUB_PID 2>/dev/null || true
   wait $WEB_PID $HUB_PID 2>/dev/null || true
