@@ -70,12 +70,13 @@ struct InterruptionTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let (demo, output) = try children.run(["demo", "--steps", "3000", "--image", folder + "/board.svg"])
         var text = String(decoding: await output.readUntil("TouchSync demo:") { demo.interrupt() }, as: UTF8.self)
-        let signalled = ContinuousClock.now  // just after the signal
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await demo.exited()
-        #expect(ContinuousClock.now - signalled < .seconds(10))
         #expect(demo.terminationReason == .exit && demo.terminationStatus == 130, "\(text)")
-        #expect(text.contains("interrupted after event"), "\(text)")
+        // It stopped drawing when told, not at the end of its 3,000 events (a time bound
+        // here failed on a busy machine: 10.6 s to exit while other suites ran).
+        let stoppedAt = text.firstMatch(of: /interrupted after event ([0-9]+) of 3000/).flatMap { Int($0.1) }
+        #expect(stoppedAt.map { $0 < 3000 } == true, "\(text)")
 
         let long = try await touchsync(["demo", "--steps", "200000", "--image", folder + "/long.svg"])
         #expect(long.status == 0, "\(long.output) \(long.errors)")

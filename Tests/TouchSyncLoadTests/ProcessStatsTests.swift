@@ -40,14 +40,14 @@ struct ProcessStatsTests {
     @Test func theListenerIsFoundAmongManySockets() throws {
         var descriptors = [Int32]()
         defer { descriptors.forEach { _ = close($0) } }
-        for _ in 0..<150 { descriptors.append(try Self.listener()) }
+        for _ in 0..<60 { descriptors.append(try Self.listener()) }
         let listener = try Self.listener()
         descriptors.append(listener)
-        for _ in 0..<150 { descriptors.append(try Self.listener()) }
+        for _ in 0..<60 { descriptors.append(try Self.listener()) }
         let handle = try #require(FileHandle(forReadingAtPath: "/proc/net/tcp"))
         let table = try #require(try handle.readToEnd())
         try handle.close()
-        #expect(table.count > 4096 * 4, "the table spans several pages")
+        #expect(table.count > 4096 * 2, "the table spans several pages")
 
         #expect(ProcessStats.listener(onPort: Int(Self.port(of: listener))) == getpid())
         let stats = try #require(ProcessStats.read(pid: getpid()))
