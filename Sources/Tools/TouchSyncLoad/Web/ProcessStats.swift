@@ -58,7 +58,8 @@ public struct ProcessStats: Sendable, Equatable {
     static func readWhole(_ path: String) -> String? {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
-        guard let data = try? handle.readToEnd() else { return nil }
-        return String(decoding: data ?? Data(), as: UTF8.self)
+        let data: Data?
+        do { data = try handle.readToEnd() } catch { return nil }
+        return String(decoding: data ?? Data(), as: UTF8.self)  // nil: an empty file
     }
 }
