@@ -25,12 +25,14 @@ deps:
 # namespaces joined by veth (iproute2), packet loss with nftables; the
 # deployment tests validate compose.yaml with docker-compose (and read it
 # with the python3-yaml that comes with it); the browser tests drive
-# Debian's chromium headless.
+# Debian's chromium headless; the board store tests start their own
+# PostgreSQL server (Debian's postgresql, run as its postgres user).
 test-deps: deps
 	@missing=; command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing for the network, deployment and browser tests"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \

@@ -21,6 +21,7 @@
 //   TouchSyncClient      agents (UIKit-shaped touch API) and subscribers over ZeroMQ, many on a few threads
 //   TouchSyncWeb         the browser gateway: the whiteboard page, tabs' agents, board fan-out over WebSockets
 //   TouchSyncTUIOBridge  TUIO over UDP to agents (multi-touch hardware drawing on a board)
+//   TouchSyncStore       the PostgreSQL board store: connection settings, the versioned schema (postgres-nio)
 // Sources/Tools: what people run, and what tests and benches use
 //   TouchSyncLoad        load runs (over ZeroMQ, or as browser tabs over WebSockets) and benchmark engines
 //   TouchSyncBrowser     a headless Chromium over the DevTools protocol (browser tests, touchsync-browser-bench)
@@ -50,6 +51,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.27.0"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.28.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
@@ -210,6 +213,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncStore",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncTUIOBridge",
             dependencies: [
                 "TouchSyncTUIO", "TouchSyncAccess", "TouchSyncClient", "TouchSyncCore", "ZeroMQ",
@@ -223,6 +235,7 @@ let package = Package(
                 "TouchSyncAccess",
                 "TouchSyncTUIO",
                 "TouchSyncTUIOBridge",
+                "TouchSyncStore",
                 "ZeroMQ",
                 "TouchSyncJournal",
                 "TouchSyncRender",
@@ -370,6 +383,7 @@ let layers: [String: [String]] = [
     ],
     "Adapters": [
         "CZeroMQ", "ZeroMQ", "TouchSyncAccess", "TouchSyncJournal", "TouchSyncHub", "TouchSyncClient", "TouchSyncWeb", "TouchSyncTUIOBridge",
+        "TouchSyncStore",
     ],
     "Tools": ["TouchSyncLoad", "TouchSyncBrowser", "TouchSyncCommands", "touchsync", "touchsync-browser-bench"],
 ]

@@ -18,7 +18,7 @@ public struct TouchSyncCommand: AsyncParsableCommand {
         version: "0.2.0 (protocol v1)",
         subcommands: [
             HubCommand.self, SpectateCommand.self, DrawCommand.self, LoadCommand.self, DemoCommand.self,
-            BenchCommand.self, ReplayCommand.self, RenderCommand.self, CompactCommand.self, KeysCommand.self, HealthCommand.self, RelayCommand.self, ClusterCommand.self, TUIOCommand.self, WebCommand.self,
+            BenchCommand.self, ReplayCommand.self, RenderCommand.self, CompactCommand.self, KeysCommand.self, HealthCommand.self, RelayCommand.self, ClusterCommand.self, TUIOCommand.self, WebCommand.self, StoreCommand.self,
         ]
     )
 

@@ -1,0 +1,187 @@
+import Foundation
+import Logging
+import NIOSSL
+import PostgresNIO
+
+/// The board store's tables, by version (docs/architecture.md, "The board
+/// store"). A migration only adds: a hub of an older version keeps working
+/// on a schema it knows, and refuses one newer than it knows.
+public enum BoardStoreSchema {
+    /// Each version's statements, applied in order in one transaction.
+    static let migrations: [[String]] = [
+        // 1: boards, their batches (each with the lease epoch it was written
+        // under), compacted snapshots, board leases and the live hubs.
+        [
+            """
+            CREATE TABLE touchsync_boards (
+                board text PRIMARY KEY,
+                created_at timestamptz NOT NULL DEFAULT now())
+            """,
+            """
+            CREATE TABLE touchsync_batches (
+                board text NOT NULL REFERENCES touchsync_boards ON DELETE CASCADE,
+                sequence bigint NOT NULL CHECK (sequence > 0),
+                epoch bigint NOT NULL,
+                hub_time_us bigint NOT NULL,
+                batch bytea NOT NULL,
+                PRIMARY KEY (board, sequence))
+            """,
+            """
+            CREATE TABLE touchsync_snapshots (
+                board text NOT NULL REFERENCES touchsync_boards ON DELETE CASCADE,
+                sequence bigint NOT NULL,
+                snapshot bytea NOT NULL,
+                PRIMARY KEY (board, sequence))
+            """,
+            """
+            CREATE TABLE touchsync_leases (
+                board text PRIMARY KEY REFERENCES touchsync_boards ON DELETE CASCADE,
+                hub text NOT NULL,
+                epoch bigint NOT NULL CHECK (epoch > 0),
+                expires_at timestamptz NOT NULL)
+            """,
+            """
+            CREATE TABLE touchsync_hubs (
+                name text PRIMARY KEY,
+                endpoints text NOT NULL,
+                heartbeat_at timestamptz NOT NULL)
+            """,
+        ]
+    ]
+
+    /// The newest version this build knows.
+    public static var currentVersion: Int { migrations.count }
+}
+
+/// What `touchsync store check` reports.
+public struct BoardStoreStatus: Sendable, Equatable {
+    public var version: Int
+    public var boards: Int
+    public var batches: Int
+    public var liveHubs: Int
+}
+
+/// A connection to the board store for its administration: migrate and check.
+public struct BoardStoreAdmin: Sendable {
+    public let address: StoreAddress
+    let logger: Logger
+
+    public init(address: StoreAddress, logger: Logger) {
+        self.address = address
+        self.logger = logger
+    }
+
+    /// Brings the schema to `BoardStoreSchema.currentVersion`; returns the
+    /// version it found (nil: none). Several hubs may run it at once: an
+    /// advisory lock makes them take turns, and the later ones find it done.
+    @discardableResult
+    public func migrate() async throws(StoreError) -> Int? {
+        try await withConnection { connection throws(StoreError) in
+            do {
+                return try await connection.withTransaction(logger: logger) { connection in
+                    try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
+                    try await connection.query(
+                        "CREATE TABLE IF NOT EXISTS touchsync_schema (version integer PRIMARY KEY, migrated_at timestamptz NOT NULL DEFAULT now())",
+                        logger: logger)
+                    let found = try await Self.version(connection, logger: logger)
+                    if let found, found > BoardStoreSchema.currentVersion {
+                        throw StoreError.newerSchema(found: found, known: BoardStoreSchema.currentVersion)
+                    }
+                    for version in ((found ?? 0) + 1)...max((found ?? 0) + 1, BoardStoreSchema.currentVersion) where version <= BoardStoreSchema.currentVersion {
+                        for statement in BoardStoreSchema.migrations[version - 1] {
+                            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                        }
+                        try await connection.query("INSERT INTO touchsync_schema (version) VALUES (\(version))", logger: logger)
+                        logger.notice("board store migrated", metadata: ["version": "\(version)"])
+                    }
+                    return found
+                }
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                throw Self.storeError(error)
+            }
+        }
+    }
+
+    /// The schema's version and what the store holds; throws `notMigrated`
+    /// or `newerSchema` when this build cannot use it.
+    public func check() async throws(StoreError) -> BoardStoreStatus {
+        try await withConnection { connection throws(StoreError) in
+            do {
+                let exists = try await connection.query("SELECT to_regclass('touchsync_schema') IS NOT NULL", logger: logger)
+                    .collect().first?.decode(Bool.self) ?? false
+                guard exists, let version = try await Self.version(connection, logger: logger) else {
+                    throw StoreError.notMigrated(found: nil, expected: BoardStoreSchema.currentVersion)
+                }
+                guard version <= BoardStoreSchema.currentVersion else {
+                    throw StoreError.newerSchema(found: version, known: BoardStoreSchema.currentVersion)
+                }
+                guard version == BoardStoreSchema.currentVersion else {
+                    throw StoreError.notMigrated(found: version, expected: BoardStoreSchema.currentVersion)
+                }
+                func count(_ query: PostgresQuery) async throws -> Int {
+                    try await connection.query(query, logger: logger).collect().first?.decode(Int.self) ?? 0
+                }
+                return BoardStoreStatus(
+                    version: version, boards: try await count("SELECT count(*)::bigint FROM touchsync_boards"),
+                    batches: try await count("SELECT count(*)::bigint FROM touchsync_batches"),
+                    liveHubs: try await count("SELECT count(*)::bigint FROM touchsync_hubs WHERE heartbeat_at > now() - interval '5 seconds'"))
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                throw Self.storeError(error)
+            }
+        }
+    }
+
+    /// Any number both sides agree on, the same for every touchsync: "TSYN".
+    static let migrationLock: Int64 = 0x5453_594E
+
+    static func version(_ connection: PostgresConnection, logger: Logger) async throws -> Int? {
+        try await connection.query("SELECT max(version) FROM touchsync_schema", logger: logger).collect().first?.decode(Int?.self)
+    }
+
+    private func withConnection<Value: Sendable>(_ body: (PostgresConnection) async throws(StoreError) -> Value) async throws(StoreError) -> Value {
+        var configuration = PostgresConnection.Configuration(
+            host: address.host, port: address.port, username: address.user, password: address.password, database: address.database,
+            tls: .disable)
+        do {
+            switch address.tls {
+            case .disable: break
+            case .prefer: configuration.tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            case .require: configuration.tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            }
+        } catch {
+            throw StoreError.unreachable("TLS: \(error)")
+        }
+        configuration.options.connectTimeout = .seconds(5)
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+        } catch {
+            throw Self.storeError(error)
+        }
+        do {
+            let value = try await body(connection)
+            try? await connection.close()
+            return value
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    /// A PostgresNIO error in words: the server's message when it sent one.
+    static func storeError(_ error: any Error) -> StoreError {
+        if let error = error as? StoreError { return error }
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] {
+                return .refused("\(message)" + (error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""))
+            }
+            if let underlying = error.underlying { return .unreachable("\(underlying)") }
+            return .unreachable("\(error.code)")
+        }
+        return .unreachable("\(error)")
+    }
+}

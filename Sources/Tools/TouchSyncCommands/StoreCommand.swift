@@ -1,0 +1,67 @@
+import ArgumentParser
+import Foundation
+import TouchSyncStore
+
+/// `touchsync store`: the PostgreSQL board store's schema.
+struct StoreCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "store",
+        abstract: "The PostgreSQL board store: create or upgrade its schema (migrate), or check it (check).",
+        discussion: """
+            The store is a PostgreSQL database: --store postgres://USER@HOST:PORT/DATABASE \
+            (add ?sslmode=require for TLS). The password comes from PGPASSWORD or \
+            --store-password-file, never from the URL. The schema is versioned; migrate \
+            only adds, several hubs may run it at once, and a store newer than this \
+            touchsync is refused. docs/architecture.md, "The board store", lists the tables.
+            """,
+        subcommands: [Migrate.self, Check.self])
+
+    struct StoreOptions: ParsableArguments {
+        @Option(help: "The board store, postgres://USER@HOST:PORT/DATABASE[?sslmode=disable|prefer|require].")
+        var store: String
+        @Option(help: "A file holding the store's password (default: PGPASSWORD).")
+        var storePasswordFile: String?
+
+        func validate() throws {
+            do { _ = try address() } catch { throw ValidationError(error.description) }
+        }
+
+        func address() throws(StoreError) -> StoreAddress { try StoreAddress(store, passwordFile: storePasswordFile) }
+    }
+
+    struct Migrate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create the schema, or bring it to this touchsync's version.")
+        @OptionGroup var options: StoreOptions
+        @OptionGroup var logging: LoggingOptions
+
+        func run() async throws {
+            let address = try options.address()
+            let admin = BoardStoreAdmin(address: address, logger: logging.logger("touchsync.store"))
+            do {
+                let found = try await admin.migrate()
+                let now = BoardStoreSchema.currentVersion
+                emit(found == now ? "\(address): schema already at version \(now)" : "\(address): schema at version \(now) (was \(found.map(String.init) ?? "none"))")
+            } catch {
+                throw CommandFailure(error.description)
+            }
+        }
+    }
+
+    struct Check: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check that the store is reachable and at this touchsync's schema version; show what it holds (exit 1 if not usable).")
+        @OptionGroup var options: StoreOptions
+        @OptionGroup var logging: LoggingOptions
+
+        func run() async throws {
+            let address = try options.address()
+            let admin = BoardStoreAdmin(address: address, logger: logging.logger("touchsync.store"))
+            do {
+                let status = try await admin.check()
+                emit("\(address): schema version \(status.version); \(status.boards) board(s), \(status.batches) batch(es), \(status.liveHubs) live hub(s)")
+            } catch {
+                throw CommandFailure(error.description)
+            }
+        }
+    }
+}

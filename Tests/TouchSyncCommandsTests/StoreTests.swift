@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+
+/// A PostgreSQL server of its own for a test: Debian's binaries, a cluster
+/// in a temporary folder owned by the `postgres` user (initdb refuses root),
+/// trust authentication on loopback, stopped and removed at the end.
+final class PostgresServer {
+    let folder: String
+    let port: Int
+    private let binaries: String
+    private let asPostgres: [String]
+
+    /// The URL of the cluster's default database, as user `touchsync`.
+    var url: String { "postgres://touchsync@127.0.0.1:\(port)/postgres" }
+
+    init() async throws {
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+        guard let version = versions.compactMap(Int.init).max() else {
+            throw TestFailure("PostgreSQL is not installed (make test installs Debian's postgresql)")
+        }
+        binaries = "/usr/lib/postgresql/\(version)/bin"
+        asPostgres = getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
+        folder = try temporaryFolder("postgres")
+        port = try ProcessTests.freePorts(1)[0]
+        if getuid() == 0 {
+            let chown = try await runToEnd("/usr/bin/chown", ["-R", "postgres:postgres", folder])
+            guard chown.status == 0 else { throw TestFailure("chown: \(chown.errors)") }
+        }
+        let initdb = try await run("initdb", ["-D", folder + "/data", "-U", "touchsync", "-A", "trust", "--no-sync", "-E", "UTF8"])
+        guard initdb.status == 0 else { throw TestFailure("initdb failed: \(initdb.output) \(initdb.errors)") }
+        let start = try await run(
+            "pg_ctl",
+            ["-D", folder + "/data", "-l", folder + "/server.log", "-w", "-t", "60", "start", "-o",
+             "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"], limit: 90)
+        guard start.status == 0 else {
+            let log = (try? String(contentsOfFile: folder + "/server.log", encoding: .utf8)) ?? ""
+            throw TestFailure("PostgreSQL did not start: \(start.output) \(start.errors) \(log)")
+        }
+    }
+
+    /// Runs one of the server's programs as the cluster's owner.
+    func run(_ program: String, _ arguments: [String], limit: Double = 60) async throws -> Outcome {
+        let command = asPostgres + [binaries + "/" + program] + arguments
+        return try await runToEnd(command[0], Array(command.dropFirst()), limit: limit)
+    }
+
+    /// Runs SQL as the superuser `touchsync`.
+    func sql(_ statement: String) async throws -> Outcome {
+        try await runToEnd("/usr/bin/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "touchsync", "-d", "postgres", "-X", "-q", "-t", "-A", "-c", statement])
+    }
+
+    func stop() async {
+        _ = try? await run("pg_ctl", ["-D", folder + "/data", "-m", "immediate", "-w", "stop"])
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+}
+
+/// The PostgreSQL board store's schema through `touchsync store` (issue 25,
+/// first part): created, versioned, checked, refused when it is not usable.
+@Suite("Board store: schema", .timeLimit(.minutes(3)))
+struct StoreTests {
+    @Test func migrateCreatesTheSchemaOnceAndCheckReportsIt() async throws {
+        let server = try await PostgresServer()
+        let store = ["--store", server.url]
+        do {
+            let before = try await touchsync(["store", "check"] + store)
+            #expect(before.status == 1 && before.errors.contains("schema is at version none") && before.errors.contains("touchsync store migrate"), "\(before.errors)")
+
+            // Three hubs migrating at once: they take turns, the later ones find it done.
+            async let first = touchsync(["store", "migrate"] + store)
+            async let second = touchsync(["store", "migrate"] + store)
+            async let third = touchsync(["store", "migrate"] + store)
+            let migrations = try await [first, second, third]
+            #expect(migrations.allSatisfy { $0.status == 0 }, "\(migrations.map(\.errors))")
+            #expect(migrations.count { $0.output.contains("schema at version 1 (was none)") } == 1, "\(migrations.map(\.output))")
+            #expect(migrations.count { $0.output.contains("schema already at version 1") } == 2, "\(migrations.map(\.output))")
+            let versions = try await server.sql("SELECT count(*) FROM touchsync_schema")
+            #expect(versions.output.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(versions.output) \(versions.errors)")
+
+            let check = try await touchsync(["store", "check"] + store)
+            #expect(check.status == 0 && check.output.contains("schema version 1; 0 board(s), 0 batch(es), 0 live hub(s)"), "\(check.output) \(check.errors)")
+            // The tables hold what they are for: a batch needs its board, a lease a positive epoch.
+            let orphan = try await server.sql("INSERT INTO touchsync_batches VALUES ('nowhere', 1, 1, 0, '\\x00')")
+            #expect(orphan.status != 0 && orphan.errors.contains("foreign key"), "\(orphan.errors)")
+            let lease = try await server.sql("INSERT INTO touchsync_boards (board) VALUES ('b'); INSERT INTO touchsync_leases VALUES ('b', 'hub-a', 0, now())")
+            #expect(lease.status != 0 && lease.errors.contains("check constraint"), "\(lease.errors)")
+
+            // A store migrated by a newer touchsync is refused, not written.
+            _ = try await server.sql("INSERT INTO touchsync_schema (version) VALUES (99)")
+            let newer = try await touchsync(["store", "check"] + store)
+            #expect(newer.status == 1 && newer.errors.contains("version 99, newer than this touchsync knows (1)"), "\(newer.errors)")
+            let downgrade = try await touchsync(["store", "migrate"] + store)
+            #expect(downgrade.status == 1 && downgrade.errors.contains("upgrade touchsync"), "\(downgrade.errors)")
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    @Test func badAddressesAndUnreachableStoresSayWhy() async throws {
+        let password = try await touchsync(["store", "check", "--store", "postgres://me:secret@127.0.0.1/db"])
+        #expect(password.status == 64 && password.errors.contains("no password in the URL"), "\(password.errors)")
+        let scheme = try await touchsync(["store", "check", "--store", "mysql://me@127.0.0.1/db"])
+        #expect(scheme.status == 64 && scheme.errors.contains("expected postgres://USER@HOST:PORT/DATABASE"), "\(scheme.errors)")
+        let database = try await touchsync(["store", "check", "--store", "postgres://me@127.0.0.1:5432"])
+        #expect(database.status == 64 && database.errors.contains("no database"), "\(database.errors)")
+        let nobody = try ProcessTests.freePorts(1)[0]
+        let unreachable = try await touchsync(["store", "check", "--store", "postgres://me@127.0.0.1:\(nobody)/db"])
+        #expect(unreachable.status == 1 && unreachable.errors.contains("cannot reach the board store"), "\(unreachable.errors)")
+
+        let server = try await PostgresServer()
+        let missing = try await touchsync(["store", "migrate", "--store", "postgres://touchsync@127.0.0.1:\(server.port)/nosuchdb"])
+        await server.stop()
+        #expect(missing.status == 1 && missing.errors.contains("the board store refused") && missing.errors.contains("nosuchdb"), "\(missing.errors)")
+    }
+}
