@@ -66,7 +66,7 @@ struct StoreTests {
             let before = try await touchsync(["store", "check"] + store)
             #expect(before.status == 1 && before.errors.contains("schema is at version none") && before.errors.contains("touchsync store migrate"), "\(before.errors)")
 
-            // Three hubs migrating at once: they take turns, the later ones find it done.
+            // Three migrations at once: they take turns, the later ones find it done.
             async let first = touchsync(["store", "migrate"] + store)
             async let second = touchsync(["store", "migrate"] + store)
             async let third = touchsync(["store", "migrate"] + store)

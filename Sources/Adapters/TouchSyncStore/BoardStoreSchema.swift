@@ -72,7 +72,7 @@ public struct BoardStoreAdmin: Sendable {
     }
 
     /// Brings the schema to `BoardStoreSchema.currentVersion`; returns the
-    /// version it found (nil: none). Several hubs may run it at once: an
+    /// version it found (nil: none). Several processes may run it at once: an
     /// advisory lock makes them take turns, and the later ones find it done.
     @discardableResult
     public func migrate() async throws(StoreError) -> Int? {

@@ -11,7 +11,7 @@ struct StoreCommand: AsyncParsableCommand {
             The store is a PostgreSQL database: --store postgres://USER@HOST:PORT/DATABASE \
             (add ?sslmode=require for TLS). The password comes from PGPASSWORD or \
             --store-password-file, never from the URL. The schema is versioned; migrate \
-            only adds, several hubs may run it at once, and a store newer than this \
+            only adds, several processes may run it at once, and a store newer than this \
             touchsync is refused. docs/architecture.md, "The board store", lists the tables.
             """,
         subcommands: [Migrate.self, Check.self])
