@@ -27,6 +27,14 @@ struct StoreCommand: AsyncParsableCommand {
         }
 
         func address() throws(StoreError) -> StoreAddress { try StoreAddress(store, passwordFile: storePasswordFile) }
+
+        /// Runs `body` on the store; its `StoreError` becomes the command's failure (exit 1).
+        func withAdmin(_ logging: LoggingOptions, _ body: (BoardStoreAdmin, StoreAddress) async throws(StoreError) -> Void) async throws {
+            let address = try address()
+            do { try await body(BoardStoreAdmin(address: address, logger: logging.logger("touchsync.store")), address) } catch {
+                throw CommandFailure(error.description)
+            }
+        }
     }
 
     struct Migrate: AsyncParsableCommand {
@@ -35,14 +43,10 @@ struct StoreCommand: AsyncParsableCommand {
         @OptionGroup var logging: LoggingOptions
 
         func run() async throws {
-            let address = try options.address()
-            let admin = BoardStoreAdmin(address: address, logger: logging.logger("touchsync.store"))
-            do {
+            try await options.withAdmin(logging) { admin, address throws(StoreError) in
                 let found = try await admin.migrate()
                 let now = BoardStoreSchema.currentVersion
                 emit(found == now ? "\(address): schema already at version \(now)" : "\(address): schema at version \(now) (was \(found.map(String.init) ?? "none"))")
-            } catch {
-                throw CommandFailure(error.description)
             }
         }
     }
@@ -54,13 +58,9 @@ struct StoreCommand: AsyncParsableCommand {
         @OptionGroup var logging: LoggingOptions
 
         func run() async throws {
-            let address = try options.address()
-            let admin = BoardStoreAdmin(address: address, logger: logging.logger("touchsync.store"))
-            do {
+            try await options.withAdmin(logging) { admin, address throws(StoreError) in
                 let status = try await admin.check()
                 emit("\(address): schema version \(status.version); \(status.boards) board(s), \(status.batches) batch(es), \(status.liveHubs) live hub(s)")
-            } catch {
-                throw CommandFailure(error.description)
             }
         }
     }
