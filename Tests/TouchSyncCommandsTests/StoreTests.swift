@@ -20,8 +20,18 @@ final class PostgresServer {
         }
         binaries = "/usr/lib/postgresql/\(version)/bin"
         asPostgres = getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
-        folder = try temporaryFolder("postgres")
+        // Under /tmp itself: the test run's own temporary folder is root's alone
+        // (mode 0700), which the postgres user cannot enter.
+        folder = "/tmp/touchsync-postgres-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         port = try ProcessTests.freePorts(1)[0]
+        do { try await startCluster() } catch {
+            try? FileManager.default.removeItem(atPath: folder)
+            throw error
+        }
+    }
+
+    private func startCluster() async throws {
         if getuid() == 0 {
             let chown = try await runToEnd("/usr/bin/chown", ["-R", "postgres:postgres", folder])
             guard chown.status == 0 else { throw TestFailure("chown: \(chown.errors)") }
