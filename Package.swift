@@ -17,11 +17,11 @@
 //   CZeroMQ, ZeroMQ      system libzmq (pkg-config "libzmq", Debian libzmq3-dev) and its Swift binding
 //   TouchSyncAccess      CURVE key files, the access list, the cluster map
 //   TouchSyncJournal     the durable journal: checksummed segment files per board, recovery, history for replay
+//   TouchSyncStore       the PostgreSQL board store: schema, group-committed batches under board leases, recovery
 //   TouchSyncHub         the hub: one thread owning the sockets and a HubCore (a ServiceLifecycle Service); relays
 //   TouchSyncClient      agents (UIKit-shaped touch API) and subscribers over ZeroMQ, many on a few threads
 //   TouchSyncWeb         the browser gateway: the whiteboard page, tabs' agents, board fan-out over WebSockets
 //   TouchSyncTUIOBridge  TUIO over UDP to agents (multi-touch hardware drawing on a board)
-//   TouchSyncStore       the PostgreSQL board store: connection settings, the versioned schema (postgres-nio)
 // Sources/Tools: what people run, and what tests and benches use
 //   TouchSyncLoad        load runs (over ZeroMQ, or as browser tabs over WebSockets) and benchmark engines
 //   TouchSyncBrowser     a headless Chromium over the DevTools protocol (browser tests, touchsync-browser-bench)
@@ -137,6 +137,7 @@ let package = Package(
                 "TouchSyncCore",
                 "TouchSyncWire",
                 "TouchSyncJournal",
+                "TouchSyncStore",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -215,6 +216,9 @@ let package = Package(
         .target(
             name: "TouchSyncStore",
             dependencies: [
+                "TouchSyncCore",
+                "TouchSyncWire",
+                "TouchSyncJournal",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -382,8 +386,8 @@ let layers: [String: [String]] = [
         "TouchSyncRender", "TouchSyncTUIO",
     ],
     "Adapters": [
-        "CZeroMQ", "ZeroMQ", "TouchSyncAccess", "TouchSyncJournal", "TouchSyncHub", "TouchSyncClient", "TouchSyncWeb", "TouchSyncTUIOBridge",
-        "TouchSyncStore",
+        "CZeroMQ", "ZeroMQ", "TouchSyncAccess", "TouchSyncJournal", "TouchSyncStore", "TouchSyncHub", "TouchSyncClient", "TouchSyncWeb",
+        "TouchSyncTUIOBridge",
     ],
     "Tools": ["TouchSyncLoad", "TouchSyncBrowser", "TouchSyncCommands", "touchsync", "touchsync-browser-bench"],
 ]

@@ -4,6 +4,7 @@ import Logging
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncJournal
+import TouchSyncStore
 import TouchSyncWire
 import ZeroMQ
 
@@ -16,6 +17,8 @@ enum HubLoopCommand: Sendable {
     case inspect(board: String, reply: @Sendable (BoardState?) -> Void)
     /// The access list was reloaded (authenticated hubs).
     case accessChanged(AccessList)
+    /// The board store's writer committed, failed or lost boards.
+    case store([BoardStoreReport])
 }
 
 /// The hub's ZeroMQ adapter and single writer: one thread runs `run()`, owns
@@ -28,6 +31,9 @@ final class HubLoop {
     private let journalMetrics: JournalMetrics
     private var core: HubCore
     private let journal: Journal?
+    /// With a board store, batches are published only once committed.
+    private let store: BoardStoreWriter?
+    private var storeHeld = HeldPublications()
     private let mailbox: Mailbox<HubLoopCommand>
     private let ingest: ZMQSocket
     private let publish: ZMQSocket
@@ -48,12 +54,13 @@ final class HubLoop {
     private var ingestWaiting = false
 
     init(
-        configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, logger: Logger,
+        configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, store: BoardStoreWriter?, logger: Logger,
         metricsFactory: any MetricsFactory, mailbox: Mailbox<HubLoopCommand>
     ) {
         self.configuration = configuration
         core = startup.core
         journal = startup.journal
+        self.store = store
         self.logger = logger
         self.mailbox = mailbox
         journalMetrics = JournalMetrics(factory: metricsFactory)
@@ -95,6 +102,8 @@ final class HubLoop {
                             reply(core.board(board))
                         case .accessChanged(let list):
                             handle(.accessChanged(list))
+                        case .store(let reports):
+                            storeReported(reports)
                         }
                     }
                     return .proceed
@@ -146,13 +155,21 @@ final class HubLoop {
             case .reply(let peer, let reply):
                 send(reply, to: peer)
             case .publish(let publication):
-                do {
-                    try publish.send(multipart: [publication.topic, publication.bytes], dontWait: true)
-                } catch {
-                    logger.warning("publish failed", metadata: ["board": "\(publication.board)", "error": "\(error)"])
+                if store != nil && storeHeld.waiting {
+                    storeHeld.hold(publication)
+                } else {
+                    send(publication)
                 }
             case .appendToJournal(let append):
                 touchedJournal = true
+                if let store {
+                    store.append(
+                        ticket: append.ticket, board: append.board, encodedBatch: append.encodedBatch, sequence: append.sequence,
+                        hubTime: append.hubTime, agents: append.agents, state: append.state)
+                    storeHeld.appended(append.ticket)
+                    written = append.ticket
+                    continue
+                }
                 guard let journal else { continue }
                 let bytesBefore = journal.bytesWritten
                 do {
@@ -178,6 +195,10 @@ final class HubLoop {
                 synced = through
                 journalMetrics.syncDuration.recordNanoseconds(nanoseconds(clock.now - started))
             case .restartJournal(let board, let state, let hubTime):
+                if let store {
+                    store.restart(board: board, state: state, hubTime: hubTime)  // reported when committed
+                    continue
+                }
                 guard let journal else { continue }
                 do {
                     try journal.restart(board: board, state: state, hubTime: hubTime)
@@ -215,6 +236,36 @@ final class HubLoop {
         // Failures first: the progress that follows must not acknowledge a failed board's agents.
         if touchedJournal { failures.append(.journalProgress(writtenThrough: written, syncedThrough: synced)) }
         return failures
+    }
+
+    private func send(_ publication: Publication) {
+        do {
+            try publish.send(multipart: [publication.topic, publication.bytes], dontWait: true)
+        } catch {
+            logger.warning("publish failed", metadata: ["board": "\(publication.board)", "error": "\(error)"])
+        }
+    }
+
+    /// The store's reports, in order: failures and moves before the commit
+    /// that acknowledges; then what the commit lets out is published (a
+    /// batch of a board whose commit failed never is: its subscribers resync).
+    private func storeReported(_ reports: [BoardStoreReport]) {
+        for report in reports {
+            switch report {
+            case .failed(let board, let reason):
+                storeHeld.broken.insert(board)
+                handle(.journalFailed(board: board, reason: reason))
+            case .moved(let board, let owner):
+                storeHeld.broken.insert(board)
+                handle(.boardMoved(board: board, owner: owner))
+            case .restored(let board):
+                storeHeld.broken.remove(board)
+                handle(.journalRestored(board: board))
+            case .committed(let ticket):
+                for publication in storeHeld.release(through: ticket) { send(publication) }
+                handle(.journalProgress(writtenThrough: ticket, syncedThrough: ticket))
+            }
+        }
     }
 
     private func send(_ reply: HubReply, to peer: PeerID) {

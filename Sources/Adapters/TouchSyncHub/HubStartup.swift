@@ -7,17 +7,23 @@ import TouchSyncJournal
 import ZeroMQ
 
 /// What a hub starts from: its journal opened and recovered (when it
-/// journals), and a `HubCore` holding the recovered boards.
+/// journals) or the boards the board store gave it, and a `HubCore`
+/// holding them.
 struct HubStartup {
     let journal: Journal?
     let core: HubCore
     let summaries: [RecoveredBoardSummary]
 
-    init(configuration: HubConfiguration, access: AccessList?, logger: Logger, metricsFactory: any MetricsFactory) throws {
+    /// - Parameter stored: the boards loaded from the board store (nil: the hub uses its journal, if any).
+    init(
+        configuration: HubConfiguration, stored: [RecoveredBoard]?, access: AccessList?, logger: Logger,
+        metricsFactory: any MetricsFactory
+    ) throws {
         let clock = ContinuousClock()
-        var recovered: [RecoveredBoard] = []
+        var recovered: [RecoveredBoard] = stored ?? []
         var summaries: [RecoveredBoardSummary] = []
-        if let journalConfiguration = configuration.journal {
+        let journalConfiguration = stored == nil ? configuration.journal : nil
+        if let journalConfiguration {
             let journal = try Journal(configuration: journalConfiguration, logger: logger)
             let started = clock.now
             recovered = try journal.recover(limits: configuration.boardLimits)
@@ -36,6 +42,11 @@ struct HubStartup {
             self.journal = journal
         } else {
             journal = nil
+            summaries = recovered.map {
+                RecoveredBoardSummary(
+                    board: $0.name, sequence: $0.state.sequence, digest: $0.state.digest, samples: $0.state.storedSampleCount,
+                    damage: $0.damage)
+            }
         }
         core = HubCore(
             configuration: configuration, recovered: recovered, now: clock.now, wallClockMicroseconds: wallClockMicroseconds(),

@@ -6,6 +6,7 @@ import Synchronization
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncJournal
+import TouchSyncStore
 import ZeroMQ
 
 /// A board the hub recovered from its journal at start-up.
@@ -24,6 +25,8 @@ public struct RecoveredBoardSummary: Sendable {
 /// for embedding (tests, the demo).
 public final class TouchSyncHub: Service {
     public let configuration: HubConfiguration
+    /// Where boards are stored instead of the journal (nil: the journal, if any).
+    public let store: BoardStoreConfiguration?
     private let logger: Logger
     private let metricsFactory: any MetricsFactory
     private let context: ZMQContext
@@ -46,6 +49,8 @@ public final class TouchSyncHub: Service {
         var thread: SocketThread
         var history: (mailbox: Mailbox<StopCommand>, thread: SocketThread)?
         var authentication: AuthenticationService?
+        /// The board store's writer and the task that runs it.
+        var store: (writer: BoardStoreWriter, task: Task<Void, Never>)?
 
         func stop() async {
             if let (historyMailbox, historyThread) = history {
@@ -54,6 +59,11 @@ public final class TouchSyncHub: Service {
             }
             mailbox.post(.stop)
             await thread.finished()
+            // After the loop: what it appended last is committed before the hub is gone.
+            if let (writer, task) = store {
+                writer.stop()
+                await task.value
+            }
             // Last: the sockets it authenticates for are closed.
             await authentication?.stop()
         }
@@ -62,11 +72,18 @@ public final class TouchSyncHub: Service {
     /// - Parameters:
     ///   - context: share one with clients in the same process (needed for `inproc://`); a new one by default.
     ///   - metricsFactory: where metrics go; the global `MetricsSystem.factory` by default.
+    ///   - store: keep boards in the board store (PostgreSQL) instead of the journal.
     public init(
-        configuration: HubConfiguration = HubConfiguration(), logger: Logger, metricsFactory: (any MetricsFactory)? = nil,
-        context: ZMQContext? = nil
+        configuration: HubConfiguration = HubConfiguration(), store: BoardStoreConfiguration? = nil, logger: Logger,
+        metricsFactory: (any MetricsFactory)? = nil, context: ZMQContext? = nil
     ) throws {
+        var configuration = configuration
+        if store != nil {
+            configuration.journal = nil
+            configuration.storeCommits = true
+        }
         self.configuration = configuration
+        self.store = store
         self.logger = logger
         self.metricsFactory = metricsFactory ?? MetricsSystem.factory
         self.context = try context ?? ZMQContext()
@@ -131,6 +148,17 @@ public final class TouchSyncHub: Service {
             configuration.security, context: context, logger: logger, metricsFactory: metricsFactory)
         let access = authentication?.access
         func stopAuthentication() async { await authentication?.stop() }
+        // The board store: leases taken and boards loaded before the loop starts.
+        let stored: (loaded: BoardStoreLoader.Loaded, writer: BoardStoreWriter)?
+        do {
+            stored = try await store.asyncMap { store in
+                let loaded = try await BoardStoreLoader.load(configuration: store, limits: configuration.boardLimits, logger: logger)
+                return (loaded, BoardStoreWriter(configuration: store, logger: logger) { reports in mailbox.post(.store(reports)) })
+            }
+        } catch {
+            await stopAuthentication()
+            throw error
+        }
         // Every endpoint is bound before the journal is opened, so a hub that
         // cannot listen leaves nothing behind (not even its data folder): the
         // history service first (its own thread and socket, so reading files
@@ -161,7 +189,7 @@ public final class TouchSyncHub: Service {
                 let startup: HubStartup
                 do {
                     startup = try HubStartup(
-                        configuration: configuration, access: access?.current, logger: logger,
+                        configuration: configuration, stored: stored?.loaded.boards, access: access?.current, logger: logger,
                         metricsFactory: metricsFactory)
                 } catch {
                     sockets.close()
@@ -169,14 +197,15 @@ public final class TouchSyncHub: Service {
                 }
                 self.recoveredBoards.withLock { $0 = startup.summaries }
                 let loop = HubLoop(
-                    configuration: configuration, sockets: sockets, startup: startup, logger: logger,
+                    configuration: configuration, sockets: sockets, startup: startup, store: stored?.writer, logger: logger,
                     metricsFactory: metricsFactory, mailbox: mailbox)
                 return (loop.endpoints, loop.run)
             }
             endpoints.history = history?.endpoint
+            let storeTask = stored.map { stored in (stored.writer, Task { await stored.writer.run(startingWith: stored.loaded) }) }
             return Running(
                 mailbox: mailbox, endpoints: endpoints, thread: thread, history: history.map { ($0.mailbox, $0.thread) },
-                authentication: authentication)
+                authentication: authentication, store: storeTask)
         } catch {
             if let history {
                 history.mailbox.post(.stop)
@@ -282,6 +311,13 @@ public final class TouchSyncHub: Service {
                 continuation.resume(returning: nil)
             }
         }
+    }
+}
+
+extension Optional {
+    fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async throws -> T? {
+        guard let self else { return nil }
+        return try await transform(self)
     }
 }
 

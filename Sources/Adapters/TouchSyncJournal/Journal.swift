@@ -95,6 +95,13 @@ public struct JournalDamage: Sendable, Equatable, CustomStringConvertible {
     /// Where the untrusted bytes went (corruption is moved aside, never deleted), if anywhere.
     public var movedTo: String?
 
+    package init(board: String, segment: String, damage: SegmentDamage, movedTo: String?) {
+        self.board = board
+        self.segment = segment
+        self.damage = damage
+        self.movedTo = movedTo
+    }
+
     public var description: String {
         "board \(board), segment \(segment): \(damage)" + (movedTo.map { "; those bytes were moved to \($0)" } ?? "")
     }

@@ -37,14 +37,14 @@ public struct AgentProgress: Sendable, Equatable {
 }
 
 /// One decoded journal record.
-enum JournalEntry {
+package enum JournalEntry {
     case checkpoint(state: BoardState, hubTime: Int64, agents: [AgentProgress])
     case batch(Touchsync_V1_DiffBatch, agents: [AgentProgress])
 }
 
-enum JournalRecordCodec {
+package enum JournalRecordCodec {
     /// A batch record, wrapping the batch's already encoded bytes (no second encoding).
-    static func batchPayload(encodedBatch: [UInt8], agents: [AgentProgress]) -> [UInt8] {
+    package static func batchPayload(encodedBatch: [UInt8], agents: [AgentProgress]) -> [UInt8] {
         var body: [UInt8] = []
         body.reserveCapacity(encodedBatch.count + agents.count * 32 + 8)
         WireCodec.field(1, wrapping: encodedBatch, into: &body)
@@ -52,7 +52,7 @@ enum JournalRecordCodec {
         return WireCodec.field(1, wrapping: body)  // JournalRecord.batch
     }
 
-    static func checkpointPayload(state: BoardState, board: String, hubTime: Int64, agents: [AgentProgress]) -> [UInt8] {
+    package static func checkpointPayload(state: BoardState, board: String, hubTime: Int64, agents: [AgentProgress]) -> [UInt8] {
         var checkpoint = Touchsync_V1_JournalCheckpoint()
         checkpoint.hubTime = hubTime
         checkpoint.chunks = SnapshotCodec.chunks(of: state.snapshot(), board: board, digest: state.digest)
@@ -72,7 +72,7 @@ enum JournalRecordCodec {
 
     /// Decodes and checks one record's payload; a checkpoint must load into a
     /// state with the digest it recorded.
-    static func decode(_ payload: UnsafeRawBufferPointer, limits: BoardLimits) throws(JournalError) -> JournalEntry {
+    package static func decode(_ payload: UnsafeRawBufferPointer, limits: BoardLimits) throws(JournalError) -> JournalEntry {
         let record: Touchsync_V1_JournalRecord
         do {
             record = try WireCodec.decode(Touchsync_V1_JournalRecord.self, from: payload)

@@ -143,25 +143,7 @@ public struct BoardStoreAdmin: Sendable {
     }
 
     private func withConnection<Value: Sendable>(_ body: (PostgresConnection) async throws(StoreError) -> Value) async throws(StoreError) -> Value {
-        var configuration = PostgresConnection.Configuration(
-            host: address.host, port: address.port, username: address.user, password: address.password, database: address.database,
-            tls: .disable)
-        do {
-            switch address.tls {
-            case .disable: break
-            case .prefer: configuration.tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
-            case .require: configuration.tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
-            }
-        } catch {
-            throw StoreError.unreachable("TLS: \(error)")
-        }
-        configuration.options.connectTimeout = .seconds(5)
-        let connection: PostgresConnection
-        do {
-            connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
-        } catch {
-            throw Self.storeError(error)
-        }
+        let connection = try await address.connect(logger: logger)
         do {
             let value = try await body(connection)
             try? await connection.close()

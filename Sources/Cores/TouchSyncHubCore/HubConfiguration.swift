@@ -134,6 +134,16 @@ public struct HubConfiguration: Sendable {
     /// a restarted hub recovers every board (docs/architecture.md).
     public var journal: JournalConfiguration? = nil
 
+    /// Boards go to a board store (PostgreSQL) instead of the journal: every
+    /// batch is committed before it is published or acknowledged, as with
+    /// `--fsync batch`, and a store may take a board away (`boardMoved`).
+    /// Default false.
+    public var storeCommits = false
+
+    /// What acknowledgements wait for: the journal's fsync policy, a commit
+    /// for the board store, nothing (nil) for boards in memory only.
+    public var durability: FsyncPolicy? { storeCommits ? .everyBatch : journal?.fsync }
+
     /// CURVE encryption and an access list. With it every socket is a CURVE
     /// server, each connection is authenticated against the list (its user
     /// is the namespace of everything it does) and each board action is

@@ -64,6 +64,9 @@ public struct HubCore {
     private var recoveredUntil: ContinuousClock.Instant? = nil
 
     private var journal: JournalProgress?
+    /// Boards the board store gave to another hub, with its name (bounded by
+    /// the boards this hub held).
+    private var movedBoards: [String: String] = [:]
     /// Who may do what where; nil: the transport does not authenticate, and
     /// everyone may do everything (loopback only, by the hub's start policy).
     private var access: AccessList?
@@ -106,7 +109,7 @@ public struct HubCore {
         nextReclaim = now + configuration.idleEmptyBoardTimeout
         nextPublish = now
         nextAck = now
-        if let policy = configuration.journal?.fsync { journal = JournalProgress(policy: policy, lastSyncAt: now) }
+        if let policy = configuration.durability { journal = JournalProgress(policy: policy, lastSyncAt: now) }
         for board in recovered {
             var state = board.state
             state.limits = configuration.boardLimits  // this run's limits, not the defaults the journal reader used
@@ -251,6 +254,8 @@ public struct HubCore {
                 ackQueue.append(principal)
             }
             sendAcks(now: now, force: true, into: &actions)
+        case .boardMoved(let board, let owner):
+            boardMoved(board, to: owner, into: &actions)
         case .turnEnded(let inputWaiting):
             if !inputWaiting {
                 if behindSince != nil && lastBusyNotice != nil { metrics.behindSeconds.record(0) }
@@ -632,8 +637,12 @@ public struct HubCore {
         actions.append(.reply(to: peer.id, .welcome(welcome)))
     }
 
-    /// The refusal for a board the cluster gives to another hub (nil: ours).
+    /// The refusal for a board the cluster gives to another hub, or the
+    /// store moved to one (nil: ours).
     private func wrongHub(for board: String) -> HubRefusal? {
+        if let owner = movedBoards[board] {
+            return HubRefusal(.wrongHub, "board \(board) is served by hub \(owner) now (the board store moved its lease)")
+        }
         guard let (map, name) = configuration.cluster else { return nil }
         let owner = map.hub(for: board)
         guard owner.name != name else { return nil }
@@ -910,6 +919,33 @@ public struct HubCore {
             owedHeartbeats.remove(slot)
             freeSlots.append(slot)
         }
+        metrics.boards.record(boardCount)
+    }
+
+    /// Another hub holds `board`'s lease now: its agents are refused with
+    /// WRONG_HUB and their sessions ended (what the store did not commit was
+    /// never acknowledged: they keep it), and the board is forgotten here.
+    private mutating func boardMoved(_ board: String, to owner: String, into actions: inout [HubAction]) {
+        guard movedBoards[board] == nil else { return }
+        movedBoards[board] = owner
+        journal?.failedBoards[board] = nil
+        logger.notice("board moved to another hub: no longer served here", metadata: ["board": "\(board)", "owner": "\(owner)"])
+        guard let refusal = wrongHub(for: board), let slot = boardSlots[board] else { return }
+        for (principal, session) in sessions where session.boardSlot == slot {
+            refuse(session.peer, refusal, into: &actions)
+            sessions[principal] = nil
+        }
+        ackQueue.removeAll { sessions[$0] == nil }
+        for (user, count) in channels[slot].state.acceptedSamplesByOwner { countStored(-count, of: user) }
+        boardSlots[board] = nil
+        channels[slot] = BoardChannel(name: "")
+        dirtyBoards.removeAll { $0 == slot }
+        neverDrawn[slot] = nil
+        subscribeHeartbeats[slot] = nil
+        owedHeartbeats.remove(slot)
+        recoveredUsers.removeAll { $0.slot == slot }
+        freeSlots.append(slot)
+        metrics.agents.record(sessions.count)
         metrics.boards.record(boardCount)
     }
 

@@ -109,6 +109,10 @@ public enum HubEvent: Sendable {
     /// `board`'s journal was started again (`restartJournal`): everything
     /// it holds now is durable.
     case journalRestored(board: String)
+    /// The board store gave `board`'s lease to hub `owner`: this hub no
+    /// longer serves it. Its agents are told WRONG_HUB, and so is anyone who
+    /// asks for it later; what was not acknowledged stays with the agents.
+    case boardMoved(board: String, owner: String)
     /// The transport has handled what was waiting (or its per-turn share of
     /// it: `inputWaiting`, the hub is behind), or `nextDeadline` passed:
     /// publish what is due, run due timers, acknowledge.

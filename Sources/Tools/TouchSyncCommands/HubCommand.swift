@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import CoreMetrics
 import Prometheus
 import Logging
@@ -9,6 +10,7 @@ import UnixSignals
 import TouchSyncHub
 import TouchSyncHubCore
 import TouchSyncJournal
+import TouchSyncStore
 import ZeroMQ
 
 struct HubCommand: AsyncParsableCommand {
@@ -33,6 +35,14 @@ struct HubCommand: AsyncParsableCommand {
             as "20ms" (the default: the same guarantee, acknowledgements wait up to \
             the interval), or "never" (acknowledged once written to the OS: survives \
             a killed hub, not a power cut). --no-journal keeps boards in memory only.
+
+            With --store postgres://USER@HOST:PORT/DATABASE boards live in a PostgreSQL \
+            board store instead (password from PGPASSWORD or --store-password-file): \
+            each batch is committed (several turns share a commit when the database is \
+            slower) before it is published or acknowledged; the hub migrates the schema, \
+            takes the lease of every board no live hub holds and loads it; a board whose \
+            lease another hub took is refused with WRONG_HUB (docs/architecture.md, \
+            "The board store").
             """)
 
     @Option(help: "Endpoint for agents (ROUTER).") var ingest = "tcp://127.0.0.1:5570"
@@ -82,7 +92,13 @@ struct HubCommand: AsyncParsableCommand {
     var metricsBoardLabels = false
     @Option(help: "A cluster file (boards sharded over hubs): hold only the boards it gives to --name, refuse others with WRONG_HUB.")
     var cluster: String?
-    @Option(help: "This hub's name in the cluster file.") var name: String?
+    @Option(help: "This hub's name in the cluster file, or in the board store (default there: HOSTNAME/INGEST-ENDPOINT).")
+    var name: String?
+    @Option(help: "Keep boards in a PostgreSQL board store, postgres://USER@HOST:PORT/DATABASE[?sslmode=disable|prefer|require], instead of the journal.")
+    var store: String?
+    @Option(help: "A file holding the store's password (default: PGPASSWORD).") var storePasswordFile: String?
+    @Option(parsing: .unconditional, help: "Seconds a board's lease in the store lasts unless renewed (renewed every quarter of it); another hub may take the board after it.")
+    var leaseTimeout = 5.0
     @Option(help: "Folder of the journal (created if missing).") var data = JournalDefaults.directory
     @Option(help: "When journal writes are made durable: batch, never, or an interval such as 20ms or 1s.")
     var fsync = "20ms"
@@ -130,7 +146,13 @@ struct HubCommand: AsyncParsableCommand {
                     "--metrics \(metrics) accepts other machines, and metrics have no authentication: bind 127.0.0.1, or pass --public-metrics (e.g. in a container whose port is published on the host's loopback)")
             }
         }
-        guard (cluster == nil) == (name == nil) else { throw ValidationError("--cluster and --name go together") }
+        guard cluster == nil || name != nil else { throw ValidationError("--cluster needs --name (this hub's name in it)") }
+        guard name == nil || cluster != nil || store != nil else { throw ValidationError("--name goes with --cluster or --store") }
+        if let store {
+            do { _ = try StoreAddress(store, passwordFile: storePasswordFile) } catch { throw ValidationError(error.description) }
+            guard !noJournal else { throw ValidationError("--store and --no-journal: the store is where boards go; choose one") }
+        }
+        guard leaseTimeout >= 1 && leaseTimeout <= 600 else { throw ValidationError("--lease-timeout must be 1 to 600 seconds") }
         guard (key == nil) == (access == nil) else {
             throw ValidationError("--key and --access go together: the hub's key file and the access list")
         }
@@ -190,7 +212,16 @@ struct HubCommand: AsyncParsableCommand {
             configuration.cluster = (map, name)
         }
         configuration.security = try serverSecurity(key: key, access: access)
-        if !noJournal {
+        var storeConfiguration: BoardStoreConfiguration? = nil
+        if let store {
+            let address = try StoreAddress(store, passwordFile: storePasswordFile)
+            let ingestEndpoint = configuration.ingestEndpoint
+            var settings = BoardStoreConfiguration(
+                address: address, hubName: name ?? "\(ProcessInfo.processInfo.hostName)/\(ingestEndpoint)",
+                endpoints: [configuration.ingestEndpoint, configuration.publishEndpoint, configuration.snapshotEndpoint].joined(separator: " "))
+            settings.leaseTimeout = Duration(secondsValue: leaseTimeout)
+            storeConfiguration = settings
+        } else if !noJournal {
             var journal = JournalConfiguration(directory: data)
             journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync
             journal.segmentBytes = segmentMib << 20
@@ -209,7 +240,7 @@ struct HubCommand: AsyncParsableCommand {
                 throw CommandFailure("cannot serve metrics at \(metrics): \(error)")
             }
         }
-        let hub = try TouchSyncHub(configuration: configuration, logger: logger, metricsFactory: metricsFactory)
+        let hub = try TouchSyncHub(configuration: configuration, store: storeConfiguration, logger: logger, metricsFactory: metricsFactory)
         let endpoints: HubEndpoints
         do {
             endpoints = try await hub.start()
@@ -220,8 +251,17 @@ struct HubCommand: AsyncParsableCommand {
             throw CommandFailure("\(error.description) (touchsync keys allow writes one)")
         } catch let error as JournalError {
             throw CommandFailure("cannot open the journal in \(data): \(error). Choose another folder with --data, or --no-journal.")
+        } catch let error as StoreError {
+            throw CommandFailure(error.description)
         }
-        if let journal = configuration.journal {
+        if let storeConfiguration {
+            emit(
+                "board store \(storeConfiguration.address) as hub \(storeConfiguration.hubName) (lease \(leaseTimeout) s): \(hub.recovered.count) board(s) loaded")
+            for board in hub.recovered {
+                emit("  \(board.board): batch \(board.sequence), \(board.samples) samples, digest \(board.digest)")
+                for damage in board.damage { emit("  DAMAGE: \(damage)") }
+            }
+        } else if let journal = configuration.journal {
             emit("journal \(journal.directory) (fsync \(journal.fsync)): \(hub.recovered.count) board(s) recovered")
             for board in hub.recovered {
                 emit("  \(board.board): batch \(board.sequence), \(board.samples) samples, digest \(board.digest)")

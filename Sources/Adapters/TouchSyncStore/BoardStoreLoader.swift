@@ -1,0 +1,117 @@
+import Logging
+import PostgresNIO
+import TouchSyncCore
+import TouchSyncJournal
+
+/// A hub's start on the board store: the schema migrated (or checked), the
+/// hub registered, the lease of every board nobody else holds taken, and
+/// those boards loaded from their latest snapshot plus the batches after it.
+public enum BoardStoreLoader {
+    public struct Loaded: Sendable {
+        public var boards: [RecoveredBoard]
+        /// The epoch of each lease taken.
+        public var epochs: [String: Int64]
+        /// Every agent's progress per board, as stored.
+        var progress: [String: [UserNamespace: AgentProgress]]
+    }
+
+    public static func load(
+        configuration: BoardStoreConfiguration, limits: BoardLimits, logger: Logger
+    ) async throws(StoreError) -> Loaded {
+        let admin = BoardStoreAdmin(address: configuration.address, logger: logger)
+        try await admin.migrate()
+        let connection = try await configuration.address.connect(logger: logger)
+        do {
+            let loaded = try await load(configuration: configuration, limits: limits, connection: connection, logger: logger)
+            try? await connection.close()
+            return loaded
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private static func load(
+        configuration: BoardStoreConfiguration, limits: BoardLimits, connection: PostgresConnection, logger: Logger
+    ) async throws(StoreError) -> Loaded {
+        do {
+            try await connection.query(
+                """
+                INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at) VALUES (\(configuration.hubName), \(configuration.endpoints), now())
+                ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at
+                """, logger: logger)
+            // Every board whose lease is free (expired) or was this hub's: a new epoch each.
+            var epochs: [String: Int64] = [:]
+            let taken = try await connection.query(
+                """
+                INSERT INTO touchsync_leases (board, hub, epoch, expires_at)
+                SELECT board, \(configuration.hubName), 1, now() + make_interval(secs => \(configuration.leaseSeconds)) FROM touchsync_boards
+                ON CONFLICT (board) DO UPDATE
+                    SET hub = excluded.hub, epoch = touchsync_leases.epoch + 1, expires_at = excluded.expires_at
+                    WHERE touchsync_leases.hub = excluded.hub OR touchsync_leases.expires_at < now()
+                RETURNING board, epoch
+                """, logger: logger)
+            for try await (board, epoch) in taken.decode((String, Int64).self) { epochs[board] = epoch }
+            var loaded = Loaded(boards: [], epochs: epochs, progress: [:])
+            for board in epochs.keys.sorted() {
+                let (recovered, agents) = try await loadBoard(board, limits: limits, connection: connection, logger: logger)
+                loaded.boards.append(recovered)
+                loaded.progress[board] = agents
+            }
+            return loaded
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw BoardStoreAdmin.storeError(error)
+        }
+    }
+
+    /// The board from its latest snapshot and the batches after it, applied
+    /// in order up to the first that does not apply (reported as damage).
+    static func loadBoard(
+        _ board: String, limits: BoardLimits, connection: PostgresConnection, logger: Logger
+    ) async throws -> (RecoveredBoard, [UserNamespace: AgentProgress]) {
+        var state = BoardState(limits: limits)
+        var agents: [UserNamespace: AgentProgress] = [:]
+        var applied = 0
+        var damage: [JournalDamage] = []
+        let snapshots = try await connection.query(
+            "SELECT sequence, snapshot FROM touchsync_snapshots WHERE board = \(board) ORDER BY sequence DESC LIMIT 1",
+            logger: logger)
+        for try await (_, bytes) in snapshots.decode((Int64, ByteBuffer).self) {
+            guard case .checkpoint(let loaded, _, let progress) = try decode(bytes, limits: limits) else {
+                throw StoreError.refused("board \(board)'s snapshot is not a checkpoint record")
+            }
+            state = loaded
+            for agent in progress { agents[agent.principal] = agent }
+            applied += 1
+        }
+        let batches = try await connection.query(
+            "SELECT sequence, batch FROM touchsync_batches WHERE board = \(board) AND sequence > \(Int64(state.sequence)) ORDER BY sequence",
+            logger: logger)
+        for try await (sequence, bytes) in batches.decode((Int64, ByteBuffer).self) {
+            guard damage.isEmpty else { continue }  // read to the end of the stream: the connection is used again
+            do {
+                guard case .batch(let batch, let progress) = try decode(bytes, limits: limits) else {
+                    throw StoreError.refused("not a batch record")
+                }
+                try state.apply(batch)
+                for agent in progress { agents[agent.principal] = agent }
+                applied += 1
+            } catch {
+                damage.append(
+                    JournalDamage(
+                        board: board, segment: "store batch \(sequence)",
+                        damage: .corrupt(offset: 0, bytes: bytes.readableBytes, reason: "\(error)"), movedTo: nil))
+                logger.error(
+                    "board store batch does not apply: the board is loaded up to the batch before it",
+                    metadata: ["board": "\(board)", "sequence": "\(sequence)", "error": "\(error)"])
+            }
+        }
+        return (RecoveredBoard(name: board, state: state, agents: Array(agents.values), damage: damage, recordsApplied: applied), agents)
+    }
+
+    static func decode(_ bytes: ByteBuffer, limits: BoardLimits) throws -> JournalEntry {
+        try bytes.withUnsafeReadableBytes { raw in try JournalRecordCodec.decode(raw, limits: limits) }
+    }
+}

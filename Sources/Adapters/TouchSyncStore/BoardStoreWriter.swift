@@ -1,0 +1,456 @@
+import Logging
+import PostgresNIO
+import Synchronization
+import TouchSyncCore
+import TouchSyncJournal
+
+/// How a hub uses the board store (docs/architecture.md, "The board store").
+public struct BoardStoreConfiguration: Sendable {
+    public var address: StoreAddress
+    /// The hub's name in the store: leases are held under it, so a hub
+    /// restarted under the same name takes its boards back at once.
+    public var hubName: String
+    /// The hub's endpoints as other hubs and clients reach them (ingest,
+    /// publish, snapshot), written beside its heartbeat.
+    public var endpoints: String
+    /// A lease not renewed for this long is free for another hub. Default 5 s.
+    public var leaseTimeout: Duration = .seconds(5)
+    /// A board gets a compacted snapshot once this many bytes of batches
+    /// were stored since its last one (it then loads from the snapshot plus
+    /// the batches after it). Default 4 MiB.
+    public var snapshotEveryBytes = 4 << 20
+
+    public init(address: StoreAddress, hubName: String, endpoints: String) {
+        self.address = address
+        self.hubName = hubName
+        self.endpoints = endpoints
+    }
+
+    /// Renewed this often: a quarter of the time-out, so three renewals may fail before it lapses.
+    var renewInterval: Duration { leaseTimeout / 4 }
+    var leaseSeconds: Double { Double(leaseTimeout.components.seconds) + Double(leaseTimeout.components.attoseconds) / 1e18 }
+}
+
+/// What the writer tells the hub, in the order the hub must apply it:
+/// a board's failure or move before the commit that would acknowledge it.
+public enum BoardStoreReport: Sendable, Equatable {
+    /// The board's batches could not be committed: its agents are not
+    /// acknowledged until a restart of it is (`restart`).
+    case failed(board: String, reason: String)
+    /// Another hub holds the board's lease now.
+    case moved(board: String, owner: String)
+    /// The restart of a failed board was committed: everything the hub holds of it is stored.
+    case restored(board: String)
+    /// Every append through this ticket is committed (or belongs to a board reported above).
+    case committed(through: UInt64)
+}
+
+/// The hub's side of the board store: batches go in through `append` (the
+/// hub's thread, never blocking), and one task (`run`) commits whatever
+/// has queued since its last commit in one statement (group commit: when
+/// the database is slower than the hub, several turns share a commit), under
+/// each board's lease, and reports back through `report`.
+///
+/// Fencing: a batch is inserted only if the board's lease row still has this
+/// hub's epoch, read with `FOR SHARE` in the same statement, so a takeover
+/// (which updates that row) waits for the insert or makes it insert nothing.
+/// No two hubs ever commit batches for one board under different epochs at
+/// once, whatever the network does.
+public final class BoardStoreWriter: Sendable {
+    public let configuration: BoardStoreConfiguration
+    private let logger: Logger
+    private let report: @Sendable ([BoardStoreReport]) -> Void
+    private let inbox = Mutex(Inbox())
+
+    struct Append {
+        var ticket: UInt64
+        var board: String
+        var encodedBatch: [UInt8]
+        var sequence: UInt64
+        var hubTime: Int64
+        var agents: [AgentProgress]
+        var state: BoardState
+    }
+
+    struct Restart {
+        var board: String
+        var state: BoardState
+        var hubTime: Int64
+    }
+
+    private struct Inbox {
+        var appends: [Append] = []
+        var restarts: [Restart] = []
+        var renewDue = false
+        var stopping = false
+        var waiter: CheckedContinuation<Void, Never>? = nil
+
+        var hasWork: Bool { !appends.isEmpty || !restarts.isEmpty || renewDue || stopping }
+    }
+
+    /// What only `run` touches: the leases this hub holds and each board's agents' progress.
+    private struct Boards {
+        /// Epoch of each lease held.
+        var epochs: [String: Int64]
+        /// Every agent's progress per board (a snapshot stores it).
+        var progress: [String: [UserNamespace: AgentProgress]]
+        /// Boards whose commit failed, until a restart of them commits.
+        var broken: Set<String> = []
+        /// Boards another hub took: nothing more is written for them.
+        var moved: Set<String> = []
+        /// Bytes of batches stored since each board's last snapshot.
+        var sinceSnapshot: [String: Int] = [:]
+    }
+
+    /// - Parameters:
+    ///   - leases: the boards this hub took at start-up (`BoardStoreLoader`), with their epochs and agents.
+    ///   - report: called from the writer's task with each commit's outcome.
+    public init(
+        configuration: BoardStoreConfiguration, logger: Logger, report: @escaping @Sendable ([BoardStoreReport]) -> Void
+    ) {
+        self.configuration = configuration
+        self.logger = logger
+        self.report = report
+    }
+
+    // MARK: The hub's side (any thread, never blocks)
+
+    public func append(
+        ticket: UInt64, board: String, encodedBatch: [UInt8], sequence: UInt64, hubTime: Int64, agents: [AgentProgress],
+        state: BoardState
+    ) {
+        post {
+            $0.appends.append(
+                Append(
+                    ticket: ticket, board: board, encodedBatch: encodedBatch, sequence: sequence, hubTime: hubTime, agents: agents,
+                    state: state))
+        }
+    }
+
+    /// Stores `state` as the board's snapshot (a failed board's way back).
+    public func restart(board: String, state: BoardState, hubTime: Int64) {
+        post { $0.restarts.append(Restart(board: board, state: state, hubTime: hubTime)) }
+    }
+
+    /// `run` commits what is queued, then returns.
+    public func stop() { post { $0.stopping = true } }
+
+    private func post(_ change: (inout Inbox) -> Void) {
+        let waiter = inbox.withLock { inbox -> CheckedContinuation<Void, Never>? in
+            change(&inbox)
+            defer { inbox.waiter = nil }
+            return inbox.waiter
+        }
+        waiter?.resume()
+    }
+
+    // MARK: The writer's task
+
+    /// Commits until `stop()`; renews the leases and the hub's heartbeat every
+    /// `leaseTimeout / 4`.
+    public func run(startingWith loaded: BoardStoreLoader.Loaded) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: configuration.renewInterval)
+                    post { $0.renewDue = true }
+                }
+            }
+            await commitLoop(loaded)
+            group.cancelAll()
+        }
+    }
+
+    private func nextWork() async -> Inbox {
+        while true {
+            let taken = inbox.withLock { inbox -> Inbox? in
+                guard inbox.hasWork else { return nil }
+                defer {
+                    inbox.appends.removeAll(keepingCapacity: true)
+                    inbox.restarts.removeAll()
+                    inbox.renewDue = false
+                }
+                return inbox
+            }
+            if let taken { return taken }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let ready = inbox.withLock { inbox -> Bool in
+                    if inbox.hasWork { return true }
+                    inbox.waiter = continuation
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        }
+    }
+
+    private func commitLoop(_ loaded: BoardStoreLoader.Loaded) async {
+        var boards = Boards(epochs: loaded.epochs, progress: loaded.progress)
+        var connection = StoreSession(address: configuration.address, logger: logger)
+        while true {
+            let work = await nextWork()
+            var reports: [BoardStoreReport] = []
+            for restart in work.restarts { await self.restart(restart, boards: &boards, connection: &connection, into: &reports) }
+            if !work.appends.isEmpty { await commit(work.appends, boards: &boards, connection: &connection, into: &reports) }
+            if work.renewDue { await renew(boards: &boards, connection: &connection, into: &reports) }
+            if !reports.isEmpty { report(reports) }
+            if work.stopping { break }
+        }
+        await connection.close()
+    }
+
+    /// One group: new boards' leases taken, then every batch inserted in one
+    /// statement, fenced by epoch.
+    private func commit(
+        _ appends: [Append], boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
+    ) async {
+        let through = appends[appends.count - 1].ticket
+        defer { reports.append(.committed(through: through)) }
+        var names: [String] = []
+        var sequences: [Int64] = []
+        var times: [Int64] = []
+        var records: [ByteBuffer] = []
+        var epochs: [Int64] = []
+        var written: [Int] = []  // indices into appends
+        var inGroup: Set<String> = []
+        for (index, append) in appends.enumerated() {
+            // A broken board writes nothing until its restart, which stores the board whole.
+            if boards.broken.contains(append.board) || boards.moved.contains(append.board) {
+                remember(append.agents, of: append.board, in: &boards)
+                continue
+            }
+            if boards.epochs[append.board] == nil {
+                await takeNewBoard(append.board, boards: &boards, connection: &connection, into: &reports)
+                guard boards.epochs[append.board] != nil else {
+                    remember(append.agents, of: append.board, in: &boards)
+                    continue
+                }
+            }
+            inGroup.insert(append.board)
+            names.append(append.board)
+            sequences.append(Int64(append.sequence))
+            times.append(append.hubTime)
+            records.append(ByteBuffer(bytes: JournalRecordCodec.batchPayload(encodedBatch: append.encodedBatch, agents: append.agents)))
+            epochs.append(boards.epochs[append.board]!)
+            written.append(index)
+        }
+        guard !written.isEmpty else { return }
+        let inserted: [String: Int]
+        do {
+            let rows = try await connection.query(
+                """
+                WITH held AS (
+                    SELECT board, epoch FROM touchsync_leases
+                    WHERE hub = \(configuration.hubName) AND board = ANY(\(Array(inGroup))) FOR SHARE)
+                INSERT INTO touchsync_batches (board, sequence, epoch, hub_time_us, batch)
+                SELECT b.board, b.sequence, b.epoch, b.hub_time_us, b.batch
+                FROM unnest(\(names)::text[], \(sequences)::bigint[], \(epochs)::bigint[], \(times)::bigint[], \(records)::bytea[])
+                    AS b(board, sequence, epoch, hub_time_us, batch)
+                JOIN held ON held.board = b.board AND held.epoch = b.epoch
+                RETURNING board
+                """)
+            var counts: [String: Int] = [:]
+            for row in rows { counts[try row.decode(String.self), default: 0] += 1 }
+            inserted = counts
+        } catch {
+            // Nothing of the group is known stored: its boards wait for a restart.
+            for board in inGroup.sorted() {
+                boards.broken.insert(board)
+                reports.append(.failed(board: board, reason: "\(error)"))
+            }
+            for index in written { remember(appends[index].agents, of: appends[index].board, in: &boards) }
+            return
+        }
+        for board in inGroup where inserted[board] == nil {
+            // The lease moved: its epoch is no longer ours.
+            await lost(board, boards: &boards, connection: &connection, into: &reports)
+        }
+        var snapshotsDue: [String: Append] = [:]
+        for index in written where inserted[appends[index].board] != nil {
+            let append = appends[index]
+            remember(append.agents, of: append.board, in: &boards)
+            boards.sinceSnapshot[append.board, default: 0] += records[written.firstIndex(of: index)!].readableBytes
+            if boards.sinceSnapshot[append.board]! >= configuration.snapshotEveryBytes { snapshotsDue[append.board] = append }
+        }
+        for (board, append) in snapshotsDue {
+            // Not needed for durability (the batches are in): a failure is only logged.
+            do {
+                try await storeSnapshot(board, state: append.state, hubTime: append.hubTime, boards: boards, connection: &connection)
+                boards.sinceSnapshot[board] = 0
+            } catch {
+                logger.warning("board snapshot not stored (the batches are)", metadata: ["board": "\(board)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// A failed board back: its whole state stored as a snapshot under its lease.
+    private func restart(
+        _ restart: Restart, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
+    ) async {
+        guard boards.broken.contains(restart.board), !boards.moved.contains(restart.board) else { return }
+        do {
+            if boards.epochs[restart.board] == nil {
+                await takeNewBoard(restart.board, boards: &boards, connection: &connection, into: &reports)
+                guard boards.epochs[restart.board] != nil else { return }
+            }
+            let stored = try await storeSnapshot(
+                restart.board, state: restart.state, hubTime: restart.hubTime, boards: boards, connection: &connection)
+            guard stored else {
+                await lost(restart.board, boards: &boards, connection: &connection, into: &reports)
+                return
+            }
+            boards.broken.remove(restart.board)
+            boards.sinceSnapshot[restart.board] = 0
+            reports.append(.restored(board: restart.board))
+        } catch {
+            reports.append(.failed(board: restart.board, reason: "restart: \(error)"))
+        }
+    }
+
+    /// Inserts (or replaces) the board's snapshot at `state.sequence` if this
+    /// hub still holds its lease; false: it does not.
+    @discardableResult
+    private func storeSnapshot(
+        _ board: String, state: BoardState, hubTime: Int64, boards: Boards, connection: inout StoreSession
+    ) async throws(StoreError) -> Bool {
+        let agents = boards.progress[board].map { Array($0.values) } ?? []
+        let record = JournalRecordCodec.checkpointPayload(state: state, board: board, hubTime: hubTime, agents: agents)
+        let epoch = boards.epochs[board] ?? 0
+        let rows = try await connection.query(
+            """
+            WITH held AS (
+                SELECT board FROM touchsync_leases
+                WHERE board = \(board) AND hub = \(configuration.hubName) AND epoch = \(epoch) FOR SHARE)
+            INSERT INTO touchsync_snapshots (board, sequence, snapshot)
+            SELECT board, \(Int64(state.sequence)), \(ByteBuffer(bytes: record)) FROM held
+            ON CONFLICT (board, sequence) DO UPDATE SET snapshot = excluded.snapshot
+            RETURNING board
+            """)
+        return !rows.isEmpty
+    }
+
+    /// Takes the lease of a board this hub did not hold at start-up, only if
+    /// the store has nothing of it (its state here starts empty).
+    private func takeNewBoard(
+        _ board: String, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
+    ) async {
+        do {
+            _ = try await connection.query("INSERT INTO touchsync_boards (board) VALUES (\(board)) ON CONFLICT DO NOTHING")
+            let rows = try await connection.query(
+                """
+                INSERT INTO touchsync_leases (board, hub, epoch, expires_at)
+                VALUES (\(board), \(configuration.hubName), 1, now() + make_interval(secs => \(configuration.leaseSeconds)))
+                ON CONFLICT (board) DO UPDATE
+                    SET hub = excluded.hub, epoch = touchsync_leases.epoch + 1, expires_at = excluded.expires_at
+                    WHERE (touchsync_leases.hub = excluded.hub OR touchsync_leases.expires_at < now())
+                        AND NOT EXISTS (SELECT 1 FROM touchsync_batches WHERE board = excluded.board)
+                        AND NOT EXISTS (SELECT 1 FROM touchsync_snapshots WHERE board = excluded.board)
+                RETURNING epoch
+                """)
+            if let epoch = try rows.first?.decode(Int64.self) {
+                boards.epochs[board] = epoch
+                logger.info("board lease taken", metadata: ["board": "\(board)", "epoch": "\(epoch)"])
+            } else {
+                await lost(board, boards: &boards, connection: &connection, into: &reports)
+            }
+        } catch {
+            boards.broken.insert(board)
+            reports.append(.failed(board: board, reason: "taking its lease: \(error)"))
+        }
+    }
+
+    /// The board is another hub's: reported once, never written again.
+    private func lost(
+        _ board: String, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
+    ) async {
+        let owner = (try? await connection.query("SELECT hub FROM touchsync_leases WHERE board = \(board)").first?.decode(String.self))
+            ?? "unknown"
+        boards.epochs[board] = nil
+        boards.broken.remove(board)
+        boards.moved.insert(board)
+        boards.progress[board] = nil
+        logger.warning("board lease lost: another hub serves it", metadata: ["board": "\(board)", "owner": "\(owner)"])
+        reports.append(.moved(board: board, owner: owner))
+    }
+
+    /// Every lease this hub holds extended, and its heartbeat; a lease whose
+    /// epoch changed (or that is gone) was taken by another hub.
+    private func renew(boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]) async {
+        do {
+            _ = try await connection.query(
+                """
+                INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at) VALUES (\(configuration.hubName), \(configuration.endpoints), now())
+                ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at
+                """)
+            let rows = try await connection.query(
+                """
+                UPDATE touchsync_leases SET expires_at = now() + make_interval(secs => \(configuration.leaseSeconds))
+                WHERE hub = \(configuration.hubName) RETURNING board, epoch
+                """)
+            var held: [String: Int64] = [:]
+            for row in rows {
+                let (board, epoch) = try row.decode((String, Int64).self)
+                held[board] = epoch
+            }
+            for (board, epoch) in boards.epochs where held[board] != epoch {
+                await lost(board, boards: &boards, connection: &connection, into: &reports)
+            }
+        } catch {
+            logger.warning("board leases not renewed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func remember(_ agents: [AgentProgress], of board: String, in boards: inout Boards) {
+        guard !agents.isEmpty else { return }
+        for agent in agents { boards.progress[board, default: [:]][agent.principal] = agent }
+    }
+}
+
+/// One connection, opened when first needed and again after a failure (not
+/// more than once a second, so an unreachable store fails groups at once
+/// instead of making each wait for a connect time-out).
+struct StoreSession {
+    let address: StoreAddress
+    let logger: Logger
+    private var connection: PostgresConnection? = nil
+    private var lastFailure: ContinuousClock.Instant? = nil
+
+    init(address: StoreAddress, logger: Logger) {
+        self.address = address
+        self.logger = logger
+    }
+
+    mutating func query(_ query: PostgresQuery) async throws(StoreError) -> [PostgresRow] {
+        let connection = try await open()
+        do {
+            return try await connection.query(query, logger: logger).collect()
+        } catch {
+            let failure = BoardStoreAdmin.storeError(error)
+            if case .refused = failure, !connection.isClosed { throw failure }  // the statement failed, not the connection
+            self.connection = nil
+            lastFailure = .now
+            try? await connection.close()
+            throw failure
+        }
+    }
+
+    private mutating func open() async throws(StoreError) -> PostgresConnection {
+        if let connection, !connection.isClosed { return connection }
+        if let lastFailure, ContinuousClock.now - lastFailure < .seconds(1) {
+            throw StoreError.unreachable("the last connection failed under a second ago")
+        }
+        do {
+            let connection = try await address.connect(logger: logger, timeout: .seconds(2))
+            self.connection = connection
+            return connection
+        } catch {
+            lastFailure = .now
+            throw error
+        }
+    }
+
+    mutating func close() async {
+        try? await connection?.close()
+        connection = nil
+    }
+}
