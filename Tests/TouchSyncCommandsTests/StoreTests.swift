@@ -38,6 +38,10 @@ final class PostgresServer {
         }
         let initdb = try await run("initdb", ["-D", folder + "/data", "-U", "touchsync", "-A", "trust", "--no-sync", "-E", "UTF8"])
         guard initdb.status == 0 else { throw TestFailure("initdb failed: \(initdb.output) \(initdb.errors)") }
+        try await startServer()
+    }
+
+    private func startServer() async throws {
         let start = try await run(
             "pg_ctl",
             ["-D", folder + "/data", "-l", folder + "/server.log", "-w", "-t", "60", "start", "-o",
@@ -57,6 +61,14 @@ final class PostgresServer {
     /// Runs SQL as the superuser `touchsync`.
     func sql(_ statement: String) async throws -> Outcome {
         try await runToEnd("/usr/bin/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "touchsync", "-d", "postgres", "-X", "-q", "-t", "-A", "-c", statement])
+    }
+
+    /// Stops the server as a crash would (immediate: no checkpoint) and starts it again after `downFor`.
+    func restart(downFor: Duration) async throws {
+        let stop = try await run("pg_ctl", ["-D", folder + "/data", "-m", "immediate", "-w", "stop"])
+        guard stop.status == 0 else { throw TestFailure("pg_ctl stop: \(stop.output) \(stop.errors)") }
+        try await Task.sleep(for: downFor)
+        try await startServer()
     }
 
     func stop() async {

@@ -1,0 +1,209 @@
+import Foundation
+import Testing
+
+/// Hubs on the PostgreSQL board store (issue 25): real hub and load
+/// processes, a real PostgreSQL server of the test's own.
+@Suite("Board store: hubs", .timeLimit(.minutes(4)))
+struct StoreHubTests {
+    /// A hub on `server`'s store as `name`, on fresh loopback ports.
+    struct StoreHub {
+        let arguments: [String]
+        let endpoints: [String]
+
+        init(server: PostgresServer, name: String, leaseTimeout: Double = 5) throws {
+            endpoints = try ProcessTests.freePorts(3).map { "tcp://127.0.0.1:\($0)" }
+            arguments = [
+                "hub", "--store", server.url, "--name", name, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot",
+                endpoints[2], "--journal-retry", "1", "--lease-timeout", "\(leaseTimeout)",
+            ]
+        }
+
+        /// The endpoints as clients name them.
+        var client: [String] { ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]] }
+    }
+
+    /// Runs `body` with a server of its own, stopped and removed however the body ends.
+    func withServer(_ body: (PostgresServer) async throws -> Void) async throws {
+        let server = try await PostgresServer()
+        do { try await body(server) } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    /// One number from the store.
+    func count(_ server: PostgresServer, _ query: String) async throws -> Int {
+        let outcome = try await server.sql(query)
+        guard let value = Int(outcome.output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw TestFailure("\(query): \(outcome.output) \(outcome.errors)")
+        }
+        return value
+    }
+
+    /// The load report's figures (the run must have succeeded).
+    func loadReport(_ path: String) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+    }
+
+    /// SIGKILL the hub in the middle of a load run and start it again on the
+    /// store: the run ends with nothing lost or doubled, and a hub killed
+    /// once more loads exactly the board the subscribers ended with. In the
+    /// store, every start took a new epoch and the batches run 1, 2, 3… with
+    /// epochs that never go back.
+    @Test func aHubKilledMidLoadComesBackFromTheStore() async throws {
+        try await withServer { server in
+            let children = ChildProcesses()
+            defer { children.killAll() }
+            let hub = try StoreHub(server: server, name: "hub-a")
+            let report = NSTemporaryDirectory() + "touchsync-store-kill-\(UUID().uuidString.prefix(8)).json"
+            defer { try? FileManager.default.removeItem(atPath: report) }
+            var (process, _, started) = try await children.startHub(hub.arguments)
+            #expect(started.contains("as hub hub-a") && started.contains("0 board(s) loaded"), "\(started)")
+            let (load, loadOutput) = try children.run(
+                ["load"] + hub.client + ["--users", "4", "--fingers", "3", "--duration", "4", "--seed", "31", "--json", report])
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try await count(server, "SELECT count(*) FROM touchsync_batches") < 100, ContinuousClock.now < deadline, load.isRunning {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(load.isRunning, "the load run ended before the hub was killed")
+            kill(process.processIdentifier, SIGKILL)
+            await process.exited()
+            (process, _, _) = try await children.startHub(hub.arguments)
+
+            await load.exited()
+            let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
+            #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
+            let figures = try loadReport(report)
+            #expect(figures["lost"] as? Int == 0 && figures["duplicated"] as? Int == 0, "\(figures)")
+            #expect(figures["converged"] as? Bool == true)
+            let digest = try #require((figures["board_digests"] as? [String: String])?["load-31-0"])
+
+            kill(process.processIdentifier, SIGKILL)
+            await process.exited()
+            let (restarted, restartedOutput, restartedStart) = try await children.startHub(hub.arguments)
+            restarted.interrupt()
+            await restarted.exited()
+            let restartText = restartedStart + String(decoding: await restartedOutput.readToEnd(), as: UTF8.self)
+            #expect(restartText.contains("1 board(s) loaded"), "\(restartText)")
+            #expect(restartText.contains("load-31-0: batch ") && restartText.contains("digest \(digest)"), "\(restartText)")
+            #expect(!restartText.contains("DAMAGE"))
+
+            #expect(try await count(server, "SELECT epoch FROM touchsync_leases WHERE board = 'load-31-0'") == 3)
+            let backwards = try await count(
+                server,
+                "SELECT count(*) FROM (SELECT epoch < lag(epoch) OVER (ORDER BY sequence) AS back FROM touchsync_batches WHERE board = 'load-31-0') e WHERE back")
+            #expect(backwards == 0)
+            let batches = try await count(server, "SELECT count(*) FROM touchsync_batches WHERE board = 'load-31-0'")
+            #expect(batches > 100)
+            #expect(try await count(server, "SELECT max(sequence) FROM touchsync_batches WHERE board = 'load-31-0'") == batches)
+        }
+    }
+
+    /// PostgreSQL stopped (immediate: as a crash) for three seconds in the
+    /// middle of a load run, then started again: the agents are told
+    /// STORAGE_UNAVAILABLE meanwhile, then everything resumes with nothing
+    /// lost or doubled, and the store holds the board the subscribers saw.
+    @Test func aPostgresRestartMidLoadLosesNothing() async throws {
+        try await withServer { server in
+            let children = ChildProcesses()
+            defer { children.killAll() }
+            let hub = try StoreHub(server: server, name: "hub-a")
+            let report = NSTemporaryDirectory() + "touchsync-store-restart-\(UUID().uuidString.prefix(8)).json"
+            defer { try? FileManager.default.removeItem(atPath: report) }
+            let (process, hubOutput, _) = try await children.startHub(hub.arguments)
+            let (load, loadOutput) = try children.run(
+                ["load"] + hub.client + ["--users", "4", "--fingers", "3", "--duration", "6", "--seed", "32", "--json", report])
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try await count(server, "SELECT count(*) FROM touchsync_batches") < 50, ContinuousClock.now < deadline, load.isRunning {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            try await server.restart(downFor: .seconds(3))
+            await load.exited()
+            let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
+            #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
+            #expect(loadText.contains("storageUnavailable"), "the agents were never told: \(loadText)")
+            let figures = try loadReport(report)
+            #expect(figures["lost"] as? Int == 0 && figures["duplicated"] as? Int == 0, "\(figures)")
+            #expect(figures["converged"] as? Bool == true)
+            let digest = try #require((figures["board_digests"] as? [String: String])?["load-32-0"])
+            #expect(hubOutput.errors.contains("journal works again"), "\(hubOutput.errors)")
+
+            kill(process.processIdentifier, SIGKILL)
+            await process.exited()
+            let (restarted, _, restartedStart) = try await children.startHub(hub.arguments)
+            restarted.interrupt()
+            await restarted.exited()
+            #expect(restartedStart.contains("load-32-0: batch ") && restartedStart.contains("digest \(digest)"), "\(restartedStart)")
+        }
+    }
+
+    /// Fencing: while hub A serves a board, its lease is taken by another
+    /// hub (as one would after A's lease lapsed in a partition). A's next
+    /// commit for the board inserts nothing: its agent is refused with
+    /// WRONG_HUB naming the new owner and is never acknowledged, and no batch
+    /// of A's old epoch enters the store after the new epoch began.
+    @Test func aLeaseTakenElsewhereEndsTheBoardHereAndFencesItsWrites() async throws {
+        try await withServer { server in
+            let children = ChildProcesses()
+            defer { children.killAll() }
+            let hub = try StoreHub(server: server, name: "hub-a")
+            _ = try await children.startHub(hub.arguments)
+            let first = try await touchsync(["draw", "--board", "fenced", "--seconds", "0.5"] + hub.client)
+            #expect(first.status == 0, "\(first.errors)")
+            let before = try await count(server, "SELECT count(*) FROM touchsync_batches WHERE board = 'fenced'")
+            let taken = try await server.sql(
+                "UPDATE touchsync_leases SET hub = 'hub-b', epoch = epoch + 1, expires_at = now() + interval '1 hour' WHERE board = 'fenced' RETURNING epoch")
+            #expect(taken.output.trimmingCharacters(in: .whitespacesAndNewlines) == "2", "\(taken.output) \(taken.errors)")
+
+            let second = try await touchsync(["draw", "--board", "fenced", "--seconds", "0.5"] + hub.client)
+            #expect(second.status != 0)
+            #expect(second.errors.contains("board fenced is served by hub hub-b now"), "\(second.errors)")
+            #expect(try await count(server, "SELECT count(*) FROM touchsync_batches WHERE board = 'fenced'") == before)
+            // Anyone asking later is told the same; other boards go on.
+            let third = try await touchsync(["draw", "--board", "fenced", "--seconds", "0.2"] + hub.client)
+            #expect(third.status != 0 && third.errors.contains("hub-b"), "\(third.errors)")
+            let other = try await touchsync(["draw", "--board", "unfenced", "--seconds", "0.2"] + hub.client)
+            #expect(other.status == 0, "\(other.errors)")
+        }
+    }
+
+    /// A second hub on the same store takes only the leases nobody live
+    /// holds: started while hub A lives it loads none of A's boards and
+    /// refuses them with WRONG_HUB; started again after A was killed and its
+    /// lease lapsed it loads the board whole (a new epoch) and draws on it,
+    /// and A, back under its name, is refused the board.
+    @Test func aSecondHubTakesOnlyFreeLeases() async throws {
+        try await withServer { server in
+            let children = ChildProcesses()
+            defer { children.killAll() }
+            let a = try StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
+            let b = try StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
+            let (hubA, _, _) = try await children.startHub(a.arguments)
+            let drawn = try await touchsync(["draw", "--board", "shared", "--seconds", "0.5"] + a.client)
+            #expect(drawn.status == 0, "\(drawn.errors)")
+
+            var (hubB, _, startedB) = try await children.startHub(b.arguments)
+            #expect(startedB.contains("0 board(s) loaded"), "\(startedB)")
+            let refused = try await touchsync(["draw", "--board", "shared", "--seconds", "0.2"] + b.client)
+            #expect(refused.status != 0 && refused.errors.contains("served by hub hub-a"), "\(refused.errors)")
+
+            kill(hubA.processIdentifier, SIGKILL)
+            await hubA.exited()
+            hubB.interrupt()
+            await hubB.exited()
+            // The lease lapses 2 s after A's last renewal.
+            try await Task.sleep(for: .seconds(2.5))
+            (hubB, _, startedB) = try await children.startHub(b.arguments)
+            #expect(startedB.contains("1 board(s) loaded") && startedB.contains("shared: batch "), "\(startedB)")
+            #expect(try await count(server, "SELECT epoch FROM touchsync_leases WHERE board = 'shared' AND hub = 'hub-b'") == 2)
+            let more = try await touchsync(["draw", "--board", "shared", "--seconds", "0.3"] + b.client)
+            #expect(more.status == 0, "\(more.errors)")
+
+            let (_, _, startedA) = try await children.startHub(a.arguments)
+            #expect(startedA.contains("0 board(s) loaded"), "\(startedA)")
+            let refusedA = try await touchsync(["draw", "--board", "shared", "--seconds", "0.2"] + a.client)
+            #expect(refusedA.status != 0 && refusedA.errors.contains("served by hub hub-b"), "\(refusedA.errors)")
+        }
+    }
+}
