@@ -862,3 +862,45 @@ struct HubCoreTests {
         #expect(hub.replicas["b"] == hub.core.board("b"))
     }
 }
+
+/// The core's side of the board store (issue 25): commits stand for syncs,
+/// and a board whose lease moved is refused, its agents told where it went.
+@Suite("HubCore on a board store")
+struct HubCoreStoreTests {
+    @Test func acknowledgementsWaitForTheCommit() throws {
+        let hub = CoreHarness { $0.storeCommits = true }
+        let ann = peer("ann")
+        try #require(hub.hello(ann, board: "b") != nil)
+        _ = hub.message(ann, .numbered(sequence: 1, began(1, x: 10)))
+        let turn = hub.endTurn()
+        #expect(turn.contains { if case .appendToJournal(let append) = $0 { append.ticket == 1 } else { false } })
+        #expect(turn.acks(to: ann).isEmpty, "acknowledged before the commit")
+        #expect(hub.send(.journalProgress(writtenThrough: 1, syncedThrough: 0)).acks(to: ann).isEmpty)
+        #expect(hub.send(.journalProgress(writtenThrough: 1, syncedThrough: 1)).acks(to: ann) == [1])
+    }
+
+    @Test func aMovedBoardIsRefusedWithItsOwnerAndForgotten() throws {
+        let hub = CoreHarness { $0.storeCommits = true }
+        let ann = peer("ann")
+        let bob = peer("bob")
+        try #require(hub.hello(ann, board: "moving") != nil)
+        try #require(hub.hello(bob, board: "staying") != nil)
+        _ = hub.message(ann, .numbered(sequence: 1, began(1, x: 10)))
+        _ = hub.message(bob, .numbered(sequence: 1, began(1, x: 10)))
+        _ = hub.endTurn()
+
+        let moved = hub.send(.boardMoved(board: "moving", owner: "hub-b"))
+        #expect(moved.errors(to: ann).map(\.code) == [.wrongHub])
+        #expect(moved.errors(to: ann).first?.message.contains("hub-b") == true)
+        #expect(moved.errors(to: bob).isEmpty)
+        #expect(hub.core.board("moving") == nil && hub.core.board("staying") != nil)
+        // The commit that follows acknowledges the board that stayed, not the one that left.
+        let committed = hub.send(.journalProgress(writtenThrough: 2, syncedThrough: 2))
+        #expect(committed.acks(to: bob) == [1] && committed.acks(to: ann).isEmpty)
+        // Asked again, by anyone, it is the other hub's.
+        let carl = peer("carl")
+        #expect(hub.message(carl, .hello(AgentHello(board: "moving", sessionID: Array("s".utf8)))).errors(to: carl).map(\.code) == [.wrongHub])
+        let snapshot = hub.send(.snapshotRequested(by: carl.id, user: nil, board: "moving", requestID: 7))
+        #expect(snapshot.contains { if case .refuseSnapshot(_, 7, let refusal) = $0 { refusal.code == .wrongHub } else { false } })
+    }
+}
