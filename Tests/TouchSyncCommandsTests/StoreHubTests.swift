@@ -10,11 +10,11 @@ struct StoreHubTests {
         let arguments: [String]
         let endpoints: [String]
 
-        init(server: PostgresServer, name: String, leaseTimeout: Double = 5) throws {
+        init(server: PostgresServer, name: String, leaseTimeout: Double = 5, snapshotKib: Int = 4096) throws {
             endpoints = try ProcessTests.freePorts(3).map { "tcp://127.0.0.1:\($0)" }
             arguments = [
                 "hub", "--store", server.url, "--name", name, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot",
-                endpoints[2], "--journal-retry", "1", "--lease-timeout", "\(leaseTimeout)",
+                endpoints[2], "--journal-retry", "1", "--lease-timeout", "\(leaseTimeout)", "--store-snapshot-kib", "\(snapshotKib)",
             ]
         }
 
@@ -50,12 +50,14 @@ struct StoreHubTests {
     /// store: the run ends with nothing lost or doubled, and a hub killed
     /// once more loads exactly the board the subscribers ended with. In the
     /// store, every start took a new epoch and the batches run 1, 2, 3… with
-    /// epochs that never go back.
+    /// epochs that never go back. replay, render and compact read the store
+    /// as they read a journal; after compaction the board loads and replays
+    /// from its snapshot to the same digest.
     @Test func aHubKilledMidLoadComesBackFromTheStore() async throws {
         try await withServer { server in
             let children = ChildProcesses()
             defer { children.killAll() }
-            let hub = try StoreHub(server: server, name: "hub-a")
+            let hub = try StoreHub(server: server, name: "hub-a", snapshotKib: 32)
             let report = NSTemporaryDirectory() + "touchsync-store-kill-\(UUID().uuidString.prefix(8)).json"
             defer { try? FileManager.default.removeItem(atPath: report) }
             var (process, _, started) = try await children.startHub(hub.arguments)
@@ -97,6 +99,39 @@ struct StoreHubTests {
             let batches = try await count(server, "SELECT count(*) FROM touchsync_batches WHERE board = 'load-31-0'")
             #expect(batches > 100)
             #expect(try await count(server, "SELECT max(sequence) FROM touchsync_batches WHERE board = 'load-31-0'") == batches)
+            #expect(try await count(server, "SELECT count(*) FROM touchsync_snapshots WHERE board = 'load-31-0'") > 0)
+
+            // The recording, from the store: replayed to the digest, drawn at a moment.
+            func replayed() async throws -> String {
+                let ports = try ProcessTests.freePorts(2)
+                let replay = try await touchsync([
+                    "replay", "--store", server.url, "--board", "load-31-0", "--speed", "max", "--now", "--exit-at-end",
+                    "--publish", "tcp://127.0.0.1:\(ports[0])", "--snapshot", "tcp://127.0.0.1:\(ports[1])",
+                ])
+                #expect(replay.status == 0, "\(replay.errors)")
+                return replay.output
+            }
+            let replay = try await replayed()
+            #expect(replay.contains("replay done:") && replay.contains("digest \(digest)"), "\(replay)")
+            let picture = try temporaryFolder("store-render") + "/at.svg"
+            defer { try? FileManager.default.removeItem(atPath: (picture as NSString).deletingLastPathComponent) }
+            let render = try await touchsync(["render", "--store", server.url, "--board", "load-31-0", "--at", "2", "-o", picture])
+            #expect(render.status == 0, "\(render.errors)")
+            #expect(try String(contentsOfFile: picture, encoding: .utf8).contains("<path"))
+            let unknown = try await touchsync(["render", "--store", server.url, "--board", "nope", "-o", picture])
+            #expect(unknown.status == 1 && unknown.errors.contains("not in the store"), "\(unknown.errors)")
+
+            // Compacted: history from the newest snapshot on, the same board at its end.
+            let compact = try await touchsync(["compact", "--store", server.url])
+            #expect(compact.status == 0 && compact.output.contains("load-31-0: "), "\(compact.output) \(compact.errors)")
+            #expect(try await count(server, "SELECT count(*) FROM touchsync_batches WHERE board = 'load-31-0'") < batches)
+            #expect(try await count(server, "SELECT count(*) FROM touchsync_snapshots WHERE board = 'load-31-0'") == 1)
+            let compacted = try await replayed()
+            #expect(compacted.contains("replay done:") && compacted.contains("digest \(digest)"), "\(compacted)")
+            let (again, _, againStart) = try await children.startHub(hub.arguments)
+            again.interrupt()
+            await again.exited()
+            #expect(againStart.contains("digest \(digest)"), "\(againStart)")
         }
     }
 

@@ -162,7 +162,7 @@ public struct LoadedHistory: Sendable {
     /// Damage that cut the history short (reading stops there).
     public var damage: [JournalDamage] = []
 
-    init(start: BoardState, startTime: Int64, firstTime: Int64) {
+    package init(start: BoardState, startTime: Int64, firstTime: Int64) {
         self.start = start
         self.startTime = startTime
         self.firstTime = firstTime

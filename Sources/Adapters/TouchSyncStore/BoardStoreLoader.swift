@@ -20,14 +20,8 @@ public enum BoardStoreLoader {
     ) async throws(StoreError) -> Loaded {
         let admin = BoardStoreAdmin(address: configuration.address, logger: logger)
         try await admin.migrate()
-        let connection = try await configuration.address.connect(logger: logger)
-        do {
-            let loaded = try await load(configuration: configuration, limits: limits, connection: connection, logger: logger)
-            try? await connection.close()
-            return loaded
-        } catch {
-            try? await connection.close()
-            throw error
+        return try await configuration.address.withConnection(logger: logger) { connection in
+            try await load(configuration: configuration, limits: limits, connection: connection, logger: logger)
         }
     }
 

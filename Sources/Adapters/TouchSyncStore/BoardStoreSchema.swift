@@ -142,16 +142,8 @@ public struct BoardStoreAdmin: Sendable {
         try await connection.query("SELECT max(version) FROM touchsync_schema", logger: logger).collect().first?.decode(Int?.self)
     }
 
-    private func withConnection<Value: Sendable>(_ body: (PostgresConnection) async throws(StoreError) -> Value) async throws(StoreError) -> Value {
-        let connection = try await address.connect(logger: logger)
-        do {
-            let value = try await body(connection)
-            try? await connection.close()
-            return value
-        } catch {
-            try? await connection.close()
-            throw error
-        }
+    private func withConnection<Value: Sendable>(_ body: (PostgresConnection) async throws -> Value) async throws(StoreError) -> Value {
+        try await address.withConnection(logger: logger, body)
     }
 
     /// A PostgresNIO error in words: the server's message when it sent one.

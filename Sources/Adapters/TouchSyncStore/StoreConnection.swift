@@ -23,4 +23,19 @@ extension StoreAddress {
             throw BoardStoreAdmin.storeError(error)
         }
     }
+
+    /// Runs `body` on a new connection, closed when it returns; its errors in words.
+    func withConnection<Value: Sendable>(
+        logger: Logger, _ body: (PostgresConnection) async throws -> Value
+    ) async throws(StoreError) -> Value {
+        let connection = try await connect(logger: logger)
+        do {
+            let value = try await body(connection)
+            try? await connection.close()
+            return value
+        } catch {
+            try? await connection.close()
+            throw BoardStoreAdmin.storeError(error)
+        }
+    }
 }

@@ -94,11 +94,11 @@ struct HubCommand: AsyncParsableCommand {
     var cluster: String?
     @Option(help: "This hub's name in the cluster file, or in the board store (default there: HOSTNAME/INGEST-ENDPOINT).")
     var name: String?
-    @Option(help: "Keep boards in a PostgreSQL board store, postgres://USER@HOST:PORT/DATABASE[?sslmode=disable|prefer|require], instead of the journal.")
-    var store: String?
-    @Option(help: "A file holding the store's password (default: PGPASSWORD).") var storePasswordFile: String?
+    @OptionGroup var stored: BoardStoreOptions
     @Option(parsing: .unconditional, help: "Seconds a board's lease in the store lasts unless renewed (renewed every quarter of it); another hub may take the board after it.")
     var leaseTimeout = 5.0
+    @Option(parsing: .unconditional, help: "With --store: a board gets a compacted snapshot after this many KiB of batches since its last one (it then loads from the snapshot and the batches after it).")
+    var storeSnapshotKib = 4096
     @Option(help: "Folder of the journal (created if missing).") var data = JournalDefaults.directory
     @Option(help: "When journal writes are made durable: batch, never, or an interval such as 20ms or 1s.")
     var fsync = "20ms"
@@ -147,12 +147,12 @@ struct HubCommand: AsyncParsableCommand {
             }
         }
         guard cluster == nil || name != nil else { throw ValidationError("--cluster needs --name (this hub's name in it)") }
-        guard name == nil || cluster != nil || store != nil else { throw ValidationError("--name goes with --cluster or --store") }
-        if let store {
-            do { _ = try StoreAddress(store, passwordFile: storePasswordFile) } catch { throw ValidationError(error.description) }
-            guard !noJournal else { throw ValidationError("--store and --no-journal: the store is where boards go; choose one") }
+        guard name == nil || cluster != nil || stored.store != nil else { throw ValidationError("--name goes with --cluster or --store") }
+        guard stored.store == nil || !noJournal else {
+            throw ValidationError("--store and --no-journal: the store is where boards go; choose one")
         }
         guard leaseTimeout >= 1 && leaseTimeout <= 600 else { throw ValidationError("--lease-timeout must be 1 to 600 seconds") }
+        guard (16...1_048_576).contains(storeSnapshotKib) else { throw ValidationError("--store-snapshot-kib must be 16 to 1048576") }
         guard (key == nil) == (access == nil) else {
             throw ValidationError("--key and --access go together: the hub's key file and the access list")
         }
@@ -213,13 +213,13 @@ struct HubCommand: AsyncParsableCommand {
         }
         configuration.security = try serverSecurity(key: key, access: access)
         var storeConfiguration: BoardStoreConfiguration? = nil
-        if let store {
-            let address = try StoreAddress(store, passwordFile: storePasswordFile)
+        if let address = try stored.address() {
             let ingestEndpoint = configuration.ingestEndpoint
             var settings = BoardStoreConfiguration(
                 address: address, hubName: name ?? "\(ProcessInfo.processInfo.hostName)/\(ingestEndpoint)",
                 endpoints: [configuration.ingestEndpoint, configuration.publishEndpoint, configuration.snapshotEndpoint].joined(separator: " "))
             settings.leaseTimeout = Duration(secondsValue: leaseTimeout)
+            settings.snapshotEveryBytes = storeSnapshotKib << 10
             storeConfiguration = settings
         } else if !noJournal {
             var journal = JournalConfiguration(directory: data)

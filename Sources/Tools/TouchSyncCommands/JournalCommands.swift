@@ -6,6 +6,7 @@ import TouchSyncHub
 import TouchSyncHubCore
 import TouchSyncJournal
 import TouchSyncLoad
+import TouchSyncStore
 import UnixSignals
 import ZeroMQ
 
@@ -14,7 +15,7 @@ struct ReplayCommand: AsyncParsableCommand {
         commandName: "replay",
         abstract: "Republish a recorded board with its original timing, for spectators and subscribers.",
         discussion: """
-            Reads the board from a hub's journal (--data) and publishes it on a publish and \
+            Reads the board from a hub's journal (--data) or the board store (--store) and publishes it on a publish and \
             a snapshot endpoint that speak the hub's protocol, so `touchsync spectate \
             --publish … --snapshot …` (or any subscriber) attaches as to a live board. \
             Times are seconds into the recording; seeking starts from the nearest \
@@ -23,6 +24,7 @@ struct ReplayCommand: AsyncParsableCommand {
             """)
 
     @Option(help: "The journal folder (a hub's --data).") var data = JournalDefaults.directory
+    @OptionGroup var stored: BoardStoreOptions
     @Option(help: "The board to replay.") var board: String
     @Option(help: "Time scale (2: twice as fast), or max.") var speed = "1"
     @Option(parsing: .unconditional, help: "Start this many seconds into the recording.") var from = 0.0
@@ -64,6 +66,14 @@ struct ReplayCommand: AsyncParsableCommand {
         configuration.security = try serverSecurity(key: key, access: access)
         let history: LoadedHistory
         do {
+            if stored.store != nil {
+                history = try await stored.history(board: board, data: data, logger: logger)
+                let length = Double(history.endTime - history.firstTime) / 1e6
+                guard from <= length else {
+                    throw CommandFailure(
+                        "--from \(from) s is past the end of the recording of \"\(board)\", which is \(String(format: "%.2f", length)) s long")
+                }
+            } else {
             let recorded = try BoardHistory.open(dataDirectory: data, board: board)
             let first = try recorded.load(from: nil)
             let length = Double(first.endTime - first.firstTime) / 1e6
@@ -73,6 +83,7 @@ struct ReplayCommand: AsyncParsableCommand {
             }
             // Seek: start from the newest checkpoint at or before --from.
             history = from > 0 ? try recorded.load(from: first.firstTime + Int64(from * 1e6)) : first
+            }
         } catch let failure as CommandFailure {
             throw failure
         } catch {
@@ -89,7 +100,7 @@ struct ReplayCommand: AsyncParsableCommand {
             throw CommandFailure(error.description)
         }
         let span = Double(history.endTime - history.firstTime) / 1e6
-        emit("replaying board \"\(board)\" from \(data): \(replay.total) batches, \(String(format: "%.1f", span)) s recorded, speed \(speed)")
+        emit("replaying board \"\(board)\" from \(try stored.address()?.description ?? data): \(replay.total) batches, \(String(format: "%.1f", span)) s recorded, speed \(speed)")
         emit("  subscribers \(endpoints.publish)")
         emit("  snapshots   \(endpoints.snapshot)")
         if !now { emit("waiting for the first subscriber (touchsync spectate --board \(board) --publish \(endpoints.publish) --snapshot \(endpoints.snapshot))") }
@@ -147,9 +158,14 @@ struct CompactCommand: AsyncParsableCommand {
             a checkpoint can go without changing what replay shows from that checkpoint on. \
             Safe while the hub runs: the newest segment, which it appends to, is never \
             touched. Segments roll over at the hub's --segment-mib.
+
+            With --store the board store is compacted instead: each board's batches and \
+            snapshots before its newest snapshot are deleted (the hub writes one every \
+            4 MiB of batches), so history is kept from that snapshot on.
             """)
 
     @Option(help: "The journal folder (a hub's --data).") var data = JournalDefaults.directory
+    @OptionGroup var stored: BoardStoreOptions
     @Option(help: "The board to compact (default: every board).") var board: String?
     @Option(parsing: .unconditional, help: "Keep history from the newest checkpoint at or before this many seconds into the recording (default: the newest checkpoint).")
     var before: Double?
@@ -164,6 +180,20 @@ struct CompactCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.logger("touchsync.compact")
+        if let address = try stored.address() {
+            guard before == nil else { throw CommandFailure("--before reads journal checkpoints: the store keeps history from its newest snapshot") }
+            do {
+                var boards = board.map { [$0] } ?? []
+                if board == nil { boards = try await BoardStoreHistory.boards(address: address, logger: logger) }
+                for name in boards {
+                    let removed = try await BoardStoreHistory.compact(address: address, board: name, logger: logger)
+                    emit("\(name): \(removed.batches) batch(es) and \(removed.snapshots) snapshot(s) removed")
+                }
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+            return
+        }
         do {
             let boards = try board.map { [$0] } ?? BoardHistory.boards(in: data)
             for name in boards {

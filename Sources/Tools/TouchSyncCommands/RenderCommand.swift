@@ -15,7 +15,7 @@ struct RenderCommand: AsyncParsableCommand {
             Accepted strokes are drawn solid, strokes in progress at half opacity, and a \
             light gray spot marks each live touch, with each stroke's colour and width. \
             Without --data the board is taken live from a hub (a snapshot). With --data it \
-            is read from the journal, at --at seconds into the recording (default: its end). \
+            is read from the journal (with --store from the board store), at --at seconds into the recording (default: its end). \
             --frames DIR --fps N renders a time-lapse of a recording as numbered frames. \
             A .png output needs rsvg-convert (apt-get install librsvg2-bin); it is converted \
             through a temporary SVG, which is not kept. Without --output the image goes to \
@@ -26,6 +26,7 @@ struct RenderCommand: AsyncParsableCommand {
     @Option(help: "The board to draw.") var board: String
     @OptionGroup var hub: SubscriberAddressOptions
     @Option(help: "Read the board from this journal folder instead of a live hub.") var data: String?
+    @OptionGroup var stored: BoardStoreOptions
     @Option(parsing: .unconditional, help: "Seconds into the recording (with --data; default: the end).") var at: Double?
     @Option(name: .shortAndLong, help: "The image to write: a .svg or .png file (default: BOARD.svg).") var output: String?
     @Option(help: "Render a time-lapse into this folder as frame-000001.svg, … (with --data).") var frames: String?
@@ -36,7 +37,10 @@ struct RenderCommand: AsyncParsableCommand {
 
     func validate() throws {
         try validateBoard(board)
-        if at != nil || frames != nil, data == nil { throw ValidationError("--at and --frames read a journal: give --data") }
+        if at != nil || frames != nil, data == nil && stored.store == nil {
+            throw ValidationError("--at and --frames read a recording: give --data or --store")
+        }
+        if data != nil && stored.store != nil { throw ValidationError("give either --data or --store") }
         if let at, !(at >= 0) || !at.isFinite { throw ValidationError("--at must be a number of seconds, 0 or more") }
         guard fps > 0 && fps <= 240 else { throw ValidationError("--fps must be above 0 and at most 240") }
         if frames != nil && output != nil { throw ValidationError("give either --output or --frames") }
@@ -57,13 +61,8 @@ struct RenderCommand: AsyncParsableCommand {
         let hub = try self.hub.resolved(board: board)
         var renderer = BoardRenderer()
         if let size, let (width, height) = Self.parseSize(size) { renderer.canvas = (width, height) }
-        if let data {
-            let history: LoadedHistory
-            do {
-                history = try BoardHistory.open(dataDirectory: data, board: board).load()
-            } catch {
-                throw CommandFailure("\(error)")
-            }
+        if data != nil || stored.store != nil {
+            let history = try await stored.history(board: board, data: data ?? "", logger: logging.logger("touchsync.render"))
             for damage in history.damage { emit("warning: \(damage); the recording ends there") }
             if let frames {
                 try renderTimeLapse(history, into: frames, renderer: renderer)

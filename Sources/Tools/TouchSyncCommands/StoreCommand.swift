@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import Logging
+import TouchSyncJournal
 import TouchSyncStore
 
 /// `touchsync store`: the PostgreSQL board store's schema.
@@ -62,6 +64,34 @@ struct StoreCommand: AsyncParsableCommand {
                 let status = try await admin.check()
                 emit("\(address): schema version \(status.version); \(status.boards) board(s), \(status.batches) batch(es), \(status.liveHubs) live hub(s)")
             }
+        }
+    }
+}
+
+/// `--store URL` where a command may read or keep boards in the board store
+/// instead of a journal folder (hub, replay, render, compact).
+struct BoardStoreOptions: ParsableArguments {
+    @Option(help: "The PostgreSQL board store, postgres://USER@HOST:PORT/DATABASE[?sslmode=disable|prefer|require], instead of a journal folder.")
+    var store: String?
+    @Option(help: "A file holding the store's password (default: PGPASSWORD).") var storePasswordFile: String?
+
+    func validate() throws {
+        do { _ = try address() } catch { throw ValidationError(error.description) }
+    }
+
+    /// The store's address (nil: no --store).
+    func address() throws(StoreError) -> StoreAddress? {
+        guard let store else { return nil }
+        return try StoreAddress(store, passwordFile: storePasswordFile)
+    }
+
+    /// A board's recorded history: from the store with --store, else from the journal folder `data`.
+    func history(board: String, data: String, logger: Logger) async throws -> LoadedHistory {
+        do {
+            if let address = try address() { return try await BoardStoreHistory.load(address: address, board: board, logger: logger) }
+            return try BoardHistory.open(dataDirectory: data, board: board).load()
+        } catch {
+            throw CommandFailure("\(error)")
         }
     }
 }
