@@ -11,10 +11,10 @@ struct StoreHubTests {
         let endpoints: [String]
 
         init(server: PostgresServer, name: String, leaseTimeout: Double = 5, snapshotKib: Int = 4096) throws {
-            endpoints = try ProcessTests.freePorts(3).map { "tcp://127.0.0.1:\($0)" }
+            endpoints = try ProcessTests.freePorts(4).map { "tcp://127.0.0.1:\($0)" }
             arguments = [
                 "hub", "--store", server.url, "--name", name, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot",
-                endpoints[2], "--journal-retry", "1", "--lease-timeout", "\(leaseTimeout)", "--store-snapshot-kib", "\(snapshotKib)",
+                endpoints[2], "--history", endpoints[3], "--journal-retry", "1", "--lease-timeout", "\(leaseTimeout)", "--store-snapshot-kib", "\(snapshotKib)",
             ]
         }
 
@@ -80,6 +80,16 @@ struct StoreHubTests {
             #expect(figures["lost"] as? Int == 0 && figures["duplicated"] as? Int == 0, "\(figures)")
             #expect(figures["converged"] as? Bool == true)
             let digest = try #require((figures["board_digests"] as? [String: String])?["load-31-0"])
+
+            // A spectator from the beginning: the hub's history endpoint reads the store.
+            let spectate = try await touchsync(
+                ["spectate", "--board", "load-31-0", "--from-beginning", "--json", "--duration", "1", "--history", hub.endpoints[3]]
+                    + hub.client.dropFirst(2))
+            #expect(spectate.status == 0, "\(spectate.errors)")
+            let events = spectate.output.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            let sequences = events.filter { $0["event"] as? String == "replayed" }.compactMap { $0["sequence"] as? Int }
+            #expect(!sequences.isEmpty && sequences == Array(1...sequences.count))
+            #expect(events.first { $0["event"] as? String == "replay_done" }?["digest"] as? String == digest)
 
             kill(process.processIdentifier, SIGKILL)
             await process.exited()

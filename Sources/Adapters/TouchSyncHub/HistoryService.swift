@@ -1,18 +1,27 @@
+import Dispatch
 import Glibc
+import Synchronization
 import TouchSyncAccess
 import Logging
 import TouchSyncCore
 import TouchSyncJournal
+import TouchSyncStore
 import TouchSyncWire
 import ZeroMQ
 
-/// Serves boards' recorded histories from the journal on the hub's history
+/// Where recorded histories are read from.
+enum HistorySource: Sendable {
+    case journal(dataDirectory: String)
+    case store(StoreAddress)
+}
+
+/// Serves boards' recorded histories from the journal (or the board store) on the hub's history
 /// endpoint (a ROUTER), on a thread of its own so that reading files never
 /// stalls the hub loop. It only reads: the journal is safe to read while the
 /// hub appends (a record still being written reads as a torn tail and is
 /// simply not sent yet).
 final class HistoryService {
-    private let dataDirectory: String
+    private let source: HistorySource
     private let socket: ZMQSocket
     private let mailbox: Mailbox<StopCommand>
     private let logger: Logger
@@ -25,11 +34,11 @@ final class HistoryService {
     private let access: AccessControl?
 
     init(
-        dataDirectory: String, endpoint: String, context: ZMQContext, mailbox: Mailbox<StopCommand>, logger: Logger,
+        source: HistorySource, endpoint: String, context: ZMQContext, mailbox: Mailbox<StopCommand>, logger: Logger,
         access: AccessControl? = nil
     ) throws {
         self.access = access
-        self.dataDirectory = dataDirectory
+        self.source = source
         self.mailbox = mailbox
         self.logger = logger
         socket = try ZMQSocket(context, type: .router)
@@ -151,6 +160,7 @@ final class HistoryService {
     /// The last history loaded, and the sizes of the segments it was read
     /// from: requests for the same board while nothing was appended share it
     /// (reading a long journal is the costly part; a flood of requests must not repeat it).
+    /// The last history read, with what it was read from (the journal's segment sizes, or the store's batch count and last sequence).
     private var cached: (board: String, sizes: [Int], history: LoadedHistory)? = nil
     private var waiting: [(peer: [UInt8], requester: [UInt8], request: Touchsync_V1_HistoryRequest)] = []
 
@@ -235,7 +245,9 @@ final class HistoryService {
             history = try load(request.board)
         } catch {
             // A board nobody has drawn on yet has no journal: it is empty, at sequence 0.
-            if case .invalid = error {
+            if case JournalError.invalid = error {
+                sendEmpty(to: peer, request: request)
+            } else if case StoreError.noBoard = error {
                 sendEmpty(to: peer, request: request)
             } else {
                 sendError(to: peer, requestID: request.requestID, code: .internalError, "\(error)")
@@ -254,7 +266,8 @@ final class HistoryService {
                 lastProgress: now))
     }
 
-    private func load(_ board: String) throws(JournalError) -> LoadedHistory {
+    private func load(_ board: String) throws -> LoadedHistory {
+        guard case .journal(let dataDirectory) = source else { return try loadFromStore(board) }
         let journal = try BoardHistory.open(dataDirectory: dataDirectory, board: board)
         let sizes = journal.segments.map { segment in
             var status = stat()
@@ -264,6 +277,31 @@ final class HistoryService {
         let history = try journal.load()
         cached = (board, sizes, history)
         return history
+    }
+
+    /// The store is read on this thread, waiting as it waits for files (the
+    /// hub loop never does): an async read bridged by a semaphore.
+    private func loadFromStore(_ board: String) throws -> LoadedHistory {
+        guard case .store(let address) = source else { preconditionFailure("not a store") }
+        let logger = logger
+        let shape = try blockingWait { try await BoardStoreHistory.shape(address: address, board: board, logger: logger) }
+        if let cached, cached.board == board, cached.sizes == shape { return cached.history }
+        let history = try blockingWait { try await BoardStoreHistory.load(address: address, board: board, logger: logger) }
+        cached = (board, shape, history)
+        return history
+    }
+
+    private func blockingWait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+        let result = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let outcome: Result<T, any Error>
+            do { outcome = .success(try await body()) } catch { outcome = .failure(error) }
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        done.wait()
+        return try result.withLock { $0! }.get()
     }
 
     private func sendEmpty(to peer: [UInt8], request: Touchsync_V1_HistoryRequest) {

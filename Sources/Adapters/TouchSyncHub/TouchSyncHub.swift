@@ -164,14 +164,16 @@ public final class TouchSyncHub: Service {
         // history service first (its own thread and socket, so reading files
         // never stalls the loop), then the loop's three sockets.
         var history: (mailbox: Mailbox<StopCommand>, thread: SocketThread, endpoint: String)? = nil
-        if let journal = configuration.journal {
+        let historySource: HistorySource? =
+            store.map { .store($0.address) } ?? configuration.journal.map { .journal(dataDirectory: $0.directory) }
+        if let historySource {
             let historyMailbox = try Mailbox<StopCommand>()
             let historyThread = SocketThread(name: "touchsync-history")
             let endpoint: String
             do {
                 endpoint = try await historyThread.start {
                 let service = try HistoryService(
-                    dataDirectory: journal.directory, endpoint: configuration.historyEndpoint, context: context,
+                    source: historySource, endpoint: configuration.historyEndpoint, context: context,
                     mailbox: historyMailbox, logger: logger, access: access)
                 return (service.endpoint, service.run)
                 }

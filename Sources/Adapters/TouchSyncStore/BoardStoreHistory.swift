@@ -50,7 +50,7 @@ public enum BoardStoreHistory {
                     logger: logger
                 ).collect()
                 guard let bytes = try rows.first?.decode(ByteBuffer.self) else {
-                    if batches.isEmpty { throw StoreError.refused("board \"\(board)\" is not in the store") }
+                    if batches.isEmpty { throw StoreError.noBoard(board) }
                     throw StoreError.refused("board \"\(board)\": no snapshot at batch \(base ?? 0), where its kept batches start")
                 }
                 guard case .checkpoint(let state, let hubTime, _) = try BoardStoreLoader.decode(bytes, limits: limits) else {
@@ -79,6 +79,23 @@ public enum BoardStoreHistory {
                 history.batches.append(RecordedBatch(batch))
             }
             return history
+        }
+    }
+
+    /// What a cached history was read from: its batch count and last
+    /// sequence, and its snapshot count (any write or compaction changes it).
+    public static func shape(address: StoreAddress, board: String, logger: Logger) async throws(StoreError) -> [Int] {
+        try await address.withConnection(logger: logger) { connection in
+            let row = try await connection.query(
+                """
+                SELECT (SELECT count(*) FROM touchsync_batches WHERE board = \(board)),
+                    (SELECT coalesce(max(sequence), 0) FROM touchsync_batches WHERE board = \(board)),
+                    (SELECT count(*) FROM touchsync_snapshots WHERE board = \(board))
+                """, logger: logger
+            ).collect().first
+            guard let row else { return [] }
+            let (batches, last, snapshots) = try row.decode((Int64, Int64, Int64).self)
+            return [Int(batches), Int(last), Int(snapshots)]
         }
     }
 

@@ -59,6 +59,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case refused(String)
     case notMigrated(found: Int?, expected: Int)
     case newerSchema(found: Int, known: Int)
+    /// The store holds nothing of this board.
+    case noBoard(String)
 
     public var description: String {
         switch self {
@@ -69,6 +71,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
             "the board store's schema is at version \(found.map(String.init) ?? "none"), this hub needs \(expected): run `touchsync store migrate --store URL`"
         case .newerSchema(let found, let known):
             "the board store's schema is at version \(found), newer than this touchsync knows (\(known)): upgrade touchsync"
+        case .noBoard(let board): "board \"\(board)\" is not in the store"
         }
     }
 }

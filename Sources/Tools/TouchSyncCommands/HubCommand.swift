@@ -48,7 +48,7 @@ struct HubCommand: AsyncParsableCommand {
     @Option(help: "Endpoint for agents (ROUTER).") var ingest = "tcp://127.0.0.1:5570"
     @Option(help: "Endpoint for subscribers (XPUB).") var publish = "tcp://127.0.0.1:5571"
     @Option(help: "Endpoint for snapshot requests (ROUTER).") var snapshot = "tcp://127.0.0.1:5572"
-    @Option(help: "Endpoint for history requests (ROUTER; served when journaling).") var history = "tcp://127.0.0.1:5573"
+    @Option(help: "Endpoint for history requests (ROUTER; served when journaling or on a board store).") var history = "tcp://127.0.0.1:5573"
     @Flag(help: "Listen on every interface (tcp://*:5570, 5571, 5572, 5573) instead of loopback.") var `public` = false
     @Option(parsing: .unconditional, help: "Seconds of silence after which an agent is reported silent (its touches are kept, stalled).")
     var livenessTimeout = 3.0
