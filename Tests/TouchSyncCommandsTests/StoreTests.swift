@@ -131,6 +131,18 @@ struct StoreTests {
         let unreachable = try await touchsync(["store", "check", "--store", "postgres://me@127.0.0.1:\(nobody)/db"])
         #expect(unreachable.status == 1 && unreachable.errors.contains("cannot reach the board store"), "\(unreachable.errors)")
 
+        // The hub says the same, and refuses options that make no sense with a store.
+        let hub = try await touchsync(["hub", "--store", "postgres://me@127.0.0.1:\(nobody)/db", "--ingest", "tcp://127.0.0.1:\(try ProcessTests.freePorts(1)[0])"])
+        #expect(hub.status == 1 && hub.errors.contains("cannot reach the board store"), "\(hub.errors)")
+        let memory = try await touchsync(["hub", "--store", "postgres://me@127.0.0.1/db", "--no-journal"])
+        #expect(memory.status == 64 && memory.errors.contains("--store and --no-journal"), "\(memory.errors)")
+        let name = try await touchsync(["hub", "--store", "postgres://me@127.0.0.1/db", "--name", "a/b"])
+        #expect(name.status == 64 && name.errors.contains("--name must be 1 to 64"), "\(name.errors)")
+        let lease = try await touchsync(["hub", "--store", "postgres://me@127.0.0.1/db", "--lease-timeout", "0"])
+        #expect(lease.status == 64 && lease.errors.contains("--lease-timeout must be 1 to 600"), "\(lease.errors)")
+        let render = try await touchsync(["render", "--board", "b", "--store", "postgres://me@127.0.0.1/db", "--data", "d"])
+        #expect(render.status == 64 && render.errors.contains("either --data or --store"), "\(render.errors)")
+
         let server = try await PostgresServer()
         let missing = try await touchsync(["store", "migrate", "--store", "postgres://touchsync@127.0.0.1:\(server.port)/nosuchdb"])
         await server.stop()

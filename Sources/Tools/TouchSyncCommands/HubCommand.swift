@@ -92,7 +92,7 @@ struct HubCommand: AsyncParsableCommand {
     var metricsBoardLabels = false
     @Option(help: "A cluster file (boards sharded over hubs): hold only the boards it gives to --name, refuse others with WRONG_HUB.")
     var cluster: String?
-    @Option(help: "This hub's name in the cluster file, or in the board store (default there: HOSTNAME/INGEST-ENDPOINT).")
+    @Option(help: "This hub's name in the cluster file, or in the board store (default there: HOSTNAME-INGESTPORT).")
     var name: String?
     @OptionGroup var stored: BoardStoreOptions
     @Option(parsing: .unconditional, help: "Seconds a board's lease in the store lasts unless renewed (renewed every quarter of it); another hub may take the board after it.")
@@ -148,6 +148,7 @@ struct HubCommand: AsyncParsableCommand {
         }
         guard cluster == nil || name != nil else { throw ValidationError("--cluster needs --name (this hub's name in it)") }
         guard name == nil || cluster != nil || stored.store != nil else { throw ValidationError("--name goes with --cluster or --store") }
+        if let name, !AccessList.isValidUserName(name) { throw ValidationError("--name must be 1 to 64 letters, digits, '-', '_' or '.'") }
         guard stored.store == nil || !noJournal else {
             throw ValidationError("--store and --no-journal: the store is where boards go; choose one")
         }
@@ -216,7 +217,7 @@ struct HubCommand: AsyncParsableCommand {
         if let address = try stored.address() {
             let ingestEndpoint = configuration.ingestEndpoint
             var settings = BoardStoreConfiguration(
-                address: address, hubName: name ?? "\(ProcessInfo.processInfo.hostName)/\(ingestEndpoint)",
+                address: address, hubName: name ?? Self.defaultStoreName(ingest: ingestEndpoint),
                 endpoints: [configuration.ingestEndpoint, configuration.publishEndpoint, configuration.snapshotEndpoint].joined(separator: " "))
             settings.leaseTimeout = Duration(secondsValue: leaseTimeout)
             settings.snapshotEveryBytes = storeSnapshotKib << 10
@@ -302,6 +303,16 @@ struct HubCommand: AsyncParsableCommand {
         try await group.run()
         await metricsEndpoint?.stop()
         emit("hub stopped")
+    }
+}
+
+extension HubCommand {
+    /// The host's name and the ingest port: the same after a restart on this
+    /// machine (so the hub takes its leases back at once), and a valid hub name.
+    static func defaultStoreName(ingest: String) -> String {
+        let host = String(ProcessInfo.processInfo.hostName.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }.prefix(40))
+        let port = ingest.split(separator: ":").last.map(String.init)?.filter(\.isNumber) ?? ""
+        return (host.isEmpty ? "hub" : host) + (port.isEmpty ? "" : "-" + port)
     }
 }
 
