@@ -197,6 +197,7 @@ let package = Package(
                 "TouchSyncAccess",
                 "TouchSyncCore",
                 "TouchSyncJournal",
+                "TouchSyncStore",
                 "TouchSyncWire",
                 "TouchSyncSimulation",
                 "TouchSyncHub",

@@ -118,4 +118,21 @@ public enum BoardStoreHistory {
             return (batches, snapshots)
         }
     }
+
+    /// The bytes of the boards' batch rows (`pg_column_size`: columns and tuple headers; no index or page overhead).
+    package static func batchRowBytes(address: StoreAddress, boards: [String], logger: Logger) async throws(StoreError) -> Int {
+        try await address.withConnection(logger: logger) { connection in
+            let rows = try await connection.query(
+                "SELECT sum(pg_column_size(t.*))::bigint FROM touchsync_batches t WHERE board = ANY(\(boards))", logger: logger
+            ).collect()
+            return Int(try rows.first?.decode(Int64?.self) ?? 0)
+        }
+    }
+
+    /// Deletes the boards and everything of theirs (benchmarks clean up with it).
+    package static func remove(address: StoreAddress, boards: [String], logger: Logger) async throws(StoreError) {
+        try await address.withConnection(logger: logger) { connection in
+            try await connection.query("DELETE FROM touchsync_boards WHERE board = ANY(\(boards))", logger: logger)
+        }
+    }
 }

@@ -15,6 +15,10 @@ public struct BoardStoreConfiguration: Sendable {
     public var endpoints: String
     /// A lease not renewed for this long is free for another hub. Default 5 s.
     public var leaseTimeout: Duration = .seconds(5)
+    /// At most this many batches go into one commit (the rest into the
+    /// next): a store that comes back after an outage gets bounded
+    /// statements. Default 4,096.
+    public var maxBatchesPerCommit = 4096
     /// A board gets a compacted snapshot once this many bytes of batches
     /// were stored since its last one (it then loads from the snapshot plus
     /// the batches after it). Default 4 MiB.
@@ -163,14 +167,20 @@ public final class BoardStoreWriter: Sendable {
 
     private func nextWork() async -> Inbox {
         while true {
+            let limit = configuration.maxBatchesPerCommit
             let taken = inbox.withLock { inbox -> Inbox? in
                 guard inbox.hasWork else { return nil }
-                defer {
+                var taken = inbox
+                if inbox.appends.count > limit {
+                    taken.appends = Array(inbox.appends[..<limit])
+                    taken.stopping = false  // stops once the rest is committed too
+                    inbox.appends.removeFirst(limit)
+                } else {
                     inbox.appends.removeAll(keepingCapacity: true)
-                    inbox.restarts.removeAll()
-                    inbox.renewDue = false
                 }
-                return inbox
+                inbox.restarts.removeAll()
+                inbox.renewDue = false
+                return taken
             }
             if let taken { return taken }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -1,11 +1,12 @@
 import ArgumentParser
 import Foundation
 import TouchSyncLoad
+import TouchSyncStore
 
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Benchmarks: the model and codecs (default), the hub against bare libzmq (--transport), the journal (--journal).",
+        abstract: "Benchmarks: the model and codecs (default), the hub against bare libzmq (--transport), the journal (--journal), the board store (--store URL).",
         discussion: "Build with -c release for meaningful figures (make bench does). Figures go to docs/performance.md.")
 
     @Option(parsing: .unconditional, help: "Input events (frames) in the workload.") var frames = 200_000
@@ -24,6 +25,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Instead: the journal (write throughput per fsync policy, recovery, replay at full speed, late-join snapshot).")
     var journal = false
     @Option(parsing: .unconditional, help: "With --journal: samples on the large board.") var boardSamples = 1_000_000
+    @OptionGroup(title: "The board store") var stored: BoardStoreOptions
+    @Option(parsing: .unconditional, help: "With --store: boards written at once.") var storeBoards = 20
     @Flag(help: "Instead: fan-out: one board to 10, 100 and 300 subscribers, on the hub itself, through 1 relay, through 4 (the hub's CPU per batch).")
     var fanout = false
     @Flag(help: ArgumentHelp("Moved: the browser benchmark is its own tool, touchsync-browser-bench.", visibility: .hidden))
@@ -31,6 +34,7 @@ struct BenchCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
+        guard (1...1000).contains(storeBoards) else { throw ValidationError("--store-boards must be 1 to 1000") }
         guard !browser else {
             throw ValidationError(
                 "the browser benchmark drives Chromium, which the touchsync CLI does not carry: run `swift run -c release touchsync-browser-bench` (--help for its options)")
@@ -48,6 +52,10 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if journal {
             try await runJournal()
+            return
+        }
+        if let address = try stored.address() {
+            try await runStore(address)
             return
         }
         if fanout {
@@ -159,5 +167,32 @@ struct BenchCommand: AsyncParsableCommand {
         emit(
             "  late join (snapshot of the whole board from a hub, 3 subscribers one after another): "
                 + figures.lateJoinSeconds.map { String(format: "%.1f ms", $0 * 1000) }.joined(separator: ", "))
+    }
+
+    func runStore(_ address: StoreAddress) async throws {
+        #if DEBUG
+        emit("warning: this is a debug build; run it from a release build for real figures")
+        #endif
+        var benchmark = StoreBenchmark(address: address)
+        benchmark.boards = storeBoards
+        benchmark.samplesPerBoard = max(1000, boardSamples / 10)
+        let figures: StoreBenchmark.Figures
+        do {
+            figures = try await benchmark.run(logger: logging.logger("touchsync.bench")) { emit("  " + $0) }
+        } catch let error as StoreError {
+            throw CommandFailure(error.description)
+        }
+        emit("board store \(address): \(figures.samples) samples in \(figures.batches) batches over \(storeBoards) boards")
+        for write in figures.writes {
+            emit(
+                String(
+                    format: "  %@: %d batches in %.3f s = %.0f batches/s, %.0f samples/s, %d commits (%.1f batches each)",
+                    write.target, write.batches, write.seconds, Double(write.batches) / write.seconds,
+                    Double(write.samples) / write.seconds, write.commits, Double(write.batches) / Double(max(write.commits, 1))))
+        }
+        emit(
+            String(
+                format: "  kept: %.2f bytes per sample in the store's batch rows, %.2f in the journal's batch records",
+                figures.storeBytesPerSample, figures.journalBytesPerSample))
     }
 }

@@ -1,0 +1,170 @@
+import Foundation
+import Logging
+import Synchronization
+import TouchSyncCore
+import TouchSyncJournal
+import TouchSyncStore
+
+/// The board store's write figures (issue 25): how many samples one hub's
+/// writer commits per second into PostgreSQL with group commit, beside the
+/// file journal with fsync per batch and per 20 ms on the same batches in the
+/// same run, and the bytes the store keeps per sample.
+///
+/// The producer stands in for a hub at saturation: each turn it hands one
+/// batch per board to the writer, and it keeps at most `window` batches
+/// uncommitted (agents stop sending when their window is full of
+/// unacknowledged frames).
+public struct StoreBenchmark: Sendable {
+    public var address: StoreAddress
+    /// Samples in the recording written to each board. Default 100,000.
+    public var samplesPerBoard = 100_000
+    /// Boards written at once (each turn has a batch of each). Default 20.
+    public var boards = 20
+    /// Uncommitted batches the producer allows itself. Default 4,096.
+    public var window = 4096
+    /// Batches the fsync-per-batch journal writes (each waits for the disk). Default 2,000.
+    public var batchesWithFsyncEach = 2000
+    public var directory = NSTemporaryDirectory() + "touchsync-store-bench"
+
+    public init(address: StoreAddress) { self.address = address }
+
+    public struct Figures: Sendable {
+        public var samples: Int
+        public var batches: Int
+        /// Per target: what it wrote and how long it took.
+        public var writes: [(target: String, batches: Int, samples: Int, seconds: Double, commits: Int)]
+        /// The store's batch rows per stored sample (`pg_column_size` of each
+        /// row: its columns and tuple header; not the index or page overhead).
+        public var storeBytesPerSample: Double
+        /// The journal's batch records per sample.
+        public var journalBytesPerSample: Double
+    }
+
+    public func run(logger: Logger, progress: (String) -> Void) async throws -> Figures {
+        var journalBenchmark = JournalBenchmark()
+        journalBenchmark.boardSamples = samplesPerBoard
+        progress("recording a board of \(samplesPerBoard) samples (written to each of \(boards) boards)")
+        let recording = try journalBenchmark.record()
+        let samplesPerBatch = recording.batches.map(\.samples)
+        let agents = [AgentProgress(principal: UserNamespace("bench"), appliedThrough: 1, style: .default)]
+        let names = (0..<boards).map { "bench-\(UUID().uuidString.prefix(8))-\($0)" }
+        var writes: [(String, Int, Int, Double, Int)] = []
+        let clock = ContinuousClock()
+
+        // The store: a writer as the hub runs it, fed in turns of one batch per board.
+        var configuration = BoardStoreConfiguration(address: address, hubName: "bench-\(getpid())", endpoints: "bench")
+        configuration.snapshotEveryBytes = 64 << 20  // measure batches, not snapshots
+        let loaded = try await BoardStoreLoader.load(configuration: configuration, limits: BoardLimits(), logger: logger)
+        let committed = CommitCounter()
+        let writer = BoardStoreWriter(configuration: configuration, logger: logger) { reports in committed.take(reports) }
+        progress("writing \(recording.batches.count * boards) batches into the store (\(boards) boards)")
+        let start = clock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await writer.run(startingWith: loaded) }
+            var ticket: UInt64 = 0
+            for (index, batch) in recording.batches.enumerated() {
+                for name in names {
+                    ticket += 1
+                    writer.append(
+                        ticket: ticket, board: name, encodedBatch: batch.bytes, sequence: batch.sequence, hubTime: batch.time,
+                        agents: agents, state: recording.finalState)
+                }
+                if ticket > UInt64(window) || index == recording.batches.count - 1 {
+                    try await committed.wait(through: index == recording.batches.count - 1 ? ticket : ticket - UInt64(window))
+                }
+            }
+            writer.stop()
+            try await group.waitForAll()
+        }
+        let storeSeconds = (clock.now - start).seconds
+        let totalSamples = samplesPerBatch.reduce(0, +) * boards
+        writes.append(("store (group commit)", recording.batches.count * boards, totalSamples, storeSeconds, committed.commits))
+
+        // The same boards through the file journal, in this run.
+        try? FileManager.default.removeItem(atPath: directory)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for policy in [FsyncPolicy.interval(.milliseconds(20)), .everyBatch] {
+            var journalConfiguration = JournalConfiguration(directory: directory + "/\(policy)")
+            journalConfiguration.fsync = policy
+            journalConfiguration.segmentBytes = 1 << 30
+            let journal = try Journal(configuration: journalConfiguration, logger: logger)
+            let turns = policy == .everyBatch ? max(1, batchesWithFsyncEach / boards) : recording.batches.count
+            progress("writing \(turns * boards) batches into the journal with fsync \(policy)")
+            let start = clock.now
+            var syncs = 0
+            for batch in recording.batches[..<min(turns, recording.batches.count)] {
+                for name in names {
+                    try journal.append(
+                        board: name, encodedBatch: batch.bytes, sequence: batch.sequence, hubTime: batch.time, agents: agents,
+                        state: recording.finalState)
+                }
+                if try journal.syncIfDue(now: clock.now) { syncs += 1 }
+            }
+            try journal.sync()
+            let written = min(turns, recording.batches.count)
+            writes.append(
+                ("journal, fsync \(policy)", written * boards, samplesPerBatch[..<written].reduce(0, +) * boards, (clock.now - start).seconds,
+                    policy == .everyBatch ? written * boards : syncs + 1))
+            journal.close()
+        }
+
+        // What it costs to keep, and that it reads back as written.
+        let storeBytes = try await BoardStoreHistory.batchRowBytes(address: address, boards: names, logger: logger)
+        let history = try await BoardStoreHistory.load(address: address, board: names[0], logger: logger)
+        guard history.endState.digest == recording.finalState.digest else { throw JournalBenchmarkError("the store's board differs") }
+        progress("removing the benchmark's boards")
+        try await BoardStoreHistory.remove(address: address, boards: names, logger: logger)
+        let journalBytes = recording.batches.reduce(0) { $0 + $1.bytes.count + 8 + 4 }
+        return Figures(
+            samples: totalSamples, batches: recording.batches.count * boards,
+            writes: writes.map { (target: $0.0, batches: $0.1, samples: $0.2, seconds: $0.3, commits: $0.4) },
+            storeBytesPerSample: Double(storeBytes) / Double(totalSamples),
+            journalBytesPerSample: Double(journalBytes) / Double(samplesPerBatch.reduce(0, +)))
+    }
+}
+
+/// Commits reported by the writer, and a wait for one through a ticket.
+final class CommitCounter: Sendable {
+    private struct State {
+        var through: UInt64 = 0
+        var commits = 0
+        var failure: String? = nil
+        var waiter: (ticket: UInt64, continuation: CheckedContinuation<Void, any Error>)? = nil
+    }
+    private let state = Mutex(State())
+
+    var commits: Int { state.withLock { $0.commits } }
+
+    func take(_ reports: [BoardStoreReport]) {
+        let resume = state.withLock { state -> (CheckedContinuation<Void, any Error>, String?)? in
+            for report in reports {
+                switch report {
+                case .committed(let through):
+                    state.through = max(state.through, through)
+                    state.commits += 1
+                case .failed(let board, let reason): state.failure = "board \(board): \(reason)"
+                case .moved(let board, let owner): state.failure = "board \(board) moved to \(owner)"
+                case .restored: break
+                }
+            }
+            guard let waiter = state.waiter, state.through >= waiter.ticket || state.failure != nil else { return nil }
+            state.waiter = nil
+            return (waiter.continuation, state.failure)
+        }
+        if let (continuation, failure) = resume {
+            if let failure { continuation.resume(throwing: JournalBenchmarkError(failure)) } else { continuation.resume() }
+        }
+    }
+
+    func wait(through ticket: UInt64) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let ready = state.withLock { state -> Result<Void, any Error>? in
+                if let failure = state.failure { return .failure(JournalBenchmarkError(failure)) }
+                if state.through >= ticket { return .success(()) }
+                state.waiter = (ticket, continuation)
+                return nil
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+}
