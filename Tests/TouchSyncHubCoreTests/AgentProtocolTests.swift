@@ -8,10 +8,10 @@ import TouchSyncWire
 
 /// `AgentProtocol` (the agent's rules, no I/O) against `HubCore` in one
 /// process, on a manual clock, over a simulated link: each connection
-/// carries messages in order with a delay, loses what is in flight when it
-/// breaks, sometimes loses a message silently (a connection replaced
-/// underneath), and partitions for stretches that the agent must notice by
-/// its own time-outs. Afterwards every posted message is acknowledged, and
+/// carries messages with a delay, sometimes out of order or twice, loses
+/// what is in flight when it breaks, sometimes loses a message silently (a
+/// connection replaced underneath), and partitions for stretches that the
+/// agent must notice by its own time-outs. Afterwards every posted message is acknowledged, and
 /// the hub's board holds exactly the strokes a reference board reduced from
 /// the same stream: nothing lost, nothing applied twice.
 @Suite("AgentProtocol over a faulty link")
@@ -32,6 +32,8 @@ struct AgentProtocolTests {
                 (0..<16).map { _ in UInt8.random(in: 0...255) }
             }
             let loss = [0, 0.02, 0.1][Int(seed % 3)]
+            let duplication = [0, 0.05][Int(seed / 3 % 2)]
+            let reorders = seed / 6 % 2 == 1
             // The link: messages in flight each way, with the step they arrive at; a connection number.
             var toHub: [(due: Int, bytes: [UInt8])] = []
             var toAgent: [(due: Int, reply: Touchsync_V1_HubReply)] = []
@@ -68,6 +70,7 @@ struct AgentProtocolTests {
                     case .send(let bytes):
                         guard connected, Double.random(in: 0..<1, using: &random) >= loss else { continue }
                         toHub.append((step + Int(random.next() % 3), bytes))
+                        if Double.random(in: 0..<1, using: &random) < duplication { toHub.append((step + Int(random.next() % 4), bytes)) }
                     case .acknowledged(let count): acknowledged += count
                     case .refused(let sequence, let code, let message):
                         if code != .outOfOrder && code != .notWelcomed && code != .cannotResume {
@@ -84,10 +87,17 @@ struct AgentProtocolTests {
                 for reply in actions.replies(to: peer) {
                     guard connected, step >= partitionedUntil, Double.random(in: 0..<1, using: &random) >= loss else { continue }
                     toAgent.append((step + Int(random.next() % 3), reply.proto))
+                    if Double.random(in: 0..<1, using: &random) < duplication { toAgent.append((step + Int(random.next() % 4), reply.proto)) }
                 }
             }
 
             func deliver(step: Int) {
+                // Whatever is due arrives, in the order of when it is due: a
+                // later message with a shorter delay overtakes an earlier one.
+                if reorders {
+                    toHub = toHub.enumerated().sorted { ($0.element.due, $0.offset) < ($1.element.due, $1.offset) }.map(\.element)
+                    toAgent = toAgent.enumerated().sorted { ($0.element.due, $0.offset) < ($1.element.due, $1.offset) }.map(\.element)
+                }
                 while let first = toHub.first, first.due <= step {
                     toHub.removeFirst()
                     let request = first.bytes.withUnsafeBytes { AgentRequest.decode($0) }
