@@ -153,6 +153,7 @@ public final class BoardStoreWriter: Sendable {
     /// Commits until `stop()`; renews the leases and the hub's heartbeat every
     /// `leaseTimeout / 4`.
     public func run(startingWith loaded: BoardStoreLoader.Loaded) async {
+        let (snapshots, snapshotsDue) = AsyncStream.makeStream(of: SnapshotJob.self)
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
                 while !Task.isCancelled {
@@ -160,9 +161,32 @@ public final class BoardStoreWriter: Sendable {
                     post { $0.renewDue = true }
                 }
             }
-            await commitLoop(loaded)
+            // Compacted snapshots on a connection of their own: encoding and
+            // storing a large board takes a while, and no commit waits for it.
+            group.addTask { [self] in
+                var connection = StoreSession(address: configuration.address, logger: logger)
+                for await job in snapshots {
+                    do {
+                        try await storeSnapshot(job, connection: &connection)
+                    } catch {
+                        logger.warning("board snapshot not stored (the batches are)", metadata: ["board": "\(job.board)", "error": "\(error)"])
+                    }
+                }
+                await connection.close()
+            }
+            await commitLoop(loaded, snapshotsDue: snapshotsDue)
+            snapshotsDue.finish()
             group.cancelAll()
         }
+    }
+
+    /// A board's state to store as its snapshot, under the lease epoch it was committed with.
+    struct SnapshotJob: Sendable {
+        var board: String
+        var state: BoardState
+        var hubTime: Int64
+        var agents: [AgentProgress]
+        var epoch: Int64
     }
 
     private func nextWork() async -> Inbox {
@@ -194,14 +218,16 @@ public final class BoardStoreWriter: Sendable {
         }
     }
 
-    private func commitLoop(_ loaded: BoardStoreLoader.Loaded) async {
+    private func commitLoop(_ loaded: BoardStoreLoader.Loaded, snapshotsDue: AsyncStream<SnapshotJob>.Continuation) async {
         var boards = Boards(epochs: loaded.epochs, progress: loaded.progress)
         var connection = StoreSession(address: configuration.address, logger: logger)
         while true {
             let work = await nextWork()
             var reports: [BoardStoreReport] = []
             for restart in work.restarts { await self.restart(restart, boards: &boards, connection: &connection, into: &reports) }
-            if !work.appends.isEmpty { await commit(work.appends, boards: &boards, connection: &connection, into: &reports) }
+            if !work.appends.isEmpty {
+                await commit(work.appends, boards: &boards, connection: &connection, into: &reports) { snapshotsDue.yield($0) }
+            }
             if work.renewDue { await renew(boards: &boards, connection: &connection, into: &reports) }
             if !reports.isEmpty { report(reports) }
             if work.stopping { break }
@@ -212,7 +238,8 @@ public final class BoardStoreWriter: Sendable {
     /// One group: new boards' leases taken, then every batch inserted in one
     /// statement, fenced by epoch.
     private func commit(
-        _ appends: [Append], boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
+        _ appends: [Append], boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport],
+        snapshotDue: (SnapshotJob) -> Void
     ) async {
         let through = appends[appends.count - 1].ticket
         defer { reports.append(.committed(through: through)) }
@@ -275,20 +302,17 @@ public final class BoardStoreWriter: Sendable {
             // The lease moved: its epoch is no longer ours.
             await lost(board, boards: &boards, connection: &connection, into: &reports)
         }
-        var snapshotsDue: [String: Append] = [:]
-        for index in written where inserted[appends[index].board] != nil {
+        for (position, index) in written.enumerated() where inserted[appends[index].board] != nil {
             let append = appends[index]
             remember(append.agents, of: append.board, in: &boards)
-            boards.sinceSnapshot[append.board, default: 0] += records[written.firstIndex(of: index)!].readableBytes
-            if boards.sinceSnapshot[append.board]! >= configuration.snapshotEveryBytes { snapshotsDue[append.board] = append }
-        }
-        for (board, append) in snapshotsDue {
-            // Not needed for durability (the batches are in): a failure is only logged.
-            do {
-                try await storeSnapshot(board, state: append.state, hubTime: append.hubTime, boards: boards, connection: &connection)
-                boards.sinceSnapshot[board] = 0
-            } catch {
-                logger.warning("board snapshot not stored (the batches are)", metadata: ["board": "\(board)", "error": "\(error)"])
+            boards.sinceSnapshot[append.board, default: 0] += records[position].readableBytes
+            if boards.sinceSnapshot[append.board]! >= configuration.snapshotEveryBytes, let epoch = boards.epochs[append.board] {
+                // Not needed for durability (the batches are in): stored aside, a failure only logged.
+                boards.sinceSnapshot[append.board] = 0
+                snapshotDue(
+                    SnapshotJob(
+                        board: append.board, state: append.state, hubTime: append.hubTime,
+                        agents: boards.progress[append.board].map { Array($0.values) } ?? [], epoch: epoch))
             }
         }
     }
@@ -304,7 +328,10 @@ public final class BoardStoreWriter: Sendable {
                 guard boards.epochs[restart.board] != nil else { return }
             }
             let stored = try await storeSnapshot(
-                restart.board, state: restart.state, hubTime: restart.hubTime, boards: boards, connection: &connection)
+                SnapshotJob(
+                    board: restart.board, state: restart.state, hubTime: restart.hubTime,
+                    agents: boards.progress[restart.board].map { Array($0.values) } ?? [], epoch: boards.epochs[restart.board] ?? 0),
+                connection: &connection)
             guard stored else {
                 await lost(restart.board, boards: &boards, connection: &connection, into: &reports)
                 return
@@ -320,12 +347,9 @@ public final class BoardStoreWriter: Sendable {
     /// Inserts (or replaces) the board's snapshot at `state.sequence` if this
     /// hub still holds its lease; false: it does not.
     @discardableResult
-    private func storeSnapshot(
-        _ board: String, state: BoardState, hubTime: Int64, boards: Boards, connection: inout StoreSession
-    ) async throws(StoreError) -> Bool {
-        let agents = boards.progress[board].map { Array($0.values) } ?? []
-        let record = JournalRecordCodec.checkpointPayload(state: state, board: board, hubTime: hubTime, agents: agents)
-        let epoch = boards.epochs[board] ?? 0
+    private func storeSnapshot(_ job: SnapshotJob, connection: inout StoreSession) async throws(StoreError) -> Bool {
+        let (board, state, epoch) = (job.board, job.state, job.epoch)
+        let record = JournalRecordCodec.checkpointPayload(state: state, board: board, hubTime: job.hubTime, agents: job.agents)
         let rows = try await connection.query(
             """
             WITH held AS (

@@ -27,6 +27,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "With --journal: samples on the large board.") var boardSamples = 1_000_000
     @OptionGroup(title: "The board store") var stored: BoardStoreOptions
     @Option(parsing: .unconditional, help: "With --store: boards written at once.") var storeBoards = 20
+    @Option(parsing: .unconditional, help: "With --store: uncommitted batches the producer allows itself (as agents' windows bound a hub).")
+    var storeWindow = 4096
     @Flag(help: "Instead: fan-out: one board to 10, 100 and 300 subscribers, on the hub itself, through 1 relay, through 4 (the hub's CPU per batch).")
     var fanout = false
     @Flag(help: ArgumentHelp("Moved: the browser benchmark is its own tool, touchsync-browser-bench.", visibility: .hidden))
@@ -35,6 +37,7 @@ struct BenchCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...1000).contains(storeBoards) else { throw ValidationError("--store-boards must be 1 to 1000") }
+        guard (1...1_000_000).contains(storeWindow) else { throw ValidationError("--store-window must be 1 to 1000000") }
         guard !browser else {
             throw ValidationError(
                 "the browser benchmark drives Chromium, which the touchsync CLI does not carry: run `swift run -c release touchsync-browser-bench` (--help for its options)")
@@ -175,6 +178,7 @@ struct BenchCommand: AsyncParsableCommand {
         #endif
         var benchmark = StoreBenchmark(address: address)
         benchmark.boards = storeBoards
+        benchmark.window = storeWindow
         benchmark.samplesPerBoard = max(1000, boardSamples / 10)
         let figures: StoreBenchmark.Figures
         do {
@@ -182,7 +186,7 @@ struct BenchCommand: AsyncParsableCommand {
         } catch let error as StoreError {
             throw CommandFailure(error.description)
         }
-        emit("board store \(address): \(figures.samples) samples in \(figures.batches) batches over \(storeBoards) boards")
+        emit("board store \(address): \(figures.samples) samples in \(figures.batches) batches over \(storeBoards) boards, window \(storeWindow)")
         for write in figures.writes {
             emit(
                 String(
