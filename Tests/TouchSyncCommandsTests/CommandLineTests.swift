@@ -17,6 +17,11 @@ func touchsync(_ arguments: [String], in folder: String? = nil, limit: Double = 
     return try await runToEnd(ProcessTests.binary.path, arguments, limit: limit)
 }
 
+/// `touchsync` run to its end inside network namespace `namespace` (a test host).
+func touchsync(_ arguments: [String], inNamespace namespace: String, limit: Double = 60) async throws -> Outcome {
+    try await runToEnd("/usr/bin/env", ["ip", "netns", "exec", namespace, ProcessTests.binary.path] + arguments, limit: limit)
+}
+
 /// Runs `executable` to its end (killed after `limit` seconds), reading both its outputs.
 func runToEnd(_ executable: String, _ arguments: [String], limit: Double = 60) async throws -> Outcome {
     let output = try ChildOutput()

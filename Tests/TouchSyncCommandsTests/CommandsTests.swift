@@ -329,8 +329,8 @@ final class ChildProcesses {
     /// "Ctrl-C stops it.", which comes once SIGINT and SIGTERM reach its
     /// handlers; returns what it printed so far. Fails with that text if it
     /// exits first.
-    func startHub(_ arguments: [String], fileLimit: Int? = nil) async throws -> (Child, ChildOutput, String) {
-        let (hub, output) = try run(arguments, fileLimit: fileLimit)
+    func startHub(_ arguments: [String], fileLimit: Int? = nil, namespace: String? = nil) async throws -> (Child, ChildOutput, String) {
+        let (hub, output) = try run(arguments, namespace: namespace, fileLimit: fileLimit)
         var text = ""
         // Blocks until the hub writes or exits (the watchdog bounds a hang).
         while !text.contains("Ctrl-C stops it.") {

@@ -252,3 +252,78 @@ struct StoreHubTests {
         }
     }
 }
+
+/// A hub cut off from the store while its agents still reach it (two test
+/// hosts: the hub, its agent and a spectator on one; PostgreSQL on the
+/// other; the link between them cut). It stops acknowledging and publishing
+/// at once, its lease lapses, a second hub on the store's side takes the
+/// board under a new epoch; when the link returns, the first hub's next
+/// commit or renewal finds the epoch moved and ends the board there with
+/// WRONG_HUB. In the store the two epochs never interleave, and the first
+/// hub never published a batch the store does not hold.
+@Suite("Board store: partitions", .timeLimit(.minutes(3)))
+struct StorePartitionTests {
+    @Test(.enabled(if: isRoot, "creating network namespaces needs root"))
+    func aHubCutOffFromTheStoreNeverWritesBesideItsSuccessor() async throws {
+        let network = try NamespacePair(tag: "st", subnet: 123)
+        defer { network.remove() }
+        let server = try await PostgresServer(namespace: network.agents, host: "10.77.123.2")
+        do { try await partition(network: network, server: server) } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
+    private func partition(network: NamespacePair, server: PostgresServer) async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        func count(_ query: String) async throws -> Int {
+            let outcome = try await server.sql(query)
+            guard let value = Int(outcome.output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw TestFailure("\(query): \(outcome.output) \(outcome.errors)")
+            }
+            return value
+        }
+        let a = try StoreHubTests.StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
+        _ = try await children.startHub(a.arguments, namespace: network.hub)
+        let (spectator, spectatorOutput) = try children.run(
+            ["spectate", "--board", "cut", "--json", "--duration", "20"] + a.client.dropFirst(2), namespace: network.hub)
+        let (draw, drawOutput) = try children.run(["draw", "--board", "cut", "--seconds", "12"] + a.client, namespace: network.hub)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try await count("SELECT count(*) FROM touchsync_batches WHERE board = 'cut'") < 20, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try network.link(up: false)
+        // Past the 2 s lease: the store's side may take the board.
+        try await Task.sleep(for: .seconds(3))
+        let b = try StoreHubTests.StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
+        let (_, _, startedB) = try await children.startHub(b.arguments, namespace: network.agents)
+        #expect(startedB.contains("1 board(s) loaded") && startedB.contains("cut: batch "), "\(startedB)")
+        let more = try await touchsync(["draw", "--board", "cut", "--seconds", "0.5"] + b.client, inNamespace: network.agents)
+        #expect(more.status == 0, "\(more.errors)")
+        try network.link(up: true)
+
+        // The first hub learns it lost the board: its agent is told where it went.
+        await draw.exited()
+        let drawText = String(decoding: await drawOutput.readToEnd(), as: UTF8.self) + drawOutput.errors
+        #expect(draw.terminationStatus != 0)
+        #expect(drawText.contains("served by hub hub-b"), "\(drawText)")
+        spectator.interrupt()
+        await spectator.exited()
+        let seen = String(decoding: await spectatorOutput.readToEnd(), as: UTF8.self)
+            .split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { $0["event"] as? String == "batch" }.compactMap { $0["sequence"] as? Int }
+
+        #expect(try await count("SELECT epoch FROM touchsync_leases WHERE board = 'cut' AND hub = 'hub-b'") == 2)
+        let interleaved = try await count(
+            """
+            SELECT count(*) FROM touchsync_batches older JOIN touchsync_batches newer
+            ON older.board = newer.board AND older.epoch < newer.epoch AND older.sequence > newer.sequence WHERE older.board = 'cut'
+            """)
+        #expect(interleaved == 0)
+        let lastOfA = try await count("SELECT max(sequence) FROM touchsync_batches WHERE board = 'cut' AND epoch = 1")
+        #expect(try await count("SELECT min(sequence) FROM touchsync_batches WHERE board = 'cut' AND epoch = 2") == lastOfA + 1)
+        #expect(!seen.isEmpty && seen.max()! <= lastOfA, "hub-a published up to \(seen.max() ?? 0), the store holds its batches up to \(lastOfA)")
+    }
+}

@@ -7,19 +7,27 @@ import Testing
 final class PostgresServer {
     let folder: String
     let port: Int
+    /// The address it listens on (loopback, or a test host's address in `namespace`).
+    let host: String
+    let namespace: String?
     private let binaries: String
     private let asPostgres: [String]
 
     /// The URL of the cluster's default database, as user `touchsync`.
-    var url: String { "postgres://touchsync@127.0.0.1:\(port)/postgres" }
+    var url: String { "postgres://touchsync@\(host):\(port)/postgres" }
 
-    init() async throws {
+    /// - Parameters:
+    ///   - namespace: run the server in this network namespace (a test host), listening on `host` there.
+    init(namespace: String? = nil, host: String = "127.0.0.1") async throws {
+        self.host = host
+        self.namespace = namespace
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
         guard let version = versions.compactMap(Int.init).max() else {
             throw TestFailure("PostgreSQL is not installed (make test installs Debian's postgresql)")
         }
         binaries = "/usr/lib/postgresql/\(version)/bin"
-        asPostgres = getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
+        asPostgres = (namespace.map { ["/usr/bin/env", "ip", "netns", "exec", $0] } ?? [])
+            + (getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : [])
         // Under /tmp itself: the test run's own temporary folder is root's alone
         // (mode 0700), which the postgres user cannot enter.
         folder = "/tmp/touchsync-postgres-\(UUID().uuidString.prefix(8))"
@@ -38,6 +46,13 @@ final class PostgresServer {
         }
         let initdb = try await run("initdb", ["-D", folder + "/data", "-U", "touchsync", "-A", "trust", "--no-sync", "-E", "UTF8"])
         guard initdb.status == 0 else { throw TestFailure("initdb failed: \(initdb.output) \(initdb.errors)") }
+        if host != "127.0.0.1" {
+            // Another test host connects: trusted too (the test's own network only).
+            let rules = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/data/pg_hba.conf"))
+            rules.seekToEndOfFile()
+            rules.write(Data("host all all 10.77.0.0/16 trust\n".utf8))
+            try rules.close()
+        }
         try await startServer()
     }
 
@@ -45,7 +60,7 @@ final class PostgresServer {
         let start = try await run(
             "pg_ctl",
             ["-D", folder + "/data", "-l", folder + "/server.log", "-w", "-t", "60", "start", "-o",
-             "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off"], limit: 90)
+             "-p \(port) -k \(folder) -c listen_addresses=\(host) -c fsync=off -c full_page_writes=off"], limit: 90)
         guard start.status == 0 else {
             let log = (try? String(contentsOfFile: folder + "/server.log", encoding: .utf8)) ?? ""
             throw TestFailure("PostgreSQL did not start: \(start.output) \(start.errors) \(log)")
@@ -60,7 +75,9 @@ final class PostgresServer {
 
     /// Runs SQL as the superuser `touchsync`.
     func sql(_ statement: String) async throws -> Outcome {
-        try await runToEnd("/usr/bin/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "touchsync", "-d", "postgres", "-X", "-q", "-t", "-A", "-c", statement])
+        let psql = ["/usr/bin/psql", "-h", host, "-p", "\(port)", "-U", "touchsync", "-d", "postgres", "-X", "-q", "-t", "-A", "-c", statement]
+        guard let namespace else { return try await runToEnd(psql[0], Array(psql.dropFirst())) }
+        return try await runToEnd("/usr/bin/env", ["ip", "netns", "exec", namespace] + psql)
     }
 
     /// Stops the server as a crash would (immediate: no checkpoint) and starts it again after `downFor`.

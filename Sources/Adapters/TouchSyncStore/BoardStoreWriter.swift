@@ -221,6 +221,7 @@ public final class BoardStoreWriter: Sendable {
     private func commitLoop(_ loaded: BoardStoreLoader.Loaded, snapshotsDue: AsyncStream<SnapshotJob>.Continuation) async {
         var boards = Boards(epochs: loaded.epochs, progress: loaded.progress)
         var connection = StoreSession(address: configuration.address, logger: logger)
+        connection.timeout = max(configuration.leaseTimeout, .seconds(2))
         while true {
             let work = await nextWork()
             var reports: [BoardStoreReport] = []
@@ -446,6 +447,8 @@ public final class BoardStoreWriter: Sendable {
 struct StoreSession {
     let address: StoreAddress
     let logger: Logger
+    /// How long a statement may go unanswered before its connection is given up.
+    var timeout: Duration = .seconds(5)
     private var connection: PostgresConnection? = nil
     private var lastFailure: ContinuousClock.Instant? = nil
 
@@ -454,10 +457,25 @@ struct StoreSession {
         self.logger = logger
     }
 
+    /// Runs `query`; one that has no answer within `timeout` (a network
+    /// that drops packets without a word) closes the connection and fails.
     mutating func query(_ query: PostgresQuery) async throws(StoreError) -> [PostgresRow] {
         let connection = try await open()
+        let (logger, timeout) = (logger, timeout)
         do {
-            return try await connection.query(query, logger: logger).collect()
+            return try await withThrowingTaskGroup(of: [PostgresRow]?.self) { group in
+                group.addTask { try await connection.query(query, logger: logger).collect() }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    try? await connection.close()  // fails the query, so the group can end
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let rows = try await group.next() ?? nil else {
+                    throw StoreError.unreachable("no answer within \(timeout)")
+                }
+                return rows
+            }
         } catch {
             let failure = BoardStoreAdmin.storeError(error)
             if case .refused = failure, !connection.isClosed { throw failure }  // the statement failed, not the connection
