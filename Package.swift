@@ -217,6 +217,7 @@ let package = Package(
         .target(
             name: "TouchSyncStore",
             dependencies: [
+                "TouchSyncAccess",
                 "TouchSyncCore",
                 "TouchSyncWire",
                 "TouchSyncJournal",

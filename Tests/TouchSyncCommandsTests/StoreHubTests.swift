@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TouchSyncAccess
 
 /// Hubs on the PostgreSQL board store (issue 25): real hub and load
 /// processes, a real PostgreSQL server of the test's own.
@@ -213,41 +214,55 @@ struct StoreHubTests {
         }
     }
 
-    /// A second hub on the same store takes only the leases nobody live
-    /// holds: started while hub A lives it loads none of A's boards and
-    /// refuses them with WRONG_HUB; started again after A was killed and its
-    /// lease lapsed it loads the board whole (a new epoch) and draws on it,
-    /// and A, back under its name, is refused the board.
-    @Test func aSecondHubTakesOnlyFreeLeases() async throws {
+    /// Failover: two live hubs on one store; a board belongs to the one with
+    /// the highest rendezvous weight, and the other answers WRONG_HUB naming
+    /// it and its endpoint. SIGKILL that hub: within the lease time-out and a
+    /// renewal the other takes the board (a new epoch), loaded whole, with
+    /// nobody restarting anything, and draws on it; the first hub, back under
+    /// its name, is refused the board (another live hub holds it).
+    @Test func aLiveHubTakesTheBoardsOfAHubThatDied() async throws {
         try await withServer { server in
             let children = ChildProcesses()
             defer { children.killAll() }
             let a = try StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
             let b = try StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
             let (hubA, _, _) = try await children.startHub(a.arguments)
-            let drawn = try await touchsync(["draw", "--board", "shared", "--seconds", "0.5"] + a.client)
+            _ = try await children.startHub(b.arguments)
+            // A board that hub-a owns among the two.
+            let members = try ClusterMap(hubs: [
+                .init(name: "hub-a", ingest: a.endpoints[0], publish: a.endpoints[1], snapshot: a.endpoints[2]),
+                .init(name: "hub-b", ingest: b.endpoints[0], publish: b.endpoints[1], snapshot: b.endpoints[2]),
+            ])
+            let board = try #require((0..<64).map { "shared-\($0)" }.first { members.hub(for: $0).name == "hub-a" })
+            // hub-b sees hub-a live within a renewal (a quarter second at a 2 s lease).
+            try await Task.sleep(for: .milliseconds(600))
+            let drawn = try await touchsync(["draw", "--board", board, "--seconds", "0.5"] + a.client)
             #expect(drawn.status == 0, "\(drawn.errors)")
-
-            var (hubB, _, startedB) = try await children.startHub(b.arguments)
-            #expect(startedB.contains("0 board(s) loaded"), "\(startedB)")
-            let refused = try await touchsync(["draw", "--board", "shared", "--seconds", "0.2"] + b.client)
-            #expect(refused.status != 0 && refused.errors.contains("served by hub hub-a"), "\(refused.errors)")
+            let refused = try await touchsync(["draw", "--board", board, "--seconds", "0.2"] + b.client)
+            #expect(refused.status != 0 && refused.errors.contains("served by hub hub-a (\(a.endpoints[0]))"), "\(refused.errors)")
+            let sequence = try await count(server, "SELECT max(sequence) FROM touchsync_batches WHERE board = '\(board)'")
 
             kill(hubA.processIdentifier, SIGKILL)
+            let killed = ContinuousClock.now
             await hubA.exited()
-            hubB.interrupt()
-            await hubB.exited()
-            // The lease lapses 2 s after A's last renewal.
-            try await Task.sleep(for: .seconds(2.5))
-            (hubB, _, startedB) = try await children.startHub(b.arguments)
-            #expect(startedB.contains("1 board(s) loaded") && startedB.contains("shared: batch "), "\(startedB)")
-            #expect(try await count(server, "SELECT epoch FROM touchsync_leases WHERE board = 'shared' AND hub = 'hub-b'") == 2)
-            let more = try await touchsync(["draw", "--board", "shared", "--seconds", "0.3"] + b.client)
+            var moved: Duration? = nil
+            while ContinuousClock.now - killed < .seconds(20) {
+                if try await count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-b'") == 1 {
+                    moved = ContinuousClock.now - killed
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let took = try #require(moved, "hub-b never took the board")
+            #expect(took < .seconds(6), "\(took)")  // 2 s lease + a renewal, with room for a busy machine
+            #expect(try await count(server, "SELECT epoch FROM touchsync_leases WHERE board = '\(board)'") == 2)
+            let more = try await touchsync(["draw", "--board", board, "--seconds", "0.3"] + b.client)
             #expect(more.status == 0, "\(more.errors)")
+            #expect(try await count(server, "SELECT min(sequence) FROM touchsync_batches WHERE board = '\(board)' AND epoch = 2") == sequence + 1)
 
             let (_, _, startedA) = try await children.startHub(a.arguments)
             #expect(startedA.contains("0 board(s) loaded"), "\(startedA)")
-            let refusedA = try await touchsync(["draw", "--board", "shared", "--seconds", "0.2"] + a.client)
+            let refusedA = try await touchsync(["draw", "--board", board, "--seconds", "0.2"] + a.client)
             #expect(refusedA.status != 0 && refusedA.errors.contains("served by hub hub-b"), "\(refusedA.errors)")
         }
     }

@@ -863,14 +863,25 @@ struct HubCoreTests {
     }
 }
 
-/// The core's side of the board store (issue 25): commits stand for syncs,
-/// and a board whose lease moved is refused, its agents told where it went.
+/// The core's side of the board store (issue 25): a hello for a board the
+/// hub does not hold waits for the board's claim; commits stand for syncs;
+/// a board whose lease moved is refused, its agents told where it went; the
+/// live hubs decide where boards not held here belong.
 @Suite("HubCore on a board store")
 struct HubCoreStoreTests {
+    /// A hello on a store hub: the board claimed, adopted empty, then welcomed.
+    func welcomed(_ hub: CoreHarness, _ peer: Peer, board: String) throws {
+        let claimed = hub.send(.agentMessage(from: peer, .hello(AgentHello(board: board, sessionID: Array("s".utf8))), bytes: 40))
+        try #require(claimed.contains { if case .claimBoard(board) = $0 { true } else { false } })
+        try #require(claimed.replies(to: peer).isEmpty, "answered before the claim")
+        let adopted = hub.send(.boardAdopted(RecoveredBoard(name: board, state: BoardState(), agents: [])))
+        try #require(adopted.contains { if case .reply(peer.id, .welcome) = $0 { true } else { false } })
+    }
+
     @Test func acknowledgementsWaitForTheCommit() throws {
         let hub = CoreHarness { $0.storeCommits = true }
         let ann = peer("ann")
-        try #require(hub.hello(ann, board: "b") != nil)
+        try welcomed(hub, ann, board: "b")
         _ = hub.message(ann, .numbered(sequence: 1, began(1, x: 10)))
         let turn = hub.endTurn()
         #expect(turn.contains { if case .appendToJournal(let append) = $0 { append.ticket == 1 } else { false } })
@@ -879,12 +890,43 @@ struct HubCoreStoreTests {
         #expect(hub.send(.journalProgress(writtenThrough: 1, syncedThrough: 1)).acks(to: ann) == [1])
     }
 
+    /// An adopted board is the store's: an agent resumes its session from the numbers the store holds.
+    @Test func anAdoptedBoardResumesItsAgentsFromTheStore() throws {
+        let hub = CoreHarness { $0.storeCommits = true }
+        let ann = peer("ann")
+        // A board another hub served: one stroke of ann's, message 7 its last.
+        let other = CoreHarness()
+        try #require(other.hello(ann, board: "b") != nil)
+        _ = other.message(ann, .numbered(sequence: 1, began(1, x: 10)))
+        _ = other.endTurn()
+        let state = try #require(other.core.board("b"))
+        let progress = AgentProgress(principal: UserNamespace("ann"), appliedThrough: 7, style: .default, sessionID: Array("s".utf8))
+        _ = hub.send(.agentMessage(from: ann, .hello(AgentHello(board: "b", resumeAfter: 7, sessionID: Array("s".utf8))), bytes: 40))
+        let adopted = hub.send(.boardAdopted(RecoveredBoard(name: "b", state: state, agents: [progress])))
+        let welcome = try #require(adopted.replies(to: ann).compactMap { if case .welcome(let welcome) = $0 { welcome } else { nil } }.first)
+        #expect(welcome.appliedThrough == 7)
+        #expect(hub.core.board("b")?.digest == state.digest)
+    }
+
+    @Test func aClaimThatFailsOrFindsAnotherOwnerAnswersTheHello() throws {
+        let hub = CoreHarness { $0.storeCommits = true }
+        let ann = peer("ann")
+        let bob = peer("bob")
+        _ = hub.send(.agentMessage(from: ann, .hello(AgentHello(board: "down", sessionID: Array("s".utf8))), bytes: 40))
+        let failed = hub.send(.journalFailed(board: "down", reason: "cannot reach the board store"))
+        #expect(failed.errors(to: ann).map(\.code) == [.storageUnavailable])
+        _ = hub.send(.agentMessage(from: bob, .hello(AgentHello(board: "theirs", sessionID: Array("s".utf8))), bytes: 40))
+        let moved = hub.send(.boardMoved(board: "theirs", owner: "hub-b"))
+        #expect(moved.errors(to: bob).map(\.code) == [.wrongHub])
+        #expect(hub.core.board("down") == nil && hub.core.board("theirs") == nil)
+    }
+
     @Test func aMovedBoardIsRefusedWithItsOwnerAndForgotten() throws {
         let hub = CoreHarness { $0.storeCommits = true }
         let ann = peer("ann")
         let bob = peer("bob")
-        try #require(hub.hello(ann, board: "moving") != nil)
-        try #require(hub.hello(bob, board: "staying") != nil)
+        try welcomed(hub, ann, board: "moving")
+        try welcomed(hub, bob, board: "staying")
         _ = hub.message(ann, .numbered(sequence: 1, began(1, x: 10)))
         _ = hub.message(bob, .numbered(sequence: 1, began(1, x: 10)))
         _ = hub.endTurn()
@@ -902,5 +944,32 @@ struct HubCoreStoreTests {
         #expect(hub.message(carl, .hello(AgentHello(board: "moving", sessionID: Array("s".utf8)))).errors(to: carl).map(\.code) == [.wrongHub])
         let snapshot = hub.send(.snapshotRequested(by: carl.id, user: nil, board: "moving", requestID: 7))
         #expect(snapshot.contains { if case .refuseSnapshot(_, 7, let refusal) = $0 { refusal.code == .wrongHub } else { false } })
+    }
+
+    /// Boards not held here go to the live hub with the highest weight; a board held here stays.
+    @Test func theLiveHubsDecideWhereBoardsNotHeldBelong() throws {
+        let hub = CoreHarness {
+            $0.storeCommits = true
+            $0.storeHubName = "hub-a"
+        }
+        let members = try ClusterMap(hubs: [
+            .init(name: "hub-a", ingest: "tcp://a:1", publish: "tcp://a:2", snapshot: "tcp://a:3"),
+            .init(name: "hub-b", ingest: "tcp://b:1", publish: "tcp://b:2", snapshot: "tcp://b:3"),
+        ])
+        let boards = (0..<40).map { "board-\($0)" }
+        let theirs = try #require(boards.first { members.hub(for: $0).name == "hub-b" })
+        let ours = try #require(boards.first { members.hub(for: $0).name == "hub-a" })
+        let ann = peer("ann")
+        try welcomed(hub, ann, board: theirs)  // held before the membership said otherwise
+        _ = hub.send(.membershipChanged(members))
+        let bob = peer("bob")
+        let carl = peer("carl")
+        #expect(hub.message(bob, .hello(AgentHello(board: theirs, sessionID: Array("s".utf8)))).contains { if case .reply(bob.id, .welcome) = $0 { true } else { false } })
+        let refused = hub.message(carl, .hello(AgentHello(board: theirs + "x", sessionID: Array("s".utf8))))
+        if members.hub(for: theirs + "x").name == "hub-b" {
+            #expect(refused.errors(to: carl).first?.message.contains("hub-b (tcp://b:1)") == true)
+        }
+        let claimed = hub.message(carl, .hello(AgentHello(board: ours, sessionID: Array("t".utf8))))
+        #expect(claimed.contains { if case .claimBoard(ours) = $0 { true } else { false } })
     }
 }

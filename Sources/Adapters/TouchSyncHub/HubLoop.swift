@@ -194,6 +194,8 @@ final class HubLoop {
                 }
                 synced = through
                 journalMetrics.syncDuration.recordNanoseconds(nanoseconds(clock.now - started))
+            case .claimBoard(let board):
+                store?.claim(board)  // reported as adopted, moved or failed
             case .restartJournal(let board, let state, let hubTime):
                 if let store {
                     store.restart(board: board, state: state, hubTime: hubTime)  // reported when committed
@@ -264,6 +266,11 @@ final class HubLoop {
             case .committed(let ticket):
                 for publication in storeHeld.release(through: ticket) { send(publication) }
                 handle(.journalProgress(writtenThrough: ticket, syncedThrough: ticket))
+            case .adopted(let board):
+                storeHeld.broken.remove(board.name)
+                handle(.boardAdopted(board))
+            case .membership(let hubs):
+                handle(.membershipChanged(hubs))
             }
         }
     }

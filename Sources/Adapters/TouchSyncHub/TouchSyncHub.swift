@@ -78,9 +78,13 @@ public final class TouchSyncHub: Service {
         metricsFactory: (any MetricsFactory)? = nil, context: ZMQContext? = nil
     ) throws {
         var configuration = configuration
-        if store != nil {
+        var store = store
+        if var settings = store {
             configuration.journal = nil
             configuration.storeCommits = true
+            configuration.storeHubName = settings.hubName
+            settings.limits = configuration.boardLimits
+            store = settings
         }
         self.configuration = configuration
         self.store = store

@@ -34,15 +34,25 @@ public enum BoardStoreLoader {
                 INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at) VALUES (\(configuration.hubName), \(configuration.endpoints), now())
                 ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at
                 """, logger: logger)
-            // Every board whose lease is free (expired) or was this hub's: a new epoch each.
+            // The boards to take: this hub's own leases (a restart under the
+            // same name takes them back at once), and lapsed ones whose owner
+            // among the live hubs is this hub. Each under a new epoch.
+            var session = StoreSession(address: configuration.address, logger: logger, using: connection)
+            let members = try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &session)
+            var wanted = Set(try await BoardStoreMembership.lapsedBoards(connection: &session).filter {
+                members?.hub(for: $0).name == configuration.hubName
+            })
+            for try await board in try await connection.query(
+                "SELECT board FROM touchsync_leases WHERE hub = \(configuration.hubName)", logger: logger
+            ).decode(String.self) {
+                wanted.insert(board)
+            }
             var epochs: [String: Int64] = [:]
             let taken = try await connection.query(
                 """
-                INSERT INTO touchsync_leases (board, hub, epoch, expires_at)
-                SELECT board, \(configuration.hubName), 1, now() + make_interval(secs => \(configuration.leaseSeconds)) FROM touchsync_boards
-                ON CONFLICT (board) DO UPDATE
-                    SET hub = excluded.hub, epoch = touchsync_leases.epoch + 1, expires_at = excluded.expires_at
-                    WHERE touchsync_leases.hub = excluded.hub OR touchsync_leases.expires_at < now()
+                UPDATE touchsync_leases
+                SET hub = \(configuration.hubName), epoch = epoch + 1, expires_at = now() + make_interval(secs => \(configuration.leaseSeconds))
+                WHERE board = ANY(\(Array(wanted))) AND (hub = \(configuration.hubName) OR expires_at < now())
                 RETURNING board, epoch
                 """, logger: logger)
             for try await (board, epoch) in taken.decode((String, Int64).self) { epochs[board] = epoch }

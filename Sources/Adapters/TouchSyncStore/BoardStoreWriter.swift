@@ -1,6 +1,7 @@
 import Logging
 import PostgresNIO
 import Synchronization
+import TouchSyncAccess
 import TouchSyncCore
 import TouchSyncJournal
 
@@ -24,20 +25,24 @@ public struct BoardStoreConfiguration: Sendable {
     /// the batches after it). Default 4 MiB.
     public var snapshotEveryBytes = 4 << 20
 
+    /// The hub's board limits, which loaded boards are read with.
+    public var limits = BoardLimits()
+
     public init(address: StoreAddress, hubName: String, endpoints: String) {
         self.address = address
         self.hubName = hubName
         self.endpoints = endpoints
     }
 
-    /// Renewed this often: a quarter of the time-out, so three renewals may fail before it lapses.
-    var renewInterval: Duration { leaseTimeout / 4 }
+    /// Renewed this often: an eighth of the time-out, so seven renewals may
+    /// fail before it lapses, and a lapsed lease is noticed within it.
+    var renewInterval: Duration { leaseTimeout / 8 }
     var leaseSeconds: Double { Double(leaseTimeout.components.seconds) + Double(leaseTimeout.components.attoseconds) / 1e18 }
 }
 
 /// What the writer tells the hub, in the order the hub must apply it:
 /// a board's failure or move before the commit that would acknowledge it.
-public enum BoardStoreReport: Sendable, Equatable {
+public enum BoardStoreReport: Sendable {
     /// The board's batches could not be committed: its agents are not
     /// acknowledged until a restart of it is (`restart`).
     case failed(board: String, reason: String)
@@ -47,6 +52,10 @@ public enum BoardStoreReport: Sendable, Equatable {
     case restored(board: String)
     /// Every append through this ticket is committed (or belongs to a board reported above).
     case committed(through: UInt64)
+    /// This hub took the board's lease (a claim, or its hub stopped) and loaded it.
+    case adopted(RecoveredBoard)
+    /// The live hubs changed (names and endpoints).
+    case membership(ClusterMap)
 }
 
 /// The hub's side of the board store: batches go in through `append` (the
@@ -85,11 +94,12 @@ public final class BoardStoreWriter: Sendable {
     private struct Inbox {
         var appends: [Append] = []
         var restarts: [Restart] = []
+        var claims: [String] = []
         var renewDue = false
         var stopping = false
         var waiter: CheckedContinuation<Void, Never>? = nil
 
-        var hasWork: Bool { !appends.isEmpty || !restarts.isEmpty || renewDue || stopping }
+        var hasWork: Bool { !appends.isEmpty || !restarts.isEmpty || !claims.isEmpty || renewDue || stopping }
     }
 
     /// What only `run` touches: the leases this hub holds and each board's agents' progress.
@@ -104,6 +114,8 @@ public final class BoardStoreWriter: Sendable {
         var moved: Set<String> = []
         /// Bytes of batches stored since each board's last snapshot.
         var sinceSnapshot: [String: Int] = [:]
+        /// The live hubs last reported.
+        var members: ClusterMap? = nil
     }
 
     /// - Parameters:
@@ -135,6 +147,10 @@ public final class BoardStoreWriter: Sendable {
     public func restart(board: String, state: BoardState, hubTime: Int64) {
         post { $0.restarts.append(Restart(board: board, state: state, hubTime: hubTime)) }
     }
+
+    /// Takes `board`'s lease and loads it: reported `adopted`, or `moved`
+    /// when another live hub holds it, or `failed` when the store cannot be reached.
+    public func claim(_ board: String) { post { $0.claims.append(board) } }
 
     /// `run` commits what is queued, then returns.
     public func stop() { post { $0.stopping = true } }
@@ -203,6 +219,7 @@ public final class BoardStoreWriter: Sendable {
                     inbox.appends.removeAll(keepingCapacity: true)
                 }
                 inbox.restarts.removeAll()
+                inbox.claims.removeAll()
                 inbox.renewDue = false
                 return taken
             }
@@ -226,6 +243,9 @@ public final class BoardStoreWriter: Sendable {
             let work = await nextWork()
             var reports: [BoardStoreReport] = []
             for restart in work.restarts { await self.restart(restart, boards: &boards, connection: &connection, into: &reports) }
+            for board in work.claims {
+                await claim(board, create: true, boards: &boards, connection: &connection, into: &reports)
+            }
             if !work.appends.isEmpty {
                 await commit(work.appends, boards: &boards, connection: &connection, into: &reports) { snapshotsDue.yield($0) }
             }
@@ -258,11 +278,9 @@ public final class BoardStoreWriter: Sendable {
                 continue
             }
             if boards.epochs[append.board] == nil {
-                await takeNewBoard(append.board, boards: &boards, connection: &connection, into: &reports)
-                guard boards.epochs[append.board] != nil else {
-                    remember(append.agents, of: append.board, in: &boards)
-                    continue
-                }
+                // Not this hub's (every board the hub serves was claimed first): never written.
+                await lost(append.board, boards: &boards, connection: &connection, into: &reports)
+                continue
             }
             inGroup.insert(append.board)
             names.append(append.board)
@@ -324,9 +342,9 @@ public final class BoardStoreWriter: Sendable {
     ) async {
         guard boards.broken.contains(restart.board), !boards.moved.contains(restart.board) else { return }
         do {
-            if boards.epochs[restart.board] == nil {
-                await takeNewBoard(restart.board, boards: &boards, connection: &connection, into: &reports)
-                guard boards.epochs[restart.board] != nil else { return }
+            guard boards.epochs[restart.board] != nil else {
+                await lost(restart.board, boards: &boards, connection: &connection, into: &reports)
+                return
             }
             let stored = try await storeSnapshot(
                 SnapshotJob(
@@ -362,36 +380,6 @@ public final class BoardStoreWriter: Sendable {
             RETURNING board
             """)
         return !rows.isEmpty
-    }
-
-    /// Takes the lease of a board this hub did not hold at start-up, only if
-    /// the store has nothing of it (its state here starts empty).
-    private func takeNewBoard(
-        _ board: String, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
-    ) async {
-        do {
-            _ = try await connection.query("INSERT INTO touchsync_boards (board) VALUES (\(board)) ON CONFLICT DO NOTHING")
-            let rows = try await connection.query(
-                """
-                INSERT INTO touchsync_leases (board, hub, epoch, expires_at)
-                VALUES (\(board), \(configuration.hubName), 1, now() + make_interval(secs => \(configuration.leaseSeconds)))
-                ON CONFLICT (board) DO UPDATE
-                    SET hub = excluded.hub, epoch = touchsync_leases.epoch + 1, expires_at = excluded.expires_at
-                    WHERE (touchsync_leases.hub = excluded.hub OR touchsync_leases.expires_at < now())
-                        AND NOT EXISTS (SELECT 1 FROM touchsync_batches WHERE board = excluded.board)
-                        AND NOT EXISTS (SELECT 1 FROM touchsync_snapshots WHERE board = excluded.board)
-                RETURNING epoch
-                """)
-            if let epoch = try rows.first?.decode(Int64.self) {
-                boards.epochs[board] = epoch
-                logger.info("board lease taken", metadata: ["board": "\(board)", "epoch": "\(epoch)"])
-            } else {
-                await lost(board, boards: &boards, connection: &connection, into: &reports)
-            }
-        } catch {
-            boards.broken.insert(board)
-            reports.append(.failed(board: board, reason: "taking its lease: \(error)"))
-        }
     }
 
     /// The board is another hub's: reported once, never written again.
@@ -430,8 +418,52 @@ public final class BoardStoreWriter: Sendable {
             for (board, epoch) in boards.epochs where held[board] != epoch {
                 await lost(board, boards: &boards, connection: &connection, into: &reports)
             }
+            // Who is live, and the lapsed boards whose owner among them is this hub.
+            let members = try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection)
+            if let members, members != boards.members {
+                boards.members = members
+                reports.append(.membership(members))
+            }
+            for board in try await BoardStoreMembership.lapsedBoards(connection: &connection)
+            where members?.hub(for: board).name == configuration.hubName && boards.epochs[board] == nil {
+                await claim(board, create: false, boards: &boards, connection: &connection, into: &reports)
+            }
         } catch {
             logger.warning("board leases not renewed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Takes the board's lease if it is free, lapsed or this hub's (with
+    /// `create`, also a board the store does not have yet), and loads it.
+    private func claim(
+        _ board: String, create: Bool, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
+    ) async {
+        do {
+            if create { _ = try await connection.query("INSERT INTO touchsync_boards (board) VALUES (\(board)) ON CONFLICT DO NOTHING") }
+            let rows = try await connection.query(
+                """
+                INSERT INTO touchsync_leases (board, hub, epoch, expires_at)
+                SELECT board, \(configuration.hubName), 1, now() + make_interval(secs => \(configuration.leaseSeconds))
+                FROM touchsync_boards WHERE board = \(board)
+                ON CONFLICT (board) DO UPDATE
+                    SET hub = excluded.hub, epoch = touchsync_leases.epoch + 1, expires_at = excluded.expires_at
+                    WHERE touchsync_leases.hub = excluded.hub OR touchsync_leases.expires_at < now()
+                RETURNING epoch
+                """)
+            guard let epoch = try rows.first?.decode(Int64.self) else {
+                if create { await lost(board, boards: &boards, connection: &connection, into: &reports) }
+                return
+            }
+            let (loaded, agents) = try await connection.load(board, limits: configuration.limits)
+            boards.epochs[board] = epoch
+            boards.progress[board] = agents
+            boards.moved.remove(board)
+            boards.broken.remove(board)
+            boards.sinceSnapshot[board] = 0
+            logger.notice("board lease taken", metadata: ["board": "\(board)", "epoch": "\(epoch)", "sequence": "\(loaded.state.sequence)"])
+            reports.append(.adopted(loaded))
+        } catch {
+            reports.append(.failed(board: board, reason: "claiming its lease: \(error)"))
         }
     }
 
@@ -452,9 +484,10 @@ struct StoreSession {
     private var connection: PostgresConnection? = nil
     private var lastFailure: ContinuousClock.Instant? = nil
 
-    init(address: StoreAddress, logger: Logger) {
+    init(address: StoreAddress, logger: Logger, using connection: PostgresConnection? = nil) {
         self.address = address
         self.logger = logger
+        self.connection = connection
     }
 
     /// Runs `query`; one that has no answer within `timeout` (a network
@@ -479,6 +512,21 @@ struct StoreSession {
         } catch {
             let failure = BoardStoreAdmin.storeError(error)
             if case .refused = failure, !connection.isClosed { throw failure }  // the statement failed, not the connection
+            self.connection = nil
+            lastFailure = .now
+            try? await connection.close()
+            throw failure
+        }
+    }
+
+    /// A board from its newest snapshot and the batches after it (no time-out: a large board takes a while).
+    mutating func load(_ board: String, limits: BoardLimits) async throws(StoreError) -> (RecoveredBoard, [UserNamespace: AgentProgress]) {
+        let connection = try await open()
+        do {
+            return try await BoardStoreLoader.loadBoard(board, limits: limits, connection: connection, logger: logger)
+        } catch {
+            let failure = BoardStoreAdmin.storeError(error)
+            if case .refused = failure, !connection.isClosed { throw failure }
             self.connection = nil
             lastFailure = .now
             try? await connection.close()

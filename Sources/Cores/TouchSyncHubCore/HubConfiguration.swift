@@ -139,6 +139,8 @@ public struct HubConfiguration: Sendable {
     /// `--fsync batch`, and a store may take a board away (`boardMoved`).
     /// Default false.
     public var storeCommits = false
+    /// This hub's name in the board store (its leases and its place among the live hubs).
+    public var storeHubName: String? = nil
 
     /// What acknowledgements wait for: the journal's fsync policy, a commit
     /// for the board store, nothing (nil) for boards in memory only.

@@ -67,6 +67,12 @@ public struct HubCore {
     /// Boards the board store gave to another hub, with its name (bounded by
     /// the boards this hub held).
     private var movedBoards: [String: String] = [:]
+    /// Board store: hellos waiting for their board's lease and load, by board.
+    private var claims: [String: [(peer: Peer, hello: AgentHello, bytes: Int)]] = [:]
+    private var waitingHellos = 0
+    static let maxWaitingHellos = 10_000
+    /// Who serves which board: the cluster file's map, or the board store's live hubs.
+    private var cluster: (map: ClusterMap, name: String)?
     /// Who may do what where; nil: the transport does not authenticate, and
     /// everyone may do everything (loopback only, by the hub's start policy).
     private var access: AccessList?
@@ -99,6 +105,7 @@ public struct HubCore {
     ) {
         self.configuration = configuration
         self.access = access
+        cluster = configuration.cluster
         self.logger = logger
         metrics = HubMetrics(factory: metricsFactory, boardLabels: configuration.metricsBoardLabels)
         origin = now
@@ -244,6 +251,10 @@ public struct HubCore {
             journal?.progress(written: written, synced: synced)
             sendAcks(now: now, force: false, into: &actions)
         case .journalFailed(let board, let reason):
+            if claims[board] != nil && boardSlots[board] == nil {
+                claimFailed(board, reason: reason, into: &actions)
+                return
+            }
             journalFailed(board: board, reason: reason, now: now, into: &actions)
         case .journalRestored(let board):
             guard journal?.failedBoards.removeValue(forKey: board) != nil else { return }
@@ -256,6 +267,10 @@ public struct HubCore {
             sendAcks(now: now, force: true, into: &actions)
         case .boardMoved(let board, let owner):
             boardMoved(board, to: owner, into: &actions)
+        case .boardAdopted(let board):
+            adopt(board, now: now, into: &actions)
+        case .membershipChanged(let map):
+            if let name = configuration.storeHubName ?? cluster?.name { cluster = (map, name) }
         case .turnEnded(let inputWaiting):
             if !inputWaiting {
                 if behindSince != nil && lastBusyNotice != nil { metrics.behindSeconds.record(0) }
@@ -549,6 +564,17 @@ public struct HubCore {
                 return
             }
             boardsCreated[peer.principal] = (created.total + 1, created.minuteStart, created.inMinute + 1)
+            if configuration.storeCommits {
+                // The store may hold the board (or another hub its lease): wait for the claim.
+                guard waitingHellos < Self.maxWaitingHellos, claims[hello.board, default: []].count < 256 else {
+                    refuse(peer.id, HubRefusal(.storageUnavailable, "board \(hello.board) is still being loaded from the board store: try again"), into: &actions)
+                    return
+                }
+                if claims[hello.board] == nil { actions.append(.claimBoard(hello.board)) }
+                claims[hello.board, default: []].append((authenticated, hello, 0))
+                waitingHellos += 1
+                return
+            }
             if let free = freeSlots.popLast() {
                 slot = free
                 channels[slot] = BoardChannel(name: hello.board, limits: configuration.boardLimits)
@@ -641,11 +667,17 @@ public struct HubCore {
     /// store moved to one (nil: ours).
     private func wrongHub(for board: String) -> HubRefusal? {
         if let owner = movedBoards[board] {
-            return HubRefusal(.wrongHub, "board \(board) is served by hub \(owner) now (the board store moved its lease)")
+            let endpoint = cluster?.map.hubs.first { $0.name == owner }.map { " (\($0.ingest))" } ?? ""
+            return HubRefusal(.wrongHub, "board \(board) is served by hub \(owner)\(endpoint) now (the board store moved its lease)")
         }
-        guard let (map, name) = configuration.cluster else { return nil }
+        // On a board store the live hubs are a suggestion for boards not held: one held here stays here.
+        if configuration.storeCommits && boardSlots[board] != nil { return nil }
+        guard let (map, name) = cluster else { return nil }
         let owner = map.hub(for: board)
         guard owner.name != name else { return nil }
+        if configuration.storeCommits {
+            return HubRefusal(.wrongHub, "board \(board) is served by hub \(owner.name) (\(owner.ingest)), the board store's live hub for it")
+        }
         return HubRefusal(
             .wrongHub, "board \(board) lives on hub \(owner.name) (\(owner.ingest)), not on \(name): is your cluster file current?")
     }
@@ -929,6 +961,10 @@ public struct HubCore {
         guard movedBoards[board] == nil else { return }
         movedBoards[board] = owner
         journal?.failedBoards[board] = nil
+        if let waiting = claims.removeValue(forKey: board), let refusal = wrongHub(for: board) {
+            waitingHellos -= waiting.count
+            for parked in waiting { refuse(parked.peer.id, refusal, into: &actions) }
+        }
         logger.notice("board moved to another hub: no longer served here", metadata: ["board": "\(board)", "owner": "\(owner)"])
         guard let refusal = wrongHub(for: board), let slot = boardSlots[board] else { return }
         for (principal, session) in sessions where session.boardSlot == slot {
@@ -947,6 +983,45 @@ public struct HubCore {
         freeSlots.append(slot)
         metrics.agents.record(sessions.count)
         metrics.boards.record(boardCount)
+    }
+
+    /// The store gave this hub the board: it is served from here on, and the
+    /// hellos that waited for it are handled now.
+    private mutating func adopt(_ board: RecoveredBoard, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        movedBoards[board.name] = nil
+        if boardSlots[board.name] == nil {
+            var state = board.state
+            state.limits = configuration.boardLimits
+            var channel = BoardChannel(name: board.name, recovered: state)
+            for agent in board.agents { channel.recoveredProgress[agent.principal] = agent }
+            let slot: Int
+            if let free = freeSlots.popLast() {
+                slot = free
+                channels[slot] = channel
+            } else {
+                slot = channels.count
+                channels.append(channel)
+            }
+            boardSlots[board.name] = slot
+            for (user, count) in state.acceptedSamplesByOwner { storedByUser[user, default: 0] += count }
+            if state.sequence == 0 { neverDrawn[slot] = now }
+            for (user, touches) in state.touches where !touches.isEmpty { recoveredUsers.append((slot, user)) }
+            if !state.touches.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
+            metrics.boards.record(boardCount)
+            logger.info("board adopted from the board store", metadata: ["board": "\(board.name)", "sequence": "\(state.sequence)"])
+        }
+        guard let waiting = claims.removeValue(forKey: board.name) else { return }
+        waitingHellos -= waiting.count
+        for parked in waiting { handle(.agentMessage(from: parked.peer, .hello(parked.hello), bytes: parked.bytes), now: now, into: &actions) }
+    }
+
+    /// A claim that failed (the store unreachable): its hellos are told to try again.
+    private mutating func claimFailed(_ board: String, reason: String, into actions: inout [HubAction]) {
+        guard let waiting = claims.removeValue(forKey: board) else { return }
+        waitingHellos -= waiting.count
+        for parked in waiting {
+            refuse(parked.peer.id, HubRefusal(.storageUnavailable, "board \(board) could not be loaded from the board store (\(reason)): try again"), into: &actions)
+        }
     }
 
     /// Forgets sessions silent past the retention (their duplicate detection with them).

@@ -113,6 +113,13 @@ public enum HubEvent: Sendable {
     /// longer serves it. Its agents are told WRONG_HUB, and so is anyone who
     /// asks for it later; what was not acknowledged stays with the agents.
     case boardMoved(board: String, owner: String)
+    /// The board store gave this hub `board`'s lease (`claimBoard`, or a
+    /// board whose hub stopped): it serves the board from here on, as loaded.
+    case boardAdopted(RecoveredBoard)
+    /// The live hubs of the board store changed: a board this hub does not
+    /// hold belongs to the one with the highest rendezvous weight, and a
+    /// hello or snapshot request for it is answered WRONG_HUB naming it.
+    case membershipChanged(ClusterMap)
     /// The transport has handled what was waiting (or its per-turn share of
     /// it: `inputWaiting`, the hub is behind), or `nextDeadline` passed:
     /// publish what is due, run due timers, acknowledge.
@@ -134,6 +141,9 @@ public enum HubAction: Sendable {
     /// Start a failed board's journal again from `state`, the board as
     /// published (a checkpoint): answered by `journalRestored` or `journalFailed`.
     case restartJournal(board: String, state: BoardState, hubTime: Int64)
+    /// Board store: take `board`'s lease and load it (answered by
+    /// `boardAdopted`, `boardMoved` or `journalFailed`); hellos for it wait.
+    case claimBoard(String)
     /// Answer a snapshot request with the board as published at `state.sequence`.
     case sendSnapshot(to: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest)
     case refuseSnapshot(to: PeerID, requestID: UInt64, HubRefusal)

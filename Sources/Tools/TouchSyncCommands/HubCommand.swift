@@ -218,7 +218,8 @@ struct HubCommand: AsyncParsableCommand {
             let ingestEndpoint = configuration.ingestEndpoint
             var settings = BoardStoreConfiguration(
                 address: address, hubName: name ?? Self.defaultStoreName(ingest: ingestEndpoint),
-                endpoints: [configuration.ingestEndpoint, configuration.publishEndpoint, configuration.snapshotEndpoint].joined(separator: " "))
+                endpoints: [configuration.ingestEndpoint, configuration.publishEndpoint, configuration.snapshotEndpoint, configuration.historyEndpoint]
+                    .joined(separator: " "))
             settings.leaseTimeout = Duration(secondsValue: leaseTimeout)
             settings.snapshotEveryBytes = storeSnapshotKib << 10
             storeConfiguration = settings

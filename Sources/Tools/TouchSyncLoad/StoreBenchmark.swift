@@ -61,6 +61,9 @@ public struct StoreBenchmark: Sendable {
         let start = clock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await writer.run(startingWith: loaded) }
+            // Each board claimed first, as a hub does at its first hello.
+            for name in names { writer.claim(name) }
+            try await committed.wait(adopted: names.count)
             var ticket: UInt64 = 0
             for (index, batch) in recording.batches.enumerated() {
                 for name in names {
@@ -128,8 +131,9 @@ final class CommitCounter: Sendable {
     private struct State {
         var through: UInt64 = 0
         var commits = 0
+        var adopted = 0
         var failure: String? = nil
-        var waiter: (ticket: UInt64, continuation: CheckedContinuation<Void, any Error>)? = nil
+        var waiter: (done: @Sendable (UInt64, Int) -> Bool, continuation: CheckedContinuation<Void, any Error>)? = nil
     }
     private let state = Mutex(State())
 
@@ -144,10 +148,11 @@ final class CommitCounter: Sendable {
                     state.commits += 1
                 case .failed(let board, let reason): state.failure = "board \(board): \(reason)"
                 case .moved(let board, let owner): state.failure = "board \(board) moved to \(owner)"
-                case .restored: break
+                case .adopted: state.adopted += 1
+                case .restored, .membership: break
                 }
             }
-            guard let waiter = state.waiter, state.through >= waiter.ticket || state.failure != nil else { return nil }
+            guard let waiter = state.waiter, waiter.done(state.through, state.adopted) || state.failure != nil else { return nil }
             state.waiter = nil
             return (waiter.continuation, state.failure)
         }
@@ -156,12 +161,16 @@ final class CommitCounter: Sendable {
         }
     }
 
-    func wait(through ticket: UInt64) async throws {
+    func wait(through ticket: UInt64) async throws { try await wait { through, _ in through >= ticket } }
+
+    func wait(adopted boards: Int) async throws { try await wait { _, adopted in adopted >= boards } }
+
+    private func wait(until done: @escaping @Sendable (UInt64, Int) -> Bool) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let ready = state.withLock { state -> Result<Void, any Error>? in
                 if let failure = state.failure { return .failure(JournalBenchmarkError(failure)) }
-                if state.through >= ticket { return .success(()) }
-                state.waiter = (ticket, continuation)
+                if done(state.through, state.adopted) { return .success(()) }
+                state.waiter = (done, continuation)
                 return nil
             }
             if let ready { continuation.resume(with: ready) }

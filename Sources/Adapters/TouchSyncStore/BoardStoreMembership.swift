@@ -1,0 +1,32 @@
+import PostgresNIO
+import TouchSyncAccess
+
+/// The hubs of a board store: each writes its name, endpoints and a
+/// heartbeat; a hub is live while its heartbeat is younger than its lease
+/// time-out. A board no live hub holds belongs to the live hub with the
+/// highest rendezvous weight for it (`ClusterMap.hub(for:)`, the cluster
+/// file's rule, over the live hubs).
+enum BoardStoreMembership {
+    /// The live hubs as a cluster map (nil: none live, not even this one yet).
+    static func liveHubs(configuration: BoardStoreConfiguration, connection: inout StoreSession) async throws(StoreError) -> ClusterMap? {
+        let rows = try await connection.query(
+            """
+            SELECT name, endpoints FROM touchsync_hubs
+            WHERE heartbeat_at > now() - make_interval(secs => \(configuration.leaseSeconds)) ORDER BY name
+            """)
+        var hubs: [ClusterMap.Hub] = []
+        for row in rows {
+            guard let (name, endpoints) = try? row.decode((String, String).self) else { continue }
+            let parts = endpoints.split(separator: " ").map(String.init)
+            guard parts.count >= 3 else { continue }  // not a hub's row as this build writes it
+            hubs.append(ClusterMap.Hub(name: name, ingest: parts[0], publish: parts[1], snapshot: parts[2], history: parts.count > 3 ? parts[3] : nil))
+        }
+        return try? ClusterMap(hubs: hubs)
+    }
+
+    /// Boards whose lease lapsed (their hub stopped renewing it).
+    static func lapsedBoards(connection: inout StoreSession) async throws(StoreError) -> [String] {
+        let rows = try await connection.query("SELECT board FROM touchsync_leases WHERE expires_at < now() ORDER BY board")
+        return rows.compactMap { try? $0.decode(String.self) }
+    }
+}
