@@ -79,6 +79,7 @@ struct AgentProtocolTests {
                     case .helloRefused(let why): failures.append(why)
                     case .welcomed, .coalesced, .busy: break
                     case .newSession: failures.append("the hub could not resume the session")
+                    case .redirect(let ingest, _): failures.append("redirected to \(ingest) by a hub that holds every board")
                     }
                 }
             }
@@ -160,3 +161,68 @@ struct AgentProtocolTests {
         }
     }
 }
+
+/// WRONG_HUB naming the hub that serves the board: the agent goes there at
+/// once with its session and everything unacknowledged, and says hello
+/// resuming it; hubs that keep sending it elsewhere make it give up.
+@Suite("AgentProtocol follows WRONG_HUB")
+struct AgentRedirectTests {
+    func wrongHub(to ingest: String, sequence: UInt64 = 0) -> Touchsync_V1_HubReply {
+        var error = Touchsync_V1_Error(code: .wrongHub, message: "board b is served by hub hub-b", sequence: sequence)
+        error.owner.name = "hub-b"
+        error.owner.ingest = ingest
+        error.owner.publish = "tcp://b:2"
+        error.owner.snapshot = "tcp://b:3"
+        var reply = Touchsync_V1_HubReply()
+        reply.error = error
+        return reply
+    }
+
+    @Test func aWrongHubNamingTheOwnerIsFollowedWithTheSession() throws {
+        let start = ContinuousClock.now
+        var agent = AgentProtocol(settings: .init(board: "b"), now: start, seed: 1) { Array("session".utf8) }
+        #expect(agent.tick(now: start) == [.connect])
+        _ = agent.connected(now: start)
+        var welcome = Touchsync_V1_HubReply()
+        welcome.welcome.user = "ann"
+        _ = agent.received(welcome, now: start)
+        _ = agent.queue(changes: [TouchChange(touch: TouchID(1), phase: .began, samples: [Sample(x: 1, y: 1, time: 0)])], alive: nil, now: start)
+        #expect(agent.unacknowledgedCount == 1)
+
+        let moved = agent.received(wrongHub(to: "tcp://b:1"), now: start)
+        #expect(moved.contains(.redirect(ingest: "tcp://b:1", hub: "hub-b")))
+        #expect(!moved.contains { if case .helloRefused = $0 { true } else { false } })
+        #expect(!agent.isConnected && agent.unacknowledgedCount == 1)
+        #expect(agent.tick(now: start) == [.connect], "at once, not after a back-off")
+        let hello = agent.connected(now: start)
+        guard case .send(let bytes) = try #require(hello.first) else { Issue.record("no hello"); return }
+        let message = try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes)
+        #expect(Array(message.hello.sessionID) == Array("session".utf8) && message.hello.board == "b")
+        // Welcomed there: what was not acknowledged goes again.
+        let resent = agent.received(welcome, now: start)
+        #expect(resent.filter { if case .send = $0 { true } else { false } }.count == 1)
+    }
+
+    @Test func hubsThatKeepRedirectingAreGivenUpOn() {
+        let start = ContinuousClock.now
+        var agent = AgentProtocol(settings: .init(board: "b"), now: start, seed: 1) { Array("session".utf8) }
+        var redirects = 0
+        var refusedForGood = false
+        for _ in 0..<20 where !refusedForGood {
+            for action in agent.tick(now: start) where action == .connect { _ = agent.connected(now: start) }
+            for action in agent.received(wrongHub(to: "tcp://elsewhere:1"), now: start) {
+                if case .redirect = action { redirects += 1 }
+                if case .helloRefused = action { refusedForGood = true }
+            }
+        }
+        #expect(redirects == AgentProtocol.maxRedirects && refusedForGood)
+        // Without an address a WRONG_HUB is final at once.
+        var plain = AgentProtocol(settings: .init(board: "b"), now: start, seed: 2) { Array("s".utf8) }
+        _ = plain.tick(now: start)
+        _ = plain.connected(now: start)
+        var bare = Touchsync_V1_HubReply()
+        bare.error = Touchsync_V1_Error(code: .wrongHub, message: "not here", sequence: 0)
+        #expect(plain.received(bare, now: start).contains { if case .helloRefused = $0 { true } else { false } })
+    }
+}
+

@@ -78,6 +78,7 @@ struct ReplicaSyncTests {
                         if let last = applied.last, batch.sequence != last + 1 { failures.append("applied \(batch.sequence) after \(last)") }
                         applied.append(batch.sequence)
                     case .failed(let why): failures.append(why)
+                    case .redirect(_, _, let hub): failures.append("redirected to \(hub) by the only hub")
                     case .resyncing, .heartbeat, .silent: break
                     }
                 }
@@ -187,8 +188,16 @@ struct ReplicaSyncTests {
         #expect(sync.tick(now: start + .seconds(1)).isEmpty)
         #expect(sync.tick(now: start + .seconds(3)).contains(.requestSnapshot(requestID: 3)))
         // FORBIDDEN is final; RATE_LIMITED waits for the time-out.
-        #expect(sync.snapshotRefused(3, code: .rateLimited, message: "slow down").isEmpty)
-        #expect(sync.snapshotRefused(3, code: .forbidden, message: "no") == [.failed("the hub refused this board (FORBIDDEN): no")])
+        #expect(sync.snapshotRefused(3, code: .rateLimited, message: "slow down", now: start).isEmpty)
+        // WRONG_HUB naming the owner moves the replica there and asks it for the snapshot.
+        var owner = Touchsync_V1_HubAddress()
+        owner.name = "hub-b"
+        owner.publish = "tcp://b:2"
+        owner.snapshot = "tcp://b:3"
+        let moved = sync.snapshotRefused(3, code: .wrongHub, message: "served by hub-b", owner: owner, now: start)
+        #expect(moved.first == .redirect(publish: "tcp://b:2", snapshot: "tcp://b:3", hub: "hub-b"))
+        #expect(moved.contains(.requestSnapshot(requestID: 4)))
+        #expect(sync.snapshotRefused(4, code: .forbidden, message: "no", now: start) == [.failed("the hub refused this board (FORBIDDEN): no")])
         // Live again from a snapshot at batch 2: a heartbeat ahead, or at the same sequence with another digest, resyncs.
         let state = try #require(hub.replicas["b"])
         var live = ReplicaSync.start(board: "b", now: start).0

@@ -90,6 +90,8 @@ final class AgentConnection {
     let shared: AgentShared
     private let logger: Logger
     private var rules: AgentProtocol
+    /// The hub connected to: the configured one until a WRONG_HUB names another.
+    private var hubEndpoint: String
 
     private(set) var socket: ZMQSocket? = nil
     /// Set when `socket` is replaced or closed, for the driver's readiness set; the driver clears it.
@@ -112,6 +114,7 @@ final class AgentConnection {
         self.shared = shared
         self.logger = logger
         self.report = report
+        hubEndpoint = configuration.hubEndpoint
         let settings = AgentProtocol.Settings(
             board: configuration.board, clientName: configuration.clientName, heartbeatInterval: configuration.heartbeatInterval,
             hubTimeout: configuration.hubTimeout, reconnectDelay: configuration.reconnectDelay, maxInFlight: configuration.maxInFlight,
@@ -152,7 +155,7 @@ final class AgentConnection {
             case .disconnect(let stalled):
                 logger.info(
                     stalled ? "acknowledgements stalled: reconnecting" : "hub silent: reconnecting",
-                    metadata: ["endpoint": "\(configuration.hubEndpoint)", "agent": "\(identity)"])
+                    metadata: ["endpoint": "\(hubEndpoint)", "agent": "\(identity)"])
                 report(.disconnected)
                 close()
             case .send(let bytes):
@@ -187,6 +190,12 @@ final class AgentConnection {
             case .helloRefused(let why):
                 shared.helloRefusal.withLock { $0 = why }
                 shared.waiters.signal()
+            case .redirect(let ingest, let hub):
+                logger.notice(
+                    "another hub serves the board: following it", metadata: ["from": "\(hubEndpoint)", "to": "\(ingest)", "hub": "\(hub)"])
+                report(.disconnected)
+                close()
+                hubEndpoint = ingest
             case .newSession(let waiting):
                 logger.notice(
                     "the hub cannot resume this agent's session: starting a new one",
@@ -210,13 +219,13 @@ final class AgentConnection {
             try socket.setSendHighWaterMark(100_000)
             try socket.setHandshakeInterval(milliseconds: Int32(clamping: configuration.handshakeTimeout.components.seconds * 1000))
             if configuration.monitorsHandshake { monitor = try? ZMQHandshakeMonitor(socket, context: context) }
-            try socket.connect(configuration.hubEndpoint)
+            try socket.connect(hubEndpoint)
             self.socket = socket
             socketChanged = true
             perform(rules.connected(now: now), now: now)
         } catch {
             logger.warning(
-                "agent cannot connect", metadata: ["endpoint": "\(configuration.hubEndpoint)", "error": "\(error)"])
+                "agent cannot connect", metadata: ["endpoint": "\(hubEndpoint)", "error": "\(error)"])
             close()
             rules.connectFailed(now: now)
         }

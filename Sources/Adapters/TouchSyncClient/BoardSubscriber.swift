@@ -219,6 +219,8 @@ final class SubscriberLoop {
     private var handshakeFailures = 0
     /// Why the hub will never serve us (a refused key, FORBIDDEN): the loop ends with it.
     private var fatal: String? = nil
+    /// Where the sockets are connected: the configured hub until a WRONG_HUB names another.
+    private var endpoints: (publish: String, snapshot: String) = ("", "")
 
     init(
         configuration: SubscriberConfiguration, context: ZMQContext, mailbox: Mailbox<SubscriberCommand>,
@@ -247,6 +249,7 @@ final class SubscriberLoop {
         try subscriber.connect(configuration.publishEndpoint)
         try subscriber.subscribe(topic)
         try snapshots.connect(configuration.snapshotEndpoint)
+        endpoints = (configuration.publishEndpoint, configuration.snapshotEndpoint)
         let (sync, first) = ReplicaSync.start(
             board: configuration.board, snapshotTimeout: configuration.snapshotTimeout, silenceTimeout: configuration.silenceTimeout,
             now: clock.now)
@@ -329,6 +332,19 @@ final class SubscriberLoop {
                 events.yield(.silent)
             case .failed(let reason):
                 fatal = reason
+            case .redirect(let publish, let snapshot, let hub):
+                logger.notice(
+                    "another hub serves the board: following it",
+                    metadata: ["board": "\(configuration.board)", "hub": "\(hub)", "publish": "\(publish)", "snapshot": "\(snapshot)"])
+                do {
+                    try? subscriber.disconnect(endpoints.publish)
+                    try? snapshots.disconnect(endpoints.snapshot)
+                    try subscriber.connect(publish)
+                    try snapshots.connect(snapshot)
+                    endpoints = (publish, snapshot)
+                } catch {
+                    fatal = "cannot follow the board to hub \(hub) (\(publish), \(snapshot)): \(error)"
+                }
             }
         }
     }
@@ -349,7 +365,10 @@ final class SubscriberLoop {
             switch reply.body {
             case .error(let error):
                 logger.warning("snapshot refused", metadata: ["board": "\(configuration.board)", "error": "\(error.message)"])
-                perform(sync.snapshotRefused(reply.requestID, code: ErrorCode(error.code), message: error.message))
+                perform(
+                    sync.snapshotRefused(
+                        reply.requestID, code: ErrorCode(error.code), message: error.message, owner: error.hasOwner ? error.owner : nil,
+                        now: clock.now))
             case .chunk(let chunk):
                 do {
                     perform(sync.chunk(try SnapshotChunkContents(chunk), for: reply.requestID, now: clock.now))

@@ -337,7 +337,7 @@ public final class SubscriptionHost: Sendable {
                 case .failed(let reason):
                     logger.warning("board refused", metadata: ["board": "\(board)", "error": "\(reason)"])
                     followed.feed.failed(reason)
-                case .heartbeat, .silent:
+                case .heartbeat, .silent, .redirect:
                     break
                 }
             }
@@ -362,7 +362,8 @@ public final class SubscriptionHost: Sendable {
                         change(board) { $0.unusableSnapshot("\(error)", now: now) }
                     }
                 case .error(let error):
-                    change(board) { $0.snapshotRefused(reply.requestID, code: ErrorCode(error.code), message: error.message) }
+                    // The gateway follows its configured hubs: a WRONG_HUB is not followed (owner not passed), it fails the board.
+                    change(board) { $0.snapshotRefused(reply.requestID, code: ErrorCode(error.code), message: error.message, now: .now) }
                 case .boards, nil:
                     break
                 }

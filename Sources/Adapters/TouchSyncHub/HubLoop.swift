@@ -219,7 +219,7 @@ final class HubLoop {
             case .sendBoardList(let peer, let requestID, let boards, let more):
                 snapshotService.sendBoardList(to: peer.bytes, requestID: requestID, boards: boards, more: more)
             case .refuseSnapshot(let peer, let requestID, let refusal):
-                snapshotService.sendError(to: peer.bytes, requestID: requestID, code: refusal.code, refusal.message)
+                snapshotService.sendError(to: peer.bytes, requestID: requestID, code: refusal.code, refusal.message, owner: refusal.owner?.proto)
             case .allowSubscription(let topic):
                 // XPUB_MANUAL: applies to the pipe the subscription just came from.
                 do { try publish.subscribe(topic) } catch { logger.warning("subscribe failed", metadata: ["error": "\(error)"]) }

@@ -142,10 +142,11 @@ struct SnapshotService {
         _ = try? socket.send(multipart: [peer, WireCodec.encode(reply)], dontWait: true)
     }
 
-    func sendError(to peer: [UInt8], requestID: UInt64, code: ErrorCode, _ text: String) {
+    func sendError(to peer: [UInt8], requestID: UInt64, code: ErrorCode, _ text: String, owner: Touchsync_V1_HubAddress? = nil) {
         var error = Touchsync_V1_SnapshotReply.Error()
         error.code = code.proto
         error.message = text
+        if let owner { error.owner = owner }
         var reply = Touchsync_V1_SnapshotReply()
         reply.error = error
         reply.requestID = requestID

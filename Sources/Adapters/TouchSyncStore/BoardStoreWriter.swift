@@ -169,6 +169,7 @@ public final class BoardStoreWriter: Sendable {
     /// Commits until `stop()`; renews the leases and the hub's heartbeat every
     /// `leaseTimeout / 4`.
     public func run(startingWith loaded: BoardStoreLoader.Loaded) async {
+        post { $0.renewDue = true }  // the live hubs known from the start
         let (snapshots, snapshotsDue) = AsyncStream.makeStream(of: SnapshotJob.self)
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
@@ -242,6 +243,8 @@ public final class BoardStoreWriter: Sendable {
         while true {
             let work = await nextWork()
             var reports: [BoardStoreReport] = []
+            // Renewal first: a claim or a move reported after it names hubs as they are now.
+            if work.renewDue { await renew(boards: &boards, connection: &connection, into: &reports) }
             for restart in work.restarts { await self.restart(restart, boards: &boards, connection: &connection, into: &reports) }
             for board in work.claims {
                 await claim(board, create: true, boards: &boards, connection: &connection, into: &reports)
@@ -249,7 +252,6 @@ public final class BoardStoreWriter: Sendable {
             if !work.appends.isEmpty {
                 await commit(work.appends, boards: &boards, connection: &connection, into: &reports) { snapshotsDue.yield($0) }
             }
-            if work.renewDue { await renew(boards: &boards, connection: &connection, into: &reports) }
             if !reports.isEmpty { report(reports) }
             if work.stopping { break }
         }
@@ -388,6 +390,14 @@ public final class BoardStoreWriter: Sendable {
     ) async {
         let owner = (try? await connection.query("SELECT hub FROM touchsync_leases WHERE board = \(board)").first?.decode(String.self))
             ?? "unknown"
+        // The hub is told where the board went (its endpoints, for the agents to follow).
+        if boards.members?.hubs.contains(where: { $0.name == owner }) != true,
+            let members = try? await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection),
+            members != boards.members
+        {
+            boards.members = members
+            reports.append(.membership(members))
+        }
         boards.epochs[board] = nil
         boards.broken.remove(board)
         boards.moved.insert(board)

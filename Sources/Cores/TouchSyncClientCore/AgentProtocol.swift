@@ -62,7 +62,14 @@ public struct AgentProtocol: Sendable {
         case helloRefused(String)
         /// The hub cannot resume the session: a new one numbers the waiting messages from 1.
         case newSession(waiting: Int)
+        /// Another hub serves the board (WRONG_HUB naming it): close the
+        /// connection; the next `connect` goes to `ingest` (hub `hub`), where
+        /// the session resumes.
+        case redirect(ingest: String, hub: String)
     }
+
+    /// Redirects followed without a welcome before a WRONG_HUB is taken as final (hubs disagreeing).
+    public static let maxRedirects = 8
 
     /// A message taken in but not numbered yet (the window is full).
     private enum Waiting: Sendable {
@@ -94,6 +101,7 @@ public struct AgentProtocol: Sendable {
     private var lastProgress: ContinuousClock.Instant
     private var reconnectAt: ContinuousClock.Instant
     private var attempt = 0
+    private var redirects = 0
 
     /// A new agent; its first timers (`tick`) connect.
     public init(settings: Settings, now: ContinuousClock.Instant, seed: UInt64, newSessionID: @escaping @Sendable () -> [UInt8]) {
@@ -193,6 +201,7 @@ public struct AgentProtocol: Sendable {
         case .welcome(let welcome):
             isWelcomed = true
             attempt = 0
+            redirects = 0
             actions.append(.welcomed(user: welcome.user, appliedThrough: welcome.appliedThrough))
             acknowledge(through: welcome.appliedThrough, now: now, into: &actions)
             // Resend, in order, everything the hub has not applied.
@@ -205,6 +214,14 @@ public struct AgentProtocol: Sendable {
             patientUntil = max(patientUntil, now + retry)
             lastProgress = now
             actions.append(.busy(retryAfter: retry))
+        case .error(let error) where error.code == .wrongHub && !error.owner.ingest.isEmpty && redirects < Self.maxRedirects:
+            // Another hub serves the board: go there at once, keeping the session and every unacknowledged message.
+            // Not a refusal of any message: nothing is lost, everything goes to the owner.
+            redirects += 1
+            actions.append(.redirect(ingest: error.owner.ingest, hub: error.owner.name))
+            isConnected = false
+            isWelcomed = false
+            reconnectAt = now
         case .error(let error):
             // The final refusal first: whoever hears of the refusal finds it recorded.
             if !isWelcomed, error.sequence == 0, let code = ErrorCode(error.code),

@@ -30,7 +30,15 @@ public struct ReplicaSync: Sendable {
         case silent
         /// The hub will never serve this board here (FORBIDDEN, WRONG_HUB).
         case failed(String)
+        /// Another hub serves the board (WRONG_HUB naming it): connect the
+        /// publish and snapshot sockets there instead; the snapshot request
+        /// that follows goes to it.
+        case redirect(publish: String, snapshot: String, hub: String)
     }
+
+    /// Redirects followed without a snapshot before a WRONG_HUB is final (hubs disagreeing).
+    public static let maxRedirects = 8
+    private var redirects = 0
 
     public let board: String
     public var snapshotTimeout: Duration
@@ -91,9 +99,18 @@ public struct ReplicaSync: Sendable {
         return actions
     }
 
-    /// The hub refused snapshot `requestID`.
-    public mutating func snapshotRefused(_ requestID: UInt64, code: ErrorCode?, message: String) -> [Action] {
+    /// The hub refused snapshot `requestID`; a WRONG_HUB naming the hub
+    /// that serves the board (`owner`) moves the replica there.
+    public mutating func snapshotRefused(
+        _ requestID: UInt64, code: ErrorCode?, message: String, owner: Touchsync_V1_HubAddress? = nil, now: ContinuousClock.Instant
+    ) -> [Action] {
         guard case .syncing(let request, _, _, _) = phase, requestID == request else { return [] }
+        if code == .wrongHub, let owner, !owner.publish.isEmpty, !owner.snapshot.isEmpty, redirects < Self.maxRedirects {
+            redirects += 1
+            var actions: [Action] = [.redirect(publish: owner.publish, snapshot: owner.snapshot, hub: owner.name)]
+            requestSnapshot(reason: "board served by hub \(owner.name) (WRONG_HUB)", now: now, into: &actions)
+            return actions
+        }
         switch code {
         case .forbidden: return [.failed("the hub refused this board (FORBIDDEN): \(message)")]
         case .wrongHub: return [.failed("this hub does not hold the board (WRONG_HUB): \(message)")]
@@ -211,6 +228,7 @@ public struct ReplicaSync: Sendable {
         do {
             let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
             var state = try BoardState(snapshot: snapshot, packing: false)
+            redirects = 0
             guard state.digest == digest else {
                 requestSnapshot(reason: "the snapshot's digest does not match its strokes", now: now, into: &actions)
                 return

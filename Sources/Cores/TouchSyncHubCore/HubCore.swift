@@ -667,8 +667,10 @@ public struct HubCore {
     /// store moved to one (nil: ours).
     private func wrongHub(for board: String) -> HubRefusal? {
         if let owner = movedBoards[board] {
-            let endpoint = cluster?.map.hubs.first { $0.name == owner }.map { " (\($0.ingest))" } ?? ""
-            return HubRefusal(.wrongHub, "board \(board) is served by hub \(owner)\(endpoint) now (the board store moved its lease)")
+            let known = cluster?.map.hubs.first { $0.name == owner }
+            return HubRefusal(
+                .wrongHub, "board \(board) is served by hub \(owner)\(known.map { " (\($0.ingest))" } ?? "") now (the board store moved its lease)",
+                owner: known)
         }
         // On a board store the live hubs are a suggestion for boards not held: one held here stays here.
         if configuration.storeCommits && boardSlots[board] != nil { return nil }
@@ -676,10 +678,12 @@ public struct HubCore {
         let owner = map.hub(for: board)
         guard owner.name != name else { return nil }
         if configuration.storeCommits {
-            return HubRefusal(.wrongHub, "board \(board) is served by hub \(owner.name) (\(owner.ingest)), the board store's live hub for it")
+            return HubRefusal(
+                .wrongHub, "board \(board) is served by hub \(owner.name) (\(owner.ingest)), the board store's live hub for it", owner: owner)
         }
         return HubRefusal(
-            .wrongHub, "board \(board) lives on hub \(owner.name) (\(owner.ingest)), not on \(name): is your cluster file current?")
+            .wrongHub, "board \(board) lives on hub \(owner.name) (\(owner.ingest)), not on \(name): is your cluster file current?",
+            owner: owner)
     }
 
     /// Peers without a session are rate limited too, so garbage cannot flood the hub.

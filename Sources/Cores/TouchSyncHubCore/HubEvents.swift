@@ -185,12 +185,17 @@ public struct HubRefusal: Error, Sendable, Equatable, CustomStringConvertible {
     public var sequence: UInt64
     /// BUSY only: how long the agent should keep waiting before it doubts the hub.
     public var retryAfterMilliseconds: UInt32
+    /// WRONG_HUB only: the hub that serves the board, when known.
+    public var owner: ClusterMap.Hub?
 
-    public init(_ code: ErrorCode, _ message: String, sequence: UInt64 = 0, retryAfterMilliseconds: UInt32 = 0) {
+    public init(
+        _ code: ErrorCode, _ message: String, sequence: UInt64 = 0, retryAfterMilliseconds: UInt32 = 0, owner: ClusterMap.Hub? = nil
+    ) {
         self.code = code
         self.message = message
         self.sequence = sequence
         self.retryAfterMilliseconds = retryAfterMilliseconds
+        self.owner = owner
     }
 
     public var description: String { "\(code) (message \(sequence)): \(message)" }

@@ -1,3 +1,4 @@
+import TouchSyncAccess
 import TouchSyncCore
 import TouchSyncWire
 
@@ -25,7 +26,21 @@ extension HubReply {
         case .error(let refusal):
             reply.error = Touchsync_V1_Error(code: refusal.code, message: refusal.message, sequence: refusal.sequence)
             reply.error.retryAfterMs = refusal.retryAfterMilliseconds
+            if let owner = refusal.owner { reply.error.owner = owner.proto }
         }
         return reply
+    }
+}
+
+extension ClusterMap.Hub {
+    /// The hub as a WRONG_HUB refusal names it.
+    public var proto: Touchsync_V1_HubAddress {
+        var address = Touchsync_V1_HubAddress()
+        address.name = name
+        address.ingest = ingest
+        address.publish = publish
+        address.snapshot = snapshot
+        address.history = history ?? ""
+        return address
     }
 }

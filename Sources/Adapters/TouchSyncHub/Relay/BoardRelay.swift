@@ -246,7 +246,7 @@ final class RelayLoop {
                 counters.value.withLock { $0.resyncs += 1 }
             case .failed(let reason):
                 logger.warning("upstream refused a snapshot", metadata: ["board": "\(board)", "error": "\(reason)"])
-            case .synced, .applied, .heartbeat, .silent:
+            case .synced, .applied, .heartbeat, .silent, .redirect:
                 break
             }
         }
@@ -308,7 +308,8 @@ final class RelayLoop {
                     change(board) { $0.unusableSnapshot("\(error)", now: now) }
                 }
             case .error(let error):
-                change(board) { $0.snapshotRefused(local, code: ErrorCode(error.code), message: error.message) }
+                // A relay follows one upstream: a WRONG_HUB is not followed (owner not passed), it fails the board.
+                change(board) { $0.snapshotRefused(local, code: ErrorCode(error.code), message: error.message, now: .now) }
             case .boards, nil:
                 break
             }

@@ -474,9 +474,21 @@ public nonisolated struct Touchsync_V1_Error: Sendable {
   /// for at least this long (plus its usual time-out).
   public var retryAfterMs: UInt32 = 0
 
+  /// WRONG_HUB only: the hub that serves the board, when known (see HubAddress).
+  public var owner: Touchsync_V1_HubAddress {
+    get {_owner ?? Touchsync_V1_HubAddress()}
+    set {_owner = newValue}
+  }
+  /// Returns true if `owner` has been explicitly set.
+  public var hasOwner: Bool {self._owner != nil}
+  /// Clears the value of `owner`. Subsequent reads from it will return its default value.
+  public mutating func clearOwner() {self._owner = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _owner: Touchsync_V1_HubAddress? = nil
 }
 
 /// Undo: the user's most recent accepted stroke still on the board is removed
@@ -1239,7 +1251,7 @@ nonisolated extension Touchsync_V1_Ack: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Touchsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Error"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}sequence\0\u{3}retry_after_ms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}sequence\0\u{3}retry_after_ms\0\u{1}owner\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1251,12 +1263,17 @@ nonisolated extension Touchsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.sequence) }()
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.retryAfterMs) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._owner) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.code != .unspecified {
       try visitor.visitSingularEnumField(value: self.code, fieldNumber: 1)
     }
@@ -1269,6 +1286,9 @@ nonisolated extension Touchsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
     if self.retryAfterMs != 0 {
       try visitor.visitSingularUInt32Field(value: self.retryAfterMs, fieldNumber: 4)
     }
+    try { if let v = self._owner {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1277,6 +1297,7 @@ nonisolated extension Touchsync_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.message != rhs.message {return false}
     if lhs.sequence != rhs.sequence {return false}
     if lhs.retryAfterMs != rhs.retryAfterMs {return false}
+    if lhs._owner != rhs._owner {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

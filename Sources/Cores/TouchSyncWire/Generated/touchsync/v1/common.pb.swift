@@ -353,6 +353,33 @@ public nonisolated struct Touchsync_V1_StrokeStyle: Sendable {
   public init() {}
 }
 
+/// Where a hub is: its name and endpoints (as a cluster file lists them). A
+/// WRONG_HUB refusal carries the hub that serves the board when the refusing
+/// hub knows it (a cluster file, or the board store's live hubs): a client
+/// connects there instead (agents to `ingest`, subscribers to `publish` and
+/// `snapshot`, histories to `history`) and says hello again, resuming its
+/// session.
+public nonisolated struct Touchsync_V1_HubAddress: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  public var ingest: String = String()
+
+  public var publish: String = String()
+
+  public var snapshot: String = String()
+
+  /// empty when the hub serves no history
+  public var history: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "touchsync.v1"
@@ -475,6 +502,56 @@ nonisolated extension Touchsync_V1_StrokeStyle: SwiftProtobuf.Message, SwiftProt
   public static func ==(lhs: Touchsync_V1_StrokeStyle, rhs: Touchsync_V1_StrokeStyle) -> Bool {
     if lhs.rgba != rhs.rgba {return false}
     if lhs.width != rhs.width {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_HubAddress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HubAddress"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}ingest\0\u{1}publish\0\u{1}snapshot\0\u{1}history\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.ingest) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.publish) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.snapshot) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.history) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.ingest.isEmpty {
+      try visitor.visitSingularStringField(value: self.ingest, fieldNumber: 2)
+    }
+    if !self.publish.isEmpty {
+      try visitor.visitSingularStringField(value: self.publish, fieldNumber: 3)
+    }
+    if !self.snapshot.isEmpty {
+      try visitor.visitSingularStringField(value: self.snapshot, fieldNumber: 4)
+    }
+    if !self.history.isEmpty {
+      try visitor.visitSingularStringField(value: self.history, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_HubAddress, rhs: Touchsync_V1_HubAddress) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.ingest != rhs.ingest {return false}
+    if lhs.publish != rhs.publish {return false}
+    if lhs.snapshot != rhs.snapshot {return false}
+    if lhs.history != rhs.history {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

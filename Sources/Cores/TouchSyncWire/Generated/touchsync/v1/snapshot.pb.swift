@@ -108,9 +108,21 @@ public nonisolated struct Touchsync_V1_SnapshotReply: Sendable {
 
     public var message: String = String()
 
+    /// WRONG_HUB only: the hub that serves the board, when known (see HubAddress).
+    public var owner: Touchsync_V1_HubAddress {
+      get {_owner ?? Touchsync_V1_HubAddress()}
+      set {_owner = newValue}
+    }
+    /// Returns true if `owner` has been explicitly set.
+    public var hasOwner: Bool {self._owner != nil}
+    /// Clears the value of `owner`. Subsequent reads from it will return its default value.
+    public mutating func clearOwner() {self._owner = nil}
+
     public var unknownFields = SwiftProtobuf.UnknownStorage()
 
     public init() {}
+
+    fileprivate var _owner: Touchsync_V1_HubAddress? = nil
   }
 
   public init() {}
@@ -388,7 +400,7 @@ nonisolated extension Touchsync_V1_SnapshotReply: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Touchsync_V1_SnapshotReply.Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = Touchsync_V1_SnapshotReply.protoMessageName + ".Error"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{1}owner\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -398,24 +410,33 @@ nonisolated extension Touchsync_V1_SnapshotReply.Error: SwiftProtobuf.Message, S
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularEnumField(value: &self.code) }()
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._owner) }()
       default: break
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.code != .unspecified {
       try visitor.visitSingularEnumField(value: self.code, fieldNumber: 1)
     }
     if !self.message.isEmpty {
       try visitor.visitSingularStringField(value: self.message, fieldNumber: 2)
     }
+    try { if let v = self._owner {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Touchsync_V1_SnapshotReply.Error, rhs: Touchsync_V1_SnapshotReply.Error) -> Bool {
     if lhs.code != rhs.code {return false}
     if lhs.message != rhs.message {return false}
+    if lhs._owner != rhs._owner {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
