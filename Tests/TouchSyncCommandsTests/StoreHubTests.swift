@@ -306,7 +306,7 @@ struct StorePartitionTests {
             return value
         }
         let a = try StoreHubTests.StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
-        _ = try await children.startHub(a.arguments, namespace: network.hub)
+        let (_, hubAOutput, _) = try await children.startHub(a.arguments + ["--log-level", "info"], namespace: network.hub)
         let (spectator, spectatorOutput) = try children.run(
             ["spectate", "--board", "cut", "--json", "--duration", "20"] + a.client.dropFirst(2), namespace: network.hub)
         let (draw, drawOutput) = try children.run(["draw", "--board", "cut", "--seconds", "12"] + a.client, namespace: network.hub)
@@ -318,7 +318,7 @@ struct StorePartitionTests {
         // Past the 2 s lease: the store's side may take the board.
         try await Task.sleep(for: .seconds(3))
         let b = try StoreHubTests.StoreHub(server: server, name: "hub-b", leaseTimeout: 2, host: "10.77.123.2")
-        let (_, _, startedB) = try await children.startHub(b.arguments, namespace: network.agents)
+        let (_, hubBOutput, startedB) = try await children.startHub(b.arguments + ["--log-level", "info"], namespace: network.agents)
         #expect(startedB.contains("1 board(s) loaded") && startedB.contains("cut: batch "), "\(startedB)")
         let more = try await touchsync(["draw", "--board", "cut", "--seconds", "0.5"] + b.client, inNamespace: network.agents)
         #expect(more.status == 0, "\(more.errors)")
@@ -327,7 +327,7 @@ struct StorePartitionTests {
         // The first hub learns it lost the board: its agent follows it to hub-b, and everything it drew is acknowledged there.
         await draw.exited()
         let drawText = String(decoding: await drawOutput.readToEnd(), as: UTF8.self) + drawOutput.errors
-        #expect(draw.terminationStatus == 0, "\(drawText)")
+        #expect(draw.terminationStatus == 0, "\(drawText)\nhub-a:\n\(hubAOutput.errors)\nhub-b:\n\(hubBOutput.errors)")
         #expect(drawText.contains("following it") && drawText.contains("hub=hub-b") && drawText.contains("every message acknowledged"), "\(drawText)")
         spectator.interrupt()
         await spectator.exited()

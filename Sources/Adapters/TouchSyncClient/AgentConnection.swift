@@ -90,7 +90,11 @@ final class AgentConnection {
     let shared: AgentShared
     private let logger: Logger
     private var rules: AgentProtocol
-    /// The hub connected to: the configured one until a WRONG_HUB names another.
+    /// The hubs configured (`hubEndpoint` may list several, comma-separated:
+    /// hubs sharing a board store); after silence the agent tries the next.
+    private let configuredHubs: [String]
+    private var configuredIndex = 0
+    /// The hub connected to: a configured one, or the one a WRONG_HUB named.
     private var hubEndpoint: String
 
     private(set) var socket: ZMQSocket? = nil
@@ -114,7 +118,8 @@ final class AgentConnection {
         self.shared = shared
         self.logger = logger
         self.report = report
-        hubEndpoint = configuration.hubEndpoint
+        configuredHubs = configuration.hubEndpoint.split(separator: ",").map { String($0) }.filter { !$0.isEmpty }
+        hubEndpoint = configuredHubs.first ?? configuration.hubEndpoint
         let settings = AgentProtocol.Settings(
             board: configuration.board, clientName: configuration.clientName, heartbeatInterval: configuration.heartbeatInterval,
             hubTimeout: configuration.hubTimeout, reconnectDelay: configuration.reconnectDelay, maxInFlight: configuration.maxInFlight,
@@ -158,6 +163,7 @@ final class AgentConnection {
                     metadata: ["endpoint": "\(hubEndpoint)", "agent": "\(identity)"])
                 report(.disconnected)
                 close()
+                tryAnotherHub()
             case .send(let bytes):
                 guard let socket else { continue }
                 do {
@@ -228,6 +234,18 @@ final class AgentConnection {
                 "agent cannot connect", metadata: ["endpoint": "\(hubEndpoint)", "error": "\(error)"])
             close()
             rules.connectFailed(now: now)
+            tryAnotherHub()
+        }
+    }
+
+    /// After silence or a failed connection: the next configured hub (the
+    /// same one when only one is configured; back to the configured ones
+    /// after a redirect's hub went silent).
+    private func tryAnotherHub() {
+        guard !configuredHubs.isEmpty else { return }
+        if configuredHubs.count > 1 || hubEndpoint != configuredHubs[configuredIndex] {
+            if hubEndpoint == configuredHubs[configuredIndex] { configuredIndex = (configuredIndex + 1) % configuredHubs.count }
+            hubEndpoint = configuredHubs[configuredIndex]
         }
     }
 

@@ -49,7 +49,9 @@ struct DrawCommand: AsyncParsableCommand {
         let refusals = Task {
             var refused: [String] = []
             for await event in agent.events {
-                if case .refused(let sequence, let code, let message) = event {
+                // OUT_OF_ORDER and NOT_WELCOMED refuse nothing: they ask for a resend (or a
+                // hello), which the agent does; the acknowledgements say whether all arrived.
+                if case .refused(let sequence, let code, let message) = event, code != .outOfOrder, code != .notWelcomed {
                     refused.append("message \(sequence): \(code.map { "\($0)" } ?? "?"): \(message)")
                 }
             }

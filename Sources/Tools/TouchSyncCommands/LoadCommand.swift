@@ -86,7 +86,7 @@ struct LoadCommand: AsyncParsableCommand {
             guard idle >= 0 && idle <= 600 else { throw ValidationError("--idle must be 0 to 600 seconds") }
             guard (1...100).contains(measuringTabs) else { throw ValidationError("--measuring-tabs must be 1 to 100") }
         }
-        if let ingest { try validateEndpoint(ingest, option: "--hub") }
+        if let ingest { try validateHubList(ingest) }
         if let publish { try validateEndpoint(publish, option: "--publish") }
         if let snapshot { try validateEndpoint(snapshot, option: "--snapshot") }
         guard (1...5000).contains(users) else { throw ValidationError("--users must be 1 to 5000") }

@@ -22,7 +22,9 @@ func emit(_ line: String) {
 
 /// Where the hub is, for the commands that draw (agents) and watch.
 struct HubAddressOptions: ParsableArguments {
-    @Option(name: .customLong("hub"), help: "The hub's ingest endpoint (agents).")
+    @Option(
+        name: .customLong("hub"),
+        help: "The hub's ingest endpoint (agents); hubs sharing a board store may be listed, comma-separated: after silence the agent tries the next.")
     var ingest = "tcp://127.0.0.1:5570"
     @OptionGroup var subscriber: SubscriberAddressOptions
 
@@ -43,8 +45,14 @@ struct HubAddressOptions: ParsableArguments {
     }
 
     func validate() throws {
-        try validateEndpoint(ingest, option: "--hub")
+        try validateHubList(ingest)
     }
+}
+
+/// `--hub A[,B…]`: every endpoint valid, at least one.
+func validateHubList(_ list: String) throws {
+    let endpoints = list.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+    for endpoint in endpoints { try validateEndpoint(endpoint, option: "--hub") }
 }
 
 /// Where the hub is, for the commands that only read boards (spectators,
