@@ -520,13 +520,18 @@ struct StoreSession {
                 return rows
             }
         } catch {
-            let failure = BoardStoreAdmin.storeError(error)
-            if case .refused = failure, !connection.isClosed { throw failure }  // the statement failed, not the connection
-            self.connection = nil
-            lastFailure = .now
-            try? await connection.close()
-            throw failure
+            throw await failed(error, on: connection)
         }
+    }
+
+    /// The error in words; unless only the statement failed, the connection is given up.
+    private mutating func failed(_ error: any Error, on connection: PostgresConnection) async -> StoreError {
+        let failure = BoardStoreAdmin.storeError(error)
+        if case .refused = failure, !connection.isClosed { return failure }  // the statement failed, not the connection
+        self.connection = nil
+        lastFailure = .now
+        try? await connection.close()
+        return failure
     }
 
     /// A board from its newest snapshot and the batches after it (no time-out: a large board takes a while).
@@ -535,12 +540,7 @@ struct StoreSession {
         do {
             return try await BoardStoreLoader.loadBoard(board, limits: limits, connection: connection, logger: logger)
         } catch {
-            let failure = BoardStoreAdmin.storeError(error)
-            if case .refused = failure, !connection.isClosed { throw failure }
-            self.connection = nil
-            lastFailure = .now
-            try? await connection.close()
-            throw failure
+            throw await failed(error, on: connection)
         }
     }
 

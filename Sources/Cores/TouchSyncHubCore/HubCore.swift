@@ -117,18 +117,7 @@ public struct HubCore {
         nextPublish = now
         nextAck = now
         if let policy = configuration.durability { journal = JournalProgress(policy: policy, lastSyncAt: now) }
-        for board in recovered {
-            var state = board.state
-            state.limits = configuration.boardLimits  // this run's limits, not the defaults the journal reader used
-            var channel = BoardChannel(name: board.name, recovered: state)
-            for agent in board.agents { channel.recoveredProgress[agent.principal] = agent }
-            boardSlots[board.name] = channels.count
-            for (user, touches) in board.state.touches where !touches.isEmpty {
-                recoveredUsers.append((channels.count, user))
-            }
-            channels.append(channel)
-            for (user, count) in state.acceptedSamplesByOwner { storedByUser[user, default: 0] += count }
-        }
+        for board in recovered { install(board) }
         if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
         metrics.boards.record(channels.count)
     }
@@ -994,29 +983,38 @@ public struct HubCore {
     private mutating func adopt(_ board: RecoveredBoard, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         movedBoards[board.name] = nil
         if boardSlots[board.name] == nil {
-            var state = board.state
-            state.limits = configuration.boardLimits
-            var channel = BoardChannel(name: board.name, recovered: state)
-            for agent in board.agents { channel.recoveredProgress[agent.principal] = agent }
-            let slot: Int
-            if let free = freeSlots.popLast() {
-                slot = free
-                channels[slot] = channel
-            } else {
-                slot = channels.count
-                channels.append(channel)
-            }
-            boardSlots[board.name] = slot
-            for (user, count) in state.acceptedSamplesByOwner { storedByUser[user, default: 0] += count }
-            if state.sequence == 0 { neverDrawn[slot] = now }
-            for (user, touches) in state.touches where !touches.isEmpty { recoveredUsers.append((slot, user)) }
-            if !state.touches.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
+            let slot = install(board)
+            if board.state.sequence == 0 { neverDrawn[slot] = now }
+            if !board.state.touches.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
             metrics.boards.record(boardCount)
-            logger.info("board adopted from the board store", metadata: ["board": "\(board.name)", "sequence": "\(state.sequence)"])
+            logger.info("board adopted from the board store", metadata: ["board": "\(board.name)", "sequence": "\(board.state.sequence)"])
         }
         guard let waiting = claims.removeValue(forKey: board.name) else { return }
         waitingHellos -= waiting.count
         for parked in waiting { handle(.agentMessage(from: parked.peer, .hello(parked.hello), bytes: parked.bytes), now: now, into: &actions) }
+    }
+
+    /// A board from storage (the journal at start, the store at any time)
+    /// in a slot of its own, with its agents' progress, its owners' stored
+    /// samples and its users with touches down; returns the slot.
+    @discardableResult
+    private mutating func install(_ board: RecoveredBoard) -> Int {
+        var state = board.state
+        state.limits = configuration.boardLimits  // this run's limits, not the defaults the reader used
+        var channel = BoardChannel(name: board.name, recovered: state)
+        for agent in board.agents { channel.recoveredProgress[agent.principal] = agent }
+        let slot: Int
+        if let free = freeSlots.popLast() {
+            slot = free
+            channels[slot] = channel
+        } else {
+            slot = channels.count
+            channels.append(channel)
+        }
+        boardSlots[board.name] = slot
+        for (user, count) in state.acceptedSamplesByOwner { storedByUser[user, default: 0] += count }
+        for (user, touches) in state.touches where !touches.isEmpty { recoveredUsers.append((slot, user)) }
+        return slot
     }
 
     /// A claim that failed (the store unreachable): its hellos are told to try again.
