@@ -5,25 +5,15 @@
 # 120 Hz for 10 s against a release hub with --store, with --fsync batch and
 # with no journal, one after another in the same run.
 #   scripts/bench-store.sh [USERS...]        (default: 20 100)
-# A PostgreSQL cluster of its own is started (Debian's postgresql, as the
-# postgres user, fsync on) unless STORE=postgres://… names one. JSON reports
+# A PostgreSQL cluster of its own is started (scripts/bench-postgres.sh)
+# unless STORE=postgres://… names one. JSON reports
 # go to /tmp/bench-store-*.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.build/release/touchsync
 [ -x "$BIN" ] || swift build -c release --product touchsync
 USERS=("$@"); [ ${#USERS[@]} -gt 0 ] || USERS=(20 100)
-CLUSTER=
-if [ -z "${STORE:-}" ]; then
-  PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-  CLUSTER=$(mktemp -d /tmp/bench-store-pg.XXXX); chown postgres "$CLUSTER"
-  PGPORT=$((20000 + RANDOM % 10000))
-  runuser -u postgres -- "$PGBIN/initdb" -D "$CLUSTER/data" -U touchsync -A trust -E UTF8 > /dev/null
-  runuser -u postgres -- "$PGBIN/pg_ctl" -D "$CLUSTER/data" -l "$CLUSTER/log" -w start \
-    -o "-p $PGPORT -k $CLUSTER -c listen_addresses=127.0.0.1" > /dev/null
-  trap 'runuser -u postgres -- "$PGBIN/pg_ctl" -D "$CLUSTER/data" -m immediate stop > /dev/null; rm -rf "$CLUSTER"' EXIT
-  STORE=postgres://touchsync@127.0.0.1:$PGPORT/postgres
-fi
+source scripts/bench-postgres.sh
 echo "=== writer throughput (bench --store), windows 4096 and 20"
 $BIN bench --store "$STORE" --store-window 4096 | grep -vE "^  (recording|writing|removing)"
 $BIN bench --store "$STORE" --store-window 20 | grep -vE "^  (recording|writing|removing)"

@@ -1,4 +1,6 @@
 import Foundation
+import NIOPosix
+import TouchSyncWebWire
 import Testing
 import TouchSyncAccess
 
@@ -268,6 +270,96 @@ struct StoreHubTests {
             #expect(followedA.status == 0 && followedA.errors.contains("hub=hub-b"), "\(followedA.errors)")
             #expect(try await count(server, "SELECT epoch FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-b'") == 2)
         }
+    }
+}
+
+/// The web gateway in front of two hubs on one store, configured with the
+/// first hub's feed only: a board the second holds is followed there (its
+/// tabs' agents and its subscription follow WRONG_HUB); SIGKILL that hub and
+/// the board is served by the first within the lease, the drawer's tab is
+/// acknowledged by it and the watcher's tab shows both strokes.
+@Suite("Board store: the web gateway", .timeLimit(.minutes(3)))
+struct StoreGatewayTests {
+    @Test func aGatewayFollowsItsBoardsToTheirHubAndThroughAFailover() async throws {
+        let server = try await PostgresServer()
+        let children = ChildProcesses()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { children.killAll() }
+        do {
+            let a = try StoreHubTests.StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
+            let b = try StoreHubTests.StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
+            _ = try await children.startHub(a.arguments)
+            let (hubB, _, _) = try await children.startHub(b.arguments)
+            let members = try ClusterMap(hubs: [
+                .init(name: "hub-a", ingest: a.endpoints[0], publish: a.endpoints[1], snapshot: a.endpoints[2]),
+                .init(name: "hub-b", ingest: b.endpoints[0], publish: b.endpoints[1], snapshot: b.endpoints[2]),
+            ])
+            let board = try #require((0..<64).map { "gw-\($0)" }.first { members.hub(for: $0).name == "hub-b" })
+            try await Task.sleep(for: .milliseconds(600))  // each hub sees the other live
+            let (_, output) = try children.run(
+                ["web", "--listen", "127.0.0.1:0", "--hub", "\(a.endpoints[0]),\(b.endpoints[0])", "--publish", a.endpoints[1],
+                 "--snapshot", a.endpoints[2], "--history", a.endpoints[3]], limit: 150)
+            var text = ""
+            while !text.contains("Ctrl-C stops it.") {
+                let chunk = await output.nextChunk()
+                if chunk.isEmpty { throw TestFailure("touchsync web exited before it was ready: \(text) \(output.errors)") }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            let range = try #require(text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression))
+            let port = try #require(Int(text[range].split(separator: ":")[2]))
+
+            let drawer = try await GatewayWireTests.Tab.open(port: port, group: group)
+            let watcher = try await GatewayWireTests.Tab.open(port: port, group: group)
+            drawer.send(.hello(.init(board: board, name: "Ann")))
+            _ = try await drawer.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+            watcher.send(.hello(.init(board: board, name: "Bob")))
+            _ = try await watcher.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+            var replica = BrowserReplica()
+            try replica.apply(try await watcher.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } })
+
+            func stroke(_ first: Int, touch: Int) {
+                drawer.send(.touch(.init(n: UInt64(first), phase: "began", id: UInt64(touch), s: [GatewayWireTests.sample(10, 20, 1000)])))
+                drawer.send(.touch(.init(n: UInt64(first + 1), phase: "moved", id: UInt64(touch), s: [GatewayWireTests.sample(30, 40, 1016)])))
+                drawer.send(.touch(.init(n: UInt64(first + 2), phase: "ended", id: UInt64(touch), s: [GatewayWireTests.sample(50, 60, 1033)])))
+            }
+            /// The watcher's board once it shows `count` accepted strokes (snapshots and batches applied in order).
+            func watch(until count: Int) async throws {
+                while replica.accepted.count < count {
+                    let message = try await watcher.next("stroke \(count)", timeout: .seconds(30)) { message -> BrowserMessage? in
+                        switch message {
+                        case .snapshot, .batch: message
+                        default: nil
+                        }
+                    }
+                    switch message {
+                    case .snapshot(let snapshot): try replica.apply(snapshot)
+                    case .batch(let batch): _ = try replica.apply(batch)
+                    default: break
+                    }
+                }
+            }
+            stroke(1, touch: 1)
+            _ = try await drawer.next("ack 3") { if case .ack(let n) = $0, n >= 3 { n } else { nil } }
+            try await watch(until: 1)
+            #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-b'") == 1)
+
+            kill(hubB.processIdentifier, SIGKILL)
+            await hubB.exited()
+            stroke(4, touch: 2)
+            let acked = try await drawer.next("ack 6 from the new holder", timeout: .seconds(30)) { if case .ack(let n) = $0, n >= 6 { n } else { nil } }
+            #expect(acked == 6)
+            try await watch(until: 2)
+            #expect(replica.accepted.count == 2)
+            #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-a'") == 1)
+            await drawer.connection.close()
+            await watcher.connection.close()
+        } catch {
+            try? await group.shutdownGracefully()
+            await server.stop()
+            throw error
+        }
+        try? await group.shutdownGracefully()
+        await server.stop()
     }
 }
 

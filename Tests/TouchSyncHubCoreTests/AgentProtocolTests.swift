@@ -61,7 +61,12 @@ struct AgentProtocolTests {
                         connected = step >= partitionedUntil
                         toHub.removeAll()
                         toAgent.removeAll()
-                        if connected { carryOut(agent.connected(now: hub.now), step: step) } else { agent.connectFailed(now: hub.now) }
+                        if connected {
+                            carryOut(agent.connected(now: hub.now), step: step)
+                        } else {
+                            reconnects += 1  // a partition met before any connection: noticed as a failed connect
+                            agent.connectFailed(now: hub.now)
+                        }
                     case .disconnect:
                         reconnects += 1
                         connected = false
@@ -80,6 +85,7 @@ struct AgentProtocolTests {
                     case .welcomed, .coalesced, .busy: break
                     case .newSession: failures.append("the hub could not resume the session")
                     case .redirect(let ingest, _): failures.append("redirected to \(ingest) by a hub that holds every board")
+                    case .ownerSilent(let hub): failures.append("told \(hub) is the owner by a hub that holds every board")
                     }
                 }
             }
@@ -152,7 +158,7 @@ struct AgentProtocolTests {
                 step += 1
             }
             #expect(failures.isEmpty, "seed \(seed): \(failures.prefix(3))")
-            #expect(reconnects >= 1, "seed \(seed): the partition went unnoticed")
+            #expect(reconnects >= 1, "seed \(seed), \(steps) steps: the partition went unnoticed")
             #expect(acknowledged == posted, "seed \(seed): \(acknowledged) of \(posted) posted messages acknowledged")
             let board = hub.core.board("wall") ?? BoardState()
             let strokes = { (state: BoardState) in state.acceptedStrokes.map { Array($0.samples) } }
@@ -201,6 +207,74 @@ struct AgentRedirectTests {
         // Welcomed there: what was not acknowledged goes again.
         let resent = agent.received(welcome, now: start)
         #expect(resent.filter { if case .send = $0 { true } else { false } }.count == 1)
+    }
+
+    /// The owner died: the other hubs still name it until its lease lapses.
+    /// An agent that just found it silent does not go back to it (another
+    /// silence time-out), nor count the refusals towards giving up: it asks
+    /// the hubs again shortly, and follows once they name someone else, or
+    /// the same hub once the silence is two time-outs old.
+    @Test func aWrongHubNamingAHubThatJustWentSilentIsAskedAgainNotFollowed() {
+        let start = ContinuousClock.now
+        var agent = AgentProtocol(settings: .init(board: "b"), now: start, seed: 1) { Array("session".utf8) }
+        _ = agent.tick(now: start)
+        _ = agent.connected(now: start)
+        let silence = start + agent.settings.hubTimeout + .milliseconds(1)
+        #expect(agent.tick(now: silence) == [.disconnect(stalled: false)])
+        agent.hubWentSilent("tcp://dead:1", now: silence)
+        var now = silence
+        for _ in 0..<(AgentProtocol.maxRedirects * 3) {
+            now = agent.deadline
+            #expect(agent.tick(now: now) == [.connect])
+            _ = agent.connected(now: now)
+            let answer = agent.received(wrongHub(to: "tcp://dead:1"), now: now)
+            #expect(answer == [.ownerSilent(hub: "hub-b")], "\(answer)")
+            #expect(!agent.isConnected)
+            #expect(agent.deadline > now && agent.deadline <= now + agent.settings.reconnectDelay.lowerBound * 3, "soon, without a back-off")
+        }
+        // Another owner named: followed.
+        now = agent.deadline
+        _ = agent.tick(now: now)
+        _ = agent.connected(now: now)
+        #expect(agent.received(wrongHub(to: "tcp://c:1"), now: now).contains(.redirect(ingest: "tcp://c:1", hub: "hub-b")))
+        // Two time-outs after the silence the named hub is followed again (it may have come back).
+        let later = silence + agent.settings.hubTimeout * 2 + .milliseconds(1)
+        _ = agent.tick(now: later)
+        _ = agent.connected(now: later)
+        #expect(agent.received(wrongHub(to: "tcp://dead:1"), now: later).contains(.redirect(ingest: "tcp://dead:1", hub: "hub-b")))
+    }
+
+    /// While an agent looks for a board's new hub (a hub just went silent),
+    /// a hello unanswered for a third of the hub time-out is asked again on a
+    /// new connection (a reply can be lost in a failover's reconnects); the
+    /// hub is not taken for silent. A first connection waits the whole
+    /// time-out instead (a busy hub is not flooded with hellos).
+    @Test func anUnansweredHelloIsAskedAgainOnANewConnectionWhileSearching() {
+        let start = ContinuousClock.now
+        var agent = AgentProtocol(settings: .init(board: "b"), now: start, seed: 1) { Array("session".utf8) }
+        let timeout = agent.settings.hubTimeout
+        _ = agent.tick(now: start)
+        _ = agent.connected(now: start)
+        #expect(agent.tick(now: start + timeout * 0.9).isEmpty, "a first hello waits the whole time-out")
+        let silence = start + timeout + .milliseconds(1)
+        #expect(agent.tick(now: silence) == [.disconnect(stalled: false)])
+        agent.hubWentSilent("tcp://dead:1", now: silence)
+
+        let next = agent.deadline
+        #expect(agent.tick(now: next) == [.connect])
+        _ = agent.connected(now: next)
+        #expect(agent.deadline <= next + timeout / 3)
+        #expect(agent.tick(now: next + timeout / 3 - .milliseconds(1)).isEmpty)
+        #expect(agent.tick(now: next + timeout / 3 + .milliseconds(1)) == [.disconnect(stalled: true)])
+        #expect(!agent.wentSilentLately("tcp://other:1", now: next + timeout / 3))
+        // Welcomed on the next connection: no more hello time-out.
+        let again = agent.deadline
+        #expect(agent.tick(now: again) == [.connect])
+        _ = agent.connected(now: again)
+        var welcome = Touchsync_V1_HubReply()
+        welcome.welcome.user = "ann"
+        _ = agent.received(welcome, now: again)
+        #expect(!agent.tick(now: again + timeout / 3 * 2).contains { if case .disconnect = $0 { true } else { false } })
     }
 
     @Test func hubsThatKeepRedirectingAreGivenUpOn() {

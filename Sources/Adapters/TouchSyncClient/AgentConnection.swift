@@ -162,8 +162,9 @@ final class AgentConnection {
                     stalled ? "acknowledgements stalled: reconnecting" : "hub silent: reconnecting",
                     metadata: ["endpoint": "\(hubEndpoint)", "agent": "\(identity)"])
                 report(.disconnected)
+                if !stalled { rules.hubWentSilent(hubEndpoint, now: now) }
                 close()
-                tryAnotherHub()
+                tryAnotherHub(now: now)
             case .send(let bytes):
                 guard let socket else { continue }
                 do {
@@ -202,6 +203,12 @@ final class AgentConnection {
                 report(.disconnected)
                 close()
                 hubEndpoint = ingest
+            case .ownerSilent(let hub):
+                logger.info(
+                    "the board's owner went silent here: asking the hubs again", metadata: ["from": "\(hubEndpoint)", "owner": "\(hub)"])
+                report(.disconnected)
+                close()
+                tryAnotherHub(now: now)
             case .newSession(let waiting):
                 logger.notice(
                     "the hub cannot resume this agent's session: starting a new one",
@@ -240,13 +247,16 @@ final class AgentConnection {
 
     /// After silence or a failed connection: the next configured hub (the
     /// same one when only one is configured; back to the configured ones
-    /// after a redirect's hub went silent).
-    private func tryAnotherHub() {
+    /// after a redirect's hub went silent), passing over one that went
+    /// silent lately.
+    private func tryAnotherHub(now: ContinuousClock.Instant = .now) {
         guard !configuredHubs.isEmpty else { return }
-        if configuredHubs.count > 1 || hubEndpoint != configuredHubs[configuredIndex] {
-            if hubEndpoint == configuredHubs[configuredIndex] { configuredIndex = (configuredIndex + 1) % configuredHubs.count }
-            hubEndpoint = configuredHubs[configuredIndex]
+        guard configuredHubs.count > 1 || hubEndpoint != configuredHubs[configuredIndex] else { return }
+        if hubEndpoint == configuredHubs[configuredIndex] { configuredIndex = (configuredIndex + 1) % configuredHubs.count }
+        if configuredHubs.count > 1 && rules.wentSilentLately(configuredHubs[configuredIndex], now: now) {
+            configuredIndex = (configuredIndex + 1) % configuredHubs.count
         }
+        hubEndpoint = configuredHubs[configuredIndex]
     }
 
     /// Reads every reply waiting into `reply` (the driver's reusable message),

@@ -66,6 +66,10 @@ public final class SubscriptionHost: Sendable {
     public struct Settings: Sendable {
         /// Ask again when a snapshot has not fully arrived by then. Default 2 s.
         public var snapshotTimeout: Duration = .seconds(2)
+        /// A board whose hub sent nothing (no batch, no heartbeat) for this long
+        /// is asked for again, on the hub it was first followed on when another
+        /// hub serves it (that hub may have died: the first names the new owner). Default 3 s.
+        public var silenceTimeout: Duration = .seconds(3)
         /// Messages queued per hub before libzmq drops them (the boards then resync). Default 100,000.
         public var receiveHighWaterMark: Int32 = 100_000
         public init() {}
@@ -116,9 +120,12 @@ public final class SubscriptionHost: Sendable {
         private struct Followed {
             var sync: ReplicaSync
             let feed: any BoardFeed
-            let hub: HubFeedEndpoints
+            /// The hub followed now: `home`, or the one a WRONG_HUB named.
+            var hub: HubFeedEndpoints
+            /// The hub the board was followed on: asked again when the one named went silent.
+            let home: HubFeedEndpoints
             let topic: [UInt8]
-            let snapshots: ZMQSocket
+            var snapshots: ZMQSocket
             var watch: (token: UInt64, descriptor: Int32)? = nil
         }
         private let context: ZMQContext
@@ -228,20 +235,29 @@ public final class SubscriptionHost: Sendable {
             }
         }
 
-        /// The earliest snapshot deadline: no wake-ups while every board is live and quiet.
+        /// The earliest snapshot deadline, and the next silence check (one a
+        /// second for all boards, not a timer per board).
         private var nextDeadline: ContinuousClock.Instant? {
-            var next: ContinuousClock.Instant? = nil
+            var next: ContinuousClock.Instant? = boards.isEmpty ? nil : nextSilenceCheck
             for followed in boards.values {
                 if case .syncing(_, _, _, let deadline) = followed.sync.phase { next = min(next ?? deadline, deadline) }
             }
             return next
         }
+        private lazy var nextSilenceCheck = clock.now + .seconds(1)
 
         private func checkDeadlines() {
             let now = clock.now
+            let checkSilence = now >= nextSilenceCheck
+            if checkSilence { nextSilenceCheck = now + .seconds(1) }
             for (board, followed) in boards {
-                guard case .syncing(_, _, _, let deadline) = followed.sync.phase, now >= deadline else { continue }
-                change(board) { $0.tick(now: now) }
+                if case .syncing(_, _, _, let deadline) = followed.sync.phase, now >= deadline {
+                    // A snapshot the hub named did not come: that hub may be gone; home names the owner now.
+                    if followed.hub != followed.home { move(board, to: followed.home) }
+                    change(board) { $0.tick(now: now) }
+                } else if checkSilence {
+                    change(board) { $0.tick(now: now) }
+                }
             }
         }
 
@@ -266,10 +282,10 @@ public final class SubscriptionHost: Sendable {
                 return
             }
             links[hub]!.boards.insert(board)
-            // No silence reports: a gateway's tabs learn the hub's state from their agents.
             let (sync, actions) = ReplicaSync.start(
-                board: board, snapshotTimeout: settings.snapshotTimeout, silenceTimeout: .seconds(1 << 30), now: clock.now)
-            boards[board] = Followed(sync: sync, feed: feed, hub: hub, topic: topic, snapshots: snapshots, watch: watch(snapshots, as: .board(board)))
+                board: board, snapshotTimeout: settings.snapshotTimeout, silenceTimeout: settings.silenceTimeout, now: clock.now)
+            boards[board] = Followed(
+                sync: sync, feed: feed, hub: hub, home: hub, topic: topic, snapshots: snapshots, watch: watch(snapshots, as: .board(board)))
             perform(actions, board: board)
             read(.hub(hub))  // changing the subscription may have taken the SUB's read signal
         }
@@ -279,16 +295,49 @@ public final class SubscriptionHost: Sendable {
             unwatch(followed.watch)
             followed.snapshots.close()
             unread.remove(board)
-            guard var link = links[followed.hub] else { return }
-            try? link.subscriber.unsubscribe(followed.topic)
+            leave(followed.hub, board: board, topic: followed.topic)
+        }
+
+        /// Takes `board` off `hub`'s SUB; the SUB closes with its last board.
+        private func leave(_ hub: HubFeedEndpoints, board: String, topic: [UInt8]) {
+            guard var link = links[hub] else { return }
+            try? link.subscriber.unsubscribe(topic)
             link.boards.remove(board)
             if link.boards.isEmpty {
                 unwatch(link.watch)
                 link.subscriber.close()
-                links[followed.hub] = nil
+                links[hub] = nil
             } else {
-                links[followed.hub] = link
+                links[hub] = link
             }
+        }
+
+        /// Moves `board` to `hub` (a WRONG_HUB named it, or back home): its
+        /// topic on that hub's SUB, a new snapshot DEALER there. The sync's
+        /// next snapshot request goes to it.
+        private func move(_ board: String, to hub: HubFeedEndpoints) {
+            guard var followed = boards[board], followed.hub != hub else { return }
+            let snapshots: ZMQSocket
+            do {
+                if links[hub] == nil {
+                    let subscriber = try socket(.sub, to: hub.publish, of: hub)
+                    links[hub] = Link(subscriber: subscriber, watch: watch(subscriber, as: .hub(hub)))
+                }
+                try links[hub]!.subscriber.subscribe(followed.topic)
+                snapshots = try socket(.dealer, to: hub.snapshot, of: hub)
+            } catch {
+                logger.warning("cannot follow the board to its hub", metadata: ["board": "\(board)", "hub": "\(hub.publish)", "error": "\(error)"])
+                return  // the snapshot time-out asks again where it is
+            }
+            links[hub]!.boards.insert(board)
+            leave(followed.hub, board: board, topic: followed.topic)
+            unwatch(followed.watch)
+            followed.snapshots.close()
+            followed.snapshots = snapshots
+            followed.hub = hub
+            followed.watch = watch(snapshots, as: .board(board))
+            boards[board] = followed
+            read(.hub(hub))  // changing the subscription may have taken the SUB's read signal
         }
 
         private func socket(_ type: ZMQSocketType, to endpoint: String, of hub: HubFeedEndpoints) throws(ZMQError) -> ZMQSocket {
@@ -319,8 +368,8 @@ public final class SubscriptionHost: Sendable {
         }
 
         private func perform(_ actions: [ReplicaSync.Action], board: String) {
-            guard let followed = boards[board] else { return }
             for action in actions {
+                guard let followed = boards[board] else { return }
                 switch action {
                 case .requestSnapshot(let request):
                     var message = Touchsync_V1_SnapshotRequest()
@@ -337,7 +386,14 @@ public final class SubscriptionHost: Sendable {
                 case .failed(let reason):
                     logger.warning("board refused", metadata: ["board": "\(board)", "error": "\(reason)"])
                     followed.feed.failed(reason)
-                case .heartbeat, .silent, .redirect:
+                case .redirect(let publish, let snapshot, let hub):
+                    logger.notice("another hub serves the board: following it", metadata: ["board": "\(board)", "hub": "\(hub)", "publish": "\(publish)"])
+                    move(board, to: HubFeedEndpoints(publish: publish, snapshot: snapshot, curve: followed.hub.curve))
+                case .silent:
+                    // The hub went quiet on this board (it died, or the board moved): ask again, at home if away.
+                    if followed.hub != followed.home { move(board, to: followed.home) }
+                    change(board) { $0.resync(reason: "nothing from the hub for \(settings.silenceTimeout)", now: clock.now) }
+                case .heartbeat:
                     break
                 }
             }
@@ -362,8 +418,11 @@ public final class SubscriptionHost: Sendable {
                         change(board) { $0.unusableSnapshot("\(error)", now: now) }
                     }
                 case .error(let error):
-                    // The gateway follows its configured hubs: a WRONG_HUB is not followed (owner not passed), it fails the board.
-                    change(board) { $0.snapshotRefused(reply.requestID, code: ErrorCode(error.code), message: error.message, now: .now) }
+                    // A WRONG_HUB naming the owner moves the board there (`redirect`).
+                    change(board) {
+                        $0.snapshotRefused(
+                            reply.requestID, code: ErrorCode(error.code), message: error.message, owner: error.hasOwner ? error.owner : nil, now: .now)
+                    }
                 case .boards, nil:
                     break
                 }

@@ -135,6 +135,22 @@ public struct BoardStoreAdmin: Sendable {
         }
     }
 
+    /// Who holds `board`'s lease, under which epoch, and whether it has lapsed (nil: never leased).
+    public func lease(of board: String) async throws(StoreError) -> (hub: String, epoch: Int64, lapsed: Bool)? {
+        try await withConnection { connection throws(StoreError) in
+            do {
+                let rows = try await connection.query(
+                    "SELECT hub, epoch, expires_at < now() FROM touchsync_leases WHERE board = \(board)", logger: logger
+                ).collect()
+                guard let row = rows.first else { return nil }
+                let (hub, epoch, lapsed) = try row.decode((String, Int64, Bool).self)
+                return (hub, epoch, lapsed)
+            } catch {
+                throw Self.storeError(error)
+            }
+        }
+    }
+
     /// Any number both sides agree on, the same for every touchsync: "TSYN".
     static let migrationLock: Int64 = 0x5453_594E
 

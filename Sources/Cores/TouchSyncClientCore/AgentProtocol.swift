@@ -44,7 +44,7 @@ public struct AgentProtocol: Sendable {
     public enum Action: Sendable, Equatable {
         /// Open a new connection to the hub, then call `connected(now:)` (or `connectFailed(now:)`).
         case connect
-        /// Close the connection (the hub went silent, or stopped acknowledging: `stalled`); a reconnect follows.
+        /// Close the connection (the hub went silent, or still speaks but stopped acknowledging: `stalled`); a reconnect follows.
         case disconnect(stalled: Bool)
         /// Send these bytes (an `AgentMessage`) on the connection, if the transport can now.
         case send([UInt8])
@@ -66,6 +66,11 @@ public struct AgentProtocol: Sendable {
         /// connection; the next `connect` goes to `ingest` (hub `hub`), where
         /// the session resumes.
         case redirect(ingest: String, hub: String)
+        /// A WRONG_HUB named a hub that went silent on this agent lately (it
+        /// died, and its lease has not lapsed yet for the others): close the
+        /// connection; the next `connect`, after a short delay, goes to the
+        /// next configured hub, which will name the new owner once there is one.
+        case ownerSilent(hub: String)
     }
 
     /// Redirects followed without a welcome before a WRONG_HUB is taken as final (hubs disagreeing).
@@ -102,6 +107,19 @@ public struct AgentProtocol: Sendable {
     private var reconnectAt: ContinuousClock.Instant
     private var attempt = 0
     private var redirects = 0
+    /// The hub endpoint that last went silent, and when (see `hubWentSilent`).
+    private var silentHub: (endpoint: String, since: ContinuousClock.Instant)? = nil
+    private var connectedAt: ContinuousClock.Instant
+    /// While the agent looks for a board's new hub (after a redirect, or a
+    /// hub's silence), a hello unanswered this long is asked again on a new
+    /// connection: a live hub answers a hello at once (or after one statement
+    /// to its board store), and in the rapid reconnects of a failover a reply
+    /// can be lost. Otherwise (a first connection, a hub that may be busy) the
+    /// silence time-out applies, so a loaded hub is not flooded with hellos.
+    private func helloTimeout(now: ContinuousClock.Instant) -> Duration {
+        let searching = redirects > 0 || silentHub.map { now - $0.since < settings.hubTimeout * 2 } == true
+        return searching ? settings.hubTimeout / 3 : settings.hubTimeout
+    }
 
     /// A new agent; its first timers (`tick`) connect.
     public init(settings: Settings, now: ContinuousClock.Instant, seed: UInt64, newSessionID: @escaping @Sendable () -> [UInt8]) {
@@ -114,6 +132,7 @@ public struct AgentProtocol: Sendable {
         lastProgress = now
         reconnectAt = now
         patientUntil = now
+        connectedAt = now
     }
 
     /// Numbered messages not acknowledged yet, and messages waiting for room in the window.
@@ -125,6 +144,7 @@ public struct AgentProtocol: Sendable {
         guard isConnected else { return reconnectAt }
         var doubt = lastHeard + settings.hubTimeout
         if !unacknowledged.isEmpty { doubt = min(doubt, lastProgress + settings.hubTimeout) }
+        if !isWelcomed { doubt = min(doubt, connectedAt + helloTimeout(now: connectedAt)) }
         return min(lastSent + settings.heartbeatInterval, max(doubt, patientUntil))
     }
 
@@ -180,6 +200,10 @@ public struct AgentProtocol: Sendable {
     public mutating func connected(now: ContinuousClock.Instant) -> [Action] {
         isConnected = true
         lastHeard = now
+        // A new connection gets a whole time-out for its welcome (a hub may
+        // hold a hello while it takes the board's lease).
+        lastProgress = max(lastProgress, now)
+        connectedAt = now
         var actions: [Action] = []
         sayHello(now: now, into: &actions)
         return actions
@@ -188,6 +212,22 @@ public struct AgentProtocol: Sendable {
     /// The connection could not be opened: try again after a back-off.
     public mutating func connectFailed(now: ContinuousClock.Instant) {
         scheduleReconnect(now: now)
+    }
+
+    /// The transport closed the connection to `endpoint` after a `disconnect`
+    /// for silence. For twice the hub time-out, a WRONG_HUB naming that
+    /// endpoint is not followed (`ownerSilent`): the hubs still count it live
+    /// until its lease lapses, and following them back to it would cost
+    /// another silence time-out.
+    public mutating func hubWentSilent(_ endpoint: String, now: ContinuousClock.Instant) {
+        silentHub = (endpoint, now)
+    }
+
+    /// Whether `endpoint` went silent within the last two hub time-outs (an
+    /// agent given several hubs tries the others first).
+    public func wentSilentLately(_ endpoint: String, now: ContinuousClock.Instant) -> Bool {
+        guard let silentHub, silentHub.endpoint == endpoint else { return false }
+        return now - silentHub.since < settings.hubTimeout * 2
     }
 
     /// Something arrived from the hub that is not a reply it understands: the hub is alive.
@@ -214,6 +254,13 @@ public struct AgentProtocol: Sendable {
             patientUntil = max(patientUntil, now + retry)
             lastProgress = now
             actions.append(.busy(retryAfter: retry))
+        case .error(let error)
+        where error.code == .wrongHub && wentSilentLately(error.owner.ingest, now: now):
+            // Not followed, not counted as a redirect: ask again shortly (a hello to a live hub is cheap).
+            actions.append(.ownerSilent(hub: error.owner.name))
+            isConnected = false
+            isWelcomed = false
+            reconnectAt = now + settings.reconnectDelay.lowerBound * 2 * Double.random(in: 0.5...1.5, using: &random)
         case .error(let error) where error.code == .wrongHub && !error.owner.ingest.isEmpty && redirects < Self.maxRedirects:
             // Another hub serves the board: go there at once, keeping the session and every unacknowledged message.
             // Not a refusal of any message: nothing is lost, everything goes to the owner.
@@ -255,13 +302,14 @@ public struct AgentProtocol: Sendable {
         // Silence, or replies that never acknowledge what we sent (the message
         // was lost on a connection the transport has quietly replaced): either
         // way, reconnect; the welcome says what the hub has, and we resend the rest.
-        let stalled = !unacknowledged.isEmpty && now - lastProgress > settings.hubTimeout
-        if now >= patientUntil && (now - lastHeard > settings.hubTimeout || stalled) {
+        let silent = now - lastHeard > settings.hubTimeout
+        let stalled = (!unacknowledged.isEmpty && now - lastProgress > settings.hubTimeout) || (!isWelcomed && now - connectedAt > helloTimeout(now: connectedAt))
+        if now >= patientUntil && (silent || stalled) {
             scheduleReconnect(now: now)
             // Damped: never sooner than a BUSY hint asked (and then with back-off and jitter).
             reconnectAt = max(reconnectAt, patientUntil)
             lastProgress = reconnectAt
-            return [.disconnect(stalled: stalled)]
+            return [.disconnect(stalled: !silent)]
         }
         var actions: [Action] = []
         if isWelcomed && now - lastSent >= settings.heartbeatInterval {

@@ -29,6 +29,11 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "With --store: boards written at once.") var storeBoards = 20
     @Option(parsing: .unconditional, help: "With --store: uncommitted batches the producer allows itself (as agents' windows bound a hub).")
     var storeWindow = 4096
+    @Flag(help: "With --store: the failover time instead (three hub processes; the board's holder killed with SIGKILL --kills times).")
+    var failover = false
+    @Option(parsing: .unconditional, help: "With --failover: hubs killed, one after another.") var kills = 20
+    @Option(parsing: .unconditional, help: "With --failover: the hubs' --lease-timeout in seconds.") var leaseTimeout = 5.0
+    @Option(parsing: .unconditional, help: "With --failover: the agent's silence time-out in seconds (its hubTimeout).") var hubTimeout = 3.0
     @Flag(help: "Instead: fan-out: one board to 10, 100 and 300 subscribers, on the hub itself, through 1 relay, through 4 (the hub's CPU per batch).")
     var fanout = false
     @Flag(help: ArgumentHelp("Moved: the browser benchmark is its own tool, touchsync-browser-bench.", visibility: .hidden))
@@ -38,6 +43,10 @@ struct BenchCommand: AsyncParsableCommand {
     func validate() throws {
         guard (1...1000).contains(storeBoards) else { throw ValidationError("--store-boards must be 1 to 1000") }
         guard (1...1_000_000).contains(storeWindow) else { throw ValidationError("--store-window must be 1 to 1000000") }
+        guard !failover || stored.store != nil else { throw ValidationError("--failover needs --store URL") }
+        guard (1...1000).contains(kills) else { throw ValidationError("--kills must be 1 to 1000") }
+        guard (1...600).contains(leaseTimeout) else { throw ValidationError("--lease-timeout must be 1 to 600 seconds") }
+        guard (0.2...60).contains(hubTimeout) else { throw ValidationError("--hub-timeout must be 0.2 to 60 seconds") }
         guard !browser else {
             throw ValidationError(
                 "the browser benchmark drives Chromium, which the touchsync CLI does not carry: run `swift run -c release touchsync-browser-bench` (--help for its options)")
@@ -58,6 +67,10 @@ struct BenchCommand: AsyncParsableCommand {
             return
         }
         if let address = try stored.address() {
+            if failover {
+                try await runFailover(address)
+                return
+            }
             try await runStore(address)
             return
         }
@@ -170,6 +183,34 @@ struct BenchCommand: AsyncParsableCommand {
         emit(
             "  late join (snapshot of the whole board from a hub, 3 subscribers one after another): "
                 + figures.lateJoinSeconds.map { String(format: "%.1f ms", $0 * 1000) }.joined(separator: ", "))
+    }
+
+    func runFailover(_ address: StoreAddress) async throws {
+        #if DEBUG
+        emit("warning: this is a debug build; run it from a release build for real figures")
+        #endif
+        var benchmark = FailoverBenchmark(address: address, executable: try selfExecutable())
+        benchmark.kills = kills
+        benchmark.leaseTimeout = .seconds(leaseTimeout)
+        benchmark.hubTimeout = .seconds(hubTimeout)
+        emit("failover on \(address): 3 hubs, lease \(leaseTimeout) s, agent silence time-out \(hubTimeout) s, \(kills) kills of the board's holder (SIGKILL)")
+        let figures = try await benchmark.run(logger: logging.logger("touchsync.bench")) { emit("  " + $0) }
+        let seconds = figures.failovers.map(\.seconds).sorted()
+        func percentile(_ p: Double) -> Double { seconds[min(seconds.count - 1, Int((Double(seconds.count) * p).rounded(.up)) - 1)] }
+        emit(
+            String(
+                format: "  failover (SIGKILL to the first acknowledgement on the new holder): p50 %.2f s, p99 %.2f s, min %.2f s, max %.2f s over %d kills",
+                percentile(0.5), percentile(0.99), seconds.first ?? 0, seconds.last ?? 0, seconds.count))
+        emit("  messages posted \(figures.posted), acknowledged \(figures.acknowledged); the lease's epoch at the end \(figures.epoch)")
+        guard figures.acknowledged >= figures.posted else { throw CommandFailure("\(figures.posted - figures.acknowledged) message(s) never acknowledged") }
+    }
+
+    /// This program's own executable (the hubs it starts run it).
+    private func selfExecutable() throws -> String {
+        guard let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else {
+            throw CommandFailure("cannot find this program's executable (/proc/self/exe)")
+        }
+        return path
     }
 
     func runStore(_ address: StoreAddress) async throws {

@@ -97,6 +97,11 @@ struct HubCommand: AsyncParsableCommand {
     @OptionGroup var stored: BoardStoreOptions
     @Option(parsing: .unconditional, help: "Seconds a board's lease in the store lasts unless renewed (renewed every quarter of it); another hub may take the board after it.")
     var leaseTimeout = 5.0
+    @Option(
+        help: ArgumentHelp(
+            "With --store: the host clients reach this hub by, advertised in the store in place of a wildcard bind address (tcp://*:5570 becomes tcp://HOST:5570).",
+            valueName: "host"))
+    var advertise: String?
     @Option(parsing: .unconditional, help: "With --store: a board gets a compacted snapshot after this many KiB of batches since its last one (it then loads from the snapshot and the batches after it).")
     var storeSnapshotKib = 4096
     @Option(help: "Folder of the journal (created if missing).") var data = JournalDefaults.directory
@@ -153,6 +158,12 @@ struct HubCommand: AsyncParsableCommand {
             throw ValidationError("--store and --no-journal: the store is where boards go; choose one")
         }
         guard leaseTimeout >= 1 && leaseTimeout <= 600 else { throw ValidationError("--lease-timeout must be 1 to 600 seconds") }
+        if let advertise {
+            guard stored.store != nil else { throw ValidationError("--advertise goes with --store (it is what the store tells other hubs' clients)") }
+            guard !advertise.isEmpty, !advertise.contains(where: { ":/ *".contains($0) }) else {
+                throw ValidationError("--advertise takes a host name or IPv4 address, such as hub-a or 10.0.0.5")
+            }
+        }
         guard (16...1_048_576).contains(storeSnapshotKib) else { throw ValidationError("--store-snapshot-kib must be 16 to 1048576") }
         guard (key == nil) == (access == nil) else {
             throw ValidationError("--key and --access go together: the hub's key file and the access list")
@@ -219,7 +230,7 @@ struct HubCommand: AsyncParsableCommand {
             var settings = BoardStoreConfiguration(
                 address: address, hubName: name ?? Self.defaultStoreName(ingest: ingestEndpoint),
                 endpoints: [configuration.ingestEndpoint, configuration.publishEndpoint, configuration.snapshotEndpoint, configuration.historyEndpoint]
-                    .joined(separator: " "))
+                    .map { Self.advertised($0, host: advertise) }.joined(separator: " "))
             settings.leaseTimeout = Duration(secondsValue: leaseTimeout)
             settings.snapshotEveryBytes = storeSnapshotKib << 10
             storeConfiguration = settings
@@ -310,6 +321,15 @@ struct HubCommand: AsyncParsableCommand {
 extension HubCommand {
     /// The host's name and the ingest port: the same after a restart on this
     /// machine (so the hub takes its leases back at once), and a valid hub name.
+    /// `endpoint` as clients are told it: a wildcard bind host (`*`, `0.0.0.0`) replaced by `host`.
+    static func advertised(_ endpoint: String, host: String?) -> String {
+        guard let host, endpoint.hasPrefix("tcp://") else { return endpoint }
+        for wildcard in ["tcp://*:", "tcp://0.0.0.0:"] where endpoint.hasPrefix(wildcard) {
+            return "tcp://\(host):" + endpoint.dropFirst(wildcard.count)
+        }
+        return endpoint
+    }
+
     static func defaultStoreName(ingest: String) -> String {
         let host = String(ProcessInfo.processInfo.hostName.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }.prefix(40))
         let port = ingest.split(separator: ":").last.map(String.init)?.filter(\.isNumber) ?? ""

@@ -1,0 +1,278 @@
+import Foundation
+import Logging
+import Synchronization
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncStore
+import ZeroMQ
+
+/// The board store's failover time (issue 25): three hubs on one store, an
+/// agent drawing without a pause on a board and given all three hubs; the
+/// hub holding the board's lease is killed with SIGKILL, and the time from
+/// the kill to the first acknowledgement of a message the dead hub had not
+/// acknowledged is one failover. The killed hub is started again (under its
+/// name; it does not take the board back) before the next kill.
+///
+/// Each failover is the lease running out (at most `leaseTimeout` after the
+/// dead hub's last renewal), the next renewal of the successor adopting the
+/// board (an eighth of the lease), and the agent finding the successor: its
+/// silence time-out (`hubTimeout`) and the hubs' redirects.
+public struct FailoverBenchmark: Sendable {
+    public var address: StoreAddress
+    /// The `touchsync` executable the hubs run.
+    public var executable: String
+    public var kills = 20
+    public var leaseTimeout: Duration = .seconds(5)
+    /// The agent's silence time-out (AgentConfiguration.hubTimeout).
+    public var hubTimeout: Duration = .seconds(3)
+    /// Input events per second, one finger.
+    public var rate = 120
+    /// How long a failover may take before the run gives up.
+    public var giveUpAfter: Duration = .seconds(60)
+
+    public init(address: StoreAddress, executable: String) {
+        self.address = address
+        self.executable = executable
+    }
+
+    public struct Figures: Sendable {
+        /// Kill to first acknowledgement on the new owner, per kill.
+        public var failovers: [Duration]
+        /// Messages posted and acknowledged at the end (all must be).
+        public var posted: UInt64
+        public var acknowledged: UInt64
+        /// The lease's epoch at the end (1 + the number of moves).
+        public var epoch: Int64
+    }
+
+    public func run(logger: Logger, progress: @escaping @Sendable (String) -> Void) async throws -> Figures {
+        let directory = NSTemporaryDirectory() + "touchsync-failover-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { if ProcessInfo.processInfo.environment["TOUCHSYNC_KEEP_LOGS"] == nil { try? FileManager.default.removeItem(atPath: directory) } }
+        let run = UUID().uuidString.prefix(6).lowercased()
+        let names = ["a", "b", "c"].map { "failover-\(run)-\($0)" }
+        let hubs = try names.map { name in try BenchHub(name: name, executable: executable, address: address, leaseTimeout: leaseTimeout, directory: directory) }
+        defer { for hub in hubs { hub.kill() } }
+        for hub in hubs { try await hub.start() }
+        // Every hub knows the others live before the board is first claimed.
+        try await Task.sleep(for: leaseTimeout / 4)
+
+        let board = "failover-\(run)"
+        let context = try ZMQContext()
+        var configuration = AgentConfiguration(board: board, hubEndpoint: hubs.map(\.ingest).joined(separator: ","))
+        configuration.clientName = "touchsync-bench-failover"
+        configuration.hubTimeout = hubTimeout
+        configuration.reconnectDelay = .milliseconds(50) ... .milliseconds(500)
+        let agent = try TouchAgent(configuration: configuration, context: context, logger: logger)
+        let acknowledgements = AcknowledgementTimes()
+        agent.start()
+        let listening = Task {
+            for await event in agent.events {
+                if case .acknowledged(let through) = event { acknowledgements.heard(through, at: .now) }
+            }
+        }
+        let drawing = Task { await draw(agent) }
+        defer {
+            drawing.cancel()
+            listening.cancel()
+        }
+        let admin = BoardStoreAdmin(address: address, logger: logger)
+        try await acknowledgements.waitBeyond(0, within: giveUpAfter)
+
+        var failovers: [Duration] = []
+        for kill in 1...kills {
+            guard let holder = try await admin.lease(of: board)?.hub, let victim = hubs.first(where: { $0.name == holder }) else {
+                throw BenchmarkFailure("no hub holds the board's lease")
+            }
+            // The acknowledgements the victim sent may still be on their way: the
+            // failover is over at one beyond what was acknowledged a moment after the kill.
+            victim.kill()
+            let killed = ContinuousClock.now
+            try await Task.sleep(for: .milliseconds(20))
+            let before = acknowledgements.through
+            let after = try await acknowledgements.waitBeyond(before, within: giveUpAfter)
+            let took = after - killed
+            failovers.append(took)
+            let newHolder = try await admin.lease(of: board)?.hub ?? "?"
+            progress(String(format: "kill %2d: %@ killed, %@ acknowledging after %.2f s", kill, holder, newHolder, took.seconds))
+            try await victim.start()
+            // The restarted hub is live for the others before the next kill.
+            try await Task.sleep(for: leaseTimeout / 4 + .milliseconds(500))
+        }
+        drawing.cancel()
+        _ = await drawing.result
+        let posted = agent.postedCount
+        try await acknowledgements.waitBeyond(posted - 1, within: giveUpAfter)
+        let epoch = try await admin.lease(of: board)?.epoch ?? 0
+        await agent.stop()
+        return Figures(failovers: failovers, posted: posted, acknowledged: agent.acknowledged.through, epoch: epoch)
+    }
+
+    /// One finger drawing strokes of a second each at `rate` events a second.
+    private func draw(_ agent: TouchAgent) async {
+        let start = ContinuousClock.now
+        var event = 0
+        var stroke: UInt64 = 0
+        while !Task.isCancelled {
+            let seconds = (ContinuousClock.now - start).seconds
+            let phase = event % rate
+            let point = TouchPoint(x: 100 + Double(phase) * 4, y: 100 + Double(stroke % 50) * 10, timestamp: seconds)
+            let input = TouchInput(id: stroke + 1, coalesced: [point])
+            if phase == 0 {
+                try? agent.touchesBegan([input])
+            } else if phase == rate - 1 {
+                try? agent.touchesEnded([input])
+                stroke += 1
+            } else {
+                try? agent.touchesMoved([input])
+            }
+            event += 1
+            try? await Task.sleep(until: start + .seconds(Double(event) / Double(rate)), clock: .continuous)
+        }
+        let point = TouchPoint(x: 0, y: 0, timestamp: (ContinuousClock.now - start).seconds)
+        try? agent.touchesEnded([TouchInput(id: stroke + 1, coalesced: [point])])
+    }
+}
+
+public struct BenchmarkFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// When each acknowledgement came; waiters resumed outside the lock.
+private final class AcknowledgementTimes: Sendable {
+    private struct Waiter {
+        var id: Int
+        var beyond: UInt64
+        var continuation: CheckedContinuation<ContinuousClock.Instant?, Never>
+    }
+    private struct State {
+        var through: UInt64 = 0
+        var nextID = 0
+        var waiters: [Waiter] = []
+    }
+    private let state = Mutex(State())
+
+    var through: UInt64 { state.withLock { $0.through } }
+
+    func heard(_ through: UInt64, at time: ContinuousClock.Instant) {
+        let ready = state.withLock { state -> [CheckedContinuation<ContinuousClock.Instant?, Never>] in
+            state.through = max(state.through, through)
+            let ready = state.waiters.filter { $0.beyond < state.through }.map(\.continuation)
+            state.waiters.removeAll { $0.beyond < state.through }
+            return ready
+        }
+        for continuation in ready { continuation.resume(returning: time) }
+    }
+
+    private func expire(_ id: Int) {
+        let expired = state.withLock { state -> CheckedContinuation<ContinuousClock.Instant?, Never>? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index).continuation
+        }
+        expired?.resume(returning: nil)
+    }
+
+    /// When the acknowledgements first went beyond `beyond` (now, if they already have).
+    @discardableResult
+    func waitBeyond(_ beyond: UInt64, within limit: Duration) async throws -> ContinuousClock.Instant {
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        let timer = Task { [self] in
+            try await Task.sleep(for: limit)
+            expire(id)
+        }
+        defer { timer.cancel() }
+        let time = await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.through > beyond { return true }
+                state.waiters.append(Waiter(id: id, beyond: beyond, continuation: continuation))
+                return false
+            }
+            if now { continuation.resume(returning: .now) }
+        }
+        guard let time else { throw BenchmarkFailure("nothing acknowledged beyond message \(beyond) within \(limit)") }
+        return time
+    }
+}
+
+/// A hub process on the store, on loopback ports of its own.
+private final class BenchHub: Sendable {
+    let name: String
+    let ingest: String
+    private let arguments: [String]
+    private let executable: String
+    private let log: String
+    private let process = Mutex<Process?>(nil)
+
+    init(name: String, executable: String, address: StoreAddress, leaseTimeout: Duration, directory: String) throws {
+        self.name = name
+        self.executable = executable
+        let ports = try freeLoopbackPorts(4)
+        let endpoints = ports.map { "tcp://127.0.0.1:\($0)" }
+        ingest = endpoints[0]
+        log = directory + "/\(name).log"
+        arguments = [
+            "hub", "--store", address.description, "--name", name, "--ingest", endpoints[0], "--publish", endpoints[1],
+            "--snapshot", endpoints[2], "--history", endpoints[3], "--lease-timeout", "\(leaseTimeout.seconds)", "--journal-retry", "1",
+        ] + (ProcessInfo.processInfo.environment["TOUCHSYNC_KEEP_LOGS"] == nil ? [] : ["--log-level", ProcessInfo.processInfo.environment["TOUCHSYNC_KEEP_LOGS"]!])
+    }
+
+    /// Starts the hub and returns once it says it serves.
+    func start() async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        if !FileManager.default.fileExists(atPath: log) { FileManager.default.createFile(atPath: log, contents: nil) }
+        let errors = FileHandle(forWritingAtPath: log)
+        _ = try? errors?.seekToEnd()  // a restarted hub's log follows its first life's
+        process.standardError = errors
+        try process.run()
+        self.process.withLock { $0 = process }
+        let serving = await Task.detached {
+            var text = ""
+            while case let chunk = output.fileHandleForReading.availableData, !chunk.isEmpty {
+                text += String(decoding: chunk, as: UTF8.self)
+                if text.contains("Ctrl-C stops it.") { return true }
+            }
+            return false
+        }.value
+        guard serving else {
+            let errors = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            throw BenchmarkFailure("hub \(name) did not start: \(errors.suffix(2000))")
+        }
+    }
+
+    func kill() {
+        guard let process = process.withLock({ $0.take() }), process.isRunning else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+/// Ports the kernel hands out now (closed again: a race, harmless for a benchmark).
+private func freeLoopbackPorts(_ count: Int) throws -> [Int] {
+    var sockets: [Int32] = []
+    defer { for descriptor in sockets { close(descriptor) } }
+    return try (0..<count).map { _ in
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw BenchmarkFailure("no socket for a port") }
+        sockets.append(descriptor)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(descriptor, pointer, length) == 0 && getsockname(descriptor, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw BenchmarkFailure("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

@@ -1,0 +1,18 @@
+#!/bin/bash
+# The board store's failover time (docs/performance.md, "The board store"):
+# three release hubs on one store, an agent drawing at 120 Hz given all
+# three; the board's holder is killed with SIGKILL KILLS times (default 20)
+# and each failover is the time from the kill to the first acknowledgement
+# by the new holder. Runs at the default lease (5 s) and at 2 s.
+#   scripts/bench-failover.sh [KILLS]
+# A PostgreSQL cluster of its own is started (scripts/bench-postgres.sh)
+# unless STORE=postgres://… names one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.build/release/touchsync
+[ -x "$BIN" ] || swift build -c release --product touchsync
+KILLS=${1:-20}
+source scripts/bench-postgres.sh
+for LEASE in 5 2; do
+  $BIN bench --store "$STORE" --failover --kills "$KILLS" --lease-timeout $LEASE
+done
