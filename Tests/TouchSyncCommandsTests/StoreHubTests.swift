@@ -277,7 +277,8 @@ struct StoreHubTests {
 /// first hub's feed only: a board the second holds is followed there (its
 /// tabs' agents and its subscription follow WRONG_HUB); SIGKILL that hub and
 /// the board is served by the first within the lease, the drawer's tab is
-/// acknowledged by it and the watcher's tab shows both strokes.
+/// acknowledged by it and the watcher's tab shows both strokes. A relay
+/// given both hubs' feeds shows the successor's board behind it.
 @Suite("Board store: the web gateway", .timeLimit(.minutes(3)))
 struct StoreGatewayTests {
     @Test func aGatewayFollowsItsBoardsToTheirHubAndThroughAFailover() async throws {
@@ -307,6 +308,14 @@ struct StoreGatewayTests {
             }
             let range = try #require(text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression))
             let port = try #require(Int(text[range].split(separator: ":")[2]))
+
+            // A relay given both hubs' feeds, in front of a spectator.
+            let relayPorts = try ProcessTests.freePorts(2).map { "tcp://127.0.0.1:\($0)" }
+            let (_, relayOutput) = try children.run(
+                ["relay", "--publish", a.endpoints[1], "--snapshot", a.endpoints[2], "--hub-feed", "\(b.endpoints[1]),\(b.endpoints[2])",
+                 "--serve-publish", relayPorts[0], "--serve-snapshot", relayPorts[1], "--board", board], limit: 150)
+            var relayText = ""
+            await readUntil(relayOutput, into: &relayText) { $0.contains("Ctrl-C stops it.") }
 
             let drawer = try await GatewayWireTests.Tab.open(port: port, group: group)
             let watcher = try await GatewayWireTests.Tab.open(port: port, group: group)
@@ -342,6 +351,11 @@ struct StoreGatewayTests {
             _ = try await drawer.next("ack 3") { if case .ack(let n) = $0, n >= 3 { n } else { nil } }
             try await watch(until: 1)
             #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-b'") == 1)
+            // The relay, started on hub-a's feed, serves the board hub-b holds.
+            let atB = try await touchsync(["spectate", "--board", board, "--duration", "1.5"] + b.client)
+            let digestB = try #require(DeploymentTests().lastDigest(atB.output), "\(atB.output) \(atB.errors)")
+            let atRelayBefore = try await touchsync(["spectate", "--board", board, "--duration", "1.5", "--publish", relayPorts[0], "--snapshot", relayPorts[1]])
+            #expect(DeploymentTests().lastDigest(atRelayBefore.output) == digestB, "relay: \(atRelayBefore.output) \(atRelayBefore.errors)")
 
             kill(hubB.processIdentifier, SIGKILL)
             await hubB.exited()
@@ -351,6 +365,11 @@ struct StoreGatewayTests {
             try await watch(until: 2)
             #expect(replica.accepted.count == 2)
             #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-a'") == 1)
+            // The relay followed the board from hub-b to hub-a: its spectator shows hub-a's board.
+            let atHub = try await touchsync(["spectate", "--board", board, "--duration", "1.5"] + a.client)
+            let hubDigest = try #require(DeploymentTests().lastDigest(atHub.output), "\(atHub.output) \(atHub.errors)")
+            let atRelay = try await touchsync(["spectate", "--board", board, "--duration", "1.5", "--publish", relayPorts[0], "--snapshot", relayPorts[1]])
+            #expect(DeploymentTests().lastDigest(atRelay.output) == hubDigest, "relay: \(atRelay.output) \(atRelay.errors); hub: \(atHub.output)")
             await drawer.connection.close()
             await watcher.connection.close()
         } catch {

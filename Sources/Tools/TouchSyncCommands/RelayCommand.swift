@@ -35,6 +35,12 @@ struct RelayCommand: AsyncParsableCommand {
     var serveKey: String?
     @Option(help: "The access list for downstream subscribers (with --serve-key).") var access: String?
     @Flag(help: "Serve plain text on a non-loopback endpoint.") var insecure = false
+    @Option(
+        parsing: .singleValue,
+        help: ArgumentHelp(
+            "Another hub of the same board store, as PUBLISH,SNAPSHOT (repeatable): the relay listens to every hub given, so boards are followed to whichever hub holds them.",
+            valueName: "publish,snapshot"))
+    var hubFeed: [String] = []
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -42,6 +48,13 @@ struct RelayCommand: AsyncParsableCommand {
         try validateEndpoint(serveSnapshot, option: "--serve-snapshot", binds: true)
         for name in board where !name.hasSuffix("*") { try validateBoard(name) }
         guard (serveKey == nil) == (access == nil) else { throw ValidationError("--serve-key and --access go together") }
+        for feed in hubFeed {
+            let parts = feed.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2 else { throw ValidationError("--hub-feed takes PUBLISH,SNAPSHOT (two endpoints, a comma between), not \(feed)") }
+            try validateEndpoint(parts[0], option: "--hub-feed")
+            try validateEndpoint(parts[1], option: "--hub-feed")
+        }
+        guard hubFeed.isEmpty || hub.cluster == nil else { throw ValidationError("--hub-feed is for hubs sharing a board store; --cluster gives one hub per board") }
         if serveKey == nil && !insecure, let open = [servePublish, serveSnapshot].first(where: { !isLoopback($0) }) {
             throw ValidationError("\(open) accepts other machines in plain text: pass --insecure on a network you trust")
         }
@@ -69,6 +82,10 @@ struct RelayCommand: AsyncParsableCommand {
         let hub = try upstream()
         configuration.upstreamPublish = hub.publish
         configuration.upstreamSnapshot = hub.snapshot
+        configuration.otherUpstreams = hubFeed.map { feed in
+            let parts = feed.split(separator: ",").map(String.init)
+            return (parts[0], parts[1])
+        }
         configuration.publishEndpoint = servePublish
         configuration.snapshotEndpoint = serveSnapshot
         if !board.isEmpty { configuration.boards = board }
@@ -81,7 +98,7 @@ struct RelayCommand: AsyncParsableCommand {
         } catch {
             throw CommandFailure("cannot start the relay: \(error). Choose other endpoints with --serve-publish and --serve-snapshot.")
         }
-        emit("TouchSync relay of \(hub.publish) (boards \(configuration.boards.joined(separator: ", ")))")
+        emit("TouchSync relay of \(([hub.publish] + configuration.otherUpstreams.map(\.publish)).joined(separator: ", ")) (boards \(configuration.boards.joined(separator: ", ")))")
         emit("  subscribers \(endpoints.publish)")
         emit("  snapshots   \(endpoints.snapshot)")
         let ready = Announcement { emit("Ctrl-C stops it.") }

@@ -13,6 +13,11 @@ public struct RelayConfiguration: Sendable {
     /// The upstream hub's (or relay's) publish and snapshot endpoints.
     public var upstreamPublish = "tcp://127.0.0.1:5571"
     public var upstreamSnapshot = "tcp://127.0.0.1:5572"
+    /// Other hubs of the same board store (publish, snapshot): the relay
+    /// subscribes to every hub, so a board is heard from whichever holds it,
+    /// also after it moves, and asks them in turn for snapshots (a WRONG_HUB
+    /// sends the request to the next). Default none.
+    public var otherUpstreams: [(publish: String, snapshot: String)] = []
     /// Where subscribers connect (XPUB) and ask for snapshots (ROUTER).
     /// Defaults `tcp://127.0.0.1:5591` and `5592`.
     public var publishEndpoint = "tcp://127.0.0.1:5591"
@@ -153,6 +158,10 @@ final class RelayLoop {
         endpoints = (try publish.lastEndpoint, try snapshots.lastEndpoint)
         try upstream.connect(configuration.upstreamPublish)
         try upstreamSnapshots.connect(configuration.upstreamSnapshot)
+        for other in configuration.otherUpstreams {
+            try upstream.connect(other.publish)
+            try upstreamSnapshots.connect(other.snapshot)
+        }
         for pattern in configuration.boards {
             if pattern.hasSuffix("*") {
                 try upstream.subscribe(Array(pattern.dropLast().utf8))
@@ -308,8 +317,11 @@ final class RelayLoop {
                     change(board) { $0.unusableSnapshot("\(error)", now: now) }
                 }
             case .error(let error):
-                // A relay follows one upstream: a WRONG_HUB is not followed (owner not passed), it fails the board.
-                change(board) { $0.snapshotRefused(local, code: ErrorCode(error.code), message: error.message, now: .now) }
+                // A WRONG_HUB naming the owner asks again (`redirect`, then a request): with
+                // several hubs (`otherUpstreams`) the DEALER takes it to the next one.
+                change(board) {
+                    $0.snapshotRefused(local, code: ErrorCode(error.code), message: error.message, owner: error.hasOwner ? error.owner : nil, now: .now)
+                }
             case .boards, nil:
                 break
             }
