@@ -16,53 +16,69 @@ struct DeploymentTests {
         let compose = try await run(["docker-compose", "-f", Self.root.path + "/compose.yaml", "config", "-q"])
         #expect(compose.status == 0, "docker-compose config (installed by make test): \(compose.errors)")
         let withLoad = try await run(["docker-compose", "-f", Self.root.path + "/compose.yaml", "--profile", "load", "config", "--services"])
-        #expect(withLoad.output.split(separator: "\n").sorted() == ["hub", "load", "relay", "spectator"], "\(withLoad.output)")
+        #expect(
+            withLoad.output.split(separator: "\n").sorted() == ["gateway", "hub-a", "hub-b", "hub-c", "load", "relay", "spectator", "store"],
+            "\(withLoad.output)")
     }
 
-    /// hub, relay and spectator as compose.yaml starts them, plus its load
-    /// profile (shortened to 3 s), each in a namespace of its own on one
-    /// bridge: the load converges with 0 lost, a drawing on the demo board
-    /// reaches the spectator through the relay with the hub's digest, and the
-    /// health check passes.
+    /// compose.yaml's services as it starts them, each in a namespace of its
+    /// own on one bridge, reaching the others by their service names:
+    /// PostgreSQL (Debian's, in place of the postgres image), three hubs on
+    /// it, the relay given all three hubs' feeds, the spectator behind it,
+    /// the web gateway with its own key (acts_for), and the load profile
+    /// (shortened to 3 s) through the three hubs. The load converges with 0
+    /// lost; a drawing on the demo board, sent to hub-a and followed to the
+    /// hub that holds it, reaches the spectator through the relay with the
+    /// holder's digest; the health check passes; the gateway serves its page.
     @Test(.enabled(if: isRoot, "network namespaces need root"))
     func composeTopologyRunsAsProcessesInNamespaces() async throws {
         let services = try await composeServices()
         let keys = try temporaryFolder("compose-keys")
         defer { try? FileManager.default.removeItem(atPath: keys) }
-        let data = try temporaryFolder("compose-data")
-        defer { try? FileManager.default.removeItem(atPath: data) }
         let made = try await run(["env", "TOUCHSYNC=\(ProcessTests.binary.path)", Self.root.path + "/scripts/compose-keys.sh", keys])
         try #require(made.status == 0, "scripts/compose-keys.sh: \(made.errors)")
+        #expect(FileManager.default.fileExists(atPath: keys + "/store.password") && FileManager.default.fileExists(atPath: keys + "/gateway.key"))
 
-        let network = try ServiceNetwork(services: ["hub", "relay", "spectator", "load"])
+        let network = try ServiceNetwork(services: ["store", "hub-a", "hub-b", "hub-c", "relay", "spectator", "gateway", "load"])
         defer { network.remove() }
+        // The store service: a PostgreSQL server in its namespace on port 5432, with compose.yaml's database.
+        let store = try await PostgresServer(namespace: network.namespace("store"), host: network.address("store"), port: 5432)
+        defer { store.stopNow() }
+        let database = try await store.sql("CREATE DATABASE touchsync")
+        try #require(database.status == 0, "\(database.errors)")
         let children = ChildProcesses()
         defer { children.killAll() }
         // What a container would see, mapped onto the test's files.
         func command(_ service: String) throws -> [String] {
             guard let arguments = services[service] else { throw TestFailure("compose.yaml has no service \(service)") }
+            let secrets = [
+                "hub_key": "hub.key", "hub_pub": "hub.pub", "access_list": "access.json", "health_key": "health.key", "relay_key": "relay.key",
+                "gateway_key": "gateway.key", "store_password": "store.password",
+            ]
             return arguments.map { argument in
                 var mapped = argument
-                for (secret, file) in ["hub_key": "hub.key", "hub_pub": "hub.pub", "access_list": "access.json", "health_key": "health.key", "relay_key": "relay.key"] {
-                    mapped = mapped.replacingOccurrences(of: "/run/secrets/\(secret)", with: keys + "/" + file)
-                }
-                if mapped == "/data" { mapped = data }
+                for (secret, file) in secrets { mapped = mapped.replacingOccurrences(of: "/run/secrets/\(secret)", with: keys + "/" + file) }
                 if mapped == "/keys" { mapped = keys }
                 return mapped
             }
         }
-        let (hub, hubOutput) = try children.run(try command("hub"), limit: 120, namespace: network.namespace("hub"))
-        var hubText = ""
-        await readUntil(hubOutput, into: &hubText) { $0.contains("Ctrl-C stops it.") }
-        try #require(hubText.contains("authenticated: CURVE"), "\(hubText)")
-        let (_, relayOutput) = try children.run(try command("relay"), limit: 120, namespace: network.namespace("relay"))
+        for hub in ["hub-a", "hub-b", "hub-c"] {
+            let (_, _, text) = try await children.startHub(try command(hub), namespace: network.namespace(hub))
+            try #require(text.contains("authenticated: CURVE") && text.contains("as hub \(hub)"), "\(text)")
+        }
+        try await Task.sleep(for: .seconds(1))  // each hub sees the others live (renewals every 5/8 s)
+        let (_, relayOutput) = try children.run(try command("relay"), limit: 150, namespace: network.namespace("relay"))
         var relayText = ""
         await readUntil(relayOutput, into: &relayText) { $0.contains("Ctrl-C stops it.") }
-        let (_, spectatorOutput) = try children.run(try command("spectator"), limit: 120, namespace: network.namespace("spectator"))
+        let (_, spectatorOutput) = try children.run(try command("spectator"), limit: 150, namespace: network.namespace("spectator"))
+        let (_, gatewayOutput) = try children.run(try command("gateway"), limit: 150, namespace: network.namespace("gateway"))
+        var gatewayText = ""
+        await readUntil(gatewayOutput, into: &gatewayText) { $0.contains("Ctrl-C stops it.") }
+        #expect(gatewayText.contains("Ctrl-C stops it."), "\(gatewayText) \(gatewayOutput.errors)")
 
-        // The health check, as compose runs it (inside the hub's container).
+        // The health check, as compose runs it (inside a hub's container).
         let healthCheck = try await run(
-            ["ip", "netns", "exec", network.namespace("hub"), ProcessTests.binary.path, "health", "--snapshot", "tcp://127.0.0.1:5572",
+            ["ip", "netns", "exec", network.namespace("hub-b"), ProcessTests.binary.path, "health", "--snapshot", "tcp://127.0.0.1:5572",
              "--key", keys + "/health.key", "--hub-key", keys + "/hub.pub"])
         #expect(healthCheck.status == 0 && healthCheck.output.contains("healthy"), "\(healthCheck.output) \(healthCheck.errors)")
 
@@ -73,21 +89,26 @@ struct DeploymentTests {
         #expect(loadRun.status == 0, "\(loadRun.output)\n\(loadRun.errors)")
         #expect(loadRun.output.contains("lost / duplicated   0 / 0"), "\(loadRun.output)")
 
-        // alice draws on demo (from the spectator's host); the spectator behind the relay shows the hub's board.
+        // alice draws on demo (from the spectator's host) through hub-a, which sends her to the holder;
+        // the spectator behind the relay shows the holder's board.
+        let hubs = ["--hub", "tcp://hub-a:5570,tcp://hub-b:5570,tcp://hub-c:5570", "--publish", "tcp://hub-a:5571", "--snapshot", "tcp://hub-a:5572",
+                    "--key", keys + "/alice.key", "--hub-key", keys + "/hub.pub"]
         let draw = try await run(
-            ["ip", "netns", "exec", network.namespace("spectator"), ProcessTests.binary.path, "draw", "--board", "demo", "--fast",
-             "--hub", "tcp://hub:5570", "--publish", "tcp://hub:5571", "--snapshot", "tcp://hub:5572",
-             "--key", keys + "/alice.key", "--hub-key", keys + "/hub.pub"])
+            ["ip", "netns", "exec", network.namespace("spectator"), ProcessTests.binary.path, "draw", "--board", "demo", "--fast"] + hubs)
         #expect(draw.status == 0, "\(draw.errors)")
         let atHub = try await run(
-            ["ip", "netns", "exec", network.namespace("spectator"), ProcessTests.binary.path, "spectate", "--board", "demo", "--duration", "2",
-             "--hub", "tcp://hub:5570", "--publish", "tcp://hub:5571", "--snapshot", "tcp://hub:5572",
-             "--key", keys + "/alice.key", "--hub-key", keys + "/hub.pub"])
+            ["ip", "netns", "exec", network.namespace("spectator"), ProcessTests.binary.path, "spectate", "--board", "demo", "--duration", "2"] + hubs)
         let hubDigest = try #require(lastDigest(atHub.output), "\(atHub.output) \(atHub.errors)")
         var spectatorText = ""
         await readUntil(spectatorOutput, into: &spectatorText) { $0.contains(hubDigest) }
-        #expect(spectatorText.contains(hubDigest), "the spectator behind the relay never showed the hub's digest \(hubDigest)")
-        #expect(hub.isRunning)
+        #expect(spectatorText.contains(hubDigest), "the spectator behind the relay never showed the holder's digest \(hubDigest)")
+        #expect(try await store.sql("SELECT hub FROM touchsync_leases WHERE board = 'demo'", database: "touchsync").output.contains("hub-"))
+
+        // The gateway serves its page on the compose network.
+        let page = try await run(
+            ["ip", "netns", "exec", network.namespace("spectator"), "/usr/bin/python3", "-c",
+             "import urllib.request; print(urllib.request.urlopen('http://gateway:8080/', timeout=10).status)"])
+        #expect(page.output.trimmingCharacters(in: .whitespacesAndNewlines) == "200", "\(page.output) \(page.errors)")
     }
 
     /// Three hubs, each in its own namespace, hold the boards a cluster file
@@ -259,7 +280,7 @@ struct DeploymentTests {
 
     /// The services' commands, read from compose.yaml (Debian's python3-yaml comes with docker-compose).
     func composeServices() async throws -> [String: [String]] {
-        let script = "import json,sys,yaml; d=yaml.safe_load(open(sys.argv[1])); print(json.dumps({k: v['command'] for k, v in d['services'].items()}))"
+        let script = "import json,sys,yaml; d=yaml.safe_load(open(sys.argv[1])); print(json.dumps({k: v.get('command', []) for k, v in d['services'].items()}))"
         let read = try await run(["/usr/bin/python3", "-c", script, Self.root.path + "/compose.yaml"])
         guard read.status == 0, let services = try JSONSerialization.jsonObject(with: Data(read.output.utf8)) as? [String: [String]] else {
             throw TestFailure("cannot read compose.yaml's services: \(read.errors)")
@@ -327,6 +348,9 @@ final class ServiceNetwork {
     }
 
     func namespace(_ service: String) -> String { "tsc-\(service.prefix(6))-\(testRunTag)-\(tag)" }
+
+    /// The address `service` has on the bridge.
+    func address(_ service: String) -> String { "10.79.\(subnet).\(names.firstIndex(of: service)! + 1)" }
 
     func remove() {
         for namespace in made {

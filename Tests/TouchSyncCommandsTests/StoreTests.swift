@@ -18,7 +18,8 @@ final class PostgresServer {
 
     /// - Parameters:
     ///   - namespace: run the server in this network namespace (a test host), listening on `host` there.
-    init(namespace: String? = nil, host: String = "127.0.0.1") async throws {
+    ///   - port: the port (default: a free one).
+    init(namespace: String? = nil, host: String = "127.0.0.1", port: Int? = nil) async throws {
         self.host = host
         self.namespace = namespace
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
@@ -32,7 +33,7 @@ final class PostgresServer {
         // (mode 0700), which the postgres user cannot enter.
         folder = "/tmp/touchsync-postgres-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        port = try ProcessTests.freePorts(1)[0]
+        self.port = try port ?? ProcessTests.freePorts(1)[0]
         do { try await startCluster() } catch {
             try? FileManager.default.removeItem(atPath: folder)
             throw error
@@ -50,7 +51,7 @@ final class PostgresServer {
             // Another test host connects: trusted too (the test's own network only).
             let rules = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/data/pg_hba.conf"))
             rules.seekToEndOfFile()
-            rules.write(Data("host all all 10.77.0.0/16 trust\n".utf8))
+            rules.write(Data("host all all 10.0.0.0/8 trust\n".utf8))
             try rules.close()
         }
         try await startServer()
@@ -73,9 +74,9 @@ final class PostgresServer {
         return try await runToEnd(command[0], Array(command.dropFirst()), limit: limit)
     }
 
-    /// Runs SQL as the superuser `touchsync`.
-    func sql(_ statement: String) async throws -> Outcome {
-        let psql = ["/usr/bin/psql", "-h", host, "-p", "\(port)", "-U", "touchsync", "-d", "postgres", "-X", "-q", "-t", "-A", "-c", statement]
+    /// Runs SQL as the superuser `touchsync` (in `database`, default the cluster's `postgres`).
+    func sql(_ statement: String, database: String = "postgres") async throws -> Outcome {
+        let psql = ["/usr/bin/psql", "-h", host, "-p", "\(port)", "-U", "touchsync", "-d", database, "-X", "-q", "-t", "-A", "-c", statement]
         guard let namespace else { return try await runToEnd(psql[0], Array(psql.dropFirst())) }
         return try await runToEnd("/usr/bin/env", ["ip", "netns", "exec", namespace] + psql)
     }
@@ -86,6 +87,12 @@ final class PostgresServer {
         guard stop.status == 0 else { throw TestFailure("pg_ctl stop: \(stop.output) \(stop.errors)") }
         try await Task.sleep(for: downFor)
         try await startServer()
+    }
+
+    /// Stops the server at once, blocking (for a `defer`).
+    func stopNow() {
+        _ = try? touchsyncShell(asPostgres + [binaries + "/pg_ctl", "-D", folder + "/data", "-m", "immediate", "-w", "stop"])
+        try? FileManager.default.removeItem(atPath: folder)
     }
 
     func stop() async {
