@@ -94,7 +94,7 @@ struct HubCorePropertyTests {
                     case .appendToJournal(let append): written = max(written, append.ticket)
                     case .syncJournal(let through): synced = max(synced, through)
                     case .restartJournal: Issue.record("a restart asked for though no journal failed")
-                    case .claimBoard: Issue.record("a board claimed from a store the hub does not have")
+                    case .claimBoard, .lookUpBoard: Issue.record("a board claimed from a store the hub does not have")
                     case .publish, .sendSnapshot, .refuseSnapshot, .sendBoardList, .allowSubscription, .dropSubscription, .disconnectSubscribers: break
                     }
                 }

@@ -878,6 +878,47 @@ struct HubCoreStoreTests {
         try #require(adopted.contains { if case .reply(peer.id, .welcome) = $0 { true } else { false } })
     }
 
+    /// A snapshot request for a board a store hub does not hold is not
+    /// answered with an empty board (the store may hold it: its hub died) but
+    /// waits for the board's look-up, which never creates it: answered with
+    /// the board as adopted, the empty board when the store has none, a
+    /// WRONG_HUB when another hub holds it, STORAGE_UNAVAILABLE when the
+    /// store cannot be reached.
+    @Test func aSnapshotOfABoardNotHeldWaitsForItsLookUp() throws {
+        let hub = CoreHarness { $0.storeCommits = true }
+        let spectator = PeerID(Array("spectator".utf8))
+        func ask(_ board: String, _ request: UInt64) -> [HubAction] {
+            hub.send(.snapshotRequested(by: spectator, user: nil, board: board, requestID: request))
+        }
+        func snapshots(_ actions: [HubAction]) -> [(UInt64, BoardState)] {
+            actions.compactMap { if case .sendSnapshot(_, let request, _, let state, _) = $0 { (request, state) } else { nil } }
+        }
+        // Stored: two requests wait for one look-up, then both get the adopted board.
+        let first = ask("stored", 1)
+        #expect(first.contains { if case .lookUpBoard("stored") = $0 { true } else { false } } && snapshots(first).isEmpty)
+        let second = ask("stored", 2)
+        #expect(!second.contains { if case .lookUpBoard = $0 { true } else { false } } && snapshots(second).isEmpty, "one look-up per board")
+        var stored = BoardState()
+        try stored.apply(DiffBatch(sequence: 1, hubTime: 1, diffs: []))
+        let adopted = snapshots(hub.send(.boardAdopted(RecoveredBoard(name: "stored", state: stored, agents: []))))
+        #expect(adopted.map(\.0) == [1, 2] && adopted.allSatisfy { $0.1.sequence == 1 })
+        // Not in the store: the empty board, and nothing created.
+        _ = ask("never", 3)
+        let absent = snapshots(hub.send(.boardAbsent(board: "never")))
+        #expect(absent.map(\.0) == [3] && absent.first?.1.sequence == 0 && hub.core.board("never") == nil)
+        // Held by another hub: WRONG_HUB.
+        _ = ask("elsewhere", 4)
+        let moved = hub.send(.boardMoved(board: "elsewhere", owner: "hub-b"))
+        #expect(moved.contains { if case .refuseSnapshot(_, 4, let refusal) = $0 { refusal.code == .wrongHub } else { false } })
+        // The store unreachable: try again.
+        _ = ask("down", 5)
+        let failed = hub.send(.journalFailed(board: "down", reason: "connection refused"))
+        #expect(failed.contains { if case .refuseSnapshot(_, 5, let refusal) = $0 { refusal.code == .storageUnavailable } else { false } })
+        // A held board is answered at once (a second later: a peer has a few snapshots a second).
+        hub.advance(.seconds(1))
+        #expect(snapshots(ask("stored", 6)).map(\.0) == [6])
+    }
+
     @Test func acknowledgementsWaitForTheCommit() throws {
         let hub = CoreHarness { $0.storeCommits = true }
         let ann = peer("ann")

@@ -196,6 +196,8 @@ final class HubLoop {
                 journalMetrics.syncDuration.recordNanoseconds(nanoseconds(clock.now - started))
             case .claimBoard(let board):
                 store?.claim(board)  // reported as adopted, moved or failed
+            case .lookUpBoard(let board):
+                store?.lookUp(board)  // reported as adopted, moved, absent or failed
             case .restartJournal(let board, let state, let hubTime):
                 if let store {
                     store.restart(board: board, state: state, hubTime: hubTime)  // reported when committed
@@ -271,6 +273,8 @@ final class HubLoop {
                 handle(.boardAdopted(board))
             case .membership(let hubs):
                 handle(.membershipChanged(hubs))
+            case .absent(let board):
+                handle(.boardAbsent(board: board))
             }
         }
     }

@@ -54,6 +54,8 @@ public enum BoardStoreReport: Sendable {
     case committed(through: UInt64)
     /// This hub took the board's lease (a claim, or its hub stopped) and loaded it.
     case adopted(RecoveredBoard)
+    /// A look-up (`lookUp`) found no such board in the store: nobody has drawn on it.
+    case absent(board: String)
     /// The live hubs changed (names and endpoints).
     case membership(ClusterMap)
 }
@@ -91,10 +93,20 @@ public final class BoardStoreWriter: Sendable {
         var hubTime: Int64
     }
 
+    /// Why a board's lease is claimed.
+    enum ClaimKind {
+        /// A hello: the board is created when the store lacks it.
+        case hello
+        /// A snapshot request: never created; `absent` when the store lacks it.
+        case lookUp
+        /// A lapsed lease this hub owns now (a renewal found it): nothing reported if another hub was quicker.
+        case adoption
+    }
+
     private struct Inbox {
         var appends: [Append] = []
         var restarts: [Restart] = []
-        var claims: [String] = []
+        var claims: [(board: String, kind: ClaimKind)] = []
         var renewDue = false
         var stopping = false
         var waiter: CheckedContinuation<Void, Never>? = nil
@@ -150,7 +162,11 @@ public final class BoardStoreWriter: Sendable {
 
     /// Takes `board`'s lease and loads it: reported `adopted`, or `moved`
     /// when another live hub holds it, or `failed` when the store cannot be reached.
-    public func claim(_ board: String) { post { $0.claims.append(board) } }
+    public func claim(_ board: String) { post { $0.claims.append((board, .hello)) } }
+
+    /// As `claim`, but never creates the board (a spectator's snapshot
+    /// request): reported `absent` when the store does not hold it.
+    public func lookUp(_ board: String) { post { $0.claims.append((board, .lookUp)) } }
 
     /// `run` commits what is queued, then returns.
     public func stop() { post { $0.stopping = true } }
@@ -246,8 +262,8 @@ public final class BoardStoreWriter: Sendable {
             // Renewal first: a claim or a move reported after it names hubs as they are now.
             if work.renewDue { await renew(boards: &boards, connection: &connection, into: &reports) }
             for restart in work.restarts { await self.restart(restart, boards: &boards, connection: &connection, into: &reports) }
-            for board in work.claims {
-                await claim(board, create: true, boards: &boards, connection: &connection, into: &reports)
+            for (board, kind) in work.claims where boards.epochs[board] == nil {  // held already: its adoption was reported
+                await claim(board, kind, boards: &boards, connection: &connection, into: &reports)
             }
             if !work.appends.isEmpty {
                 await commit(work.appends, boards: &boards, connection: &connection, into: &reports) { snapshotsDue.yield($0) }
@@ -436,7 +452,7 @@ public final class BoardStoreWriter: Sendable {
             }
             for board in try await BoardStoreMembership.lapsedBoards(connection: &connection)
             where members?.hub(for: board).name == configuration.hubName && boards.epochs[board] == nil {
-                await claim(board, create: false, boards: &boards, connection: &connection, into: &reports)
+                await claim(board, .adoption, boards: &boards, connection: &connection, into: &reports)
             }
         } catch {
             logger.warning("board leases not renewed", metadata: ["error": "\(error)"])
@@ -446,10 +462,10 @@ public final class BoardStoreWriter: Sendable {
     /// Takes the board's lease if it is free, lapsed or this hub's (with
     /// `create`, also a board the store does not have yet), and loads it.
     private func claim(
-        _ board: String, create: Bool, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
+        _ board: String, _ kind: ClaimKind, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
     ) async {
         do {
-            if create { _ = try await connection.query("INSERT INTO touchsync_boards (board) VALUES (\(board)) ON CONFLICT DO NOTHING") }
+            if kind == .hello { _ = try await connection.query("INSERT INTO touchsync_boards (board) VALUES (\(board)) ON CONFLICT DO NOTHING") }
             let rows = try await connection.query(
                 """
                 INSERT INTO touchsync_leases (board, hub, epoch, expires_at)
@@ -461,7 +477,18 @@ public final class BoardStoreWriter: Sendable {
                 RETURNING epoch
                 """)
             guard let epoch = try rows.first?.decode(Int64.self) else {
-                if create { await lost(board, boards: &boards, connection: &connection, into: &reports) }
+                switch kind {
+                case .hello:
+                    await lost(board, boards: &boards, connection: &connection, into: &reports)
+                case .lookUp:
+                    if try await connection.query("SELECT 1 FROM touchsync_boards WHERE board = \(board)").isEmpty {
+                        reports.append(.absent(board: board))
+                    } else {
+                        await lost(board, boards: &boards, connection: &connection, into: &reports)
+                    }
+                case .adoption:
+                    break
+                }
                 return
             }
             let (loaded, agents) = try await connection.load(board, limits: configuration.limits)

@@ -71,6 +71,9 @@ public struct HubCore {
     private var claims: [String: [(peer: Peer, hello: AgentHello, bytes: Int)]] = [:]
     private var waitingHellos = 0
     static let maxWaitingHellos = 10_000
+    /// Board store: snapshot requests waiting for their board's look-up, by board.
+    private var lookUps: [String: [(peer: PeerID, requestID: UInt64)]] = [:]
+    private var waitingSnapshots = 0
     /// Who serves which board: the cluster file's map, or the board store's live hubs.
     private var cluster: (map: ClusterMap, name: String)?
     /// Who may do what where; nil: the transport does not authenticate, and
@@ -240,7 +243,7 @@ public struct HubCore {
             journal?.progress(written: written, synced: synced)
             sendAcks(now: now, force: false, into: &actions)
         case .journalFailed(let board, let reason):
-            if claims[board] != nil && boardSlots[board] == nil {
+            if (claims[board] != nil || lookUps[board] != nil) && boardSlots[board] == nil {
                 claimFailed(board, reason: reason, into: &actions)
                 return
             }
@@ -258,6 +261,8 @@ public struct HubCore {
             boardMoved(board, to: owner, into: &actions)
         case .boardAdopted(let board):
             adopt(board, now: now, into: &actions)
+        case .boardAbsent(let board):
+            answerWaitingSnapshots(of: board, now: now, into: &actions)
         case .membershipChanged(let map):
             if let name = configuration.storeHubName ?? cluster?.name { cluster = (map, name) }
         case .turnEnded(let inputWaiting):
@@ -958,6 +963,10 @@ public struct HubCore {
             waitingHellos -= waiting.count
             for parked in waiting { refuse(parked.peer.id, refusal, into: &actions) }
         }
+        if let waiting = lookUps.removeValue(forKey: board), let refusal = wrongHub(for: board) {
+            waitingSnapshots -= waiting.count
+            for parked in waiting { actions.append(.refuseSnapshot(to: parked.peer, requestID: parked.requestID, refusal)) }
+        }
         logger.notice("board moved to another hub: no longer served here", metadata: ["board": "\(board)", "owner": "\(owner)"])
         guard let refusal = wrongHub(for: board), let slot = boardSlots[board] else { return }
         for (principal, session) in sessions where session.boardSlot == slot {
@@ -989,9 +998,27 @@ public struct HubCore {
             metrics.boards.record(boardCount)
             logger.info("board adopted from the board store", metadata: ["board": "\(board.name)", "sequence": "\(board.state.sequence)"])
         }
+        answerWaitingSnapshots(of: board.name, now: now, into: &actions)
         guard let waiting = claims.removeValue(forKey: board.name) else { return }
         waitingHellos -= waiting.count
         for parked in waiting { handle(.agentMessage(from: parked.peer, .hello(parked.hello), bytes: parked.bytes), now: now, into: &actions) }
+    }
+
+    /// Snapshot requests that waited for the board's look-up: the board as
+    /// held now, or the empty board when the store has none (and no hello
+    /// made it since).
+    private mutating func answerWaitingSnapshots(of board: String, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        guard let waiting = lookUps.removeValue(forKey: board) else { return }
+        waitingSnapshots -= waiting.count
+        for parked in waiting {
+            if let slot = boardSlots[board] {
+                publishPending(slot: slot, now: now, into: &actions)
+                actions.append(.sendSnapshot(to: parked.peer, requestID: parked.requestID, board: board, state: channels[slot].state, digest: channels[slot].digest()))
+            } else {
+                let empty = BoardState()
+                actions.append(.sendSnapshot(to: parked.peer, requestID: parked.requestID, board: board, state: empty, digest: empty.digest))
+            }
+        }
     }
 
     /// A board from storage (the journal at start, the store at any time)
@@ -1019,11 +1046,14 @@ public struct HubCore {
 
     /// A claim that failed (the store unreachable): its hellos are told to try again.
     private mutating func claimFailed(_ board: String, reason: String, into actions: inout [HubAction]) {
+        let refusal = HubRefusal(.storageUnavailable, "board \(board) could not be loaded from the board store (\(reason)): try again")
+        if let waiting = lookUps.removeValue(forKey: board) {
+            waitingSnapshots -= waiting.count
+            for parked in waiting { actions.append(.refuseSnapshot(to: parked.peer, requestID: parked.requestID, refusal)) }
+        }
         guard let waiting = claims.removeValue(forKey: board) else { return }
         waitingHellos -= waiting.count
-        for parked in waiting {
-            refuse(parked.peer.id, HubRefusal(.storageUnavailable, "board \(board) could not be loaded from the board store (\(reason)): try again"), into: &actions)
-        }
+        for parked in waiting { refuse(parked.peer.id, refusal, into: &actions) }
     }
 
     /// Forgets sessions silent past the retention (their duplicate detection with them).
@@ -1190,6 +1220,21 @@ public struct HubCore {
             return
         }
         guard let slot = boardSlots[board] else {
+            if configuration.storeCommits {
+                // The store may hold the board (its hub died, or nobody claimed it
+                // yet): an empty snapshot would be a lie. Look it up; nothing is created.
+                guard waitingSnapshots < Self.maxWaitingHellos, lookUps[board, default: []].count < 64 else {
+                    actions.append(
+                        .refuseSnapshot(
+                            to: peer, requestID: requestID,
+                            HubRefusal(.storageUnavailable, "board \(board) is still being looked up in the board store: ask again")))
+                    return
+                }
+                if lookUps[board] == nil && claims[board] == nil { actions.append(.lookUpBoard(board)) }
+                lookUps[board, default: []].append((peer, requestID))
+                waitingSnapshots += 1
+                return
+            }
             // Nobody has drawn here yet: the board is empty at sequence 0, and its
             // first batch will be 1. Nothing is created for a mere spectator.
             let empty = BoardState()

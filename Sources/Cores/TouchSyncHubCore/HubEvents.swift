@@ -116,6 +116,9 @@ public enum HubEvent: Sendable {
     /// The board store gave this hub `board`'s lease (`claimBoard`, or a
     /// board whose hub stopped): it serves the board from here on, as loaded.
     case boardAdopted(RecoveredBoard)
+    /// The board store holds no such board (`lookUpBoard`'s answer): snapshot
+    /// requests waiting for it are answered with the empty board.
+    case boardAbsent(board: String)
     /// The live hubs of the board store changed: a board this hub does not
     /// hold belongs to the one with the highest rendezvous weight, and a
     /// hello or snapshot request for it is answered WRONG_HUB naming it.
@@ -144,6 +147,11 @@ public enum HubAction: Sendable {
     /// Board store: take `board`'s lease and load it (answered by
     /// `boardAdopted`, `boardMoved` or `journalFailed`); hellos for it wait.
     case claimBoard(String)
+    /// Board store: as `claimBoard`, but never creating the board (a snapshot
+    /// request for a board this hub would serve but does not hold): answered
+    /// by `boardAdopted`, `boardMoved`, `boardAbsent` or `journalFailed`;
+    /// snapshot requests for it wait.
+    case lookUpBoard(String)
     /// Answer a snapshot request with the board as published at `state.sequence`.
     case sendSnapshot(to: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest)
     case refuseSnapshot(to: PeerID, requestID: UInt64, HubRefusal)

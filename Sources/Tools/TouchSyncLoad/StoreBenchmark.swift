@@ -149,7 +149,7 @@ final class CommitCounter: Sendable {
                 case .failed(let board, let reason): state.failure = "board \(board): \(reason)"
                 case .moved(let board, let owner): state.failure = "board \(board) moved to \(owner)"
                 case .adopted: state.adopted += 1
-                case .restored, .membership: break
+                case .restored, .membership, .absent: break
                 }
             }
             guard let waiter = state.waiter, waiter.done(state.through, state.adopted) || state.failure != nil else { return nil }
