@@ -39,9 +39,9 @@ public enum BoardStoreLoader {
             // among the live hubs is this hub. Each under a new epoch.
             var session = StoreSession(address: configuration.address, logger: logger, using: connection)
             let members = try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &session)
-            var wanted = Set(try await BoardStoreMembership.lapsedBoards(connection: &session).filter {
-                members?.hub(for: $0).name == configuration.hubName
-            })
+            var wanted = Set(try await BoardStoreMembership.lapsedBoards(connection: &session).filter { lapsed in
+                members.map { BoardStoreMembership.successor(for: lapsed.board, after: lapsed.holder, among: $0).name } == configuration.hubName
+            }.map(\.board))
             for try await board in try await connection.query(
                 "SELECT board FROM touchsync_leases WHERE hub = \(configuration.hubName)", logger: logger
             ).decode(String.self) {

@@ -450,8 +450,9 @@ public final class BoardStoreWriter: Sendable {
                 boards.members = members
                 reports.append(.membership(members))
             }
-            for board in try await BoardStoreMembership.lapsedBoards(connection: &connection)
-            where members?.hub(for: board).name == configuration.hubName && boards.epochs[board] == nil {
+            guard let members else { return }
+            for (board, holder) in try await BoardStoreMembership.lapsedBoards(connection: &connection)
+            where boards.epochs[board] == nil && BoardStoreMembership.successor(for: board, after: holder, among: members).name == configuration.hubName {
                 await claim(board, .adoption, boards: &boards, connection: &connection, into: &reports)
             }
         } catch {
