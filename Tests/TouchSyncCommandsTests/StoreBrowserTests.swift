@@ -1,0 +1,80 @@
+import Foundation
+import Logging
+import Testing
+import TouchSyncAccess
+import TouchSyncBrowser
+import TouchSyncClient
+import TouchSyncCore
+
+/// A person drawing in Chromium while the hub holding the board is killed
+/// (issue 25): two hubs on one store, the board on the second, the gateway
+/// given both hubs and the first hub's feed. The stroke begun before the
+/// SIGKILL is continued and ended while the board moves; the page keeps the
+/// ink pending, the gateway's agent finds the successor, and every sample
+/// the page sent arrives: the successor's board has the one stroke with all
+/// of them, and the page settles (nothing pending, connected).
+@Suite("Board store: a browser session through a failover", .serialized, .timeLimit(.minutes(3)))
+struct StoreBrowserTests {
+    @Test func aBrowsersPendingInkArrivesAfterItsHubIsKilled() async throws {
+        let server = try await PostgresServer()
+        defer { server.stopNow() }
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let a = try StoreHubTests.StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
+        let b = try StoreHubTests.StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
+        _ = try await children.startHub(a.arguments)
+        let (hubB, _, _) = try await children.startHub(b.arguments)
+        let members = try ClusterMap(hubs: [
+            .init(name: "hub-a", ingest: a.endpoints[0], publish: a.endpoints[1], snapshot: a.endpoints[2]),
+            .init(name: "hub-b", ingest: b.endpoints[0], publish: b.endpoints[1], snapshot: b.endpoints[2]),
+        ])
+        let board = try #require((0..<64).map { "ink-\($0)" }.first { members.hub(for: $0).name == "hub-b" })
+        try await Task.sleep(for: .milliseconds(600))  // each hub sees the other live
+        let (_, output) = try children.run(
+            ["web", "--listen", "127.0.0.1:0", "--hub", "\(a.endpoints[0]),\(b.endpoints[0])", "--publish", a.endpoints[1],
+             "--snapshot", a.endpoints[2], "--history", a.endpoints[3], "--reconnect-grace", "20"], limit: 150)
+        var text = ""
+        while !text.contains("Ctrl-C stops it.") {
+            let chunk = await output.nextChunk()
+            if chunk.isEmpty { throw TestFailure("touchsync web exited before it was ready: \(text) \(output.errors)") }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let web = try #require(text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression).map { String(text[$0]) })
+        let browser = try Chromium.launch(spawning: { body in spawnGate.withLock { _ in body() } })
+        defer { browser.shutDown() }
+        let page = try await browser.openPage("\(web)/boards/\(board)")
+        try await page.waitFor("window.touchsync && touchsync.user !== null && touchsync.board.synced")
+        _ = try await page.evaluate("touchsync.closeNameDialog?.()")
+        let user = try await page.evaluate("touchsync.user") as? String ?? ""
+
+        try await page.touch("touchStart", [(100, 300, 0)])
+        for step in 1...6 { try await page.touch("touchMove", [(100 + Double(step) * 12, 300, 0)]) }
+        try await page.settled()  // acknowledged by hub-b
+        kill(hubB.processIdentifier, SIGKILL)
+        await hubB.exited()
+        for step in 7...16 { try await page.touch("touchMove", [(100 + Double(step) * 12, 300 + Double(step), 0)]) }
+        try await page.touch("touchEnd", [])
+        #expect(try await page.number("touchsync.pending.length") > 0, "drawn while the board had no hub: kept pending")
+        try await page.waitFor("touchsync.connected && touchsync.pending.length === 0", timeout: .seconds(30))
+
+        // The successor holds the board, with the whole stroke.
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let subscriber = try BoardSubscriber(
+            configuration: SubscriberConfiguration(board: board, publishEndpoint: a.endpoints[1], snapshotEndpoint: a.endpoints[2]), logger: logger)
+        subscriber.start()
+        defer { Task { await subscriber.stop() } }
+        let sent = try await page.number("touchsync.sent.endedSamples")
+        var strokes: [Int] = []
+        let deadline = ContinuousClock.now + .seconds(15)
+        while ContinuousClock.now < deadline {
+            if let state = await subscriber.replica() {
+                strokes = state.acceptedStrokes.filter { $0.owner.rawValue == user }.map(\.samples.count)
+                if !strokes.isEmpty { break }
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(strokes.count == 1 && Double(strokes.first ?? 0) == sent, "the page sent \(sent) samples; the successor's board has \(strokes)")
+        #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-a'") == 1)
+    }
+}
