@@ -245,7 +245,7 @@ struct AgentRedirectTests {
     }
 
     /// While an agent looks for a board's new hub (a hub just went silent),
-    /// a hello unanswered for a third of the hub time-out is asked again on a
+    /// a hello unanswered for a sixth of the hub time-out is asked again on a
     /// new connection (a reply can be lost in a failover's reconnects); the
     /// hub is not taken for silent. A first connection waits the whole
     /// time-out instead (a busy hub is not flooded with hellos).
@@ -263,10 +263,10 @@ struct AgentRedirectTests {
         let next = agent.deadline
         #expect(agent.tick(now: next) == [.connect])
         _ = agent.connected(now: next)
-        #expect(agent.deadline <= next + timeout / 3)
-        #expect(agent.tick(now: next + timeout / 3 - .milliseconds(1)).isEmpty)
-        #expect(agent.tick(now: next + timeout / 3 + .milliseconds(1)) == [.disconnect(stalled: true)])
-        #expect(!agent.wentSilentLately("tcp://other:1", now: next + timeout / 3))
+        #expect(agent.deadline <= next + timeout / 6)
+        #expect(agent.tick(now: next + timeout / 6 - .milliseconds(1)).isEmpty)
+        #expect(agent.tick(now: next + timeout / 6 + .milliseconds(1)) == [.disconnect(stalled: true)])
+        #expect(!agent.wentSilentLately("tcp://other:1", now: next + timeout / 6))
         // Welcomed on the next connection: no more hello time-out.
         let again = agent.deadline
         #expect(agent.tick(now: again) == [.connect])
@@ -274,7 +274,7 @@ struct AgentRedirectTests {
         var welcome = Touchsync_V1_HubReply()
         welcome.welcome.user = "ann"
         _ = agent.received(welcome, now: again)
-        #expect(!agent.tick(now: again + timeout / 3 * 2).contains { if case .disconnect = $0 { true } else { false } })
+        #expect(!agent.tick(now: again + timeout / 6 * 2).contains { if case .disconnect = $0 { true } else { false } })
     }
 
     @Test func hubsThatKeepRedirectingAreGivenUpOn() {

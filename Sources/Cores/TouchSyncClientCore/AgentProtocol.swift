@@ -118,7 +118,7 @@ public struct AgentProtocol: Sendable {
     /// silence time-out applies, so a loaded hub is not flooded with hellos.
     private func helloTimeout(now: ContinuousClock.Instant) -> Duration {
         let searching = redirects > 0 || silentHub.map { now - $0.since < settings.hubTimeout * 2 } == true
-        return searching ? settings.hubTimeout / 3 : settings.hubTimeout
+        return searching ? settings.hubTimeout / 6 : settings.hubTimeout
     }
 
     /// A new agent; its first timers (`tick`) connect.

@@ -227,7 +227,7 @@ private final class BenchHub: Sendable {
         process.arguments = arguments
         let output = Pipe()
         process.standardOutput = output
-        if !FileManager.default.fileExists(atPath: log) { FileManager.default.createFile(atPath: log, contents: nil) }
+        if !FileManager.default.fileExists(atPath: log) { _ = FileManager.default.createFile(atPath: log, contents: nil) }
         let errors = FileHandle(forWritingAtPath: log)
         _ = try? errors?.seekToEnd()  // a restarted hub's log follows its first life's
         process.standardError = errors
