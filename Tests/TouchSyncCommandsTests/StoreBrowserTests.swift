@@ -20,26 +20,9 @@ struct StoreBrowserTests {
         defer { server.stopNow() }
         let children = ChildProcesses()
         defer { children.killAll() }
-        let a = try StoreHubTests.StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
-        let b = try StoreHubTests.StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
-        _ = try await children.startHub(a.arguments)
-        let (hubB, _, _) = try await children.startHub(b.arguments)
-        let members = try ClusterMap(hubs: [
-            .init(name: "hub-a", ingest: a.endpoints[0], publish: a.endpoints[1], snapshot: a.endpoints[2]),
-            .init(name: "hub-b", ingest: b.endpoints[0], publish: b.endpoints[1], snapshot: b.endpoints[2]),
-        ])
-        let board = try #require((0..<64).map { "ink-\($0)" }.first { members.hub(for: $0).name == "hub-b" })
-        try await Task.sleep(for: .milliseconds(600))  // each hub sees the other live
-        let (_, output) = try children.run(
-            ["web", "--listen", "127.0.0.1:0", "--hub", "\(a.endpoints[0]),\(b.endpoints[0])", "--publish", a.endpoints[1],
-             "--snapshot", a.endpoints[2], "--history", a.endpoints[3], "--reconnect-grace", "20"], limit: 150)
-        var text = ""
-        while !text.contains("Ctrl-C stops it.") {
-            let chunk = await output.nextChunk()
-            if chunk.isEmpty { throw TestFailure("touchsync web exited before it was ready: \(text) \(output.errors)") }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
-        let web = try #require(text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression).map { String(text[$0]) })
+        let rig = try await TwoHubsAndAGateway(server: server, children: children, boards: "ink", webArguments: ["--reconnect-grace", "20"])
+        let (a, hubB, board) = (rig.a, rig.hubB, rig.board)
+        let web = "http://127.0.0.1:\(rig.port)"
         let browser = try Chromium.launch(spawning: { body in spawnGate.withLock { _ in body() } })
         defer { browser.shutDown() }
         let page = try await browser.openPage("\(web)/boards/\(board)")

@@ -273,6 +273,46 @@ struct StoreHubTests {
     }
 }
 
+/// Two hubs on one store (2 s leases), each seeing the other live, a board
+/// the second holds, and `touchsync web` given both hubs' ingest endpoints
+/// and the first hub's feed.
+struct TwoHubsAndAGateway {
+    let a: StoreHubTests.StoreHub
+    let b: StoreHubTests.StoreHub
+    let hubB: Child
+    let board: String
+    /// The gateway's port on 127.0.0.1.
+    let port: Int
+
+    init(server: PostgresServer, children: ChildProcesses, boards prefix: String, webArguments: [String] = []) async throws {
+        a = try StoreHubTests.StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
+        b = try StoreHubTests.StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
+        _ = try await children.startHub(a.arguments)
+        (hubB, _, _) = try await children.startHub(b.arguments)
+        let members = try ClusterMap(hubs: [
+            .init(name: "hub-a", ingest: a.endpoints[0], publish: a.endpoints[1], snapshot: a.endpoints[2]),
+            .init(name: "hub-b", ingest: b.endpoints[0], publish: b.endpoints[1], snapshot: b.endpoints[2]),
+        ])
+        guard let board = (0..<64).map({ "\(prefix)-\($0)" }).first(where: { members.hub(for: $0).name == "hub-b" }) else {
+            throw TestFailure("no board of 64 goes to hub-b")
+        }
+        self.board = board
+        try await Task.sleep(for: .milliseconds(600))  // each hub sees the other live (renewals every 0.25 s)
+        let (_, output) = try children.run(
+            ["web", "--listen", "127.0.0.1:0", "--hub", "\(a.endpoints[0]),\(b.endpoints[0])", "--publish", a.endpoints[1],
+             "--snapshot", a.endpoints[2], "--history", a.endpoints[3]] + webArguments, limit: 150)
+        var text = ""
+        while !text.contains("Ctrl-C stops it.") {
+            let chunk = await output.nextChunk()
+            if chunk.isEmpty { throw TestFailure("touchsync web exited before it was ready: \(text) \(output.errors)") }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let range = text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression), let port = Int(text[range].split(separator: ":")[2])
+        else { throw TestFailure("no address in: \(text)") }
+        self.port = port
+    }
+}
+
 /// The web gateway in front of two hubs on one store, configured with the
 /// first hub's feed only: a board the second holds is followed there (its
 /// tabs' agents and its subscription follow WRONG_HUB); SIGKILL that hub and
@@ -287,28 +327,8 @@ struct StoreGatewayTests {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { children.killAll() }
         do {
-            let a = try StoreHubTests.StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
-            let b = try StoreHubTests.StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
-            _ = try await children.startHub(a.arguments)
-            let (hubB, _, _) = try await children.startHub(b.arguments)
-            let members = try ClusterMap(hubs: [
-                .init(name: "hub-a", ingest: a.endpoints[0], publish: a.endpoints[1], snapshot: a.endpoints[2]),
-                .init(name: "hub-b", ingest: b.endpoints[0], publish: b.endpoints[1], snapshot: b.endpoints[2]),
-            ])
-            let board = try #require((0..<64).map { "gw-\($0)" }.first { members.hub(for: $0).name == "hub-b" })
-            try await Task.sleep(for: .milliseconds(600))  // each hub sees the other live
-            let (_, output) = try children.run(
-                ["web", "--listen", "127.0.0.1:0", "--hub", "\(a.endpoints[0]),\(b.endpoints[0])", "--publish", a.endpoints[1],
-                 "--snapshot", a.endpoints[2], "--history", a.endpoints[3]], limit: 150)
-            var text = ""
-            while !text.contains("Ctrl-C stops it.") {
-                let chunk = await output.nextChunk()
-                if chunk.isEmpty { throw TestFailure("touchsync web exited before it was ready: \(text) \(output.errors)") }
-                text += String(decoding: chunk, as: UTF8.self)
-            }
-            let range = try #require(text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression))
-            let port = try #require(Int(text[range].split(separator: ":")[2]))
-
+            let rig = try await TwoHubsAndAGateway(server: server, children: children, boards: "gw")
+            let (a, b, hubB, board, port) = (rig.a, rig.b, rig.hubB, rig.board, rig.port)
             // A relay given both hubs' feeds, in front of a spectator.
             let relayPorts = try ProcessTests.freePorts(2).map { "tcp://127.0.0.1:\($0)" }
             let (_, relayOutput) = try children.run(
