@@ -1010,15 +1010,7 @@ public struct HubCore {
     private mutating func answerWaitingSnapshots(of board: String, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         guard let waiting = lookUps.removeValue(forKey: board) else { return }
         waitingSnapshots -= waiting.count
-        for parked in waiting {
-            if let slot = boardSlots[board] {
-                publishPending(slot: slot, now: now, into: &actions)
-                actions.append(.sendSnapshot(to: parked.peer, requestID: parked.requestID, board: board, state: channels[slot].state, digest: channels[slot].digest()))
-            } else {
-                let empty = BoardState()
-                actions.append(.sendSnapshot(to: parked.peer, requestID: parked.requestID, board: board, state: empty, digest: empty.digest))
-            }
-        }
+        for parked in waiting { sendSnapshot(of: board, to: parked.peer, requestID: parked.requestID, now: now, into: &actions) }
     }
 
     /// A board from storage (the journal at start, the store at any time)
@@ -1219,24 +1211,31 @@ public struct HubCore {
                 .refuseSnapshot(to: peer, requestID: requestID, HubRefusal(.unknownBoard, boardNameRule)))
             return
         }
-        guard let slot = boardSlots[board] else {
-            if configuration.storeCommits {
-                // The store may hold the board (its hub died, or nobody claimed it
-                // yet): an empty snapshot would be a lie. Look it up; nothing is created.
-                guard waitingSnapshots < Self.maxWaitingHellos, lookUps[board, default: []].count < 64 else {
-                    actions.append(
-                        .refuseSnapshot(
-                            to: peer, requestID: requestID,
-                            HubRefusal(.storageUnavailable, "board \(board) is still being looked up in the board store: ask again")))
-                    return
-                }
-                if lookUps[board] == nil && claims[board] == nil { actions.append(.lookUpBoard(board)) }
-                lookUps[board, default: []].append((peer, requestID))
-                waitingSnapshots += 1
+        if boardSlots[board] == nil && configuration.storeCommits {
+            // The store may hold the board (its hub died, or nobody claimed it
+            // yet): an empty snapshot would be a lie. Look it up; nothing is created.
+            guard waitingSnapshots < Self.maxWaitingHellos, lookUps[board, default: []].count < 64 else {
+                actions.append(
+                    .refuseSnapshot(
+                        to: peer, requestID: requestID,
+                        HubRefusal(.storageUnavailable, "board \(board) is still being looked up in the board store: ask again")))
                 return
             }
-            // Nobody has drawn here yet: the board is empty at sequence 0, and its
-            // first batch will be 1. Nothing is created for a mere spectator.
+            if lookUps[board] == nil && claims[board] == nil { actions.append(.lookUpBoard(board)) }
+            lookUps[board, default: []].append((peer, requestID))
+            waitingSnapshots += 1
+            return
+        }
+        sendSnapshot(of: board, to: peer, requestID: requestID, now: now, into: &actions)
+    }
+
+    /// The board as published now, or, nobody having drawn on it, the empty
+    /// board at sequence 0 (its first batch will be 1; nothing is created for
+    /// a mere spectator).
+    private mutating func sendSnapshot(
+        of board: String, to peer: PeerID, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
+    ) {
+        guard let slot = boardSlots[board] else {
             let empty = BoardState()
             actions.append(.sendSnapshot(to: peer, requestID: requestID, board: board, state: empty, digest: empty.digest))
             return
