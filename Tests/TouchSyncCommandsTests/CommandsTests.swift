@@ -49,6 +49,14 @@ struct CommandsTests {
         #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["replay", "--board", "b", "--speed", "0"]) }
         #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["replay", "--board", "b", "--from", "5", "--to", "2"]) }
         #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["hub", "--fsync", "sometimes"]) }
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["hub", "--advertise", "hub-a"]) }  // needs --store
+        #expect(throws: (any Error).self) {
+            try TouchSyncCommand.parseAsRoot(["hub", "--store", "postgres://u@h:5432/d", "--advertise", "tcp://hub-a:5570"])
+        }
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["relay", "--hub-feed", "tcp://b:5571"]) }  // PUBLISH,SNAPSHOT
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["bench", "--failover"]) }  // needs --store
+        _ = try TouchSyncCommand.parseAsRoot(["hub", "--store", "postgres://u@h:5432/d", "--advertise", "hub-a", "--ingest", "tcp://*:5570", "--insecure"])
+        _ = try TouchSyncCommand.parseAsRoot(["relay", "--hub-feed", "tcp://b:5571,tcp://b:5572"])
         _ = try TouchSyncCommand.parseAsRoot(["hub", "--fsync", "batch", "--data", "/tmp/x"])
         _ = try TouchSyncCommand.parseAsRoot(["replay", "--board", "b", "--speed", "max", "--from", "1.5"])
         _ = try TouchSyncCommand.parseAsRoot(["render", "--board", "b", "--data", "d", "--frames", "out", "--fps", "5"])
