@@ -162,7 +162,9 @@ final class AgentConnection {
                     stalled ? "acknowledgements stalled: reconnecting" : "hub silent: reconnecting",
                     metadata: ["endpoint": "\(hubEndpoint)", "agent": "\(identity)"])
                 report(.disconnected)
-                if !stalled { rules.hubWentSilent(hubEndpoint, now: now) }
+                // A hub to pass over (another configured one, or a redirect's owner): with
+                // one hub and no redirect there is nowhere else to look, so no searching either.
+                if !stalled && configuredHubs != [hubEndpoint] { rules.hubWentSilent(hubEndpoint, now: now) }
                 close()
                 tryAnotherHub(now: now)
             case .send(let bytes):
