@@ -183,7 +183,7 @@ public final class BoardStoreWriter: Sendable {
     // MARK: The writer's task
 
     /// Commits until `stop()`; renews the leases and the hub's heartbeat every
-    /// `leaseTimeout / 4`.
+    /// `leaseTimeout / 8`.
     public func run(startingWith loaded: BoardStoreLoader.Loaded) async {
         post { $0.renewDue = true }  // the live hubs known from the start
         let (snapshots, snapshotsDue) = AsyncStream.makeStream(of: SnapshotJob.self)
@@ -460,8 +460,8 @@ public final class BoardStoreWriter: Sendable {
         }
     }
 
-    /// Takes the board's lease if it is free, lapsed or this hub's (with
-    /// `create`, also a board the store does not have yet), and loads it.
+    /// Takes the board's lease if it is free, lapsed or this hub's (for a
+    /// hello, also a board the store does not have yet), and loads it.
     private func claim(
         _ board: String, _ kind: ClaimKind, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
     ) async {

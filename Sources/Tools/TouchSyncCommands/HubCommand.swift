@@ -95,7 +95,7 @@ struct HubCommand: AsyncParsableCommand {
     @Option(help: "This hub's name in the cluster file, or in the board store (default there: HOSTNAME-INGESTPORT).")
     var name: String?
     @OptionGroup var stored: BoardStoreOptions
-    @Option(parsing: .unconditional, help: "Seconds a board's lease in the store lasts unless renewed (renewed every quarter of it); another hub may take the board after it.")
+    @Option(parsing: .unconditional, help: "Seconds a board's lease in the store lasts unless renewed (renewed every eighth of it); another hub may take the board after it.")
     var leaseTimeout = 5.0
     @Option(
         help: ArgumentHelp(

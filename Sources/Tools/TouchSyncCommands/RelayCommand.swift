@@ -48,15 +48,22 @@ struct RelayCommand: AsyncParsableCommand {
         try validateEndpoint(serveSnapshot, option: "--serve-snapshot", binds: true)
         for name in board where !name.hasSuffix("*") { try validateBoard(name) }
         guard (serveKey == nil) == (access == nil) else { throw ValidationError("--serve-key and --access go together") }
-        for feed in hubFeed {
-            let parts = feed.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 2 else { throw ValidationError("--hub-feed takes PUBLISH,SNAPSHOT (two endpoints, a comma between), not \(feed)") }
-            try validateEndpoint(parts[0], option: "--hub-feed")
-            try validateEndpoint(parts[1], option: "--hub-feed")
+        for feed in try feeds() {
+            try validateEndpoint(feed.publish, option: "--hub-feed")
+            try validateEndpoint(feed.snapshot, option: "--hub-feed")
         }
         guard hubFeed.isEmpty || hub.cluster == nil else { throw ValidationError("--hub-feed is for hubs sharing a board store; --cluster gives one hub per board") }
         if serveKey == nil && !insecure, let open = [servePublish, serveSnapshot].first(where: { !isLoopback($0) }) {
             throw ValidationError("\(open) accepts other machines in plain text: pass --insecure on a network you trust")
+        }
+    }
+
+    /// The other hubs' endpoints, from `--hub-feed PUBLISH,SNAPSHOT`.
+    func feeds() throws -> [(publish: String, snapshot: String)] {
+        try hubFeed.map { feed in
+            let parts = feed.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2 else { throw ValidationError("--hub-feed takes PUBLISH,SNAPSHOT (two endpoints, a comma between), not \(feed)") }
+            return (parts[0], parts[1])
         }
     }
 
@@ -82,10 +89,7 @@ struct RelayCommand: AsyncParsableCommand {
         let hub = try upstream()
         configuration.upstreamPublish = hub.publish
         configuration.upstreamSnapshot = hub.snapshot
-        configuration.otherUpstreams = hubFeed.map { feed in
-            let parts = feed.split(separator: ",").map(String.init)
-            return (parts[0], parts[1])
-        }
+        configuration.otherUpstreams = try feeds()
         configuration.publishEndpoint = servePublish
         configuration.snapshotEndpoint = serveSnapshot
         if !board.isEmpty { configuration.boards = board }
