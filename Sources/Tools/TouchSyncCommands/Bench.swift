@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TouchSyncLoad
+import TouchSyncJournal
 import TouchSyncStore
 
 struct BenchCommand: AsyncParsableCommand {
@@ -22,6 +23,11 @@ struct BenchCommand: AsyncParsableCommand {
     var transport = false
     @Option(parsing: .unconditional, help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
     @Option(parsing: .unconditional, help: "With --transport: the hub's --ack-interval-ms.") var ackIntervalMs = 0
+    @Flag(help: "Instead: one hub journaling at saturation: the batches and samples per second it makes durable, per fsync policy (--fsync-policies).")
+    var hubJournal = false
+    @Option(parsing: .unconditional, help: "With --hub-journal: boards the 20 agents draw on (agent i on board i mod N).") var boards = 20
+    @Option(parsing: .unconditional, help: "With --hub-journal: the fsync policies to run, comma-separated (batch, 20ms, never).")
+    var fsyncPolicies = "batch"
     @Flag(help: "Instead: the journal (write throughput per fsync policy, recovery, replay at full speed, late-join snapshot).")
     var journal = false
     @Option(parsing: .unconditional, help: "With --journal: samples on the large board.") var boardSamples = 1_000_000
@@ -55,6 +61,18 @@ struct BenchCommand: AsyncParsableCommand {
         guard (1...64).contains(coalesced) else { throw ValidationError("--coalesced must be 1 to 64") }
         guard repetitions >= 1 else { throw ValidationError("--repetitions must be at least 1") }
         guard (0...1000).contains(ackIntervalMs) else { throw ValidationError("--ack-interval-ms must be 0 to 1000") }
+        guard (1...1000).contains(boards) else { throw ValidationError("--boards must be 1 to 1000") }
+        _ = try policies()
+    }
+
+    /// `--fsync-policies`, parsed.
+    func policies() throws -> [FsyncPolicy] {
+        try fsyncPolicies.split(separator: ",").map { text in
+            guard let policy = FsyncPolicy(argument: String(text)) else {
+                throw ValidationError("--fsync-policies: '\(text)' is not an fsync policy (batch, never, or an interval such as 20ms)")
+            }
+            return policy
+        }
     }
 
     func run() async throws {
@@ -64,6 +82,10 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if journal {
             try await runJournal()
+            return
+        }
+        if hubJournal {
+            try await runHubJournal()
             return
         }
         if let address = try stored.address() {
@@ -157,6 +179,35 @@ struct BenchCommand: AsyncParsableCommand {
     private func nanoseconds(_ value: Double?) -> String {
         guard let value else { return "n/a (thread not found)" }
         return String(format: "%.0f ns", value)
+    }
+
+    /// One hub journaling at saturation: producers send every frame without
+    /// waiting, the run ends when every agent's last frame is acknowledged
+    /// (durable under the policy); every batch of every board is journaled.
+    func runHubJournal() async throws {
+        #if DEBUG
+        emit("warning: this is a debug build; run it from a release build for real figures")
+        #endif
+        var benchmark = TransportBenchmark()
+        benchmark.messagesPerAgent = messagesPerAgent
+        benchmark.boards = boards
+        let logger = logging.logger("touchsync.bench")
+        emit("hub journaling at saturation: \(benchmark.agents) agents x \(benchmark.fingers) fingers on \(boards) board(s), \(messagesPerAgent) messages per agent, loopback TCP, no subscriber")
+        for policy in try policies() {
+            let directory = FileManager.default.temporaryDirectory.path + "/touchsync-bench-hub-journal-\(getpid())"
+            try? FileManager.default.removeItem(atPath: directory)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            var journal = JournalConfiguration(directory: directory)
+            journal.fsync = policy
+            benchmark.journal = journal
+            let result = try await benchmark.throughput(.hub, subscribers: 0, logger: logger)
+            let batches = result.batches ?? 0
+            emit(
+                String(
+                    format: "  fsync %@: %d batches in %.3f s = %.0f batches/s, %.0f samples/s; hub thread CPU per sample %@",
+                    policy.description, batches, result.seconds, Double(batches) / result.seconds, result.samplesPerSecond,
+                    nanoseconds(result.cpuNanosecondsPerSample)))
+        }
     }
 
     func runJournal() async throws {

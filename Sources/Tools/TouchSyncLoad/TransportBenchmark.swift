@@ -5,6 +5,7 @@ import Synchronization
 import TouchSyncCore
 import TouchSyncHub
 import TouchSyncHubCore
+import TouchSyncJournal
 import TouchSyncSimulation
 import TouchSyncWire
 import ZeroMQ
@@ -31,8 +32,15 @@ public struct TransportBenchmark: Sendable {
     /// The hub's `ackInterval` (default 0, as the hub's own default).
     public var ackInterval: Duration = .zero
     public var seed: UInt64 = 3
+    /// Boards the agents draw on (agent i on board i mod `boards`). Default 1.
+    public var boards = 1
+    /// The hub journals here (hub target only; nil: in memory, as a plain benchmark hub).
+    public var journal: JournalConfiguration? = nil
 
     public init() {}
+
+    /// Agent `agent`'s board.
+    func board(of agent: Int) -> String { boards <= 1 ? "bench" : "bench-\(agent % boards)" }
 
     public struct Throughput: Sendable {
         public var target: Target
@@ -41,6 +49,8 @@ public struct TransportBenchmark: Sendable {
         public var seconds: Double
         /// CPU seconds of the target's own thread (the hub loop, or the forwarder) during the run.
         public var targetCPUSeconds: Double?
+        /// The hub's batches over every board (each one journaled when it journals).
+        public var batches: Int? = nil
         public var samplesPerSecond: Double { Double(samples) / seconds }
         /// The target thread's CPU per sample carried, in nanoseconds.
         public var cpuNanosecondsPerSample: Double? { targetCPUSeconds.map { $0 * 1e9 / Double(samples) } }
@@ -63,7 +73,7 @@ public struct TransportBenchmark: Sendable {
         let context = try ZMQContext()
         let messages = workload()
         let samples = messages.reduce(0) { $0 + $1.samples }
-        let bench = try await Bench.start(target, ackInterval: ackInterval, context: context, logger: logger)
+        let bench = try await Bench.start(target, ackInterval: ackInterval, journal: journal, context: context, logger: logger)
         let board = "bench"
         // Subscribers: the forwarder's count agent messages; the hub's apply batches to a replica.
         let expected = messages.count
@@ -71,6 +81,7 @@ public struct TransportBenchmark: Sendable {
         let ready = Locked(0)
         let threads = (0..<subscribers).map { _ in SocketThread(name: "bench-subscriber") }
         let finalSequence = Locked<UInt64?>(nil)
+        var hubBatches: Int? = nil
         for thread in threads {
             thread.start {
                 do {
@@ -115,8 +126,12 @@ public struct TransportBenchmark: Sendable {
 
         let cpuBefore = bench.targetCPUSeconds()
         let start = ContinuousClock.now
-        try await Bench.produce(messages, target: target, context: context, endpoint: bench.ingest, paced: nil)
+        try await Bench.produce(
+            messages, target: target, context: context, endpoint: bench.ingest, paced: nil, board: { self.board(of: $0) })
         if target == .hub, let hub = bench.hub {
+            var batches: UInt64 = 0
+            for board in Set((0..<agents).map { self.board(of: $0) }) { batches += await hub.boardState(board)?.sequence ?? 0 }
+            hubBatches = Int(batches)
             // Every frame is acknowledged: the board's last sequence is final.
             let sequence = await hub.boardState(board)?.sequence ?? 0
             finalSequence.withLock { $0 = sequence }
@@ -126,7 +141,8 @@ public struct TransportBenchmark: Sendable {
         let cpu = cpuBefore.flatMap { before in bench.targetCPUSeconds().map { $0 - before } }
         await bench.stop()
         return Throughput(
-            target: target, subscribers: subscribers, samples: samples, seconds: (end - start).seconds, targetCPUSeconds: cpu)
+            target: target, subscribers: subscribers, samples: samples, seconds: (end - start).seconds, targetCPUSeconds: cpu,
+            batches: hubBatches)
     }
 
     // MARK: Latency at a fixed rate
@@ -256,7 +272,8 @@ struct Bench: Sendable {
     }
 
     static func start(
-        _ target: TransportBenchmark.Target, ackInterval: Duration = .zero, context: ZMQContext, logger: Logger
+        _ target: TransportBenchmark.Target, ackInterval: Duration = .zero, journal: JournalConfiguration? = nil,
+        context: ZMQContext, logger: Logger
     ) async throws -> Bench {
         switch target {
         case .hub:
@@ -266,6 +283,7 @@ struct Bench: Sendable {
             configuration.ingestHighWaterMark = 100_000
             configuration.publishHighWaterMark = 100_000
             configuration.ackInterval = ackInterval
+            configuration.journal = journal
             let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: context)
             let endpoints = try await hub.start()
             return Bench(ingest: endpoints.ingest, publish: endpoints.publish, hub: hub, forwarder: nil)
@@ -348,7 +366,7 @@ struct Bench: Sendable {
     /// For the hub it says hello first and waits until everything is acknowledged.
     static func produce(
         _ messages: [TransportBenchmark.Message], target: TransportBenchmark.Target, context: ZMQContext,
-        endpoint: String, paced: Double?
+        endpoint: String, paced: Double?, board: @escaping @Sendable (Int) -> String = { _ in "bench" }
     ) async throws {
         let agents = (messages.map(\.agent).max() ?? 0) + 1
         let thread = SocketThread(name: "bench-producer")
@@ -365,10 +383,10 @@ struct Bench: Sendable {
                     return socket
                 }
                 if target == .hub {
-                    for socket in sockets {
+                    for (agent, socket) in sockets.enumerated() {
                         var hello = Touchsync_V1_AgentMessage()
                         hello.hello.protocolVersion = touchSyncProtocolVersion
-                        hello.hello.board = "bench"
+                        hello.hello.board = board(agent)
                         hello.hello.sessionID = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
                         try socket.send(WireCodec.encode(hello))
                         _ = try socket.receiveMultipart(timeoutMilliseconds: 5000)
