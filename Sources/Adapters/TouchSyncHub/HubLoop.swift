@@ -19,21 +19,26 @@ enum HubLoopCommand: Sendable {
     case accessChanged(AccessList)
     /// The board store's writer committed, failed or lost boards.
     case store([BoardStoreReport])
+    /// The journal thread's reports of one round, in order.
+    case journal([HubEvent])
 }
 
 /// The hub's ZeroMQ adapter and single writer: one thread runs `run()`, owns
-/// the three sockets, the journal and the `HubCore`; nothing else touches
-/// them. It receives and decodes, hands each message to the core as an event
-/// and carries out the actions the core returns; every rule lives in the core.
+/// the three sockets and the `HubCore`; nothing else touches them. It
+/// receives and decodes, hands each message to the core as an event and
+/// carries out the actions the core returns; every rule lives in the core.
+/// The journal runs on a thread of its own (`JournalThread`): the loop hands
+/// it appends and never waits on the disk; batches are published once the
+/// journal reports them written (synced, under `--fsync batch`).
 final class HubLoop {
     private let configuration: HubConfiguration
     private let logger: Logger
-    private let journalMetrics: JournalMetrics
     private var core: HubCore
-    private let journal: Journal?
+    private let journal: JournalThread?
     /// With a board store, batches are published only once committed.
     private let store: BoardStoreWriter?
-    private var storeHeld = HeldPublications()
+    /// Publications waiting for the journal or the store to have their batches.
+    private var held = HeldPublications()
     private let mailbox: Mailbox<HubLoopCommand>
     private let ingest: ZMQSocket
     private let publish: ZMQSocket
@@ -54,16 +59,15 @@ final class HubLoop {
     private var ingestWaiting = false
 
     init(
-        configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, store: BoardStoreWriter?, logger: Logger,
-        metricsFactory: any MetricsFactory, mailbox: Mailbox<HubLoopCommand>
+        configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, journal: JournalThread?, store: BoardStoreWriter?,
+        logger: Logger, mailbox: Mailbox<HubLoopCommand>
     ) {
         self.configuration = configuration
         core = startup.core
-        journal = startup.journal
+        self.journal = journal
         self.store = store
         self.logger = logger
         self.mailbox = mailbox
-        journalMetrics = JournalMetrics(factory: metricsFactory)
         ingest = sockets.ingest
         publish = sockets.publish
         subscriberConnections = sockets.subscriberConnections
@@ -79,7 +83,7 @@ final class HubLoop {
             subscriberConnections?.close()
             publish.close()
             snapshotService.socket.close()
-            journal?.close()
+            _ = journal?.stop()  // when the loop failed: the journal still closes
             // Whoever still waits for an answer gets one: the hub is gone.
             for case .inspect(_, let reply) in mailbox.close() { reply(nil) }
         }
@@ -95,6 +99,18 @@ final class HubLoop {
                         switch command {
                         case .stop:
                             handle(.stopping)
+                            if let journal {
+                                // The last sync's acknowledgements go out before the sockets close.
+                                let last = journal.stop()
+                                for command in mailbox.drain() {
+                                    switch command {
+                                    case .journal(let events): journalReported(events)
+                                    case .inspect(let board, let reply): reply(core.board(board))
+                                    case .stop, .accessChanged, .store: break
+                                    }
+                                }
+                                journalReported(last)
+                            }
                             logger.info("hub stopped")
                             return .stop
                         case .inspect(let board, let reply):
@@ -104,6 +120,8 @@ final class HubLoop {
                             handle(.accessChanged(list))
                         case .store(let reports):
                             storeReported(reports)
+                        case .journal(let events):
+                            journalReported(events)
                         }
                     }
                     return .proceed
@@ -136,79 +154,44 @@ final class HubLoop {
         guard !reports.isEmpty else { return }
         actions.removeAll(keepingCapacity: true)
         for report in reports { core.handle(report, now: clock.now, into: &actions) }
-        _ = perform(actions)  // acknowledgements and refusals only
+        _ = perform(actions)  // the store's written progress: acknowledgements and refusals only
     }
 
-    /// Carries out `actions` in order; returns the journal's reports when any touched it.
+    /// Carries out `actions` in order; returns the store's written progress when any append went to it.
     private func perform(_ actions: [HubAction]) -> [HubEvent] {
-        var written: UInt64 = 0
-        var synced: UInt64 = 0
-        var failures: [HubEvent] = []
-        var touchedJournal = false
-        let syncsBefore = journal?.syncs ?? 0
-        defer {
-            // Counted from the journal itself: an every-batch policy also syncs inside `append`.
-            if let journal, journal.syncs > syncsBefore { journalMetrics.syncs.increment(by: Int64(journal.syncs - syncsBefore)) }
-        }
+        var written: UInt64? = nil
         for action in actions {
             switch action {
             case .reply(let peer, let reply):
                 send(reply, to: peer)
             case .publish(let publication):
-                if store != nil && storeHeld.waiting {
-                    storeHeld.hold(publication)
+                if held.waiting {
+                    held.hold(publication)
                 } else {
                     send(publication)
                 }
             case .appendToJournal(let append):
-                touchedJournal = true
                 if let store {
                     store.append(
                         ticket: append.ticket, board: append.board, encodedBatch: append.encodedBatch, sequence: append.sequence,
                         hubTime: append.hubTime, agents: append.agents, state: append.state)
-                    storeHeld.appended(append.ticket)
                     written = append.ticket
-                    continue
+                } else if let journal {
+                    journal.post(.append(append))
                 }
-                guard let journal else { continue }
-                let bytesBefore = journal.bytesWritten
-                do {
-                    try journal.append(
-                        board: append.board, encodedBatch: append.encodedBatch, sequence: append.sequence, hubTime: append.hubTime,
-                        agents: append.agents, state: append.state)
-                } catch {
-                    // The board's alone: the others' appends go on (its agents are not acknowledged).
-                    failures.append(.journalFailed(board: append.board, reason: "write: \(error)"))
-                }
-                for failure in journal.takeFailures() {
-                    failures.append(.journalFailed(board: failure.board, reason: "closing its segment: \(failure.error)"))
-                }
-                written = append.ticket
-                journalMetrics.bytes.increment(by: Int64(journal.bytesWritten - bytesBefore))
+                held.appended(append.ticket)
             case .syncJournal(let through):
-                touchedJournal = true
-                guard let journal else { continue }
-                let started = clock.now
-                for failure in journal.syncEach() {
-                    failures.append(.journalFailed(board: failure.board, reason: "sync: \(failure.error)"))
-                }
-                synced = through
-                journalMetrics.syncDuration.recordNanoseconds(nanoseconds(clock.now - started))
+                journal?.post(.sync(through: through))
             case .claimBoard(let board):
                 store?.claim(board)  // reported as adopted, moved or failed
             case .lookUpBoard(let board):
                 store?.lookUp(board)  // reported as adopted, moved, absent or failed
             case .restartJournal(let board, let state, let hubTime):
+                // Reported when done: restored, or failed.
                 if let store {
-                    store.restart(board: board, state: state, hubTime: hubTime)  // reported when committed
-                    continue
-                }
-                guard let journal else { continue }
-                do {
-                    try journal.restart(board: board, state: state, hubTime: hubTime)
-                    failures.append(.journalRestored(board: board))
-                } catch {
-                    failures.append(.journalFailed(board: board, reason: "restart: \(error)"))
+                    store.restart(board: board, state: state, hubTime: hubTime)
+                } else {
+                    journal?.post(.restart(board: board, state: state, hubTime: hubTime))
                 }
             case .sendSnapshot(let peer, let requestID, let board, let state, let digest):
                 let delivered = snapshotService.send(
@@ -237,9 +220,22 @@ final class HubLoop {
                     metadata: ["connections": "\(ended)", "for": "\(users)"])
             }
         }
-        // Failures first: the progress that follows must not acknowledge a failed board's agents.
-        if touchedJournal { failures.append(.journalProgress(writtenThrough: written, syncedThrough: synced)) }
-        return failures
+        // Written is not committed: the store's acknowledgements wait for `committed`.
+        return written.map { [.journalProgress(writtenThrough: $0, syncedThrough: 0)] } ?? []
+    }
+
+    /// The journal thread's reports of one round, in order: failures and
+    /// restarts, then its progress, which lets out the publications waiting
+    /// for it (written; synced under `--fsync batch`) before the core acknowledges.
+    private func journalReported(_ events: [HubEvent]) {
+        for event in events {
+            if case .journalProgress(let written, let synced) = event {
+                for publication in held.release(through: configuration.journal?.fsync == .everyBatch ? synced : written) {
+                    send(publication)
+                }
+            }
+            handle(event)
+        }
     }
 
     private func send(_ publication: Publication) {
@@ -257,19 +253,19 @@ final class HubLoop {
         for report in reports {
             switch report {
             case .failed(let board, let reason):
-                storeHeld.broken.insert(board)
+                held.broken.insert(board)
                 handle(.journalFailed(board: board, reason: reason))
             case .moved(let board, let owner):
-                storeHeld.broken.insert(board)
+                held.broken.insert(board)
                 handle(.boardMoved(board: board, owner: owner))
             case .restored(let board):
-                storeHeld.broken.remove(board)
+                held.broken.remove(board)
                 handle(.journalRestored(board: board))
             case .committed(let ticket):
-                for publication in storeHeld.release(through: ticket) { send(publication) }
+                for publication in held.release(through: ticket) { send(publication) }
                 handle(.journalProgress(writtenThrough: ticket, syncedThrough: ticket))
             case .adopted(let board):
-                storeHeld.broken.remove(board.name)
+                held.broken.remove(board.name)
                 handle(.boardAdopted(board))
             case .membership(let hubs):
                 handle(.membershipChanged(hubs))

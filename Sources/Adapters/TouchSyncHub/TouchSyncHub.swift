@@ -189,7 +189,7 @@ public final class TouchSyncHub: Service {
         }
         let thread = SocketThread(name: "touchsync-hub")
         do {
-            // Built on its own thread: the journal and the sockets never leave it.
+            // Built on its own thread: the sockets never leave it (the journal goes to a thread of its own).
             var endpoints = try await thread.start { [self] in
                 let sockets = try HubSockets(configuration: configuration, context: context)
                 let startup: HubStartup
@@ -202,9 +202,21 @@ public final class TouchSyncHub: Service {
                     throw error
                 }
                 self.recoveredBoards.withLock { $0 = startup.summaries }
+                let journal: JournalThread?
+                do {
+                    journal = try startup.journal.map { journal in
+                        try JournalThread(journal: journal, logger: logger, metricsFactory: metricsFactory) { events in
+                            mailbox.post(.journal(events))
+                        }
+                    }
+                } catch {
+                    startup.journal?.close()
+                    sockets.close()
+                    throw error
+                }
                 let loop = HubLoop(
-                    configuration: configuration, sockets: sockets, startup: startup, store: stored?.writer, logger: logger,
-                    metricsFactory: metricsFactory, mailbox: mailbox)
+                    configuration: configuration, sockets: sockets, startup: startup, journal: journal, store: stored?.writer,
+                    logger: logger, mailbox: mailbox)
                 return (loop.endpoints, loop.run)
             }
             endpoints.history = history?.endpoint

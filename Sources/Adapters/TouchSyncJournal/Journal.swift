@@ -4,9 +4,11 @@ import TouchSyncWire
 
 /// When the journal makes writes durable, and so when the hub acknowledges.
 public enum FsyncPolicy: Sendable, Equatable, CustomStringConvertible {
-    /// `fdatasync` after every batch, before anything in it is acknowledged:
-    /// an acknowledged frame survives a crash of the process, the kernel or
-    /// the power. The slowest.
+    /// `fdatasync` covering every batch before anything in it is published or
+    /// acknowledged: an acknowledged frame survives a crash of the process,
+    /// the kernel or the power. The hub's journal thread lets the batches that
+    /// queued while it synced share the next `fdatasync` (group commit). The
+    /// slowest.
     case everyBatch
     /// `fdatasync` at most this often; acknowledgements wait for it, so the
     /// guarantee is that of `everyBatch` with up to this much added latency.
@@ -134,6 +136,8 @@ public final class Journal {
     public private(set) var bytesWritten = 0
     /// `fdatasync` rounds since this journal was opened.
     public private(set) var syncs = 0
+    /// `fdatasync` calls on board files since this journal was opened (a round syncs each file written since the last).
+    public private(set) var fileSyncs = 0
     private let clock = ContinuousClock()
     private var lastSync: ContinuousClock.Instant
     /// Held for the journal's life: one hub per data folder.
@@ -282,7 +286,9 @@ public final class Journal {
     }
 
     /// Appends one published batch and the agents' progress in it. `state` is
-    /// the board after the batch (used when a new segment starts).
+    /// the board after the batch (used when a new segment starts). Written,
+    /// not durable: whatever the policy, the caller syncs (several appends
+    /// may share one `fdatasync` per board file: `syncEach`).
     ///
     /// A failure is the board's alone: it throws, the board is *broken* (no
     /// more writes to it, its file closed) until `restart(board:state:hubTime:)`
@@ -296,14 +302,8 @@ public final class Journal {
             return
         }
         do throws(JournalError) {
-            let writer = try appendToWriter(
+            _ = try appendToWriter(
                 board: board, encodedBatch: encodedBatch, sequence: sequence, hubTime: hubTime, agents: agents, state: state)
-            if configuration.fsync == .everyBatch {
-                // This board's own file only: every other board was synced at its own append.
-                try writer.sync()
-                syncs += 1
-                lastSync = clock.now
-            }
         } catch {
             var progress: [UserNamespace: AgentProgress] = [:]
             if let writer = writers.removeValue(forKey: board) {
@@ -315,7 +315,8 @@ public final class Journal {
             broken[board] = progress
             throw error
         }
-        if case .interval = configuration.fsync { hasUnsyncedWrites = true }
+        // The caller syncs (`sync`, `syncEach`, `syncIfDue`): several appends may share one.
+        if configuration.fsync != .never { hasUnsyncedWrites = true }
     }
 
     private func appendToWriter(
@@ -433,7 +434,7 @@ public final class Journal {
         if hasUnsyncedWrites {
             for (board, writer) in writers {
                 do throws(JournalError) {
-                    try writer.sync()
+                    if try writer.sync() { fileSyncs += 1 }
                 } catch {
                     writer.close()
                     writers[board] = nil
@@ -562,10 +563,13 @@ final class BoardJournalWriter {
         return next.size
     }
 
-    func sync() throws(JournalError) {
-        guard dirty, let file else { return }
+    /// Whether there was something to sync.
+    @discardableResult
+    func sync() throws(JournalError) -> Bool {
+        guard dirty, let file else { return false }
         try file.sync()
         dirty = false
+        return true
     }
 
     /// Closes the segment (made durable first when written since the last

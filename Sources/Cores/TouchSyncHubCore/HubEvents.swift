@@ -233,6 +233,18 @@ public struct JournalAppend: Sendable {
     public var agents: [AgentProgress]
     /// The board after the batch (a new segment starts with it).
     public var state: BoardState
+
+    public init(
+        ticket: UInt64, board: String, encodedBatch: [UInt8], sequence: UInt64, hubTime: Int64, agents: [AgentProgress], state: BoardState
+    ) {
+        self.ticket = ticket
+        self.board = board
+        self.encodedBatch = encodedBatch
+        self.sequence = sequence
+        self.hubTime = hubTime
+        self.agents = agents
+        self.state = state
+    }
 }
 
 /// One board as a board list shows it.

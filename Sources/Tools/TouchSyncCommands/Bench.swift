@@ -25,7 +25,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "With --transport: the hub's --ack-interval-ms.") var ackIntervalMs = 0
     @Flag(help: "Instead: one hub journaling at saturation: the batches and samples per second it makes durable, per fsync policy (--fsync-policies).")
     var hubJournal = false
-    @Option(parsing: .unconditional, help: "With --hub-journal: boards the 20 agents draw on (agent i on board i mod N).") var boards = 20
+    @Option(parsing: .unconditional, help: "With --hub-journal: agents (producer connections), each drawing with 5 fingers.") var agents = 20
+    @Option(parsing: .unconditional, help: "With --hub-journal: boards the agents draw on (agent i on board i mod N).") var boards = 20
     @Option(parsing: .unconditional, help: "With --hub-journal: the fsync policies to run, comma-separated (batch, 20ms, never).")
     var fsyncPolicies = "batch"
     @Flag(help: "Instead: the journal (write throughput per fsync policy, recovery, replay at full speed, late-join snapshot).")
@@ -62,6 +63,7 @@ struct BenchCommand: AsyncParsableCommand {
         guard repetitions >= 1 else { throw ValidationError("--repetitions must be at least 1") }
         guard (0...1000).contains(ackIntervalMs) else { throw ValidationError("--ack-interval-ms must be 0 to 1000") }
         guard (1...1000).contains(boards) else { throw ValidationError("--boards must be 1 to 1000") }
+        guard (1...1000).contains(agents) else { throw ValidationError("--agents must be 1 to 1000") }
         _ = try policies()
     }
 
@@ -191,6 +193,7 @@ struct BenchCommand: AsyncParsableCommand {
         var benchmark = TransportBenchmark()
         benchmark.messagesPerAgent = messagesPerAgent
         benchmark.boards = boards
+        benchmark.agents = agents
         let logger = logging.logger("touchsync.bench")
         emit("hub journaling at saturation: \(benchmark.agents) agents x \(benchmark.fingers) fingers on \(boards) board(s), \(messagesPerAgent) messages per agent, loopback TCP, no subscriber")
         for policy in try policies() {

@@ -1,4 +1,6 @@
+import CoreMetrics
 import Foundation
+import Synchronization
 import Logging
 import TouchSyncClient
 import TouchSyncCore
@@ -20,6 +22,8 @@ public struct JournalBenchmark: Sendable {
     public var eventsPerBatch = 8
     /// Batches written with fsync after every batch (each waits for the disk). Default 2,000.
     public var batchesWithFsyncEach = 2000
+    /// Batches the group-commit run lets wait to be durable. Default 64.
+    public var groupCommitWindow = 64
     /// Where the journals go (removed afterwards).
     public var directory = NSTemporaryDirectory() + "touchsync-journal-bench"
     public var seed: UInt64 = 5
@@ -119,11 +123,49 @@ public struct JournalBenchmark: Sendable {
                 try journal.append(
                     board: "large", encodedBatch: batch.bytes, sequence: batch.sequence, hubTime: batch.time,
                     agents: progressEntry, state: recording.finalState)
+                // `batch`: one fdatasync per batch, as a hub whose every group holds one batch.
+                if policy == .everyBatch { try journal.sync() }
                 _ = try journal.syncIfDue(now: clock.now)
             }
             try journal.sync()
             writes.append(("\(policy)", count, (clock.now - start).seconds))
             journal.close()
+        }
+
+        // The hub's way: the journal on its own thread, a sync asked after every
+        // batch (one batch per turn, the worst case), the batches that queue while
+        // it syncs sharing the next fdatasync (group commit). At most
+        // `groupCommitWindow` batches wait to be durable (as agents' windows
+        // bound what a hub holds unacknowledged).
+        do {
+            let folder = directory + "/group-commit"
+            var configuration = JournalConfiguration(directory: folder)
+            configuration.fsync = .everyBatch
+            configuration.segmentBytes = 1 << 30
+            let journal = try Journal(configuration: configuration, logger: logger)
+            let count = recording.batches.count
+            progress("writing \(count) batches through the journal thread with fsync batch (group commit, \(groupCommitWindow) in flight)")
+            let durable = Mutex<UInt64>(0)
+            let reported = DispatchSemaphore(value: 0)
+            let thread = try JournalThread(journal: journal, logger: logger, metricsFactory: NOOPMetricsHandler.instance) { events in
+                for case .journalProgress(_, let synced) in events { durable.withLock { $0 = max($0, synced) } }
+                reported.signal()
+            }
+            let start = clock.now
+            for (index, batch) in recording.batches.enumerated() {
+                let ticket = UInt64(index + 1)
+                while ticket > durable.withLock({ $0 }) + UInt64(groupCommitWindow) { reported.wait() }
+                thread.post(
+                    .append(
+                        JournalAppend(
+                            ticket: ticket, board: "large", encodedBatch: batch.bytes, sequence: batch.sequence, hubTime: batch.time,
+                            agents: progressEntry, state: recording.finalState)))
+                thread.post(.sync(through: ticket))
+            }
+            _ = thread.stop()  // returns once every batch is synced and the journal closed
+            let seconds = (clock.now - start).seconds
+            let groups = thread.counts.groups
+            writes.append(("batch, on the journal thread (\(groups) group commits, \(count / max(groups, 1)) batches each)", count, seconds))
         }
 
         // Recovery of the whole board (the "never" journal holds all of it; one segment of up to 16 MiB).

@@ -101,6 +101,8 @@ public struct StoreBenchmark: Sendable {
                         board: name, encodedBatch: batch.bytes, sequence: batch.sequence, hubTime: batch.time, agents: agents,
                         state: recording.finalState)
                 }
+                // `batch`: the turn's batches, one per board, synced together (one fdatasync per board file).
+                if policy == .everyBatch { try journal.sync() }
                 if try journal.syncIfDue(now: clock.now) { syncs += 1 }
             }
             try journal.sync()

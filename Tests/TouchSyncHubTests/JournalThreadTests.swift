@@ -1,0 +1,188 @@
+import Foundation
+import Logging
+import Metrics
+import Synchronization
+import Testing
+import TouchSyncCore
+@testable import TouchSyncHub
+import TouchSyncHubCore
+import TouchSyncJournal
+import TouchSyncSimulation
+import TouchSyncWire
+
+/// The journal on its own thread: a round carries out its jobs in order and
+/// syncs the group once per board file; the thread reports every round.
+@Suite("Journal thread: group commit")
+struct JournalThreadTests {
+    /// Encoded batches of one simulated board, as the core would hand them to the journal.
+    struct Batches {
+        let board: String
+        private var state = BoardState()
+        private var encoder: DiffStreamEncoder
+        private var simulator: SessionSimulator
+        private var time: Int64 = 1_000_000
+
+        init(board: String, seed: UInt64) {
+            self.board = board
+            encoder = DiffStreamEncoder(board: board)
+            var profile = SimulationProfile()
+            profile.users = 2
+            profile.clearRate = 0
+            simulator = SessionSimulator(seed: seed, profile: profile)
+        }
+
+        mutating func next(ticket: UInt64) throws -> JournalAppend {
+            var diffs: [StrokeDiff] = []
+            while diffs.isEmpty {
+                switch simulator.next() {
+                case .frame(let user, let frame, let style): try state.reduce(frame, from: user, style: style, into: &diffs)
+                case .clear(let user, let scope): state.clear(scope, by: user, into: &diffs)
+                }
+            }
+            time += 16_667
+            let batch = encoder.encode(state.sealBatch(diffs, hubTime: time))
+            return JournalAppend(
+                ticket: ticket, board: board, encodedBatch: WireCodec.encode(batch), sequence: batch.sequence, hubTime: time,
+                agents: [AgentProgress(principal: UserNamespace("agent"), appliedThrough: state.sequence, style: .default)],
+                state: state)
+        }
+
+        var digest: BoardDigest { state.digest }
+    }
+
+    static func folder(_ name: String) -> String {
+        let path = NSTemporaryDirectory() + "touchsync-jthread-\(name)-\(UUID().uuidString.prefix(8))"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static func journal(_ directory: String, fsync: FsyncPolicy) throws -> Journal {
+        var configuration = JournalConfiguration(directory: directory)
+        configuration.fsync = fsync
+        let journal = try Journal(configuration: configuration, logger: Logger(label: "test"))
+        _ = try journal.recover()
+        return journal
+    }
+
+    /// What a restarted hub would recover from `directory`.
+    static func recovered(_ directory: String) throws -> [RecoveredBoard] {
+        var configuration = JournalConfiguration(directory: directory)
+        configuration.fsync = .never
+        let journal = try Journal(configuration: configuration, logger: Logger(label: "test"))
+        defer { journal.close() }
+        return try journal.recover()
+    }
+
+    static func progress(_ events: [HubEvent]) -> [(written: UInt64, synced: UInt64)] {
+        events.compactMap { event in
+            if case .journalProgress(let written, let synced) = event { return (written, synced) }
+            return nil
+        }
+    }
+
+    /// Thirty turns' appends over three boards, each turn asking for a sync
+    /// (as the core does under `batch`), queued while the thread was busy:
+    /// one round writes them all and syncs each board's file once.
+    @Test func aGroupOfTurnsSharesOneSyncPerBoardFile() throws {
+        let directory = Self.folder("group")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let journal = try Self.journal(directory, fsync: .everyBatch)
+        var boards = (0..<3).map { Batches(board: "board-\($0)", seed: UInt64($0) + 1) }
+        var jobs: [JournalThread.Job] = []
+        var ticket: UInt64 = 0
+        for _ in 0..<10 {
+            for index in boards.indices {
+                ticket += 1
+                jobs.append(.append(try boards[index].next(ticket: ticket)))
+            }
+            jobs.append(.sync(through: ticket))
+        }
+        var round = JournalRound(journal: journal, metrics: JournalMetrics(factory: NOOPMetricsHandler.instance))
+        let events = round.run(jobs)
+        #expect(round.appended == 30)
+        #expect(round.fileSyncs == 3)
+        #expect(round.madeDurable)
+        #expect(!journal.hasUnsyncedWrites)
+        let progress = Self.progress(events)
+        #expect(progress.count == 1 && progress[0].written == 30 && progress[0].synced == 30)
+        journal.close()
+
+        let recovered = try Self.recovered(directory)
+        #expect(recovered.count == 3)
+        for board in boards {
+            let found = try #require(recovered.first { $0.name == board.board })
+            #expect(found.state.sequence == 10)
+            #expect(found.state.digest == board.digest)
+        }
+    }
+
+    /// Without a sync asked for (an interval policy between syncs), a round
+    /// writes and reports written, not synced: nothing claims durability.
+    @Test func writtenIsNotSyncedUntilASyncIsAsked() throws {
+        let directory = Self.folder("interval")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let journal = try Self.journal(directory, fsync: .interval(.seconds(60)))
+        defer { journal.close() }
+        var board = Batches(board: "b", seed: 7)
+        var round = JournalRound(journal: journal, metrics: JournalMetrics(factory: NOOPMetricsHandler.instance))
+        var events = round.run([.append(try board.next(ticket: 1)), .append(try board.next(ticket: 2))])
+        #expect(Self.progress(events).map(\.written) == [2])
+        #expect(Self.progress(events).map(\.synced) == [0])
+        #expect(!round.madeDurable && journal.hasUnsyncedWrites)
+        events = round.run([.append(try board.next(ticket: 3)), .sync(through: 3)])
+        #expect(Self.progress(events).map(\.synced) == [3])
+        #expect(round.fileSyncs == 1 && !journal.hasUnsyncedWrites)
+    }
+
+    /// A board that cannot be written is reported failed before the round's
+    /// progress (so the core never acknowledges its agents); the others are synced.
+    @Test func aFailedBoardIsReportedBeforeTheProgress() throws {
+        let directory = Self.folder("failed")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let journal = try Self.journal(directory, fsync: .everyBatch)
+        // A file where the board's folder would go: its first append cannot make the folder.
+        #expect(FileManager.default.createFile(atPath: directory + "/" + BoardFolderName.encode("blocked"), contents: Data("x".utf8)))
+        defer { journal.close() }
+        var blocked = Batches(board: "blocked", seed: 1)
+        var open = Batches(board: "open", seed: 2)
+        var round = JournalRound(journal: journal, metrics: JournalMetrics(factory: NOOPMetricsHandler.instance))
+        let events = round.run([.append(try open.next(ticket: 1)), .append(try blocked.next(ticket: 2)), .sync(through: 2)])
+        let failedAt = events.firstIndex { if case .journalFailed(let board, _) = $0 { board == "blocked" } else { false } }
+        let progressAt = events.firstIndex { if case .journalProgress = $0 { true } else { false } }
+        #expect(failedAt != nil && progressAt != nil && failedAt! < progressAt!)
+        #expect(journal.isBroken("blocked") && !journal.isBroken("open"))
+        #expect(round.fileSyncs == 1)
+    }
+
+    /// The thread itself: appends and syncs posted one by one as a busy hub
+    /// would; every report is in order, the last says everything is synced,
+    /// the groups are at most the syncs asked for, and the files hold every batch.
+    @Test func theThreadReportsEveryRoundAndStopFinishesTheQueue() throws {
+        let directory = Self.folder("thread")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let reported = Mutex<[HubEvent]>([])
+        let thread = try JournalThread(
+            journal: try Self.journal(directory, fsync: .everyBatch), logger: Logger(label: "test"),
+            metricsFactory: NOOPMetricsHandler.instance
+        ) { events in reported.withLock { $0 += events } }
+        var board = Batches(board: "b", seed: 11)
+        let total: UInt64 = 300
+        for ticket in 1...total {
+            #expect(thread.post(.append(try board.next(ticket: ticket))))
+            #expect(thread.post(.sync(through: ticket)))
+        }
+        let last = thread.stop()
+        let events = reported.withLock { $0 } + last
+        let progress = Self.progress(events)
+        #expect(progress.last?.written == total && progress.last?.synced == total)
+        #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.written <= $1.written && $0.synced <= $1.synced })
+        let counts = thread.counts
+        #expect(counts.appends == Int(total))
+        #expect(counts.groups >= 1 && counts.groups <= Int(total))
+        #expect(!thread.post(.sync(through: 1)))  // stopped: nothing is queued any more
+
+        let recovered = try Self.recovered(directory)
+        #expect(recovered.first?.state.sequence == total)
+        #expect(recovered.first?.state.digest == board.digest)
+    }
+}
