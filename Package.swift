@@ -93,15 +93,6 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "TouchSyncJournal",
-            dependencies: [
-                "TouchSyncCore",
-                "TouchSyncWire",
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .target(
             name: "TouchSyncTUIO",
             dependencies: ["TouchSyncCore"],
             swiftSettings: swiftSettings
@@ -121,9 +112,18 @@ let package = Package(
                 "TouchSyncAccess",
                 "TouchSyncCore",
                 "TouchSyncWire",
-                "TouchSyncJournal",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TouchSyncJournal",
+            dependencies: [
+                "TouchSyncCore",
+                "TouchSyncHubCore",
+                "TouchSyncWire",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -219,6 +219,7 @@ let package = Package(
             dependencies: [
                 "TouchSyncAccess",
                 "TouchSyncCore",
+                "TouchSyncHubCore",
                 "TouchSyncWire",
                 "TouchSyncJournal",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -332,7 +333,7 @@ let package = Package(
         .testTarget(
             name: "TouchSyncJournalTests",
             dependencies: [
-                "TouchSyncJournal", "TouchSyncCore", "TouchSyncSimulation", "TouchSyncWire",
+                "TouchSyncJournal", "TouchSyncCore", "TouchSyncHubCore", "TouchSyncSimulation", "TouchSyncWire",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -409,7 +410,7 @@ if ProcessInfo.processInfo.environment["TOUCHSYNC_FUZZ"] != nil {
                          .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics")]),
         ("FuzzDiffStream", ["TouchSyncCore", "TouchSyncWire"]),
         ("FuzzSnapshot", ["TouchSyncCore", "TouchSyncWire"]),
-        ("FuzzJournal", ["TouchSyncJournal"]),
+        ("FuzzJournal", ["TouchSyncJournal", "TouchSyncHubCore"]),
         ("FuzzOSC", ["TouchSyncTUIO"]),
     ]
     package.targets.append(.target(name: "FuzzSupport", path: "Fuzz/Sources/FuzzSupport", swiftSettings: swiftSettings))

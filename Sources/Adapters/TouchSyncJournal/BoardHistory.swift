@@ -1,4 +1,5 @@
 import TouchSyncCore
+import TouchSyncHubCore
 import TouchSyncWire
 
 /// A board's journal read back, for replay, rendering at a moment, and

@@ -1,25 +1,9 @@
 import Foundation
 import TouchSyncCore
+import TouchSyncHubCore
 import TouchSyncWire
 
-/// How far the hub has applied one agent's numbered messages on a board:
-/// journaled with the batches that contain them, so a restarted hub neither
-/// applies a resent frame twice nor forgets the agent's style.
-public struct AgentProgress: Sendable, Equatable {
-    /// The agent's user namespace (stored as its UTF-8 bytes in `routing_id`).
-    public var principal: UserNamespace
-    public var appliedThrough: UInt64
-    public var style: StrokeStyle
-    /// The agent session the numbers belong to (empty in older journals).
-    public var sessionID: [UInt8]
-
-    public init(principal: UserNamespace, appliedThrough: UInt64, style: StrokeStyle, sessionID: [UInt8] = []) {
-        self.principal = principal
-        self.appliedThrough = appliedThrough
-        self.style = style
-        self.sessionID = sessionID
-    }
-
+extension AgentProgress {
     init(_ proto: Touchsync_V1_AgentProgress) {
         self.init(
             principal: UserNamespace(String(decoding: proto.routingID, as: UTF8.self)), appliedThrough: proto.appliedThrough,

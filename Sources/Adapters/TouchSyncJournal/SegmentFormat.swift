@@ -1,3 +1,5 @@
+import TouchSyncHubCore
+
 /// Segment files: an 8-byte magic, then records of
 /// `u32 LE length | u32 LE CRC-32C | payload` (see proto/touchsync/v1/journal.proto).
 enum SegmentFormat {
@@ -105,25 +107,3 @@ struct SegmentScan {
     var damage: SegmentDamage?
 }
 
-/// How a segment's good part ends early.
-public enum SegmentDamage: Sendable, Equatable, CustomStringConvertible {
-    /// The last write was cut short (a crash mid-append): expected after a
-    /// kill, repaired by truncating it.
-    case tornTail(offset: Int, bytes: Int)
-    /// Bytes changed after they were written (disk, a stray write, a flipped
-    /// bit): everything from `offset` is untrusted.
-    case corrupt(offset: Int, bytes: Int, reason: String)
-
-    public var offset: Int {
-        switch self {
-        case .tornTail(let offset, _), .corrupt(let offset, _, _): offset
-        }
-    }
-
-    public var description: String {
-        switch self {
-        case .tornTail(let offset, let bytes): "torn final record: \(bytes) bytes from byte \(offset)"
-        case .corrupt(let offset, let bytes, let reason): "corrupt from byte \(offset) (\(bytes) bytes): \(reason)"
-        }
-    }
-}

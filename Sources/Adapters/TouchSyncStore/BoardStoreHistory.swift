@@ -1,3 +1,4 @@
+import TouchSyncHubCore
 import Logging
 import PostgresNIO
 import TouchSyncCore

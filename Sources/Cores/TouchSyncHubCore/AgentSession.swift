@@ -36,7 +36,7 @@ struct AgentSession {
     var role: Role = .admin
     /// For a gateway acting for an invited user: who asked, for whom, with
     /// which token (an access-list reload checks all three again).
-    var delegation: (gateway: UserNamespace, user: String, token: String)? = nil
+    var delegation: Delegation? = nil
     /// When the agent was last told STORAGE_UNAVAILABLE (told at most once a second).
     var storageWarnedAt: ContinuousClock.Instant? = nil
 

@@ -1,5 +1,4 @@
 import TouchSyncCore
-import TouchSyncJournal
 import TouchSyncWire
 
 /// One board as the hub publishes it: its state, the diffs reduced since the

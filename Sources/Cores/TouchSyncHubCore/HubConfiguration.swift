@@ -1,6 +1,5 @@
 import TouchSyncAccess
 import TouchSyncCore
-import TouchSyncJournal
 
 /// Everything a hub can be told, with the defaults it runs on.
 public struct HubConfiguration: Sendable {

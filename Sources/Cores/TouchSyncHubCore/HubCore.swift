@@ -2,7 +2,6 @@ import TouchSyncAccess
 import CoreMetrics
 import Logging
 import TouchSyncCore
-import TouchSyncJournal
 import TouchSyncWire
 
 /// The hub without I/O: every board, every agent session, the numbering and
@@ -38,7 +37,7 @@ public struct HubCore {
     /// Connections acting for a delegated namespace (a gateway's browser
     /// tabs): by connection, the authenticated principal that asked and the
     /// namespace its messages act in.
-    private var delegations: [PeerID: (gateway: UserNamespace, namespace: UserNamespace)] = [:]
+    private var delegations: [PeerID: Delegation] = [:]
     /// Rate buckets of peers that have not said hello (so garbage floods are bounded too).
     private var strangers: [PeerID: TokenBucket] = [:]
     private var subscriptions: [[UInt8]: Int] = [:]
@@ -64,9 +63,6 @@ public struct HubCore {
     private var recoveredUntil: ContinuousClock.Instant? = nil
 
     private var journal: JournalProgress?
-    /// Boards the board store gave to another hub, with its name (bounded by
-    /// the boards this hub held).
-    private var movedBoards: [String: String] = [:]
     /// Board store: hellos waiting for their board's lease and load, by board.
     private var claims: [String: [(peer: Peer, hello: AgentHello, bytes: Int)]] = [:]
     private var waitingHellos = 0
@@ -74,8 +70,9 @@ public struct HubCore {
     /// Board store: snapshot requests waiting for their board's look-up, by board.
     private var lookUps: [String: [(peer: PeerID, requestID: UInt64)]] = [:]
     private var waitingSnapshots = 0
-    /// Who serves which board: the cluster file's map, or the board store's live hubs.
-    private var cluster: (map: ClusterMap, name: String)?
+    /// Who serves which board: the cluster file's map, or the board store's
+    /// live hubs; and the boards the store moved away (bounded by the boards this hub held).
+    private var routing: BoardRouting
     /// Who may do what where; nil: the transport does not authenticate, and
     /// everyone may do everything (loopback only, by the hub's start policy).
     private var access: AccessList?
@@ -108,7 +105,7 @@ public struct HubCore {
     ) {
         self.configuration = configuration
         self.access = access
-        cluster = configuration.cluster
+        routing = BoardRouting(cluster: configuration.cluster, storeCommits: configuration.storeCommits)
         self.logger = logger
         metrics = HubMetrics(factory: metricsFactory, boardLabels: configuration.metricsBoardLabels)
         origin = now
@@ -150,14 +147,6 @@ public struct HubCore {
             deadline = min(deadline, (subscribeHeartbeats[slot] ?? origin) + configuration.subscribeHeartbeatInterval)
         }
         return deadline
-    }
-
-    /// Letters, digits, '-', '.', '_' and ':' only (what a plain hub shows as text too).
-    private func isPrintableNamespace(_ name: String) -> Bool {
-        name.utf8.allSatisfy { byte in
-            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
-                || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x3A
-        }
     }
 
     /// Wall-clock microseconds at `now`.
@@ -264,7 +253,7 @@ public struct HubCore {
         case .boardAbsent(let board):
             answerWaitingSnapshots(of: board, now: now, into: &actions)
         case .membershipChanged(let map):
-            if let name = configuration.storeHubName ?? cluster?.name { cluster = (map, name) }
+            if let name = configuration.storeHubName ?? routing.cluster?.name { routing.cluster = (map, name) }
         case .turnEnded(let inputWaiting):
             if !inputWaiting {
                 if behindSince != nil && lastBusyNotice != nil { metrics.behindSeconds.record(0) }
@@ -463,73 +452,19 @@ public struct HubCore {
     private mutating func handleHello(
         _ hello: AgentHello, from authenticated: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) {
-        var peer = acting(authenticated)
-        guard sessions[peer.principal]?.peer == peer.id || admitStranger(peer.id, now: now) else { return }
-        guard hello.protocolVersion == touchSyncProtocolVersion else {
-            refuse(
-                peer.id,
-                HubRefusal(.unsupportedVersion, "this hub speaks protocol \(touchSyncProtocolVersion), not \(hello.protocolVersion)"),
-                into: &actions)
+        let acting = acting(authenticated)
+        guard sessions[acting.principal]?.peer == acting.id || admitStranger(acting.id, now: now) else { return }
+        let admitted: Admission.Admitted
+        switch Admission.admit(
+            hello, from: authenticated, acting: acting, access: access, routing: routing, heldHere: boardSlots[hello.board] != nil)
+        {
+        case .success(let granted): admitted = granted
+        case .failure(let refusal):
+            refuse(acting.id, refusal, into: &actions)
             return
         }
-        guard isValidBoardName(hello.board) else {
-            refuse(peer.id, HubRefusal(.unknownBoard, boardNameRule), into: &actions)
-            return
-        }
-        guard (1...64).contains(hello.sessionID.count) else {
-            refuse(
-                peer.id, HubRefusal(.malformed, "Hello.session_id must be 1 to 64 bytes, chosen at random once per agent session"),
-                into: &actions)
-            return
-        }
-        if let wrong = wrongHub(for: hello.board) {
-            refuse(peer.id, wrong, into: &actions)
-            return
-        }
-        var role = Role.admin
-        var delegation: (gateway: UserNamespace, user: String, token: String)? = nil
-        if let access, !hello.actAs.isEmpty {
-            // A gateway acting for an invited browser user, in a namespace of its own per tab.
-            let gateway = authenticated.principal
-            guard let (user, prefix) = access.delegatedPrefix(for: gateway.rawValue, token: hello.token),
-                hello.actAs.hasPrefix(prefix), hello.actAs.utf8.count <= 128, isPrintableNamespace(hello.actAs)
-            else {
-                metrics.error(.forbidden)
-                refuse(
-                    peer.id,
-                    HubRefusal(
-                        .forbidden,
-                        "\(gateway) may not act as \(hello.actAs): it needs acts_for in the access list, a token the list holds, and a namespace of that user"),
-                    into: &actions)
-                return
-            }
-            guard let granted = access.role(of: user, through: gateway.rawValue, on: hello.board), granted >= .draw else {
-                metrics.error(.forbidden)
-                refuse(peer.id, HubRefusal(.forbidden, "\(user) may not draw on board \(hello.board)"), into: &actions)
-                return
-            }
-            role = granted
-            delegation = (gateway, user, hello.token)
-            delegations[peer.id] = (gateway, UserNamespace(hello.actAs))
-            peer = Peer(id: peer.id, principal: UserNamespace(hello.actAs))
-        } else if let access {
-            delegations[peer.id] = nil
-            peer = authenticated
-            guard let granted = access.role(of: peer.principal.rawValue, on: hello.board), granted >= .draw else {
-                let granted = access.role(of: peer.principal.rawValue, on: hello.board)
-                metrics.error(.forbidden)
-                refuse(
-                    peer.id,
-                    HubRefusal(
-                        .forbidden,
-                        granted == nil
-                            ? "\(peer.principal) has no access to board \(hello.board)"
-                            : "\(peer.principal) may only watch board \(hello.board), not draw on it"),
-                    into: &actions)
-                return
-            }
-            role = granted
-        }
+        let (peer, role, delegation) = (admitted.peer, admitted.role, admitted.delegation)
+        if access != nil { delegations[peer.id] = delegation }
         let slot: Int
         if let existing = boardSlots[hello.board] {
             slot = existing
@@ -660,24 +595,7 @@ public struct HubCore {
     /// The refusal for a board the cluster gives to another hub, or the
     /// store moved to one (nil: ours).
     private func wrongHub(for board: String) -> HubRefusal? {
-        if let owner = movedBoards[board] {
-            let known = cluster?.map.hubs.first { $0.name == owner }
-            return HubRefusal(
-                .wrongHub, "board \(board) is served by hub \(owner)\(known.map { " (\($0.ingest))" } ?? "") now (the board store moved its lease)",
-                owner: known)
-        }
-        // On a board store the live hubs are a suggestion for boards not held: one held here stays here.
-        if configuration.storeCommits && boardSlots[board] != nil { return nil }
-        guard let (map, name) = cluster else { return nil }
-        let owner = map.hub(for: board)
-        guard owner.name != name else { return nil }
-        if configuration.storeCommits {
-            return HubRefusal(
-                .wrongHub, "board \(board) is served by hub \(owner.name) (\(owner.ingest)), the board store's live hub for it", owner: owner)
-        }
-        return HubRefusal(
-            .wrongHub, "board \(board) lives on hub \(owner.name) (\(owner.ingest)), not on \(name): is your cluster file current?",
-            owner: owner)
+        routing.wrongHub(for: board, heldHere: boardSlots[board] != nil)
     }
 
     /// Peers without a session are rate limited too, so garbage cannot flood the hub.
@@ -956,8 +874,8 @@ public struct HubCore {
     /// WRONG_HUB and their sessions ended (what the store did not commit was
     /// never acknowledged: they keep it), and the board is forgotten here.
     private mutating func boardMoved(_ board: String, to owner: String, into actions: inout [HubAction]) {
-        guard movedBoards[board] == nil else { return }
-        movedBoards[board] = owner
+        guard routing.movedBoards[board] == nil else { return }
+        routing.movedBoards[board] = owner
         journal?.failedBoards[board] = nil
         if let waiting = claims.removeValue(forKey: board), let refusal = wrongHub(for: board) {
             waitingHellos -= waiting.count
@@ -990,7 +908,7 @@ public struct HubCore {
     /// The store gave this hub the board: it is served from here on, and the
     /// hellos that waited for it are handled now.
     private mutating func adopt(_ board: RecoveredBoard, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
-        movedBoards[board.name] = nil
+        routing.movedBoards[board.name] = nil
         if boardSlots[board.name] == nil {
             let slot = install(board)
             if board.state.sequence == 0 { neverDrawn[slot] = now }

@@ -1,6 +1,5 @@
 import TouchSyncAccess
 import TouchSyncCore
-import TouchSyncJournal
 import TouchSyncWire
 
 /// A connection as its transport names it: an opaque token the core only

@@ -1,3 +1,4 @@
+import TouchSyncHubCore
 import ArgumentParser
 import Foundation
 import TouchSyncLoad

@@ -1,3 +1,4 @@
+import TouchSyncHubCore
 import Foundation
 import Logging
 import Synchronization
