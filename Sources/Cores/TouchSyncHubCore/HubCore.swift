@@ -62,7 +62,8 @@ public struct HubCore {
     private var recoveredUsers: [(slot: Int, user: UserNamespace)] = []
     private var recoveredUntil: ContinuousClock.Instant? = nil
 
-    private var journal: JournalProgress?
+    /// What acknowledgements wait for (nil: nothing is stored, frames are acknowledged once applied).
+    private var journal: Durability?
     /// Board store: hellos waiting for their board's lease and load, by board.
     private var claims: [String: [(peer: Peer, hello: AgentHello, bytes: Int)]] = [:]
     private var waitingHellos = 0
@@ -116,7 +117,9 @@ public struct HubCore {
         nextReclaim = now + configuration.idleEmptyBoardTimeout
         nextPublish = now
         nextAck = now
-        if let policy = configuration.durability { journal = JournalProgress(policy: policy, lastSyncAt: now) }
+        if let policy = configuration.durability {
+            journal = Durability(policy: policy, retryInterval: configuration.journalRetryInterval, now: now)
+        }
         for board in recovered { install(board) }
         if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
         metrics.boards.record(channels.count)
@@ -142,7 +145,7 @@ public struct HubCore {
         if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
         if !ackQueue.isEmpty && configuration.ackInterval > .zero { deadline = min(deadline, nextAck) }
         if let due = journal?.syncDue { deadline = min(deadline, due) }
-        if let retry = journal?.failedBoards.values.map(\.nextRetry).min() { deadline = min(deadline, retry) }
+        if let retry = journal?.nextRetry { deadline = min(deadline, retry) }
         for slot in owedHeartbeats {
             deadline = min(deadline, (subscribeHeartbeats[slot] ?? origin) + configuration.subscribeHeartbeatInterval)
         }
@@ -238,7 +241,7 @@ public struct HubCore {
             }
             journalFailed(board: board, reason: reason, now: now, into: &actions)
         case .journalRestored(let board):
-            guard journal?.failedBoards.removeValue(forKey: board) != nil else { return }
+            guard journal?.restored(board) == true else { return }
             logger.notice("journal works again: the board's frames are acknowledged", metadata: ["board": "\(board)"])
             // Its agents waited: everything they sent is in the checkpoint just made durable.
             for principal in sessions.keys where sessions[principal]!.board == board && !sessions[principal]!.ackPending {
@@ -639,19 +642,16 @@ public struct HubCore {
     /// restored (retried every `journalRetryInterval`); they are told why.
     private mutating func journalFailed(board: String, reason: String, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         guard journal != nil else { return }
-        if let known = journal!.failedBoards[board] {
-            journal!.failedBoards[board]!.reason = reason
-            // A retry that failed again: said once a minute, not every retry.
-            if now - known.lastLogged >= .seconds(60) {
-                journal!.failedBoards[board]!.lastLogged = now
-                logger.error("journal still failing: the board's frames are not acknowledged", metadata: ["board": "\(board)", "error": "\(reason)"])
-            }
-        } else {
-            journal!.failedBoards[board] = FailedJournal(reason: reason, nextRetry: now + configuration.journalRetryInterval, lastLogged: now)
+        switch journal!.failed(board, reason: reason, now: now) {
+        case .first:
             metrics.journalFailures.increment()
             logger.error(
                 "journal failed for one board: its frames are not acknowledged until it works again (retried every \(configuration.journalRetryInterval)); the other boards go on",
                 metadata: ["board": "\(board)", "error": "\(reason)"])
+        case .again(let logIt):
+            if logIt {
+                logger.error("journal still failing: the board's frames are not acknowledged", metadata: ["board": "\(board)", "error": "\(reason)"])
+            }
         }
         // Its agents still waiting hear it now.
         for principal in sessions.keys where sessions[principal]!.board == board && !sessions[principal]!.ackPending {
@@ -686,9 +686,8 @@ public struct HubCore {
     /// Failed boards due a retry: their pending diffs published (journaled
     /// as progress), then a restart from the board as published.
     private mutating func retryFailedJournals(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
-        guard let failed = journal?.failedBoards, !failed.isEmpty else { return }
-        for (board, failure) in failed where now >= failure.nextRetry {
-            journal!.failedBoards[board]!.nextRetry = now + configuration.journalRetryInterval
+        guard journal != nil else { return }
+        for board in journal!.retriesDue(now: now) {
             guard let slot = boardSlots[board] else { continue }
             publishPending(slot: slot, now: now, into: &actions)
             actions.append(.restartJournal(board: board, state: channels[slot].state, hubTime: hubTime(at: now)))
@@ -876,7 +875,7 @@ public struct HubCore {
     private mutating func boardMoved(_ board: String, to owner: String, into actions: inout [HubAction]) {
         guard routing.movedBoards[board] == nil else { return }
         routing.movedBoards[board] = owner
-        journal?.failedBoards[board] = nil
+        journal?.forget(board)
         if let waiting = claims.removeValue(forKey: board), let refusal = wrongHub(for: board) {
             waitingHellos -= waiting.count
             for parked in waiting { refuse(parked.peer.id, refusal, into: &actions) }
@@ -1163,67 +1162,6 @@ public struct HubCore {
         let digest = channels[slot].digest()
         actions.append(.sendSnapshot(to: peer, requestID: requestID, board: board, state: channels[slot].state, digest: digest))
     }
-}
-
-/// What the core knows of its journal: appends it asked for, what the
-/// transport reports written and synced, and when the fsync policy wants a sync.
-struct JournalProgress {
-    let policy: FsyncPolicy
-    private(set) var appended: UInt64 = 0
-    private(set) var written: UInt64 = 0
-    private(set) var synced: UInt64 = 0
-    private var syncRequested: UInt64 = 0
-    private var lastSyncAt: ContinuousClock.Instant
-    /// Boards whose journal failed (their agents are not acknowledged); the others go on.
-    var failedBoards: [String: FailedJournal] = [:]
-
-    init(policy: FsyncPolicy, lastSyncAt: ContinuousClock.Instant) {
-        self.policy = policy
-        self.lastSyncAt = lastSyncAt
-    }
-
-    mutating func append() -> UInt64 {
-        appended += 1
-        return appended
-    }
-
-    mutating func progress(written: UInt64, synced: UInt64) {
-        self.written = max(self.written, written)
-        self.synced = max(self.synced, synced)
-    }
-
-    /// Everything appended is as durable as the policy promises.
-    var isDurable: Bool {
-        return (policy == .never ? written : synced) >= appended
-    }
-
-    /// When an interval policy wants the next sync (nil: nothing to sync, or not that policy).
-    var syncDue: ContinuousClock.Instant? {
-        guard appended > syncRequested, case .interval(let interval) = policy else { return nil }
-        return lastSyncAt + interval
-    }
-
-    /// The ticket to sync through when a sync is due now (`force`: whatever the policy).
-    mutating func syncIfDue(force: Bool, now: ContinuousClock.Instant) -> UInt64? {
-        guard appended > syncRequested || force else { return nil }
-        let due: Bool
-        switch policy {
-        case .everyBatch: due = true
-        case .interval: due = syncDue.map { now >= $0 } ?? false
-        case .never: due = false
-        }
-        guard due || force else { return nil }
-        syncRequested = appended
-        lastSyncAt = now
-        return appended
-    }
-}
-
-/// A board whose journal failed, until a restart of it succeeds.
-struct FailedJournal {
-    var reason: String
-    var nextRetry: ContinuousClock.Instant
-    var lastLogged: ContinuousClock.Instant
 }
 
 // Duration conversions shared by the core and its adapters.

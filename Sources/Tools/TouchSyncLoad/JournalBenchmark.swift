@@ -165,6 +165,13 @@ public struct JournalBenchmark: Sendable {
             _ = thread.stop()  // returns once every batch is synced and the journal closed
             let seconds = (clock.now - start).seconds
             let groups = thread.counts.groups
+            // Every batch made it: the journal reads back as the recorded board.
+            let check = try Journal(configuration: configuration, logger: logger)
+            let readBack = try check.recover(limits: recording.finalState.limits)
+            check.close()
+            guard readBack.first?.state.digest == recording.finalState.digest else {
+                throw JournalBenchmarkError("the journal written through its thread does not read back as the recorded board")
+            }
             writes.append(("batch, on the journal thread (\(groups) group commits, \(count / max(groups, 1)) batches each)", count, seconds))
         }
 
