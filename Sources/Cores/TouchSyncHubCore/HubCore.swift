@@ -29,8 +29,10 @@ public struct HubCore {
     private var neverDrawn: [Int: ContinuousClock.Instant] = [:]
     private var nextReclaim: ContinuousClock.Instant
     private var boardSlots: [String: Int] = [:]
-    /// Slots with diffs to publish, each once (see `change`).
-    private var dirtyBoards: [Int] = []
+    /// When boards publish: dirty boards (see `change`), heartbeats.
+    private var publisher: Publisher
+    /// Reused by every publish turn: the slots being published.
+    private var publishing: [Int] = []
     /// Agent sessions by principal: one session per user namespace.
     private var sessions: [UserNamespace: AgentSession] = [:]
     private var ackQueue: [UserNamespace] = []
@@ -41,9 +43,6 @@ public struct HubCore {
     /// Rate buckets of peers that have not said hello (so garbage floods are bounded too).
     private var strangers: [PeerID: TokenBucket] = [:]
     private var subscriptions: [[UInt8]: Int] = [:]
-    /// When each board last sent a heartbeat for a new subscriber, and the
-    /// boards that owe one (subscribers arrived within the interval).
-    private var subscribeHeartbeats: [Int: ContinuousClock.Instant] = [:]
     /// Authenticated hubs: the boards each user subscribed to (up to 1,024
     /// per user), so that a reload that takes a board away ends the stream.
     private var watchedBoards: [UserNamespace: Set<String>] = [:]
@@ -54,7 +53,6 @@ public struct HubCore {
     /// Snapshot requests per requester in the current one-second window (a
     /// flood of them from a watcher took the hub's memory to 1.86 GB).
     private var snapshotWindow: (start: ContinuousClock.Instant, counts: [[UInt8]: Int])? = nil
-    private var owedHeartbeats: Set<Int> = []
 
     /// Users with touches down on a recovered board and no session yet: if
     /// they do not resume within the abandon time-out, their touches are
@@ -84,10 +82,8 @@ public struct HubCore {
 
     // Timers. `livenessDue` may be early (a session heard since): the check
     // then finds nothing and looks again at the next real deadline.
-    private var nextHeartbeat: ContinuousClock.Instant
     private var nextHousekeeping: ContinuousClock.Instant
     private var livenessDue: ContinuousClock.Instant? = nil
-    private var nextPublish: ContinuousClock.Instant
     private var nextAck: ContinuousClock.Instant
     private let housekeepingInterval: Duration
 
@@ -111,11 +107,12 @@ public struct HubCore {
         metrics = HubMetrics(factory: metricsFactory, boardLabels: configuration.metricsBoardLabels)
         origin = now
         wallOrigin = wallClockMicroseconds
-        nextHeartbeat = now + configuration.heartbeatInterval
+        publisher = Publisher(
+            publishInterval: configuration.publishInterval, heartbeatInterval: configuration.heartbeatInterval,
+            subscribeHeartbeatInterval: configuration.subscribeHeartbeatInterval, now: now)
         housekeepingInterval = min(configuration.livenessTimeout / 4, .milliseconds(250))
         nextHousekeeping = now + housekeepingInterval
         nextReclaim = now + configuration.idleEmptyBoardTimeout
-        nextPublish = now
         nextAck = now
         if let policy = configuration.durability {
             journal = Durability(policy: policy, retryInterval: configuration.journalRetryInterval, now: now)
@@ -138,17 +135,13 @@ public struct HubCore {
 
     /// When the core next needs a `.turnEnded` though nothing arrives.
     public var nextDeadline: ContinuousClock.Instant {
-        var deadline = min(nextHeartbeat, nextHousekeeping)
+        var deadline = min(publisher.nextDeadline, nextHousekeeping)
         if !neverDrawn.isEmpty { deadline = min(deadline, nextReclaim) }
         if let livenessDue { deadline = min(deadline, livenessDue) }
         if let recoveredUntil { deadline = min(deadline, recoveredUntil) }
-        if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
         if !ackQueue.isEmpty && configuration.ackInterval > .zero { deadline = min(deadline, nextAck) }
         if let due = journal?.syncDue { deadline = min(deadline, due) }
         if let retry = journal?.nextRetry { deadline = min(deadline, retry) }
-        for slot in owedHeartbeats {
-            deadline = min(deadline, (subscribeHeartbeats[slot] ?? origin) + configuration.subscribeHeartbeatInterval)
-        }
         return deadline
     }
 
@@ -197,10 +190,7 @@ public struct HubCore {
             // once, but at most once per interval per board (a flood of
             // subscriptions must not become a flood of heartbeats to everyone).
             if topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), let slot = boardSlots[name] {
-                if let last = subscribeHeartbeats[slot], now - last < configuration.subscribeHeartbeatInterval {
-                    owedHeartbeats.insert(slot)
-                } else {
-                    subscribeHeartbeats[slot] = now
+                if publisher.subscriberArrived(at: slot, now: now) {
                     publishPending(slot: slot, now: now, into: &actions)
                     actions.append(.publish(heartbeat(slot: slot, now: now)))
                 }
@@ -625,7 +615,7 @@ public struct HubCore {
         // every applied diff journaled (no board waiting to publish) and synced.
         if let journal {
             if !journal.failedBoards.isEmpty { warnStorageUnavailable(now: now, into: &actions) }
-            guard dirtyBoards.isEmpty, journal.isDurable else { return }
+            guard publisher.dirtyBoards.isEmpty, journal.isDurable else { return }
         }
         guard !ackQueue.isEmpty, force || now >= nextAck else { return }
         nextAck = now + configuration.ackInterval
@@ -721,15 +711,12 @@ public struct HubCore {
             strangers.removeAll(keepingCapacity: true)
             nextHousekeeping = now + housekeepingInterval
         }
-        for slot in owedHeartbeats where now - (subscribeHeartbeats[slot] ?? origin) >= configuration.subscribeHeartbeatInterval {
-            owedHeartbeats.remove(slot)
-            subscribeHeartbeats[slot] = now
+        for slot in publisher.owedHeartbeatsDue(now: now) {
             publishPending(slot: slot, now: now, into: &actions)
             actions.append(.publish(heartbeat(slot: slot, now: now)))
         }
-        if now >= nextHeartbeat {
+        if publisher.periodicHeartbeatDue(now: now) {
             for slot in channels.indices where !channels[slot].name.isEmpty { actions.append(.publish(heartbeat(slot: slot, now: now))) }
-            nextHeartbeat = now + configuration.heartbeatInterval
         }
     }
 
@@ -862,8 +849,7 @@ public struct HubCore {
             boardSlots[channels[slot].name] = nil
             channels[slot] = BoardChannel(name: "")
             neverDrawn[slot] = nil
-            subscribeHeartbeats[slot] = nil
-            owedHeartbeats.remove(slot)
+            publisher.forget(slot)
             freeSlots.append(slot)
         }
         metrics.boards.record(boardCount)
@@ -894,10 +880,8 @@ public struct HubCore {
         for (user, count) in channels[slot].state.acceptedSamplesByOwner { countStored(-count, of: user) }
         boardSlots[board] = nil
         channels[slot] = BoardChannel(name: "")
-        dirtyBoards.removeAll { $0 == slot }
         neverDrawn[slot] = nil
-        subscribeHeartbeats[slot] = nil
-        owedHeartbeats.remove(slot)
+        publisher.forget(slot)
         recoveredUsers.removeAll { $0.slot == slot }
         freeSlots.append(slot)
         metrics.agents.record(sessions.count)
@@ -995,7 +979,7 @@ public struct HubCore {
         _ slot: Int, accepted: Accepted, _ body: (inout BoardChannel) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         let wasPending = channels[slot].hasPending
-        defer { if !wasPending && channels[slot].hasPending { dirtyBoards.append(slot) } }
+        defer { if !wasPending && channels[slot].hasPending { publisher.markDirty(slot) } }
         switch accepted {
         case .unchanged:
             return try body(&channels[slot])
@@ -1020,10 +1004,8 @@ public struct HubCore {
     }
 
     private mutating func publishDirtyBoards(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
-        guard !dirtyBoards.isEmpty, force || now >= nextPublish else { return }
-        for slot in dirtyBoards { publishPending(slot: slot, now: now, into: &actions) }
-        dirtyBoards.removeAll(keepingCapacity: true)
-        nextPublish = now + configuration.publishInterval
+        guard publisher.takeDue(force: force, now: now, into: &publishing) else { return }
+        for slot in publishing { publishPending(slot: slot, now: now, into: &actions) }
     }
 
     /// Seals a board's pending diffs into its next batch: journaled first, then published.
