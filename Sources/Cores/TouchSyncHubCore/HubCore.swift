@@ -33,15 +33,9 @@ public struct HubCore {
     private var publisher: Publisher
     /// Reused by every publish turn: the slots being published.
     private var publishing: [Int] = []
-    /// Agent sessions by principal: one session per user namespace.
-    private var sessions: [UserNamespace: AgentSession] = [:]
-    private var ackQueue: [UserNamespace] = []
-    /// Connections acting for a delegated namespace (a gateway's browser
-    /// tabs): by connection, the authenticated principal that asked and the
-    /// namespace its messages act in.
-    private var delegations: [PeerID: Delegation] = [:]
-    /// Rate buckets of peers that have not said hello (so garbage floods are bounded too).
-    private var strangers: [PeerID: TokenBucket] = [:]
+    /// Agent sessions by principal (one per user namespace), their
+    /// connections and delegations, liveness and the ack queue.
+    private var sessions: SessionTable
     private var subscriptions: [[UInt8]: Int] = [:]
     /// Authenticated hubs: the boards each user subscribed to (up to 1,024
     /// per user), so that a reload that takes a board away ends the stream.
@@ -80,10 +74,8 @@ public struct HubCore {
     private var behindSince: ContinuousClock.Instant? = nil
     private var lastBusyNotice: ContinuousClock.Instant? = nil
 
-    // Timers. `livenessDue` may be early (a session heard since): the check
-    // then finds nothing and looks again at the next real deadline.
+    // Timers.
     private var nextHousekeeping: ContinuousClock.Instant
-    private var livenessDue: ContinuousClock.Instant? = nil
     private var nextAck: ContinuousClock.Instant
     private let housekeepingInterval: Duration
 
@@ -103,6 +95,7 @@ public struct HubCore {
         self.configuration = configuration
         self.access = access
         routing = BoardRouting(cluster: configuration.cluster, storeCommits: configuration.storeCommits)
+        sessions = SessionTable(strangerRate: configuration.maxMessagesPerSecond)
         self.logger = logger
         metrics = HubMetrics(factory: metricsFactory, boardLabels: configuration.metricsBoardLabels)
         origin = now
@@ -137,9 +130,9 @@ public struct HubCore {
     public var nextDeadline: ContinuousClock.Instant {
         var deadline = min(publisher.nextDeadline, nextHousekeeping)
         if !neverDrawn.isEmpty { deadline = min(deadline, nextReclaim) }
-        if let livenessDue { deadline = min(deadline, livenessDue) }
+        if let due = sessions.livenessDue { deadline = min(deadline, due) }
         if let recoveredUntil { deadline = min(deadline, recoveredUntil) }
-        if !ackQueue.isEmpty && configuration.ackInterval > .zero { deadline = min(deadline, nextAck) }
+        if !sessions.ackQueue.isEmpty && configuration.ackInterval > .zero { deadline = min(deadline, nextAck) }
         if let due = journal?.syncDue { deadline = min(deadline, due) }
         if let retry = journal?.nextRetry { deadline = min(deadline, retry) }
         return deadline
@@ -158,19 +151,19 @@ public struct HubCore {
             if case .hello(let hello) = request {
                 handleHello(hello, from: peer, now: now, into: &actions)
             } else {
-                handle(request, bytes: bytes, from: acting(peer), now: now, into: &actions)
+                handle(request, bytes: bytes, from: sessions.acting(peer), now: now, into: &actions)
             }
         case .undecodable(let authenticated, let error):
             metrics.messages.increment()
-            let peer = acting(authenticated)
-            if sessions[peer.principal]?.peer == peer.id || admitStranger(peer.id, now: now) {
+            let peer = sessions.acting(authenticated)
+            if sessions.isCurrent(peer) || sessions.admitStranger(peer.id, now: now) {
                 refuse(peer.id, HubRefusal(error.code, error.reason), into: &actions)
             }
         case .peerGone(let id):
-            if let principal = sessions.first(where: { $0.value.peer == id })?.key {
+            if let principal = sessions.principal(connectedAs: id) {
                 end(principal, why: "its connection closed")
             }
-            delegations[id] = nil
+            sessions.connectionClosed(id)
         case .subscribed(let topic, let user):
             if let access {
                 // Only whole board topics, and only boards the user may watch.
@@ -234,10 +227,7 @@ public struct HubCore {
             guard journal?.restored(board) == true else { return }
             logger.notice("journal works again: the board's frames are acknowledged", metadata: ["board": "\(board)"])
             // Its agents waited: everything they sent is in the checkpoint just made durable.
-            for principal in sessions.keys where sessions[principal]!.board == board && !sessions[principal]!.ackPending {
-                sessions[principal]!.ackPending = true
-                ackQueue.append(principal)
-            }
+            sessions.requestAcks(onBoard: board)
             sendAcks(now: now, force: true, into: &actions)
         case .boardMoved(let board, let owner):
             boardMoved(board, to: owner, into: &actions)
@@ -276,19 +266,12 @@ public struct HubCore {
 
     // MARK: Agents
 
-    /// The peer as its messages act: a delegated connection acts in the
-    /// namespace its hello was granted, as long as the same principal sends.
-    private func acting(_ peer: Peer) -> Peer {
-        guard let delegation = delegations[peer.id], delegation.gateway == peer.principal else { return peer }
-        return Peer(id: peer.id, principal: delegation.namespace)
-    }
-
     private mutating func handle(
         _ request: AgentRequest, bytes: Int, from peer: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) {
         // One lookup in, one write back: the session changes as a local value.
         guard var session = sessions[peer.principal], session.peer == peer.id else {
-            if admitStranger(peer.id, now: now) {
+            if sessions.admitStranger(peer.id, now: now) {
                 let sequence: UInt64
                 switch request {
                 case .numbered(let number, _), .empty(let number): sequence = number
@@ -320,7 +303,7 @@ public struct HubCore {
             if case .numbered(let number, _) = request {
                 sequence = number
                 // Refused, but handled: the agent must not resend it.
-                if session.numbering.skip(number) { requestAck(&session) }
+                if session.numbering.skip(number) { sessions.requestAck(&session) }
             }
             refuse(
                 peer.id,
@@ -334,7 +317,7 @@ public struct HubCore {
         case .hello, .goodbye:
             preconditionFailure("handled above")
         case .heartbeat:
-            requestAck(&session)
+            sessions.requestAck(&session)
         case .empty(let sequence):
             refuse(peer.id, HubRefusal(.malformed, "an agent message with no body", sequence: sequence), into: &actions)
         case .numbered(0, _):
@@ -345,15 +328,15 @@ public struct HubCore {
                 switch try session.numbering.admit(sequence) {
                 case .duplicate:
                     metrics.duplicates.increment()  // resent after a reconnect: already applied
-                    requestAck(&session)
+                    sessions.requestAck(&session)
                 case .next:
-                    requestAck(&session)
+                    sessions.requestAck(&session)
                     apply(body, sequence: sequence, to: &session, now: now, into: &actions)
                 }
             } catch {
                 guard case .gap(let expected, let received, let report) = error, report else { return }
                 refuse(peer.id, HubRefusal(.outOfOrder, "expected message \(expected), received \(received)", sequence: received), into: &actions)
-                requestAck(&session)
+                sessions.requestAck(&session)
             }
         }
     }
@@ -445,8 +428,8 @@ public struct HubCore {
     private mutating func handleHello(
         _ hello: AgentHello, from authenticated: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) {
-        let acting = acting(authenticated)
-        guard sessions[acting.principal]?.peer == acting.id || admitStranger(acting.id, now: now) else { return }
+        let acting = sessions.acting(authenticated)
+        guard sessions.isCurrent(acting) || sessions.admitStranger(acting.id, now: now) else { return }
         let admitted: Admission.Admitted
         switch Admission.admit(
             hello, from: authenticated, acting: acting, access: access, routing: routing, heldHere: boardSlots[hello.board] != nil)
@@ -457,7 +440,7 @@ public struct HubCore {
             return
         }
         let (peer, role, delegation) = (admitted.peer, admitted.role, admitted.delegation)
-        if access != nil { delegations[peer.id] = delegation }
+        if access != nil { sessions.delegate(peer.id, delegation) }
         let slot: Int
         if let existing = boardSlots[hello.board] {
             slot = existing
@@ -511,22 +494,18 @@ public struct HubCore {
         }
         let principal = peer.principal
         let resumeAfter = hello.resumeAfter
-        if let existing = sessions[principal], existing.sessionID == hello.sessionID, existing.board == hello.board {
+        switch sessions.resume(
+            principal, sessionID: hello.sessionID, board: hello.board, resumeAfter: resumeAfter, on: peer.id, role: role,
+            delegation: delegation, now: now)
+        {
+        case .refused(let refusal):
+            refuse(peer.id, refusal, into: &actions)
+            return
+        case .resumed(let wasSilent):
             // The same session again (a reconnect): it resends everything after what we acknowledged.
-            guard resumeAfter <= existing.numbering.appliedThrough else {
-                refuse(
-                    peer.id,
-                    HubRefusal(
-                        .cannotResume,
-                        "resume_after \(resumeAfter) is beyond the \(existing.numbering.appliedThrough) message(s) this hub applied for this session"),
-                    into: &actions)
-                return
-            }
-            if existing.isSilent { channels[existing.boardSlot].silentUsers.remove(principal) }
-            sessions[principal]!.resumed(by: peer.id, at: now)
-            sessions[principal]!.role = role
-            sessions[principal]!.delegation = delegation
-        } else {
+            if wasSilent { channels[slot].silentUsers.remove(principal) }
+            sessions.expectHeard(by: now + configuration.livenessTimeout)
+        case .notKnown:
             // A new session, or one the hub knows only from its journal (after a restart).
             let recorded = channels[slot].recoveredProgress[principal].flatMap { $0.sessionID == hello.sessionID ? $0 : nil }
             let appliedThrough = recorded?.appliedThrough ?? 0
@@ -541,17 +520,12 @@ public struct HubCore {
                     into: &actions)
                 return
             }
-            if sessions[principal] == nil && sessions.count >= configuration.maxSessions {
-                // Make room by forgetting the longest-abandoned session (its touches are long cancelled).
-                guard let oldest = sessions.filter({ $0.value.isAbandoned }).min(by: { $0.value.presence.lastHeard < $1.value.presence.lastHeard })?.key
-                else {
-                    refuse(
-                        peer.id,
-                        HubRefusal(.rateLimited, "this hub holds its maximum of \(configuration.maxSessions) agent sessions: try again later"),
-                        into: &actions)
-                    return
-                }
-                sessions[oldest] = nil
+            guard sessions.makeRoom(for: principal, limit: configuration.maxSessions) else {
+                refuse(
+                    peer.id,
+                    HubRefusal(.rateLimited, "this hub holds its maximum of \(configuration.maxSessions) agent sessions: try again later"),
+                    into: &actions)
+                return
             }
             // The user's previous session ends: its touches are cancelled now.
             if sessions[principal] != nil { end(principal, why: "a new session of the same user started") }
@@ -565,7 +539,7 @@ public struct HubCore {
             if let recorded { session.style = recorded.style }
             session.role = role
             session.delegation = delegation
-            sessions[principal] = session
+            sessions.open(session, liveness: configuration.livenessTimeout, now: now)
             metrics.agents.record(sessions.count)
             logger.debug(
                 "agent joined",
@@ -574,8 +548,6 @@ public struct HubCore {
                     "resumed": "\(recorded != nil)",
                 ])
         }
-        let deadline = now + configuration.livenessTimeout
-        livenessDue = min(livenessDue ?? deadline, deadline)
         let welcome = AgentWelcome(
             board: hello.board, user: principal, appliedThrough: sessions[principal]!.acknowledged,
             heartbeatIntervalMilliseconds: UInt32(milliseconds(configuration.heartbeatInterval)),
@@ -591,23 +563,10 @@ public struct HubCore {
         routing.wrongHub(for: board, heldHere: boardSlots[board] != nil)
     }
 
-    /// Peers without a session are rate limited too, so garbage cannot flood the hub.
-    private mutating func admitStranger(_ peer: PeerID, now: ContinuousClock.Instant) -> Bool {
-        if strangers[peer] == nil { strangers[peer] = TokenBucket(rate: configuration.maxMessagesPerSecond, now: now) }
-        return strangers[peer]!.take(now: now)
-    }
-
     private mutating func refuse(_ peer: PeerID, _ refusal: HubRefusal, into actions: inout [HubAction]) {
         metrics.error(refusal.code)
         logger.debug("refused", metadata: ["error": "\(refusal)"])
         actions.append(.reply(to: peer, .error(refusal)))
-    }
-
-    private mutating func requestAck(_ session: inout AgentSession) {
-        if !session.ackPending {
-            session.ackPending = true
-            ackQueue.append(session.principal)
-        }
     }
 
     private mutating func sendAcks(now: ContinuousClock.Instant, force: Bool, into actions: inout [HubAction]) {
@@ -617,15 +576,9 @@ public struct HubCore {
             if !journal.failedBoards.isEmpty { warnStorageUnavailable(now: now, into: &actions) }
             guard publisher.dirtyBoards.isEmpty, journal.isDurable else { return }
         }
-        guard !ackQueue.isEmpty, force || now >= nextAck else { return }
+        guard !sessions.ackQueue.isEmpty, force || now >= nextAck else { return }
         nextAck = now + configuration.ackInterval
-        for principal in ackQueue {
-            guard let session = sessions[principal], session.ackPending else { continue }
-            sessions[principal]!.ackPending = false
-            sessions[principal]!.acknowledged = session.numbering.appliedThrough
-            actions.append(.reply(to: session.peer, .ack(through: session.numbering.appliedThrough)))
-        }
-        ackQueue.removeAll(keepingCapacity: true)
+        sessions.acknowledge(into: &actions)
     }
 
     /// A board's journal failed: its agents are not acknowledged until it is
@@ -644,10 +597,7 @@ public struct HubCore {
             }
         }
         // Its agents still waiting hear it now.
-        for principal in sessions.keys where sessions[principal]!.board == board && !sessions[principal]!.ackPending {
-            sessions[principal]!.ackPending = true
-            ackQueue.append(principal)
-        }
+        sessions.requestAcks(onBoard: board)
         warnStorageUnavailable(now: now, into: &actions)
     }
 
@@ -655,21 +605,17 @@ public struct HubCore {
     /// (at most once a second each) instead of acknowledged, and keep their frames.
     private mutating func warnStorageUnavailable(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         guard let failed = journal?.failedBoards, !failed.isEmpty else { return }
-        var waiting = ackQueue
-        defer { ackQueue = waiting }
-        waiting.removeAll { principal in
-            guard let session = sessions[principal], session.ackPending, let failure = failed[session.board] else { return false }
-            sessions[principal]!.ackPending = false
-            if let warned = session.storageWarnedAt, now - warned < .seconds(1) { return true }
-            sessions[principal]!.storageWarnedAt = now
+        for session in sessions.withholdAcks(where: { failed[$0.board] != nil }) {
+            if let warned = session.storageWarnedAt, now - warned < .seconds(1) { continue }
+            sessions[session.principal]!.storageWarnedAt = now
+            let reason = failed[session.board]!.reason
             refuse(
                 session.peer,
                 HubRefusal(
                     .storageUnavailable,
-                    "the hub cannot make board \(session.board)'s frames durable (its journal failed: \(failure.reason); retried every \(configuration.journalRetryInterval)): nothing after message \(session.acknowledged) is acknowledged; keep them",
+                    "the hub cannot make board \(session.board)'s frames durable (its journal failed: \(reason); retried every \(configuration.journalRetryInterval)): nothing after message \(session.acknowledged) is acknowledged; keep them",
                     sequence: session.numbering.appliedThrough),
                 into: &actions)
-            return true
         }
     }
 
@@ -698,7 +644,7 @@ public struct HubCore {
                 lastBusyNotice = now
             }
         } else {
-            if let due = livenessDue, now >= due { checkLiveness(now: now) }
+            checkLiveness(now: now)
             if let until = recoveredUntil, now >= until { cancelUnreturnedUsers() }
         }
         retryFailedJournals(now: now, into: &actions)
@@ -708,7 +654,7 @@ public struct HubCore {
         }
         if now >= nextHousekeeping {
             forgetOldSessions(now: now)
-            strangers.removeAll(keepingCapacity: true)
+            sessions.forgetStrangers()
             nextHousekeeping = now + housekeepingInterval
         }
         for slot in publisher.owedHeartbeatsDue(now: now) {
@@ -733,8 +679,8 @@ public struct HubCore {
             logger.notice("watchers lost boards: subscriber connections are ended", metadata: ["users": "\(revoked.map(\.rawValue).sorted())"])
             actions.append(.disconnectSubscribers(users: revoked.map(\.rawValue).sorted()))
         }
-        for principal in Array(sessions.keys) {
-            let session = sessions[principal]!
+        for session in sessions.sessions.values {
+            let principal = session.principal
             let granted: Role?
             if let delegation = session.delegation {
                 // Still a gateway for this namespace, and the invitation not revoked or replaced.
@@ -767,7 +713,7 @@ public struct HubCore {
         metrics.behindSeconds.record(Double(behindMilliseconds) / 1000)
         let hint = min(max(behind * 2, .seconds(1)), configuration.abandonTimeout)
         logger.notice("hub behind: agents told BUSY", metadata: ["behind_ms": "\(behindMilliseconds)"])
-        for session in sessions.values where !session.isAbandoned {
+        for session in sessions.sessions.values where !session.isAbandoned {
             metrics.error(.busy)
             let refusal = HubRefusal(
                 .busy, "the hub is behind (\(behindMilliseconds) ms): your messages are queued, not lost; keep waiting",
@@ -780,22 +726,12 @@ public struct HubCore {
     /// time-out (touches kept, listed in heartbeats), abandoned after the
     /// abandon time-out (touches cancelled); finds the next such moment.
     private mutating func checkLiveness(now: ContinuousClock.Instant) {
-        let (liveness, abandon) = (configuration.livenessTimeout, configuration.abandonTimeout)
-        var next: ContinuousClock.Instant? = nil
-        for principal in sessions.keys {
-            guard let deadline = sessions[principal]!.nextDeadline(liveness: liveness, abandon: abandon) else { continue }
-            guard now >= deadline else {
-                next = min(next ?? deadline, deadline)
-                continue
-            }
-            let slot = sessions[principal]!.boardSlot
-            if (try? sessions[principal]!.fallSilent(at: now, timeout: liveness)) != nil {
+        for transition in sessions.checkLiveness(now: now, liveness: configuration.livenessTimeout, abandon: configuration.abandonTimeout) {
+            switch transition {
+            case .silent(let principal, let slot):
                 channels[slot].silentUsers.insert(principal)
                 logger.info("agent silent: its touches are kept", metadata: ["user": "\(principal)", "board": "\(channels[slot].name)"])
-                // Abandoned later, unless heard again first.
-                let abandonAt = sessions[principal]!.presence.lastHeard + abandon
-                next = min(next ?? abandonAt, abandonAt)
-            } else if (try? sessions[principal]!.abandon(at: now, timeout: abandon)) != nil {
+            case .abandoned(let principal, let slot):
                 channels[slot].silentUsers.remove(principal)
                 let cancelled = change(slot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
                 logger.info(
@@ -803,13 +739,12 @@ public struct HubCore {
                     metadata: ["user": "\(principal)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
             }
         }
-        livenessDue = next
     }
 
     /// Ends a session now (goodbye, connection closed, replaced): its live
     /// touches are cancelled and its numbering forgotten.
     private mutating func end(_ principal: UserNamespace, why: String) {
-        guard let session = sessions.removeValue(forKey: principal) else { return }
+        guard let session = sessions.remove(principal) else { return }
         channels[session.boardSlot].silentUsers.remove(principal)
         let cancelled = change(session.boardSlot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
         logger.info(
@@ -834,7 +769,7 @@ public struct HubCore {
     /// forgotten: their slot is free again (hellos alone filled the table).
     private mutating func forgetIdleEmptyBoards(now: ContinuousClock.Instant) {
         guard !neverDrawn.isEmpty else { return }
-        let inUse = Set(sessions.values.map(\.boardSlot))
+        let inUse = Set(sessions.sessions.values.map(\.boardSlot))
         for (slot, since) in neverDrawn {
             guard channels[slot].state.sequence == 0 else {
                 neverDrawn[slot] = nil  // drawn on: a board for good
@@ -872,11 +807,7 @@ public struct HubCore {
         }
         logger.notice("board moved to another hub: no longer served here", metadata: ["board": "\(board)", "owner": "\(owner)"])
         guard let refusal = wrongHub(for: board), let slot = boardSlots[board] else { return }
-        for (principal, session) in sessions where session.boardSlot == slot {
-            refuse(session.peer, refusal, into: &actions)
-            sessions[principal] = nil
-        }
-        ackQueue.removeAll { sessions[$0] == nil }
+        for session in sessions.removeAll(onSlot: slot) { refuse(session.peer, refusal, into: &actions) }
         for (user, count) in channels[slot].state.acceptedSamplesByOwner { countStored(-count, of: user) }
         boardSlots[board] = nil
         channels[slot] = BoardChannel(name: "")
@@ -951,12 +882,9 @@ public struct HubCore {
 
     /// Forgets sessions silent past the retention (their duplicate detection with them).
     private mutating func forgetOldSessions(now: ContinuousClock.Instant) {
-        let retention = configuration.sessionRetention
-        let forgotten = sessions.compactMap { now - $0.value.presence.lastHeard > retention ? $0.key : nil }
-        guard !forgotten.isEmpty else { return }  // the common case: no new dictionary
-        for principal in forgotten {
-            if let session = sessions.removeValue(forKey: principal) { channels[session.boardSlot].silentUsers.remove(principal) }
-        }
+        let forgotten = sessions.forgetOld(now: now, retention: configuration.sessionRetention)
+        guard !forgotten.isEmpty else { return }
+        for session in forgotten { channels[session.boardSlot].silentUsers.remove(session.principal) }
         metrics.agents.record(sessions.count)
     }
 
@@ -1062,7 +990,7 @@ public struct HubCore {
         names.sort { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
         let more = names.count > limit
         var agents: [Int: Int] = [:]
-        for session in sessions.values { agents[session.boardSlot, default: 0] += 1 }
+        for session in sessions.sessions.values { agents[session.boardSlot, default: 0] += 1 }
         let boards = names.prefix(limit).map { entry in
             let channel = channels[entry.slot]
             return BoardSummary(
