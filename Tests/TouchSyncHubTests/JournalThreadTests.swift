@@ -178,7 +178,8 @@ struct JournalThreadTests {
         #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.written <= $1.written && $0.synced <= $1.synced })
         let counts = thread.counts
         #expect(counts.appends == Int(total))
-        #expect(counts.groups >= 1 && counts.groups <= Int(total))
+        #expect(counts.groups >= 1 && counts.groups <= Int(total))  // a group needs one new append at least
+        #expect(counts.fileSyncs == counts.groups)  // one board: one file per group
         #expect(!thread.post(.sync(through: 1)))  // stopped: nothing is queued any more
 
         let recovered = try Self.recovered(directory)
