@@ -112,8 +112,6 @@ let package = Package(
                 "TouchSyncAccess",
                 "TouchSyncCore",
                 "TouchSyncWire",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -406,8 +404,7 @@ for target in package.targets where target.type != .test && target.path == nil {
 // the ordinary build and CI never compile them.
 if ProcessInfo.processInfo.environment["TOUCHSYNC_FUZZ"] != nil {
     let fuzzTargets: [(String, [Target.Dependency])] = [
-        ("FuzzHubCore", ["TouchSyncHubCore", "TouchSyncAccess", "TouchSyncCore", "TouchSyncJournal", "TouchSyncWire",
-                         .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics")]),
+        ("FuzzHubCore", ["TouchSyncHubCore", "TouchSyncAccess", "TouchSyncCore", "TouchSyncJournal", "TouchSyncWire"]),
         ("FuzzDiffStream", ["TouchSyncCore", "TouchSyncWire"]),
         ("FuzzSnapshot", ["TouchSyncCore", "TouchSyncWire"]),
         ("FuzzJournal", ["TouchSyncJournal", "TouchSyncHubCore"]),

@@ -1,11 +1,14 @@
-import CoreMetrics
-import Logging
-import MetricsTestKit
 import TouchSyncAccess
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncJournal
 import TouchSyncWire
+
+/// Keeps every observation the core reports.
+final class RecordingObserver: HubObserver {
+    private(set) var observations: [HubObservation] = []
+    func observe(_ observation: HubObservation) { observations.append(observation) }
+}
 
 /// A `HubCore` driven by hand: a manual clock (an instant that only moves
 /// when the test says), every action it returns recorded, and a replica fed
@@ -19,19 +22,17 @@ final class CoreHarness {
     /// Replicas of every board, fed from published batches.
     private(set) var replicas: [String: BoardState] = [:]
     private(set) var batches: [String: [UInt64]] = [:]
-    let metrics: TestMetrics
+    /// What the core reported for the logs.
+    let observer = RecordingObserver()
 
     init(_ configure: (inout HubConfiguration) -> Void = { _ in }, recovered: [RecoveredBoard] = [], access: AccessList? = nil) {
         var configuration = HubConfiguration()
         configure(&configuration)
         start = ContinuousClock.now
         now = start
-        metrics = TestMetrics()
-        var logger = Logger(label: "core")
-        logger.logLevel = .critical
         core = HubCore(
             configuration: configuration, recovered: recovered, now: start, wallClockMicroseconds: 1_700_000_000_000_000,
-            logger: logger, metricsFactory: metrics, access: access)
+            observer: observer, access: access)
         for board in recovered { replicas[board.name] = board.state }
     }
 

@@ -25,7 +25,9 @@ struct HubCoreTests {
         _ = hub.message(ann, .numbered(sequence: 1, began(1, x: 10)))
         let resend = hub.endTurn()
         #expect(resend.batchSequences.isEmpty && resend.acks(to: ann) == [1])
-        #expect(hub.metrics.counters.first { $0.label == "touchsync_hub_duplicate_messages_total" }?.totalValue == 1)
+        #expect(hub.core.counters.duplicates == 1 && hub.core.counters.frames == 1 && hub.core.counters.batches == 1)
+        #expect(hub.observer.observations.contains(.boardCreated(board: "b")))
+        #expect(hub.observer.observations.contains { if case .agentJoined(UserNamespace("ann"), "b", _, false) = $0 { true } else { false } })
 
         // A gap: told once, then silence until the missing message arrives.
         #expect(hub.message(ann, .numbered(sequence: 3, moved(1, x: 30, t: 2))).errors(to: ann).map(\.code) == [.outOfOrder])

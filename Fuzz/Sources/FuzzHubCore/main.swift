@@ -3,8 +3,6 @@
 // turns and journal reports in between. Oracle: a replica fed only the
 // published batches must accept every one and end equal to the hub's board
 // (a crash, a refused batch or a divergence is a finding).
-import Logging
-import Metrics
 import FuzzSupport
 import TouchSyncCore
 import TouchSyncHubCore
@@ -12,11 +10,6 @@ import TouchSyncJournal
 import TouchSyncWire
 
 let base = ContinuousClock.now
-let quiet: Logger = {
-    var logger = Logger(label: "fuzz")
-    logger.logLevel = .critical
-    return logger
-}()
 
 func fuzzHubCore(_ input: UnsafeRawBufferPointer) {
     let count = input.count
@@ -25,9 +18,7 @@ func fuzzHubCore(_ input: UnsafeRawBufferPointer) {
     var journal = JournalConfiguration(directory: "unused")
     journal.fsync = .interval(.milliseconds(5))
     configuration.journal = journal
-    var core = HubCore(
-        configuration: configuration, now: base, wallClockMicroseconds: 1_700_000_000_000_000, logger: quiet,
-        metricsFactory: NOOPMetricsHandler.instance)
+    var core = HubCore(configuration: configuration, now: base, wallClockMicroseconds: 1_700_000_000_000_000)
     var replicas: [String: BoardState] = [:]
     var now = base
     var actions: [HubAction] = []

@@ -34,6 +34,7 @@ final class HubLoop {
     private let configuration: HubConfiguration
     private let logger: Logger
     private var core: HubCore
+    private var metrics: HubMetricsExporter
     private let journal: JournalThread?
     /// With a board store, batches are published only once committed.
     private let store: BoardStoreWriter?
@@ -60,13 +61,14 @@ final class HubLoop {
 
     init(
         configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, journal: JournalThread?, store: BoardStoreWriter?,
-        logger: Logger, mailbox: Mailbox<HubLoopCommand>
+        logger: Logger, metricsFactory: any MetricsFactory, mailbox: Mailbox<HubLoopCommand>
     ) {
         self.configuration = configuration
         core = startup.core
         self.journal = journal
         self.store = store
         self.logger = logger
+        metrics = HubMetricsExporter(factory: metricsFactory)
         self.mailbox = mailbox
         ingest = sockets.ingest
         publish = sockets.publish
@@ -111,6 +113,7 @@ final class HubLoop {
                                 }
                                 journalReported(last)
                             }
+                            metrics.export(core.counters, liveTouchChanges: core.takeLiveTouchChanges())
                             logger.info("hub stopped")
                             return .stop
                         case .inspect(let board, let reply):
@@ -137,6 +140,7 @@ final class HubLoop {
                     subscriberConnections?.update()
                     handle(.turnEnded(inputWaiting: ingestWaiting))
                     ingestWaiting = false
+                    metrics.export(core.counters, liveTouchChanges: core.takeLiveTouchChanges())
                 })
         } catch let error as ZMQError where error.isTerminated {
             logger.info("hub stopped: context terminated")

@@ -16,8 +16,7 @@ struct HubStartup {
 
     /// - Parameter stored: the boards loaded from the board store (nil: the hub uses its journal, if any).
     init(
-        configuration: HubConfiguration, stored: [RecoveredBoard]?, access: AccessList?, logger: Logger,
-        metricsFactory: any MetricsFactory
+        configuration: HubConfiguration, stored: [RecoveredBoard]?, access: AccessList?, logger: Logger
     ) throws {
         let clock = ContinuousClock()
         var recovered: [RecoveredBoard] = stored ?? []
@@ -50,7 +49,7 @@ struct HubStartup {
         }
         core = HubCore(
             configuration: configuration, recovered: recovered, now: clock.now, wallClockMicroseconds: wallClockMicroseconds(),
-            logger: logger, metricsFactory: metricsFactory, access: access)
+            observer: LoggingHubObserver(logger: logger), access: access)
         self.summaries = summaries
     }
 }

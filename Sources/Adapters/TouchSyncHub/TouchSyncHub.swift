@@ -195,8 +195,7 @@ public final class TouchSyncHub: Service {
                 let startup: HubStartup
                 do {
                     startup = try HubStartup(
-                        configuration: configuration, stored: stored?.loaded.boards, access: access?.current, logger: logger,
-                        metricsFactory: metricsFactory)
+                        configuration: configuration, stored: stored?.loaded.boards, access: access?.current, logger: logger)
                 } catch {
                     sockets.close()
                     throw error
@@ -216,7 +215,7 @@ public final class TouchSyncHub: Service {
                 }
                 let loop = HubLoop(
                     configuration: configuration, sockets: sockets, startup: startup, journal: journal, store: stored?.writer,
-                    logger: logger, mailbox: mailbox)
+                    logger: logger, metricsFactory: metricsFactory, mailbox: mailbox)
                 return (loop.endpoints, loop.run)
             }
             endpoints.history = history?.endpoint

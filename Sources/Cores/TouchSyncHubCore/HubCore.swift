@@ -1,6 +1,4 @@
 import TouchSyncAccess
-import CoreMetrics
-import Logging
 import TouchSyncCore
 import TouchSyncWire
 
@@ -14,8 +12,10 @@ import TouchSyncWire
 /// Single writer: one thread owns a core (the hub loop's).
 public struct HubCore {
     public let configuration: HubConfiguration
-    private var logger: Logger
-    private var metrics: HubMetrics
+    /// Who hears what the core noticed (nil: nobody).
+    private let observer: (any HubObserver)?
+    /// What the core counts, for its adapter to export.
+    public private(set) var counters = HubCounters()
 
     /// Boards by slot, found by name only on hello and snapshot requests; a
     /// session keeps its board's slot, so a frame reaches its board by array
@@ -90,14 +90,13 @@ public struct HubCore {
     ///   - now, wallClockMicroseconds: the time the core starts at, on the monotonic clock events will use and on the wall clock.
     public init(
         configuration: HubConfiguration, recovered: [RecoveredBoard] = [], now: ContinuousClock.Instant,
-        wallClockMicroseconds: Int64, logger: Logger, metricsFactory: any MetricsFactory, access: AccessList? = nil
+        wallClockMicroseconds: Int64, observer: (any HubObserver)? = nil, access: AccessList? = nil
     ) {
         self.configuration = configuration
         self.access = access
         routing = BoardRouting(cluster: configuration.cluster, storeCommits: configuration.storeCommits)
         sessions = SessionTable(strangerRate: configuration.maxMessagesPerSecond)
-        self.logger = logger
-        metrics = HubMetrics(factory: metricsFactory, boardLabels: configuration.metricsBoardLabels)
+        self.observer = observer
         origin = now
         wallOrigin = wallClockMicroseconds
         publisher = Publisher(
@@ -112,7 +111,7 @@ public struct HubCore {
         }
         for board in recovered { install(board) }
         if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
-        metrics.boards.record(channels.count)
+        counters.boards = channels.count
     }
 
     // MARK: Reading the state
@@ -138,6 +137,11 @@ public struct HubCore {
         return deadline
     }
 
+    /// The per-board live-touch counts changed since the last call (for metrics labelled by board).
+    public mutating func takeLiveTouchChanges() -> [String: Int] {
+        counters.liveTouchesChanged.isEmpty ? [:] : counters.takeLiveTouchChanges()
+    }
+
     /// Wall-clock microseconds at `now`.
     public func hubTime(at now: ContinuousClock.Instant) -> Int64 { wallOrigin + microseconds(now - origin) }
 
@@ -147,14 +151,14 @@ public struct HubCore {
     public mutating func handle(_ event: HubEvent, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         switch event {
         case .agentMessage(let peer, let request, let bytes):
-            metrics.messages.increment()
+            counters.messages += 1
             if case .hello(let hello) = request {
                 handleHello(hello, from: peer, now: now, into: &actions)
             } else {
                 handle(request, bytes: bytes, from: sessions.acting(peer), now: now, into: &actions)
             }
         case .undecodable(let authenticated, let error):
-            metrics.messages.increment()
+            counters.messages += 1
             let peer = sessions.acting(authenticated)
             if sessions.isCurrent(peer) || sessions.admitStranger(peer.id, now: now) {
                 refuse(peer.id, HubRefusal(error.code, error.reason), into: &actions)
@@ -170,15 +174,15 @@ public struct HubCore {
                 guard topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), isValidBoardName(name),
                     let user, access.role(of: user.rawValue, on: name) != nil
                 else {
-                    metrics.error(.forbidden)
-                    logger.debug("subscription refused", metadata: ["user": "\(user.map(\.rawValue) ?? "?")"])
+                    counters.refused(.forbidden)
+                    observer?.observe(.subscriptionRefused(user: user))
                     return
                 }
                 actions.append(.allowSubscription(topic: topic))
                 if watchedBoards[user, default: []].count < 1024 { watchedBoards[user, default: []].insert(name) }
             }
             subscriptions[topic, default: 0] += 1
-            metrics.subscriptions.record(subscriptions.values.reduce(0, +))
+            counters.subscriptions = subscriptions.values.reduce(0, +)
             // Tell the newcomer where the board stands, so it can spot a gap at
             // once, but at most once per interval per board (a flood of
             // subscriptions must not become a flood of heartbeats to everyone).
@@ -191,16 +195,16 @@ public struct HubCore {
         case .unsubscribed(let topic, _):
             if access != nil { actions.append(.dropSubscription(topic: topic)) }
             if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
-            metrics.subscriptions.record(subscriptions.values.reduce(0, +))
+            counters.subscriptions = subscriptions.values.reduce(0, +)
         case .snapshotRequested(let peer, let user, let board, let requestID):
             guard admitSnapshot(by: peer, user: user, requestID: requestID, now: now, into: &actions) else { return }
             if let wrong = wrongHub(for: board) {
-                metrics.error(.wrongHub)
+                counters.refused(.wrongHub)
                 actions.append(.refuseSnapshot(to: peer, requestID: requestID, wrong))
                 return
             }
             if let access, user.flatMap({ access.role(of: $0.rawValue, on: board) }) == nil {
-                metrics.error(.forbidden)
+                counters.refused(.forbidden)
                 actions.append(
                     .refuseSnapshot(
                         to: peer, requestID: requestID,
@@ -225,7 +229,7 @@ public struct HubCore {
             journalFailed(board: board, reason: reason, now: now, into: &actions)
         case .journalRestored(let board):
             guard journal?.restored(board) == true else { return }
-            logger.notice("journal works again: the board's frames are acknowledged", metadata: ["board": "\(board)"])
+            observer?.observe(.journalRestored(board: board))
             // Its agents waited: everything they sent is in the checkpoint just made durable.
             sessions.requestAcks(onBoard: board)
             sendAcks(now: now, force: true, into: &actions)
@@ -239,7 +243,7 @@ public struct HubCore {
             if let name = configuration.storeHubName ?? routing.cluster?.name { routing.cluster = (map, name) }
         case .turnEnded(let inputWaiting):
             if !inputWaiting {
-                if behindSince != nil && lastBusyNotice != nil { metrics.behindSeconds.record(0) }
+                if behindSince != nil && lastBusyNotice != nil { counters.behindSeconds = 0 }
                 behindSince = nil
             } else if behindSince == nil {
                 behindSince = now
@@ -327,7 +331,7 @@ public struct HubCore {
             do {
                 switch try session.numbering.admit(sequence) {
                 case .duplicate:
-                    metrics.duplicates.increment()  // resent after a reconnect: already applied
+                    counters.duplicates += 1  // resent after a reconnect: already applied
                     sessions.requestAck(&session)
                 case .next:
                     sessions.requestAck(&session)
@@ -394,8 +398,8 @@ public struct HubCore {
                 refuse(session.peer, HubRefusal(error.code, error.description, sequence: sequence), into: &actions)
                 return
             }
-            metrics.frames.increment()
-            metrics.samples.increment(by: Int64(samples))
+            counters.frames += 1
+            counters.samples += samples
         case .style(let style):
             guard style.width > 0 && style.width <= 1000 * UInt32(Sample.unitsPerPoint) else {
                 refuse(session.peer, HubRefusal(.invalidValue, "stroke width must be above 0 and at most 1000 points", sequence: sequence), into: &actions)
@@ -452,7 +456,7 @@ public struct HubCore {
             var created = boardsCreated[peer.principal] ?? (total: 0, minuteStart: now, inMinute: 0)
             if now - created.minuteStart >= .seconds(60) { created = (created.total, now, 0) }
             guard created.total < configuration.maxBoardsCreatedPerUser else {
-                metrics.error(.rateLimited)
+                counters.refused(.rateLimited)
                 refuse(
                     peer.id,
                     HubRefusal(.rateLimited, "\(peer.principal) has created its maximum of \(configuration.maxBoardsCreatedPerUser) boards on this hub"),
@@ -460,7 +464,7 @@ public struct HubCore {
                 return
             }
             guard created.inMinute < configuration.maxBoardsCreatedPerUserPerMinute else {
-                metrics.error(.rateLimited)
+                counters.refused(.rateLimited)
                 refuse(
                     peer.id,
                     HubRefusal(
@@ -489,8 +493,8 @@ public struct HubCore {
             }
             boardSlots[hello.board] = slot
             neverDrawn[slot] = now
-            metrics.boards.record(boardCount)
-            logger.info("board created", metadata: ["board": "\(hello.board)"])
+            counters.boards = boardCount
+            observer?.observe(.boardCreated(board: hello.board))
         }
         let principal = peer.principal
         let resumeAfter = hello.resumeAfter
@@ -540,13 +544,8 @@ public struct HubCore {
             session.role = role
             session.delegation = delegation
             sessions.open(session, liveness: configuration.livenessTimeout, now: now)
-            metrics.agents.record(sessions.count)
-            logger.debug(
-                "agent joined",
-                metadata: [
-                    "user": "\(principal)", "board": "\(hello.board)", "client": "\(hello.clientName)",
-                    "resumed": "\(recorded != nil)",
-                ])
+            counters.agents = sessions.count
+            observer?.observe(.agentJoined(user: principal, board: hello.board, client: hello.clientName, resumed: recorded != nil))
         }
         let welcome = AgentWelcome(
             board: hello.board, user: principal, appliedThrough: sessions[principal]!.acknowledged,
@@ -564,8 +563,8 @@ public struct HubCore {
     }
 
     private mutating func refuse(_ peer: PeerID, _ refusal: HubRefusal, into actions: inout [HubAction]) {
-        metrics.error(refusal.code)
-        logger.debug("refused", metadata: ["error": "\(refusal)"])
+        counters.refused(refusal.code)
+        observer?.observe(.refused(refusal))
         actions.append(.reply(to: peer, .error(refusal)))
     }
 
@@ -587,13 +586,11 @@ public struct HubCore {
         guard journal != nil else { return }
         switch journal!.failed(board, reason: reason, now: now) {
         case .first:
-            metrics.journalFailures.increment()
-            logger.error(
-                "journal failed for one board: its frames are not acknowledged until it works again (retried every \(configuration.journalRetryInterval)); the other boards go on",
-                metadata: ["board": "\(board)", "error": "\(reason)"])
+            counters.journalFailures += 1
+            observer?.observe(.journalFailed(board: board, reason: reason, retryInterval: configuration.journalRetryInterval))
         case .again(let logIt):
             if logIt {
-                logger.error("journal still failing: the board's frames are not acknowledged", metadata: ["board": "\(board)", "error": "\(reason)"])
+                observer?.observe(.journalStillFailing(board: board, reason: reason))
             }
         }
         // Its agents still waiting hear it now.
@@ -676,7 +673,7 @@ public struct HubCore {
         let revoked = watchedBoards.filter { user, boards in boards.contains { list.role(of: user.rawValue, on: $0) == nil } }.keys
         if !revoked.isEmpty {
             for user in revoked { watchedBoards[user] = nil }
-            logger.notice("watchers lost boards: subscriber connections are ended", metadata: ["users": "\(revoked.map(\.rawValue).sorted())"])
+            observer?.observe(.watchersLostBoards(users: revoked.map(\.rawValue).sorted()))
             actions.append(.disconnectSubscribers(users: revoked.map(\.rawValue).sorted()))
         }
         for session in sessions.sessions.values {
@@ -697,12 +694,10 @@ public struct HubCore {
             sessions[principal]!.role = role
             if role < .draw && session.role >= .draw {
                 let cancelled = change(session.boardSlot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
-                logger.info(
-                    "agent may now only watch: touches cancelled",
-                    metadata: ["user": "\(principal)", "board": "\(session.board)", "touches": "\(cancelled)"])
+                observer?.observe(.agentOnlyWatches(user: principal, board: session.board, touches: cancelled))
             }
         }
-        logger.notice("access list applied", metadata: ["users": "\(list.users.count)"])
+        observer?.observe(.accessApplied(users: list.users.count))
     }
 
     /// Tells every agent still present that the hub is behind, so acks that
@@ -710,11 +705,11 @@ public struct HubCore {
     /// resends to the queue). The hint grows with the backlog's age.
     private mutating func noticeBusy(behindFor behind: Duration, into actions: inout [HubAction]) {
         let behindMilliseconds = milliseconds(behind)
-        metrics.behindSeconds.record(Double(behindMilliseconds) / 1000)
+        counters.behindSeconds = Double(behindMilliseconds) / 1000
         let hint = min(max(behind * 2, .seconds(1)), configuration.abandonTimeout)
-        logger.notice("hub behind: agents told BUSY", metadata: ["behind_ms": "\(behindMilliseconds)"])
+        observer?.observe(.behind(milliseconds: behindMilliseconds))
         for session in sessions.sessions.values where !session.isAbandoned {
-            metrics.error(.busy)
+            counters.refused(.busy)
             let refusal = HubRefusal(
                 .busy, "the hub is behind (\(behindMilliseconds) ms): your messages are queued, not lost; keep waiting",
                 sequence: session.numbering.appliedThrough, retryAfterMilliseconds: UInt32(milliseconds(hint)))
@@ -730,13 +725,11 @@ public struct HubCore {
             switch transition {
             case .silent(let principal, let slot):
                 channels[slot].silentUsers.insert(principal)
-                logger.info("agent silent: its touches are kept", metadata: ["user": "\(principal)", "board": "\(channels[slot].name)"])
+                observer?.observe(.agentSilent(user: principal, board: channels[slot].name))
             case .abandoned(let principal, let slot):
                 channels[slot].silentUsers.remove(principal)
                 let cancelled = change(slot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
-                logger.info(
-                    "agent gone (silent past the abandon time-out): touches cancelled",
-                    metadata: ["user": "\(principal)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
+                observer?.observe(.agentAbandoned(user: principal, board: channels[slot].name, touches: cancelled))
             }
         }
     }
@@ -747,18 +740,14 @@ public struct HubCore {
         guard let session = sessions.remove(principal) else { return }
         channels[session.boardSlot].silentUsers.remove(principal)
         let cancelled = change(session.boardSlot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
-        logger.info(
-            "agent session ended: touches cancelled",
-            metadata: ["user": "\(principal)", "board": "\(session.board)", "why": "\(why)", "touches": "\(cancelled)"])
-        metrics.agents.record(sessions.count)
+        observer?.observe(.agentEnded(user: principal, board: session.board, why: why, touches: cancelled))
+        counters.agents = sessions.count
     }
 
     private mutating func cancelUnreturnedUsers() {
         for (slot, user) in recoveredUsers where sessions[user]?.boardSlot != slot {
             let cancelled = change(slot, accepted: .unchanged) { $0.cancelTouches(of: user) }
-            logger.info(
-                "agent did not return after the restart: touches cancelled",
-                metadata: ["user": "\(user)", "board": "\(channels[slot].name)", "touches": "\(cancelled)"])
+            observer?.observe(.agentDidNotReturn(user: user, board: channels[slot].name, touches: cancelled))
         }
         recoveredUsers.removeAll()
         recoveredUntil = nil
@@ -780,14 +769,14 @@ public struct HubCore {
                 neverDrawn[slot] = now  // still wanted: idle from now on, if it stays so
                 continue
             }
-            logger.debug("empty board forgotten", metadata: ["board": "\(channels[slot].name)"])
+            observer?.observe(.boardForgotten(board: channels[slot].name))
             boardSlots[channels[slot].name] = nil
             channels[slot] = BoardChannel(name: "")
             neverDrawn[slot] = nil
             publisher.forget(slot)
             freeSlots.append(slot)
         }
-        metrics.boards.record(boardCount)
+        counters.boards = boardCount
     }
 
     /// Another hub holds `board`'s lease now: its agents are refused with
@@ -805,7 +794,7 @@ public struct HubCore {
             waitingSnapshots -= waiting.count
             for parked in waiting { actions.append(.refuseSnapshot(to: parked.peer, requestID: parked.requestID, refusal)) }
         }
-        logger.notice("board moved to another hub: no longer served here", metadata: ["board": "\(board)", "owner": "\(owner)"])
+        observer?.observe(.boardMoved(board: board, owner: owner))
         guard let refusal = wrongHub(for: board), let slot = boardSlots[board] else { return }
         for session in sessions.removeAll(onSlot: slot) { refuse(session.peer, refusal, into: &actions) }
         for (user, count) in channels[slot].state.acceptedSamplesByOwner { countStored(-count, of: user) }
@@ -815,8 +804,8 @@ public struct HubCore {
         publisher.forget(slot)
         recoveredUsers.removeAll { $0.slot == slot }
         freeSlots.append(slot)
-        metrics.agents.record(sessions.count)
-        metrics.boards.record(boardCount)
+        counters.agents = sessions.count
+        counters.boards = boardCount
     }
 
     /// The store gave this hub the board: it is served from here on, and the
@@ -827,8 +816,8 @@ public struct HubCore {
             let slot = install(board)
             if board.state.sequence == 0 { neverDrawn[slot] = now }
             if !board.state.touches.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
-            metrics.boards.record(boardCount)
-            logger.info("board adopted from the board store", metadata: ["board": "\(board.name)", "sequence": "\(board.state.sequence)"])
+            counters.boards = boardCount
+            observer?.observe(.boardAdopted(board: board.name, sequence: board.state.sequence))
         }
         answerWaitingSnapshots(of: board.name, now: now, into: &actions)
         guard let waiting = claims.removeValue(forKey: board.name) else { return }
@@ -885,7 +874,7 @@ public struct HubCore {
         let forgotten = sessions.forgetOld(now: now, retention: configuration.sessionRetention)
         guard !forgotten.isEmpty else { return }
         for session in forgotten { channels[session.boardSlot].silentUsers.remove(session.principal) }
-        metrics.agents.record(sessions.count)
+        counters.agents = sessions.count
     }
 
     // MARK: Publishing
@@ -953,9 +942,9 @@ public struct HubCore {
         let bytes = WireCodec.field(1, wrapping: encodedBatch)  // PublishMessage.batch
         actions.append(
             .publish(Publication(board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topic, bytes: bytes)))
-        metrics.batches.increment()
-        metrics.publishedBytes.increment(by: Int64(bytes.count))
-        metrics.liveTouches(board: channels[slot].name, count: channels[slot].state.liveTouchCount)
+        counters.batches += 1
+        counters.publishedBytes += bytes.count
+        counters.liveTouches(board: channels[slot].name, count: channels[slot].state.liveTouchCount, labelled: configuration.metricsBoardLabels)
     }
 
     private mutating func syncJournalIfDue(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
@@ -1007,7 +996,7 @@ public struct HubCore {
         by peer: PeerID, user: UserNamespace?, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) -> Bool {
         guard admitSnapshot(by: user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
-            metrics.error(.rateLimited)
+            counters.refused(.rateLimited)
             actions.append(
                 .refuseSnapshot(
                     to: peer, requestID: requestID,
@@ -1033,7 +1022,7 @@ public struct HubCore {
         _ board: String, for peer: PeerID, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) {
         guard isValidBoardName(board) else {
-            metrics.error(.unknownBoard)
+            counters.refused(.unknownBoard)
             actions.append(
                 .refuseSnapshot(to: peer, requestID: requestID, HubRefusal(.unknownBoard, boardNameRule)))
             return
