@@ -78,6 +78,7 @@ bench: deps
 	.build/release/touchsync bench
 	.build/release/touchsync bench --transport
 	.build/release/touchsync bench --journal
+	.build/release/touchsync bench --hub-journal --fsync-policies batch,20ms,never
 	@echo "scale run: 2,000 agents x 5 fingers at 120 Hz against one embedded hub (a run that cannot keep up is reported, not an error here)"
 	.build/release/touchsync load --users 2000 --fingers 5 --hz 120 --coalesced 1 --duration 10 --json .build/scale-run.json \
 	  || echo "scale run: not every sample was carried in time (see the report above)"

@@ -62,6 +62,12 @@ struct CommandLineTests {
         #expect(seconds.status == 64 && seconds.errors.contains("--seconds must be above 0"), "\(seconds.errors)")
         let heartbeat = try await touchsync(["hub", "--heartbeat", "0"])
         #expect(heartbeat.status == 64 && heartbeat.errors.contains("--heartbeat must be above 0"), "\(heartbeat.errors)")
+        let drain = try await touchsync(["load", "--drain-timeout", "0"])
+        #expect(drain.status == 64 && drain.errors.contains("--drain-timeout must be 1 to 3600 seconds"), "\(drain.errors)")
+        let boards = try await touchsync(["bench", "--hub-journal", "--boards", "0"])
+        #expect(boards.status == 64 && boards.errors.contains("--boards must be 1 to 1000"), "\(boards.errors)")
+        let policies = try await touchsync(["bench", "--hub-journal", "--fsync-policies", "batch,often"])
+        #expect(policies.status == 64 && policies.errors.contains("'often' is not an fsync policy"), "\(policies.errors)")
         let liveness = try await touchsync(["hub", "--liveness-timeout", "-1"])
         #expect(liveness.status == 64 && liveness.errors.contains("--liveness-timeout"), "\(liveness.errors)")
         // --history belongs to spectate only; compact takes --log-level like every command.

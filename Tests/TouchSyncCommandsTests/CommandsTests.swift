@@ -207,6 +207,7 @@ struct ProcessTests {
         let (load, loadOutput) = try children.run(
             ["load", "--hub", "tcp://127.0.0.1:\(ports[0])"] + endpoints + [
                 "--users", "4", "--fingers", "3", "--duration", "4", "--seed", "21", "--json", report,
+                "--drain-timeout", "30",  // within the run's 60 s limit: a stuck drain says where it stuck
             ])
         // Killed mid-run: once the journal holds a good part of the drawing (the run lasts 4 s).
         let deadline = ContinuousClock.now + .seconds(20)

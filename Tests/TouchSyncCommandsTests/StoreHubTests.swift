@@ -66,7 +66,7 @@ struct StoreHubTests {
             var (process, _, started) = try await children.startHub(hub.arguments)
             #expect(started.contains("as hub hub-a") && started.contains("0 board(s) loaded"), "\(started)")
             let (load, loadOutput) = try children.run(
-                ["load"] + hub.client + ["--users", "4", "--fingers", "3", "--duration", "8", "--seed", "31", "--json", report])
+                ["load"] + hub.client + ["--users", "4", "--fingers", "3", "--duration", "8", "--seed", "31", "--json", report, "--drain-timeout", "30"])
             let deadline = ContinuousClock.now + .seconds(30)
             // A busy machine (a cold full run) writes few batches a second: kill once some are in.
             while try await count(server, "SELECT count(*) FROM touchsync_batches") < 20, ContinuousClock.now < deadline, load.isRunning {
@@ -162,7 +162,7 @@ struct StoreHubTests {
             defer { try? FileManager.default.removeItem(atPath: report) }
             let (process, hubOutput, _) = try await children.startHub(hub.arguments)
             let (load, loadOutput) = try children.run(
-                ["load"] + hub.client + ["--users", "4", "--fingers", "3", "--duration", "8", "--seed", "32", "--json", report])
+                ["load"] + hub.client + ["--users", "4", "--fingers", "3", "--duration", "8", "--seed", "32", "--json", report, "--drain-timeout", "30"])
             let deadline = ContinuousClock.now + .seconds(30)
             while try await count(server, "SELECT count(*) FROM touchsync_batches") < 20, ContinuousClock.now < deadline, load.isRunning {
                 try await Task.sleep(for: .milliseconds(50))

@@ -108,6 +108,14 @@ public final class AgentPool: Sendable {
         return true
     }
 
+    /// Agents with messages not acknowledged yet: index, identity, messages posted and acknowledged (for diagnostics).
+    public var unacknowledged: [(agent: Int, identity: String, posted: UInt64, acknowledged: UInt64)] {
+        shared.indices.compactMap { index in
+            let (posted, acknowledged) = shared[index].progress.withLock { ($0.posted, $0.acknowledged) }
+            return acknowledged < posted ? (index, identities[index], posted, acknowledged) : nil
+        }
+    }
+
     /// Frames that went out merged into earlier ones, and BUSY notices heard, over all agents.
     public var backpressure: (coalesced: UInt64, busyNotices: UInt64) {
         shared.reduce((UInt64(0), UInt64(0))) { total, agent in

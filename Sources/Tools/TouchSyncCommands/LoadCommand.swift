@@ -39,6 +39,8 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Samples per input event, 2 for 240 Hz input (default 2; 1 with --web).") var coalesced: Int?
     @Option(parsing: .unconditional, help: "Predicted samples per touch change.") var predicted = 1
     @Option(parsing: .unconditional, help: "Seconds of drawing.") var duration = 5.0
+    @Option(parsing: .unconditional, help: "After drawing: seconds to wait for every frame to be acknowledged (then half as long for subscribers); past it the run fails saying which agents or subscribers stuck.")
+    var drainTimeout = 60.0
     @Option(parsing: .unconditional, help: "Stop once this many strokes have begun (if before --duration).") var strokes: Int?
     @Option(parsing: .unconditional, help: "Boards the users are spread over, named load-SEED-0 … load-SEED-(N-1) (user i draws on board i mod N as load-BOARD-k).") var boards = 1
     @Option(parsing: .unconditional, help: "Subscribers per board (connected before drawing starts).") var subscribers = 1
@@ -95,6 +97,7 @@ struct LoadCommand: AsyncParsableCommand {
         guard (1...32).contains(samplesPerEvent) else { throw ValidationError("--coalesced must be 1 to 32") }
         guard (0...16).contains(predicted) else { throw ValidationError("--predicted must be 0 to 16") }
         guard duration > 0 && duration <= 3600 else { throw ValidationError("--duration must be above 0 and at most 3600") }
+        guard drainTimeout >= 1 && drainTimeout <= 3600 else { throw ValidationError("--drain-timeout must be 1 to 3600 seconds") }
         guard (1...1000).contains(boards), boards <= users else { throw ValidationError("--boards must be 1 to --users") }
         guard (1...100).contains(subscribers) else { throw ValidationError("--subscribers must be 1 to 100") }
         guard (0...1).contains(cancelRate) else { throw ValidationError("--cancel-rate must be between 0 and 1") }
@@ -127,6 +130,7 @@ struct LoadCommand: AsyncParsableCommand {
         configuration.coalesced = samplesPerEvent
         configuration.predicted = predicted
         configuration.duration = Duration(secondsValue: duration)
+        configuration.drainTimeout = Duration(secondsValue: drainTimeout)
         configuration.strokes = strokes
         configuration.boards = boards
         configuration.subscribers = subscribers

@@ -16,6 +16,9 @@ public struct LoadConfiguration: Sendable {
     public var predicted = 1
     /// How long fingers draw. Default 5 s.
     public var duration: Duration = .seconds(5)
+    /// After drawing, how long to wait for every frame to be acknowledged,
+    /// and then half as long for the subscribers to catch up. Default 60 s.
+    public var drainTimeout: Duration = .seconds(60)
     /// Keep drawing past `duration` until the generator has run this many
     /// ticks: a starved generator (a busy machine) still draws a known amount,
     /// so a test's checks do not depend on the machine's speed. Default 0.

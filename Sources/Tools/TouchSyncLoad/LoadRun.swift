@@ -230,7 +230,16 @@ public struct LoadRun: Sendable {
         let drawingTime = clock.now - start
 
         // Drain: every frame acknowledged, every subscriber at the hub's sequence.
-        let acknowledged = await agents.flush(timeout: .seconds(60))
+        let acknowledged = await agents.flush(timeout: configuration.drainTimeout)
+        if !acknowledged {
+            // Which agents, how far, and what they heard: a failed drain says where it stuck.
+            logger.error(
+                "not every frame was acknowledged within the drain time-out",
+                metadata: [
+                    "waiting": "\(agents.unacknowledged.map { "\($0.identity): \($0.acknowledged)/\($0.posted)" })",
+                    "reconnects": "\(agents.reconnects)", "refusals": "\(agents.refusals)",
+                ])
+        }
         var finalSequence: [UInt64] = []
         var hubDigests: [BoardDigest?] = []
         for board in boards {
@@ -248,7 +257,7 @@ public struct LoadRun: Sendable {
         var caughtUp = Array(repeating: true, count: measured.count)
         if embedded != nil {
             for (index, (board, subscriber)) in measured.enumerated() {
-                caughtUp[index] = await subscriber.waitUntil(sequence: finalSequence[board], timeout: .seconds(30))
+                caughtUp[index] = await subscriber.waitUntil(sequence: finalSequence[board], timeout: configuration.drainTimeout / 2)
             }
         } else {
             // An external hub: every frame is acknowledged, so published before
@@ -257,7 +266,7 @@ public struct LoadRun: Sendable {
             // outage that may take a resync).
             let agreedBefore = measured.map { $0.1.status.agreeingHeartbeats }
             for (index, (_, subscriber)) in measured.enumerated() {
-                caughtUp[index] = await waitFor(timeout: .seconds(30)) {
+                caughtUp[index] = await waitFor(timeout: configuration.drainTimeout / 2) {
                     subscriber.status.agreeingHeartbeats >= agreedBefore[index] + 2
                 }
             }
@@ -268,6 +277,9 @@ public struct LoadRun: Sendable {
         var boardDigests: [String: String] = [:]
         for (index, (board, subscriber)) in measured.enumerated() {
             guard caughtUp[index], let replica = await subscriber.replica() else {
+                logger.error(
+                    "a subscriber did not catch up within the drain time-out",
+                    metadata: ["board": "\(boards[board])", "status": "\(subscriber.status)", "hub_sequence": "\(finalSequence[board])"])
                 converged = false
                 continue
             }
