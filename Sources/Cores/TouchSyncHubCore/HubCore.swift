@@ -56,13 +56,8 @@ public struct HubCore {
 
     /// What acknowledgements wait for (nil: nothing is stored, frames are acknowledged once applied).
     private var journal: Durability?
-    /// Board store: hellos waiting for their board's lease and load, by board.
-    private var claims: [String: [(peer: Peer, hello: AgentHello, bytes: Int)]] = [:]
-    private var waitingHellos = 0
-    static let maxWaitingHellos = 10_000
-    /// Board store: snapshot requests waiting for their board's look-up, by board.
-    private var lookUps: [String: [(peer: PeerID, requestID: UInt64)]] = [:]
-    private var waitingSnapshots = 0
+    /// Board store: hellos and snapshot requests waiting for their board's claim or look-up.
+    private var storeWaits = StoreWaits()
     /// Who serves which board: the cluster file's map, or the board store's
     /// live hubs; and the boards the store moved away (bounded by the boards this hub held).
     private var routing: BoardRouting
@@ -222,7 +217,7 @@ public struct HubCore {
             journal?.progress(written: written, synced: synced)
             sendAcks(now: now, force: false, into: &actions)
         case .journalFailed(let board, let reason):
-            if (claims[board] != nil || lookUps[board] != nil) && boardSlots[board] == nil {
+            if storeWaits.isWaiting(for: board) && boardSlots[board] == nil {
                 claimFailed(board, reason: reason, into: &actions)
                 return
             }
@@ -475,13 +470,12 @@ public struct HubCore {
             boardsCreated[peer.principal] = (created.total + 1, created.minuteStart, created.inMinute + 1)
             if configuration.storeCommits {
                 // The store may hold the board (or another hub its lease): wait for the claim.
-                guard waitingHellos < Self.maxWaitingHellos, claims[hello.board, default: []].count < 256 else {
+                switch storeWaits.park(StoreWaits.ParkedHello(peer: authenticated, hello: hello, bytes: 0)) {
+                case .parked(let askStore):
+                    if askStore { actions.append(.claimBoard(hello.board)) }
+                case .full:
                     refuse(peer.id, HubRefusal(.storageUnavailable, "board \(hello.board) is still being loaded from the board store: try again"), into: &actions)
-                    return
                 }
-                if claims[hello.board] == nil { actions.append(.claimBoard(hello.board)) }
-                claims[hello.board, default: []].append((authenticated, hello, 0))
-                waitingHellos += 1
                 return
             }
             if let free = freeSlots.popLast() {
@@ -786,13 +780,11 @@ public struct HubCore {
         guard routing.movedBoards[board] == nil else { return }
         routing.movedBoards[board] = owner
         journal?.forget(board)
-        if let waiting = claims.removeValue(forKey: board), let refusal = wrongHub(for: board) {
-            waitingHellos -= waiting.count
-            for parked in waiting { refuse(parked.peer.id, refusal, into: &actions) }
-        }
-        if let waiting = lookUps.removeValue(forKey: board), let refusal = wrongHub(for: board) {
-            waitingSnapshots -= waiting.count
-            for parked in waiting { actions.append(.refuseSnapshot(to: parked.peer, requestID: parked.requestID, refusal)) }
+        if let refusal = wrongHub(for: board) {  // always: the board is known moved now
+            for parked in storeWaits.takeHellos(for: board) { refuse(parked.peer.id, refusal, into: &actions) }
+            for parked in storeWaits.takeSnapshots(for: board) {
+                actions.append(.refuseSnapshot(to: parked.peer, requestID: parked.requestID, refusal))
+            }
         }
         observer?.observe(.boardMoved(board: board, owner: owner))
         guard let refusal = wrongHub(for: board), let slot = boardSlots[board] else { return }
@@ -820,18 +812,14 @@ public struct HubCore {
             observer?.observe(.boardAdopted(board: board.name, sequence: board.state.sequence))
         }
         answerWaitingSnapshots(of: board.name, now: now, into: &actions)
-        guard let waiting = claims.removeValue(forKey: board.name) else { return }
-        waitingHellos -= waiting.count
-        for parked in waiting { handle(.agentMessage(from: parked.peer, .hello(parked.hello), bytes: parked.bytes), now: now, into: &actions) }
+        for parked in storeWaits.takeHellos(for: board.name) { handle(.agentMessage(from: parked.peer, .hello(parked.hello), bytes: parked.bytes), now: now, into: &actions) }
     }
 
     /// Snapshot requests that waited for the board's look-up: the board as
     /// held now, or the empty board when the store has none (and no hello
     /// made it since).
     private mutating func answerWaitingSnapshots(of board: String, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
-        guard let waiting = lookUps.removeValue(forKey: board) else { return }
-        waitingSnapshots -= waiting.count
-        for parked in waiting { sendSnapshot(of: board, to: parked.peer, requestID: parked.requestID, now: now, into: &actions) }
+        for parked in storeWaits.takeSnapshots(for: board) { sendSnapshot(of: board, to: parked.peer, requestID: parked.requestID, now: now, into: &actions) }
     }
 
     /// A board from storage (the journal at start, the store at any time)
@@ -860,13 +848,10 @@ public struct HubCore {
     /// A claim that failed (the store unreachable): its hellos are told to try again.
     private mutating func claimFailed(_ board: String, reason: String, into actions: inout [HubAction]) {
         let refusal = HubRefusal(.storageUnavailable, "board \(board) could not be loaded from the board store (\(reason)): try again")
-        if let waiting = lookUps.removeValue(forKey: board) {
-            waitingSnapshots -= waiting.count
-            for parked in waiting { actions.append(.refuseSnapshot(to: parked.peer, requestID: parked.requestID, refusal)) }
+        for parked in storeWaits.takeSnapshots(for: board) {
+            actions.append(.refuseSnapshot(to: parked.peer, requestID: parked.requestID, refusal))
         }
-        guard let waiting = claims.removeValue(forKey: board) else { return }
-        waitingHellos -= waiting.count
-        for parked in waiting { refuse(parked.peer.id, refusal, into: &actions) }
+        for parked in storeWaits.takeHellos(for: board) { refuse(parked.peer.id, refusal, into: &actions) }
     }
 
     /// Forgets sessions silent past the retention (their duplicate detection with them).
@@ -1030,16 +1015,15 @@ public struct HubCore {
         if boardSlots[board] == nil && configuration.storeCommits {
             // The store may hold the board (its hub died, or nobody claimed it
             // yet): an empty snapshot would be a lie. Look it up; nothing is created.
-            guard waitingSnapshots < Self.maxWaitingHellos, lookUps[board, default: []].count < 64 else {
+            switch storeWaits.park(StoreWaits.ParkedSnapshot(peer: peer, requestID: requestID), board: board) {
+            case .parked(let askStore):
+                if askStore { actions.append(.lookUpBoard(board)) }
+            case .full:
                 actions.append(
                     .refuseSnapshot(
                         to: peer, requestID: requestID,
                         HubRefusal(.storageUnavailable, "board \(board) is still being looked up in the board store: ask again")))
-                return
             }
-            if lookUps[board] == nil && claims[board] == nil { actions.append(.lookUpBoard(board)) }
-            lookUps[board, default: []].append((peer, requestID))
-            waitingSnapshots += 1
             return
         }
         sendSnapshot(of: board, to: peer, requestID: requestID, now: now, into: &actions)
