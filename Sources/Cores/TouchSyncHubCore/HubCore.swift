@@ -17,18 +17,9 @@ public struct HubCore {
     /// What the core counts, for its adapter to export.
     public private(set) var counters = HubCounters()
 
-    /// Boards by slot, found by name only on hello and snapshot requests; a
-    /// session keeps its board's slot, so a frame reaches its board by array
-    /// subscript (mutating a dictionary value in place heap-allocates a
-    /// coroutine frame each time). A board drawn on is never removed
-    /// (`maxBoards`); one nobody drew on is forgotten when idle (`freeSlots`).
-    private var channels: [BoardChannel] = []
-    /// Slots of forgotten boards (their channel a nameless placeholder), reused first.
-    private var freeSlots: [Int] = []
-    /// Boards created by a hello in this run and not drawn on yet, since when.
-    private var neverDrawn: [Int: ContinuousClock.Instant] = [:]
+    /// The boards held, by slot (a session keeps its board's slot).
+    private var channels = BoardTable()
     private var nextReclaim: ContinuousClock.Instant
-    private var boardSlots: [String: Int] = [:]
     /// When boards publish: dirty boards (see `change`), heartbeats.
     private var publisher: Publisher
     /// Reused by every publish turn: the slots being published.
@@ -112,18 +103,18 @@ public struct HubCore {
     // MARK: Reading the state
 
     /// A board as published so far (nil: nobody has drawn on it).
-    public func board(_ name: String) -> BoardState? { boardSlots[name].map { channels[$0].state } }
+    public func board(_ name: String) -> BoardState? { channels.slot(of: name).map { channels[$0].state } }
 
-    public var boardNames: [String] { channels.map(\.name).filter { !$0.isEmpty } }
+    public var boardNames: [String] { channels.heldSlots.map { channels[$0].name } }
 
-    /// Boards held now (forgotten ones not counted).
-    private var boardCount: Int { channels.count - freeSlots.count }
+    /// Boards held now.
+    private var boardCount: Int { channels.count }
     public var sessionCount: Int { sessions.count }
 
     /// When the core next needs a `.turnEnded` though nothing arrives.
     public var nextDeadline: ContinuousClock.Instant {
         var deadline = min(publisher.nextDeadline, nextHousekeeping)
-        if !neverDrawn.isEmpty { deadline = min(deadline, nextReclaim) }
+        if channels.mayForgetEmptyBoards { deadline = min(deadline, nextReclaim) }
         if let due = sessions.livenessDue { deadline = min(deadline, due) }
         if let recoveredUntil { deadline = min(deadline, recoveredUntil) }
         if !sessions.ackQueue.isEmpty && configuration.ackInterval > .zero { deadline = min(deadline, nextAck) }
@@ -181,7 +172,7 @@ public struct HubCore {
             // Tell the newcomer where the board stands, so it can spot a gap at
             // once, but at most once per interval per board (a flood of
             // subscriptions must not become a flood of heartbeats to everyone).
-            if topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), let slot = boardSlots[name] {
+            if topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), let slot = channels.slot(of: name) {
                 if publisher.subscriberArrived(at: slot, now: now) {
                     publishPending(slot: slot, now: now, into: &actions)
                     actions.append(.publish(heartbeat(slot: slot, now: now)))
@@ -217,7 +208,7 @@ public struct HubCore {
             journal?.progress(written: written, synced: synced)
             sendAcks(now: now, force: false, into: &actions)
         case .journalFailed(let board, let reason):
-            if storeWaits.isWaiting(for: board) && boardSlots[board] == nil {
+            if storeWaits.isWaiting(for: board) && channels.slot(of: board) == nil {
                 claimFailed(board, reason: reason, into: &actions)
                 return
             }
@@ -431,7 +422,7 @@ public struct HubCore {
         guard sessions.isCurrent(acting) || sessions.admitStranger(acting.id, now: now) else { return }
         let admitted: Admission.Admitted
         switch Admission.admit(
-            hello, from: authenticated, acting: acting, access: access, routing: routing, heldHere: boardSlots[hello.board] != nil)
+            hello, from: authenticated, acting: acting, access: access, routing: routing, heldHere: channels.slot(of: hello.board) != nil)
         {
         case .success(let granted): admitted = granted
         case .failure(let refusal):
@@ -441,7 +432,7 @@ public struct HubCore {
         let (peer, role, delegation) = (admitted.peer, admitted.role, admitted.delegation)
         if access != nil { sessions.delegate(peer.id, delegation) }
         let slot: Int
-        if let existing = boardSlots[hello.board] {
+        if let existing = channels.slot(of: hello.board) {
             slot = existing
         } else {
             guard boardCount < configuration.maxBoards else {
@@ -478,15 +469,7 @@ public struct HubCore {
                 }
                 return
             }
-            if let free = freeSlots.popLast() {
-                slot = free
-                channels[slot] = BoardChannel(name: hello.board, limits: configuration.boardLimits)
-            } else {
-                slot = channels.count
-                channels.append(BoardChannel(name: hello.board, limits: configuration.boardLimits))
-            }
-            boardSlots[hello.board] = slot
-            neverDrawn[slot] = now
+            slot = channels.insert(BoardChannel(name: hello.board, limits: configuration.boardLimits), emptySince: now)
             counters.boards = boardCount
             observer?.observe(.boardCreated(board: hello.board))
         }
@@ -553,7 +536,7 @@ public struct HubCore {
     /// The refusal for a board the cluster gives to another hub, or the
     /// store moved to one (nil: ours).
     private func wrongHub(for board: String) -> HubRefusal? {
-        routing.wrongHub(for: board, heldHere: boardSlots[board] != nil)
+        routing.wrongHub(for: board, heldHere: channels.slot(of: board) != nil)
     }
 
     private mutating func refuse(_ peer: PeerID, _ refusal: HubRefusal, into actions: inout [HubAction]) {
@@ -615,7 +598,7 @@ public struct HubCore {
     private mutating func retryFailedJournals(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         guard journal != nil else { return }
         for board in journal!.retriesDue(now: now) {
-            guard let slot = boardSlots[board] else { continue }
+            guard let slot = channels.slot(of: board) else { continue }
             publishPending(slot: slot, now: now, into: &actions)
             actions.append(.restartJournal(board: board, state: channels[slot].state, hubTime: hubTime(at: now)))
         }
@@ -653,7 +636,7 @@ public struct HubCore {
             actions.append(.publish(heartbeat(slot: slot, now: now)))
         }
         if publisher.periodicHeartbeatDue(now: now) {
-            for slot in channels.indices where !channels[slot].name.isEmpty { actions.append(.publish(heartbeat(slot: slot, now: now))) }
+            for slot in channels.heldSlots { actions.append(.publish(heartbeat(slot: slot, now: now))) }
         }
     }
 
@@ -751,24 +734,16 @@ public struct HubCore {
     /// journaled), with no agent and no subscriber for the time-out, are
     /// forgotten: their slot is free again (hellos alone filled the table).
     private mutating func forgetIdleEmptyBoards(now: ContinuousClock.Instant) {
-        guard !neverDrawn.isEmpty else { return }
+        guard channels.mayForgetEmptyBoards else { return }
         let inUse = Set(sessions.sessions.values.map(\.boardSlot))
-        for (slot, since) in neverDrawn {
-            guard channels[slot].state.sequence == 0 else {
-                neverDrawn[slot] = nil  // drawn on: a board for good
-                continue
-            }
-            guard now - since >= configuration.idleEmptyBoardTimeout else { continue }
-            if inUse.contains(slot) || channels[slot].hasPending || subscriptions[channels[slot].topic] != nil {
-                neverDrawn[slot] = now  // still wanted: idle from now on, if it stays so
-                continue
-            }
+        let subscribed = subscriptions
+        let idle = channels.idleEmptyBoards(now: now, timeout: configuration.idleEmptyBoardTimeout) { slot, topic in
+            inUse.contains(slot) || subscribed[topic] != nil
+        }
+        for slot in idle {
             observer?.observe(.boardForgotten(board: channels[slot].name))
-            boardSlots[channels[slot].name] = nil
-            channels[slot] = BoardChannel(name: "")
-            neverDrawn[slot] = nil
+            channels.remove(slot)
             publisher.forget(slot)
-            freeSlots.append(slot)
         }
         counters.boards = boardCount
     }
@@ -787,15 +762,12 @@ public struct HubCore {
             }
         }
         observer?.observe(.boardMoved(board: board, owner: owner))
-        guard let refusal = wrongHub(for: board), let slot = boardSlots[board] else { return }
+        guard let refusal = wrongHub(for: board), let slot = channels.slot(of: board) else { return }
         for session in sessions.removeAll(onSlot: slot) { refuse(session.peer, refusal, into: &actions) }
         for (user, count) in channels[slot].state.acceptedSamplesByOwner { countStored(-count, of: user) }
-        boardSlots[board] = nil
-        channels[slot] = BoardChannel(name: "")
-        neverDrawn[slot] = nil
+        channels.remove(slot)
         publisher.forget(slot)
         recoveredUsers.removeAll { $0.slot == slot }
-        freeSlots.append(slot)
         counters.agents = sessions.count
         counters.boards = boardCount
     }
@@ -804,9 +776,8 @@ public struct HubCore {
     /// hellos that waited for it are handled now.
     private mutating func adopt(_ board: RecoveredBoard, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         routing.movedBoards[board.name] = nil
-        if boardSlots[board.name] == nil {
-            let slot = install(board)
-            if board.state.sequence == 0 { neverDrawn[slot] = now }
+        if channels.slot(of: board.name) == nil {
+            install(board, emptySince: board.state.sequence == 0 ? now : nil)
             if !board.state.touches.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
             counters.boards = boardCount
             observer?.observe(.boardAdopted(board: board.name, sequence: board.state.sequence))
@@ -826,20 +797,12 @@ public struct HubCore {
     /// in a slot of its own, with its agents' progress, its owners' stored
     /// samples and its users with touches down; returns the slot.
     @discardableResult
-    private mutating func install(_ board: RecoveredBoard) -> Int {
+    private mutating func install(_ board: RecoveredBoard, emptySince: ContinuousClock.Instant? = nil) -> Int {
         var state = board.state
         state.limits = configuration.boardLimits  // this run's limits, not the defaults the reader used
         var channel = BoardChannel(name: board.name, recovered: state)
         for agent in board.agents { channel.recoveredProgress[agent.principal] = agent }
-        let slot: Int
-        if let free = freeSlots.popLast() {
-            slot = free
-            channels[slot] = channel
-        } else {
-            slot = channels.count
-            channels.append(channel)
-        }
-        boardSlots[board.name] = slot
+        let slot = channels.insert(channel, emptySince: emptySince)
         for (user, count) in state.acceptedSamplesByOwner { storedByUser[user, default: 0] += count }
         for (user, touches) in state.touches where !touches.isEmpty { recoveredUsers.append((slot, user)) }
         return slot
@@ -957,7 +920,7 @@ public struct HubCore {
         let limit = limit <= 0 || limit > Self.maxBoardsListed ? Self.maxBoardsListed : limit
         let afterBytes = Array(after.utf8)
         var names: [(name: String, slot: Int)] = []
-        for (name, slot) in boardSlots where name.hasPrefix(prefix) && (after.isEmpty || afterBytes.lexicographicallyPrecedes(Array(name.utf8))) {
+        for (name, slot) in channels.slotsByName where name.hasPrefix(prefix) && (after.isEmpty || afterBytes.lexicographicallyPrecedes(Array(name.utf8))) {
             if let access, user.flatMap({ access.role(of: $0.rawValue, on: name) }) == nil { continue }
             names.append((name, slot))
         }
@@ -1012,7 +975,7 @@ public struct HubCore {
                 .refuseSnapshot(to: peer, requestID: requestID, HubRefusal(.unknownBoard, boardNameRule)))
             return
         }
-        if boardSlots[board] == nil && configuration.storeCommits {
+        if channels.slot(of: board) == nil && configuration.storeCommits {
             // The store may hold the board (its hub died, or nobody claimed it
             // yet): an empty snapshot would be a lie. Look it up; nothing is created.
             switch storeWaits.park(StoreWaits.ParkedSnapshot(peer: peer, requestID: requestID), board: board) {
@@ -1035,7 +998,7 @@ public struct HubCore {
     private mutating func sendSnapshot(
         of board: String, to peer: PeerID, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) {
-        guard let slot = boardSlots[board] else {
+        guard let slot = channels.slot(of: board) else {
             let empty = BoardState()
             actions.append(.sendSnapshot(to: peer, requestID: requestID, board: board, state: empty, digest: empty.digest))
             return
