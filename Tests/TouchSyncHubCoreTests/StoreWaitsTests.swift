@@ -39,3 +39,42 @@ struct StoreWaitsTests {
         #expect(waits.waitingHellos == StoreWaits.maxWaiting)
     }
 }
+
+/// The per-user quotas and the snapshot allowance, alone.
+@Suite("UserQuotas")
+struct UserQuotasTests {
+    let start = ContinuousClock.now
+    let ann = UserNamespace("ann")
+
+    @Test func storedSamplesBoundNewStrokes() {
+        var quotas = UserQuotas(maxSamplesPerUser: 100, maxBoardsPerUser: 5, maxBoardsPerUserPerMinute: 2)
+        #expect(quotas.mayBeginStroke(ann, inProgress: 99))
+        quotas.count(60, of: ann)
+        #expect(quotas.stored(by: ann) == 60 && quotas.mayBeginStroke(ann, inProgress: 39) && !quotas.mayBeginStroke(ann, inProgress: 40))
+        quotas.count(-60, of: ann)
+        #expect(quotas.stored(by: ann) == 0)
+    }
+
+    @Test func boardsCreatedAreBoundedInAllAndPerMinute() {
+        var quotas = UserQuotas(maxSamplesPerUser: 100, maxBoardsPerUser: 3, maxBoardsPerUserPerMinute: 2)
+        let first = [quotas.createBoard(by: ann, now: start), quotas.createBoard(by: ann, now: start)]
+        #expect(first.allSatisfy { $0 == nil })
+        let later = [
+            quotas.createBoard(by: ann, now: start + .seconds(59)), quotas.createBoard(by: ann, now: start + .seconds(60)),
+            quotas.createBoard(by: ann, now: start + .seconds(200)), quotas.createBoard(by: UserNamespace("bob"), now: start),
+        ]
+        #expect(later[0]?.message.contains("in the last minute") == true)
+        #expect(later[1] == nil)
+        #expect(later[2]?.message.contains("its maximum of 3 boards") == true)
+        #expect(later[3] == nil)  // per user
+    }
+
+    @Test func snapshotRequestsAreCountedPerRequesterAndSecond() {
+        var allowance = SnapshotAllowance(perSecond: 2)
+        let admitted = (0..<5).map { _ in allowance.admit([1], now: start) }
+        #expect(admitted == [true, true, false, false, false])
+        let other = allowance.admit([2], now: start + .milliseconds(10))  // another requester
+        let next = allowance.admit([1], now: start + .seconds(1))  // the next second
+        #expect(other && next)
+    }
+}

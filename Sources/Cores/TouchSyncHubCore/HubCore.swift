@@ -31,13 +31,10 @@ public struct HubCore {
     /// Authenticated hubs: the boards each user subscribed to (up to 1,024
     /// per user), so that a reload that takes a board away ends the stream.
     private var watchedBoards: [UserNamespace: Set<String>] = [:]
-    /// Samples in each user's accepted strokes over all boards (users with none are absent), for the per-user quota.
-    private var storedByUser: [UserNamespace: Int] = [:]
-    /// Boards each user created here (at most one entry per board created), for the per-user quotas.
-    private var boardsCreated: [UserNamespace: (total: Int, minuteStart: ContinuousClock.Instant, inMinute: Int)] = [:]
-    /// Snapshot requests per requester in the current one-second window (a
-    /// flood of them from a watcher took the hub's memory to 1.86 GB).
-    private var snapshotWindow: (start: ContinuousClock.Instant, counts: [[UInt8]: Int])? = nil
+    /// Samples and boards each user holds here, against the per-user quotas.
+    private var quotas: UserQuotas
+    /// Snapshot and board-list requests per requester and second.
+    private var snapshotAllowance: SnapshotAllowance
 
     /// Users with touches down on a recovered board and no session yet: if
     /// they do not resume within the abandon time-out, their touches are
@@ -82,6 +79,10 @@ public struct HubCore {
         self.access = access
         routing = BoardRouting(cluster: configuration.cluster, storeCommits: configuration.storeCommits)
         sessions = SessionTable(strangerRate: configuration.maxMessagesPerSecond)
+        quotas = UserQuotas(
+            maxSamplesPerUser: configuration.maxSamplesPerUser, maxBoardsPerUser: configuration.maxBoardsCreatedPerUser,
+            maxBoardsPerUserPerMinute: configuration.maxBoardsCreatedPerUserPerMinute)
+        snapshotAllowance = SnapshotAllowance(perSecond: configuration.maxSnapshotsPerSecond)
         self.observer = observer
         origin = now
         wallOrigin = wallClockMicroseconds
@@ -363,7 +364,7 @@ public struct HubCore {
             // A new stroke needs room in the user's quota over all boards (a stroke under way may finish):
             // accepted strokes everywhere, and the user's strokes in progress here (a user draws on one board at a time).
             if frame.changes.contains(where: { $0.phase == .began }),
-                (storedByUser[user] ?? 0) + channels[session.boardSlot].state.activeSamples(of: user) >= configuration.maxSamplesPerUser
+                !quotas.mayBeginStroke(user, inProgress: channels[session.boardSlot].state.activeSamples(of: user))
             {
                 refuse(
                     session.peer,
@@ -439,26 +440,10 @@ public struct HubCore {
                 refuse(peer.id, HubRefusal(.unknownBoard, "this hub holds its maximum of \(configuration.maxBoards) boards"), into: &actions)
                 return
             }
-            var created = boardsCreated[peer.principal] ?? (total: 0, minuteStart: now, inMinute: 0)
-            if now - created.minuteStart >= .seconds(60) { created = (created.total, now, 0) }
-            guard created.total < configuration.maxBoardsCreatedPerUser else {
-                counters.refused(.rateLimited)
-                refuse(
-                    peer.id,
-                    HubRefusal(.rateLimited, "\(peer.principal) has created its maximum of \(configuration.maxBoardsCreatedPerUser) boards on this hub"),
-                    into: &actions)
+            if let refusal = quotas.createBoard(by: peer.principal, now: now) {
+                refuse(peer.id, refusal, into: &actions)
                 return
             }
-            guard created.inMinute < configuration.maxBoardsCreatedPerUserPerMinute else {
-                counters.refused(.rateLimited)
-                refuse(
-                    peer.id,
-                    HubRefusal(
-                        .rateLimited, "\(peer.principal) created \(configuration.maxBoardsCreatedPerUserPerMinute) boards in the last minute: wait"),
-                    into: &actions)
-                return
-            }
-            boardsCreated[peer.principal] = (created.total + 1, created.minuteStart, created.inMinute + 1)
             if configuration.storeCommits {
                 // The store may hold the board (or another hub its lease): wait for the claim.
                 switch storeWaits.park(StoreWaits.ParkedHello(peer: authenticated, hello: hello, bytes: 0)) {
@@ -764,7 +749,7 @@ public struct HubCore {
         observer?.observe(.boardMoved(board: board, owner: owner))
         guard let refusal = wrongHub(for: board), let slot = channels.slot(of: board) else { return }
         for session in sessions.removeAll(onSlot: slot) { refuse(session.peer, refusal, into: &actions) }
-        for (user, count) in channels[slot].state.acceptedSamplesByOwner { countStored(-count, of: user) }
+        for (user, count) in channels[slot].state.acceptedSamplesByOwner { quotas.count(-count, of: user) }
         channels.remove(slot)
         publisher.forget(slot)
         recoveredUsers.removeAll { $0.slot == slot }
@@ -803,7 +788,7 @@ public struct HubCore {
         var channel = BoardChannel(name: board.name, recovered: state)
         for agent in board.agents { channel.recoveredProgress[agent.principal] = agent }
         let slot = channels.insert(channel, emptySince: emptySince)
-        for (user, count) in state.acceptedSamplesByOwner { storedByUser[user, default: 0] += count }
+        for (user, count) in state.acceptedSamplesByOwner { quotas.count(count, of: user) }
         for (user, touches) in state.touches where !touches.isEmpty { recoveredUsers.append((slot, user)) }
         return slot
     }
@@ -850,22 +835,16 @@ public struct HubCore {
             return try body(&channels[slot])
         case .of(let owner):
             let before = channels[slot].state.acceptedSamples(of: owner)
-            defer { countStored(channels[slot].state.acceptedSamples(of: owner) - before, of: owner) }
+            defer { quotas.count(channels[slot].state.acceptedSamples(of: owner) - before, of: owner) }
             return try body(&channels[slot])
         case .anyone:
             let before = channels[slot].state.acceptedSamplesByOwner  // rare: clears and erases
             defer {
                 let after = channels[slot].state.acceptedSamplesByOwner
-                for user in Set(before.keys).union(after.keys) { countStored((after[user] ?? 0) - (before[user] ?? 0), of: user) }
+                for user in Set(before.keys).union(after.keys) { quotas.count((after[user] ?? 0) - (before[user] ?? 0), of: user) }
             }
             return try body(&channels[slot])
         }
-    }
-
-    private mutating func countStored(_ delta: Int, of user: UserNamespace) {
-        guard delta != 0 else { return }
-        let total = (storedByUser[user] ?? 0) + delta
-        storedByUser[user] = total == 0 ? nil : total
     }
 
     private mutating func publishDirtyBoards(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
@@ -943,7 +922,7 @@ public struct HubCore {
     private mutating func admitSnapshot(
         by peer: PeerID, user: UserNamespace?, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
     ) -> Bool {
-        guard admitSnapshot(by: user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
+        guard snapshotAllowance.admit(user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
             counters.refused(.rateLimited)
             actions.append(
                 .refuseSnapshot(
@@ -952,18 +931,6 @@ public struct HubCore {
             return false
         }
         return true
-    }
-
-    /// Counts a snapshot request of `requester` (its user, or its connection)
-    /// in this second's window; false past the allowance.
-    private mutating func admitSnapshot(by requester: [UInt8], now: ContinuousClock.Instant) -> Bool {
-        if let window = snapshotWindow, now - window.start < .seconds(1) {
-            let count = (window.counts[requester] ?? 0) + 1
-            snapshotWindow!.counts[requester] = count
-            return count <= configuration.maxSnapshotsPerSecond
-        }
-        snapshotWindow = (now, [requester: 1])
-        return configuration.maxSnapshotsPerSecond >= 1
     }
 
     private mutating func snapshot(
