@@ -1,0 +1,293 @@
+import TouchSyncAccess
+import TouchSyncCore
+import TouchSyncWire
+
+// HubCore, agents' messages: numbered requests applied in order, hellos, refusals and acknowledgements.
+extension HubCore {
+    // MARK: Agents
+
+    mutating func handle(
+        _ request: AgentRequest, bytes: Int, from peer: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
+    ) {
+        // One lookup in, one write back: the session changes as a local value.
+        guard var session = sessions[peer.principal], session.peer == peer.id else {
+            if sessions.admitStranger(peer.id, now: now) {
+                let sequence: UInt64
+                switch request {
+                case .numbered(let number, _), .empty(let number): sequence = number
+                case .heartbeat, .hello, .goodbye: sequence = 0
+                }
+                refuse(peer.id, HubRefusal(.notWelcomed, "say hello first", sequence: sequence), into: &actions)
+            }
+            return
+        }
+        if case .goodbye = request {
+            end(peer.principal, why: "it said goodbye")
+            return
+        }
+        let appliedBefore = session.numbering.appliedThrough
+        let styleBefore = session.style
+        defer {
+            if journal != nil && (session.numbering.appliedThrough != appliedBefore || session.style != styleBefore) {
+                channels[session.boardSlot].progressPending[session.principal] = AgentProgress(
+                    principal: session.principal, appliedThrough: session.numbering.appliedThrough, style: session.style,
+                    sessionID: session.sessionID)
+            }
+            sessions[peer.principal] = session
+        }
+        if session.isSilent { channels[session.boardSlot].silentUsers.remove(session.principal) }
+        session.heard(at: now)
+        let overMessages = !session.bucket.take(now: now)
+        if overMessages || !session.byteBucket.take(bytes, now: now) {
+            var sequence: UInt64 = 0
+            if case .numbered(let number, _) = request {
+                sequence = number
+                // Refused, but handled: the agent must not resend it.
+                if session.numbering.skip(number) { sessions.requestAck(&session) }
+            }
+            refuse(
+                peer.id,
+                overMessages
+                    ? HubRefusal(.rateLimited, "more than \(configuration.maxMessagesPerSecond) messages per second", sequence: sequence)
+                    : HubRefusal(.byteRateLimited, "more than \(configuration.maxBytesPerSecond) message bytes per second", sequence: sequence),
+                into: &actions)
+            return
+        }
+        switch request {
+        case .hello, .goodbye:
+            preconditionFailure("handled above")
+        case .heartbeat:
+            sessions.requestAck(&session)
+        case .empty(let sequence):
+            refuse(peer.id, HubRefusal(.malformed, "an agent message with no body", sequence: sequence), into: &actions)
+        case .numbered(0, _):
+            // Numbers start at 1: 0 is no number, so this takes none.
+            refuse(peer.id, HubRefusal(.malformed, "a numbered message (frame, style, clear, undo, redo, erase) needs sequence 1 or more", sequence: 0), into: &actions)
+        case .numbered(let sequence, let body):
+            do {
+                switch try session.numbering.admit(sequence) {
+                case .duplicate:
+                    counters.duplicates += 1  // resent after a reconnect: already applied
+                    sessions.requestAck(&session)
+                case .next:
+                    sessions.requestAck(&session)
+                    apply(body, sequence: sequence, to: &session, now: now, into: &actions)
+                }
+            } catch {
+                guard case .gap(let expected, let received, let report) = error, report else { return }
+                refuse(peer.id, HubRefusal(.outOfOrder, "expected message \(expected), received \(received)", sequence: received), into: &actions)
+                sessions.requestAck(&session)
+            }
+        }
+    }
+
+    /// Applies a numbered message that is next in its session's order.
+    mutating func apply(
+        _ body: NumberedRequest, sequence: UInt64, to session: inout AgentSession, now: ContinuousClock.Instant,
+        into actions: inout [HubAction]
+    ) {
+        // The role may have shrunk since the hello (an access list reload).
+        // (Erasing others' strokes needs admin too: checked with the strokes' owners.)
+        let needed: Role = if case .clear(.board) = body { .admin } else { .draw }
+        guard session.role >= needed else {
+            refuse(
+                session.peer,
+                HubRefusal(
+                    .forbidden, "\(session.principal) may \(session.role == .watch ? "only watch" : "not clear") board \(session.board)",
+                    sequence: sequence),
+                into: &actions)
+            return
+        }
+        switch body {
+        case .frame(let frame):
+            let (user, style) = (session.principal, session.style)
+            var samples = 0
+            for index in frame.changes.indices { samples += frame.changes[index].samples.count }  // no copy of each change
+            guard session.sampleBucket.take(samples, now: now) else {
+                refuse(
+                    session.peer,
+                    HubRefusal(.rateLimited, "more than \(configuration.maxSamplesPerSecond) samples per second: frame refused", sequence: sequence),
+                    into: &actions)
+                return
+            }
+            // A new stroke needs room in the user's quota over all boards (a stroke under way may finish):
+            // accepted strokes everywhere, and the user's strokes in progress here (a user draws on one board at a time).
+            if frame.changes.contains(where: { $0.phase == .began }),
+                !quotas.mayBeginStroke(user, inProgress: channels[session.boardSlot].state.activeSamples(of: user))
+            {
+                refuse(
+                    session.peer,
+                    HubRefusal(
+                        .boardFull,
+                        "\(user) stores its maximum of \(configuration.maxSamplesPerUser) samples over this hub's boards: clear or erase some to draw more",
+                        sequence: sequence),
+                    into: &actions)
+                return
+            }
+            do {
+                // Only an ended touch moves samples into accepted strokes.
+                let ends = frame.changes.contains { $0.phase == .ended }
+                try change(session.boardSlot, accepted: ends ? .of(user) : .unchanged) { (channel: inout BoardChannel) throws(TouchInputError) in
+                    try channel.reduce(frame, from: user, style: style)
+                }
+            } catch {
+                refuse(session.peer, HubRefusal(error.code, error.description, sequence: sequence), into: &actions)
+                return
+            }
+            counters.frames += 1
+            counters.samples += samples
+        case .style(let style):
+            guard style.width > 0 && style.width <= 1000 * UInt32(Sample.unitsPerPoint) else {
+                refuse(session.peer, HubRefusal(.invalidValue, "stroke width must be above 0 and at most 1000 points", sequence: sequence), into: &actions)
+                return
+            }
+            session.style = style
+        case .clear(let scope):
+            let user = session.principal
+            change(session.boardSlot, accepted: scope == .own ? .of(user) : .anyone) { $0.clear(scope, by: user) }
+        case .undo:
+            let user = session.principal
+            change(session.boardSlot, accepted: .of(user)) { $0.undo(by: user) }
+        case .redo:
+            let user = session.principal
+            change(session.boardSlot, accepted: .of(user)) { $0.redo(by: user) }
+        case .erase(let ids):
+            let (user, anyOwner) = (session.principal, session.role >= .admin)
+            do {
+                try change(session.boardSlot, accepted: anyOwner ? .anyone : .of(user)) { (channel: inout BoardChannel) throws(TouchInputError) in
+                    try channel.erase(ids, by: user, anyOwner: anyOwner)
+                }
+            } catch {
+                refuse(session.peer, HubRefusal(error.code, error.description, sequence: sequence), into: &actions)
+            }
+        case .invalid(let error):
+            refuse(session.peer, HubRefusal(error.code, error.reason, sequence: sequence), into: &actions)
+        }
+    }
+
+    mutating func handleHello(
+        _ hello: AgentHello, from authenticated: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
+    ) {
+        let acting = sessions.acting(authenticated)
+        guard sessions.isCurrent(acting) || sessions.admitStranger(acting.id, now: now) else { return }
+        let admitted: Admission.Admitted
+        switch Admission.admit(
+            hello, from: authenticated, acting: acting, access: access, routing: routing, heldHere: channels.slot(of: hello.board) != nil)
+        {
+        case .success(let granted): admitted = granted
+        case .failure(let refusal):
+            refuse(acting.id, refusal, into: &actions)
+            return
+        }
+        let (peer, role, delegation) = (admitted.peer, admitted.role, admitted.delegation)
+        if access != nil { sessions.delegate(peer.id, delegation) }
+        let slot: Int
+        if let existing = channels.slot(of: hello.board) {
+            slot = existing
+        } else {
+            guard boardCount < configuration.maxBoards else {
+                refuse(peer.id, HubRefusal(.unknownBoard, "this hub holds its maximum of \(configuration.maxBoards) boards"), into: &actions)
+                return
+            }
+            if let refusal = quotas.createBoard(by: peer.principal, now: now) {
+                refuse(peer.id, refusal, into: &actions)
+                return
+            }
+            if configuration.storeCommits {
+                // The store may hold the board (or another hub its lease): wait for the claim.
+                switch storeWaits.park(StoreWaits.ParkedHello(peer: authenticated, hello: hello, bytes: 0)) {
+                case .parked(let askStore):
+                    if askStore { actions.append(.claimBoard(hello.board)) }
+                case .full:
+                    refuse(peer.id, HubRefusal(.storageUnavailable, "board \(hello.board) is still being loaded from the board store: try again"), into: &actions)
+                }
+                return
+            }
+            slot = channels.insert(BoardChannel(name: hello.board, limits: configuration.boardLimits), emptySince: now)
+            counters.boards = boardCount
+            observer?.observe(.boardCreated(board: hello.board))
+        }
+        let principal = peer.principal
+        let resumeAfter = hello.resumeAfter
+        switch sessions.resume(
+            principal, sessionID: hello.sessionID, board: hello.board, resumeAfter: resumeAfter, on: peer.id, role: role,
+            delegation: delegation, now: now)
+        {
+        case .refused(let refusal):
+            refuse(peer.id, refusal, into: &actions)
+            return
+        case .resumed(let wasSilent):
+            // The same session again (a reconnect): it resends everything after what we acknowledged.
+            if wasSilent { channels[slot].silentUsers.remove(principal) }
+            sessions.expectHeard(by: now + configuration.livenessTimeout)
+        case .notKnown:
+            // A new session, or one the hub knows only from its journal (after a restart).
+            let recorded = channels[slot].recoveredProgress[principal].flatMap { $0.sessionID == hello.sessionID ? $0 : nil }
+            let appliedThrough = recorded?.appliedThrough ?? 0
+            guard resumeAfter <= appliedThrough else {
+                refuse(
+                    peer.id,
+                    HubRefusal(
+                        .cannotResume,
+                        recorded == nil
+                            ? "this hub does not know this session (it restarted without it, or forgot it): start a new session, numbered from 1"
+                            : "resume_after \(resumeAfter) is beyond the \(appliedThrough) message(s) this hub recorded for this session"),
+                    into: &actions)
+                return
+            }
+            guard sessions.makeRoom(for: principal, limit: configuration.maxSessions) else {
+                refuse(
+                    peer.id,
+                    HubRefusal(.rateLimited, "this hub holds its maximum of \(configuration.maxSessions) agent sessions: try again later"),
+                    into: &actions)
+                return
+            }
+            // The user's previous session ends: its touches are cancelled now.
+            if sessions[principal] != nil { end(principal, why: "a new session of the same user started") }
+            if channels[slot].recoveredProgress.removeValue(forKey: principal) != nil && recorded == nil {
+                change(slot, accepted: .unchanged) { _ = $0.cancelTouches(of: principal) }  // the session before the restart does not come back
+            }
+            var session = AgentSession(
+                principal: principal, peer: peer.id, sessionID: hello.sessionID, board: hello.board, boardSlot: slot,
+                appliedThrough: appliedThrough, now: now, messagesPerSecond: configuration.maxMessagesPerSecond,
+                samplesPerSecond: configuration.maxSamplesPerSecond, bytesPerSecond: configuration.maxBytesPerSecond)
+            if let recorded { session.style = recorded.style }
+            session.role = role
+            session.delegation = delegation
+            sessions.open(session, liveness: configuration.livenessTimeout, now: now)
+            counters.agents = sessions.count
+            observer?.observe(.agentJoined(user: principal, board: hello.board, client: hello.clientName, resumed: recorded != nil))
+        }
+        let welcome = AgentWelcome(
+            board: hello.board, user: principal, appliedThrough: sessions[principal]!.acknowledged,
+            heartbeatIntervalMilliseconds: UInt32(milliseconds(configuration.heartbeatInterval)),
+            livenessTimeoutMilliseconds: UInt32(milliseconds(configuration.livenessTimeout)),
+            maxLiveTouches: UInt32(configuration.boardLimits.maxLiveTouchesPerUser),
+            maxMessageBytes: UInt32(configuration.maxMessageBytes))
+        actions.append(.reply(to: peer.id, .welcome(welcome)))
+    }
+
+    /// The refusal for a board the cluster gives to another hub, or the
+    /// store moved to one (nil: ours).
+    func wrongHub(for board: String) -> HubRefusal? {
+        routing.wrongHub(for: board, heldHere: channels.slot(of: board) != nil)
+    }
+
+    mutating func refuse(_ peer: PeerID, _ refusal: HubRefusal, into actions: inout [HubAction]) {
+        counters.refused(refusal.code)
+        observer?.observe(.refused(refusal))
+        actions.append(.reply(to: peer, .error(refusal)))
+    }
+
+    mutating func sendAcks(now: ContinuousClock.Instant, force: Bool, into actions: inout [HubAction]) {
+        // An ack promises the frame is as durable as the fsync policy says:
+        // every applied diff journaled (no board waiting to publish) and synced.
+        if let journal {
+            if !journal.failedBoards.isEmpty { warnStorageUnavailable(now: now, into: &actions) }
+            guard publisher.dirtyBoards.isEmpty, journal.isDurable else { return }
+        }
+        guard !sessions.ackQueue.isEmpty, force || now >= nextAck else { return }
+        nextAck = now + configuration.ackInterval
+        sessions.acknowledge(into: &actions)
+    }
+}

@@ -1,0 +1,84 @@
+import TouchSyncAccess
+import TouchSyncCore
+import TouchSyncWire
+
+// HubCore, publishing: changing a board, sealing its batches (journaled first), heartbeats.
+extension HubCore {
+    // MARK: Publishing
+
+    /// Changes a board, queueing it for publishing when it now has diffs
+    /// pending and had none before (so each dirty board is queued once).
+    /// Whose accepted samples a change can alter, for the per-user quota.
+    enum Accepted {
+        /// Nobody's (strokes in progress only: began, moved, cancelled): the hot path counts nothing.
+        case unchanged
+        /// This user's only (an ended stroke, an undo, a clear of one's own).
+        case of(UserNamespace)
+        /// Anyone's (a board clear, an admin's erase): every owner on the board is counted again.
+        case anyone
+    }
+
+    @discardableResult
+    mutating func change<Result, Failure: Error>(
+        _ slot: Int, accepted: Accepted, _ body: (inout BoardChannel) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        let wasPending = channels[slot].hasPending
+        defer { if !wasPending && channels[slot].hasPending { publisher.markDirty(slot) } }
+        switch accepted {
+        case .unchanged:
+            return try body(&channels[slot])
+        case .of(let owner):
+            let before = channels[slot].state.acceptedSamples(of: owner)
+            defer { quotas.count(channels[slot].state.acceptedSamples(of: owner) - before, of: owner) }
+            return try body(&channels[slot])
+        case .anyone:
+            let before = channels[slot].state.acceptedSamplesByOwner  // rare: clears and erases
+            defer {
+                let after = channels[slot].state.acceptedSamplesByOwner
+                for user in Set(before.keys).union(after.keys) { quotas.count((after[user] ?? 0) - (before[user] ?? 0), of: user) }
+            }
+            return try body(&channels[slot])
+        }
+    }
+
+    mutating func publishDirtyBoards(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        guard publisher.takeDue(force: force, now: now, into: &publishing) else { return }
+        for slot in publishing { publishPending(slot: slot, now: now, into: &actions) }
+    }
+
+    /// Seals a board's pending diffs into its next batch: journaled first, then published.
+    mutating func publishPending(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        let time = hubTime(at: now)
+        guard let (sequence, encodedBatch) = channels[slot].sealBatch(hubTime: time) else { return }
+        // Journaled before it is published: no subscriber sees a batch the journal may not have.
+        if journal != nil {
+            let ticket = journal!.append()
+            actions.append(
+                .appendToJournal(
+                    JournalAppend(
+                        ticket: ticket, board: channels[slot].name, encodedBatch: encodedBatch, sequence: sequence,
+                        hubTime: time, agents: Array(channels[slot].progressPending.values), state: channels[slot].state)))
+            channels[slot].progressPending.removeAll(keepingCapacity: true)
+        }
+        let bytes = WireCodec.field(1, wrapping: encodedBatch)  // PublishMessage.batch
+        actions.append(
+            .publish(Publication(board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topic, bytes: bytes)))
+        counters.batches += 1
+        counters.publishedBytes += bytes.count
+        counters.liveTouches(board: channels[slot].name, count: channels[slot].state.liveTouchCount, labelled: configuration.metricsBoardLabels)
+    }
+
+    mutating func syncJournalIfDue(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        guard journal != nil, let through = journal!.syncIfDue(force: force, now: now) else { return }
+        actions.append(.syncJournal(through: through))
+    }
+
+    mutating func heartbeat(slot: Int, now: ContinuousClock.Instant) -> Publication {
+        var message = Touchsync_V1_PublishMessage()
+        message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now))
+        return Publication(
+            board: channels[slot].name,
+            kind: .heartbeat(sequence: message.heartbeat.sequence, digest: BoardDigest(rawValue: message.heartbeat.digest)),
+            topic: channels[slot].topic, bytes: WireCodec.encode(message))
+    }
+}

@@ -1,0 +1,94 @@
+import TouchSyncAccess
+import TouchSyncCore
+import TouchSyncWire
+
+// HubCore, snapshots and board lists.
+extension HubCore {
+    // MARK: Snapshots
+
+    /// The most boards one list reply holds.
+    public static let maxBoardsListed = 1_000
+
+    /// Boards whose names start with `prefix` and sort after `after` (UTF-8
+    /// bytes), that `user` may watch on an authenticated hub, in name order.
+    func boardList(prefix: String, after: String, limit: Int, for user: UserNamespace?) -> ([BoardSummary], more: Bool) {
+        let limit = limit <= 0 || limit > Self.maxBoardsListed ? Self.maxBoardsListed : limit
+        let afterBytes = Array(after.utf8)
+        var names: [(name: String, slot: Int)] = []
+        for (name, slot) in channels.slotsByName where name.hasPrefix(prefix) && (after.isEmpty || afterBytes.lexicographicallyPrecedes(Array(name.utf8))) {
+            if let access, user.flatMap({ access.role(of: $0.rawValue, on: name) }) == nil { continue }
+            names.append((name, slot))
+        }
+        names.sort { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
+        let more = names.count > limit
+        var agents: [Int: Int] = [:]
+        for session in sessions.sessions.values { agents[session.boardSlot, default: 0] += 1 }
+        let boards = names.prefix(limit).map { entry in
+            let channel = channels[entry.slot]
+            return BoardSummary(
+                board: entry.name, sequence: channel.state.sequence, acceptedStrokes: channel.state.acceptedStrokes.count,
+                activeStrokes: channel.state.touches.values.reduce(0) { $0 + $1.count }, agents: agents[entry.slot] ?? 0,
+                lastChangeTime: channel.lastChangeHubTime)
+        }
+        return (boards, more)
+    }
+
+    /// Counts a snapshot or board list request in its requester's allowance
+    /// (its user, or its connection); past it, refuses it and returns false.
+    mutating func admitSnapshot(
+        by peer: PeerID, user: UserNamespace?, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
+    ) -> Bool {
+        guard snapshotAllowance.admit(user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
+            counters.refused(.rateLimited)
+            actions.append(
+                .refuseSnapshot(
+                    to: peer, requestID: requestID,
+                    HubRefusal(.rateLimited, "more than \(configuration.maxSnapshotsPerSecond) snapshot requests per second")))
+            return false
+        }
+        return true
+    }
+
+    mutating func snapshot(
+        _ board: String, for peer: PeerID, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
+    ) {
+        guard isValidBoardName(board) else {
+            counters.refused(.unknownBoard)
+            actions.append(
+                .refuseSnapshot(to: peer, requestID: requestID, HubRefusal(.unknownBoard, boardNameRule)))
+            return
+        }
+        if channels.slot(of: board) == nil && configuration.storeCommits {
+            // The store may hold the board (its hub died, or nobody claimed it
+            // yet): an empty snapshot would be a lie. Look it up; nothing is created.
+            switch storeWaits.park(StoreWaits.ParkedSnapshot(peer: peer, requestID: requestID), board: board) {
+            case .parked(let askStore):
+                if askStore { actions.append(.lookUpBoard(board)) }
+            case .full:
+                actions.append(
+                    .refuseSnapshot(
+                        to: peer, requestID: requestID,
+                        HubRefusal(.storageUnavailable, "board \(board) is still being looked up in the board store: ask again")))
+            }
+            return
+        }
+        sendSnapshot(of: board, to: peer, requestID: requestID, now: now, into: &actions)
+    }
+
+    /// The board as published now, or, nobody having drawn on it, the empty
+    /// board at sequence 0 (its first batch will be 1; nothing is created for
+    /// a mere spectator).
+    mutating func sendSnapshot(
+        of board: String, to peer: PeerID, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
+    ) {
+        guard let slot = channels.slot(of: board) else {
+            let empty = BoardState()
+            actions.append(.sendSnapshot(to: peer, requestID: requestID, board: board, state: empty, digest: empty.digest))
+            return
+        }
+        // Publish first: the snapshot must be exactly the state at its sequence.
+        publishPending(slot: slot, now: now, into: &actions)
+        let digest = channels[slot].digest()
+        actions.append(.sendSnapshot(to: peer, requestID: requestID, board: board, state: channels[slot].state, digest: digest))
+    }
+}

@@ -1,0 +1,158 @@
+import TouchSyncAccess
+import TouchSyncCore
+import TouchSyncWire
+
+// HubCore, timers: liveness, busy notices, access-list reloads, forgetting idle boards and old sessions.
+extension HubCore {
+    // MARK: Timers
+
+    mutating func runTimers(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        // Behind, silence proves nothing: the agent's messages may be queued
+        // for us. Liveness (and the wait for users after a restart) resumes
+        // once the queue is drained.
+        if let behindSince {
+            if now - behindSince >= configuration.busyAfter,
+                lastBusyNotice.map({ now - $0 >= configuration.busyNoticeInterval }) ?? true
+            {
+                noticeBusy(behindFor: now - behindSince, into: &actions)
+                lastBusyNotice = now
+            }
+        } else {
+            checkLiveness(now: now)
+            if let until = recoveredUntil, now >= until { cancelUnreturnedUsers() }
+        }
+        retryFailedJournals(now: now, into: &actions)
+        if now >= nextReclaim {
+            forgetIdleEmptyBoards(now: now)
+            nextReclaim = now + min(configuration.idleEmptyBoardTimeout, .seconds(10))
+        }
+        if now >= nextHousekeeping {
+            forgetOldSessions(now: now)
+            sessions.forgetStrangers()
+            nextHousekeeping = now + housekeepingInterval
+        }
+        for slot in publisher.owedHeartbeatsDue(now: now) {
+            publishPending(slot: slot, now: now, into: &actions)
+            actions.append(.publish(heartbeat(slot: slot, now: now)))
+        }
+        if publisher.periodicHeartbeatDue(now: now) {
+            for slot in channels.heldSlots { actions.append(.publish(heartbeat(slot: slot, now: now))) }
+        }
+    }
+
+    /// A reloaded access list applies to sessions at once: a user no longer
+    /// listed for its board is ended (touches cancelled; its connection
+    /// stays, and a new hello is refused); one now only watching keeps its
+    /// session, has its touches cancelled, and gets FORBIDDEN for frames.
+    mutating func accessChanged(_ list: AccessList, into actions: inout [HubAction]) {
+        access = list
+        // Subscribers who lost a board they watch: their streams end (XPUB cannot drop one peer's subscription later).
+        let revoked = watchedBoards.filter { user, boards in boards.contains { list.role(of: user.rawValue, on: $0) == nil } }.keys
+        if !revoked.isEmpty {
+            for user in revoked { watchedBoards[user] = nil }
+            observer?.observe(.watchersLostBoards(users: revoked.map(\.rawValue).sorted()))
+            actions.append(.disconnectSubscribers(users: revoked.map(\.rawValue).sorted()))
+        }
+        for session in sessions.sessions.values {
+            let principal = session.principal
+            let granted: Role?
+            if let delegation = session.delegation {
+                // Still a gateway for this namespace, and the invitation not revoked or replaced.
+                let prefix = list.delegatedPrefix(for: delegation.gateway.rawValue, token: delegation.token)
+                granted = prefix?.user == delegation.user && principal.rawValue.hasPrefix(prefix?.prefix ?? "\u{0}")
+                    ? list.role(of: delegation.user, through: delegation.gateway.rawValue, on: session.board) : nil
+            } else {
+                granted = list.role(of: principal.rawValue, on: session.board)
+            }
+            guard let role = granted else {
+                end(principal, why: "the access list no longer grants it this board")
+                continue
+            }
+            sessions[principal]!.role = role
+            if role < .draw && session.role >= .draw {
+                let cancelled = change(session.boardSlot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
+                observer?.observe(.agentOnlyWatches(user: principal, board: session.board, touches: cancelled))
+            }
+        }
+        observer?.observe(.accessApplied(users: list.users.count))
+    }
+
+    /// Tells every agent still present that the hub is behind, so acks that
+    /// lag are not taken for a lost connection (reconnecting would only add
+    /// resends to the queue). The hint grows with the backlog's age.
+    mutating func noticeBusy(behindFor behind: Duration, into actions: inout [HubAction]) {
+        let behindMilliseconds = milliseconds(behind)
+        counters.behindSeconds = Double(behindMilliseconds) / 1000
+        let hint = min(max(behind * 2, .seconds(1)), configuration.abandonTimeout)
+        observer?.observe(.behind(milliseconds: behindMilliseconds))
+        for session in sessions.sessions.values where !session.isAbandoned {
+            counters.refused(.busy)
+            let refusal = HubRefusal(
+                .busy, "the hub is behind (\(behindMilliseconds) ms): your messages are queued, not lost; keep waiting",
+                sequence: session.numbering.appliedThrough, retryAfterMilliseconds: UInt32(milliseconds(hint)))
+            actions.append(.reply(to: session.peer, .error(refusal)))
+        }
+    }
+
+    /// Moves sessions on as their silence grows: silent after the liveness
+    /// time-out (touches kept, listed in heartbeats), abandoned after the
+    /// abandon time-out (touches cancelled); finds the next such moment.
+    mutating func checkLiveness(now: ContinuousClock.Instant) {
+        for transition in sessions.checkLiveness(now: now, liveness: configuration.livenessTimeout, abandon: configuration.abandonTimeout) {
+            switch transition {
+            case .silent(let principal, let slot):
+                channels[slot].silentUsers.insert(principal)
+                observer?.observe(.agentSilent(user: principal, board: channels[slot].name))
+            case .abandoned(let principal, let slot):
+                channels[slot].silentUsers.remove(principal)
+                let cancelled = change(slot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
+                observer?.observe(.agentAbandoned(user: principal, board: channels[slot].name, touches: cancelled))
+            }
+        }
+    }
+
+    /// Ends a session now (goodbye, connection closed, replaced): its live
+    /// touches are cancelled and its numbering forgotten.
+    mutating func end(_ principal: UserNamespace, why: String) {
+        guard let session = sessions.remove(principal) else { return }
+        channels[session.boardSlot].silentUsers.remove(principal)
+        let cancelled = change(session.boardSlot, accepted: .unchanged) { $0.cancelTouches(of: principal) }
+        observer?.observe(.agentEnded(user: principal, board: session.board, why: why, touches: cancelled))
+        counters.agents = sessions.count
+    }
+
+    mutating func cancelUnreturnedUsers() {
+        for (slot, user) in recoveredUsers where sessions[user]?.boardSlot != slot {
+            let cancelled = change(slot, accepted: .unchanged) { $0.cancelTouches(of: user) }
+            observer?.observe(.agentDidNotReturn(user: user, board: channels[slot].name, touches: cancelled))
+        }
+        recoveredUsers.removeAll()
+        recoveredUntil = nil
+    }
+
+    /// Boards a hello created but nobody drew on (nothing published, nothing
+    /// journaled), with no agent and no subscriber for the time-out, are
+    /// forgotten: their slot is free again (hellos alone filled the table).
+    mutating func forgetIdleEmptyBoards(now: ContinuousClock.Instant) {
+        guard channels.mayForgetEmptyBoards else { return }
+        let inUse = Set(sessions.sessions.values.map(\.boardSlot))
+        let subscribed = subscriptions
+        let idle = channels.idleEmptyBoards(now: now, timeout: configuration.idleEmptyBoardTimeout) { slot, topic in
+            inUse.contains(slot) || subscribed[topic] != nil
+        }
+        for slot in idle {
+            observer?.observe(.boardForgotten(board: channels[slot].name))
+            channels.remove(slot)
+            publisher.forget(slot)
+        }
+        counters.boards = boardCount
+    }
+
+    /// Forgets sessions silent past the retention (their duplicate detection with them).
+    mutating func forgetOldSessions(now: ContinuousClock.Instant) {
+        let forgotten = sessions.forgetOld(now: now, retention: configuration.sessionRetention)
+        guard !forgotten.isEmpty else { return }
+        for session in forgotten { channels[session.boardSlot].silentUsers.remove(session.principal) }
+        counters.agents = sessions.count
+    }
+}
