@@ -187,3 +187,36 @@ struct JournalThreadTests {
         #expect(recovered.first?.state.digest == board.digest)
     }
 }
+
+/// What the hub loop holds until storage has the batches before it.
+@Suite("Held publications and snapshots")
+struct HeldPublicationsTests {
+    static func publication(_ board: String, _ sequence: UInt64) -> Publication {
+        Publication(board: board, kind: .batch(sequence: sequence), topic: Array(board.utf8) + [0], bytes: [])
+    }
+
+    static func describe(_ outputs: [HeldOutput]) -> [String] {
+        outputs.map { output in
+            switch output {
+            case .publication(let publication): "\(publication.board) batch"
+            case .snapshot(_, let requestID, let board, _, _): "\(board) snapshot \(requestID)"
+            }
+        }
+    }
+
+    @Test func snapshotsWaitLikeBatchesAndGoOutInOrder() {
+        var held = HeldPublications()
+        #expect(!held.waiting)
+        held.appended(1)
+        #expect(held.waiting)
+        held.hold(.publication(Self.publication("a", 1)))
+        held.hold(.snapshot(to: PeerID([1]), requestID: 9, board: "a", state: BoardState(), digest: BoardState().digest))
+        held.appended(2)
+        held.hold(.publication(Self.publication("b", 1)))
+        #expect(Self.describe(held.release(through: 1)) == ["a batch", "a snapshot 9"])
+        #expect(held.waiting)
+        held.broken.insert("b")  // the store failed b's commit: its batch is never published
+        #expect(Self.describe(held.release(through: 2)).isEmpty)
+        #expect(!held.waiting)
+    }
+}

@@ -170,7 +170,7 @@ final class HubLoop {
                 send(reply, to: peer)
             case .publish(let publication):
                 if held.waiting {
-                    held.hold(publication)
+                    held.hold(.publication(publication))
                 } else {
                     send(publication)
                 }
@@ -198,12 +198,11 @@ final class HubLoop {
                     journal?.post(.restart(board: board, state: state, hubTime: hubTime))
                 }
             case .sendSnapshot(let peer, let requestID, let board, let state, let digest):
-                let delivered = snapshotService.send(
-                    state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,
-                    samplesPerChunk: configuration.snapshotSamplesPerChunk)
-                if !delivered {
-                    if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
-                    notReading[peer] = clock.now
+                // The board at a sequence: after storage has it, like the batches.
+                if held.waiting {
+                    held.hold(.snapshot(to: peer, requestID: requestID, board: board, state: state, digest: digest))
+                } else {
+                    sendSnapshot(to: peer, requestID: requestID, board: board, state: state, digest: digest)
                 }
             case .sendBoardList(let peer, let requestID, let boards, let more):
                 snapshotService.sendBoardList(to: peer.bytes, requestID: requestID, boards: boards, more: more)
@@ -234,11 +233,30 @@ final class HubLoop {
     private func journalReported(_ events: [HubEvent]) {
         for event in events {
             if case .journalProgress(let written, let synced) = event {
-                for publication in held.release(through: configuration.journal?.fsync == .everyBatch ? synced : written) {
-                    send(publication)
-                }
+                send(held.release(through: configuration.journal?.fsync == .everyBatch ? synced : written))
             }
             handle(event)
+        }
+    }
+
+    private func send(_ released: [HeldOutput]) {
+        for output in released {
+            switch output {
+            case .publication(let publication):
+                send(publication)
+            case .snapshot(let peer, let requestID, let board, let state, let digest):
+                sendSnapshot(to: peer, requestID: requestID, board: board, state: state, digest: digest)
+            }
+        }
+    }
+
+    private func sendSnapshot(to peer: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest) {
+        let delivered = snapshotService.send(
+            state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,
+            samplesPerChunk: configuration.snapshotSamplesPerChunk)
+        if !delivered {
+            if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
+            notReading[peer] = clock.now
         }
     }
 
@@ -266,7 +284,7 @@ final class HubLoop {
                 held.broken.remove(board)
                 handle(.journalRestored(board: board))
             case .committed(let ticket):
-                for publication in held.release(through: ticket) { send(publication) }
+                send(held.release(through: ticket))
                 handle(.journalProgress(writtenThrough: ticket, syncedThrough: ticket))
             case .adopted(let board):
                 held.broken.remove(board.name)

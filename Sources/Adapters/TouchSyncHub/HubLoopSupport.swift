@@ -1,4 +1,5 @@
 import CoreMetrics
+import TouchSyncCore
 import TouchSyncHubCore
 
 #if canImport(Glibc)
@@ -29,11 +30,20 @@ func wallClockMicroseconds() -> Int64 {
 
 
 
-/// Publications waiting for the board store's commit: each waits for the
+/// What goes to subscribers only once storage has the batches before it:
+/// publications, and snapshots (a snapshot is the board at a sequence).
+enum HeldOutput {
+    case publication(Publication)
+    case snapshot(to: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest)
+}
+
+/// Publications and snapshots waiting for the journal (written, or synced
+/// under `--fsync batch`) or the board store's commit: each waits for the
 /// last append made before it (so a board's heartbeat never overtakes its
-/// batch), and they go out in order.
+/// batch, and no subscriber sees a state storage may not have), and they go
+/// out in order.
 struct HeldPublications {
-    private var queue: [(ticket: UInt64, publication: Publication)] = []
+    private var queue: [(ticket: UInt64, output: HeldOutput)] = []
     private var head = 0
     private var lastAppended: UInt64 = 0
     private var committed: UInt64 = 0
@@ -45,17 +55,17 @@ struct HeldPublications {
 
     mutating func appended(_ ticket: UInt64) { lastAppended = ticket }
 
-    mutating func hold(_ publication: Publication) { queue.append((lastAppended, publication)) }
+    mutating func hold(_ output: HeldOutput) { queue.append((lastAppended, output)) }
 
-    /// The publications committed by `ticket`, in order, less broken boards' batches.
-    mutating func release(through ticket: UInt64) -> [Publication] {
+    /// What `ticket` lets out, in order, less broken boards' batches.
+    mutating func release(through ticket: UInt64) -> [HeldOutput] {
         committed = max(committed, ticket)
-        var released: [Publication] = []
+        var released: [HeldOutput] = []
         while head < queue.count, queue[head].ticket <= committed {
-            let publication = queue[head].publication
+            let output = queue[head].output
             head += 1
-            if case .batch = publication.kind, broken.contains(publication.board) { continue }
-            released.append(publication)
+            if case .publication(let publication) = output, case .batch = publication.kind, broken.contains(publication.board) { continue }
+            released.append(output)
         }
         if head == queue.count {
             queue.removeAll(keepingCapacity: true)

@@ -219,6 +219,13 @@ public struct Publication: Sendable {
     public var topic: [UInt8]
     /// An encoded `PublishMessage`.
     public var bytes: [UInt8]
+
+    public init(board: String, kind: Kind, topic: [UInt8], bytes: [UInt8]) {
+        self.board = board
+        self.kind = kind
+        self.topic = topic
+        self.bytes = bytes
+    }
 }
 
 /// One batch to journal, with the progress of the agents it contains.
