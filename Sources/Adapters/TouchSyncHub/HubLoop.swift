@@ -149,21 +149,17 @@ final class HubLoop {
         }
     }
 
-    /// Hands `event` to the core and carries out what it returns.
+    /// Hands `event` to the core and carries out what it returns. Storage
+    /// answers later, through the mailbox (the journal thread's rounds, the
+    /// store's commits), never from inside `perform`.
     private func handle(_ event: HubEvent) {
         actions.removeAll(keepingCapacity: true)
         core.handle(event, now: clock.now, into: &actions)
-        guard !actions.isEmpty else { return }
-        let reports = perform(actions)
-        guard !reports.isEmpty else { return }
-        actions.removeAll(keepingCapacity: true)
-        for report in reports { core.handle(report, now: clock.now, into: &actions) }
-        _ = perform(actions)  // the store's written progress: acknowledgements and refusals only
+        if !actions.isEmpty { perform(actions) }
     }
 
-    /// Carries out `actions` in order; returns the store's written progress when any append went to it.
-    private func perform(_ actions: [HubAction]) -> [HubEvent] {
-        var written: UInt64? = nil
+    /// Carries out `actions` in order.
+    private func perform(_ actions: [HubAction]) {
         for action in actions {
             switch action {
             case .reply(let peer, let reply):
@@ -179,7 +175,6 @@ final class HubLoop {
                     store.append(
                         ticket: append.ticket, board: append.board, encodedBatch: append.encodedBatch, sequence: append.sequence,
                         hubTime: append.hubTime, agents: append.agents, state: append.state)
-                    written = append.ticket
                 } else if let journal {
                     journal.post(.append(append))
                 }
@@ -223,8 +218,6 @@ final class HubLoop {
                     metadata: ["connections": "\(ended)", "for": "\(users)"])
             }
         }
-        // Written is not committed: the store's acknowledgements wait for `committed`.
-        return written.map { [.journalProgress(writtenThrough: $0, syncedThrough: 0)] } ?? []
     }
 
     /// The journal thread's reports of one round, in order: failures and
