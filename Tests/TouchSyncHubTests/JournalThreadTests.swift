@@ -105,13 +105,16 @@ struct JournalThreadTests {
         #expect(!journal.hasUnsyncedWrites)
         let progress = Self.progress(events)
         #expect(progress.count == 1 && progress[0].written == 30 && progress[0].synced == 30)
+        // The next group: only the board written in it is synced.
+        let more = round.run([.append(try boards[1].next(ticket: 31)), .sync(through: 31)])
+        #expect(round.fileSyncs == 1 && Self.progress(more).map(\.synced) == [31])
         journal.close()
 
         let recovered = try Self.recovered(directory)
         #expect(recovered.count == 3)
         for board in boards {
             let found = try #require(recovered.first { $0.name == board.board })
-            #expect(found.state.sequence == 10)
+            #expect(found.state.sequence == (board.board == "board-1" ? 11 : 10))
             #expect(found.state.digest == board.digest)
         }
     }

@@ -21,6 +21,8 @@ public final class Journal {
     private var unreported: [(board: String, error: JournalError)] = []
     /// Written but not yet made durable (for the fsync policy).
     public private(set) var hasUnsyncedWrites = false
+    /// Boards written since their last sync: a sync round visits these, not every board.
+    private var unsynced: [String] = []
     /// Bytes appended since this journal was opened (checkpoints included).
     public private(set) var bytesWritten = 0
     /// `fdatasync` rounds since this journal was opened.
@@ -228,6 +230,7 @@ public final class Journal {
         writes += 1
         writer.lastUsed = writes
         defer { if writer.isOpen { openBoards.insert(board) } }
+        if !writer.dirty { unsynced.append(board) }
         bytesWritten += try writer.append(encodedBatch: encodedBatch, agents: agents)
         if writer.segmentFull {
             // The new segment starts with a checkpoint: make the old one durable first.
@@ -321,7 +324,8 @@ public final class Journal {
     public func syncEach() -> [(board: String, error: JournalError)] {
         var failures: [(board: String, error: JournalError)] = []
         if hasUnsyncedWrites {
-            for (board, writer) in writers {
+            for board in unsynced {
+                guard let writer = writers[board] else { continue }  // broken since: closed, nothing to sync
                 do throws(JournalError) {
                     if try writer.sync() { fileSyncs += 1 }
                 } catch {
@@ -334,6 +338,7 @@ public final class Journal {
             }
             syncs += 1
         }
+        unsynced.removeAll(keepingCapacity: true)
         hasUnsyncedWrites = false
         lastSync = clock.now
         return failures
@@ -379,7 +384,8 @@ final class BoardJournalWriter {
     private let segmentBytes: Int
     /// Every agent's latest progress on the board, for checkpoints.
     private(set) var agents: [UserNamespace: AgentProgress]
-    private var dirty = false
+    /// Written since its last sync.
+    private(set) var dirty = false
     /// When it was last written (the journal's counter): the least recent is closed first.
     var lastUsed: UInt64 = 0
 
