@@ -167,10 +167,12 @@ struct JournalRound {
             for failure in journal.syncEach() {
                 events.append(.journalFailed(board: failure.board, reason: "sync: \(failure.error)"))
             }
-            metrics.syncDuration.recordNanoseconds(nanoseconds(clock.now - started))
-            metrics.syncs.increment()
             synced = written
             madeDurable = true
+            if journal.fileSyncs > syncsBefore {  // a group commit (not a round that found everything synced)
+                metrics.syncDuration.recordNanoseconds(nanoseconds(clock.now - started))
+                metrics.syncs.increment()
+            }
         }
         fileSyncs = journal.fileSyncs - syncsBefore
         metrics.bytes.increment(by: Int64(journal.bytesWritten - bytesBefore))
