@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Metrics
+import MetricsTestKit
 import Synchronization
 import Testing
 import TouchSyncCore
@@ -221,5 +222,33 @@ struct HeldPublicationsTests {
         held.broken.insert("b")  // the store failed b's commit: its batch is never published
         #expect(Self.describe(held.release(through: 2)).isEmpty)
         #expect(!held.waiting)
+    }
+}
+
+/// The core's counters reach swift-metrics as they were counted: each
+/// export adds what changed since the last, gauges take the value now.
+@Suite("Hub metrics export")
+struct HubMetricsExportTests {
+    @Test func countersAreExportedOnceAndGaugesAsTheyStand() throws {
+        let metrics = TestMetrics()
+        var exporter = HubMetricsExporter(factory: metrics)
+        var counters = HubCounters()
+        counters.frames = 5
+        counters.samples = 40
+        counters.agents = 3
+        counters.errors[.rateLimited] = 2
+        exporter.export(counters, liveTouchChanges: [:])
+        exporter.export(counters, liveTouchChanges: [:])  // nothing new: nothing added
+        counters.frames = 8
+        counters.errors[.rateLimited] = 3
+        counters.errors[.forbidden] = 1
+        counters.agents = 1
+        exporter.export(counters, liveTouchChanges: ["b": 4])
+        #expect(try metrics.expectCounter("touchsync_hub_frames_total").totalValue == 8)
+        #expect(try metrics.expectCounter("touchsync_hub_samples_total").totalValue == 40)
+        #expect(try metrics.expectCounter("touchsync_hub_errors_total", [("code", "rateLimited")]).totalValue == 3)
+        #expect(try metrics.expectCounter("touchsync_hub_errors_total", [("code", "forbidden")]).totalValue == 1)
+        #expect(try metrics.expectGauge("touchsync_hub_agents").lastValue == 1)
+        #expect(try metrics.expectGauge("touchsync_hub_live_touches", [("board", "b")]).lastValue == 4)
     }
 }
