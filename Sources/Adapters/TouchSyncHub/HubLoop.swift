@@ -60,12 +60,12 @@ final class HubLoop {
     private var ingestWaiting = false
 
     init(
-        configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, journal: JournalThread?, store: BoardStoreWriter?,
+        configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, store: BoardStoreWriter?,
         logger: Logger, metricsFactory: any MetricsFactory, mailbox: Mailbox<HubLoopCommand>
     ) {
         self.configuration = configuration
         core = startup.core
-        self.journal = journal
+        journal = startup.journal
         self.store = store
         self.logger = logger
         metrics = HubMetricsExporter(factory: metricsFactory)

@@ -10,19 +10,22 @@ import ZeroMQ
 /// journals) or the boards the board store gave it, and a `HubCore`
 /// holding them.
 struct HubStartup {
-    let journal: Journal?
+    /// The recovered journal, on its own thread (nil: no journal).
+    let journal: JournalThread?
     let core: HubCore
     let summaries: [RecoveredBoardSummary]
 
     /// - Parameter stored: the boards loaded from the board store (nil: the hub uses its journal, if any).
     init(
-        configuration: HubConfiguration, stored: [RecoveredBoard]?, access: AccessList?, logger: Logger
+        configuration: HubConfiguration, stored: [RecoveredBoard]?, access: AccessList?, logger: Logger,
+        metricsFactory: any MetricsFactory, journalReport: @escaping @Sendable ([HubEvent]) -> Void
     ) throws {
         let clock = ContinuousClock()
         var recovered: [RecoveredBoard] = stored ?? []
         var summaries: [RecoveredBoardSummary] = []
         let journalConfiguration = stored == nil ? configuration.journal : nil
         if let journalConfiguration {
+            let jobs = try Mailbox<JournalThread.Job>()
             let journal = try Journal(configuration: journalConfiguration, logger: logger)
             let started = clock.now
             recovered = try journal.recover(limits: configuration.boardLimits)
@@ -38,7 +41,8 @@ struct HubStartup {
                         "damage": "\(board.damage.count)", "milliseconds": "\(microseconds(clock.now - started) / 1000)",
                     ])
             }
-            self.journal = journal
+            self.journal = JournalThread(
+                journal: journal, jobs: jobs, logger: logger, metricsFactory: metricsFactory, report: journalReport)
         } else {
             journal = nil
             summaries = recovered.map {

@@ -47,14 +47,23 @@ package final class JournalThread: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let ended = DispatchSemaphore(value: 0)
 
-    /// Takes `journal` over and starts the thread; `report` is called on it
-    /// after each round with that round's events, in order.
-    package init(journal: Journal, logger: Logger, metricsFactory: any MetricsFactory, report: @escaping @Sendable ([HubEvent]) -> Void) throws {
-        jobs = try Mailbox<Job>()
-        let owned = OwnedJournal(journal)
+    /// Takes `journal` over and starts the thread, which reads its jobs from
+    /// `jobs` (made first, so nothing can fail once the journal is handed
+    /// over); `report` is called on the thread after each round with that
+    /// round's events, in order.
+    package init(
+        journal: sending Journal, jobs: Mailbox<Job>, logger: Logger, metricsFactory: any MetricsFactory,
+        report: @escaping @Sendable ([HubEvent]) -> Void
+    ) {
+        self.jobs = jobs
+        let owned = JournalHandoff(journal)
         let metrics = JournalMetrics(factory: metricsFactory)
         thread.start { [self, jobs, ended] in
-            var round = JournalRound(journal: owned.journal, metrics: metrics)
+            guard let journal = owned.take() else {
+                ended.signal()
+                return
+            }
+            var round = JournalRound(journal: journal, metrics: metrics)
             while true {
                 let finishing = self.stopping.load(ordering: .acquiring)
                 let queued = jobs.drain()
@@ -76,10 +85,17 @@ package final class JournalThread: Sendable {
                 }
             }
             _ = jobs.close()
-            owned.journal.close()
+            journal.close()
             logger.debug("journal thread stopped", metadata: ["statistics": "\(self.counts)"])
             ended.signal()
         }
+    }
+
+    /// The same, with a mailbox of its own (benchmarks, tests).
+    package convenience init(
+        journal: sending Journal, logger: Logger, metricsFactory: any MetricsFactory, report: @escaping @Sendable ([HubEvent]) -> Void
+    ) throws {
+        self.init(journal: journal, jobs: try Mailbox<Job>(), logger: logger, metricsFactory: metricsFactory, report: report)
     }
 
     /// Queues `job` (never blocks). False once the thread has stopped.
@@ -182,8 +198,10 @@ struct JournalRound {
     }
 }
 
-/// The journal moving to its thread: nothing else holds it afterwards.
-private final class OwnedJournal: @unchecked Sendable {
-    let journal: Journal
-    init(_ journal: Journal) { self.journal = journal }
+/// The journal moving to its thread: handed over once (the caller gives it
+/// up: `sending`), taken once on the thread.
+private final class JournalHandoff: Sendable {
+    private let slot: Mutex<Journal?>
+    init(_ journal: sending Journal) { slot = Mutex(journal) }
+    func take() -> sending Journal? { slot.withLock { $0.take() } }
 }

@@ -195,26 +195,15 @@ public final class TouchSyncHub: Service {
                 let startup: HubStartup
                 do {
                     startup = try HubStartup(
-                        configuration: configuration, stored: stored?.loaded.boards, access: access?.current, logger: logger)
+                        configuration: configuration, stored: stored?.loaded.boards, access: access?.current, logger: logger,
+                        metricsFactory: metricsFactory) { events in mailbox.post(.journal(events)) }
                 } catch {
                     sockets.close()
                     throw error
                 }
                 self.recoveredBoards.withLock { $0 = startup.summaries }
-                let journal: JournalThread?
-                do {
-                    journal = try startup.journal.map { journal in
-                        try JournalThread(journal: journal, logger: logger, metricsFactory: metricsFactory) { events in
-                            mailbox.post(.journal(events))
-                        }
-                    }
-                } catch {
-                    startup.journal?.close()
-                    sockets.close()
-                    throw error
-                }
                 let loop = HubLoop(
-                    configuration: configuration, sockets: sockets, startup: startup, journal: journal, store: stored?.writer,
+                    configuration: configuration, sockets: sockets, startup: startup, store: stored?.writer,
                     logger: logger, metricsFactory: metricsFactory, mailbox: mailbox)
                 return (loop.endpoints, loop.run)
             }
