@@ -1,4 +1,3 @@
-import CoreMetrics
 import TouchSyncCore
 import TouchSyncHubCore
 
@@ -7,19 +6,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// What the adapter counts of the journal I/O it carries out.
-struct JournalMetrics {
-    let bytes: Counter
-    let syncs: Counter
-    let syncDuration: Timer
-
-    init(factory: any MetricsFactory) {
-        bytes = Counter(label: "touchsync_hub_journal_bytes_total", factory: factory)
-        syncs = Counter(label: "touchsync_hub_journal_syncs_total", factory: factory)
-        syncDuration = Timer(label: "touchsync_hub_journal_sync_seconds", factory: factory)
-    }
-}
 
 /// Microseconds since the Unix epoch.
 func wallClockMicroseconds() -> Int64 {

@@ -205,3 +205,16 @@ private final class JournalHandoff: Sendable {
     init(_ journal: sending Journal) { slot = Mutex(journal) }
     func take() -> sending Journal? { slot.withLock { $0.take() } }
 }
+
+/// What the journal thread counts of the I/O it carries out.
+struct JournalMetrics {
+    let bytes: Counter
+    let syncs: Counter
+    let syncDuration: CoreMetrics.Timer
+
+    init(factory: any MetricsFactory) {
+        bytes = Counter(label: "touchsync_hub_journal_bytes_total", factory: factory)
+        syncs = Counter(label: "touchsync_hub_journal_syncs_total", factory: factory)
+        syncDuration = CoreMetrics.Timer(label: "touchsync_hub_journal_sync_seconds", factory: factory)
+    }
+}

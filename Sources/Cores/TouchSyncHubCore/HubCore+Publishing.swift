@@ -65,7 +65,10 @@ extension HubCore {
             .publish(Publication(board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topic, bytes: bytes)))
         counters.batches += 1
         counters.publishedBytes += bytes.count
-        counters.liveTouches(board: channels[slot].name, count: channels[slot].state.liveTouchCount, labelled: configuration.metricsBoardLabels)
+        let (board, live) = (channels[slot].name, channels[slot].state.liveTouchCount)
+        counters.liveTouches += live - (liveTouchesByBoard[board] ?? 0)
+        liveTouchesByBoard[board] = live == 0 ? nil : live
+        if configuration.metricsBoardLabels { counters.liveTouchesChanged[board] = live }
     }
 
     mutating func syncJournalIfDue(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {

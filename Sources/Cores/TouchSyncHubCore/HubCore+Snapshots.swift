@@ -22,7 +22,7 @@ extension HubCore {
         names.sort { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
         let more = names.count > limit
         var agents: [Int: Int] = [:]
-        for session in sessions.sessions.values { agents[session.boardSlot, default: 0] += 1 }
+        for session in sessions.all { agents[session.boardSlot, default: 0] += 1 }
         let boards = names.prefix(limit).map { entry in
             let channel = channels[entry.slot]
             return BoardSummary(

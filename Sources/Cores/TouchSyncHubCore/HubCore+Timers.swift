@@ -53,7 +53,7 @@ extension HubCore {
             observer?.observe(.watchersLostBoards(users: revoked.map(\.rawValue).sorted()))
             actions.append(.disconnectSubscribers(users: revoked.map(\.rawValue).sorted()))
         }
-        for session in sessions.sessions.values {
+        for session in sessions.all {
             let principal = session.principal
             let granted: Role?
             if let delegation = session.delegation {
@@ -85,7 +85,7 @@ extension HubCore {
         counters.behindSeconds = Double(behindMilliseconds) / 1000
         let hint = min(max(behind * 2, .seconds(1)), configuration.abandonTimeout)
         observer?.observe(.behind(milliseconds: behindMilliseconds))
-        for session in sessions.sessions.values where !session.isAbandoned {
+        for session in sessions.all where !session.isAbandoned {
             counters.refused(.busy)
             let refusal = HubRefusal(
                 .busy, "the hub is behind (\(behindMilliseconds) ms): your messages are queued, not lost; keep waiting",
@@ -135,7 +135,7 @@ extension HubCore {
     /// forgotten: their slot is free again (hellos alone filled the table).
     mutating func forgetIdleEmptyBoards(now: ContinuousClock.Instant) {
         guard channels.mayForgetEmptyBoards else { return }
-        let inUse = Set(sessions.sessions.values.map(\.boardSlot))
+        let inUse = Set(sessions.all.map(\.boardSlot))
         let subscribed = subscriptions
         let idle = channels.idleEmptyBoards(now: now, timeout: configuration.idleEmptyBoardTimeout) { slot, topic in
             inUse.contains(slot) || subscribed[topic] != nil

@@ -25,6 +25,10 @@ public struct HubCore {
     let observer: (any HubObserver)?
     /// What the core counts, for its adapter to export.
     public internal(set) var counters = HubCounters()
+    /// Live touches of each board with any, for the total in `counters`. Kept
+    /// out of `counters`, which the adapter copies every turn: a shared
+    /// dictionary there would be copied whole at the next batch.
+    var liveTouchesByBoard: [String: Int] = [:]
 
     /// The boards held, by slot (a session keeps its board's slot).
     var channels = BoardTable()

@@ -113,18 +113,9 @@ public struct HubCounters: Sendable, Equatable {
     /// (`HubConfiguration.metricsBoardLabels`): boards changed since the exporter last took them.
     public var liveTouchesChanged: [String: Int] = [:]
 
-    /// Live touches of each board with any (for the total).
-    private var liveTouchesByBoard: [String: Int] = [:]
-
     public init() {}
 
     mutating func refused(_ code: ErrorCode) { errors[code, default: 0] += 1 }
-
-    mutating func liveTouches(board: String, count: Int, labelled: Bool) {
-        liveTouches += count - (liveTouchesByBoard[board] ?? 0)
-        liveTouchesByBoard[board] = count == 0 ? nil : count
-        if labelled { liveTouchesChanged[board] = count }
-    }
 
     /// The per-board changes since the last call (the exporter's).
     public mutating func takeLiveTouchChanges() -> [String: Int] {

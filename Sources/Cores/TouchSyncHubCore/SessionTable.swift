@@ -8,7 +8,7 @@ import TouchSyncCore
 /// It knows boards only by slot and name; what a session's end or silence
 /// does to its board is the core's.
 struct SessionTable {
-    private(set) var sessions: [UserNamespace: AgentSession] = [:]
+    private var sessions: [UserNamespace: AgentSession] = [:]
     /// Sessions owed an acknowledgement, each once (`AgentSession.ackPending`).
     private(set) var ackQueue: [UserNamespace] = []
     /// Connections acting for a delegated namespace (a gateway's browser tabs).
@@ -23,6 +23,9 @@ struct SessionTable {
     init(strangerRate: Int) { self.strangerRate = strangerRate }
 
     var count: Int { sessions.count }
+
+    /// Every session, in no particular order.
+    var all: Dictionary<UserNamespace, AgentSession>.Values { sessions.values }
 
     subscript(principal: UserNamespace) -> AgentSession? {
         get { sessions[principal] }
