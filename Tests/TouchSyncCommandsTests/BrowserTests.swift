@@ -293,18 +293,24 @@ struct BrowserTests {
         let user = try await drawer.evaluate("touchsync.user") as? String ?? ""
         try await drawer.touch("touchStart", [(100, 400, 0)])
         for step in 1...5 { try await drawer.touch("touchMove", [(100 + Double(step) * 10, 400, 0)]) }
-        _ = try await drawer.evaluate("touchsync.disconnect()")
+        _ = try await drawer.evaluate("touchsync.disconnect({hold: true})")
         try await drawer.waitFor("!touchsync.connected")
         for step in 6...12 { try await drawer.touch("touchMove", [(100 + Double(step) * 10, 400 + Double(step), 0)]) }
         try await drawer.touch("touchEnd", [])
         let waitingOffline = try await drawer.number("touchsync.pending.length")
         #expect(waitingOffline > 0, "drawn while offline, kept")
+        _ = try await drawer.evaluate("touchsync.reconnect()")
         try await drawer.settled()  // reconnected, resent, acknowledged
         let hub = try await rig.hubBoard("faults")
         let mine = hub.acceptedStrokes.filter { $0.owner.rawValue == user }
         #expect(mine.count == 1, "one stroke, continued across the reconnect")
         #expect(Double(mine.first?.samples.count ?? 0) == (try await drawer.number("touchsync.sent.endedSamples")), "no sample lost or doubled")
         #expect(try await drawer.evaluate("touchsync.user") as? String == user, "the same namespace after the reconnect")
+
+        // A dropped connection that nobody holds down comes back by itself.
+        let sockets = try await drawer.number("touchsync.sockets")
+        _ = try await drawer.evaluate("touchsync.disconnect()")
+        try await drawer.waitFor("touchsync.sockets > \(Int(sockets)) && touchsync.connected")
     }
 
     /// Bad input from a tab (not JSON, no hello, an unknown board, NaN

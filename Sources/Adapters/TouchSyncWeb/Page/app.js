@@ -93,6 +93,7 @@ function transmit(message) {
 
 // --- Connection, with back-off (reset only by a welcome: a socket that opens and is refused keeps backing off).
 let backoff = 250;
+let heldOffline = false;
 function connect() {
   const url = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws';
   socket = new WebSocket(url);
@@ -116,6 +117,7 @@ function connect() {
     welcomed = false;
     updateStatus();
     if (app.ended) return;  // refused for good: reconnecting would be refused again
+    if (heldOffline) return;  // a test holds the page offline until app.reconnect()
     const delay = backoff * (0.5 + Math.random());
     backoff = Math.min(backoff * 2, 5000);
     setTimeout(connect, delay);
@@ -796,7 +798,11 @@ window.addEventListener('pagehide', () => {
 app.post = post;
 app.undo = undo;
 app.redo = redo;
-app.disconnect = () => socket && socket.close();  // for tests: a dropped connection
+// For tests: a dropped connection (reconnects after the back-off), or one held
+// down until app.reconnect(), so a test can look at the page while it is offline
+// however slowly the machine runs.
+app.disconnect = ({ hold = false } = {}) => { heldOffline = hold; if (socket) socket.close(); };
+app.reconnect = () => { if (heldOffline) { heldOffline = false; connect(); } };
 app.rawSocket = () => socket;                      // for tests: messages the page itself would not send
 app.requestRender = requestRender;
 // For tests: the canvas pixel [r, g, b, a] under a CSS point of the canvas, and the next frame.
