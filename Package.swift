@@ -280,12 +280,19 @@ let package = Package(
             dependencies: ["ZeroMQ"],
             swiftSettings: swiftSettings
         ),
+        // Test support: property checks in which a thrown error fails the test.
+        .target(
+            name: "PropertyChecks",
+            dependencies: [.product(name: "PropertyBased", package: "swift-property-based")],
+            path: "Tests/PropertyChecks",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TouchSyncCoreTests",
             dependencies: [
                 "TouchSyncCore",
                 "TouchSyncSimulation",
-                .product(name: "PropertyBased", package: "swift-property-based"),
+                "PropertyChecks",
             ],
             swiftSettings: swiftSettings
         ),
@@ -295,7 +302,7 @@ let package = Package(
                 "TouchSyncCore",
                 "TouchSyncSimulation",
                 "TouchSyncWire",
-                .product(name: "PropertyBased", package: "swift-property-based"),
+                "PropertyChecks",
             ],
             swiftSettings: swiftSettings
         ),
@@ -306,7 +313,7 @@ let package = Package(
                 "TouchSyncHubCore", "TouchSyncAccess", "TouchSyncCore", "TouchSyncJournal", "TouchSyncSimulation", "TouchSyncWire",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
-                .product(name: "PropertyBased", package: "swift-property-based"),
+                "PropertyChecks",
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,4 +1,4 @@
-import PropertyBased
+import PropertyChecks
 import Testing
 import TouchSyncCore
 import TouchSyncSimulation
@@ -11,7 +11,7 @@ struct ConvergenceTests {
     /// with the hub's strokes, order and digest; and the hub agrees with the
     /// independent reference model after every step.
     @Test func replicasMatchHubAndReference() async {
-        await propertyCheck(
+        await checkProperty(
             count: 60, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...5), Gen.int(in: 50...400)
         ) { seed, users, steps in
             var profile = SimulationProfile()
@@ -192,7 +192,7 @@ struct ConvergenceTests {
 struct CoalescingTests {
     /// Batches folded over windows of any size rebuild exactly the hub's board.
     @Test func coalescedWindowsRebuildTheHubBoard() async {
-        await propertyCheck(count: 60, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...40)) { seed, window in
+        await checkProperty(count: 60, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...40)) { seed, window in
             var profile = SimulationProfile()
             profile.users = 1 + Int(seed % 4)
             profile.fingersPerUser = 1 + Int(seed % 5)

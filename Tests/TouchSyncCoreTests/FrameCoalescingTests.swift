@@ -1,4 +1,4 @@
-import PropertyBased
+import PropertyChecks
 import Testing
 import TouchSyncCore
 import TouchSyncSimulation
@@ -10,7 +10,7 @@ struct FrameCoalescingTests {
     /// with what it has not sent): both boards end with the same strokes, ids,
     /// accept order and digest, and no merged frame is refused.
     @Test func mergedRunsMatchFrameByFrame() async {
-        await propertyCheck(count: 150, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 2...12)) { seed, run in
+        await checkProperty(count: 150, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 2...12)) { seed, run in
             var profile = SimulationProfile()
             profile.users = 1
             profile.fingersPerUser = 1 + Int(seed % 6)

@@ -1,5 +1,5 @@
 import Foundation
-import PropertyBased
+import PropertyChecks
 import Testing
 import TouchSyncCore
 import TouchSyncSimulation
@@ -42,7 +42,7 @@ struct StrokeSamplesTests {
 
     @Test("stores exactly what was appended, read in order and at any offset")
     func roundTrip() async {
-        await propertyCheck(count: 200, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 0...300)) { seed, count in
+        await checkProperty(count: 200, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 0...300)) { seed, count in
             var random = SplitMix64(seed: seed)
             let samples = Self.randomSamples(&random, count: count)
             var stored = StrokeSamples()
@@ -89,7 +89,7 @@ struct StrokeSamplesTests {
     /// stored too. Appends after the changes continue correctly.
     @Test("changes at any offset read back, and appends continue from them")
     func amendments() async {
-        await propertyCheck(count: 150, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...200)) { seed, count in
+        await checkProperty(count: 150, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...200)) { seed, count in
             var random = SplitMix64(seed: seed)
             var expected = Self.randomSamples(&random, count: count)
             var stored = StrokeSamples(expected)

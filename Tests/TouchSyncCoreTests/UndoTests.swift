@@ -1,4 +1,4 @@
-import PropertyBased
+import PropertyChecks
 import Testing
 import TouchSyncCore
 import TouchSyncSimulation
@@ -10,7 +10,7 @@ struct UndoTests {
     /// reference model after every step, and a replica fed the batches (from
     /// empty, or from a snapshot taken mid-way) equals the hub.
     @Test func undoRedoEraseMatchTheReference() async {
-        await propertyCheck(count: 60, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 100...400)) { seed, steps in
+        await checkProperty(count: 60, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 100...400)) { seed, steps in
             var profile = SimulationProfile()
             profile.users = 2 + Int(seed % 2)
             profile.fingersPerUser = 2

@@ -1,4 +1,4 @@
-import PropertyBased
+import PropertyChecks
 import Testing
 import TouchSyncClientCore
 import TouchSyncCore
@@ -17,7 +17,7 @@ import TouchSyncWire
 @Suite("AgentProtocol over a faulty link")
 struct AgentProtocolTests {
     @Test func nothingAcknowledgedIsLostNorAppliedTwice() async {
-        await propertyCheck(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 30...250)) { seed, steps in
+        await checkProperty(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 30...250)) { seed, steps in
             var random = SplitMix64(seed: seed)
             let hub = CoreHarness { configuration in
                 configuration.maxMessagesPerSecond = 1_000_000

@@ -1,4 +1,4 @@
-import PropertyBased
+import PropertyChecks
 import Testing
 import TouchSyncCore
 import TouchSyncHubCore
@@ -28,7 +28,7 @@ struct HubCorePropertyTests {
     }
 
     @Test func interleavingsLoseAndDuplicateNothing() async {
-        await propertyCheck(count: 80, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...4), Gen.int(in: 50...500)) { seed, users, steps in
+        await checkProperty(count: 80, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...4), Gen.int(in: 50...500)) { seed, users, steps in
             var random = SplitMix64(seed: seed)
             let policy: FsyncPolicy? = [nil, .never, .everyBatch, .interval(.milliseconds(3))][Int(seed % 4)]
             let hub = CoreHarness { configuration in

@@ -1,4 +1,4 @@
-import PropertyBased
+import PropertyChecks
 import Testing
 import TouchSyncClientCore
 import TouchSyncCore
@@ -42,7 +42,7 @@ struct ReplicaSyncTests {
     }
 
     @Test func replicasConvergeOverAFaultyLink() async {
-        await propertyCheck(count: 60, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 40...300)) { seed, steps in
+        await checkProperty(count: 60, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 40...300)) { seed, steps in
             var random = SplitMix64(seed: seed)
             let hub = CoreHarness { configuration in
                 configuration.livenessTimeout = .seconds(3600)

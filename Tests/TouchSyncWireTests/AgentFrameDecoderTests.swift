@@ -1,4 +1,4 @@
-import PropertyBased
+import PropertyChecks
 import Synchronization
 import Testing
 import TouchSyncCore
@@ -69,7 +69,7 @@ struct AgentFrameDecoderTests {
     /// Every frame our encoder writes takes the one-pass reader and comes
     /// out exactly as SwiftProtobuf's path decodes it.
     @Test func readsEveryCanonicalFrameAsSwiftProtobufDoes() async {
-        await propertyCheck(count: 60, input: Gen.uint64(in: 0...UInt64.max)) { seed in
+        await checkProperty(count: 60, input: Gen.uint64(in: 0...UInt64.max)) { seed in
             for frame in frames(seed: seed) {
                 let bytes = encoded(frame)
                 let fast = fastDecode(bytes)
@@ -86,7 +86,7 @@ struct AgentFrameDecoderTests {
     /// damage leaves a valid frame, so the comparison is not vacuous.
     @Test func agreesWithSwiftProtobufOnDamagedMessages() async {
         let answered = Counter()
-        await propertyCheck(count: 40, input: Gen.uint64(in: 0...UInt64.max)) { seed in
+        await checkProperty(count: 40, input: Gen.uint64(in: 0...UInt64.max)) { seed in
             var random = SplitMix64(seed: seed)
             for frame in frames(seed: seed) {
                 let original = encoded(frame)
@@ -179,7 +179,7 @@ struct DiffBatchReaderTests {
     /// exactly as SwiftProtobuf's path does, and ends equal to the hub;
     /// damaged batches are either read identically or left to SwiftProtobuf.
     @Test func readsBatchesAsSwiftProtobufDoes() async {
-        await propertyCheck(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...8)) { seed, window in
+        await checkProperty(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...8)) { seed, window in
             var simulator = batchTestSimulator(seed: seed)
             var random = SplitMix64(seed: seed)
             var hub = BoardState()

@@ -1,4 +1,4 @@
-import PropertyBased
+import PropertyChecks
 import Testing
 import TouchSyncCore
 import TouchSyncSimulation
@@ -81,7 +81,7 @@ func encodeChecked(_ encoder: inout DiffStreamEncoder, _ batch: DiffBatch) throw
 @Suite("Wire protocol")
 struct WireTests {
     @Test func sampleRunsRoundTripThroughBytes() async {
-        await propertyCheck(count: 200, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 0...5)) { seed, tail in
+        await checkProperty(count: 200, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 0...5)) { seed, tail in
             let all = sampleRun(seed: seed)
             let split = max(0, all.count - tail)
             let samples = Array(all[..<split]), predicted = Array(all[split...])
@@ -178,7 +178,7 @@ struct WireTests {
     /// that joins from a snapshot at a random point, with batches folded
     /// over windows of random size.
     @Test func replicasFedEncodedBatchesConverge() async {
-        await propertyCheck(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...12)) { seed, window in
+        await checkProperty(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...12)) { seed, window in
             var simulator = batchTestSimulator(seed: seed)
             var hub = BoardState()
             var encoder = DiffStreamEncoder(board: "board")
