@@ -70,6 +70,9 @@ struct CommandLineTests {
         #expect(policies.status == 64 && policies.errors.contains("'often' is not an fsync policy"), "\(policies.errors)")
         let liveness = try await touchsync(["hub", "--liveness-timeout", "-1"])
         #expect(liveness.status == 64 && liveness.errors.contains("--liveness-timeout"), "\(liveness.errors)")
+        let wire = try await touchsync(["spectate", "--board", "b", "--wire", "v3"])
+        #expect(wire.status == 64 && wire.errors.contains("--wire"), "\(wire.errors)")
+        #expect(try await touchsync(["spectate", "--help"]).output.contains("v2"))
         // --history belongs to spectate only; compact takes --log-level like every command.
         #expect(try await !touchsync(["draw", "--help"]).output.contains("--history"))
         #expect(try await !touchsync(["render", "--help"]).output.contains("--history"))

@@ -141,9 +141,12 @@ struct ProcessTests {
         // The spectator runs until Ctrl-C, which comes once it has printed the whole
         // scene (a fixed --duration ran out before the batches on a busy machine).
         let (spectator, spectatorOutput) = try children.run(["spectate", "--board", "wall", "--json"] + subscriberAddress)
-        // Draw only once the spectator has synced (its first line), so it sees every batch.
-        var spectatorText = ""
+        // A second spectator follows the board in wire format v2: the same scene.
+        let (packed, packedOutput) = try children.run(["spectate", "--board", "wall", "--json", "--wire", "v2"] + subscriberAddress)
+        // Draw only once the spectators have synced (their first line), so they see every batch.
+        var spectatorText = "", packedText = ""
         await readUntil(spectatorOutput, into: &spectatorText) { $0.contains("\n") }
+        await readUntil(packedOutput, into: &packedText) { $0.contains("\n") }
         let (draw, drawOutput) = try children.run(["draw", "--board", "wall", "--fast", "--identity", "tester"] + hubAddress)
         await draw.exited()
         #expect(draw.terminationStatus == 0)
@@ -157,11 +160,20 @@ struct ProcessTests {
             }.reduce(0, +)
         }
         await readUntil(spectatorOutput, into: &spectatorText) { diffs("accepted", in: $0) >= 3 && diffs("cancelled", in: $0) >= 1 }
+        await readUntil(packedOutput, into: &packedText) { diffs("accepted", in: $0) >= 3 && diffs("cancelled", in: $0) >= 1 }
         spectator.interrupt()
+        packed.interrupt()
         await readUntil(spectatorOutput, into: &spectatorText) { _ in false }  // to its end: the pipe must not fill up
+        await readUntil(packedOutput, into: &packedText) { _ in false }
         let lines = spectatorText.split(separator: "\n")
         await spectator.exited()
-        #expect(spectator.terminationStatus == 0)
+        await packed.exited()
+        #expect(spectator.terminationStatus == 0 && packed.terminationStatus == 0)
+        // The v2 spectator saw the same batches (sequences and diff counts) as the v1 one.
+        func batchLines(_ text: String) -> [String] {
+            text.split(separator: "\n").map(String.init).filter { $0.contains("\"event\":\"batch\"") }
+        }
+        #expect(!batchLines(packedText).isEmpty && batchLines(packedText) == batchLines(spectatorText))
         let events = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
         #expect(events.first?["event"] as? String == "synced")
         let batches = events.filter { $0["event"] as? String == "batch" }

@@ -12,8 +12,11 @@ import TouchSyncWire
 /// writes them afresh (review the diff: a change is a protocol change).
 @Suite("Conformance vectors")
 struct ConformanceVectorTests {
-    static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("proto/conformance/v1/hub-session.json")
+    /// v1: the board's topic; v2: the same session as a v2 subscriber (subscribed before the first hello) receives it.
+    static func file(_ format: WireFormat) -> URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("proto/conformance/\(format)/hub-session.json")
+    }
 
     struct Vectors: Codable {
         var description: String
@@ -148,10 +151,12 @@ struct ConformanceVectorTests {
         return inputs
     }
 
-    static func run(_ inputs: [(note: String, user: String, message: Touchsync_V1_AgentMessage)]) -> (
+    static func run(_ inputs: [(note: String, user: String, message: Touchsync_V1_AgentMessage)], format: WireFormat = .v1) -> (
         steps: [Step], snapshot: [String], digest: String, neverDrawn: [String]
     ) {
         let hub = CoreHarness()
+        let topic = format.topic(board: "conformance")
+        if format == .v2 { _ = hub.send(.subscribed(topic: topic, by: nil)) }
         var steps: [Step] = []
         for (note, user, message) in inputs {
             let bytes = WireCodec.encode(message)
@@ -164,7 +169,7 @@ struct ConformanceVectorTests {
             }
             hub.advance(.milliseconds(10))
             actions += hub.endTurn()
-            let published = actions.publications.first { if case .batch = $0.kind { true } else { false } }
+            let published = actions.publications.first { if case .batch = $0.kind { $0.topic == topic } else { false } }
             let board = hub.core.board("conformance") ?? BoardState()
             steps.append(
                 Step(
@@ -190,17 +195,22 @@ struct ConformanceVectorTests {
 
     static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
-    @Test func theHubMatchesTheVectors() throws {
-        let (steps, snapshot, digest, neverDrawn) = Self.run(Self.inputs())
+    @Test(arguments: WireFormat.allCases) func theHubMatchesTheVectors(format: WireFormat) throws {
+        let (steps, snapshot, digest, neverDrawn) = Self.run(Self.inputs(), format: format)
         if ProcessInfo.processInfo.environment["TOUCHSYNC_WRITE_VECTORS"] != nil {
+            let description =
+                format == .v1
+                ? "TouchSync protocol v1 conformance vectors (docs/protocol.md, \"Conformance vectors\"): two agents on board \"conformance\"; each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
+                : "TouchSync wire format v2 conformance vectors (docs/protocol.md, \"Wire format v2\" and \"Conformance vectors\"): the v1 session, as published on the board's v2 topic (\"conformance\" and a one byte) to a subscriber that subscribed before the first hello. Each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
             let vectors = Vectors(
-                description: "TouchSync protocol v1 conformance vectors (docs/protocol.md, \"Conformance vectors\"): two agents on board \"conformance\"; each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs.",
-                board: "conformance", steps: steps, snapshot: snapshot, finalDigest: digest, neverDrawnSnapshot: neverDrawn)
+                description: description, board: "conformance", steps: steps, snapshot: snapshot, finalDigest: digest,
+                neverDrawnSnapshot: neverDrawn)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            try encoder.encode(vectors).write(to: Self.file)
+            try FileManager.default.createDirectory(at: Self.file(format).deletingLastPathComponent(), withIntermediateDirectories: true)
+            try encoder.encode(vectors).write(to: Self.file(format))
         }
-        let vectors = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file))
+        let vectors = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file(format)))
         #expect(vectors.steps.count == steps.count)
         for (index, (expected, actual)) in zip(vectors.steps, steps).enumerated() {
             #expect(actual.message == expected.message, "step \(index): the input differs (regenerate the vectors?)")
@@ -224,8 +234,8 @@ struct ConformanceVectorTests {
 
     /// A subscriber needs only the published batches: applied in order to an
     /// empty board, they give every step's digest, and the final snapshot loads to the same board.
-    @Test func aReplicaFromThePublishedBatchesMatches() throws {
-        let vectors = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file))
+    @Test(arguments: WireFormat.allCases) func aReplicaFromThePublishedBatchesMatches(format: WireFormat) throws {
+        let vectors = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file(format)))
         var replica = BoardState()
         for step in vectors.steps {
             if let published = step.published {
@@ -238,6 +248,28 @@ struct ConformanceVectorTests {
         let chunks = try vectors.snapshot.map { try WireCodec.decode(Touchsync_V1_SnapshotChunk.self, from: bytes($0)) }
         let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
         #expect(try BoardState(snapshot: snapshot).digest == digest && digest.description == vectors.finalDigest)
+    }
+
+    /// v2 carries the same session in fewer bytes, and only its appends differ.
+    @Test func theV2StreamIsTheV1StreamPacked() throws {
+        let v1 = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file(.v1)))
+        let v2 = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file(.v2)))
+        #expect(v1.steps.map(\.message) == v2.steps.map(\.message))
+        #expect(v1.steps.map(\.digest) == v2.steps.map(\.digest))
+        #expect(v1.steps.map { $0.published == nil } == v2.steps.map { $0.published == nil })
+        let size = { (vectors: Vectors) in vectors.steps.compactMap(\.published).reduce(0) { $0 + $1.count / 2 } }
+        print("conformance session: v1 \(size(v1)) bytes published, v2 \(size(v2))")
+        #expect(size(v2) < size(v1))
+        var packed = 0
+        for step in v2.steps {
+            guard let published = step.published else { continue }
+            let batch = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes(published)).batch
+            for diff in batch.diffs {
+                if case .appends = diff.kind { Issue.record("v1 appends in a v2 batch") }
+                if case .packedAppends = diff.kind { packed += 1 }
+            }
+        }
+        #expect(packed > 20)
     }
 
     func bytes(_ hex: String) -> [UInt8] {

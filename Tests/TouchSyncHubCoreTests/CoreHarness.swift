@@ -21,6 +21,8 @@ final class CoreHarness {
     private(set) var actions: [HubAction] = []
     /// Replicas of every board, fed from published batches.
     private(set) var replicas: [String: BoardState] = [:]
+    /// Replicas that follow the boards' v2 topics, from a copy of the v1 replica when they subscribe (their snapshot).
+    private(set) var replicasV2: [String: BoardState] = [:]
     private(set) var batches: [String: [UInt64]] = [:]
     /// What the core reported for the logs.
     let observer = RecordingObserver()
@@ -50,13 +52,24 @@ final class CoreHarness {
                 fatalError("the core published bytes that are not a PublishMessage")
             }
             if case .batch(let batch) = message.body {
-                batches[publication.board, default: []].append(batch.sequence)
+                // v1 replicas (the board's topic) and v2 ones (its v2 topic) follow their own streams.
+                let v2 = publication.topic.last == 1
+                if !v2 { batches[publication.board, default: []].append(batch.sequence) }
                 do {
-                    try replicas[publication.board, default: BoardState()].apply(batch)
+                    if v2 {
+                        try replicasV2[publication.board, default: BoardState()].apply(batch)
+                    } else {
+                        try replicas[publication.board, default: BoardState()].apply(batch)
+                    }
                 } catch {
-                    fatalError("a replica refused batch \(batch.sequence) of \(publication.board): \(error)")
+                    fatalError("a \(v2 ? "v2" : "v1") replica refused batch \(batch.sequence) of \(publication.board): \(error)")
                 }
             }
+        }
+        if case .subscribed(let topic, _) = event, topic.last == 1, let board = String(validating: topic.dropLast(), as: UTF8.self),
+            replicasV2[board] == nil
+        {
+            replicasV2[board] = replicas[board] ?? BoardState()
         }
         actions += produced
         return produced

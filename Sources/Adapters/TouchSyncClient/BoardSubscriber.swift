@@ -20,6 +20,10 @@ public struct SubscriberConfiguration: Sendable {
     /// The hub's snapshot endpoint. Default `tcp://127.0.0.1:5572`.
     public var snapshotEndpoint = "tcp://127.0.0.1:5572"
     public var board: String
+    /// The diff stream's wire format (docs/protocol.md). Default v1. With
+    /// v2, a subscriber that hears nothing on the v2 topic for the silence
+    /// time-out (a hub or relay that does not publish v2) follows v1.
+    public var wireFormat: WireFormat = .v1
     /// Ask again when a snapshot has not fully arrived by then. Default 2 s.
     public var snapshotTimeout: Duration = .seconds(2)
     /// Report the hub silent after this long without a batch or heartbeat. Default 3 s.
@@ -211,7 +215,9 @@ final class SubscriberLoop {
     private let logger: Logger
     private let subscriber: ZMQSocket
     private let snapshots: ZMQSocket
-    private let topic: [UInt8]
+    private var topic: [UInt8]
+    /// Whether anything arrived on `topic` (a v2 topic nobody publishes on falls back to v1).
+    private var heardOnTopic = false
     private let clock = ContinuousClock()
     private var sync: ReplicaSync
     private let part = ZMQMessage()
@@ -231,7 +237,7 @@ final class SubscriberLoop {
         self.events = events
         self.shared = shared
         self.logger = logger
-        topic = publishTopic(board: configuration.board)
+        topic = configuration.wireFormat.topic(board: configuration.board)
         subscriber = try ZMQSocket(context, type: .sub)
         snapshots = try ZMQSocket(context, type: .dealer)
         for socket in [subscriber, snapshots] {
@@ -330,6 +336,20 @@ final class SubscriberLoop {
                 if let agrees { events.yield(.heartbeat(sequence: sequence, agrees: agrees)) }
             case .silent:
                 events.yield(.silent)
+                if !heardOnTopic && topic.last == 1 {
+                    // Nothing at all on the v2 topic: a hub or relay that publishes v1 only.
+                    logger.notice(
+                        "nothing published in wire format v2: following the board in v1",
+                        metadata: ["board": "\(configuration.board)"])
+                    let v1 = WireFormat.v1.topic(board: configuration.board)
+                    do {
+                        try subscriber.subscribe(v1)
+                        try? subscriber.unsubscribe(topic)
+                        topic = v1
+                    } catch {
+                        fatal = "cannot subscribe to \(configuration.board) in v1: \(error)"
+                    }
+                }
             case .failed(let reason):
                 fatal = reason
             case .redirect(let publish, let snapshot, let hub):
@@ -387,6 +407,7 @@ final class SubscriberLoop {
         while try subscriber.receive(into: part, dontWait: true) {
             guard part.hasMore else { continue }  // a topic without a body
             guard try subscriber.receive(into: part, dontWait: true) else { return }
+            heardOnTopic = true
             let size = part.count + topic.count
             shared.status.withLock { $0.bytesReceived += size }
             let now = clock.now

@@ -14,6 +14,9 @@ public struct BoardDigest: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension BoardState {
+    /// The digest of a board nobody drew on (`0c8657ae0d7aac18`).
+    public static let emptyDigest = BoardState().digest
+
     public var digest: BoardDigest {
         var hasher = DigestHasher()
         let active = orderedActiveStrokes

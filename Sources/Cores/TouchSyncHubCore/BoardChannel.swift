@@ -8,9 +8,14 @@ package struct BoardChannel: Sendable {
     package let name: String
     /// The publish topic: the board name and a zero byte.
     package let topic: [UInt8]
+    /// The wire format v2 topic: the board name and a one byte.
+    package let topicV2: [UInt8]
     package private(set) var state: BoardState
     private var coalescer = DiffCoalescer()
     private var encoder: DiffStreamEncoder
+    /// The v2 stream's encoder, while anyone subscribes to the v2 topic
+    /// (a board nobody watches in v2 pays nothing for it).
+    private var encoderV2: DiffStreamEncoder? = nil
     private var scratch: [StrokeDiff] = []
     /// What each user can redo (the hub's memory, not the board's).
     private var history = UndoHistory()
@@ -28,6 +33,7 @@ package struct BoardChannel: Sendable {
     package init(name: String, limits: BoardLimits = BoardLimits()) {
         self.name = name
         topic = publishTopic(board: name)
+        topicV2 = WireFormat.v2.topic(board: name)
         state = BoardState(limits: limits)
         encoder = DiffStreamEncoder(board: name)
     }
@@ -36,6 +42,7 @@ package struct BoardChannel: Sendable {
     package init(name: String, recovered state: BoardState) {
         self.name = name
         topic = publishTopic(board: name)
+        topicV2 = WireFormat.v2.topic(board: name)
         self.state = state
         encoder = DiffStreamEncoder(board: name, continuing: state)
     }
@@ -91,13 +98,26 @@ package struct BoardChannel: Sendable {
         return scratch.count
     }
 
-    /// Seals what is pending into the next batch: its sequence and its
-    /// encoded `DiffBatch`; nil when nothing is pending.
-    package mutating func sealBatch(hubTime: Int64) -> (sequence: UInt64, encoded: [UInt8])? {
+    /// Whether batches are also encoded in wire format v2.
+    package var publishesV2: Bool { encoderV2 != nil }
+
+    /// Encodes every later batch in v2 as well, continuing the published
+    /// state: call when nothing is pending (after `sealBatch`).
+    package mutating func startV2() {
+        precondition(!hasPending, "the v2 stream starts from the published state")
+        if encoderV2 == nil { encoderV2 = DiffStreamEncoder(board: name, format: .v2, continuing: state) }
+    }
+
+    package mutating func stopV2() { encoderV2 = nil }
+
+    /// Seals what is pending into the next batch: its sequence, its
+    /// encoded `DiffBatch`, and the same batch in v2 while `publishesV2`;
+    /// nil when nothing is pending.
+    package mutating func sealBatch(hubTime: Int64) -> (sequence: UInt64, encoded: [UInt8], encodedV2: [UInt8]?)? {
         guard hasPending else { return nil }
         let batch = state.sealBatch(coalescer.take(), hubTime: hubTime)
         lastChangeHubTime = hubTime
-        return (batch.sequence, encoder.encodedBytes(batch))
+        return (batch.sequence, encoder.encodedBytes(batch), encoderV2?.encodedBytes(batch))
     }
 
     /// The board's digest at its current sequence (cached per sequence: it walks every sample).

@@ -49,7 +49,7 @@ extension HubCore {
     /// Seals a board's pending diffs into its next batch: journaled first, then published.
     mutating func publishPending(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         let time = hubTime(at: now)
-        guard let (sequence, encodedBatch) = channels[slot].sealBatch(hubTime: time) else { return }
+        guard let (sequence, encodedBatch, encodedV2) = channels[slot].sealBatch(hubTime: time) else { return }
         // Journaled before it is published: no subscriber sees a batch the journal may not have.
         if journal != nil {
             let ticket = journal!.append()
@@ -65,6 +65,12 @@ extension HubCore {
             .publish(Publication(board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topic, bytes: bytes)))
         counters.batches += 1
         counters.publishedBytes += bytes.count
+        if let encodedV2 {
+            let bytesV2 = WireCodec.field(1, wrapping: encodedV2)
+            actions.append(
+                .publish(Publication(board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topicV2, bytes: bytesV2)))
+            counters.publishedBytes += bytesV2.count
+        }
         let (board, live) = (channels[slot].name, channels[slot].state.liveTouchCount)
         counters.liveTouches += live - (liveTouchesByBoard[board] ?? 0)
         liveTouchesByBoard[board] = live == 0 ? nil : live
@@ -76,12 +82,27 @@ extension HubCore {
         actions.append(.syncJournal(through: through))
     }
 
-    mutating func heartbeat(slot: Int, now: ContinuousClock.Instant) -> Publication {
+    /// A board's heartbeat, on its v1 topic and, while it publishes v2, on its v2 topic.
+    mutating func publishHeartbeat(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         var message = Touchsync_V1_PublishMessage()
         message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now))
-        return Publication(
+        let publication = Publication(
             board: channels[slot].name,
             kind: .heartbeat(sequence: message.heartbeat.sequence, digest: BoardDigest(rawValue: message.heartbeat.digest)),
             topic: channels[slot].topic, bytes: WireCodec.encode(message))
+        actions.append(.publish(publication))
+        if channels[slot].publishesV2 {
+            var v2 = publication
+            v2.topic = channels[slot].topicV2
+            actions.append(.publish(v2))
+        }
+    }
+
+    /// Starts a board's v2 stream when someone subscribes to its v2 topic
+    /// (after publishing what is pending: the stream continues the published state).
+    mutating func startV2IfSubscribed(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        guard !channels[slot].publishesV2, subscriptions[channels[slot].topicV2] != nil else { return }
+        publishPending(slot: slot, now: now, into: &actions)
+        channels[slot].startV2()
     }
 }

@@ -33,10 +33,10 @@ extension HubCore {
         }
         for slot in publisher.owedHeartbeatsDue(now: now) {
             publishPending(slot: slot, now: now, into: &actions)
-            actions.append(.publish(heartbeat(slot: slot, now: now)))
+            publishHeartbeat(slot: slot, now: now, into: &actions)
         }
         if publisher.periodicHeartbeatDue(now: now) {
-            for slot in channels.heldSlots { actions.append(.publish(heartbeat(slot: slot, now: now))) }
+            for slot in channels.heldSlots { publishHeartbeat(slot: slot, now: now, into: &actions) }
         }
     }
 
@@ -138,7 +138,7 @@ extension HubCore {
         let inUse = Set(sessions.all.map(\.boardSlot))
         let subscribed = subscriptions
         let idle = channels.idleEmptyBoards(now: now, timeout: configuration.idleEmptyBoardTimeout) { slot, topic in
-            inUse.contains(slot) || subscribed[topic] != nil
+            inUse.contains(slot) || subscribed[topic] != nil || subscribed[topic.dropLast() + [1]] != nil  // v1 or v2
         }
         for slot in idle {
             observer?.observe(.boardForgotten(board: channels[slot].name))

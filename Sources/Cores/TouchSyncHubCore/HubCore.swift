@@ -170,8 +170,8 @@ public struct HubCore {
             sessions.connectionClosed(id)
         case .subscribed(let topic, let user):
             if let access {
-                // Only whole board topics, and only boards the user may watch.
-                guard topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), isValidBoardName(name),
+                // Only whole board topics (v1 or v2), and only boards the user may watch.
+                guard topic.last == 0 || topic.last == 1, let name = String(validating: topic.dropLast(), as: UTF8.self), isValidBoardName(name),
                     let user, access.role(of: user.rawValue, on: name) != nil
                 else {
                     counters.refused(.forbidden)
@@ -186,16 +186,40 @@ public struct HubCore {
             // Tell the newcomer where the board stands, so it can spot a gap at
             // once, but at most once per interval per board (a flood of
             // subscriptions must not become a flood of heartbeats to everyone).
-            if topic.last == 0, let name = String(validating: topic.dropLast(), as: UTF8.self), let slot = channels.slot(of: name) {
+            if topic.last == 0 || topic.last == 1, let name = String(validating: topic.dropLast(), as: UTF8.self),
+                let slot = channels.slot(of: name)
+            {
+                // A v2 subscriber: the board's batches are encoded in v2 too from now on.
+                if topic.last == 1 { startV2IfSubscribed(slot: slot, now: now, into: &actions) }
                 if publisher.subscriberArrived(at: slot, now: now) {
                     publishPending(slot: slot, now: now, into: &actions)
-                    actions.append(.publish(heartbeat(slot: slot, now: now)))
+                    publishHeartbeat(slot: slot, now: now, into: &actions)
                 }
+            } else if topic.last == 1, let name = String(validating: topic.dropLast(), as: UTF8.self), isValidBoardName(name),
+                !configuration.storeCommits, wrongHub(for: name) == nil
+            {
+                // A board nobody drew on yet: one heartbeat at sequence 0 (the
+                // empty board) tells the v2 subscriber that this hub speaks v2.
+                var message = Touchsync_V1_PublishMessage()
+                message.heartbeat.board = name
+                message.heartbeat.hubTime = hubTime(at: now)
+                message.heartbeat.digest = BoardState.emptyDigest.rawValue
+                actions.append(
+                    .publish(
+                        Publication(
+                            board: name, kind: .heartbeat(sequence: 0, digest: BoardState.emptyDigest), topic: topic,
+                            bytes: WireCodec.encode(message))))
             }
         case .unsubscribed(let topic, _):
             if access != nil { actions.append(.dropSubscription(topic: topic)) }
             if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
             counters.subscriptions = subscriptions.values.reduce(0, +)
+            // The last v2 subscriber gone: the board stops encoding v2.
+            if topic.last == 1, subscriptions[topic] == nil, let name = String(validating: topic.dropLast(), as: UTF8.self),
+                let slot = channels.slot(of: name)
+            {
+                channels[slot].stopV2()
+            }
         case .snapshotRequested(let peer, let user, let board, let requestID):
             guard admitSnapshot(by: peer, user: user, requestID: requestID, now: now, into: &actions) else { return }
             if let wrong = wrongHub(for: board) {

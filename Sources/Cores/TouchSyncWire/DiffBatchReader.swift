@@ -106,6 +106,12 @@ public enum DiffBatchReader {
                 predicted: columns.3 ?? .empty)
             try DiffStreamDecoder.decodeSegments(
                 &segments, reader: &reader, timeReference: timeReference, state: state, chains: &chains, into: &diffs)
+        case 11:  // packed_appends (wire format v2)
+            do {
+                try PackedAppendsReader.decode(bytes, body, timeReference: timeReference, state: state, chains: &chains, into: &diffs)
+            } catch {
+                throw GiveUp()
+            }
         case 4:  // SampleAmended
             var fields = ProtoScanner(bytes, body)
             var id: UInt64?, offset: UInt64?, sample: PackedSampleColumns?

@@ -45,18 +45,35 @@ struct StrokeChain: Sendable {
     }
 }
 
+/// The wire format of a diff stream: v1 (`StrokeAppends`, the board's
+/// topic) or v2 (`packed_appends`, the board's v2 topic); everything else
+/// in a batch is the same in both.
+public enum WireFormat: Int, Sendable, CaseIterable, CustomStringConvertible {
+    case v1 = 1
+    case v2 = 2
+
+    /// The publish topic of a board in this format: its name and a zero byte (v1) or a one byte (v2).
+    public func topic(board: String) -> [UInt8] { Array(board.utf8) + [self == .v1 ? 0 : 1] }
+
+    public var description: String { "v\(rawValue)" }
+}
+
 /// The hub's encoder of one board's diff stream. It keeps, per active
 /// stroke, the two samples its next segment continues from, exactly as
 /// every replica that applied the same batches has them.
 public struct DiffStreamEncoder: Sendable {
     public let board: String
+    public let format: WireFormat
     private var chains: [StrokeID: StrokeChain] = [:]
     /// The block of appends being written, reused so its columns keep their capacity.
     private var block = AppendBlock()
+    private var packedBlock = PackedAppendBlock()
 
-    /// An encoder for a board whose replicas hold `state` (e.g. after loading a journal).
-    public init(board: String, continuing state: BoardState = BoardState()) {
+    /// An encoder for a board whose replicas hold `state` (e.g. after
+    /// loading a journal, or when the first v2 subscriber arrives).
+    public init(board: String, format: WireFormat = .v1, continuing state: BoardState = BoardState()) {
         self.board = board
+        self.format = format
         for stroke in state.orderedActiveStrokes { chains[stroke.id] = StrokeChain(stroke) }
     }
 
@@ -80,16 +97,28 @@ public struct DiffStreamEncoder: Sendable {
         out.uint64Field(2, batch.sequence)
         out.sint64Field(3, batch.hubTime)
         let reference = Self.timeReference(of: batch.diffs)
-        block.reset()
+        let packed = format == .v2
+        if packed { packedBlock.reset() } else { block.reset() }
 
         func flush() {
-            guard !block.isEmpty else { return }
-            block.write(to: &out)
-            block.reset()
+            if packed {
+                guard !packedBlock.isEmpty else { return }
+                packedBlock.write(to: &out)
+                packedBlock.reset()
+            } else {
+                guard !block.isEmpty else { return }
+                block.write(to: &out)
+                block.reset()
+            }
         }
         func segment(_ id: StrokeID, samples: [Sample], predicted: [Sample]?) {
-            if chains[id]?.block == block.number { flush() }
-            block.add(id, chain: &chains[id, default: StrokeChain()], samples: samples, predicted: predicted, timeReference: reference)
+            if chains[id]?.block == (packed ? packedBlock.number : block.number) { flush() }
+            if packed {
+                packedBlock.add(
+                    id, chain: &chains[id, default: StrokeChain()], samples: samples, predicted: predicted, timeReference: reference)
+            } else {
+                block.add(id, chain: &chains[id, default: StrokeChain()], samples: samples, predicted: predicted, timeReference: reference)
+            }
         }
         /// One `Diff` of the batch whose `kind` is field `kind`.
         func diff(_ kind: UInt32, _ body: (inout ProtoWriter) -> Void) {
@@ -249,6 +278,11 @@ public enum DiffStreamDecoder {
                     try decodeSegments(
                         &segments, reader: &reader, timeReference: proto.timeReference, state: state, chains: &chains,
                         into: &diffs)
+                case .packedAppends(let data):
+                    try data.withUnsafeBytes { bytes in
+                        try PackedAppendsReader.decode(
+                            bytes, 0..<bytes.count, timeReference: proto.timeReference, state: state, chains: &chains, into: &diffs)
+                    }
                 case .amended(let amended):
                     diffs.append(try amendedDiff(amended.strokeID, amended.offset, SampleRunCodec.decodeSamples(amended.sample)))
                 case .accepted(let accepted):

@@ -140,6 +140,10 @@ struct BenchCommand: AsyncParsableCommand {
             let label = "  hub to subscribers, tick of \(events) event(s) per user (\(String(format: "%.1f", Double(events) * 1000 / 120)) ms at 120 Hz)"
             print(label.padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", bytes))
         }
+        for (events, bytes) in report.bytesPerSampleByTickV2 {
+            let label = "  the same in wire format v2, tick of \(events) event(s) per user"
+            print(label.padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", bytes))
+        }
         print("  snapshot (stored strokes, no per-tick framing)".padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", report.snapshotBytesPerSample))
         print("reference: Yjs (Yrs via pycrdt) merges ~870,000 samples/s in-process at 21 bytes/sample on this machine class")
     }

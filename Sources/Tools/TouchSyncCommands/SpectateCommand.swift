@@ -30,6 +30,11 @@ struct SpectateCommand: AsyncParsableCommand {
     @Option(help: "With --from-beginning: read the history from this journal folder instead of the hub.")
     var data: String?
     @Option(help: "Time scale of the replayed history (2: twice as fast), or max.") var speed = "max"
+    @Option(
+        help: ArgumentHelp(
+            "The diff stream's wire format: v1, or v2 (packed appends, fewer bytes per sample).",
+            discussion: "A hub or relay that does not publish v2 is followed in v1 after the silence time-out."))
+    var wire: WireFormat = .v1
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -46,6 +51,7 @@ struct SpectateCommand: AsyncParsableCommand {
         var configuration = SubscriberConfiguration(board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
         configuration.curve = try hub.keys.curve()
         configuration.snapshotTimeout = .seconds(2)
+        configuration.wireFormat = wire
         let subscriber = try BoardSubscriber(configuration: configuration, logger: logging.logger("touchsync.spectate"))
         subscriber.start()
         if !json { emit("spectating board \"\(board)\" via \(hub.publish) (Ctrl-C stops)") }
@@ -255,4 +261,17 @@ extension StrokeDiff {
         case .restored: "restored"
         }
     }
+}
+
+extension WireFormat: ExpressibleByArgument {
+    public init?(argument: String) {
+        switch argument.lowercased() {
+        case "v1", "1": self = .v1
+        case "v2", "2": self = .v2
+        default: return nil
+        }
+    }
+
+    public static var allValueStrings: [String] { ["v1", "v2"] }
+    public var defaultValueDescription: String { description }
 }

@@ -49,6 +49,8 @@ public struct CodecBenchmark: Sendable {
         public var eventsPerTick: Int
         /// Bytes per sample of the diff stream for ticks of 1, 2, 4 and 8 events per user.
         public var bytesPerSampleByTick: [(eventsPerTick: Int, bytesPerSample: Double)]
+        /// The same in wire format v2 (packed appends).
+        public var bytesPerSampleByTickV2: [(eventsPerTick: Int, bytesPerSample: Double)] = []
         public var snapshotBytesPerSample: Double
         public var digest: BoardDigest
     }
@@ -162,6 +164,13 @@ public struct CodecBenchmark: Sendable {
                 digest: hub.digest)
         }
 
+        // Wire format v2: the same batches with packed appends, as a v2 subscriber applies them.
+        var publishedV2: [[UInt8]] = []
+        figures.append(best("encode diff batches (v2)") {
+            var encoder = DiffStreamEncoder(board: "bench", format: .v2)
+            publishedV2 = batches.map { batch in WireCodec.field(1, wrapping: encoder.encodedBytes(batch)) }
+        })
+
         var replica = BoardState(limits: limits)
         // Each repetition's replica is kept until all have run: freeing the
         // previous one is not part of decoding and applying.
@@ -173,6 +182,19 @@ public struct CodecBenchmark: Sendable {
         })
         finished.removeAll()
         guard replica.digest == hub.digest else { throw CodecBenchmark.Mismatch("benchmark replica diverged from the hub") }
+        var replicaV2 = BoardState(limits: limits)
+        figures.append(try best("decode and apply diff batches (v2 replica)") {
+            finished.append(replicaV2)
+            replicaV2 = BoardState(limits: limits)
+            for bytes in publishedV2 {
+                try bytes.withUnsafeBytes { bytes in
+                    guard let (_, batch) = PublishedBatch.find(in: bytes) else { throw CodecBenchmark.Mismatch("not a batch") }
+                    try replicaV2.apply(encodedBatch: batch)
+                }
+            }
+        })
+        finished.removeAll()
+        guard replicaV2.digest == hub.digest else { throw CodecBenchmark.Mismatch("the v2 replica diverged from the hub") }
         var protobufReplica = BoardState(limits: limits)
         figures.append(try best("decode and apply diff batches (SwiftProtobuf, for comparison)") {
             protobufReplica = BoardState(limits: limits)
@@ -184,15 +206,17 @@ public struct CodecBenchmark: Sendable {
 
         // The hub's pipeline, as its loop runs it: reduce every frame into the
         // board's channel, which folds a tick's diffs and encodes one batch.
-        func tickStream(eventsPerTick: Int) throws -> [[UInt8]] {
+        func tickStream(eventsPerTick: Int, format: WireFormat = .v1) throws -> [[UInt8]] {
             var channel = BoardChannel(name: "bench", limits: limits)
+            if format == .v2 { channel.startV2() }
             var batches: [[UInt8]] = []
             for (index, (user, frame, style)) in inputs.enumerated() {
                 try channel.reduce(frame, from: user, style: style)
                 if (index + 1) % (users * eventsPerTick) == 0 || index == inputs.count - 1,
                     let batch = channel.sealBatch(hubTime: Int64(index))
                 {
-                    batches.append(WireCodec.field(1, wrapping: batch.encoded))  // PublishMessage.batch
+                    // PublishMessage.batch
+                    batches.append(WireCodec.field(1, wrapping: format == .v2 ? batch.encodedV2! : batch.encoded))
                 }
             }
             return batches
@@ -210,10 +234,20 @@ public struct CodecBenchmark: Sendable {
         guard tickReplica.digest == hub.digest else { throw CodecBenchmark.Mismatch("tick-coalesced replica diverged from the hub") }
 
         // The size side of the tick-length trade-off (latency grows with the tick).
-        var byTick: [(Int, Double)] = []
+        var byTick: [(Int, Double)] = [], byTickV2: [(Int, Double)] = []
         for events in [1, 2, 4, 8] {
             let bytes = try tickStream(eventsPerTick: events).reduce(0) { $0 + $1.count }
             byTick.append((events, Double(bytes) / Double(samples)))
+            let streamV2 = try tickStream(eventsPerTick: events, format: .v2)
+            var tickReplicaV2 = BoardState(limits: limits)
+            for bytes in streamV2 {
+                try bytes.withUnsafeBytes { bytes in
+                    guard let (_, batch) = PublishedBatch.find(in: bytes) else { throw CodecBenchmark.Mismatch("not a batch") }
+                    try tickReplicaV2.apply(encodedBatch: batch)
+                }
+            }
+            guard tickReplicaV2.digest == hub.digest else { throw CodecBenchmark.Mismatch("the v2 tick stream diverged from the hub") }
+            byTickV2.append((events, Double(streamV2.reduce(0) { $0 + $1.count }) / Double(samples)))
         }
 
         let snapshotBytes = SnapshotCodec.chunks(of: hub.snapshot(), board: "bench", digest: hub.digest)
@@ -224,7 +258,7 @@ public struct CodecBenchmark: Sendable {
             agentBytesPerSample: Double(agentMessages.reduce(0) { $0 + $1.count }) / Double(samples),
             publishBytesPerSample: Double(published.reduce(0) { $0 + $1.count }) / Double(samples),
             tickBytesPerSample: Double(tickBytes) / Double(samples), eventsPerTick: eventsPerTick,
-            bytesPerSampleByTick: byTick,
+            bytesPerSampleByTick: byTick, bytesPerSampleByTickV2: byTickV2,
             snapshotBytesPerSample: Double(snapshotBytes) / Double(max(stored, 1)), digest: hub.digest)
     }
 }

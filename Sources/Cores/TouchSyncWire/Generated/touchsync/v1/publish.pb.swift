@@ -13,6 +13,11 @@
 /// the board name followed by one zero byte (subscribe to exactly that), and
 /// one PublishMessage.
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import SwiftProtobuf
 
 // If the compiler emits an error on this type, it is because this file
@@ -155,6 +160,17 @@ public nonisolated struct Touchsync_V1_Diff: Sendable {
     set {kind = .restored(newValue)}
   }
 
+  /// Wire format v2 (the board's v2 topic only, docs/protocol.md "Wire
+  /// format v2"): the same segments as StrokeAppends, bit-packed. A v1
+  /// batch never carries it; a v2 batch carries it instead of `appends`.
+  public var packedAppends: Data {
+    get {
+      if case .packedAppends(let v)? = kind {return v}
+      return Data()
+    }
+    set {kind = .packedAppends(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -166,6 +182,10 @@ public nonisolated struct Touchsync_V1_Diff: Sendable {
     case cleared(Touchsync_V1_Cleared)
     case removed(Touchsync_V1_StrokeRemoved)
     case restored(Touchsync_V1_StrokeRestored)
+    /// Wire format v2 (the board's v2 topic only, docs/protocol.md "Wire
+    /// format v2"): the same segments as StrokeAppends, bit-packed. A v1
+    /// batch never carries it; a v2 batch carries it instead of `appends`.
+    case packedAppends(Data)
 
   }
 
@@ -509,7 +529,7 @@ nonisolated extension Touchsync_V1_DiffBatch: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Diff"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}began\0\u{2}\u{3}amended\0\u{1}accepted\0\u{1}cancelled\0\u{1}cleared\0\u{1}appends\0\u{1}removed\0\u{1}restored\0\u{c}\u{2}\u{1}\u{c}\u{3}\u{1}")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}began\0\u{2}\u{3}amended\0\u{1}accepted\0\u{1}cancelled\0\u{1}cleared\0\u{1}appends\0\u{1}removed\0\u{1}restored\0\u{3}packed_appends\0\u{c}\u{2}\u{1}\u{c}\u{3}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -621,6 +641,14 @@ nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._M
           self.kind = .restored(v)
         }
       }()
+      case 11: try {
+        var v: Data?
+        try decoder.decodeSingularBytesField(value: &v)
+        if let v = v {
+          if self.kind != nil {try decoder.handleConflictingOneOf()}
+          self.kind = .packedAppends(v)
+        }
+      }()
       default: break
       }
     }
@@ -663,6 +691,10 @@ nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._M
     case .restored?: try {
       guard case .restored(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+    }()
+    case .packedAppends?: try {
+      guard case .packedAppends(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularBytesField(value: v, fieldNumber: 11)
     }()
     case nil: break
     }

@@ -1,0 +1,423 @@
+import TouchSyncCore
+
+// Wire format v2's appends (docs/protocol.md, "Wire format v2"): the
+// segments of a v1 `StrokeAppends`, with offsets implied and the residuals
+// bit-packed at one width per column and block, values that do not fit
+// escaped to a varint list. The residuals are v1's: second-order deltas
+// continuing each stroke's chain for x, y and time, first-order deltas
+// across the block for force and angles.
+
+public enum PackedAppends {
+    /// Samples in one `packed_appends` (tails included), a decoder's bound
+    /// before it allocates anything: a sample can take no bits at all
+    /// (every width 0), so the count alone must be bounded.
+    public static let maxSamples = 1 << 20
+
+    /// The width v2's encoder gives a column of zigzag values: the one that
+    /// makes the column smallest, `w` bits per value plus 8 bits per byte of
+    /// escaped varints, the smallest such width on ties; 0 only when every
+    /// value is 0. Normative: two hubs publish the same bytes.
+    public static func width(of values: ArraySlice<UInt64>) -> Int { packedWidth(values) }
+}
+
+func packedWidth(_ values: ArraySlice<UInt64>) -> Int {
+    guard values.contains(where: { $0 != 0 }) else { return 0 }
+    // Escaped bytes by the width a value needs not to be escaped (1...65).
+    var escapedBytes = [Int](repeating: 0, count: 66)
+    for value in values {
+        let needed = value == .max ? 65 : 64 - (value &+ 1).leadingZeroBitCount
+        escapedBytes[needed] += varintSize(value)
+    }
+    var above = escapedBytes[2...].reduce(0, +)  // escaped at width 1
+    var best = 1, bestCost = values.count + 8 * above
+    for width in 2...64 {
+        above -= escapedBytes[width]
+        let cost = width * values.count + 8 * above
+        if cost < bestCost { (best, bestCost) = (width, cost) }
+    }
+    return best
+}
+
+@inline(__always)
+func varintSize(_ value: UInt64) -> Int { value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7 }
+
+/// Bits, least significant first, into bytes filled from bit 0.
+struct BitWriter {
+    private(set) var bytes: [UInt8] = []
+    private var pending: UInt64 = 0
+    private var pendingBits = 0
+
+    mutating func reset() {
+        bytes.removeAll(keepingCapacity: true)
+        pending = 0
+        pendingBits = 0
+    }
+
+    @inline(__always)
+    mutating func write(_ value: UInt64, bits: Int) {
+        guard bits > 0 else { return }
+        var value = bits == 64 ? value : value & ((1 << UInt64(bits)) - 1)
+        var left = bits
+        while left > 0 {
+            let room = 64 - pendingBits
+            let take = min(room, left)
+            pending |= (take == 64 ? value : value & ((1 << UInt64(take)) - 1)) << UInt64(pendingBits)
+            pendingBits += take
+            left -= take
+            value = take == 64 ? 0 : value >> UInt64(take)
+            while pendingBits >= 8 {
+                bytes.append(UInt8(truncatingIfNeeded: pending))
+                pending >>= 8
+                pendingBits -= 8
+            }
+        }
+    }
+
+    /// The last byte, its unused bits zero.
+    mutating func flush() {
+        if pendingBits > 0 { bytes.append(UInt8(truncatingIfNeeded: pending)) }
+        pending = 0
+        pendingBits = 0
+    }
+}
+
+/// Reads what `BitWriter` wrote from a region of received bytes.
+struct BitReader {
+    private let base: UnsafePointer<UInt8>?
+    private var bit: Int
+    private let endBit: Int
+
+    init(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) {
+        base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        bit = region.lowerBound * 8
+        endBit = region.upperBound * 8
+    }
+
+    /// nil past the region's end.
+    @inline(__always)
+    mutating func read(bits: Int) -> UInt64? {
+        guard bits > 0 else { return 0 }
+        guard endBit - bit >= bits, let base else { return nil }
+        var value: UInt64 = 0
+        var done = 0
+        while done < bits {
+            let byte = UInt64(base[bit >> 3]) >> UInt64(bit & 7)
+            let take = min(8 - (bit & 7), bits - done)
+            value |= (byte & ((1 << UInt64(take)) - 1)) << UInt64(done)
+            done += take
+            bit += take
+        }
+        return value
+    }
+
+    /// Whether the bits left in the last byte are all zero.
+    var paddingIsZero: Bool {
+        guard bit < endBit, let base else { return true }
+        return UInt64(base[(endBit - 1) >> 3]) >> UInt64(bit & 7) == 0
+    }
+}
+
+/// One `packed_appends` under construction: the v2 counterpart of `AppendBlock`.
+struct PackedAppendBlock: Sendable {
+    private var headers: [UInt64] = []  // per segment: zigzag id delta, count, tail code
+    private var xy: [UInt64] = []  // zigzag residuals, x then y per sample
+    private var times: [UInt64] = []
+    private var forces: [UInt64] = []
+    private var angles: [UInt64] = []  // azimuth then altitude per sample that has angles
+    private var flags: [UInt8] = []
+    private var estimations: [UInt32] = []
+    private var anyEstimation = false
+    private var previousID: Int64 = 0
+    private var lastForce: Int64 = 0, lastAzimuth: Int64 = 0, lastAltitude: Int64 = 0
+    private var x = DeltaChain(), y = DeltaChain(), time = DeltaChain()
+    private var bits = BitWriter()
+    private var escaped: [UInt64] = []
+    private(set) var number: UInt64 = 1
+
+    var isEmpty: Bool { headers.isEmpty }
+
+    mutating func reset() {
+        headers.removeAll(keepingCapacity: true)
+        xy.removeAll(keepingCapacity: true)
+        times.removeAll(keepingCapacity: true)
+        forces.removeAll(keepingCapacity: true)
+        angles.removeAll(keepingCapacity: true)
+        flags.removeAll(keepingCapacity: true)
+        estimations.removeAll(keepingCapacity: true)
+        anyEstimation = false
+        previousID = 0
+        lastForce = 0
+        lastAzimuth = 0
+        lastAltitude = 0
+        number &+= 1
+    }
+
+    /// A segment continuing `chain`, which moves on over `samples`.
+    mutating func add(
+        _ id: StrokeID, chain: inout StrokeChain, samples: [Sample], predicted tail: [Sample]?, timeReference: Int64
+    ) {
+        defer { chain.advance(over: samples) }
+        chain.block = number
+        headers.append(zigZag(Int64(bitPattern: id.rawValue) &- previousID))
+        previousID = Int64(bitPattern: id.rawValue)
+        headers.append(UInt64(samples.count))
+        headers.append(tail.map { UInt64($0.count + 1) } ?? 0)
+        x.prime(chain.last.map { Int64($0.x) }, chain.beforeLast.map { Int64($0.x) }, base: 0)
+        y.prime(chain.last.map { Int64($0.y) }, chain.beforeLast.map { Int64($0.y) }, base: 0)
+        time.prime(chain.last?.time, chain.beforeLast?.time, base: timeReference)
+        for sample in samples { append(sample) }
+        for sample in tail ?? [] { append(sample) }
+    }
+
+    private mutating func append(_ sample: Sample) {
+        xy.append(zigZag(x.encode(Int64(sample.x))))
+        xy.append(zigZag(y.encode(Int64(sample.y))))
+        times.append(zigZag(time.encode(sample.time)))
+        flags.append(sample.flags.rawValue)
+        if sample.flags.contains(.hasForce) {
+            forces.append(zigZag(Int64(sample.force) - lastForce))
+            lastForce = Int64(sample.force)
+        }
+        if sample.flags.contains(.hasAngles) {
+            angles.append(zigZag(Int64(sample.azimuth) - lastAzimuth))
+            angles.append(zigZag(Int64(sample.altitude) - lastAltitude))
+            lastAzimuth = Int64(sample.azimuth)
+            lastAltitude = Int64(sample.altitude)
+        }
+        if sample.estimationIndex != 0 { anyEstimation = true }
+        estimations.append(sample.estimationIndex)
+    }
+
+    /// The block as one `Diff` (field 4 of the batch) holding `packed_appends` (field 11).
+    mutating func write(to out: inout ProtoWriter) {
+        out.lengthDelimited(4) { diff in diff.lengthDelimited(11) { writeBody(to: &$0) } }
+    }
+
+    private mutating func writeBody(to packed: inout ProtoWriter) {
+        packed.varint(UInt64(headers.count / 3))
+        for value in headers { packed.varint(value) }
+        let anyCoalesced = flags.contains { $0 & SampleFlags.coalesced.rawValue != 0 }
+        let runMask = SampleColumnWriter.runFlagsMask
+        let anyRunFlags = flags.contains { $0 & runMask != 0 }
+        packed.varint((anyCoalesced ? 1 : 0) | (anyRunFlags ? 2 : 0) | (anyEstimation ? 4 : 0))
+        if anyRunFlags {
+            var runs: [UInt64] = []
+            var runFlags = flags[0] & runMask, length: UInt64 = 0
+            for sampleFlags in flags {
+                if sampleFlags & runMask != runFlags {
+                    runs.append(length << 4 | UInt64(runFlags))
+                    (runFlags, length) = (sampleFlags & runMask, 0)
+                }
+                length += 1
+            }
+            runs.append(length << 4 | UInt64(runFlags))
+            packed.varint(UInt64(runs.count))
+            for run in runs { packed.varint(run) }
+        }
+        if anyEstimation { for index in estimations { packed.varint(UInt64(index)) } }
+        let widthXY = packedWidth(xy[...]), widthTime = packedWidth(times[...])
+        packed.varint(UInt64(widthXY))
+        packed.varint(UInt64(widthTime))
+        let widthForce = forces.isEmpty ? 0 : packedWidth(forces[...])
+        let widthAngles = angles.isEmpty ? 0 : packedWidth(angles[...])
+        if !forces.isEmpty { packed.varint(UInt64(widthForce)) }
+        if !angles.isEmpty { packed.varint(UInt64(widthAngles)) }
+
+        escaped.removeAll(keepingCapacity: true)
+        bits.reset()
+        func field(_ value: UInt64, _ width: Int) {
+            guard width > 0 else { return }
+            let escape: UInt64 = width == 64 ? .max : (1 << UInt64(width)) - 1
+            if value >= escape {
+                bits.write(escape, bits: width)
+                escaped.append(value)
+            } else {
+                bits.write(value, bits: width)
+            }
+        }
+        var force = 0, angle = 0
+        for (index, sampleFlags) in flags.enumerated() {
+            if anyCoalesced { bits.write(sampleFlags & SampleFlags.coalesced.rawValue != 0 ? 1 : 0, bits: 1) }
+            field(xy[2 * index], widthXY)
+            field(xy[2 * index + 1], widthXY)
+            field(times[index], widthTime)
+            if sampleFlags & SampleFlags.hasForce.rawValue != 0 {
+                field(forces[force], widthForce)
+                force += 1
+            }
+            if sampleFlags & SampleFlags.hasAngles.rawValue != 0 {
+                field(angles[angle], widthAngles)
+                field(angles[angle + 1], widthAngles)
+                angle += 2
+            }
+        }
+        bits.flush()
+        packed.bytes.append(contentsOf: bits.bytes)
+        for value in escaped { packed.varint(value) }
+    }
+}
+
+/// Reads one `packed_appends` against the replica it continues.
+enum PackedAppendsReader {
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, timeReference: Int64, state: BoardState,
+        chains: inout StrokeChains, into diffs: inout [StrokeDiff]
+    ) throws(DiffStreamError) {
+        func malformed(_ reason: String) -> DiffStreamError { .wire(.malformed("packed appends: \(reason)")) }
+        // Varints one at a time, from `position` (the region holds other things after them).
+        var position = region.lowerBound
+        func varint() throws(DiffStreamError) -> UInt64 {
+            guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw malformed("cut off") }
+            var value: UInt64 = 0
+            var shift: UInt64 = 0
+            while true {
+                guard position < region.upperBound, shift < 64 else { throw malformed("a varint is cut off or too long") }
+                let byte = base[position]
+                position += 1
+                value |= UInt64(byte & 0x7F) << shift
+                if byte & 0x80 == 0 { return value }
+                shift += 7
+            }
+        }
+
+        let segments = try varint()
+        guard segments >= 1, segments <= UInt64(region.count) else { throw malformed("\(segments) segments") }
+        var layout: [(id: StrokeID, count: Int, tail: Int)] = []
+        layout.reserveCapacity(Int(segments))
+        var raw: Int64 = 0
+        var total = 0
+        for _ in 0..<segments {
+            let (next, overflow) = raw.addingReportingOverflow(zigZagDecoded(try varint()))
+            guard !overflow, next > 0 else { throw malformed("stroke id delta out of range") }
+            raw = next
+            let count = try varint(), tailCode = try varint()
+            guard count <= UInt64(PackedAppends.maxSamples), tailCode <= UInt64(PackedAppends.maxSamples) + 1 else {
+                throw malformed("a segment of more than \(PackedAppends.maxSamples) samples")
+            }
+            let tail = Int(tailCode) - 1
+            total += Int(count) + max(tail, 0)
+            guard total <= PackedAppends.maxSamples else {
+                throw malformed("more than \(PackedAppends.maxSamples) samples")
+            }
+            layout.append((StrokeID(UInt64(raw)), Int(count), tail))
+        }
+        let features = try varint()
+        guard features <= 7 else { throw malformed("unknown feature bits \(features)") }
+        let hasCoalesced = features & 1 != 0, hasRuns = features & 2 != 0, hasEstimations = features & 4 != 0
+
+        // Flags per sample from the runs (the coalesced bit comes from the bit stream).
+        var runs: [(length: UInt64, flags: UInt8)] = []
+        var withForce = 0, withAngles = 0
+        if hasRuns {
+            let count = try varint()
+            guard count >= 1, count <= UInt64(total) else { throw malformed("\(count) flag runs for \(total) samples") }
+            var covered: UInt64 = 0
+            for _ in 0..<count {
+                let entry = try varint()
+                let (length, flags) = (entry >> 4, UInt8(entry & 0xF))
+                guard length >= 1, flags & SampleFlags.coalesced.rawValue == 0 else {
+                    throw malformed("a flag run is empty or sets the coalesced flag")
+                }
+                covered += length
+                guard covered <= UInt64(total) else { throw malformed("flag runs cover more samples than the segments hold") }
+                if flags & SampleFlags.hasForce.rawValue != 0 { withForce += Int(length) }
+                if flags & SampleFlags.hasAngles.rawValue != 0 { withAngles += Int(length) }
+                runs.append((length, flags))
+            }
+            guard covered == UInt64(total) else { throw malformed("flag runs cover fewer samples than the segments hold") }
+        }
+        var estimations: [UInt32] = []
+        if hasEstimations {
+            estimations.reserveCapacity(total)
+            for _ in 0..<total {
+                guard let index = UInt32(exactly: try varint()) else { throw malformed("an estimation index beyond 32 bits") }
+                estimations.append(index)
+            }
+        }
+        let widthXY = try varint(), widthTime = try varint()
+        let widthForce = withForce > 0 ? try varint() : 0
+        let widthAngles = withAngles > 0 ? try varint() : 0
+        guard widthXY <= 64, widthTime <= 64, widthForce <= 64, widthAngles <= 64 else { throw malformed("a width above 64") }
+        let totalBits =
+            total * ((hasCoalesced ? 1 : 0) + 2 * Int(widthXY) + Int(widthTime)) + withForce * Int(widthForce)
+            + withAngles * 2 * Int(widthAngles)
+        let streamBytes = (totalBits + 7) / 8
+        guard region.upperBound - position >= streamBytes else { throw malformed("the bit stream is cut off") }
+        var stream = BitReader(bytes, position..<(position + streamBytes))
+        position += streamBytes
+
+        func field(_ width: UInt64) throws(DiffStreamError) -> UInt64 {
+            guard let value = stream.read(bits: Int(width)) else { throw malformed("the bit stream is cut off") }
+            let escape: UInt64 = width == 64 ? .max : (1 << width) - 1
+            return width > 0 && value == escape ? try varint() : value
+        }
+
+        var run = 0, runLeft: UInt64 = runs.first?.length ?? UInt64(total)
+        var sampleIndex = 0
+        var force: Int64 = 0, azimuth: Int64 = 0, altitude: Int64 = 0
+        var x = DeltaChain(), y = DeltaChain(), time = DeltaChain()
+        func next() throws(DiffStreamError) -> Sample {
+            var coalesced = false
+            if hasCoalesced {  // a plain bit, never an escape
+                guard let bit = stream.read(bits: 1) else { throw malformed("the bit stream is cut off") }
+                coalesced = bit == 1
+            }
+            guard let xValue = x.decode(zigZagDecoded(try field(widthXY))), let yValue = y.decode(zigZagDecoded(try field(widthXY))),
+                let timeValue = time.decode(zigZagDecoded(try field(widthTime)))
+            else { throw malformed("sample \(sampleIndex): position or time overflows") }
+            guard let x32 = Int32(exactly: xValue), let y32 = Int32(exactly: yValue) else {
+                throw malformed("sample \(sampleIndex): position leaves the 32-bit range")
+            }
+            if runLeft == 0 {
+                run += 1
+                runLeft = runs[run].length
+            }
+            runLeft -= 1
+            var flags = SampleFlags(rawValue: runs.isEmpty ? 0 : runs[run].flags)
+            if coalesced { flags.insert(.coalesced) }
+            var sample = Sample(
+                x: x32, y: y32, time: timeValue, flags: flags, estimationIndex: hasEstimations ? estimations[sampleIndex] : 0)
+            if flags.contains(.hasForce) {
+                force &+= zigZagDecoded(try field(widthForce))
+                guard let value = UInt16(exactly: force) else { throw malformed("sample \(sampleIndex): force out of range") }
+                sample.force = value
+            }
+            if flags.contains(.hasAngles) {
+                azimuth &+= zigZagDecoded(try field(widthAngles))
+                altitude &+= zigZagDecoded(try field(widthAngles))
+                guard let a = Int16(exactly: azimuth), let b = Int16(exactly: altitude) else {
+                    throw malformed("sample \(sampleIndex): angle out of range")
+                }
+                sample.azimuth = a
+                sample.altitude = b
+            }
+            sampleIndex += 1
+            return sample
+        }
+
+        for segment in layout {
+            var current = try chains.chain(segment.id, in: state)
+            x.prime(current.last.map { Int64($0.x) }, current.beforeLast.map { Int64($0.x) }, base: 0)
+            y.prime(current.last.map { Int64($0.y) }, current.beforeLast.map { Int64($0.y) }, base: 0)
+            time.prime(current.last?.time, current.beforeLast?.time, base: timeReference)
+            if segment.count > 0 {
+                var samples: [Sample] = []
+                samples.reserveCapacity(segment.count)
+                for _ in 0..<segment.count { samples.append(try next()) }
+                diffs.append(.appended(segment.id, offset: current.count, samples: samples))
+                current.advance(over: samples)
+            }
+            if segment.tail >= 0 {
+                var tail: [Sample] = []
+                tail.reserveCapacity(segment.tail)
+                for _ in 0..<segment.tail { tail.append(try next()) }
+                diffs.append(.predicted(segment.id, samples: tail))
+            }
+            chains.set(segment.id, current)
+        }
+        guard stream.paddingIsZero else { throw malformed("the bit stream's padding is not zero") }
+        guard position == region.upperBound else {
+            throw malformed("\(region.upperBound - position) bytes after the escaped values")
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import Testing
+import TouchSyncCore
+import TouchSyncHubCore
+import TouchSyncWire
+
+/// The hub publishes a board in wire format v2 exactly while someone
+/// subscribes to its v2 topic; v1 subscribers see the same bytes either way.
+@Suite("Hub core: wire format v2 on its own topic")
+struct WireFormatV2Tests {
+    @Test func aV2SubscriberGetsPackedBatchesAndHeartbeatsWhileSubscribed() {
+        let hub = CoreHarness { $0.heartbeatInterval = .seconds(1) }
+        let pen = peer("pen")
+        let v1 = WireFormat.v1.topic(board: "b"), v2 = WireFormat.v2.topic(board: "b")
+        hub.hello(pen, board: "b")
+        _ = hub.message(pen, .numbered(sequence: 1, began(1)))
+        _ = hub.endTurn()
+        #expect(hub.actions.publications.allSatisfy { $0.topic == v1 }, "nobody asked for v2: nothing encoded in v2")
+
+        // Subscribing: the v2 stream continues the published state, with a heartbeat at once.
+        let subscribed = hub.send(.subscribed(topic: v2, by: nil))
+        #expect(subscribed.publications.filter { $0.topic == v2 }.map(\.kind) == [.heartbeat(sequence: 1, digest: hub.core.board("b")!.digest)])
+        var sequence = UInt64(1)
+        for step in 1...5 {
+            _ = hub.message(pen, .numbered(sequence: UInt64(1 + step), moved(1, x: Int32(step * 64), t: Int64(step * 8_333))))
+            let turn = hub.endTurn()
+            sequence += 1
+            let batches = turn.publications.filter { if case .batch = $0.kind { true } else { false } }
+            #expect(batches.map(\.topic) == [v1, v2], "each batch on both topics")
+            #expect(batches.map(\.kind) == [.batch(sequence: sequence), .batch(sequence: sequence)])
+            #expect(batches[1].bytes.count < batches[0].bytes.count, "v2 is smaller: \(batches.map(\.bytes.count))")
+        }
+        #expect(hub.replicasV2["b"] == hub.core.board("b"), "the v2 replica follows from its subscription on")
+        hub.advance(.seconds(1))
+        #expect(hub.endTurn().publications.filter { if case .heartbeat = $0.kind { true } else { false } }.map(\.topic) == [v1, v2])
+
+        // The last v2 subscriber gone: v1 only again.
+        _ = hub.send(.subscribed(topic: v2, by: nil))
+        _ = hub.send(.unsubscribed(topic: v2, by: nil))
+        _ = hub.message(pen, .numbered(sequence: 7, moved(1, x: 9 * 64, t: 9 * 8_333)))
+        #expect(hub.endTurn().publications.map(\.topic).contains(v2), "one v2 subscriber is left")
+        _ = hub.send(.unsubscribed(topic: v2, by: nil))
+        _ = hub.message(pen, .numbered(sequence: 8, moved(1, x: 10 * 64, t: 10 * 8_333)))
+        let after = hub.endTurn().publications
+        #expect(!after.isEmpty && after.allSatisfy { $0.topic == v1 })
+    }
+
+    /// A v2 subscription to a board nobody drew on is answered with one
+    /// heartbeat at sequence 0 (so the subscriber knows the hub speaks v2);
+    /// a v1 subscription to it, or a name that is no board name, is not.
+    @Test func aV2SubscriptionToABoardNotDrawnOnGetsAnEmptyHeartbeat() throws {
+        let hub = CoreHarness()
+        let answer = hub.send(.subscribed(topic: WireFormat.v2.topic(board: "later"), by: nil))
+        #expect(answer.publications.map(\.kind) == [.heartbeat(sequence: 0, digest: BoardState.emptyDigest)])
+        #expect(answer.publications.first?.topic == WireFormat.v2.topic(board: "later"))
+        let heartbeat = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: try #require(answer.publications.first).bytes).heartbeat
+        #expect(heartbeat.board == "later" && heartbeat.sequence == 0 && BoardDigest(rawValue: heartbeat.digest).description == "0c8657ae0d7aac18")
+        #expect(hub.send(.subscribed(topic: WireFormat.v1.topic(board: "later"), by: nil)).isEmpty)
+        #expect(hub.send(.subscribed(topic: Array("bad\u{7}".utf8) + [1], by: nil)).isEmpty)
+    }
+
+    /// A v2 subscription made before the board exists starts its stream with
+    /// the board's first batch; the v1 stream is byte for byte the one a hub
+    /// without v2 subscribers publishes.
+    @Test func v1BytesDoNotDependOnV2Subscribers() {
+        let plain = CoreHarness(), mixed = CoreHarness()
+        _ = mixed.send(.subscribed(topic: WireFormat.v2.topic(board: "b"), by: nil))
+        var v1: [[[UInt8]]] = [[], []]
+        for (index, hub) in [plain, mixed].enumerated() {
+            let pen = peer("pen")
+            hub.hello(pen, board: "b")
+            _ = hub.message(pen, .numbered(sequence: 1, began(1)))
+            for step in 1...20 {
+                _ = hub.message(pen, .numbered(sequence: UInt64(1 + step), moved(1, x: Int32(step * step * 7), t: Int64(step * 8_333))))
+                if step % 3 == 0 { _ = hub.endTurn() }
+            }
+            _ = hub.endTurn()
+            v1[index] = hub.actions.publications.filter { $0.topic.last == 0 }
+                .compactMap { if case .batch = $0.kind { $0.bytes } else { nil } }
+        }
+        #expect(!v1[0].isEmpty && v1[0] == v1[1])
+        #expect(mixed.replicasV2["b"] == mixed.core.board("b"))
+        #expect(mixed.replicasV2["b"]?.sequence == plain.core.board("b")?.sequence)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncHub
+import TouchSyncHubCore
+import TouchSyncSimulation
+import TouchSyncWire
+import ZeroMQ
+
+/// Wire format v2 over real sockets: a hub, agents, v1 and v2 subscribers,
+/// and a relay (which publishes v1 only).
+@Suite("Wire format v2 end to end", .timeLimit(.minutes(2)))
+struct WireFormatV2EndToEndTests {
+    /// v1 and v2 subscribers (one joining half-way) end with the hub's board;
+    /// the v2 one received fewer bytes for the same batches.
+    @Test func v1AndV2SubscribersConvergeAndV2CarriesFewerBytes() async throws {
+        let test = try await TestHub.start()
+        let board = "packed"
+        let v1 = try test.subscriber(board: board)
+        let v2 = try test.subscriber(board: board) { $0.wireFormat = .v2 }
+        var profile = SimulationProfile()
+        profile.users = 3
+        profile.fingersPerUser = 3
+        profile.withForce = true
+        profile.estimateRate = 0.05
+        var simulator = SessionSimulator(seed: 2602, profile: profile)
+        let agents = try simulator.users.map { try test.agent(board: board, identity: $0.rawValue) }
+        var late: BoardSubscriber? = nil
+        for step in 0..<1500 {
+            switch simulator.next() {
+            case .frame(let user, let frame, _):
+                agents[simulator.users.firstIndex(of: user)!].send(frame.changes, alive: frame.aliveTouches)
+            case .clear(let user, let scope):
+                agents[simulator.users.firstIndex(of: user)!].clear(scope)
+            }
+            if step == 700 { late = try test.subscriber(board: board) { $0.wireFormat = .v2 } }
+            if step % 25 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        for agent in agents { #expect(await agent.flush(timeout: .seconds(10))) }
+        let hub = try await test.board(board)
+        #expect(hub.acceptedStrokes.count > 20)
+        for subscriber in [v1, v2, late!] {
+            #expect(await subscriber.waitUntil(sequence: hub.sequence, timeout: .seconds(10)))
+            let replica = try #require(await subscriber.replica())
+            #expect(replica.digest == hub.digest)
+            #expect(replica.acceptedStrokes.map(\.id) == hub.acceptedStrokes.map(\.id))
+        }
+        let (bytesV1, bytesV2) = (v1.status.bytesReceived, v2.status.bytesReceived)
+        print("wire format v2 end to end: v1 subscriber \(bytesV1) bytes, v2 \(bytesV2) (\(String(format: "%.2f", Double(bytesV2) / Double(bytesV1))))")
+        #expect(bytesV2 < bytesV1)
+        #expect(v2.status.resyncs == 0 && v1.status.resyncs == 0, "both streams applied without a gap")
+        for agent in agents { await agent.stop() }
+        for subscriber in [v1, v2, late!] { await subscriber.stop() }
+        await test.hub.stop()
+    }
+
+    /// A relay publishes v1 only: a v2 subscriber behind it hears nothing on
+    /// the v2 topic, follows v1 after its silence time-out, and converges.
+    @Test func aV2SubscriberBehindARelayFallsBackToV1() async throws {
+        let test = try await TestHub.start()
+        var configuration = RelayConfiguration()
+        configuration.upstreamPublish = test.endpoints.publish
+        configuration.upstreamSnapshot = test.endpoints.snapshot
+        configuration.publishEndpoint = "tcp://127.0.0.1:*"
+        configuration.snapshotEndpoint = "tcp://127.0.0.1:*"
+        configuration.snapshotTimeout = .milliseconds(500)
+        let relay = try BoardRelay(configuration: configuration, logger: testLogger("relay"), context: test.context)
+        let served = try await relay.start()
+        var subscriberConfiguration = SubscriberConfiguration(board: "r", publishEndpoint: served.publish, snapshotEndpoint: served.snapshot)
+        subscriberConfiguration.snapshotTimeout = .milliseconds(500)
+        subscriberConfiguration.silenceTimeout = .milliseconds(800)
+        subscriberConfiguration.wireFormat = .v2
+        let subscriber = try BoardSubscriber(configuration: subscriberConfiguration, context: test.context, logger: testLogger("subscriber"))
+        subscriber.start()
+        let agent = try test.agent(board: "r", identity: "pen")
+        for stroke in 0..<6 {
+            let time = 1.0 + Double(stroke)
+            try agent.touchesBegan([TouchInput(id: 1, coalesced: [TouchPoint(x: 10, y: 10, timestamp: time)])])
+            for step in 1...20 {
+                try agent.touchesMoved([TouchInput(id: 1, coalesced: [TouchPoint(x: 10 + Double(step), y: 10, timestamp: time + Double(step) / 100)])])
+            }
+            try agent.touchesEnded([TouchInput(id: 1, coalesced: [TouchPoint(x: 40, y: 10, timestamp: time + 0.5)])])
+            #expect(await agent.flush(timeout: .seconds(10)))
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        let hub = try await test.board("r")
+        #expect(await subscriber.waitUntil(sequence: hub.sequence, timeout: .seconds(10)))
+        #expect(await subscriber.replica()?.digest == hub.digest)
+        #expect(await subscriber.replica()?.acceptedStrokes.count == 6)
+        await agent.stop()
+        await subscriber.stop()
+        await relay.stop()
+        await test.hub.stop()
+    }
+}
