@@ -150,6 +150,55 @@ struct PackedAppendsTests {
         }
     }
 
+    /// v2 amendments carry no position or time: they take the stored
+    /// sample's, from the replica or from the same batch; broken ones are refused.
+    @Test func packedAmendmentsTakeTheStoredPositionAndTime() throws {
+        var hub = BoardState()
+        var diffs: [StrokeDiff] = []
+        var estimate = Sample(x: 640, y: 320, time: 1_000_000, force: 100, flags: [.estimated, .hasForce], estimationIndex: 7)
+        try hub.reduce(
+            TouchFrame(changes: [TouchChange(touch: 1, phase: .began, samples: [estimate, Sample(x: 700, y: 330, time: 1_004_000)])]),
+            from: UserNamespace("a"), style: .default, into: &diffs)
+        var encoder = DiffStreamEncoder(board: "b", format: .v2)
+        var replica = BoardState()
+        try replica.apply(encoder.encode(hub.sealBatch(diffs, hubTime: 1)))
+        estimate.flags = [.hasForce]
+        estimate.force = 900
+        let batch = hub.sealBatch([.amended(StrokeID(1), offset: 0, sample: estimate)], hubTime: 2)
+        let bytes = encoder.encodedBytes(batch)
+        let proto = try WireCodec.decode(Touchsync_V1_DiffBatch.self, from: bytes)
+        guard case .packedAmended(let packed) = proto.diffs.first?.kind else {
+            Issue.record("expected a packed amendment: \(proto.diffs)")
+            return
+        }
+        #expect(Array(packed) == [0x01, 0x00, 0x04, 0x84, 0x07, 0x07], "stroke 1, offset 0, has force, force 900, index 7")
+        let before = replica
+        var viaReader = replica
+        try bytes.withUnsafeBytes { _ = try viaReader.apply(encodedBatch: $0) }
+        try replica.apply(proto)
+        try hub.apply(batch.diffs[0])
+        #expect(replica == hub && viaReader == hub)
+        #expect(replica.activeStroke(StrokeID(1))?.samples[0] == estimate)
+
+        func refusal(_ bytes: [UInt8]) -> DiffStreamError? {
+            var broken = proto
+            broken.diffs[0].kind = .packedAmended(Data(bytes))
+            var copy = before
+            do {
+                try copy.apply(broken)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(refusal([0x01, 0x00, 0x10, 0x00]) == .wire(.malformed("packed amendment: unknown flags 16")))
+        #expect(refusal([0x01, 0x00, 0x00, 0x00, 0x00]) == .wire(.malformed("packed amendment: bytes after the estimation index")))
+        #expect(refusal([0x01, 0x00, 0x04]) == .wire(.malformed("packed amendment: cut off")))
+        #expect(refusal([0x01, 0x00, 0x04, 0x80, 0x80, 0x04, 0x00]) == .wire(.malformed("packed amendment: force out of range")))
+        #expect(refusal([0x09, 0x00, 0x00, 0x00]) == .replica(.unknownStroke(StrokeID(9))))
+        #expect(refusal([0x01, 0x02, 0x00, 0x00]) == .replica(.wrongOffset(StrokeID(1), expected: 1, received: 2)))
+    }
+
     /// Valid v2 batches with bytes changed at random: applied or refused, never a crash.
     @Test func damagedV2BatchesAreRefusedNotFatal() async {
         await checkProperty(count: 20, input: Gen.uint64(in: 0...UInt64.max)) { seed in

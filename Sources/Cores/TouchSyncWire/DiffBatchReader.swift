@@ -112,6 +112,12 @@ public enum DiffBatchReader {
             } catch {
                 throw GiveUp()
             }
+        case 12:  // packed_amended (wire format v2)
+            do {
+                diffs.append(try PackedAmendment.decode(bytes, body, state: state, decoded: diffs))
+            } catch {
+                throw GiveUp()
+            }
         case 4:  // SampleAmended
             var fields = ProtoScanner(bytes, body)
             var id: UInt64?, offset: UInt64?, sample: PackedSampleColumns?

@@ -153,6 +153,9 @@ public struct DiffStreamEncoder: Sendable {
                         proto.uint64Field(2, UInt64(style.width))
                     }
                 }
+            case .amended(let id, let offset, let sample) where packed:
+                flush()
+                PackedAmendment.write(id, offset: offset, sample, to: &out)
             case .amended(let id, let offset, let sample):
                 flush()
                 var amended = Touchsync_V1_SampleAmended()
@@ -283,6 +286,11 @@ public enum DiffStreamDecoder {
                         try PackedAppendsReader.decode(
                             bytes, 0..<bytes.count, timeReference: proto.timeReference, state: state, chains: &chains, into: &diffs)
                     }
+                case .packedAmended(let data):
+                    let diff = try data.withUnsafeBytes { bytes in
+                        try PackedAmendment.decode(bytes, 0..<bytes.count, state: state, decoded: diffs)
+                    }
+                    diffs.append(diff)
                 case .amended(let amended):
                     diffs.append(try amendedDiff(amended.strokeID, amended.offset, SampleRunCodec.decodeSamples(amended.sample)))
                 case .accepted(let accepted):

@@ -38,6 +38,22 @@ func packedWidth(_ values: ArraySlice<UInt64>) -> Int {
     return best
 }
 
+/// Where v2 expects a segment's first predicted sample: `gap` after the
+/// stroke's last sample `last` (the time residual is the gap minus the
+/// block's previous first-tail gap), on the line through `beforeLast` and
+/// `last` scaled to that gap (truncated toward zero); at `last` when there
+/// is no earlier sample, no time between the two, or the product overflows.
+@inline(__always)
+func predictedPosition(last: Int64, beforeLast: Int64?, lastTime: Int64, beforeLastTime: Int64?, gap: Int64) -> Int64 {
+    guard let beforeLast, let beforeLastTime else { return last }
+    let interval = lastTime &- beforeLastTime
+    guard interval > 0 else { return last }
+    let (scaled, overflow) = (last - beforeLast).multipliedReportingOverflow(by: gap)
+    guard !overflow else { return last }
+    let (value, sumOverflow) = last.addingReportingOverflow(scaled / interval)
+    return sumOverflow ? last : value
+}
+
 @inline(__always)
 func varintSize(_ value: UInt64) -> Int { value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7 }
 
@@ -125,8 +141,10 @@ struct PackedAppendBlock: Sendable {
     private var forces: [UInt64] = []
     private var angles: [UInt64] = []  // azimuth then altitude per sample that has angles
     private var flags: [UInt8] = []
-    private var estimations: [UInt32] = []
-    private var anyEstimation = false
+    /// (position in the block, index) of the samples with an estimation index.
+    private var estimations: [(position: Int, index: UInt32)] = []
+    /// The time from the last sample to the first predicted one, in the block's previous tail.
+    private var tailGap: Int64 = 0
     private var previousID: Int64 = 0
     private var lastForce: Int64 = 0, lastAzimuth: Int64 = 0, lastAltitude: Int64 = 0
     private var x = DeltaChain(), y = DeltaChain(), time = DeltaChain()
@@ -144,7 +162,7 @@ struct PackedAppendBlock: Sendable {
         angles.removeAll(keepingCapacity: true)
         flags.removeAll(keepingCapacity: true)
         estimations.removeAll(keepingCapacity: true)
-        anyEstimation = false
+        tailGap = 0
         previousID = 0
         lastForce = 0
         lastAzimuth = 0
@@ -166,13 +184,39 @@ struct PackedAppendBlock: Sendable {
         y.prime(chain.last.map { Int64($0.y) }, chain.beforeLast.map { Int64($0.y) }, base: 0)
         time.prime(chain.last?.time, chain.beforeLast?.time, base: timeReference)
         for sample in samples { append(sample) }
-        for sample in tail ?? [] { append(sample) }
+        guard let tail, let first = tail.first else { return }
+        var after = chain
+        after.advance(over: samples)
+        if let last = after.last {
+            // The first predicted sample against the stroke's motion; the rest of the tail continues from it.
+            let gap = first.time &- last.time
+            times.append(zigZag(gap &- tailGap))
+            tailGap = gap
+            for (axis, value) in [(\Sample.x, first.x), (\Sample.y, first.y)] {
+                let expected = predictedPosition(
+                    last: Int64(last[keyPath: axis]), beforeLast: after.beforeLast.map { Int64($0[keyPath: axis]) },
+                    lastTime: last.time, beforeLastTime: after.beforeLast?.time, gap: gap)
+                xy.append(zigZag(Int64(value) &- expected))
+            }
+            appendRest(first)
+            x.prime(Int64(first.x), Int64(last.x), base: 0)
+            y.prime(Int64(first.y), Int64(last.y), base: 0)
+            time.prime(first.time, last.time, base: timeReference)
+        } else {
+            append(first)
+        }
+        for sample in tail.dropFirst() { append(sample) }
     }
 
     private mutating func append(_ sample: Sample) {
         xy.append(zigZag(x.encode(Int64(sample.x))))
         xy.append(zigZag(y.encode(Int64(sample.y))))
         times.append(zigZag(time.encode(sample.time)))
+        appendRest(sample)
+    }
+
+    /// A sample's flags, force, angles and estimation index.
+    private mutating func appendRest(_ sample: Sample) {
         flags.append(sample.flags.rawValue)
         if sample.flags.contains(.hasForce) {
             forces.append(zigZag(Int64(sample.force) - lastForce))
@@ -184,8 +228,7 @@ struct PackedAppendBlock: Sendable {
             lastAzimuth = Int64(sample.azimuth)
             lastAltitude = Int64(sample.altitude)
         }
-        if sample.estimationIndex != 0 { anyEstimation = true }
-        estimations.append(sample.estimationIndex)
+        if sample.estimationIndex != 0 { estimations.append((flags.count - 1, sample.estimationIndex)) }
     }
 
     /// The block as one `Diff` (field 4 of the batch) holding `packed_appends` (field 11).
@@ -199,7 +242,7 @@ struct PackedAppendBlock: Sendable {
         let anyCoalesced = flags.contains { $0 & SampleFlags.coalesced.rawValue != 0 }
         let runMask = SampleColumnWriter.runFlagsMask
         let anyRunFlags = flags.contains { $0 & runMask != 0 }
-        packed.varint((anyCoalesced ? 1 : 0) | (anyRunFlags ? 2 : 0) | (anyEstimation ? 4 : 0))
+        packed.varint((anyCoalesced ? 1 : 0) | (anyRunFlags ? 2 : 0) | (estimations.isEmpty ? 0 : 4))
         if anyRunFlags {
             var runs: [UInt64] = []
             var runFlags = flags[0] & runMask, length: UInt64 = 0
@@ -214,7 +257,15 @@ struct PackedAppendBlock: Sendable {
             packed.varint(UInt64(runs.count))
             for run in runs { packed.varint(run) }
         }
-        if anyEstimation { for index in estimations { packed.varint(UInt64(index)) } }
+        if !estimations.isEmpty {
+            packed.varint(UInt64(estimations.count))
+            var next = 0
+            for (position, index) in estimations {
+                packed.varint(UInt64(position - next))
+                packed.varint(UInt64(index))
+                next = position + 1
+            }
+        }
         let widthXY = packedWidth(xy[...]), widthTime = packedWidth(times[...])
         packed.varint(UInt64(widthXY))
         packed.varint(UInt64(widthTime))
@@ -326,14 +377,24 @@ enum PackedAppendsReader {
             }
             guard covered == UInt64(total) else { throw malformed("flag runs cover fewer samples than the segments hold") }
         }
-        var estimations: [UInt32] = []
+        // Sparse: (samples skipped, index) for each sample that has an index.
+        var estimations: [(position: Int, index: UInt32)] = []
         if hasEstimations {
-            estimations.reserveCapacity(total)
-            for _ in 0..<total {
-                guard let index = UInt32(exactly: try varint()) else { throw malformed("an estimation index beyond 32 bits") }
-                estimations.append(index)
+            let count = try varint()
+            guard count >= 1, count <= UInt64(total) else { throw malformed("\(count) estimation indexes for \(total) samples") }
+            estimations.reserveCapacity(Int(count))
+            var next = 0
+            for _ in 0..<count {
+                let skip = try varint()
+                guard skip < UInt64(total - next) else { throw malformed("an estimation index past the last sample") }
+                guard let index = UInt32(exactly: try varint()), index != 0 else {
+                    throw malformed("an estimation index of 0 or beyond 32 bits")
+                }
+                estimations.append((next + Int(skip), index))
+                next += Int(skip) + 1
             }
         }
+        var estimation = 0
         let widthXY = try varint(), widthTime = try varint()
         let widthForce = withForce > 0 ? try varint() : 0
         let widthAngles = withAngles > 0 ? try varint() : 0
@@ -356,15 +417,41 @@ enum PackedAppendsReader {
         var sampleIndex = 0
         var force: Int64 = 0, azimuth: Int64 = 0, altitude: Int64 = 0
         var x = DeltaChain(), y = DeltaChain(), time = DeltaChain()
-        func next() throws(DiffStreamError) -> Sample {
+        var tailGap: Int64 = 0
+        /// The next sample; `after` (the stroke's last two samples) for a segment's first predicted one.
+        func next(firstOfTail after: StrokeChain? = nil) throws(DiffStreamError) -> Sample {
             var coalesced = false
             if hasCoalesced {  // a plain bit, never an escape
                 guard let bit = stream.read(bits: 1) else { throw malformed("the bit stream is cut off") }
                 coalesced = bit == 1
             }
-            guard let xValue = x.decode(zigZagDecoded(try field(widthXY))), let yValue = y.decode(zigZagDecoded(try field(widthXY))),
-                let timeValue = time.decode(zigZagDecoded(try field(widthTime)))
-            else { throw malformed("sample \(sampleIndex): position or time overflows") }
+            let (rx, ry, rt) = (zigZagDecoded(try field(widthXY)), zigZagDecoded(try field(widthXY)), zigZagDecoded(try field(widthTime)))
+            let xValue: Int64, yValue: Int64, timeValue: Int64
+            if let after, let last = after.last {
+                let (gap, gapOverflow) = tailGap.addingReportingOverflow(rt)
+                let (t, timeOverflow) = last.time.addingReportingOverflow(gap)
+                guard !gapOverflow, !timeOverflow else { throw malformed("sample \(sampleIndex): time overflows") }
+                tailGap = gap
+                let expectedX = predictedPosition(
+                    last: Int64(last.x), beforeLast: after.beforeLast.map { Int64($0.x) }, lastTime: last.time,
+                    beforeLastTime: after.beforeLast?.time, gap: gap)
+                let expectedY = predictedPosition(
+                    last: Int64(last.y), beforeLast: after.beforeLast.map { Int64($0.y) }, lastTime: last.time,
+                    beforeLastTime: after.beforeLast?.time, gap: gap)
+                let (px, xOverflow) = expectedX.addingReportingOverflow(rx)
+                let (py, yOverflow) = expectedY.addingReportingOverflow(ry)
+                guard !xOverflow, !yOverflow else { throw malformed("sample \(sampleIndex): position overflows") }
+                (xValue, yValue, timeValue) = (px, py, t)
+                // The rest of the tail continues from this sample.
+                x.prime(px, Int64(last.x), base: 0)
+                y.prime(py, Int64(last.y), base: 0)
+                time.prime(t, last.time, base: 0)
+            } else {
+                guard let xv = x.decode(rx), let yv = y.decode(ry), let tv = time.decode(rt) else {
+                    throw malformed("sample \(sampleIndex): position or time overflows")
+                }
+                (xValue, yValue, timeValue) = (xv, yv, tv)
+            }
             guard let x32 = Int32(exactly: xValue), let y32 = Int32(exactly: yValue) else {
                 throw malformed("sample \(sampleIndex): position leaves the 32-bit range")
             }
@@ -375,8 +462,11 @@ enum PackedAppendsReader {
             runLeft -= 1
             var flags = SampleFlags(rawValue: runs.isEmpty ? 0 : runs[run].flags)
             if coalesced { flags.insert(.coalesced) }
-            var sample = Sample(
-                x: x32, y: y32, time: timeValue, flags: flags, estimationIndex: hasEstimations ? estimations[sampleIndex] : 0)
+            var sample = Sample(x: x32, y: y32, time: timeValue, flags: flags)
+            if estimation < estimations.count && estimations[estimation].position == sampleIndex {
+                sample.estimationIndex = estimations[estimation].index
+                estimation += 1
+            }
             if flags.contains(.hasForce) {
                 force &+= zigZagDecoded(try field(widthForce))
                 guard let value = UInt16(exactly: force) else { throw malformed("sample \(sampleIndex): force out of range") }
@@ -410,7 +500,7 @@ enum PackedAppendsReader {
             if segment.tail >= 0 {
                 var tail: [Sample] = []
                 tail.reserveCapacity(segment.tail)
-                for _ in 0..<segment.tail { tail.append(try next()) }
+                for index in 0..<segment.tail { tail.append(try next(firstOfTail: index == 0 ? current : nil)) }
                 diffs.append(.predicted(segment.id, samples: tail))
             }
             chains.set(segment.id, current)
@@ -419,5 +509,74 @@ enum PackedAppendsReader {
         guard position == region.upperBound else {
             throw malformed("\(region.upperBound - position) bytes after the escaped values")
         }
+    }
+}
+
+/// Wire format v2's amendment: the stored sample's new flags, force, angles
+/// and estimation index; its position and time are the stored ones.
+enum PackedAmendment {
+    static func write(_ id: StrokeID, offset: Int, _ sample: Sample, to out: inout ProtoWriter) {
+        out.lengthDelimited(4) { diff in
+            diff.lengthDelimited(12) { body in
+                body.varint(id.rawValue)
+                body.varint(UInt64(offset))
+                body.varint(UInt64(sample.flags.rawValue))
+                if sample.flags.contains(.hasForce) { body.varint(UInt64(sample.force)) }
+                if sample.flags.contains(.hasAngles) {
+                    body.varint(zigZag(Int64(sample.azimuth)))
+                    body.varint(zigZag(Int64(sample.altitude)))
+                }
+                body.varint(UInt64(sample.estimationIndex))
+            }
+        }
+    }
+
+    /// The amendment as the model's diff: the sample it amends is looked up
+    /// among the batch's diffs so far, then in the replica.
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, state: BoardState, decoded diffs: [StrokeDiff]
+    ) throws(DiffStreamError) -> StrokeDiff {
+        func malformed(_ reason: String) -> DiffStreamError { .wire(.malformed("packed amendment: \(reason)")) }
+        guard var fields = PackedVarints(bytes, region) else { throw malformed("a varint is cut off or too long") }
+        func next() throws(DiffStreamError) -> UInt64 {
+            guard fields.hasMore else { throw malformed("cut off") }
+            return fields.next()
+        }
+        let id = StrokeID(try next())
+        guard let offset = Int(exactly: try next()), offset <= Int(UInt32.max) else { throw malformed("offset out of range") }
+        let flagBits = try next()
+        guard flagBits <= UInt64(SampleFlags.all.rawValue) else { throw malformed("unknown flags \(flagBits)") }
+        let flags = SampleFlags(rawValue: UInt8(flagBits))
+        var force: UInt16 = 0, azimuth: Int16 = 0, altitude: Int16 = 0
+        if flags.contains(.hasForce) {
+            guard let value = UInt16(exactly: try next()) else { throw malformed("force out of range") }
+            force = value
+        }
+        if flags.contains(.hasAngles) {
+            guard let a = Int16(exactly: zigZagDecoded(try next())), let b = Int16(exactly: zigZagDecoded(try next())) else {
+                throw malformed("angle out of range")
+            }
+            (azimuth, altitude) = (a, b)
+        }
+        guard let estimation = UInt32(exactly: try next()) else { throw malformed("estimation index beyond 32 bits") }
+        guard !fields.hasMore else { throw malformed("bytes after the estimation index") }
+        var stored: Sample? = nil
+        for diff in diffs.reversed() {
+            if case .appended(id, let start, let samples) = diff, offset >= start, offset < start + samples.count {
+                stored = samples[offset - start]
+                break
+            }
+        }
+        if stored == nil {
+            guard let stroke = state.activeStroke(id) else { throw .replica(.unknownStroke(id)) }
+            guard offset < stroke.samples.count else {
+                throw .replica(.wrongOffset(id, expected: stroke.samples.count - 1, received: offset))
+            }
+            stored = stroke.samples[offset]
+        }
+        let sample = Sample(
+            x: stored!.x, y: stored!.y, time: stored!.time, force: force, azimuth: azimuth, altitude: altitude, flags: flags,
+            estimationIndex: estimation)
+        return .amended(id, offset: offset, sample: sample)
     }
 }

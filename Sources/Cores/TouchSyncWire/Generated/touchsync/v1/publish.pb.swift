@@ -171,6 +171,17 @@ public nonisolated struct Touchsync_V1_Diff: Sendable {
     set {kind = .packedAppends(newValue)}
   }
 
+  /// Wire format v2: a SampleAmended without the position and time (those
+  /// of the stored sample): stroke id, offset, flags, force, angles and
+  /// estimation index as varints.
+  public var packedAmended: Data {
+    get {
+      if case .packedAmended(let v)? = kind {return v}
+      return Data()
+    }
+    set {kind = .packedAmended(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Kind: Equatable, Sendable {
@@ -186,6 +197,10 @@ public nonisolated struct Touchsync_V1_Diff: Sendable {
     /// format v2"): the same segments as StrokeAppends, bit-packed. A v1
     /// batch never carries it; a v2 batch carries it instead of `appends`.
     case packedAppends(Data)
+    /// Wire format v2: a SampleAmended without the position and time (those
+    /// of the stored sample): stroke id, offset, flags, force, angles and
+    /// estimation index as varints.
+    case packedAmended(Data)
 
   }
 
@@ -529,7 +544,7 @@ nonisolated extension Touchsync_V1_DiffBatch: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Diff"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}began\0\u{2}\u{3}amended\0\u{1}accepted\0\u{1}cancelled\0\u{1}cleared\0\u{1}appends\0\u{1}removed\0\u{1}restored\0\u{3}packed_appends\0\u{c}\u{2}\u{1}\u{c}\u{3}\u{1}")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}began\0\u{2}\u{3}amended\0\u{1}accepted\0\u{1}cancelled\0\u{1}cleared\0\u{1}appends\0\u{1}removed\0\u{1}restored\0\u{3}packed_appends\0\u{3}packed_amended\0\u{c}\u{2}\u{1}\u{c}\u{3}\u{1}")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -649,6 +664,14 @@ nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._M
           self.kind = .packedAppends(v)
         }
       }()
+      case 12: try {
+        var v: Data?
+        try decoder.decodeSingularBytesField(value: &v)
+        if let v = v {
+          if self.kind != nil {try decoder.handleConflictingOneOf()}
+          self.kind = .packedAmended(v)
+        }
+      }()
       default: break
       }
     }
@@ -695,6 +718,10 @@ nonisolated extension Touchsync_V1_Diff: SwiftProtobuf.Message, SwiftProtobuf._M
     case .packedAppends?: try {
       guard case .packedAppends(let v)? = self.kind else { preconditionFailure() }
       try visitor.visitSingularBytesField(value: v, fieldNumber: 11)
+    }()
+    case .packedAmended?: try {
+      guard case .packedAmended(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularBytesField(value: v, fieldNumber: 12)
     }()
     case nil: break
     }
