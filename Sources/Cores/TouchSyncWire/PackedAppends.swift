@@ -178,8 +178,10 @@ struct PackedAppendBlock: Sendable {
         chain.block = number
         headers.append(zigZag(Int64(bitPattern: id.rawValue) &- previousID))
         previousID = Int64(bitPattern: id.rawValue)
-        headers.append(UInt64(samples.count))
-        headers.append(tail.map { UInt64($0.count + 1) } ?? 0)
+        // The count and the tail code share a varint: count << 2 | min(tail, 3), then tail − 3 when that is 3.
+        let tailCode = tail.map { UInt64($0.count + 1) } ?? 0
+        headers.append(UInt64(samples.count) << 2 | min(tailCode, 3))
+        headers.append(tailCode >= 3 ? tailCode - 3 : .max)
         x.prime(chain.last.map { Int64($0.x) }, chain.beforeLast.map { Int64($0.x) }, base: 0)
         y.prime(chain.last.map { Int64($0.y) }, chain.beforeLast.map { Int64($0.y) }, base: 0)
         time.prime(chain.last?.time, chain.beforeLast?.time, base: timeReference)
@@ -238,7 +240,7 @@ struct PackedAppendBlock: Sendable {
 
     private mutating func writeBody(to packed: inout ProtoWriter) {
         packed.varint(UInt64(headers.count / 3))
-        for value in headers { packed.varint(value) }
+        for value in headers where value != .max { packed.varint(value) }  // .max: no tail varint
         let anyCoalesced = flags.contains { $0 & SampleFlags.coalesced.rawValue != 0 }
         let runMask = SampleColumnWriter.runFlagsMask
         let anyRunFlags = flags.contains { $0 & runMask != 0 }
@@ -341,7 +343,14 @@ enum PackedAppendsReader {
             let (next, overflow) = raw.addingReportingOverflow(zigZagDecoded(try varint()))
             guard !overflow, next > 0 else { throw malformed("stroke id delta out of range") }
             raw = next
-            let count = try varint(), tailCode = try varint()
+            let countAndTail = try varint()
+            let count = countAndTail >> 2
+            var tailCode = countAndTail & 3
+            if tailCode == 3 {
+                let more = try varint()
+                guard more <= UInt64(PackedAppends.maxSamples) else { throw malformed("a tail of more than \(PackedAppends.maxSamples) samples") }
+                tailCode += more
+            }
             guard count <= UInt64(PackedAppends.maxSamples), tailCode <= UInt64(PackedAppends.maxSamples) + 1 else {
                 throw malformed("a segment of more than \(PackedAppends.maxSamples) samples")
             }
