@@ -35,6 +35,7 @@ struct PackedAppendsTests {
                     try encodedV2.withUnsafeBytes { _ = try replicaV2.apply(encodedBatch: $0) }
                     let proto = try WireCodec.decode(Touchsync_V1_DiffBatch.self, from: encodedV2)
                     #expect(WireCodec.encode(proto) == encodedV2, "v2 batches are canonical protobuf too")
+                    #expect(proto.board.isEmpty, "a v2 batch's topic names its board")
                     #expect(!proto.diffs.contains { if case .appends = $0.kind { true } else { false } }, "no v1 appends in v2")
                     try replicaV2Proto.apply(proto)
                     if late != nil {

@@ -93,7 +93,7 @@ public struct DiffStreamEncoder: Sendable {
     /// (tested); a `PublishMessage` wraps it with `WireCodec.field(1, wrapping:)`.
     public mutating func encodedBytes(_ batch: DiffBatch) -> [UInt8] {
         var out = ProtoWriter(capacity: 64 + batch.diffs.count * 16)
-        out.stringField(1, board)
+        if format == .v1 { out.stringField(1, board) }  // v2: the topic names the board
         out.uint64Field(2, batch.sequence)
         out.sint64Field(3, batch.hubTime)
         let reference = Self.timeReference(of: batch.diffs)
