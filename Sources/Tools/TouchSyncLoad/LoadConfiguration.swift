@@ -1,6 +1,7 @@
 import TouchSyncAccess
 import TouchSyncHub
 import TouchSyncHubCore
+import TouchSyncWire
 
 /// A load run: how many simulated fingers, how fast, for how long, against which hub.
 public struct LoadConfiguration: Sendable {
@@ -29,6 +30,8 @@ public struct LoadConfiguration: Sendable {
     public var boards = 1
     /// Subscribers per board, connected before anyone draws. Default 1.
     public var subscribers = 1
+    /// The subscribers' wire format (v2: packed appends on the boards' v2 topics). Default v1.
+    public var wireFormat: WireFormat = .v1
     /// Also start one subscriber per board half-way through (snapshot plus diffs). Default false.
     public var lateSubscriber = false
     /// Users start drawing one after another over this time. Default 0.

@@ -85,6 +85,7 @@ public struct LoadRun: Sendable {
             if let keys = configuration.keys {
                 settings.curve = CurveClientKeys(client: keys.watcher, serverPublicKey: keys.hub.publicKey)
             }
+            settings.wireFormat = configuration.wireFormat
             if let counter {
                 settings.onApplied = { batch in
                     latency.record(batch)
