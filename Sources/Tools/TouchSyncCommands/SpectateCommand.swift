@@ -34,7 +34,7 @@ struct SpectateCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             "The diff stream's wire format: v1, or v2 (packed appends, fewer bytes per sample).",
             discussion: "A hub or relay that does not publish v2 is followed in v1 after the silence time-out."))
-    var wire: WireFormat = .v1
+    var wire: WireOption = .v1
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -51,7 +51,7 @@ struct SpectateCommand: AsyncParsableCommand {
         var configuration = SubscriberConfiguration(board: board, publishEndpoint: hub.publish, snapshotEndpoint: hub.snapshot)
         configuration.curve = try hub.keys.curve()
         configuration.snapshotTimeout = .seconds(2)
-        configuration.wireFormat = wire
+        configuration.wireFormat = wire.format
         let subscriber = try BoardSubscriber(configuration: configuration, logger: logging.logger("touchsync.spectate"))
         subscriber.start()
         if !json { emit("spectating board \"\(board)\" via \(hub.publish) (Ctrl-C stops)") }
@@ -263,15 +263,9 @@ extension StrokeDiff {
     }
 }
 
-extension WireFormat: ExpressibleByArgument {
-    public init?(argument: String) {
-        switch argument.lowercased() {
-        case "v1", "1": self = .v1
-        case "v2", "2": self = .v2
-        default: return nil
-        }
-    }
+/// `--wire`: a diff stream's wire format, as the command line spells it.
+enum WireOption: String, ExpressibleByArgument, CaseIterable {
+    case v1, v2
 
-    public static var allValueStrings: [String] { ["v1", "v2"] }
-    public var defaultValueDescription: String { description }
+    var format: WireFormat { self == .v1 ? .v1 : .v2 }
 }
