@@ -32,12 +32,16 @@ struct CommandsTests {
         benchmark.frames = 400
         benchmark.repetitions = 1
         let report = try benchmark.run()
-        #expect(report.figures.map(\.stage).count == 8)
+        #expect(report.figures.map(\.stage).count == 10)
+        #expect(report.figures.contains { $0.stage == "decode and apply diff batches (v2 replica)" })
         #expect(report.figures.allSatisfy { $0.seconds > 0 && $0.samples == report.samples })
         #expect(report.samples > 400)
         // Coalescing per tick can only shrink the diff stream.
         #expect(report.tickBytesPerSample < report.publishBytesPerSample)
         #expect(report.agentBytesPerSample > 0 && report.snapshotBytesPerSample > 0)
+        // The same ticks in wire format v2 (each checked against the hub's digest as it is measured) are smaller.
+        #expect(report.bytesPerSampleByTickV2.map(\.eventsPerTick) == report.bytesPerSampleByTick.map(\.eventsPerTick))
+        for (v1, v2) in zip(report.bytesPerSampleByTick, report.bytesPerSampleByTickV2) { #expect(v2.bytesPerSample < v1.bytesPerSample) }
     }
 
     @Test func commandLineParsesAndRejectsBadOptions() throws {

@@ -56,6 +56,44 @@ struct PackedAppendsTests {
         }
     }
 
+    /// Sessions like a load run's (default profile: force, 0 to 2 predicted
+    /// samples, cancels, vanished touches, estimates, pauses), with the v2
+    /// stream stopped and restarted at random (a subscriber that left and
+    /// came back): a replica that resyncs from a snapshot at every gap ends
+    /// with the hub's board after every batch it applies.
+    @Test func v2StreamsStoppedAndRestartedStayExact() async {
+        await checkProperty(count: 30, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...6)) { seed, window in
+            var profile = SimulationProfile()
+            profile.users = 1 + Int(seed % 5)
+            var simulator = SessionSimulator(seed: seed, profile: profile)
+            var random = SplitMix64(seed: seed ^ 0x5EED)
+            var hub = BoardState()
+            var encoder: DiffStreamEncoder? = DiffStreamEncoder(board: "b", format: .v2)
+            var coalescer = DiffCoalescer()
+            var replica = BoardState()
+            var resyncs = 0
+            var applied = 0
+            for step in 1...600 {
+                coalescer.add(contentsOf: try reduceNext(&simulator, into: &hub))
+                guard step % window == 0 || step == 600, !coalescer.isEmpty else { continue }
+                let batch = hub.sealBatch(coalescer.take(), hubTime: Int64(step))
+                if let bytes = encoder?.encodedBytes(batch) {
+                    if batch.sequence != replica.sequence + 1 {
+                        replica = try BoardState(snapshot: hub.snapshot())  // the gap: resync
+                        resyncs += 1
+                    } else {
+                        try bytes.withUnsafeBytes { _ = try replica.apply(encodedBatch: $0) }
+                        applied += 1
+                    }
+                    #expect(replica == hub, "step \(step)")
+                }
+                // Between batches: the last v2 subscriber leaves, or one arrives (from the published state).
+                if random.chance(0.05) { encoder = encoder == nil ? DiffStreamEncoder(board: "b", format: .v2, continuing: hub) : nil }
+            }
+            #expect(applied > 0, "v2 batches applied \(applied), resyncs \(resyncs)")
+        }
+    }
+
     /// The width rule, by hand: bits per value plus 8 per escaped byte, the smallest width on ties.
     @Test func theWidthIsTheSmallestEncoding() {
         #expect(PackedAppends.width(of: [0, 0, 0]) == 0)
