@@ -11,6 +11,7 @@ struct WireFormatV2Tests {
         let hub = CoreHarness { $0.heartbeatInterval = .seconds(1) }
         let pen = peer("pen")
         let v1 = WireFormat.v1.topic(board: "b"), v2 = WireFormat.v2.topic(board: "b")
+        _ = hub.send(.subscribed(topic: v1, by: nil))  // a v1 subscriber all along
         hub.hello(pen, board: "b")
         _ = hub.message(pen, .numbered(sequence: 1, began(1)))
         _ = hub.endTurn()
@@ -58,11 +59,60 @@ struct WireFormatV2Tests {
         #expect(hub.send(.subscribed(topic: Array("bad\u{7}".utf8) + [1], by: nil)).isEmpty)
     }
 
+    /// A board only v2 subscribers watch (no journal) is not encoded in v1;
+    /// a v1 subscriber arriving starts the v1 stream again from the
+    /// published state, and it continues exactly.
+    @Test func aBoardOnlyV2SubscribersWatchIsEncodedInV2Only() {
+        let hub = CoreHarness()
+        let pen = peer("pen")
+        let v1 = WireFormat.v1.topic(board: "b"), v2 = WireFormat.v2.topic(board: "b")
+        _ = hub.send(.subscribed(topic: v2, by: nil))
+        hub.hello(pen, board: "b")
+        _ = hub.message(pen, .numbered(sequence: 1, began(1)))
+        for step in 1...4 { _ = hub.message(pen, .numbered(sequence: UInt64(1 + step), moved(1, x: Int32(step * 64), t: Int64(step * 8_333)))) }
+        let before = hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }
+        #expect(!before.isEmpty && before.allSatisfy { $0.topic == v2 }, "v2 only: \(before.map(\.topic))")
+        #expect(hub.replicasV2["b"] == hub.core.board("b"))
+
+        // A v1 subscriber arrives: what was pending goes out (in v2), then both streams carry on.
+        _ = hub.message(pen, .numbered(sequence: 6, moved(1, x: 6 * 64, t: 6 * 8_333)))
+        _ = hub.send(.subscribed(topic: v1, by: nil))
+        var v1Replica = hub.core.board("b")!  // its snapshot, requested after subscribing
+        _ = hub.message(pen, .numbered(sequence: 7, moved(1, x: 7 * 64, t: 7 * 8_333)))
+        _ = hub.message(pen, .numbered(sequence: 8, .frame(TouchFrame(changes: [TouchChange(touch: 1, phase: .ended)]))))
+        let after = hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }
+        #expect(after.map(\.topic) == [v1, v2])
+        for publication in after where publication.topic == v1 {
+            let batch = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes).batch
+            #expect((try? batch.map { try v1Replica.apply($0) }) != nil, "the restarted v1 stream continues the state")
+        }
+        #expect(v1Replica == hub.core.board("b") && hub.replicasV2["b"] == hub.core.board("b"))
+
+        // The v1 subscriber leaves: v2 only again.
+        _ = hub.send(.unsubscribed(topic: v1, by: nil))
+        _ = hub.message(pen, .numbered(sequence: 9, began(2)))
+        #expect(hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }.map(\.topic) == [v2])
+    }
+
+    /// A hub that journals always encodes v1 (the journal keeps v1 batches).
+    @Test func aJournalingHubKeepsV1() {
+        let hub = CoreHarness { $0.journal = JournalConfiguration(directory: "unused") }
+        let pen = peer("pen")
+        _ = hub.send(.subscribed(topic: WireFormat.v2.topic(board: "b"), by: nil))
+        hub.hello(pen, board: "b")
+        _ = hub.message(pen, .numbered(sequence: 1, began(1)))
+        let turn = hub.endTurn()
+        #expect(turn.journalAppends.count == 1)
+        #expect(Set(turn.publications.filter { if case .batch = $0.kind { true } else { false } }.map(\.topic))
+            == [WireFormat.v1.topic(board: "b"), WireFormat.v2.topic(board: "b")])
+    }
+
     /// A v2 subscription made before the board exists starts its stream with
     /// the board's first batch; the v1 stream is byte for byte the one a hub
     /// without v2 subscribers publishes.
     @Test func v1BytesDoNotDependOnV2Subscribers() {
         let plain = CoreHarness(), mixed = CoreHarness()
+        for hub in [plain, mixed] { _ = hub.send(.subscribed(topic: WireFormat.v1.topic(board: "b"), by: nil)) }
         _ = mixed.send(.subscribed(topic: WireFormat.v2.topic(board: "b"), by: nil))
         var v1: [[[UInt8]]] = [[], []]
         for (index, hub) in [plain, mixed].enumerated() {

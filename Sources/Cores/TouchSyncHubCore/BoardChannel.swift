@@ -12,7 +12,9 @@ package struct BoardChannel: Sendable {
     package let topicV2: [UInt8]
     package private(set) var state: BoardState
     private var coalescer = DiffCoalescer()
-    private var encoder: DiffStreamEncoder
+    /// The v1 stream's encoder: while the journal, a v1 subscriber or the
+    /// absence of v2 subscribers needs it (the hub core decides).
+    private var encoder: DiffStreamEncoder?
     /// The v2 stream's encoder, while anyone subscribes to the v2 topic
     /// (a board nobody watches in v2 pays nothing for it).
     private var encoderV2: DiffStreamEncoder? = nil
@@ -98,26 +100,36 @@ package struct BoardChannel: Sendable {
         return scratch.count
     }
 
-    /// Whether batches are also encoded in wire format v2.
+    /// Whether batches are encoded in wire format v1 (the default) and v2.
+    package var publishesV1: Bool { encoder != nil }
     package var publishesV2: Bool { encoderV2 != nil }
 
-    /// Encodes every later batch in v2 as well, continuing the published
+    /// Encodes every later batch in `format` too, continuing the published
     /// state: call when nothing is pending (after `sealBatch`).
-    package mutating func startV2() {
-        precondition(!hasPending, "the v2 stream starts from the published state")
-        if encoderV2 == nil { encoderV2 = DiffStreamEncoder(board: name, format: .v2, continuing: state) }
+    package mutating func start(_ format: WireFormat) {
+        precondition(!hasPending, "a stream starts from the published state")
+        switch format {
+        case .v1: if encoder == nil { encoder = DiffStreamEncoder(board: name, continuing: state) }
+        case .v2: if encoderV2 == nil { encoderV2 = DiffStreamEncoder(board: name, format: .v2, continuing: state) }
+        }
     }
 
-    package mutating func stopV2() { encoderV2 = nil }
+    /// Stops encoding `format` (its encoder's chains would go stale: `start` makes a new one).
+    package mutating func stop(_ format: WireFormat) {
+        switch format {
+        case .v1: encoder = nil
+        case .v2: encoderV2 = nil
+        }
+    }
 
-    /// Seals what is pending into the next batch: its sequence, its
-    /// encoded `DiffBatch`, and the same batch in v2 while `publishesV2`;
-    /// nil when nothing is pending.
-    package mutating func sealBatch(hubTime: Int64) -> (sequence: UInt64, encoded: [UInt8], encodedV2: [UInt8]?)? {
+    /// Seals what is pending into the next batch: its sequence and its
+    /// encoded `DiffBatch` in each format being published; nil when nothing
+    /// is pending.
+    package mutating func sealBatch(hubTime: Int64) -> (sequence: UInt64, encoded: [UInt8]?, encodedV2: [UInt8]?)? {
         guard hasPending else { return nil }
         let batch = state.sealBatch(coalescer.take(), hubTime: hubTime)
         lastChangeHubTime = hubTime
-        return (batch.sequence, encoder.encodedBytes(batch), encoderV2?.encodedBytes(batch))
+        return (batch.sequence, encoder?.encodedBytes(batch), encoderV2?.encodedBytes(batch))
     }
 
     /// The board's digest at its current sequence (cached per sequence: it walks every sample).

@@ -204,7 +204,7 @@ extension HubCore {
                 return
             }
             slot = channels.insert(BoardChannel(name: hello.board, limits: configuration.boardLimits), emptySince: now)
-            startV2IfSubscribed(slot: slot, now: now, into: &actions)
+            updateWireFormats(slot: slot, now: now, into: &actions)
             counters.boards = boardCount
             observer?.observe(.boardCreated(board: hello.board))
         }

@@ -51,7 +51,8 @@ extension HubCore {
         let time = hubTime(at: now)
         guard let (sequence, encodedBatch, encodedV2) = channels[slot].sealBatch(hubTime: time) else { return }
         // Journaled before it is published: no subscriber sees a batch the journal may not have.
-        if journal != nil {
+        // (With a journal the v1 stream is always encoded: `updateWireFormats`.)
+        if journal != nil, let encodedBatch {
             let ticket = journal!.append()
             actions.append(
                 .appendToJournal(
@@ -60,11 +61,13 @@ extension HubCore {
                         hubTime: time, agents: Array(channels[slot].progressPending.values), state: channels[slot].state)))
             channels[slot].progressPending.removeAll(keepingCapacity: true)
         }
-        let bytes = WireCodec.field(1, wrapping: encodedBatch)  // PublishMessage.batch
-        actions.append(
-            .publish(Publication(board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topic, bytes: bytes)))
+        if let encodedBatch {
+            let bytes = WireCodec.field(1, wrapping: encodedBatch)  // PublishMessage.batch
+            actions.append(
+                .publish(Publication(board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topic, bytes: bytes)))
+            counters.publishedBytes += bytes.count
+        }
         counters.batches += 1
-        counters.publishedBytes += bytes.count
         if let encodedV2 {
             let bytesV2 = WireCodec.field(1, wrapping: encodedV2)
             actions.append(
@@ -98,11 +101,19 @@ extension HubCore {
         }
     }
 
-    /// Starts a board's v2 stream when someone subscribes to its v2 topic
-    /// (after publishing what is pending: the stream continues the published state).
-    mutating func startV2IfSubscribed(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
-        guard !channels[slot].publishesV2, subscriptions[channels[slot].topicV2] != nil else { return }
-        publishPending(slot: slot, now: now, into: &actions)
-        channels[slot].startV2()
+    /// Which formats a board's batches are encoded in: v2 while its v2
+    /// topic has subscribers; v1 unless only v2 is read (no journal, no v1
+    /// subscriber, a v2 one). A stream that starts continues the published
+    /// state, so what is pending is published first.
+    mutating func updateWireFormats(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+        let v2 = subscriptions[channels[slot].topicV2] != nil
+        let v1 = journal != nil || subscriptions[channels[slot].topic] != nil || !v2
+        if channels[slot].publishesV1 && !v1 { channels[slot].stop(.v1) }
+        if channels[slot].publishesV2 && !v2 { channels[slot].stop(.v2) }
+        if (v1 && !channels[slot].publishesV1) || (v2 && !channels[slot].publishesV2) {
+            publishPending(slot: slot, now: now, into: &actions)
+            if v1 { channels[slot].start(.v1) }
+            if v2 { channels[slot].start(.v2) }
+        }
     }
 }

@@ -105,8 +105,9 @@ extension HubCore {
         state.limits = configuration.boardLimits  // this run's limits, not the defaults the reader used
         var channel = BoardChannel(name: board.name, recovered: state)
         for agent in board.agents { channel.recoveredProgress[agent.principal] = agent }
-        if subscriptions[channel.topicV2] != nil { channel.startV2() }
         let slot = channels.insert(channel, emptySince: emptySince)
+        var none: [HubAction] = []  // nothing is pending in a board just installed
+        updateWireFormats(slot: slot, now: origin, into: &none)
         for (user, count) in state.acceptedSamplesByOwner { quotas.count(count, of: user) }
         for (user, touches) in state.touches where !touches.isEmpty { recoveredUsers.append((slot, user)) }
         return slot

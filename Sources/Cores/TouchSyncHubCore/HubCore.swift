@@ -189,8 +189,8 @@ public struct HubCore {
             if topic.last == 0 || topic.last == 1, let name = String(validating: topic.dropLast(), as: UTF8.self),
                 let slot = channels.slot(of: name)
             {
-                // A v2 subscriber: the board's batches are encoded in v2 too from now on.
-                if topic.last == 1 { startV2IfSubscribed(slot: slot, now: now, into: &actions) }
+                // The formats its batches are encoded in may change (a first v1 or v2 subscriber).
+                updateWireFormats(slot: slot, now: now, into: &actions)
                 if publisher.subscriberArrived(at: slot, now: now) {
                     publishPending(slot: slot, now: now, into: &actions)
                     publishHeartbeat(slot: slot, now: now, into: &actions)
@@ -214,11 +214,11 @@ public struct HubCore {
             if access != nil { actions.append(.dropSubscription(topic: topic)) }
             if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
             counters.subscriptions = subscriptions.values.reduce(0, +)
-            // The last v2 subscriber gone: the board stops encoding v2.
-            if topic.last == 1, subscriptions[topic] == nil, let name = String(validating: topic.dropLast(), as: UTF8.self),
-                let slot = channels.slot(of: name)
+            // The last subscriber of a format gone: the board may stop encoding it.
+            if topic.last == 0 || topic.last == 1, subscriptions[topic] == nil,
+                let name = String(validating: topic.dropLast(), as: UTF8.self), let slot = channels.slot(of: name)
             {
-                channels[slot].stopV2()
+                updateWireFormats(slot: slot, now: now, into: &actions)
             }
         case .snapshotRequested(let peer, let user, let board, let requestID):
             guard admitSnapshot(by: peer, user: user, requestID: requestID, now: now, into: &actions) else { return }

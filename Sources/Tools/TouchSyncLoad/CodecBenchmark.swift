@@ -208,7 +208,7 @@ public struct CodecBenchmark: Sendable {
         // board's channel, which folds a tick's diffs and encodes one batch.
         func tickStream(eventsPerTick: Int, format: WireFormat = .v1) throws -> [[UInt8]] {
             var channel = BoardChannel(name: "bench", limits: limits)
-            if format == .v2 { channel.startV2() }
+            if format == .v2 { channel.start(.v2) }
             var batches: [[UInt8]] = []
             for (index, (user, frame, style)) in inputs.enumerated() {
                 try channel.reduce(frame, from: user, style: style)
@@ -216,7 +216,7 @@ public struct CodecBenchmark: Sendable {
                     let batch = channel.sealBatch(hubTime: Int64(index))
                 {
                     // PublishMessage.batch
-                    batches.append(WireCodec.field(1, wrapping: format == .v2 ? batch.encodedV2! : batch.encoded))
+                    batches.append(WireCodec.field(1, wrapping: format == .v2 ? batch.encodedV2! : batch.encoded!))
                 }
             }
             return batches
