@@ -68,10 +68,17 @@ final class CoreHarness {
         }
         // A subscriber starts from a snapshot: a v2 replica when it first subscribes, a v1 one
         // when the v1 stream (re)starts (a board only v2 subscribers watched was not encoded in v1).
-        if case .subscribed(let topic, _) = event, let board = String(validating: topic.dropLast(), as: UTF8.self) {
-            let state = core.board(board) ?? BoardState()
-            if topic.last == 1, replicasV2[board] == nil { replicasV2[board] = state }
-            if topic.last == 0, replicas[board]?.sequence ?? 0 != state.sequence { replicas[board] = state }
+        if case .subscribed(let topic, _) = event {
+            if let board = String(validating: topic.dropLast(), as: UTF8.self), topic.last == 0 || topic.last == 1 {
+                let state = core.board(board) ?? BoardState()
+                if topic.last == 1, replicasV2[board] == nil { replicasV2[board] = state }
+                if topic.last == 0, replicas[board]?.sequence ?? 0 != state.sequence { replicas[board] = state }
+            } else {
+                // A prefix: any board's v1 stream may restart.
+                for board in Set(replicas.keys).union(replicasV2.keys) {
+                    if let state = core.board(board), replicas[board]?.sequence ?? 0 != state.sequence { replicas[board] = state }
+                }
+            }
         }
         actions += produced
         return produced

@@ -94,6 +94,27 @@ struct WireFormatV2Tests {
         #expect(hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }.map(\.topic) == [v2])
     }
 
+    /// A prefix subscription (a relay following `*` or `team-*`) may want
+    /// any board in v1: a v2-only board is encoded in v1 again at once.
+    @Test func aPrefixSubscriptionKeepsV1() {
+        let hub = CoreHarness()
+        let pen = peer("pen")
+        let v1 = WireFormat.v1.topic(board: "team-a"), v2 = WireFormat.v2.topic(board: "team-a")
+        _ = hub.send(.subscribed(topic: v2, by: nil))
+        hub.hello(pen, board: "team-a")
+        _ = hub.message(pen, .numbered(sequence: 1, began(1)))
+        #expect(hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }.map(\.topic) == [v2])
+        _ = hub.send(.subscribed(topic: Array("team-".utf8), by: nil))
+        _ = hub.message(pen, .numbered(sequence: 2, moved(1, x: 64, t: 8_333)))
+        #expect(hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }.map(\.topic) == [v1, v2])
+        // And a board created while the prefix subscription stands starts with v1 too.
+        _ = hub.send(.subscribed(topic: WireFormat.v2.topic(board: "team-b"), by: nil))
+        hub.hello(peer("ink"), board: "team-b")
+        _ = hub.message(peer("ink"), .numbered(sequence: 1, began(1)))
+        #expect(Set(hub.endTurn().publications.filter { if case .batch = $0.kind { $0.board == "team-b" } else { false } }.map(\.topic))
+            == [WireFormat.v1.topic(board: "team-b"), WireFormat.v2.topic(board: "team-b")])
+    }
+
     /// A hub that journals always encodes v1 (the journal keeps v1 batches).
     @Test func aJournalingHubKeepsV1() {
         let hub = CoreHarness { $0.journal = JournalConfiguration(directory: "unused") }

@@ -57,8 +57,11 @@ struct WireFormatV2EndToEndTests {
 
     /// A relay publishes v1 only: a v2 subscriber behind it hears nothing on
     /// the v2 topic, follows v1 after its silence time-out, and converges.
+    /// A v2 subscriber on the hub itself does not take the relay's v1 stream
+    /// away (the relay subscribes by prefix, `*`).
     @Test func aV2SubscriberBehindARelayFallsBackToV1() async throws {
         let test = try await TestHub.start()
+        let direct = try test.subscriber(board: "r") { $0.wireFormat = .v2 }
         var configuration = RelayConfiguration()
         configuration.upstreamPublish = test.endpoints.publish
         configuration.upstreamSnapshot = test.endpoints.snapshot
@@ -88,8 +91,11 @@ struct WireFormatV2EndToEndTests {
         #expect(await subscriber.waitUntil(sequence: hub.sequence, timeout: .seconds(10)))
         #expect(await subscriber.replica()?.digest == hub.digest)
         #expect(await subscriber.replica()?.acceptedStrokes.count == 6)
+        #expect(await direct.waitUntil(sequence: hub.sequence, timeout: .seconds(10)))
+        #expect(await direct.replica()?.digest == hub.digest)
         await agent.stop()
         await subscriber.stop()
+        await direct.stop()
         await relay.stop()
         await test.hub.stop()
     }

@@ -103,11 +103,11 @@ extension HubCore {
 
     /// Which formats a board's batches are encoded in: v2 while its v2
     /// topic has subscribers; v1 unless only v2 is read (no journal, no v1
-    /// subscriber, a v2 one). A stream that starts continues the published
-    /// state, so what is pending is published first.
+    /// subscriber, no prefix subscription, a v2 one). A stream that starts
+    /// continues the published state, so what is pending is published first.
     mutating func updateWireFormats(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         let v2 = subscriptions[channels[slot].topicV2] != nil
-        let v1 = journal != nil || subscriptions[channels[slot].topic] != nil || !v2
+        let v1 = journal != nil || subscriptions[channels[slot].topic] != nil || prefixSubscriptions > 0 || !v2
         if channels[slot].publishesV1 && !v1 { channels[slot].stop(.v1) }
         if channels[slot].publishesV2 && !v2 { channels[slot].stop(.v2) }
         if (v1 && !channels[slot].publishesV1) || (v2 && !channels[slot].publishesV2) {
@@ -116,4 +116,10 @@ extension HubCore {
             if v2 { channels[slot].start(.v2) }
         }
     }
+}
+
+/// Whether a publish topic is one board's whole topic, v1 (a zero byte) or v2 (a one byte).
+func isBoardTopic(_ topic: [UInt8]) -> Bool {
+    guard topic.last == 0 || topic.last == 1, let name = String(validating: topic.dropLast(), as: UTF8.self) else { return false }
+    return isValidBoardName(name)
 }

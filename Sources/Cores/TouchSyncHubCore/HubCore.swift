@@ -41,6 +41,9 @@ public struct HubCore {
     /// connections and delegations, liveness and the ack queue.
     var sessions: SessionTable
     var subscriptions: [[UInt8]: Int] = [:]
+    /// Subscriptions that are not one board's topic (a relay's `*` or
+    /// `team-*`: prefixes): they may want any board's v1 stream.
+    var prefixSubscriptions = 0
     /// Authenticated hubs: the boards each user subscribed to (up to 1,024
     /// per user), so that a reload that takes a board away ends the stream.
     var watchedBoards: [UserNamespace: Set<String>] = [:]
@@ -183,6 +186,11 @@ public struct HubCore {
             }
             subscriptions[topic, default: 0] += 1
             counters.subscriptions = subscriptions.values.reduce(0, +)
+            if !isBoardTopic(topic) {
+                // A prefix may cover any board: every board is encoded in v1 again.
+                prefixSubscriptions += 1
+                for slot in channels.heldSlots where !channels[slot].publishesV1 { updateWireFormats(slot: slot, now: now, into: &actions) }
+            }
             // Tell the newcomer where the board stands, so it can spot a gap at
             // once, but at most once per interval per board (a flood of
             // subscriptions must not become a flood of heartbeats to everyone).
@@ -214,6 +222,7 @@ public struct HubCore {
             if access != nil { actions.append(.dropSubscription(topic: topic)) }
             if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
             counters.subscriptions = subscriptions.values.reduce(0, +)
+            if !isBoardTopic(topic) { prefixSubscriptions = max(0, prefixSubscriptions - 1) }
             // The last subscriber of a format gone: the board may stop encoding it.
             if topic.last == 0 || topic.last == 1, subscriptions[topic] == nil,
                 let name = String(validating: topic.dropLast(), as: UTF8.self), let slot = channels.slot(of: name)
