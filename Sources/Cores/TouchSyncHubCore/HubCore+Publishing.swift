@@ -51,8 +51,9 @@ extension HubCore {
         let time = hubTime(at: now)
         guard let (sequence, encodedBatch, encodedV2) = channels[slot].sealBatch(hubTime: time) else { return }
         // Journaled before it is published: no subscriber sees a batch the journal may not have.
-        // (With a journal the v1 stream is always encoded: `updateWireFormats`.)
-        if journal != nil, let encodedBatch {
+        if journal != nil {
+            // The journal keeps v1 batches: with a journal, v1 is always encoded (`updateWireFormats`).
+            guard let encodedBatch else { preconditionFailure("a journaling hub encodes every batch in v1") }
             let ticket = journal!.append()
             actions.append(
                 .appendToJournal(

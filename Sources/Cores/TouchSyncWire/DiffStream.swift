@@ -45,19 +45,6 @@ struct StrokeChain: Sendable {
     }
 }
 
-/// The wire format of a diff stream: v1 (`StrokeAppends`, the board's
-/// topic) or v2 (`packed_appends`, the board's v2 topic); everything else
-/// in a batch is the same in both.
-public enum WireFormat: Int, Sendable, CaseIterable, CustomStringConvertible {
-    case v1 = 1
-    case v2 = 2
-
-    /// The publish topic of a board in this format: its name and a zero byte (v1) or a one byte (v2).
-    public func topic(board: String) -> [UInt8] { Array(board.utf8) + [self == .v1 ? 0 : 1] }
-
-    public var description: String { "v\(rawValue)" }
-}
-
 /// The hub's encoder of one board's diff stream. It keeps, per active
 /// stroke, the two samples its next segment continues from, exactly as
 /// every replica that applied the same batches has them.

@@ -115,10 +115,22 @@ extension Touchsync_V1_Error {
     }
 }
 
-/// The topic frame of every publish message for `board`: its UTF-8 name and
-/// one zero byte, so subscribing to "a" never also matches board "ab".
-public func publishTopic(board: String) -> [UInt8] {
-    Array(board.utf8) + [0]
+/// The topic frame of every v1 publish message for `board`: its UTF-8 name
+/// and one zero byte, so subscribing to "a" never also matches board "ab".
+public func publishTopic(board: String) -> [UInt8] { WireFormat.v1.topic(board: board) }
+
+/// The wire format of a diff stream: v1 (`StrokeAppends`, the board's
+/// topic) or v2 (`packed_appends`, the board's v2 topic); everything else
+/// in a batch is the same in both.
+public enum WireFormat: Int, Sendable, CaseIterable, CustomStringConvertible {
+    case v1 = 1
+    case v2 = 2
+
+    /// The publish topic of a board in this format: its name and a zero
+    /// byte (v1) or a one byte (v2), neither of which a board name holds.
+    public func topic(board: String) -> [UInt8] { Array(board.utf8) + [self == .v1 ? 0 : 1] }
+
+    public var description: String { "v\(rawValue)" }
 }
 
 /// Whether `name` can name a board: 1 to 128 bytes of UTF-8 with no

@@ -22,20 +22,23 @@ public enum PackedAppends {
 
 func packedWidth(_ values: ArraySlice<UInt64>) -> Int {
     guard values.contains(where: { $0 != 0 }) else { return 0 }
-    // Escaped bytes by the width a value needs not to be escaped (1...65).
-    var escapedBytes = [Int](repeating: 0, count: 66)
-    for value in values {
-        let needed = value == .max ? 65 : 64 - (value &+ 1).leadingZeroBitCount
-        escapedBytes[needed] += varintSize(value)
+    // Escaped bytes by the width a value needs not to be escaped (1...65), on
+    // the stack: the hub chooses four widths per block.
+    return withUnsafeTemporaryAllocation(of: Int.self, capacity: 66) { escapedBytes in
+        escapedBytes.initialize(repeating: 0)
+        for value in values {
+            let needed = value == .max ? 65 : 64 - (value &+ 1).leadingZeroBitCount
+            escapedBytes[needed] += varintSize(value)
+        }
+        var above = escapedBytes[2...].reduce(0, +)  // escaped at width 1
+        var best = 1, bestCost = values.count + 8 * above
+        for width in 2...64 {
+            above -= escapedBytes[width]
+            let cost = width * values.count + 8 * above
+            if cost < bestCost { (best, bestCost) = (width, cost) }
+        }
+        return best
     }
-    var above = escapedBytes[2...].reduce(0, +)  // escaped at width 1
-    var best = 1, bestCost = values.count + 8 * above
-    for width in 2...64 {
-        above -= escapedBytes[width]
-        let cost = width * values.count + 8 * above
-        if cost < bestCost { (best, bestCost) = (width, cost) }
-    }
-    return best
 }
 
 /// Where v2 expects a segment's first predicted sample: `gap` after the
@@ -194,12 +197,15 @@ struct PackedAppendBlock: Sendable {
             let gap = first.time &- last.time
             times.append(zigZag(gap &- tailGap))
             tailGap = gap
-            for (axis, value) in [(\Sample.x, first.x), (\Sample.y, first.y)] {
-                let expected = predictedPosition(
-                    last: Int64(last[keyPath: axis]), beforeLast: after.beforeLast.map { Int64($0[keyPath: axis]) },
-                    lastTime: last.time, beforeLastTime: after.beforeLast?.time, gap: gap)
-                xy.append(zigZag(Int64(value) &- expected))
-            }
+            let beforeLast = after.beforeLast
+            let expectedX = predictedPosition(
+                last: Int64(last.x), beforeLast: beforeLast.map { Int64($0.x) }, lastTime: last.time,
+                beforeLastTime: beforeLast?.time, gap: gap)
+            let expectedY = predictedPosition(
+                last: Int64(last.y), beforeLast: beforeLast.map { Int64($0.y) }, lastTime: last.time,
+                beforeLastTime: beforeLast?.time, gap: gap)
+            xy.append(zigZag(Int64(first.x) &- expectedX))
+            xy.append(zigZag(Int64(first.y) &- expectedY))
             appendRest(first)
             x.prime(Int64(first.x), Int64(last.x), base: 0)
             y.prime(Int64(first.y), Int64(last.y), base: 0)
@@ -246,18 +252,19 @@ struct PackedAppendBlock: Sendable {
         let anyRunFlags = flags.contains { $0 & runMask != 0 }
         packed.varint((anyCoalesced ? 1 : 0) | (anyRunFlags ? 2 : 0) | (estimations.isEmpty ? 0 : 4))
         if anyRunFlags {
-            var runs: [UInt64] = []
+            // The number of runs, then the runs: two passes, no array.
+            var count: UInt64 = 1
+            for index in flags.indices.dropFirst() where flags[index] & runMask != flags[index - 1] & runMask { count += 1 }
+            packed.varint(count)
             var runFlags = flags[0] & runMask, length: UInt64 = 0
             for sampleFlags in flags {
                 if sampleFlags & runMask != runFlags {
-                    runs.append(length << 4 | UInt64(runFlags))
+                    packed.varint(length << 4 | UInt64(runFlags))
                     (runFlags, length) = (sampleFlags & runMask, 0)
                 }
                 length += 1
             }
-            runs.append(length << 4 | UInt64(runFlags))
-            packed.varint(UInt64(runs.count))
-            for run in runs { packed.varint(run) }
+            packed.varint(length << 4 | UInt64(runFlags))
         }
         if !estimations.isEmpty {
             packed.varint(UInt64(estimations.count))
