@@ -287,7 +287,7 @@ struct BrowserTests {
         try await watcher.waitFor("touchsync.board.active.size === 0", timeout: .seconds(5))
         let cancelledAfter = ContinuousClock.now - closing
         print("a closed tab's touch was cancelled after \(cancelledAfter)")
-        #expect(cancelledAfter < .seconds(3), "at once, not after the hub's abandon time-out")
+        #expect(cancelledAfter < .seconds(10), "at once, not after the hub's 30 s abandon time-out")
 
         let drawer = try await rig.page("faults")
         let user = try await drawer.evaluate("touchsync.user") as? String ?? ""

@@ -213,9 +213,8 @@ struct DeploymentTests {
         var timeout = timeval(tv_sec: 15, tv_usec: 0)
         setsockopt(last, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var byte: UInt8 = 0
-        let started = ContinuousClock.now
+        // 0 is the end of stream: the server closed it (the 15 s receive time-out would give -1).
         #expect(recv(last, &byte, 1, 0) == 0, "an idle connection was not closed (end of stream)")
-        #expect(ContinuousClock.now - started < .seconds(14))
     }
 
     /// Slowloris on the gateway (8,000 half-sent requests held it for 70 s):

@@ -214,14 +214,12 @@ struct EndpointFaultTests {
 
     @Test func aSubscriberThatCannotStartEndsItsCommand() async throws {
         let unusable = "ipc:///tmp/" + String(repeating: "x", count: 200)  // longer than a socket path may be
-        let started = ContinuousClock.now
         let spectate = try await touchsync(["spectate", "--board", "x", "--publish", unusable, "--duration", "30"], limit: 20)
         #expect(spectate.status == 1 && spectate.errors.contains("the subscriber stopped"), "\(spectate.errors)")
         let render = try await touchsync(["render", "--board", "x", "--publish", unusable], limit: 20)
         #expect(render.status == 1 && render.errors.contains("cannot subscribe"), "\(render.errors)")
-        // Two process starts: on two busy cores a start alone once took 9.7 s (15 s was exceeded by
-        // 0.16 s once); waiting out --duration 30 would still fail this, and the 20 s watchdog too.
-        #expect(ContinuousClock.now - started < .seconds(28), "waited for --duration or a time-out instead of ending")
+        // Status 1 says each ended by itself: waiting out --duration 30 would meet the 20 s
+        // watchdog's SIGKILL instead. (No wall-clock bound: two busy cores stretch any.)
         // Nothing listening: spectate says so when its time is up, with an error status.
         let nobody = try await touchsync(["spectate", "--board", "x", "--publish", "tcp://127.0.0.1:1", "--snapshot", "tcp://127.0.0.1:2", "--duration", "1"])
         #expect(nobody.status == 1 && nobody.errors.contains("never synced"), "\(nobody.errors)")

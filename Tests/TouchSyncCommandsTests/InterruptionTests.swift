@@ -27,12 +27,12 @@ struct InterruptionTests {
         let deadline = ContinuousClock.now + .seconds(10)
         while try inProgress(endpoints[2], board) == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         #expect(try inProgress(endpoints[2], board) > 0, "no finger went down: \(text)")
-        let signalled = ContinuousClock.now
         kill(draw.processIdentifier, signal)
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await draw.exited()
-        // Bounded far below the 15 s scene (a signal ignored would run it out).
-        #expect(ContinuousClock.now - signalled < .seconds(10))
+        // Status 130 and "interrupted:" say it stopped on the signal: a signal ignored would run
+        // the 15 s scene out and exit 0. (A wall-clock bound here failed in CI: 11.5 s to exit
+        // on a machine running other suites.)
         #expect(draw.terminationReason == .exit && draw.terminationStatus == 130, "\(text)")
         #expect(text.contains("interrupted:") && text.contains("cancelled"), "\(text)")
         #expect(try inProgress(endpoints[2], board) == 0, "a touch was left down on the hub")
@@ -108,10 +108,10 @@ struct InterruptionTests {
             "--history", endpoints[3],
         ])
         var text = String(decoding: await output.readUntil("replaying") { spectator.interrupt() }, as: UTF8.self)
-        let signalled = ContinuousClock.now  // just after the signal
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await spectator.exited()
-        #expect(ContinuousClock.now - signalled < .seconds(6), "the replay of 8 s ran on")
+        // Status 130 and the words say the replay stopped on the signal; a replay that ran on
+        // would end with 0 (no wall-clock bound: a busy machine stretches any).
         #expect(spectator.terminationReason == .exit && spectator.terminationStatus == 130, "\(text)")
         #expect(text.contains("interrupted during the replay"), "\(text)")
     }
