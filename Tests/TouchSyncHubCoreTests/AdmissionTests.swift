@@ -21,7 +21,7 @@ struct AdmissionTests {
         ])
     }
 
-    static func hello(_ board: String = "b", actAs: String = "", token: String = "", version: UInt32 = touchSyncProtocolVersion) -> AgentHello {
+    static func hello(_ board: String = "b", actAs: String = "", token: String = "", version: UInt32 = 1) -> AgentHello {
         AgentHello(protocolVersion: version, board: board, sessionID: [1, 2, 3], actAs: actAs, token: token)
     }
 

@@ -209,6 +209,52 @@ struct AgentRedirectTests {
         #expect(resent.filter { if case .send = $0 { true } else { false } }.count == 1)
     }
 
+    /// Wire format v2 is asked for in the hello; a hub that speaks only
+    /// protocol 1 refuses it with UNSUPPORTED_VERSION, and the agent says
+    /// hello again in v1 on the same session, resending its frames in v1
+    /// (not packed): nothing lost, no refusal reported. A hub that welcomes
+    /// v2 gets packed frames.
+    @Test func anAgentFallsBackToV1ForAHubThatSpeaksOnlyV1() throws {
+        let start = ContinuousClock.now
+        let began = TouchChange(touch: TouchID(1), phase: .began, samples: [Sample(x: 64, y: 64, time: 1000)])
+        let moved = TouchChange(touch: TouchID(1), phase: .moved, samples: [Sample(x: 80, y: 70, time: 9000)])
+        func sent(_ actions: [AgentProtocol.Action]) throws -> [Touchsync_V1_AgentMessage] {
+            try actions.compactMap { if case .send(let bytes) = $0 { bytes } else { nil } }
+                .map { try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: $0) }
+        }
+        var agent = AgentProtocol(settings: .init(board: "b"), now: start, seed: 1) { Array("session".utf8) }
+        _ = agent.tick(now: start)
+        let hello = try sent(agent.connected(now: start))
+        #expect(hello.map(\.hello.protocolVersion) == [2])
+        _ = agent.queue(changes: [began], alive: nil, now: start)  // numbered before any welcome: packed
+        var refusal = Touchsync_V1_HubReply()
+        refusal.error = Touchsync_V1_Error(code: .unsupportedVersion, message: "this hub speaks protocol 1, not 2", sequence: 0)
+        let answer = agent.received(refusal, now: start)
+        #expect(!answer.contains { if case .helloRefused = $0 { true } else { false } }, "\(answer)")
+        #expect(!answer.contains { if case .refused = $0 { true } else { false } }, "\(answer)")
+        #expect(try sent(answer).map(\.hello.protocolVersion) == [1], "hello again, in v1")
+        #expect(agent.frameFormat == .v1 && agent.unacknowledgedCount == 1)
+        var welcome = Touchsync_V1_HubReply()
+        welcome.welcome.user = "ann"
+        welcome.welcome.protocolVersion = 1
+        let resent = try sent(agent.received(welcome, now: start))
+        #expect(resent.count == 1 && resent[0].sequence == 1)
+        #expect(resent.first?.frame.packedChanges.isEmpty == true && resent.first?.frame.changes.count == 1, "resent in v1")
+        #expect(try TouchFrame(resent[0].frame, sequence: 1).changes == [began])
+        #expect(try sent(agent.queue(changes: [moved], alive: nil, now: start)).first?.frame.changes.count == 1)
+
+        // A hub that speaks v2 welcomes it: frames go packed.
+        var modern = AgentProtocol(settings: .init(board: "b"), now: start, seed: 2) { Array("other".utf8) }
+        _ = modern.tick(now: start)
+        _ = modern.connected(now: start)
+        welcome.welcome.protocolVersion = 2
+        _ = modern.received(welcome, now: start)
+        let frames = try sent(modern.queue(changes: [began], alive: nil, now: start))
+        #expect(frames.count == 1 && !frames[0].frame.packedChanges.isEmpty && frames[0].frame.changes.isEmpty)
+        #expect(try TouchFrame(frames[0].frame, sequence: 1).changes == [began])
+        #expect(modern.frameFormat == .v2)
+    }
+
     /// The owner died: the other hubs still name it until its lease lapses.
     /// An agent that just found it silent does not go back to it (another
     /// silence time-out), nor count the refusals towards giving up: it asks

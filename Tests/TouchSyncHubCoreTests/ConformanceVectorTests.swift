@@ -43,8 +43,10 @@ struct ConformanceVectorTests {
         var sequence: UInt64
     }
 
-    /// The inputs: hellos, a simulated two-user session, styles and clears, and error cases.
-    static func inputs() -> [(note: String, user: String, message: Touchsync_V1_AgentMessage)] {
+    /// The inputs: hellos, a simulated two-user session, styles and clears, and error cases;
+    /// in v2 the hellos ask for protocol 2 and the frames are packed (but for the two that
+    /// break v1 columns on purpose), and a broken packed frame is refused at the end.
+    static func inputs(_ format: WireFormat = .v1) -> [(note: String, user: String, message: Touchsync_V1_AgentMessage)] {
         var inputs: [(String, String, Touchsync_V1_AgentMessage)] = []
         var numbers: [String: UInt64] = [:]
         func numbered(_ user: String, _ body: Touchsync_V1_AgentMessage.OneOf_Body, _ note: String) {
@@ -56,7 +58,7 @@ struct ConformanceVectorTests {
         }
         for user in ["user-0", "user-1"] {
             var hello = Touchsync_V1_AgentMessage()
-            hello.hello.protocolVersion = touchSyncProtocolVersion
+            hello.hello.protocolVersion = UInt32(format.rawValue)
             hello.hello.board = "conformance"
             hello.hello.sessionID = Data(user.utf8)
             inputs.append(("hello", user, hello))
@@ -74,7 +76,7 @@ struct ConformanceVectorTests {
         var simulator = SessionSimulator(seed: 2026, profile: profile)
         for index in 0..<40 {
             guard case .frame(let user, let frame, _) = simulator.next() else { continue }
-            numbered(user.rawValue, .frame(frame.proto), "simulated frame \(index)")
+            numbered(user.rawValue, .frame(frame.proto(format)), "simulated frame \(index)")
         }
         numbered("user-1", .undo(Touchsync_V1_Undo()), "user-1 undoes its most recent accepted stroke")
         numbered("user-1", .undo(Touchsync_V1_Undo()), "and the one before")
@@ -90,7 +92,7 @@ struct ConformanceVectorTests {
         clear.scope = .own
         numbered("user-0", .clear(clear), "user-0 clears its accepted strokes")
         // Refusals: each takes its place in the numbering, changes nothing.
-        func frame(_ changes: [TouchChange]) -> Touchsync_V1_AgentMessage.OneOf_Body { .frame(TouchFrame(changes: changes).proto) }
+        func frame(_ changes: [TouchChange]) -> Touchsync_V1_AgentMessage.OneOf_Body { .frame(TouchFrame(changes: changes).proto(format)) }
         numbered("user-0", frame([TouchChange(touch: 900, phase: .moved, samples: [Sample(x: 1, y: 1, time: 9_000_000)])]), "moved for a touch that is not down: UNKNOWN_TOUCH")
         numbered("user-0", frame([TouchChange(touch: 901, phase: .began)]), "began without samples: MISSING_SAMPLES")
         numbered("user-0", frame([
@@ -130,7 +132,7 @@ struct ConformanceVectorTests {
         numbered("user-0", .clear(clear), "a clear that removes nothing still publishes a Cleared batch")
         var ghost = TouchFrame(changes: [TouchChange(touch: 907, phase: .began, samples: [Sample(x: 64, y: 64, time: 9_000_000)])])
         ghost.aliveTouches = [907, 999]
-        numbered("user-0", .frame(ghost.proto), "an alive set naming a touch that is not down (999): accepted, 999 ignored")
+        numbered("user-0", .frame(ghost.proto(format)), "an alive set naming a touch that is not down (999): accepted, 999 ignored")
         numbered("user-0", frame([TouchChange(touch: 907, phase: .cancelled)]), "and that touch cancelled again")
         // Numbering: a message takes its number when it has one (sequence ≥ 1) and is numbered or has no body this hub knows.
         numbers["user-0"]! += 1
@@ -138,7 +140,7 @@ struct ConformanceVectorTests {
         bodiless.sequence = numbers["user-0"]!
         inputs.append(("a number and no body this hub knows: MALFORMED, and it takes its number (acknowledged)", "user-0", bodiless))
         var unnumbered = Touchsync_V1_AgentMessage()
-        unnumbered.frame = TouchFrame(changes: [TouchChange(touch: 908, phase: .began, samples: [Sample(x: 64, y: 64, time: 9_000_000)])]).proto
+        unnumbered.frame = TouchFrame(changes: [TouchChange(touch: 908, phase: .began, samples: [Sample(x: 64, y: 64, time: 9_000_000)])]).proto(format)
         inputs.append(("a frame with sequence 0: MALFORMED with sequence 0, no number taken, nothing applied", "user-0", unnumbered))
         numbered("user-0", .undo(Touchsync_V1_Undo()), "the next number is still in order (no OUT_OF_ORDER): an undo with nothing to undo")
         var gap = Touchsync_V1_AgentMessage()
@@ -148,6 +150,11 @@ struct ConformanceVectorTests {
         var board = Touchsync_V1_Clear()
         board.scope = .board
         numbered("user-1", .clear(board), "user-1 clears the board's accepted strokes (strokes in progress stay)")
+        if format == .v2 {
+            var cut = TouchFrame(changes: [TouchChange(touch: 909, phase: .began, samples: [Sample(x: 64, y: 64, time: 9_000_000)])]).proto(.v2)
+            cut.packedChanges.removeLast()
+            numbered("user-0", .frame(cut), "packed changes cut off: MALFORMED, and it takes its number")
+        }
         return inputs
     }
 
@@ -196,12 +203,12 @@ struct ConformanceVectorTests {
     static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
     @Test(arguments: WireFormat.allCases) func theHubMatchesTheVectors(format: WireFormat) throws {
-        let (steps, snapshot, digest, neverDrawn) = Self.run(Self.inputs(), format: format)
+        let (steps, snapshot, digest, neverDrawn) = Self.run(Self.inputs(format), format: format)
         if ProcessInfo.processInfo.environment["TOUCHSYNC_WRITE_VECTORS"] != nil {
             let description =
                 format == .v1
                 ? "TouchSync protocol v1 conformance vectors (docs/protocol.md, \"Conformance vectors\"): two agents on board \"conformance\"; each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
-                : "TouchSync wire format v2 conformance vectors (docs/protocol.md, \"Wire format v2\" and \"Conformance vectors\"): the v1 session, as published on the board's v2 topic (\"conformance\" and a one byte) to a subscriber that subscribed before the first hello. Each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
+                : "TouchSync wire format v2 conformance vectors (docs/protocol.md, \"Wire format v2\" and \"Conformance vectors\"): the v1 session with hellos asking for protocol 2 and its frames packed (packed_changes; the two frames that break v1 columns on purpose stay v1) and one broken packed frame more, as published on the board's v2 topic (\"conformance\" and a one byte) to a subscriber that subscribed before the first hello. Each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
             let vectors = Vectors(
                 description: description, board: "conformance", steps: steps, snapshot: snapshot, finalDigest: digest,
                 neverDrawnSnapshot: neverDrawn)
@@ -254,9 +261,24 @@ struct ConformanceVectorTests {
     @Test func theV2StreamIsTheV1StreamPacked() throws {
         let v1 = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file(.v1)))
         let v2 = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file(.v2)))
-        #expect(v1.steps.map(\.message) == v2.steps.map(\.message))
-        #expect(v1.steps.map(\.digest) == v2.steps.map(\.digest))
-        #expect(v1.steps.map { $0.published == nil } == v2.steps.map { $0.published == nil })
+        // The same session: v2 has one step more (a broken packed frame), which changes nothing.
+        #expect(v2.steps.count == v1.steps.count + 1)
+        let common = v2.steps.prefix(v1.steps.count)
+        #expect(v1.steps.map(\.note) == common.map(\.note))
+        #expect(v1.steps.map(\.digest) == common.map(\.digest))
+        #expect(v1.steps.map(\.errors) == common.map(\.errors))
+        #expect(v1.steps.map { $0.published == nil } == common.map { $0.published == nil })
+        #expect(v2.steps.last?.errors == [ErrorCode.malformed.rawValue] && v2.steps.last?.published == nil)
+        // Its frames travel packed, in fewer bytes than v1's.
+        let packedFrames = { (steps: ArraySlice<Step>, packed: Bool) in
+            try steps.map { try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes($0.message)) }
+                .filter { if case .frame(let frame) = $0.body { !frame.packedChanges.isEmpty == packed } else { false } }
+                .count
+        }
+        #expect(try packedFrames(common, true) >= 40 && packedFrames(v1.steps[...], true) == 0)
+        let messageBytes = { (steps: ArraySlice<Step>) in steps.reduce(0) { $0 + $1.message.count / 2 } }
+        print("conformance session: agent messages v1 \(messageBytes(v1.steps[...])) bytes, v2 \(messageBytes(common))")
+        #expect(messageBytes(common) < messageBytes(v1.steps[...]))
         let size = { (vectors: Vectors) in vectors.steps.compactMap(\.published).reduce(0) { $0 + $1.count / 2 } }
         print("conformance session: v1 \(size(v1)) bytes published, v2 \(size(v2))")
         #expect(size(v2) < size(v1))

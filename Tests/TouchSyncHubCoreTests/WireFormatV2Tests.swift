@@ -45,6 +45,46 @@ struct WireFormatV2Tests {
         #expect(!after.isEmpty && after.allSatisfy { $0.topic == v1 })
     }
 
+    /// Agents negotiate v2 frames in their hello: the welcome says the
+    /// version asked for (1 or 2), anything else is UNSUPPORTED_VERSION in
+    /// words; packed frames are applied as their v1 twins are.
+    @Test func agentsAreWelcomedInTheVersionTheyAskFor() throws {
+        let hub = CoreHarness()
+        for version: UInt32 in [1, 2] {
+            let replies = hub.send(
+                .agentMessage(
+                    from: peer("agent-\(version)"),
+                    .hello(AgentHello(protocolVersion: version, board: "b", sessionID: Array("s\(version)".utf8))), bytes: 40))
+            let welcome = try #require(replies.replies(to: peer("agent-\(version)")).compactMap { if case .welcome(let w) = $0 { w } else { nil } }.first)
+            #expect(welcome.protocolVersion == version && HubReply.welcome(welcome).proto.welcome.protocolVersion == version)
+        }
+        let refused = hub.send(.agentMessage(from: peer("future"), .hello(AgentHello(protocolVersion: 3, board: "b", sessionID: [1])), bytes: 40))
+        let refusal = try #require(refused.errors(to: peer("future")).first)
+        #expect(refusal.code == .unsupportedVersion && refusal.message == "this hub speaks protocols 1 to 2, not 3")
+
+        // The same frames from a v1 agent and a v2 agent on two boards make the same strokes.
+        let frames = [
+            TouchFrame(sequence: 1, changes: [TouchChange(touch: 1, phase: .began, samples: [Sample(x: 64, y: 64, time: 1000)], predicted: [Sample(x: 70, y: 64, time: 9000)])]),
+            TouchFrame(sequence: 2, changes: [TouchChange(touch: 1, phase: .moved, samples: [Sample(x: 80, y: 70, time: 9000)])]),
+            TouchFrame(sequence: 3, changes: [TouchChange(touch: 1, phase: .ended, samples: [Sample(x: 90, y: 75, time: 17000)])]),
+        ]
+        for (name, format) in [("one", WireFormat.v1), ("two", WireFormat.v2)] {
+            let agent = peer("drawer-\(name)")
+            hub.hello(agent, board: name, session: name)
+            for frame in frames {
+                var message = Touchsync_V1_AgentMessage()
+                message.sequence = frame.sequence
+                message.frame = frame.proto(format)
+                let bytes = WireCodec.encode(message)
+                _ = bytes.withUnsafeBytes { hub.message(agent, try! AgentRequest.decode($0).get(), bytes: bytes.count) }
+            }
+            _ = hub.endTurn()
+        }
+        let one = try #require(hub.core.board("one")), two = try #require(hub.core.board("two"))
+        #expect(one.acceptedStrokes.count == 1 && one.sequence == two.sequence)
+        #expect(one.acceptedStrokes.map { Array($0.samples) } == two.acceptedStrokes.map { Array($0.samples) })
+    }
+
     /// A v2 subscription to a board nobody drew on is answered with one
     /// heartbeat at sequence 0 (so the subscriber knows the hub speaks v2);
     /// a v1 subscription to it, or a name that is no board name, is not.

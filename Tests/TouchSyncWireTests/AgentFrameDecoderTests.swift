@@ -17,10 +17,10 @@ private func fastDecode(_ bytes: [UInt8]) -> TouchFrame? {
     bytes.withUnsafeBytes { AgentFrameDecoder.decode($0) }
 }
 
-private func encoded(_ frame: TouchFrame) -> [UInt8] {
+private func encoded(_ frame: TouchFrame, _ format: WireFormat = .v1) -> [UInt8] {
     var message = Touchsync_V1_AgentMessage()
     message.sequence = frame.sequence
-    message.frame = frame.proto
+    message.frame = frame.proto(format)
     return WireCodec.encode(message)
 }
 
@@ -66,12 +66,12 @@ private func frames(seed: UInt64) -> [TouchFrame] {
 
 @Suite("Wire protocol: the one-pass agent frame reader")
 struct AgentFrameDecoderTests {
-    /// Every frame our encoder writes takes the one-pass reader and comes
-    /// out exactly as SwiftProtobuf's path decodes it.
-    @Test func readsEveryCanonicalFrameAsSwiftProtobufDoes() async {
+    /// Every frame our encoder writes, in v1 and packed in v2, takes the
+    /// one-pass reader and comes out exactly as SwiftProtobuf's path decodes it.
+    @Test(arguments: WireFormat.allCases) func readsEveryCanonicalFrameAsSwiftProtobufDoes(format: WireFormat) async {
         await checkProperty(count: 60, input: Gen.uint64(in: 0...UInt64.max)) { seed in
             for frame in frames(seed: seed) {
-                let bytes = encoded(frame)
+                let bytes = encoded(frame, format)
                 let fast = fastDecode(bytes)
                 #expect(fast != nil, "the one-pass reader gave up on a canonical frame")
                 #expect(fast == referenceDecode(bytes))
@@ -84,12 +84,12 @@ struct AgentFrameDecoderTests {
     /// unknown): whenever the one-pass reader answers, SwiftProtobuf's path
     /// gives the same frame; when it gives up, the caller falls back. Some
     /// damage leaves a valid frame, so the comparison is not vacuous.
-    @Test func agreesWithSwiftProtobufOnDamagedMessages() async {
+    @Test(arguments: WireFormat.allCases) func agreesWithSwiftProtobufOnDamagedMessages(format: WireFormat) async {
         let answered = Counter()
         await checkProperty(count: 40, input: Gen.uint64(in: 0...UInt64.max)) { seed in
             var random = SplitMix64(seed: seed)
             for frame in frames(seed: seed) {
-                let original = encoded(frame)
+                let original = encoded(frame, format)
                 for _ in 0..<8 {
                     var bytes = original
                     switch Int.random(in: 0..<5, using: &random) {

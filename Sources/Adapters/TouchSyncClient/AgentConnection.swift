@@ -123,7 +123,7 @@ final class AgentConnection {
         let settings = AgentProtocol.Settings(
             board: configuration.board, clientName: configuration.clientName, heartbeatInterval: configuration.heartbeatInterval,
             hubTimeout: configuration.hubTimeout, reconnectDelay: configuration.reconnectDelay, maxInFlight: configuration.maxInFlight,
-            delegation: configuration.delegation)
+            delegation: configuration.delegation, wireFormat: configuration.wireFormat)
         rules = AgentProtocol(settings: settings, now: .now, seed: UInt64.random(in: 0...UInt64.max), newSessionID: Self.newSessionID)
     }
 

@@ -47,6 +47,9 @@ public struct AgentConfiguration: Sendable {
     /// act as namespace `actAs` for the browser user whose invitation
     /// `token` this is. The hub checks both. Default nil.
     public var delegation: (actAs: String, token: String)? = nil
+    /// The frames' wire format (docs/protocol.md, "Wire format v2 (agents)"): v2 by default; a hub
+    /// that speaks only v1 is answered in v1 (the agent falls back by itself).
+    public var wireFormat: WireFormat = .v2
 
     public init(board: String, hubEndpoint: String = "tcp://127.0.0.1:5570") {
         self.board = board

@@ -25,12 +25,15 @@ public struct AgentProtocol: Sendable {
         public var maxInFlight: Int
         /// A gateway acting for an invited user: the namespace and the invitation's token.
         public var delegation: (actAs: String, token: String)?
+        /// The frames' wire format: v2 (packed, protocol 2) unless the hub speaks only v1, when the agent falls back.
+        public var wireFormat: WireFormat
 
         public init(
             board: String, clientName: String = "touchsync-agent", heartbeatInterval: Duration = .seconds(1),
             hubTimeout: Duration = .seconds(3), reconnectDelay: ClosedRange<Duration> = .milliseconds(100) ... .seconds(5),
-            maxInFlight: Int = 32, delegation: (actAs: String, token: String)? = nil
+            maxInFlight: Int = 32, delegation: (actAs: String, token: String)? = nil, wireFormat: WireFormat = .v2
         ) {
+            self.wireFormat = wireFormat
             self.board = board
             self.clientName = clientName
             self.heartbeatInterval = heartbeatInterval
@@ -87,6 +90,8 @@ public struct AgentProtocol: Sendable {
     /// Whether the transport has a connection open (between `connect` and `disconnect`).
     public private(set) var isConnected = false
     public private(set) var isWelcomed = false
+    /// The format frames are encoded in now: the settings' until a hub that speaks only v1 says so.
+    public private(set) var frameFormat: WireFormat
     private var random: SplitMixRandom
     private let newSessionID: @Sendable () -> [UInt8]
     private var sessionID: [UInt8]
@@ -124,6 +129,7 @@ public struct AgentProtocol: Sendable {
     /// A new agent; its first timers (`tick`) connect.
     public init(settings: Settings, now: ContinuousClock.Instant, seed: UInt64, newSessionID: @escaping @Sendable () -> [UInt8]) {
         self.settings = settings
+        frameFormat = settings.wireFormat
         self.newSessionID = newSessionID
         random = SplitMixRandom(seed: seed)
         sessionID = newSessionID()
@@ -166,7 +172,7 @@ public struct AgentProtocol: Sendable {
         let frame = TouchFrame(changes: changes, aliveTouches: alive ?? Array(liveTouches))
         var actions: [Action] = []
         guard windowIsFull || waitingStart < waiting.count else {
-            number(.frame(frame.proto), posted: 1, now: now, into: &actions)
+            number(.frame(frame.proto(frameFormat)), posted: 1, now: now, into: &actions)
             return actions
         }
         if waitingStart < waiting.count, case .frame(let last, let lastDown, let posted) = waiting[waiting.count - 1],
@@ -238,6 +244,10 @@ public struct AgentProtocol: Sendable {
         lastHeard = now
         var actions: [Action] = []
         switch message.body {
+        case .welcome(let welcome) where frameFormat == .v2 && welcome.protocolVersion < 2:
+            // Welcomed in v1 (a hub that does not speak v2 frames): resend nothing packed.
+            fallBackToV1()
+            fallthrough
         case .welcome(let welcome):
             isWelcomed = true
             attempt = 0
@@ -269,6 +279,10 @@ public struct AgentProtocol: Sendable {
             isConnected = false
             isWelcomed = false
             reconnectAt = now
+        case .error(let error) where !isWelcomed && error.sequence == 0 && error.code == .unsupportedVersion && frameFormat == .v2:
+            // A hub that speaks only protocol 1: the same session in v1, nothing lost.
+            fallBackToV1()
+            sayHello(now: now, into: &actions)
         case .error(let error):
             // The final refusal first: whoever hears of the refusal finds it recorded.
             if !isWelcomed, error.sequence == 0, let code = ErrorCode(error.code),
@@ -336,7 +350,7 @@ public struct AgentProtocol: Sendable {
 
     private mutating func sayHello(now: ContinuousClock.Instant, into actions: inout [Action]) {
         var hello = Touchsync_V1_Hello()
-        hello.protocolVersion = touchSyncProtocolVersion
+        hello.protocolVersion = UInt32(frameFormat.rawValue)
         hello.board = settings.board
         hello.clientName = settings.clientName
         hello.resumeAfter = acknowledged
@@ -380,7 +394,7 @@ public struct AgentProtocol: Sendable {
     private mutating func numberWaiting(now: ContinuousClock.Instant, into actions: inout [Action]) {
         while !windowIsFull && waitingStart < waiting.count {
             switch waiting[waitingStart] {
-            case .frame(let frame, _, let posted): number(.frame(frame.proto), posted: posted, now: now, into: &actions)
+            case .frame(let frame, _, let posted): number(.frame(frame.proto(frameFormat)), posted: posted, now: now, into: &actions)
             case .other(let body): number(body, posted: 1, now: now, into: &actions)
             }
             waitingStart += 1
@@ -409,6 +423,19 @@ public struct AgentProtocol: Sendable {
         unacknowledged.removeFirst(keep)
         actions.append(.acknowledged(posted: posted))
         numberWaiting(now: now, into: &actions)
+    }
+
+    /// Frames from now on in v1, and the packed ones waiting for an ack re-encoded in v1.
+    private mutating func fallBackToV1() {
+        frameFormat = .v1
+        unacknowledged = unacknowledged.map { entry in
+            guard var message = try? WireCodec.decode(Touchsync_V1_AgentMessage.self, from: entry.bytes),
+                case .frame(let proto) = message.body, !proto.packedChanges.isEmpty,
+                let frame = try? TouchFrame(proto, sequence: message.sequence)
+            else { return entry }
+            message.frame = frame.proto(.v1)
+            return (entry.sequence, WireCodec.encode(message), entry.posted)
+        }
     }
 
     /// The hub cannot resume this session (it restarted without it, or

@@ -85,9 +85,11 @@ public enum Admission {
     public static func admit(
         _ hello: AgentHello, from authenticated: Peer, acting: Peer, access: AccessList?, routing: BoardRouting, heldHere: Bool
     ) -> Result<Admitted, HubRefusal> {
-        guard hello.protocolVersion == touchSyncProtocolVersion else {
+        guard touchSyncProtocolVersions.contains(hello.protocolVersion) else {
             return .failure(
-                HubRefusal(.unsupportedVersion, "this hub speaks protocol \(touchSyncProtocolVersion), not \(hello.protocolVersion)"))
+                HubRefusal(
+                    .unsupportedVersion,
+                    "this hub speaks protocols \(touchSyncProtocolVersions.lowerBound) to \(touchSyncProtocolVersions.upperBound), not \(hello.protocolVersion)"))
         }
         guard isValidBoardName(hello.board) else { return .failure(HubRefusal(.unknownBoard, boardNameRule)) }
         guard (1...64).contains(hello.sessionID.count) else {

@@ -264,7 +264,7 @@ extension HubCore {
             heartbeatIntervalMilliseconds: UInt32(milliseconds(configuration.heartbeatInterval)),
             livenessTimeoutMilliseconds: UInt32(milliseconds(configuration.livenessTimeout)),
             maxLiveTouches: UInt32(configuration.boardLimits.maxLiveTouchesPerUser),
-            maxMessageBytes: UInt32(configuration.maxMessageBytes))
+            maxMessageBytes: UInt32(configuration.maxMessageBytes), protocolVersion: hello.protocolVersion)
         actions.append(.reply(to: peer.id, .welcome(welcome)))
     }
 

@@ -50,7 +50,7 @@ public struct AgentHello: Sendable, Equatable {
     public var token: String
 
     public init(
-        protocolVersion: UInt32 = touchSyncProtocolVersion, board: String, clientName: String = "", resumeAfter: UInt64 = 0,
+        protocolVersion: UInt32 = 1, board: String, clientName: String = "", resumeAfter: UInt64 = 0,
         sessionID: [UInt8] = [], actAs: String = "", token: String = ""
     ) {
         self.protocolVersion = protocolVersion
@@ -183,6 +183,8 @@ public struct AgentWelcome: Sendable, Equatable {
     public var livenessTimeoutMilliseconds: UInt32
     public var maxLiveTouches: UInt32
     public var maxMessageBytes: UInt32
+    /// The hello's version: 2 lets the agent send frames in wire format v2.
+    public var protocolVersion: UInt32 = 1
 }
 
 /// A typed refusal: the error code, why in words, and the message it answers.

@@ -10,7 +10,7 @@ extension HubReply {
         switch self {
         case .welcome(let model):
             var welcome = Touchsync_V1_Welcome()
-            welcome.protocolVersion = touchSyncProtocolVersion
+            welcome.protocolVersion = model.protocolVersion
             welcome.board = model.board
             welcome.user = model.user.rawValue
             welcome.appliedThrough = model.appliedThrough

@@ -31,7 +31,7 @@ public enum AgentFrameDecoder {
         return try readFrame(bytes, required(frame), sequence: sequence ?? 0)
     }
 
-    /// TouchFrame: 1 changes, 2 alive, 3 event_time.
+    /// TouchFrame: 1 changes, 2 alive, 3 event_time, 4 packed_changes (v2; before the changes).
     private static func readFrame(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, sequence: UInt64) throws
         -> TouchFrame
     {
@@ -40,6 +40,7 @@ public enum AgentFrameDecoder {
         var scanner = ProtoScanner(bytes, region)
         var eventTime: UInt64?
         var aliveSet: Range<Int>?
+        var packed: Range<Int>?
         var changeCount = 0
         while !scanner.isAtEnd {
             switch try required(scanner.nextTag()) {
@@ -48,12 +49,15 @@ public enum AgentFrameDecoder {
                 changeCount += 1
             case (2, ProtoScanner.lengthDelimited): try once(&aliveSet, scanner.readLengthDelimited())
             case (3, ProtoScanner.varint): try once(&eventTime, scanner.readVarint())
+            case (4, ProtoScanner.lengthDelimited): try once(&packed, scanner.readLengthDelimited())
             default: throw GiveUp()
             }
         }
         let reference = eventTime.map(zigZagDecoded) ?? 0
         var changes: [TouchChange] = []
-        changes.reserveCapacity(changeCount)
+        // An empty packed_changes is no changes (proto3 writes no empty bytes; SwiftProtobuf reads it so).
+        if let packed, !packed.isEmpty { changes = try PackedChanges.decode(bytes, packed, timeReference: reference) }
+        changes.reserveCapacity(changes.count + changeCount)
         scanner = ProtoScanner(bytes, region)
         while !scanner.isAtEnd {
             // Well formed: the first pass read every field.

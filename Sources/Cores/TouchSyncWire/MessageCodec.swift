@@ -1,3 +1,4 @@
+import Foundation
 import SwiftProtobuf
 import TouchSyncCore
 
@@ -56,8 +57,15 @@ extension TouchFrame {
     /// Decodes the frame of an `AgentMessage` numbered `sequence`.
     public init(_ proto: Touchsync_V1_TouchFrame, sequence: UInt64) throws(WireError) {
         var changes: [TouchChange] = []
-        changes.reserveCapacity(proto.changes.count)
         let reference = proto.eventTime
+        if !proto.packedChanges.isEmpty {
+            let packed = proto.packedChanges
+            let decoded = packed.withUnsafeBytes { bytes in
+                Result { () throws(WireError) in try PackedChanges.decode(bytes, 0..<bytes.count, timeReference: reference) }
+            }
+            changes = try decoded.get()
+        }
+        changes.reserveCapacity(changes.count + proto.changes.count)
         for change in proto.changes {
             let (samples, predicted) = try SampleRunCodec.decode(change.samples, timeReference: reference)
             changes.append(
@@ -73,21 +81,30 @@ extension TouchFrame {
         changes.reduce(0) { latest, change in max(latest, change.samples.last?.time ?? 0) }
     }
 
-    public var proto: Touchsync_V1_TouchFrame {
+    /// The frame in wire format v1 (`changes`).
+    public var proto: Touchsync_V1_TouchFrame { proto(.v1) }
+
+    /// The frame in `format`: v2 packs every change into `packed_changes`
+    /// (docs/protocol.md, "Wire format v2 (agents)").
+    public func proto(_ format: WireFormat) -> Touchsync_V1_TouchFrame {
         var frame = Touchsync_V1_TouchFrame()
         let reference = eventTime
         frame.eventTime = reference
-        frame.changes = changes.map { change in
-            var proto = Touchsync_V1_TouchChange()
-            proto.touchID = change.touch
-            proto.phase = change.phase.proto
-            if !change.samples.isEmpty || !change.predicted.isEmpty {
-                proto.samples = SampleRunCodec.encode(change.samples, predicted: change.predicted, timeReference: reference)
+        if format == .v2 {
+            if !changes.isEmpty { frame.packedChanges = Data(PackedChanges.encode(changes, timeReference: reference)) }
+        } else {
+            frame.changes = changes.map { change in
+                var proto = Touchsync_V1_TouchChange()
+                proto.touchID = change.touch
+                proto.phase = change.phase.proto
+                if !change.samples.isEmpty || !change.predicted.isEmpty {
+                    proto.samples = SampleRunCodec.encode(change.samples, predicted: change.predicted, timeReference: reference)
+                }
+                if !change.amendments.isEmpty {
+                    proto.amendments = SampleRunCodec.encode(change.amendments, timeReference: reference)
+                }
+                return proto
             }
-            if !change.amendments.isEmpty {
-                proto.amendments = SampleRunCodec.encode(change.amendments, timeReference: reference)
-            }
-            return proto
         }
         if let aliveTouches {
             var alive = Touchsync_V1_AliveSet()

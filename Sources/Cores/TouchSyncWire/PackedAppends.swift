@@ -20,27 +20,6 @@ public enum PackedAppends {
     public static func width(of values: ArraySlice<UInt64>) -> Int { packedWidth(values) }
 }
 
-func packedWidth(_ values: ArraySlice<UInt64>) -> Int {
-    guard values.contains(where: { $0 != 0 }) else { return 0 }
-    // Escaped bytes by the width a value needs not to be escaped (1...65), on
-    // the stack: the hub chooses four widths per block.
-    return withUnsafeTemporaryAllocation(of: Int.self, capacity: 66) { escapedBytes in
-        escapedBytes.initialize(repeating: 0)
-        for value in values {
-            let needed = value == .max ? 65 : 64 - (value &+ 1).leadingZeroBitCount
-            escapedBytes[needed] += varintSize(value)
-        }
-        var above = escapedBytes[2...].reduce(0, +)  // escaped at width 1
-        var best = 1, bestCost = values.count + 8 * above
-        for width in 2...64 {
-            above -= escapedBytes[width]
-            let cost = width * values.count + 8 * above
-            if cost < bestCost { (best, bestCost) = (width, cost) }
-        }
-        return best
-    }
-}
-
 /// Where v2 expects a segment's first predicted sample: `gap` after the
 /// stroke's last sample `last` (the time residual is the gap minus the
 /// block's previous first-tail gap), on the line through `beforeLast` and
@@ -55,85 +34,6 @@ func predictedPosition(last: Int64, beforeLast: Int64?, lastTime: Int64, beforeL
     guard !overflow else { return last }
     let (value, sumOverflow) = last.addingReportingOverflow(scaled / interval)
     return sumOverflow ? last : value
-}
-
-@inline(__always)
-func varintSize(_ value: UInt64) -> Int { value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7 }
-
-/// Bits, least significant first, into bytes filled from bit 0.
-struct BitWriter {
-    private(set) var bytes: [UInt8] = []
-    private var pending: UInt64 = 0
-    private var pendingBits = 0
-
-    mutating func reset() {
-        bytes.removeAll(keepingCapacity: true)
-        pending = 0
-        pendingBits = 0
-    }
-
-    @inline(__always)
-    mutating func write(_ value: UInt64, bits: Int) {
-        guard bits > 0 else { return }
-        var value = bits == 64 ? value : value & ((1 << UInt64(bits)) - 1)
-        var left = bits
-        while left > 0 {
-            let room = 64 - pendingBits
-            let take = min(room, left)
-            pending |= (take == 64 ? value : value & ((1 << UInt64(take)) - 1)) << UInt64(pendingBits)
-            pendingBits += take
-            left -= take
-            value = take == 64 ? 0 : value >> UInt64(take)
-            while pendingBits >= 8 {
-                bytes.append(UInt8(truncatingIfNeeded: pending))
-                pending >>= 8
-                pendingBits -= 8
-            }
-        }
-    }
-
-    /// The last byte, its unused bits zero.
-    mutating func flush() {
-        if pendingBits > 0 { bytes.append(UInt8(truncatingIfNeeded: pending)) }
-        pending = 0
-        pendingBits = 0
-    }
-}
-
-/// Reads what `BitWriter` wrote from a region of received bytes.
-struct BitReader {
-    private let base: UnsafePointer<UInt8>?
-    private var bit: Int
-    private let endBit: Int
-
-    init(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) {
-        base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
-        bit = region.lowerBound * 8
-        endBit = region.upperBound * 8
-    }
-
-    /// nil past the region's end.
-    @inline(__always)
-    mutating func read(bits: Int) -> UInt64? {
-        guard bits > 0 else { return 0 }
-        guard endBit - bit >= bits, let base else { return nil }
-        var value: UInt64 = 0
-        var done = 0
-        while done < bits {
-            let byte = UInt64(base[bit >> 3]) >> UInt64(bit & 7)
-            let take = min(8 - (bit & 7), bits - done)
-            value |= (byte & ((1 << UInt64(take)) - 1)) << UInt64(done)
-            done += take
-            bit += take
-        }
-        return value
-    }
-
-    /// Whether the bits left in the last byte are all zero.
-    var paddingIsZero: Bool {
-        guard bit < endBit, let base else { return true }
-        return UInt64(base[(endBit - 1) >> 3]) >> UInt64(bit & 7) == 0
-    }
 }
 
 /// One `packed_appends` under construction: the v2 counterpart of `AppendBlock`.
@@ -247,34 +147,7 @@ struct PackedAppendBlock: Sendable {
     private mutating func writeBody(to packed: inout ProtoWriter) {
         packed.varint(UInt64(headers.count / 3))
         for value in headers where value != .max { packed.varint(value) }  // .max: no tail varint
-        let anyCoalesced = flags.contains { $0 & SampleFlags.coalesced.rawValue != 0 }
-        let runMask = SampleColumnWriter.runFlagsMask
-        let anyRunFlags = flags.contains { $0 & runMask != 0 }
-        packed.varint((anyCoalesced ? 1 : 0) | (anyRunFlags ? 2 : 0) | (estimations.isEmpty ? 0 : 4))
-        if anyRunFlags {
-            // The number of runs, then the runs: two passes, no array.
-            var count: UInt64 = 1
-            for index in flags.indices.dropFirst() where flags[index] & runMask != flags[index - 1] & runMask { count += 1 }
-            packed.varint(count)
-            var runFlags = flags[0] & runMask, length: UInt64 = 0
-            for sampleFlags in flags {
-                if sampleFlags & runMask != runFlags {
-                    packed.varint(length << 4 | UInt64(runFlags))
-                    (runFlags, length) = (sampleFlags & runMask, 0)
-                }
-                length += 1
-            }
-            packed.varint(length << 4 | UInt64(runFlags))
-        }
-        if !estimations.isEmpty {
-            packed.varint(UInt64(estimations.count))
-            var next = 0
-            for (position, index) in estimations {
-                packed.varint(UInt64(position - next))
-                packed.varint(UInt64(index))
-                next = position + 1
-            }
-        }
+        let anyCoalesced = PackedFlagSections.write(flags: flags, estimations: estimations, to: &packed)
         let widthXY = packedWidth(xy[...]), widthTime = packedWidth(times[...])
         packed.varint(UInt64(widthXY))
         packed.varint(UInt64(widthTime))
@@ -285,16 +158,7 @@ struct PackedAppendBlock: Sendable {
 
         escaped.removeAll(keepingCapacity: true)
         bits.reset()
-        func field(_ value: UInt64, _ width: Int) {
-            guard width > 0 else { return }
-            let escape: UInt64 = width == 64 ? .max : (1 << UInt64(width)) - 1
-            if value >= escape {
-                bits.write(escape, bits: width)
-                escaped.append(value)
-            } else {
-                bits.write(value, bits: width)
-            }
-        }
+        func field(_ value: UInt64, _ width: Int) { writeField(value, width: width, bits: &bits, escaped: &escaped) }
         var force = 0, angle = 0
         for (index, sampleFlags) in flags.enumerated() {
             if anyCoalesced { bits.write(sampleFlags & SampleFlags.coalesced.rawValue != 0 ? 1 : 0, bits: 1) }
@@ -323,22 +187,23 @@ enum PackedAppendsReader {
         _ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, timeReference: Int64, state: BoardState,
         chains: inout StrokeChains, into diffs: inout [StrokeDiff]
     ) throws(DiffStreamError) {
-        func malformed(_ reason: String) -> DiffStreamError { .wire(.malformed("packed appends: \(reason)")) }
-        // Varints one at a time, from `position` (the region holds other things after them).
-        var position = region.lowerBound
-        func varint() throws(DiffStreamError) -> UInt64 {
-            guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw malformed("cut off") }
-            var value: UInt64 = 0
-            var shift: UInt64 = 0
-            while true {
-                guard position < region.upperBound, shift < 64 else { throw malformed("a varint is cut off or too long") }
-                let byte = base[position]
-                position += 1
-                value |= UInt64(byte & 0x7F) << shift
-                if byte & 0x80 == 0 { return value }
-                shift += 7
-            }
+        do {
+            var cursor = PackedCursor(bytes, region, context: "packed appends")
+            try decode(&cursor, timeReference: timeReference, state: state, chains: &chains, into: &diffs)
+        } catch let error as DiffStreamError {
+            throw error
+        } catch {
+            throw .wire(error as? WireError ?? .malformed("packed appends: \(error)"))
         }
+    }
+
+    private static func decode(
+        _ cursor: inout PackedCursor, timeReference: Int64, state: BoardState, chains: inout StrokeChains,
+        into diffs: inout [StrokeDiff]
+    ) throws {
+        let region = cursor.position..<cursor.end
+        func malformed(_ reason: String) -> WireError { cursor.malformed(reason) }
+        func varint() throws(WireError) -> UInt64 { try cursor.varint() }
 
         let segments = try varint()
         guard segments >= 1, segments <= UInt64(region.count) else { throw malformed("\(segments) segments") }
@@ -368,49 +233,8 @@ enum PackedAppendsReader {
             }
             layout.append((StrokeID(UInt64(raw)), Int(count), tail))
         }
-        let features = try varint()
-        guard features <= 7 else { throw malformed("unknown feature bits \(features)") }
-        let hasCoalesced = features & 1 != 0, hasRuns = features & 2 != 0, hasEstimations = features & 4 != 0
-
-        // Flags per sample from the runs (the coalesced bit comes from the bit stream).
-        var runs: [(length: UInt64, flags: UInt8)] = []
-        var withForce = 0, withAngles = 0
-        if hasRuns {
-            let count = try varint()
-            guard count >= 1, count <= UInt64(total) else { throw malformed("\(count) flag runs for \(total) samples") }
-            var covered: UInt64 = 0
-            for _ in 0..<count {
-                let entry = try varint()
-                let (length, flags) = (entry >> 4, UInt8(entry & 0xF))
-                guard length >= 1, flags & SampleFlags.coalesced.rawValue == 0 else {
-                    throw malformed("a flag run is empty or sets the coalesced flag")
-                }
-                covered += length
-                guard covered <= UInt64(total) else { throw malformed("flag runs cover more samples than the segments hold") }
-                if flags & SampleFlags.hasForce.rawValue != 0 { withForce += Int(length) }
-                if flags & SampleFlags.hasAngles.rawValue != 0 { withAngles += Int(length) }
-                runs.append((length, flags))
-            }
-            guard covered == UInt64(total) else { throw malformed("flag runs cover fewer samples than the segments hold") }
-        }
-        // Sparse: (samples skipped, index) for each sample that has an index.
-        var estimations: [(position: Int, index: UInt32)] = []
-        if hasEstimations {
-            let count = try varint()
-            guard count >= 1, count <= UInt64(total) else { throw malformed("\(count) estimation indexes for \(total) samples") }
-            estimations.reserveCapacity(Int(count))
-            var next = 0
-            for _ in 0..<count {
-                let skip = try varint()
-                guard skip < UInt64(total - next) else { throw malformed("an estimation index past the last sample") }
-                guard let index = UInt32(exactly: try varint()), index != 0 else {
-                    throw malformed("an estimation index of 0 or beyond 32 bits")
-                }
-                estimations.append((next + Int(skip), index))
-                next += Int(skip) + 1
-            }
-        }
-        var estimation = 0
+        let sections = try PackedFlagSections.read(total: total, from: &cursor)
+        let (hasCoalesced, withForce, withAngles) = (sections.hasCoalesced, sections.withForce, sections.withAngles)
         let widthXY = try varint(), widthTime = try varint()
         let widthForce = withForce > 0 ? try varint() : 0
         let widthAngles = withAngles > 0 ? try varint() : 0
@@ -418,24 +242,14 @@ enum PackedAppendsReader {
         let totalBits =
             total * ((hasCoalesced ? 1 : 0) + 2 * Int(widthXY) + Int(widthTime)) + withForce * Int(widthForce)
             + withAngles * 2 * Int(widthAngles)
-        let streamBytes = (totalBits + 7) / 8
-        guard region.upperBound - position >= streamBytes else { throw malformed("the bit stream is cut off") }
-        var stream = BitReader(bytes, position..<(position + streamBytes))
-        position += streamBytes
+        var stream = try cursor.bitStream(bytes: (totalBits + 7) / 8)
+        func field(_ width: UInt64) throws(WireError) -> UInt64 { try cursor.field(width, from: &stream) }
 
-        func field(_ width: UInt64) throws(DiffStreamError) -> UInt64 {
-            guard let value = stream.read(bits: Int(width)) else { throw malformed("the bit stream is cut off") }
-            let escape: UInt64 = width == 64 ? .max : (1 << width) - 1
-            return width > 0 && value == escape ? try varint() : value
-        }
-
-        var run = 0, runLeft: UInt64 = runs.first?.length ?? UInt64(total)
-        var sampleIndex = 0
-        var force: Int64 = 0, azimuth: Int64 = 0, altitude: Int64 = 0
+        var finisher = PackedSampleFinisher(sections, total: total, widthForce: widthForce, widthAngles: widthAngles)
         var x = DeltaChain(), y = DeltaChain(), time = DeltaChain()
         var tailGap: Int64 = 0
         /// The next sample; `after` (the stroke's last two samples) for a segment's first predicted one.
-        func next(firstOfTail after: StrokeChain? = nil) throws(DiffStreamError) -> Sample {
+        func next(firstOfTail after: StrokeChain? = nil) throws -> Sample {
             var coalesced = false
             if hasCoalesced {  // a plain bit, never an escape
                 guard let bit = stream.read(bits: 1) else { throw malformed("the bit stream is cut off") }
@@ -446,7 +260,7 @@ enum PackedAppendsReader {
             if let after, let last = after.last {
                 let (gap, gapOverflow) = tailGap.addingReportingOverflow(rt)
                 let (t, timeOverflow) = last.time.addingReportingOverflow(gap)
-                guard !gapOverflow, !timeOverflow else { throw malformed("sample \(sampleIndex): time overflows") }
+                guard !gapOverflow, !timeOverflow else { throw malformed("sample \(finisher.sampleIndex): time overflows") }
                 tailGap = gap
                 let expectedX = predictedPosition(
                     last: Int64(last.x), beforeLast: after.beforeLast.map { Int64($0.x) }, lastTime: last.time,
@@ -456,7 +270,7 @@ enum PackedAppendsReader {
                     beforeLastTime: after.beforeLast?.time, gap: gap)
                 let (px, xOverflow) = expectedX.addingReportingOverflow(rx)
                 let (py, yOverflow) = expectedY.addingReportingOverflow(ry)
-                guard !xOverflow, !yOverflow else { throw malformed("sample \(sampleIndex): position overflows") }
+                guard !xOverflow, !yOverflow else { throw malformed("sample \(finisher.sampleIndex): position overflows") }
                 (xValue, yValue, timeValue) = (px, py, t)
                 // The rest of the tail continues from this sample.
                 x.prime(px, Int64(last.x), base: 0)
@@ -464,41 +278,11 @@ enum PackedAppendsReader {
                 time.prime(t, last.time, base: 0)
             } else {
                 guard let xv = x.decode(rx), let yv = y.decode(ry), let tv = time.decode(rt) else {
-                    throw malformed("sample \(sampleIndex): position or time overflows")
+                    throw malformed("sample \(finisher.sampleIndex): position or time overflows")
                 }
                 (xValue, yValue, timeValue) = (xv, yv, tv)
             }
-            guard let x32 = Int32(exactly: xValue), let y32 = Int32(exactly: yValue) else {
-                throw malformed("sample \(sampleIndex): position leaves the 32-bit range")
-            }
-            if runLeft == 0 {
-                run += 1
-                runLeft = runs[run].length
-            }
-            runLeft -= 1
-            var flags = SampleFlags(rawValue: runs.isEmpty ? 0 : runs[run].flags)
-            if coalesced { flags.insert(.coalesced) }
-            var sample = Sample(x: x32, y: y32, time: timeValue, flags: flags)
-            if estimation < estimations.count && estimations[estimation].position == sampleIndex {
-                sample.estimationIndex = estimations[estimation].index
-                estimation += 1
-            }
-            if flags.contains(.hasForce) {
-                force &+= zigZagDecoded(try field(widthForce))
-                guard let value = UInt16(exactly: force) else { throw malformed("sample \(sampleIndex): force out of range") }
-                sample.force = value
-            }
-            if flags.contains(.hasAngles) {
-                azimuth &+= zigZagDecoded(try field(widthAngles))
-                altitude &+= zigZagDecoded(try field(widthAngles))
-                guard let a = Int16(exactly: azimuth), let b = Int16(exactly: altitude) else {
-                    throw malformed("sample \(sampleIndex): angle out of range")
-                }
-                sample.azimuth = a
-                sample.altitude = b
-            }
-            sampleIndex += 1
-            return sample
+            return try finisher.sample(x: xValue, y: yValue, time: timeValue, coalesced: coalesced, cursor: &cursor, stream: &stream)
         }
 
         for segment in layout {
@@ -521,10 +305,7 @@ enum PackedAppendsReader {
             }
             chains.set(segment.id, current)
         }
-        guard stream.paddingIsZero else { throw malformed("the bit stream's padding is not zero") }
-        guard position == region.upperBound else {
-            throw malformed("\(region.upperBound - position) bytes after the escaped values")
-        }
+        try PackedSampleFinisher.finish(stream, cursor)
     }
 }
 

@@ -15,5 +15,5 @@ public struct WireError: Error, Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(code): \(reason)" }
 }
 
-/// The protocol version this build speaks.
-public let touchSyncProtocolVersion: UInt32 = 1
+/// The protocol versions this build speaks: 1, and 2 (wire format v2's agent frames).
+public let touchSyncProtocolVersions: ClosedRange<UInt32> = 1...2

@@ -136,6 +136,7 @@ struct BenchCommand: AsyncParsableCommand {
         print("")
         print("bytes per sample (predicted tails included in the stream, counted against real samples only):")
         print("  agent to hub, one message per input event".padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", report.agentBytesPerSample))
+        print("  agent to hub, one message per input event (v2)".padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", report.agentBytesPerSampleV2))
         for (events, bytes) in report.bytesPerSampleByTick {
             let label = "  hub to subscribers, tick of \(events) event(s) per user (\(String(format: "%.1f", Double(events) * 1000 / 120)) ms at 120 Hz)"
             print(label.padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", bytes))

@@ -46,7 +46,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Boards the users are spread over, named load-SEED-0 … load-SEED-(N-1) (user i draws on board i mod N as load-BOARD-k).") var boards = 1
     @Option(parsing: .unconditional, help: "Subscribers per board (connected before drawing starts).") var subscribers = 1
     @Flag(help: "Also start one subscriber per board half-way (snapshot plus diffs).") var lateSubscriber = false
-    @Option(help: "The subscribers' wire format: v1, or v2 (packed appends on the boards' v2 topics).") var wire: WireOption = .v1
+    @Option(help: "The wire format of the agents' frames and the subscribers' stream: v1, or v2 (packed changes, packed appends on the boards' v2 topics).") var wire: WireOption = .v1
     @Option(parsing: .unconditional, help: "Seconds over which users start drawing one after another.") var rampUp = 0.0
     @Option(parsing: .unconditional, help: "Chance per event that a live touch is cancelled.") var cancelRate = 0.01
     @Option(parsing: .unconditional, help: "Seed for the fingers (same seed, same run).") var seed: UInt64 = 1

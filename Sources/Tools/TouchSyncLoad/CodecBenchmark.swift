@@ -42,6 +42,8 @@ public struct CodecBenchmark: Sendable {
         public var figures: [BenchFigure]
         public var samples: Int
         public var agentBytesPerSample: Double
+        /// The same frames in wire format v2 (packed changes).
+        public var agentBytesPerSampleV2: Double = 0
         public var publishBytesPerSample: Double
         /// The diff stream when the hub publishes one coalesced batch per tick
         /// of `eventsPerTick` input events per user (2 at 120 Hz: 16.7 ms).
@@ -129,6 +131,28 @@ public struct CodecBenchmark: Sendable {
                 guard case .numbered(_, .frame) = request else { throw CodecBenchmark.Mismatch("a frame decoded as \(request)") }
             }
         })
+        // Wire format v2: the same frames packed, decoded by the hub's reader and checked against the model.
+        var agentMessagesV2: [[UInt8]] = []
+        figures.append(best("encode agent frames (v2)") {
+            agentMessagesV2 = inputs.map { _, frame, _ in
+                var message = Touchsync_V1_AgentMessage()
+                message.sequence = frame.sequence
+                message.frame = frame.proto(.v2)
+                return WireCodec.encode(message)
+            }
+        })
+        figures.append(try best("decode agent frames (v2)") {
+            for bytes in agentMessagesV2 {
+                let request = try bytes.withUnsafeBytes { try AgentRequest.decode($0).get() }
+                guard case .numbered(_, .frame) = request else { throw CodecBenchmark.Mismatch("a v2 frame decoded as \(request)") }
+            }
+        })
+        for (index, bytes) in agentMessagesV2.enumerated() {
+            let request = try bytes.withUnsafeBytes { try AgentRequest.decode($0).get() }
+            guard case .numbered(_, .frame(let decoded)) = request, decoded.changes == inputs[index].1.changes,
+                decoded.aliveTouches == inputs[index].1.aliveTouches
+            else { throw CodecBenchmark.Mismatch("v2 frame \(index) decoded differently") }
+        }
         figures.append(try best("decode agent frames (SwiftProtobuf, for comparison)") {
             for bytes in agentMessages {
                 let message = try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes)
@@ -256,6 +280,7 @@ public struct CodecBenchmark: Sendable {
         return Report(
             figures: figures, samples: samples,
             agentBytesPerSample: Double(agentMessages.reduce(0) { $0 + $1.count }) / Double(samples),
+            agentBytesPerSampleV2: Double(agentMessagesV2.reduce(0) { $0 + $1.count }) / Double(samples),
             publishBytesPerSample: Double(published.reduce(0) { $0 + $1.count }) / Double(samples),
             tickBytesPerSample: Double(tickBytes) / Double(samples), eventsPerTick: eventsPerTick,
             bytesPerSampleByTick: byTick, bytesPerSampleByTickV2: byTickV2,

@@ -385,7 +385,7 @@ struct Bench: Sendable {
                 if target == .hub {
                     for (agent, socket) in sockets.enumerated() {
                         var hello = Touchsync_V1_AgentMessage()
-                        hello.hello.protocolVersion = touchSyncProtocolVersion
+                        hello.hello.protocolVersion = 1  // its frames are v1
                         hello.hello.board = board(agent)
                         hello.hello.sessionID = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
                         try socket.send(WireCodec.encode(hello))

@@ -145,7 +145,9 @@ public nonisolated struct Touchsync_V1_Hello: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// 1
+  /// 1, or 2 to send frames in wire format v2 (packed_changes) once a
+  /// Welcome says 2; a hub that speaks only 1 refuses 2 with
+  /// UNSUPPORTED_VERSION (say hello again with 1).
   public var protocolVersion: UInt32 = 0
 
   /// 1 to 128 bytes of UTF-8 without control characters (U+0000-U+001F, U+007F)
@@ -218,6 +220,12 @@ public nonisolated struct Touchsync_V1_TouchFrame: Sendable {
   /// The event's timestamp in microseconds (agent clock); the time reference
   /// of every sample run in this frame.
   public var eventTime: Int64 = 0
+
+  /// Wire format v2 (docs/protocol.md, "Wire format v2 (agents)"): changes
+  /// packed into one sample stream, sent only after a Welcome with
+  /// protocol_version 2. They come before those in `changes`, which then
+  /// holds only the changes with amendments. Empty: none.
+  public var packedChanges: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -418,6 +426,7 @@ public nonisolated struct Touchsync_V1_Welcome: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
+  /// the hello's: 2 lets the agent send packed_changes
   public var protocolVersion: UInt32 = 0
 
   public var board: String = String()
@@ -809,7 +818,7 @@ nonisolated extension Touchsync_V1_Goodbye: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Touchsync_V1_TouchFrame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".TouchFrame"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}changes\0\u{1}alive\0\u{3}event_time\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}changes\0\u{1}alive\0\u{3}event_time\0\u{3}packed_changes\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -820,6 +829,7 @@ nonisolated extension Touchsync_V1_TouchFrame: SwiftProtobuf.Message, SwiftProto
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.changes) }()
       case 2: try { try decoder.decodeSingularMessageField(value: &self._alive) }()
       case 3: try { try decoder.decodeSingularSInt64Field(value: &self.eventTime) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.packedChanges) }()
       default: break
       }
     }
@@ -839,6 +849,9 @@ nonisolated extension Touchsync_V1_TouchFrame: SwiftProtobuf.Message, SwiftProto
     if self.eventTime != 0 {
       try visitor.visitSingularSInt64Field(value: self.eventTime, fieldNumber: 3)
     }
+    if !self.packedChanges.isEmpty {
+      try visitor.visitSingularBytesField(value: self.packedChanges, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -846,6 +859,7 @@ nonisolated extension Touchsync_V1_TouchFrame: SwiftProtobuf.Message, SwiftProto
     if lhs.changes != rhs.changes {return false}
     if lhs._alive != rhs._alive {return false}
     if lhs.eventTime != rhs.eventTime {return false}
+    if lhs.packedChanges != rhs.packedChanges {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

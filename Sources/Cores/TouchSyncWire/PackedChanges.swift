@@ -1,0 +1,306 @@
+import TouchSyncCore
+
+// Wire format v2's agent frame (docs/protocol.md, "Wire format v2 (agents)"):
+// a frame's touch changes as one packed sample stream, `TouchFrame.packed_changes`.
+// Unlike the subscribers' stream it carries no state across messages (a
+// refused or resent frame must decode alone), so each run of samples (a
+// change's samples and tail, or its amendments) starts from the run before
+// it in the frame: its first position from that run's first position, its
+// first time offset and first interval from that run's (the fingers of one
+// event share their timestamps). Residuals go to the column of their order
+// (first sample, second sample, the rest), whose magnitudes differ widely.
+
+public enum PackedChanges {
+    /// `changes` packed against the frame's `event_time`.
+    public static func encode(_ changes: [TouchChange], timeReference: Int64) -> [UInt8] {
+        var out = ProtoWriter(capacity: 16 + changes.count * 24)
+        out.varint(UInt64(changes.count))
+        var previousTouch: Int64 = 0
+        for change in changes {
+            let touch = Int64(bitPattern: change.touch)
+            out.varint(zigZag(touch &- previousTouch))
+            previousTouch = touch
+            // One byte (not a varint): min(count, 3), amended, phase, min(tail, 3); then what did not fit.
+            let (count, tail) = (change.samples.count, change.predicted.count)
+            let amended = !change.amendments.isEmpty
+            out.bytes.append(UInt8(min(count, 3) << 6 | (amended ? 32 : 0) | Int(change.phase.rawValue) << 2 | min(tail, 3)))
+            if count >= 3 { out.varint(UInt64(count - 3)) }
+            if tail >= 3 { out.varint(UInt64(tail - 3)) }
+            if amended { out.varint(UInt64(change.amendments.count)) }
+        }
+
+        var columns = ChangeColumns()
+        var runs = RunState(timeReference: timeReference)
+        for change in changes {
+            runs.encode(change.samples, tail: change.predicted, into: &columns)
+            if !change.amendments.isEmpty { runs.encode(change.amendments, tail: [], into: &columns) }
+        }
+        columns.write(to: &out)
+        return out.bytes
+    }
+
+    /// The changes of one `packed_changes`; MALFORMED when it is not exactly one.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>, timeReference: Int64) throws(WireError)
+        -> [TouchChange]
+    {
+        var cursor = PackedCursor(bytes, region, context: "packed changes")
+        let count = try cursor.varint()
+        guard count >= 1, count <= UInt64(region.count) else { throw cursor.malformed("\(count) changes") }
+        var layout: [(touch: TouchID, phase: TouchPhase, count: Int, tail: Int, amendments: Int)] = []
+        layout.reserveCapacity(Int(count))
+        var touch: Int64 = 0
+        var total = 0
+        var byOrder = [0, 0, 0]
+        func run(_ count: Int, tail: Int) {
+            let length = count + tail
+            if length > 0 { byOrder[0] += 1 }
+            if length > 1 { byOrder[columnOrder(1, count: count)] += 1 }
+            if length > 2 { byOrder[2] += length - 2 }
+        }
+        func bounded(_ value: UInt64, _ what: String) throws(WireError) -> Int {
+            guard value <= UInt64(PackedAppends.maxSamples) else {
+                throw cursor.malformed("\(what) of more than \(PackedAppends.maxSamples) samples")
+            }
+            return Int(value)
+        }
+        for _ in 0..<count {
+            touch &+= zigZagDecoded(try cursor.varint())
+            let header = try cursor.byte()
+            guard let phase = TouchPhase(rawValue: (header >> 2) & 7) else {
+                throw cursor.malformed("phase \((header >> 2) & 7) is not a phase")
+            }
+            var samples = Int(header >> 6), tail = Int(header & 3)
+            if samples == 3 { samples += try bounded(try cursor.varint(), "a change") }
+            if tail == 3 { tail += try bounded(try cursor.varint(), "a tail") }
+            let amendments = header & 32 != 0 ? try bounded(try cursor.varint(), "amendments") : 0
+            guard header & 32 == 0 || amendments > 0 else { throw cursor.malformed("an amended change with no amendments") }
+            guard samples <= PackedAppends.maxSamples else { throw cursor.malformed("a change of more than \(PackedAppends.maxSamples) samples") }
+            total += samples + tail + amendments
+            guard total <= PackedAppends.maxSamples else { throw cursor.malformed("more than \(PackedAppends.maxSamples) samples") }
+            layout.append((UInt64(bitPattern: touch), phase, samples, tail, amendments))
+            run(samples, tail: tail)
+            run(amendments, tail: 0)
+        }
+        let sections = try PackedFlagSections.read(total: total, from: &cursor)
+        var widthXY = [UInt64](repeating: 0, count: 3), widthTime = [UInt64](repeating: 0, count: 3)
+        for order in 0..<3 { widthXY[order] = try cursor.varint() }
+        for order in 0..<3 { widthTime[order] = try cursor.varint() }
+        let widthForce = sections.withForce > 0 ? try cursor.varint() : 0
+        let widthAngles = sections.withAngles > 0 ? try cursor.varint() : 0
+        guard (widthXY + widthTime + [widthForce, widthAngles]).allSatisfy({ $0 <= 64 }) else { throw cursor.malformed("a width above 64") }
+        var totalBits = total * (sections.hasCoalesced ? 1 : 0) + sections.withForce * Int(widthForce)
+        totalBits += sections.withAngles * 2 * Int(widthAngles)
+        for order in 0..<3 { totalBits += byOrder[order] * (2 * Int(widthXY[order]) + Int(widthTime[order])) }
+        let stream = try cursor.bitStream(bytes: (totalBits + 7) / 8)  // before the reader copies the cursor
+        var reader = ChangeStreamReader(
+            cursor: cursor, stream: stream,
+            finisher: PackedSampleFinisher(sections, total: total, widthForce: widthForce, widthAngles: widthAngles),
+            hasCoalesced: sections.hasCoalesced, widthXY: widthXY, widthTime: widthTime, runs: RunState(timeReference: timeReference))
+        var changes: [TouchChange] = []
+        changes.reserveCapacity(layout.count)
+        for entry in layout {
+            var change = TouchChange(touch: entry.touch, phase: entry.phase)
+            (change.samples, change.predicted) = try reader.run(count: entry.count, tail: entry.tail)
+            if entry.amendments > 0 { change.amendments = try reader.run(count: entry.amendments, tail: 0).samples }
+            changes.append(change)
+        }
+        try reader.finish()
+        return changes
+    }
+}
+
+/// The column of a run's sample `index` when the run has `count` real
+/// samples: its order (0, 1, 2 and beyond), except that a tail's first
+/// sample after a real one is coded against the motion, in column 2.
+@inline(__always)
+private func columnOrder(_ index: Int, count: Int) -> Int { index == count && count > 0 ? 2 : min(index, 2) }
+
+/// What a run starts from: the previous run's first position, first time
+/// offset and first interval, and the frame's last tail gap.
+private struct RunState {
+    let timeReference: Int64
+    var anchorX: Int64 = 0, anchorY: Int64 = 0
+    var firstOffset: Int64 = 0, firstInterval: Int64 = 0
+    var tailGap: Int64 = 0
+
+    init(timeReference: Int64) { self.timeReference = timeReference }
+
+    /// The residuals of `samples` then `tail` (the tail's first sample against the run's motion).
+    mutating func encode(_ samples: [Sample], tail: [Sample], into columns: inout ChangeColumns) {
+        var x = DeltaChain(), y = DeltaChain(), time = DeltaChain()
+        x.prime(nil, nil, base: anchorX)
+        y.prime(nil, nil, base: anchorY)
+        time.prime(nil, nil, base: timeReference)
+        var index = 0
+        var last: Sample? = nil, beforeLast: Sample? = nil
+        func add(_ sample: Sample) {
+            let rx = x.encode(Int64(sample.x)), ry = y.encode(Int64(sample.y))
+            var rt = time.encode(sample.time)
+            if index == 0 {
+                (rt, firstOffset) = (rt &- firstOffset, rt)
+                (anchorX, anchorY) = (Int64(sample.x), Int64(sample.y))
+            } else if index == 1 {
+                (rt, firstInterval) = (rt &- firstInterval, rt)
+            }
+            columns.add(sample, x: rx, y: ry, time: rt, order: columnOrder(index, count: samples.count))
+            (beforeLast, last) = (last, sample)
+            index += 1
+        }
+        for sample in samples { add(sample) }
+        guard let first = tail.first else { return }
+        if let last {
+            let gap = first.time &- last.time
+            let expectedX = predictedPosition(
+                last: Int64(last.x), beforeLast: beforeLast.map { Int64($0.x) }, lastTime: last.time,
+                beforeLastTime: beforeLast?.time, gap: gap)
+            let expectedY = predictedPosition(
+                last: Int64(last.y), beforeLast: beforeLast.map { Int64($0.y) }, lastTime: last.time,
+                beforeLastTime: beforeLast?.time, gap: gap)
+            columns.add(first, x: Int64(first.x) &- expectedX, y: Int64(first.y) &- expectedY, time: gap &- tailGap, order: 2)
+            tailGap = gap
+            x.prime(Int64(first.x), Int64(last.x), base: 0)
+            y.prime(Int64(first.y), Int64(last.y), base: 0)
+            time.prime(first.time, last.time, base: 0)
+            index += 1
+        } else {
+            add(first)
+        }
+        for sample in tail.dropFirst() { add(sample) }
+    }
+}
+
+/// The residuals of a frame by column, then written as one v2 sample stream.
+private struct ChangeColumns {
+    var xy: [[UInt64]] = [[], [], []], times: [[UInt64]] = [[], [], []]
+    var orders: [UInt8] = [], flags: [UInt8] = []
+    var forces: [UInt64] = [], angles: [UInt64] = []
+    var estimations: [(position: Int, index: UInt32)] = []
+    var lastForce: Int64 = 0, lastAzimuth: Int64 = 0, lastAltitude: Int64 = 0
+
+    mutating func add(_ sample: Sample, x: Int64, y: Int64, time: Int64, order: Int) {
+        xy[order].append(zigZag(x))
+        xy[order].append(zigZag(y))
+        times[order].append(zigZag(time))
+        orders.append(UInt8(order))
+        flags.append(sample.flags.rawValue)
+        if sample.flags.contains(.hasForce) {
+            forces.append(zigZag(Int64(sample.force) - lastForce))
+            lastForce = Int64(sample.force)
+        }
+        if sample.flags.contains(.hasAngles) {
+            angles.append(zigZag(Int64(sample.azimuth) - lastAzimuth))
+            angles.append(zigZag(Int64(sample.altitude) - lastAltitude))
+            lastAzimuth = Int64(sample.azimuth)
+            lastAltitude = Int64(sample.altitude)
+        }
+        if sample.estimationIndex != 0 { estimations.append((flags.count - 1, sample.estimationIndex)) }
+    }
+
+    func write(to out: inout ProtoWriter) {
+        let anyCoalesced = PackedFlagSections.write(flags: flags, estimations: estimations, to: &out)
+        let widthXY = xy.map { packedWidth($0[...]) }, widthTime = times.map { packedWidth($0[...]) }
+        for width in widthXY + widthTime { out.varint(UInt64(width)) }
+        let widthForce = forces.isEmpty ? 0 : packedWidth(forces[...])
+        let widthAngles = angles.isEmpty ? 0 : packedWidth(angles[...])
+        if !forces.isEmpty { out.varint(UInt64(widthForce)) }
+        if !angles.isEmpty { out.varint(UInt64(widthAngles)) }
+
+        var bits = BitWriter()
+        var escaped: [UInt64] = []
+        var next = [0, 0, 0], force = 0, angle = 0
+        for (index, sampleFlags) in flags.enumerated() {
+            let order = Int(orders[index])
+            if anyCoalesced { bits.write(sampleFlags & SampleFlags.coalesced.rawValue != 0 ? 1 : 0, bits: 1) }
+            let at = next[order]
+            writeField(xy[order][2 * at], width: widthXY[order], bits: &bits, escaped: &escaped)
+            writeField(xy[order][2 * at + 1], width: widthXY[order], bits: &bits, escaped: &escaped)
+            writeField(times[order][at], width: widthTime[order], bits: &bits, escaped: &escaped)
+            next[order] += 1
+            if sampleFlags & SampleFlags.hasForce.rawValue != 0 {
+                writeField(forces[force], width: widthForce, bits: &bits, escaped: &escaped)
+                force += 1
+            }
+            if sampleFlags & SampleFlags.hasAngles.rawValue != 0 {
+                writeField(angles[angle], width: widthAngles, bits: &bits, escaped: &escaped)
+                writeField(angles[angle + 1], width: widthAngles, bits: &bits, escaped: &escaped)
+                angle += 2
+            }
+        }
+        bits.flush()
+        out.bytes.append(contentsOf: bits.bytes)
+        for value in escaped { out.varint(value) }
+    }
+}
+
+/// Reads the runs of a `packed_changes` in order, undoing `RunState.encode`.
+private struct ChangeStreamReader {
+    var cursor: PackedCursor
+    var stream: BitReader
+    var finisher: PackedSampleFinisher
+    let hasCoalesced: Bool
+    let widthXY: [UInt64], widthTime: [UInt64]
+    var runs: RunState
+
+    mutating func run(count: Int, tail: Int) throws(WireError) -> (samples: [Sample], tail: [Sample]) {
+        var x = DeltaChain(), y = DeltaChain(), time = DeltaChain()
+        x.prime(nil, nil, base: runs.anchorX)
+        y.prime(nil, nil, base: runs.anchorY)
+        time.prime(nil, nil, base: runs.timeReference)
+        var samples: [Sample] = [], predicted: [Sample] = []
+        samples.reserveCapacity(count)
+        predicted.reserveCapacity(tail)
+        for index in 0..<(count + tail) {
+            let order = columnOrder(index, count: count)
+            var coalesced = false
+            if hasCoalesced {  // a plain bit, never an escape
+                guard let bit = stream.read(bits: 1) else { throw cursor.malformed("the bit stream is cut off") }
+                coalesced = bit == 1
+            }
+            let rx = zigZagDecoded(try cursor.field(widthXY[order], from: &stream))
+            let ry = zigZagDecoded(try cursor.field(widthXY[order], from: &stream))
+            var rt = zigZagDecoded(try cursor.field(widthTime[order], from: &stream))
+            let xValue: Int64, yValue: Int64, timeValue: Int64
+            if index == count, count > 0, let last = samples.last {
+                // The tail's first sample, against the run's motion.
+                let beforeLast = count > 1 ? samples[count - 2] : nil
+                let (gap, gapOverflow) = runs.tailGap.addingReportingOverflow(rt)
+                let (t, timeOverflow) = last.time.addingReportingOverflow(gap)
+                guard !gapOverflow, !timeOverflow else { throw cursor.malformed("sample \(finisher.sampleIndex): time overflows") }
+                runs.tailGap = gap
+                let expectedX = predictedPosition(
+                    last: Int64(last.x), beforeLast: beforeLast.map { Int64($0.x) }, lastTime: last.time,
+                    beforeLastTime: beforeLast?.time, gap: gap)
+                let expectedY = predictedPosition(
+                    last: Int64(last.y), beforeLast: beforeLast.map { Int64($0.y) }, lastTime: last.time,
+                    beforeLastTime: beforeLast?.time, gap: gap)
+                let (px, xOverflow) = expectedX.addingReportingOverflow(rx)
+                let (py, yOverflow) = expectedY.addingReportingOverflow(ry)
+                guard !xOverflow, !yOverflow else { throw cursor.malformed("sample \(finisher.sampleIndex): position overflows") }
+                (xValue, yValue, timeValue) = (px, py, t)
+                x.prime(px, Int64(last.x), base: 0)
+                y.prime(py, Int64(last.y), base: 0)
+                time.prime(t, last.time, base: 0)
+            } else {
+                if index == 0 {
+                    let (offset, overflow) = runs.firstOffset.addingReportingOverflow(rt)
+                    guard !overflow else { throw cursor.malformed("sample \(finisher.sampleIndex): time overflows") }
+                    (rt, runs.firstOffset) = (offset, offset)
+                } else if index == 1 {
+                    let (interval, overflow) = runs.firstInterval.addingReportingOverflow(rt)
+                    guard !overflow else { throw cursor.malformed("sample \(finisher.sampleIndex): time overflows") }
+                    (rt, runs.firstInterval) = (interval, interval)
+                }
+                guard let xv = x.decode(rx), let yv = y.decode(ry), let tv = time.decode(rt) else {
+                    throw cursor.malformed("sample \(finisher.sampleIndex): position or time overflows")
+                }
+                (xValue, yValue, timeValue) = (xv, yv, tv)
+                if index == 0 { (runs.anchorX, runs.anchorY) = (xv, yv) }
+            }
+            let sample = try finisher.sample(x: xValue, y: yValue, time: timeValue, coalesced: coalesced, cursor: &cursor, stream: &stream)
+            if index < count { samples.append(sample) } else { predicted.append(sample) }
+        }
+        return (samples, predicted)
+    }
+
+    func finish() throws(WireError) { try PackedSampleFinisher.finish(stream, cursor) }
+}
