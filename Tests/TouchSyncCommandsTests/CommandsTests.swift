@@ -32,8 +32,11 @@ struct CommandsTests {
         benchmark.frames = 400
         benchmark.repetitions = 1
         let report = try benchmark.run()
-        #expect(report.figures.map(\.stage).count == 10)
+        #expect(report.figures.map(\.stage).count == 12)
         #expect(report.figures.contains { $0.stage == "decode and apply diff batches (v2 replica)" })
+        #expect(report.figures.contains { $0.stage == "decode agent frames (v2)" })
+        // Packed agent frames (decoded and checked against the model as they are measured) are smaller.
+        #expect(report.agentBytesPerSampleV2 > 0 && report.agentBytesPerSampleV2 < report.agentBytesPerSample)
         #expect(report.figures.allSatisfy { $0.seconds > 0 && $0.samples == report.samples })
         #expect(report.samples > 400)
         // Coalescing per tick can only shrink the diff stream.
