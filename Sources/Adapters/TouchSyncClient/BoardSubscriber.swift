@@ -22,7 +22,8 @@ public struct SubscriberConfiguration: Sendable {
     public var board: String
     /// The diff stream's wire format (docs/protocol.md). Default v1. With
     /// v2, a subscriber that hears nothing on the v2 topic for the silence
-    /// time-out (a hub or relay that does not publish v2) follows v1.
+    /// time-out (a hub or relay that does not publish v2) follows v1, and
+    /// its snapshots ask for accepted strokes packed ("Packed snapshots").
     public var wireFormat: WireFormat = .v1
     /// Ask again when a snapshot has not fully arrived by then. Default 2 s.
     public var snapshotTimeout: Duration = .seconds(2)
@@ -310,6 +311,7 @@ final class SubscriberLoop {
                 var message = Touchsync_V1_SnapshotRequest()
                 message.board = configuration.board
                 message.requestID = requestID
+                message.packedSamples = configuration.wireFormat == .v2
                 _ = try? snapshots.send(WireCodec.encode(message), dontWait: true)
             case .resyncing(let reason):
                 logger.info("resyncing", metadata: ["board": "\(configuration.board)", "reason": "\(reason)"])

@@ -244,9 +244,10 @@ final class HubLoop {
     }
 
     private func sendSnapshot(to peer: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest) {
+        let packed = packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID)) != nil
         let delivered = snapshotService.send(
             state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,
-            samplesPerChunk: configuration.snapshotSamplesPerChunk)
+            samplesPerChunk: configuration.snapshotSamplesPerChunk, packedSamples: packed)
         if !delivered {
             if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
             notReading[peer] = clock.now
@@ -373,6 +374,14 @@ final class HubLoop {
     private var notReading: [PeerID: ContinuousClock.Instant] = [:]
     private static let notReadingPenalty: Duration = .seconds(10)
 
+    /// Snapshot requests that asked for packed samples (wire format v2), until
+    /// answered: the format is the transport's concern, not the core's.
+    private var packedSnapshotRequests: Set<SnapshotRequestKey> = []
+    private struct SnapshotRequestKey: Hashable {
+        let peer: PeerID
+        let requestID: UInt64
+    }
+
     private func drainSnapshotRequests() throws(ZMQError) {
         for _ in 0..<configuration.maxMessagesPerTurn {
             guard let (peer, user, decoded) = try snapshotService.next() else { return }
@@ -391,6 +400,11 @@ final class HubLoop {
                         by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, prefix: request.board,
                         after: request.after, limit: Int(request.limit), requestID: request.requestID))
             case .success(let request):
+                if request.packedSamples {
+                    // Bounded: requests refused or never answered would otherwise pile up (forgetting one only costs v1).
+                    if packedSnapshotRequests.count >= 4096 { packedSnapshotRequests.removeAll() }
+                    packedSnapshotRequests.insert(SnapshotRequestKey(peer: PeerID(peer), requestID: request.requestID))
+                }
                 handle(
                     .snapshotRequested(
                         by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, board: request.board,

@@ -100,11 +100,12 @@ struct SnapshotService {
     @discardableResult
     func send(
         _ snapshot: BoardSnapshot, digest: BoardDigest, requestID: UInt64, to peer: [UInt8], board: String,
-        samplesPerChunk: Int = SnapshotCodec.defaultSamplesPerChunk
+        samplesPerChunk: Int = SnapshotCodec.defaultSamplesPerChunk, packedSamples: Bool = false
     ) -> Bool {
         var delivered = true
         SnapshotCodec.encodeReplies(
-            of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk
+            of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk,
+            packedSamples: packedSamples
         ) { reply in
             do {
                 guard try socket.send(multipart: [peer, reply], dontWait: true) else {

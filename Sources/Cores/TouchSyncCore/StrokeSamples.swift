@@ -241,6 +241,21 @@ extension StrokeSamples {
             self.secondToLast = count >= 2 ? samples[count - 2] : nil
         }
 
+        /// A packed stroke from its parts, as `init(transfer:)` checked them.
+        init(
+            bytes: [UInt8], attributes: [UInt8], attributeStride: Int, checkpoints: [Int], estimations: [Estimation], count: Int,
+            last: Sample, secondToLast: Sample?
+        ) {
+            self.bytes = bytes
+            self.attributes = attributes
+            self.attributeStride = attributeStride
+            self.checkpoints = checkpoints
+            self.estimations = estimations
+            self.count = count
+            self.last = last
+            self.secondToLast = secondToLast
+        }
+
         /// The index in `estimations` of the entry at or after `offset`.
         @usableFromInline
         func estimationSlot(atOrAfter offset: Int) -> Int {

@@ -170,7 +170,7 @@ public struct DiffStreamEncoder: Sendable {
             case .restored(let stroke):
                 flush()
                 var restored = Touchsync_V1_StrokeRestored()
-                restored.stroke = SnapshotCodec.record(stroke)
+                restored.stroke = SnapshotCodec.record(stroke, packedSamples: false)
                 out.lengthDelimited(4) { $0.bytesField(10, WireCodec.encode(restored)) }
             }
         }

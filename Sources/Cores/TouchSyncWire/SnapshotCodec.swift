@@ -1,3 +1,4 @@
+import Foundation
 import TouchSyncCore
 
 /// Splits a snapshot into chunks that each stay under a sample budget, and
@@ -26,11 +27,12 @@ public enum SnapshotCodec {
         return groups
     }
 
+    /// `packedSamples`: accepted strokes carry `packed_samples` (wire format v2) instead of `samples`.
     public static func chunks(
         of snapshot: BoardSnapshot, board: String, digest: BoardDigest,
-        samplesPerChunk: Int = defaultSamplesPerChunk
+        samplesPerChunk: Int = defaultSamplesPerChunk, packedSamples: Bool = false
     ) -> [Touchsync_V1_SnapshotChunk] {
-        let groups = groups(of: snapshot, samplesPerChunk: samplesPerChunk).map { $0.map(record) }
+        let groups = groups(of: snapshot, samplesPerChunk: samplesPerChunk).map { $0.map { record($0, packedSamples: packedSamples) } }
         return groups.enumerated().map { index, strokes in
             var chunk = Touchsync_V1_SnapshotChunk()
             chunk.board = board
@@ -52,10 +54,13 @@ public enum SnapshotCodec {
     /// of a large board waits for it).
     public static func encodedReplies(
         of snapshot: BoardSnapshot, board: String, digest: BoardDigest, requestID: UInt64,
-        samplesPerChunk: Int = defaultSamplesPerChunk
+        samplesPerChunk: Int = defaultSamplesPerChunk, packedSamples: Bool = false
     ) -> [[UInt8]] {
         var replies: [[UInt8]] = []
-        encodeReplies(of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk) {
+        encodeReplies(
+            of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk,
+            packedSamples: packedSamples
+        ) {
             replies.append($0)
             return true
         }
@@ -67,7 +72,7 @@ public enum SnapshotCodec {
     /// written); `deliver` returns false to stop.
     public static func encodeReplies(
         of snapshot: BoardSnapshot, board: String, digest: BoardDigest, requestID: UInt64,
-        samplesPerChunk: Int = defaultSamplesPerChunk, deliver: ([UInt8]) -> Bool
+        samplesPerChunk: Int = defaultSamplesPerChunk, packedSamples: Bool = false, deliver: ([UInt8]) -> Bool
     ) {
         let groups = groups(of: snapshot, samplesPerChunk: samplesPerChunk)
         var columns = SampleColumnWriter(capacity: 1024)
@@ -89,7 +94,8 @@ public enum SnapshotCodec {
                             style.fixed32Field(1, stroke.style.rgba)
                             style.uint64Field(2, UInt64(stroke.style.width))
                         }
-                        if !stroke.samples.isEmpty || !stroke.predicted.isEmpty {
+                        let packed = packedSamples && stroke.acceptedPosition != nil && !stroke.samples.isEmpty
+                        if !packed && (!stroke.samples.isEmpty || !stroke.predicted.isEmpty) {
                             columns.reset()
                             columns.startSegment(after: nil, nil, timeReference: 0)
                             stroke.samples.forEach { columns.append($0) }
@@ -97,6 +103,15 @@ public enum SnapshotCodec {
                             record.lengthDelimited(5) { columns.write(to: &$0, predictedCount: UInt32(stroke.predicted.count)) }
                         }
                         record.uint64Field(7, stroke.acceptedPosition ?? 0)
+                        if packed {
+                            // The stored bytes as they are: no sample is decoded.
+                            record.tag(8, ProtoScanner.lengthDelimited)
+                            var transfer: [UInt8] = []
+                            transfer.reserveCapacity(stroke.samples.transferByteCount)
+                            stroke.samples.writeTransfer(into: &transfer)
+                            record.varint(UInt64(transfer.count))
+                            record.bytes.append(contentsOf: transfer)
+                        }
                     }
                 }
                 chunk.fixed64Field(8, digest.rawValue)
@@ -106,13 +121,17 @@ public enum SnapshotCodec {
         }
     }
 
-    static func record(_ stroke: Stroke) -> Touchsync_V1_StrokeRecord {
+    static func record(_ stroke: Stroke, packedSamples: Bool) -> Touchsync_V1_StrokeRecord {
         var record = Touchsync_V1_StrokeRecord()
         record.strokeID = stroke.id.rawValue
         record.owner = stroke.owner.rawValue
         record.touchID = stroke.touch
         record.style = stroke.style.proto
-        if !stroke.samples.isEmpty || !stroke.predicted.isEmpty {
+        if packedSamples && stroke.acceptedPosition != nil && !stroke.samples.isEmpty {
+            var transfer: [UInt8] = []
+            stroke.samples.writeTransfer(into: &transfer)
+            record.packedSamples = Data(transfer)
+        } else if !stroke.samples.isEmpty || !stroke.predicted.isEmpty {
             record.samples = SampleRunCodec.encode(Array(stroke.samples), predicted: stroke.predicted)
         }
         record.acceptedPosition = stroke.acceptedPosition ?? 0
@@ -163,6 +182,22 @@ public enum SnapshotCodec {
     }
 }
 
+extension SnapshotCodec {
+    /// An accepted stroke's `packed_samples`, checked; MALFORMED when they are not exactly one packed stroke.
+    static func transferredSamples(_ bytes: UnsafeRawBufferPointer) throws(WireError) -> StrokeSamples {
+        do {
+            return try StrokeSamples(transfer: bytes)
+        } catch {
+            throw .malformed(error.reason)
+        }
+    }
+
+    static func transferredSamples(_ data: Data) throws(WireError) -> StrokeSamples {
+        let result = data.withUnsafeBytes { bytes in Result { () throws(WireError) in try transferredSamples(bytes) } }
+        return try result.get()
+    }
+}
+
 /// One chunk of a snapshot, its strokes decoded into the model.
 public struct SnapshotChunkContents: Sendable, Equatable {
     public var board: String
@@ -185,12 +220,24 @@ public struct SnapshotChunkContents: Sendable, Equatable {
         strokes = []
         strokes.reserveCapacity(chunk.strokes.count)
         for record in chunk.strokes {
+            let accepted = record.acceptedPosition == 0 ? nil : record.acceptedPosition
+            if !record.packedSamples.isEmpty {
+                guard accepted != nil, record.samples.x.isEmpty, record.samples.predictedCount == 0 else {
+                    throw .malformed("packed samples on an active stroke, or beside samples")
+                }
+                let samples = try SnapshotCodec.transferredSamples(record.packedSamples)
+                strokes.append(
+                    Stroke(
+                        id: StrokeID(record.strokeID), owner: UserNamespace(record.owner), touch: record.touchID,
+                        style: StrokeStyle(record.style), samples: samples, acceptedPosition: accepted))
+                continue
+            }
             let (samples, predicted) = try SampleRunCodec.decode(record.samples)
             strokes.append(
                 Stroke(
                     id: StrokeID(record.strokeID), owner: UserNamespace(record.owner), touch: record.touchID,
                     style: StrokeStyle(record.style), samples: samples, predicted: predicted,
-                    acceptedPosition: record.acceptedPosition == 0 ? nil : record.acceptedPosition))
+                    acceptedPosition: accepted))
         }
     }
 

@@ -51,10 +51,11 @@ public enum SnapshotReplyReader {
             nextAcceptPosition: nextAcceptPosition ?? 0, digest: digest ?? 0, strokes: strokes)
     }
 
-    /// StrokeRecord: 1 stroke_id, 2 owner, 3 touch_id, 4 style, 5 samples, 7 accepted_position.
+    /// StrokeRecord: 1 stroke_id, 2 owner, 3 touch_id, 4 style, 5 samples, 7 accepted_position, 8 packed_samples.
     private static func readStroke(_ bytes: UnsafeRawBufferPointer, _ region: Range<Int>) throws(GiveUp) -> Stroke {
         var scanner = ProtoScanner(bytes, region)
         var id: UInt64?, owner: String?, touch: UInt64?, style: StrokeStyle?, run: PackedSampleColumns?, position: UInt64?
+        var transferred: Range<Int>?
         while !scanner.isAtEnd {
             switch try required(scanner.nextTag()) {
             case (1, ProtoScanner.varint): try once(&id, scanner.readVarint())
@@ -63,15 +64,25 @@ public enum SnapshotReplyReader {
             case (4, ProtoScanner.lengthDelimited): try once(&style, ProtoScanner.style(in: bytes, required(scanner.readLengthDelimited())))
             case (5, ProtoScanner.lengthDelimited): try once(&run, PackedSampleColumns(bytes, required(scanner.readLengthDelimited())))
             case (7, ProtoScanner.varint): try once(&position, scanner.readVarint())
+            case (8, ProtoScanner.lengthDelimited): try once(&transferred, scanner.readLengthDelimited())
             default: throw GiveUp()
             }
+        }
+        let accepted = position ?? 0
+        if let transferred, !transferred.isEmpty {
+            // Packed (wire format v2): kept as received, after one checking pass.
+            guard accepted != 0, run == nil,
+                let samples = try? SnapshotCodec.transferredSamples(UnsafeRawBufferPointer(rebasing: bytes[transferred]))
+            else { throw GiveUp() }
+            return Stroke(
+                id: StrokeID(id ?? 0), owner: UserNamespace(owner ?? ""), touch: touch ?? 0,
+                style: style ?? StrokeStyle(rgba: 0, width: 0), samples: samples, acceptedPosition: accepted)
         }
         var samples: [Sample] = [], predicted: [Sample] = []
         if let run {
             guard let decoded = try? SampleRunCodec.decode(run, timeReference: 0) else { throw GiveUp() }
             (samples, predicted) = decoded
         }
-        let accepted = position ?? 0
         return Stroke(
             id: StrokeID(id ?? 0), owner: UserNamespace(owner ?? ""), touch: touch ?? 0,
             style: style ?? StrokeStyle(rgba: 0, width: 0), samples: samples, predicted: predicted,

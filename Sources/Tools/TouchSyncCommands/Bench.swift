@@ -241,8 +241,9 @@ struct BenchCommand: AsyncParsableCommand {
             "  replay at full speed to a subscriber: \(String(format: "%.3f", figures.replaySeconds)) s = "
                 + "\(rate(Double(figures.samples) / figures.replaySeconds)) samples/s")
         emit(
-            "  late join (snapshot of the whole board from a hub, 3 subscribers one after another): "
-                + figures.lateJoinSeconds.map { String(format: "%.1f ms", $0 * 1000) }.joined(separator: ", "))
+            "  late join (snapshot of the whole board from a hub; 6 subscribers one after another, v2 first, alternating):")
+        emit("    v2 (packed snapshots): " + figures.lateJoinSecondsV2.map { String(format: "%.1f ms", $0 * 1000) }.joined(separator: ", "))
+        emit("    v1:                    " + figures.lateJoinSeconds.map { String(format: "%.1f ms", $0 * 1000) }.joined(separator: ", "))
     }
 
     func runFailover(_ address: StoreAddress) async throws {

@@ -40,6 +40,8 @@ public struct JournalBenchmark: Sendable {
         public var recoveredRecords: Int
         public var replaySeconds: Double
         public var lateJoinSeconds: [Double]
+        /// The same, by v2 subscribers (packed snapshots), alternating with the v1 ones and starting first.
+        public var lateJoinSecondsV2: [Double] = []
         /// Resident memory a board of this size holds, per stored sample: the
         /// RSS growth while a deep copy of the recorded board is kept.
         public var residentBytesPerSample: Double
@@ -220,18 +222,21 @@ public struct JournalBenchmark: Sendable {
         hubConfiguration.abandonTimeout = .seconds(3600)
         let hub = try TouchSyncHub(configuration: hubConfiguration, logger: logger, context: context)
         let hubEndpoints = try await hub.start()
-        var lateJoins: [Double] = []
-        for _ in 0..<3 {
+        var lateJoins: [Double] = [], lateJoinsV2: [Double] = []
+        for join in 0..<6 {
+            // v2 first (the first join of all is the goal's "first join included"), then alternating.
+            let format: WireFormat = join % 2 == 0 ? .v2 : .v1
             var settings = SubscriberConfiguration(
                 board: "large", publishEndpoint: hubEndpoints.publish, snapshotEndpoint: hubEndpoints.snapshot)
             settings.snapshotTimeout = .seconds(30)
+            settings.wireFormat = format
             let late = try BoardSubscriber(configuration: settings, context: context, logger: logger)
             let joinStart = clock.now
             late.start()
             guard await late.waitUntil(sequence: board.state.sequence, timeout: .seconds(60)) else {
                 throw JournalBenchmarkError("a late subscriber never synced")
             }
-            lateJoins.append((clock.now - joinStart).seconds)
+            if format == .v2 { lateJoinsV2.append((clock.now - joinStart).seconds) } else { lateJoins.append((clock.now - joinStart).seconds) }
             guard await Self.replicaDigest(late) == recording.finalState.digest else {
                 throw JournalBenchmarkError("a late subscriber's board differs")
             }
@@ -243,7 +248,7 @@ public struct JournalBenchmark: Sendable {
             samples: samples, batches: recording.batches.count, journalBytes: bytes,
             writes: writes.map { (policy: $0.0, batches: $0.1, seconds: $0.2) },
             recoverySeconds: recoverySeconds, recoveredRecords: board.recordsApplied, replaySeconds: replaySeconds,
-            lateJoinSeconds: lateJoins, residentBytesPerSample: residentBytesPerSample)
+            lateJoinSeconds: lateJoins, lateJoinSecondsV2: lateJoinsV2, residentBytesPerSample: residentBytesPerSample)
     }
 
     /// The RSS growth per stored sample of a board like `state`, held in the

@@ -15,6 +15,11 @@
 /// The subscriber loads them, then applies only batches whose sequence is
 /// greater than the snapshot's.
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import SwiftProtobuf
 
 // If the compiler emits an error on this type, it is because this file
@@ -48,6 +53,11 @@ public nonisolated struct Touchsync_V1_SnapshotRequest: Sendable {
   public var limit: UInt32 = 0
 
   public var after: String = String()
+
+  /// Wire format v2 (docs/protocol.md, "Packed snapshots"): accepted strokes
+  /// may come with `packed_samples` instead of `samples`. A hub that does
+  /// not speak it ignores the field and answers in v1.
+  public var packedSamples: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -206,6 +216,14 @@ public nonisolated struct Touchsync_V1_StrokeRecord: @unchecked Sendable {
     set {_uniqueStorage()._acceptedPosition = newValue}
   }
 
+  /// Wire format v2, for a request with packed_samples: an accepted stroke's
+  /// samples in the hub's packed storage form (docs/protocol.md, "Packed
+  /// snapshots"); `samples` is then empty. Never for an active stroke.
+  public var packedSamples: Data {
+    get {_storage._packedSamples}
+    set {_uniqueStorage()._packedSamples = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -262,7 +280,7 @@ fileprivate nonisolated let _protobuf_package = "touchsync.v1"
 
 nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SnapshotRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{3}request_id\0\u{3}list_boards\0\u{1}limit\0\u{1}after\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{3}request_id\0\u{3}list_boards\0\u{1}limit\0\u{1}after\0\u{3}packed_samples\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -275,6 +293,7 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
       case 3: try { try decoder.decodeSingularBoolField(value: &self.listBoards) }()
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.after) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.packedSamples) }()
       default: break
       }
     }
@@ -296,6 +315,9 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
     if !self.after.isEmpty {
       try visitor.visitSingularStringField(value: self.after, fieldNumber: 5)
     }
+    if self.packedSamples != false {
+      try visitor.visitSingularBoolField(value: self.packedSamples, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -305,6 +327,7 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
     if lhs.listBoards != rhs.listBoards {return false}
     if lhs.limit != rhs.limit {return false}
     if lhs.after != rhs.after {return false}
+    if lhs.packedSamples != rhs.packedSamples {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -509,7 +532,7 @@ nonisolated extension Touchsync_V1_SnapshotChunk: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Touchsync_V1_StrokeRecord: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".StrokeRecord"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_id\0\u{1}owner\0\u{3}touch_id\0\u{1}style\0\u{1}samples\0\u{4}\u{2}accepted_position\0\u{c}\u{6}\u{1}")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_id\0\u{1}owner\0\u{3}touch_id\0\u{1}style\0\u{1}samples\0\u{4}\u{2}accepted_position\0\u{3}packed_samples\0\u{c}\u{6}\u{1}")
 
   fileprivate class _StorageClass {
     var _strokeID: UInt64 = 0
@@ -518,6 +541,7 @@ nonisolated extension Touchsync_V1_StrokeRecord: SwiftProtobuf.Message, SwiftPro
     var _style: Touchsync_V1_StrokeStyle? = nil
     var _samples: Touchsync_V1_SampleRun? = nil
     var _acceptedPosition: UInt64 = 0
+    var _packedSamples: Data = Data()
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -534,6 +558,7 @@ nonisolated extension Touchsync_V1_StrokeRecord: SwiftProtobuf.Message, SwiftPro
       _style = source._style
       _samples = source._samples
       _acceptedPosition = source._acceptedPosition
+      _packedSamples = source._packedSamples
     }
   }
 
@@ -558,6 +583,7 @@ nonisolated extension Touchsync_V1_StrokeRecord: SwiftProtobuf.Message, SwiftPro
         case 4: try { try decoder.decodeSingularMessageField(value: &_storage._style) }()
         case 5: try { try decoder.decodeSingularMessageField(value: &_storage._samples) }()
         case 7: try { try decoder.decodeSingularUInt64Field(value: &_storage._acceptedPosition) }()
+        case 8: try { try decoder.decodeSingularBytesField(value: &_storage._packedSamples) }()
         default: break
         }
       }
@@ -588,6 +614,9 @@ nonisolated extension Touchsync_V1_StrokeRecord: SwiftProtobuf.Message, SwiftPro
       if _storage._acceptedPosition != 0 {
         try visitor.visitSingularUInt64Field(value: _storage._acceptedPosition, fieldNumber: 7)
       }
+      if !_storage._packedSamples.isEmpty {
+        try visitor.visitSingularBytesField(value: _storage._packedSamples, fieldNumber: 8)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -603,6 +632,7 @@ nonisolated extension Touchsync_V1_StrokeRecord: SwiftProtobuf.Message, SwiftPro
         if _storage._style != rhs_storage._style {return false}
         if _storage._samples != rhs_storage._samples {return false}
         if _storage._acceptedPosition != rhs_storage._acceptedPosition {return false}
+        if _storage._packedSamples != rhs_storage._packedSamples {return false}
         return true
       }
       if !storagesAreEqual {return false}

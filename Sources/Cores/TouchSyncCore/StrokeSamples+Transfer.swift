@@ -1,0 +1,127 @@
+// A packed stroke as bytes (docs/protocol.md, "Packed snapshots"): the
+// storage form itself, so a hub sends an accepted stroke without decoding
+// it and a replica keeps what it received without packing it again. Reading
+// checks everything (one pass over every sample, which also finds the
+// checkpoints) and refuses what the writer could not have written.
+
+extension StrokeSamples {
+    /// Why transferred bytes are not a packed stroke.
+    public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible {
+        public let reason: String
+        public var description: String { reason }
+    }
+
+    /// Appends the samples' transfer form to `out`: varints count, stride,
+    /// estimation count and (skip, index) pairs, residual byte count; the
+    /// residual bytes; the attribute bytes. Packs a copy first if needed.
+    public func writeTransfer(into out: inout [UInt8]) {
+        guard let packed else {
+            var copy = self
+            copy.pack()
+            return copy.writeTransfer(into: &out)
+        }
+        func varint(_ value: UInt64) {
+            var value = value
+            while value >= 0x80 {
+                out.append(UInt8(truncatingIfNeeded: value) | 0x80)
+                value >>= 7
+            }
+            out.append(UInt8(value))
+        }
+        varint(UInt64(packed.count))
+        varint(UInt64(packed.attributeStride))
+        varint(UInt64(packed.estimations.count))
+        var next = 0
+        for estimation in packed.estimations {
+            varint(UInt64(estimation.offset - next))
+            varint(UInt64(estimation.index))
+            next = estimation.offset + 1
+        }
+        varint(UInt64(packed.bytes.count))
+        out.append(contentsOf: packed.bytes)
+        out.append(contentsOf: packed.attributes)
+    }
+
+    /// The bytes `writeTransfer` appends, for a size before writing.
+    public var transferByteCount: Int {
+        guard let packed else { return count * 8 + 16 }
+        return packed.bytes.count + packed.attributes.count + 3 * 10 + packed.estimations.count * 15
+    }
+
+    /// Packed samples from their transfer form (exactly `bytes`), checked.
+    public init(transfer bytes: UnsafeRawBufferPointer) throws(TransferError) {
+        func fail(_ reason: String) -> TransferError { TransferError(reason: "packed samples: \(reason)") }
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw fail("no bytes") }
+        var position = 0
+        func varint(limit: Int = bytes.count) throws(TransferError) -> UInt64 {
+            var value: UInt64 = 0
+            var shift: UInt64 = 0
+            while true {
+                guard position < limit, shift < 64 else { throw fail("a varint is cut off or too long") }
+                let byte = base[position]
+                position += 1
+                value |= UInt64(byte & 0x7F) << shift
+                if byte & 0x80 == 0 { return value }
+                shift += 7
+            }
+        }
+        let count = try varint()
+        // Every sample takes at least three residual bytes: the count is bounded by the bytes before anything is allocated.
+        guard count >= 1, count <= UInt64(bytes.count / 3) else { throw fail("\(count) samples in \(bytes.count) bytes") }
+        let stride = try varint()
+        guard stride == 1 || stride == 3 || stride == 7 else { throw fail("attribute stride \(stride) (1, 3 or 7)") }
+        let estimationCount = try varint()
+        guard estimationCount <= count else { throw fail("\(estimationCount) estimation indexes for \(count) samples") }
+        var estimations: [Estimation] = []
+        estimations.reserveCapacity(Int(estimationCount))
+        var next = 0
+        for _ in 0..<estimationCount {
+            let skip = try varint()
+            guard skip < count - UInt64(next) else { throw fail("an estimation index past the last sample") }
+            guard let index = UInt32(exactly: try varint()), index != 0 else { throw fail("an estimation index of 0 or beyond 32 bits") }
+            estimations.append(Estimation(offset: next + Int(skip), index: index))
+            next += Int(skip) + 1
+        }
+        let residualCount = try varint()
+        let (n, s) = (Int(count), Int(stride))
+        guard residualCount <= UInt64(bytes.count - position), bytes.count - position - Int(residualCount) == n * s else {
+            throw fail("\(bytes.count - position) bytes left for \(residualCount) residual bytes and \(n) x \(s) attribute bytes")
+        }
+        let residualStart = position, residualEnd = position + Int(residualCount)
+        // One pass over the residuals: in range, exactly the bytes given, the checkpoints and the last two samples.
+        var checkpoints: [Int] = []
+        checkpoints.reserveCapacity((n - 1) / StrokeSamples.checkpointInterval)
+        var predictor = Predictor()
+        var last: (Int32, Int32, Int64) = (0, 0, 0), beforeLast: (Int32, Int32, Int64) = (0, 0, 0)
+        for offset in 0..<n {
+            if offset > 0 && offset % StrokeSamples.checkpointInterval == 0 { checkpoints.append(position - residualStart) }
+            let rx = try varint(limit: residualEnd), ry = try varint(limit: residualEnd), rt = try varint(limit: residualEnd)
+            guard rx <= UInt64(UInt32.max), ry <= UInt64(UInt32.max) else { throw fail("sample \(offset): an x or y residual beyond 32 bits") }
+            let (px, py, pt) = predictor.prediction(at: offset)
+            predictor.advance(
+                to: px &+ Int32(truncatingIfNeeded: zigZagDecoded(rx)), py &+ Int32(truncatingIfNeeded: zigZagDecoded(ry)),
+                pt &+ zigZagDecoded(rt))
+            (beforeLast, last) = (last, (predictor.x, predictor.y, predictor.time))
+        }
+        guard position == residualEnd else { throw fail("\(residualEnd - position) residual bytes after the last sample") }
+        let attributes = UnsafeBufferPointer(start: base + residualEnd, count: n * s)
+        for offset in 0..<n where attributes[offset * s] > SampleFlags.all.rawValue {
+            throw fail("sample \(offset): flags \(attributes[offset * s])")
+        }
+        func sample(_ offset: Int, _ values: (Int32, Int32, Int64)) -> Sample {
+            var sample = Sample(x: values.0, y: values.1, time: values.2, flags: SampleFlags(rawValue: attributes[offset * s]))
+            if s >= 3 { sample.force = UInt16(attributes[offset * s + 1]) | UInt16(attributes[offset * s + 2]) << 8 }
+            if s == 7 {
+                sample.azimuth = Int16(bitPattern: UInt16(attributes[offset * s + 3]) | UInt16(attributes[offset * s + 4]) << 8)
+                sample.altitude = Int16(bitPattern: UInt16(attributes[offset * s + 5]) | UInt16(attributes[offset * s + 6]) << 8)
+            }
+            if let estimation = estimations.last(where: { $0.offset == offset }) { sample.estimationIndex = estimation.index }
+            return sample
+        }
+        self.init()
+        packed = Packed(
+            bytes: Array(UnsafeBufferPointer(start: base + residualStart, count: Int(residualCount))), attributes: Array(attributes),
+            attributeStride: s, checkpoints: checkpoints, estimations: estimations, count: n, last: sample(n - 1, last),
+            secondToLast: n >= 2 ? sample(n - 2, beforeLast) : nil)
+    }
+}
