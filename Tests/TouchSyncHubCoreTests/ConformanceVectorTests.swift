@@ -45,7 +45,8 @@ struct ConformanceVectorTests {
 
     /// The inputs: hellos, a simulated two-user session, styles and clears, and error cases;
     /// in v2 the hellos ask for protocol 2 and the frames are packed (but for the two that
-    /// break v1 columns on purpose), and a broken packed frame is refused at the end.
+    /// break v1 columns on purpose), and at the end a broken packed frame is refused and a
+    /// stroke is drawn after the board clear.
     static func inputs(_ format: WireFormat = .v1) -> [(note: String, user: String, message: Touchsync_V1_AgentMessage)] {
         var inputs: [(String, String, Touchsync_V1_AgentMessage)] = []
         var numbers: [String: UInt64] = [:]
@@ -154,6 +155,11 @@ struct ConformanceVectorTests {
             var cut = TouchFrame(changes: [TouchChange(touch: 909, phase: .began, samples: [Sample(x: 64, y: 64, time: 9_000_000)])]).proto(.v2)
             cut.packedChanges.removeLast()
             numbered("user-0", .frame(cut), "packed changes cut off: MALFORMED, and it takes its number")
+            // A stroke accepted after the board clear, so that the final snapshot has one to pack.
+            let line = (0..<3).map { Sample(x: 6400 + Int32($0) * 640, y: 3200, time: 9_100_000 + Int64($0) * 8_333) }
+            numbered("user-0", frame([TouchChange(touch: 910, phase: .began, samples: [line[0]])]), "a stroke after the clear: began")
+            numbered("user-0", frame([TouchChange(touch: 910, phase: .moved, samples: [line[1]])]), "moved")
+            numbered("user-0", frame([TouchChange(touch: 910, phase: .ended, samples: [line[2]])]), "ended: accepted, packed in the final snapshot")
         }
         return inputs
     }
@@ -188,7 +194,10 @@ struct ConformanceVectorTests {
         let final = hub.core.board("conformance") ?? BoardState()
         for action in hub.send(.snapshotRequested(by: PeerID(Array("snap".utf8)), user: nil, board: "conformance", requestID: 1)) {
             if case .sendSnapshot(_, _, let board, let state, let digest) = action {
-                snapshot = SnapshotCodec.chunks(of: state.snapshot(), board: board, digest: digest, samplesPerChunk: 64).map { hex(WireCodec.encode($0)) }
+                // v2: as a request with packed_samples gets it.
+                snapshot = SnapshotCodec.chunks(
+                    of: state.snapshot(), board: board, digest: digest, samplesPerChunk: 64, packedSamples: format == .v2
+                ).map { hex(WireCodec.encode($0)) }
             }
         }
         var neverDrawn: [String] = []
@@ -208,7 +217,7 @@ struct ConformanceVectorTests {
             let description =
                 format == .v1
                 ? "TouchSync protocol v1 conformance vectors (docs/protocol.md, \"Conformance vectors\"): two agents on board \"conformance\"; each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
-                : "TouchSync wire format v2 conformance vectors (docs/protocol.md, \"Wire format v2\" and \"Conformance vectors\"): the v1 session with hellos asking for protocol 2 and its frames packed (packed_changes; the two frames that break v1 columns on purpose stay v1) and one broken packed frame more, as published on the board's v2 topic (\"conformance\" and a one byte) to a subscriber that subscribed before the first hello. Each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
+                : "TouchSync wire format v2 conformance vectors (docs/protocol.md, \"Wire format v2\" and \"Conformance vectors\"): the v1 session with hellos asking for protocol 2 and its frames packed (packed_changes; the two frames that break v1 columns on purpose stay v1) then one broken packed frame and a stroke drawn after the board clear (so that the final snapshot has an accepted stroke to pack), as published on the board's v2 topic (its snapshot as a request with packed_samples gets it) (\"conformance\" and a one byte) to a subscriber that subscribed before the first hello. Each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
             let vectors = Vectors(
                 description: description, board: "conformance", steps: steps, snapshot: snapshot, finalDigest: digest,
                 neverDrawnSnapshot: neverDrawn)
@@ -261,14 +270,15 @@ struct ConformanceVectorTests {
     @Test func theV2StreamIsTheV1StreamPacked() throws {
         let v1 = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file(.v1)))
         let v2 = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file(.v2)))
-        // The same session: v2 has one step more (a broken packed frame), which changes nothing.
-        #expect(v2.steps.count == v1.steps.count + 1)
+        // The same session: v2 has a broken packed frame more, which changes nothing, then a stroke after the clear.
+        #expect(v2.steps.count == v1.steps.count + 4)
         let common = v2.steps.prefix(v1.steps.count)
         #expect(v1.steps.map(\.note) == common.map(\.note))
         #expect(v1.steps.map(\.digest) == common.map(\.digest))
         #expect(v1.steps.map(\.errors) == common.map(\.errors))
         #expect(v1.steps.map { $0.published == nil } == common.map { $0.published == nil })
-        #expect(v2.steps.last?.errors == [ErrorCode.malformed.rawValue] && v2.steps.last?.published == nil)
+        let broken = v2.steps[v1.steps.count]
+        #expect(broken.errors == [ErrorCode.malformed.rawValue] && broken.published == nil && broken.digest == v1.finalDigest)
         // Its frames travel packed, in fewer bytes than v1's.
         let packedFrames = { (steps: ArraySlice<Step>, packed: Bool) in
             try steps.map { try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes($0.message)) }
@@ -292,6 +302,9 @@ struct ConformanceVectorTests {
             }
         }
         #expect(packed > 20)
+        // Its snapshot carries the accepted strokes packed, and loads to the same board as v1's.
+        let records = try v2.snapshot.flatMap { try WireCodec.decode(Touchsync_V1_SnapshotChunk.self, from: bytes($0)).strokes }
+        #expect(records.contains { !$0.packedSamples.isEmpty } && records.allSatisfy { $0.packedSamples.isEmpty == ($0.acceptedPosition == 0) })
     }
 
     func bytes(_ hex: String) -> [UInt8] {
