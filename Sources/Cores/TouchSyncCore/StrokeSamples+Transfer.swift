@@ -42,10 +42,18 @@ extension StrokeSamples {
         out.append(contentsOf: packed.attributes)
     }
 
-    /// The bytes `writeTransfer` appends, for a size before writing.
+    /// The bytes `writeTransfer` appends (exactly, for a packed stroke: a
+    /// length prefix is written before them).
     public var transferByteCount: Int {
         guard let packed else { return count * 8 + 16 }
-        return packed.bytes.count + packed.attributes.count + 3 * 10 + packed.estimations.count * 15
+        func size(_ value: Int) -> Int { value < 0x80 ? 1 : (64 - UInt64(value).leadingZeroBitCount + 6) / 7 }
+        var total = size(packed.count) + size(packed.attributeStride) + size(packed.estimations.count)
+        var next = 0
+        for estimation in packed.estimations {
+            total += size(estimation.offset - next) + size(Int(estimation.index))
+            next = estimation.offset + 1
+        }
+        return total + size(packed.bytes.count) + packed.bytes.count + packed.attributes.count
     }
 
     /// Packed samples from their transfer form (exactly `bytes`), checked.
@@ -88,22 +96,33 @@ extension StrokeSamples {
             throw fail("\(bytes.count - position) bytes left for \(residualCount) residual bytes and \(n) x \(s) attribute bytes")
         }
         let residualStart = position, residualEnd = position + Int(residualCount)
-        // One pass over the residuals: in range, exactly the bytes given, the checkpoints and the last two samples.
+        // The residuals must be exactly 3n varints (each ends at a byte below 0x80); counting the
+        // ends finds the checkpoints without decoding a sample (the replica's digest check decodes
+        // them all next). A reader of these bytes then never reads past them, whatever they hold.
         var checkpoints: [Int] = []
         checkpoints.reserveCapacity((n - 1) / StrokeSamples.checkpointInterval)
+        let varintsPerCheckpoint = 3 * StrokeSamples.checkpointInterval
+        var ends = 0
+        for index in residualStart..<residualEnd where base[index] < 0x80 {
+            ends += 1
+            if ends % varintsPerCheckpoint == 0 && ends < 3 * n { checkpoints.append(index + 1 - residualStart) }
+        }
+        guard ends == 3 * n, residualCount > 0, base[residualEnd - 1] < 0x80 else {
+            throw fail("the residuals hold \(ends) whole varints, not \(3 * n)")
+        }
+        // The last two samples, decoded from the checkpoint before them.
         var predictor = Predictor()
         var last: (Int32, Int32, Int64) = (0, 0, 0), beforeLast: (Int32, Int32, Int64) = (0, 0, 0)
-        for offset in 0..<n {
-            if offset > 0 && offset % StrokeSamples.checkpointInterval == 0 { checkpoints.append(position - residualStart) }
+        let firstDecoded = Swift.max(n - 2, 0) / StrokeSamples.checkpointInterval * StrokeSamples.checkpointInterval
+        position = residualStart + (firstDecoded == 0 ? 0 : checkpoints[firstDecoded / StrokeSamples.checkpointInterval - 1])
+        for offset in firstDecoded..<n {
             let rx = try varint(limit: residualEnd), ry = try varint(limit: residualEnd), rt = try varint(limit: residualEnd)
-            guard rx <= UInt64(UInt32.max), ry <= UInt64(UInt32.max) else { throw fail("sample \(offset): an x or y residual beyond 32 bits") }
             let (px, py, pt) = predictor.prediction(at: offset)
             predictor.advance(
                 to: px &+ Int32(truncatingIfNeeded: zigZagDecoded(rx)), py &+ Int32(truncatingIfNeeded: zigZagDecoded(ry)),
                 pt &+ zigZagDecoded(rt))
             (beforeLast, last) = (last, (predictor.x, predictor.y, predictor.time))
         }
-        guard position == residualEnd else { throw fail("\(residualEnd - position) residual bytes after the last sample") }
         let attributes = UnsafeBufferPointer(start: base + residualEnd, count: n * s)
         for offset in 0..<n where attributes[offset * s] > SampleFlags.all.rawValue {
             throw fail("sample \(offset): flags \(attributes[offset * s])")

@@ -106,11 +106,15 @@ public enum SnapshotCodec {
                         if packed {
                             // The stored bytes as they are: no sample is decoded.
                             record.tag(8, ProtoScanner.lengthDelimited)
-                            var transfer: [UInt8] = []
-                            transfer.reserveCapacity(stroke.samples.transferByteCount)
-                            stroke.samples.writeTransfer(into: &transfer)
-                            record.varint(UInt64(transfer.count))
-                            record.bytes.append(contentsOf: transfer)
+                            if stroke.samples.isPacked {
+                                record.varint(UInt64(stroke.samples.transferByteCount))  // exact for a packed stroke
+                                stroke.samples.writeTransfer(into: &record.bytes)
+                            } else {
+                                var transfer: [UInt8] = []
+                                stroke.samples.writeTransfer(into: &transfer)
+                                record.varint(UInt64(transfer.count))
+                                record.bytes.append(contentsOf: transfer)
+                            }
                         }
                     }
                 }
