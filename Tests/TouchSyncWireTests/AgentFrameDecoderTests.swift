@@ -25,7 +25,7 @@ private func encoded(_ frame: TouchFrame, _ format: WireFormat = .v1) -> [UInt8]
 }
 
 /// Protobuf pieces for encodings SwiftProtobuf itself never writes.
-private func varint(_ value: UInt64) -> [UInt8] {
+func varint(_ value: UInt64) -> [UInt8] {
     var value = value, out: [UInt8] = []
     while value >= 0x80 {
         out.append(UInt8(truncatingIfNeeded: value) | 0x80)

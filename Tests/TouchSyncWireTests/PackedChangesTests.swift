@@ -118,14 +118,5 @@ struct PackedChangesTests {
         }
     }
 
-    private func varint(_ value: UInt64) -> [UInt8] {
-        var value = value, out: [UInt8] = []
-        while value >= 0x80 {
-            out.append(UInt8(truncatingIfNeeded: value) | 0x80)
-            value >>= 7
-        }
-        return out + [UInt8(value)]
-    }
-
     private func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 }

@@ -36,20 +36,28 @@ func predictedPosition(last: Int64, beforeLast: Int64?, lastTime: Int64, beforeL
     return sumOverflow ? last : value
 }
 
+/// `predictedPosition` for x and y of a tail's first sample, `gap` after `last`.
+@inline(__always)
+func predictedPoint(last: Sample, beforeLast: Sample?, gap: Int64) -> (x: Int64, y: Int64) {
+    (
+        predictedPosition(
+            last: Int64(last.x), beforeLast: beforeLast.map { Int64($0.x) }, lastTime: last.time, beforeLastTime: beforeLast?.time,
+            gap: gap),
+        predictedPosition(
+            last: Int64(last.y), beforeLast: beforeLast.map { Int64($0.y) }, lastTime: last.time, beforeLastTime: beforeLast?.time,
+            gap: gap)
+    )
+}
+
 /// One `packed_appends` under construction: the v2 counterpart of `AppendBlock`.
 struct PackedAppendBlock: Sendable {
     private var headers: [UInt64] = []  // per segment: zigzag id delta, count, tail code
     private var xy: [UInt64] = []  // zigzag residuals, x then y per sample
     private var times: [UInt64] = []
-    private var forces: [UInt64] = []
-    private var angles: [UInt64] = []  // azimuth then altitude per sample that has angles
-    private var flags: [UInt8] = []
-    /// (position in the block, index) of the samples with an estimation index.
-    private var estimations: [(position: Int, index: UInt32)] = []
+    private var attributes = PackedAttributes()
     /// The time from the last sample to the first predicted one, in the block's previous tail.
     private var tailGap: Int64 = 0
     private var previousID: Int64 = 0
-    private var lastForce: Int64 = 0, lastAzimuth: Int64 = 0, lastAltitude: Int64 = 0
     private var x = DeltaChain(), y = DeltaChain(), time = DeltaChain()
     private var bits = BitWriter()
     private var escaped: [UInt64] = []
@@ -61,15 +69,9 @@ struct PackedAppendBlock: Sendable {
         headers.removeAll(keepingCapacity: true)
         xy.removeAll(keepingCapacity: true)
         times.removeAll(keepingCapacity: true)
-        forces.removeAll(keepingCapacity: true)
-        angles.removeAll(keepingCapacity: true)
-        flags.removeAll(keepingCapacity: true)
-        estimations.removeAll(keepingCapacity: true)
+        attributes.reset()
         tailGap = 0
         previousID = 0
-        lastForce = 0
-        lastAzimuth = 0
-        lastAltitude = 0
         number &+= 1
     }
 
@@ -98,12 +100,7 @@ struct PackedAppendBlock: Sendable {
             times.append(zigZag(gap &- tailGap))
             tailGap = gap
             let beforeLast = after.beforeLast
-            let expectedX = predictedPosition(
-                last: Int64(last.x), beforeLast: beforeLast.map { Int64($0.x) }, lastTime: last.time,
-                beforeLastTime: beforeLast?.time, gap: gap)
-            let expectedY = predictedPosition(
-                last: Int64(last.y), beforeLast: beforeLast.map { Int64($0.y) }, lastTime: last.time,
-                beforeLastTime: beforeLast?.time, gap: gap)
+            let (expectedX, expectedY) = predictedPoint(last: last, beforeLast: beforeLast, gap: gap)
             xy.append(zigZag(Int64(first.x) &- expectedX))
             xy.append(zigZag(Int64(first.y) &- expectedY))
             appendRest(first)
@@ -124,20 +121,7 @@ struct PackedAppendBlock: Sendable {
     }
 
     /// A sample's flags, force, angles and estimation index.
-    private mutating func appendRest(_ sample: Sample) {
-        flags.append(sample.flags.rawValue)
-        if sample.flags.contains(.hasForce) {
-            forces.append(zigZag(Int64(sample.force) - lastForce))
-            lastForce = Int64(sample.force)
-        }
-        if sample.flags.contains(.hasAngles) {
-            angles.append(zigZag(Int64(sample.azimuth) - lastAzimuth))
-            angles.append(zigZag(Int64(sample.altitude) - lastAltitude))
-            lastAzimuth = Int64(sample.azimuth)
-            lastAltitude = Int64(sample.altitude)
-        }
-        if sample.estimationIndex != 0 { estimations.append((flags.count - 1, sample.estimationIndex)) }
-    }
+    private mutating func appendRest(_ sample: Sample) { attributes.add(sample) }
 
     /// The block as one `Diff` (field 4 of the batch) holding `packed_appends` (field 11).
     mutating func write(to out: inout ProtoWriter) {
@@ -147,33 +131,21 @@ struct PackedAppendBlock: Sendable {
     private mutating func writeBody(to packed: inout ProtoWriter) {
         packed.varint(UInt64(headers.count / 3))
         for value in headers where value != .max { packed.varint(value) }  // .max: no tail varint
-        let anyCoalesced = PackedFlagSections.write(flags: flags, estimations: estimations, to: &packed)
+        let anyCoalesced = attributes.writeSections(to: &packed)
         let widthXY = packedWidth(xy[...]), widthTime = packedWidth(times[...])
         packed.varint(UInt64(widthXY))
         packed.varint(UInt64(widthTime))
-        let widthForce = forces.isEmpty ? 0 : packedWidth(forces[...])
-        let widthAngles = angles.isEmpty ? 0 : packedWidth(angles[...])
-        if !forces.isEmpty { packed.varint(UInt64(widthForce)) }
-        if !angles.isEmpty { packed.varint(UInt64(widthAngles)) }
+        attributes.writeWidths(to: &packed)
 
         escaped.removeAll(keepingCapacity: true)
         bits.reset()
         func field(_ value: UInt64, _ width: Int) { writeField(value, width: width, bits: &bits, escaped: &escaped) }
-        var force = 0, angle = 0
-        for (index, sampleFlags) in flags.enumerated() {
+        for (index, sampleFlags) in attributes.flags.enumerated() {
             if anyCoalesced { bits.write(sampleFlags & SampleFlags.coalesced.rawValue != 0 ? 1 : 0, bits: 1) }
             field(xy[2 * index], widthXY)
             field(xy[2 * index + 1], widthXY)
             field(times[index], widthTime)
-            if sampleFlags & SampleFlags.hasForce.rawValue != 0 {
-                field(forces[force], widthForce)
-                force += 1
-            }
-            if sampleFlags & SampleFlags.hasAngles.rawValue != 0 {
-                field(angles[angle], widthAngles)
-                field(angles[angle + 1], widthAngles)
-                angle += 2
-            }
+            attributes.writeFields(of: index, bits: &bits, escaped: &escaped)
         }
         bits.flush()
         packed.bytes.append(contentsOf: bits.bytes)
@@ -262,12 +234,7 @@ enum PackedAppendsReader {
                 let (t, timeOverflow) = last.time.addingReportingOverflow(gap)
                 guard !gapOverflow, !timeOverflow else { throw malformed("sample \(finisher.sampleIndex): time overflows") }
                 tailGap = gap
-                let expectedX = predictedPosition(
-                    last: Int64(last.x), beforeLast: after.beforeLast.map { Int64($0.x) }, lastTime: last.time,
-                    beforeLastTime: after.beforeLast?.time, gap: gap)
-                let expectedY = predictedPosition(
-                    last: Int64(last.y), beforeLast: after.beforeLast.map { Int64($0.y) }, lastTime: last.time,
-                    beforeLastTime: after.beforeLast?.time, gap: gap)
+                let (expectedX, expectedY) = predictedPoint(last: last, beforeLast: after.beforeLast, gap: gap)
                 let (px, xOverflow) = expectedX.addingReportingOverflow(rx)
                 let (py, yOverflow) = expectedY.addingReportingOverflow(ry)
                 guard !xOverflow, !yOverflow else { throw malformed("sample \(finisher.sampleIndex): position overflows") }

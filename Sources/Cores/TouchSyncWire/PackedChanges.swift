@@ -150,12 +150,7 @@ private struct RunState {
         guard let first = tail.first else { return }
         if let last {
             let gap = first.time &- last.time
-            let expectedX = predictedPosition(
-                last: Int64(last.x), beforeLast: beforeLast.map { Int64($0.x) }, lastTime: last.time,
-                beforeLastTime: beforeLast?.time, gap: gap)
-            let expectedY = predictedPosition(
-                last: Int64(last.y), beforeLast: beforeLast.map { Int64($0.y) }, lastTime: last.time,
-                beforeLastTime: beforeLast?.time, gap: gap)
+            let (expectedX, expectedY) = predictedPoint(last: last, beforeLast: beforeLast, gap: gap)
             columns.add(first, x: Int64(first.x) &- expectedX, y: Int64(first.y) &- expectedY, time: gap &- tailGap, order: 2)
             tailGap = gap
             x.prime(Int64(first.x), Int64(last.x), base: 0)
@@ -172,43 +167,27 @@ private struct RunState {
 /// The residuals of a frame by column, then written as one v2 sample stream.
 private struct ChangeColumns {
     var xy: [[UInt64]] = [[], [], []], times: [[UInt64]] = [[], [], []]
-    var orders: [UInt8] = [], flags: [UInt8] = []
-    var forces: [UInt64] = [], angles: [UInt64] = []
-    var estimations: [(position: Int, index: UInt32)] = []
-    var lastForce: Int64 = 0, lastAzimuth: Int64 = 0, lastAltitude: Int64 = 0
+    var orders: [UInt8] = []
+    var attributes = PackedAttributes()
 
     mutating func add(_ sample: Sample, x: Int64, y: Int64, time: Int64, order: Int) {
         xy[order].append(zigZag(x))
         xy[order].append(zigZag(y))
         times[order].append(zigZag(time))
         orders.append(UInt8(order))
-        flags.append(sample.flags.rawValue)
-        if sample.flags.contains(.hasForce) {
-            forces.append(zigZag(Int64(sample.force) - lastForce))
-            lastForce = Int64(sample.force)
-        }
-        if sample.flags.contains(.hasAngles) {
-            angles.append(zigZag(Int64(sample.azimuth) - lastAzimuth))
-            angles.append(zigZag(Int64(sample.altitude) - lastAltitude))
-            lastAzimuth = Int64(sample.azimuth)
-            lastAltitude = Int64(sample.altitude)
-        }
-        if sample.estimationIndex != 0 { estimations.append((flags.count - 1, sample.estimationIndex)) }
+        attributes.add(sample)
     }
 
-    func write(to out: inout ProtoWriter) {
-        let anyCoalesced = PackedFlagSections.write(flags: flags, estimations: estimations, to: &out)
+    mutating func write(to out: inout ProtoWriter) {
+        let anyCoalesced = attributes.writeSections(to: &out)
         let widthXY = xy.map { packedWidth($0[...]) }, widthTime = times.map { packedWidth($0[...]) }
         for width in widthXY + widthTime { out.varint(UInt64(width)) }
-        let widthForce = forces.isEmpty ? 0 : packedWidth(forces[...])
-        let widthAngles = angles.isEmpty ? 0 : packedWidth(angles[...])
-        if !forces.isEmpty { out.varint(UInt64(widthForce)) }
-        if !angles.isEmpty { out.varint(UInt64(widthAngles)) }
+        attributes.writeWidths(to: &out)
 
         var bits = BitWriter()
         var escaped: [UInt64] = []
-        var next = [0, 0, 0], force = 0, angle = 0
-        for (index, sampleFlags) in flags.enumerated() {
+        var next = [0, 0, 0]
+        for (index, sampleFlags) in attributes.flags.enumerated() {
             let order = Int(orders[index])
             if anyCoalesced { bits.write(sampleFlags & SampleFlags.coalesced.rawValue != 0 ? 1 : 0, bits: 1) }
             let at = next[order]
@@ -216,15 +195,7 @@ private struct ChangeColumns {
             writeField(xy[order][2 * at + 1], width: widthXY[order], bits: &bits, escaped: &escaped)
             writeField(times[order][at], width: widthTime[order], bits: &bits, escaped: &escaped)
             next[order] += 1
-            if sampleFlags & SampleFlags.hasForce.rawValue != 0 {
-                writeField(forces[force], width: widthForce, bits: &bits, escaped: &escaped)
-                force += 1
-            }
-            if sampleFlags & SampleFlags.hasAngles.rawValue != 0 {
-                writeField(angles[angle], width: widthAngles, bits: &bits, escaped: &escaped)
-                writeField(angles[angle + 1], width: widthAngles, bits: &bits, escaped: &escaped)
-                angle += 2
-            }
+            attributes.writeFields(of: index, bits: &bits, escaped: &escaped)
         }
         bits.flush()
         out.bytes.append(contentsOf: bits.bytes)
@@ -267,12 +238,7 @@ private struct ChangeStreamReader {
                 let (t, timeOverflow) = last.time.addingReportingOverflow(gap)
                 guard !gapOverflow, !timeOverflow else { throw cursor.malformed("sample \(finisher.sampleIndex): time overflows") }
                 runs.tailGap = gap
-                let expectedX = predictedPosition(
-                    last: Int64(last.x), beforeLast: beforeLast.map { Int64($0.x) }, lastTime: last.time,
-                    beforeLastTime: beforeLast?.time, gap: gap)
-                let expectedY = predictedPosition(
-                    last: Int64(last.y), beforeLast: beforeLast.map { Int64($0.y) }, lastTime: last.time,
-                    beforeLastTime: beforeLast?.time, gap: gap)
+                let (expectedX, expectedY) = predictedPoint(last: last, beforeLast: beforeLast, gap: gap)
                 let (px, xOverflow) = expectedX.addingReportingOverflow(rx)
                 let (py, yOverflow) = expectedY.addingReportingOverflow(ry)
                 guard !xOverflow, !yOverflow else { throw cursor.malformed("sample \(finisher.sampleIndex): position overflows") }

@@ -321,3 +321,67 @@ struct PackedSampleFinisher {
         }
     }
 }
+
+/// A v2 sample stream's attributes under construction, sample by sample:
+/// flags, force and angles (first-order deltas across the stream), and the
+/// estimation indexes; then written as the sections, the widths of force
+/// and angles, and each sample's fields in the bit stream.
+struct PackedAttributes: Sendable {
+    private(set) var flags: [UInt8] = []
+    private var forces: [UInt64] = [], angles: [UInt64] = []  // angles: azimuth then altitude
+    /// (position in the stream, index) of the samples with an estimation index.
+    private var estimations: [(position: Int, index: UInt32)] = []
+    private var lastForce: Int64 = 0, lastAzimuth: Int64 = 0, lastAltitude: Int64 = 0
+    private var widthForce = 0, widthAngles = 0, nextForce = 0, nextAngle = 0
+
+    mutating func reset() {
+        flags.removeAll(keepingCapacity: true)
+        forces.removeAll(keepingCapacity: true)
+        angles.removeAll(keepingCapacity: true)
+        estimations.removeAll(keepingCapacity: true)
+        (lastForce, lastAzimuth, lastAltitude) = (0, 0, 0)
+        (widthForce, widthAngles, nextForce, nextAngle) = (0, 0, 0, 0)
+    }
+
+    mutating func add(_ sample: Sample) {
+        flags.append(sample.flags.rawValue)
+        if sample.flags.contains(.hasForce) {
+            forces.append(zigZag(Int64(sample.force) - lastForce))
+            lastForce = Int64(sample.force)
+        }
+        if sample.flags.contains(.hasAngles) {
+            angles.append(zigZag(Int64(sample.azimuth) - lastAzimuth))
+            angles.append(zigZag(Int64(sample.altitude) - lastAltitude))
+            lastAzimuth = Int64(sample.azimuth)
+            lastAltitude = Int64(sample.altitude)
+        }
+        if sample.estimationIndex != 0 { estimations.append((flags.count - 1, sample.estimationIndex)) }
+    }
+
+    /// The features, flag runs and estimation indexes; whether samples carry a coalesced bit.
+    func writeSections(to out: inout ProtoWriter) -> Bool {
+        PackedFlagSections.write(flags: flags, estimations: estimations, to: &out)
+    }
+
+    /// The widths of force and angles, each only when some sample has it (after the stream's other widths).
+    mutating func writeWidths(to out: inout ProtoWriter) {
+        widthForce = forces.isEmpty ? 0 : packedWidth(forces[...])
+        widthAngles = angles.isEmpty ? 0 : packedWidth(angles[...])
+        if !forces.isEmpty { out.varint(UInt64(widthForce)) }
+        if !angles.isEmpty { out.varint(UInt64(widthAngles)) }
+        (nextForce, nextAngle) = (0, 0)
+    }
+
+    /// Sample `index`'s force and angles in the bit stream (samples in order, after `writeWidths`).
+    mutating func writeFields(of index: Int, bits: inout BitWriter, escaped: inout [UInt64]) {
+        if flags[index] & SampleFlags.hasForce.rawValue != 0 {
+            writeField(forces[nextForce], width: widthForce, bits: &bits, escaped: &escaped)
+            nextForce += 1
+        }
+        if flags[index] & SampleFlags.hasAngles.rawValue != 0 {
+            writeField(angles[nextAngle], width: widthAngles, bits: &bits, escaped: &escaped)
+            writeField(angles[nextAngle + 1], width: widthAngles, bits: &bits, escaped: &escaped)
+            nextAngle += 2
+        }
+    }
+}
