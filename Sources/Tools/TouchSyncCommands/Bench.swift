@@ -24,6 +24,8 @@ struct BenchCommand: AsyncParsableCommand {
     var transport = false
     @Option(parsing: .unconditional, help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
     @Option(parsing: .unconditional, help: "With --transport: the hub's --ack-interval-ms.") var ackIntervalMs = 0
+    @Flag(help: ArgumentHelp("With --transport: only the latency runs, one subscriber (for perf).", visibility: .hidden))
+    var latencyOnly = false
     @Flag(help: "Instead: one hub journaling at saturation: the batches and samples per second it makes durable, per fsync policy (--fsync-policies).")
     var hubJournal = false
     @Option(parsing: .unconditional, help: "With --hub-journal: agents (producer connections), each drawing with 5 fingers.") var agents = 20
@@ -161,7 +163,7 @@ struct BenchCommand: AsyncParsableCommand {
         emit("transport: \(benchmark.agents) agents x \(benchmark.fingers) fingers, \(benchmark.coalesced) samples per event, loopback TCP")
         emit("")
         emit("throughput at saturation (\(benchmark.messagesPerAgent) messages per agent)")
-        for subscribers in [1, 10] {
+        for subscribers in latencyOnly ? [] : [1, 10] {
             let bare = try await benchmark.throughput(.forwarder, subscribers: subscribers, logger: logger)
             let hub = try await benchmark.throughput(.hub, subscribers: subscribers, logger: logger)
             emit(String(
@@ -171,7 +173,7 @@ struct BenchCommand: AsyncParsableCommand {
         }
         emit("")
         emit("latency at \(Int(benchmark.latencyRate)) samples/s (µs, sample creation to decoded in a subscriber; the hub's subscribers also apply; the producer sleeps between frames)")
-        for subscribers in [1, 10] {
+        for subscribers in latencyOnly ? [1] : [1, 10] {
             let bare = try await benchmark.latency(.forwarder, subscribers: subscribers, logger: logger)
             let hub = try await benchmark.latency(.hub, subscribers: subscribers, logger: logger)
             for result in [bare, hub] {
@@ -180,6 +182,11 @@ struct BenchCommand: AsyncParsableCommand {
             }
             emit(String(format: "     hub p99 / forwarder p99: %.2f", Double(hub.summary.p99) / Double(max(bare.summary.p99, 1))))
             emit("     CPU per sample of the target's thread: forwarder \(nanoseconds(bare.cpuNanosecondsPerSample))   hub \(nanoseconds(hub.cpuNanosecondsPerSample))")
+            func wakeups(_ result: TransportBenchmark.Latency) -> String {
+                guard let perSecond = result.wakeupsPerSecond, let frames = result.framesPerWakeup else { return "n/a" }
+                return String(format: "%.0f/s, %.2f frames each", perSecond, frames)
+            }
+            emit("     wake-ups of the target's thread while producing: forwarder \(wakeups(bare))   hub \(wakeups(hub))")
         }
     }
 

@@ -452,6 +452,26 @@ func threadCPUSeconds(named name: String) -> Double? {
     return found ? total : nil
 }
 
+/// How often the thread named `name` went to sleep and was woken so far (its
+/// voluntary context switches: each wait in `zmq_poll` that found nothing),
+/// summed over threads of that name; nil when there is none.
+func threadWakeups(named name: String) -> Int? {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return nil }
+    var total = 0
+    var found = false
+    for task in tasks {
+        guard let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
+            comm.trimmingCharacters(in: .whitespacesAndNewlines) == name,
+            let status = try? String(contentsOfFile: "/proc/self/task/\(task)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
+            let count = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces))
+        else { continue }
+        total += count
+        found = true
+    }
+    return found ? total : nil
+}
+
 /// Thousands of connections need thousands of descriptors (each socket has
 /// its TCP connection and a wake-up descriptor, on both ends for an embedded
 /// hub): lift the soft limit to the hard one.

@@ -61,10 +61,17 @@ public struct TransportBenchmark: Sendable {
         public var subscribers: Int
         public var summary: LatencySummary
         public var targetCPUSeconds: Double?
+        /// The target thread's wake-ups during the run (voluntary context switches) and the frames produced.
+        public var targetWakeups: Int? = nil
+        public var frames = 0
+        public var seconds = 0.0
         /// The target thread's CPU per sample carried, in nanoseconds.
         public var cpuNanosecondsPerSample: Double? {
             targetCPUSeconds.map { $0 * 1e9 / Double(max(summary.count / max(subscribers, 1), 1)) }
         }
+        /// Wake-ups per second, and frames handled per wake-up.
+        public var wakeupsPerSecond: Double? { targetWakeups.map { Double($0) / max(seconds, 1e-9) } }
+        public var framesPerWakeup: Double? { targetWakeups.map { Double(frames) / Double(max($0, 1)) } }
     }
 
     // MARK: Saturation
@@ -193,10 +200,12 @@ public struct TransportBenchmark: Sendable {
         try await Task.sleep(for: .milliseconds(200))
         let perMessage = Double(fingers * coalesced) * 0.8  // about 80% of fingers are down at a time
         let count = Int(latencyRate / perMessage * latencyDuration.seconds)
-        let cpuBefore = bench.targetCPUSeconds()
-        try await Bench.produce(
-            workload(messages: max(count / agents, 1), live: true), target: target, context: context,
-            endpoint: bench.ingest, paced: latencyRate)
+        let cpuBefore = bench.targetCPUSeconds(), wakeupsBefore = bench.targetWakeups()
+        let messages = workload(messages: max(count / agents, 1), live: true)
+        let started = ContinuousClock.now
+        try await Bench.produce(messages, target: target, context: context, endpoint: bench.ingest, paced: latencyRate)
+        let produced = ContinuousClock.now
+        let wakeups = wakeupsBefore.flatMap { before in bench.targetWakeups().map { $0 - before } }
         try await Task.sleep(for: .milliseconds(500))
         stop.withLock { $0 = true }
         for thread in threads { await thread.finished() }
@@ -208,7 +217,7 @@ public struct TransportBenchmark: Sendable {
             summary: LatencySummary(
                 count: Int(h.totalCount), p50: h.valueAtPercentile(50), p90: h.valueAtPercentile(90),
                 p99: h.valueAtPercentile(99), p999: h.valueAtPercentile(99.9), max: h.max, mean: h.mean),
-            targetCPUSeconds: cpu)
+            targetCPUSeconds: cpu, targetWakeups: wakeups, frames: messages.count, seconds: (produced - started).seconds)
     }
 
     // MARK: Workload
@@ -269,6 +278,11 @@ struct Bench: Sendable {
     /// CPU seconds so far of the target's own thread (the hub loop or the forwarder).
     func targetCPUSeconds() -> Double? {
         threadCPUSeconds(named: hub != nil ? "touchsync-hub" : "bench-forwarder")
+    }
+
+    /// Wake-ups so far of the target's own thread.
+    func targetWakeups() -> Int? {
+        threadWakeups(named: hub != nil ? "touchsync-hub" : "bench-forwarder")
     }
 
     static func start(
