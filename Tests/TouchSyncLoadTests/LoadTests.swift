@@ -147,6 +147,23 @@ struct TransportBenchmarkTests {
     }
 }
 
+@Suite("Core turn benchmark")
+struct CoreTurnBenchmarkTests {
+    /// The core alone, turn by turn: every frame is handled (none refused) and
+    /// nearly every turn publishes a batch and acknowledges.
+    @Test func everyTurnPublishesAndAcknowledges() throws {
+        var benchmark = CoreTurnBenchmark()
+        benchmark.turns = 500
+        benchmark.framesPerTurn = 2
+        let figures = try benchmark.run()
+        #expect(figures.turns == 500 && figures.frames == 1000 && figures.samples > 1000)
+        // A turn whose frames changed nothing visible (a stationary touch without samples) publishes no batch.
+        #expect(figures.refusals == 0 && figures.batches > 450 && figures.batches <= 500, "\(figures.refusals) refused, \(figures.batches) batches")
+        #expect(figures.actionsPerTurn >= 2, "\(figures.actionsPerTurn) actions a turn")
+        #expect(figures.decodeNanoseconds > 0 && figures.handleNanoseconds > 0 && figures.turnEndNanoseconds > 0)
+    }
+}
+
 @Suite("Journal benchmark harness", .timeLimit(.minutes(2)))
 struct JournalBenchmarkTests {
     /// A small board through every stage: each checks its own result (the

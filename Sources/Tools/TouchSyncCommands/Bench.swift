@@ -24,6 +24,8 @@ struct BenchCommand: AsyncParsableCommand {
     var transport = false
     @Option(parsing: .unconditional, help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
     @Option(parsing: .unconditional, help: "With --transport: the hub's --ack-interval-ms.") var ackIntervalMs = 0
+    @Flag(help: ArgumentHelp("Instead: the hub's core alone, turn by turn, 1 and 2 frames a turn (for perf).", visibility: .hidden))
+    var coreTurns = false
     @Flag(help: ArgumentHelp("With --transport: only the latency runs, one subscriber (for perf).", visibility: .hidden))
     var latencyOnly = false
     @Flag(help: "Instead: one hub journaling at saturation: the batches and samples per second it makes durable, per fsync policy (--fsync-policies).")
@@ -81,6 +83,22 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if coreTurns {
+            #if DEBUG
+            emit("warning: this is a debug build; run it from a release build for real figures")
+            #endif
+            for frames in [1, 2] {
+                var benchmark = CoreTurnBenchmark()
+                benchmark.framesPerTurn = frames
+                let figures = try benchmark.run()
+                emit(
+                    String(
+                        format: "core turns, %d frame(s) a turn (%d turns, %.1f samples a frame): decode %.0f ns, handle %.0f ns, end of turn %.0f ns a turn; %.2f actions a turn",
+                        frames, figures.turns, Double(figures.samples) / Double(figures.frames), figures.decodeNanoseconds,
+                        figures.handleNanoseconds, figures.turnEndNanoseconds, figures.actionsPerTurn))
+            }
+            return
+        }
         if transport {
             try await runTransport()
             return
