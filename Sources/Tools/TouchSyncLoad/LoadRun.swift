@@ -431,18 +431,22 @@ func monotonicMicroseconds() -> Int64 {
     return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
 }
 
+/// The /proc/self/task folders of the threads named `name`; nil when /proc cannot be read.
+private func threadTasks(named name: String) -> [String]? {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return nil }
+    return tasks.filter { task in
+        (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == name
+    }.map { "/proc/self/task/\($0)" }
+}
+
 /// CPU seconds (user + system) of this process's threads with that name, from /proc.
 func threadCPUSeconds(named name: String) -> Double? {
-    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return nil }
+    guard let tasks = threadTasks(named: name), !tasks.isEmpty else { return nil }
     let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
     var total = 0.0
     var found = false
     for task in tasks {
-        guard let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
-            comm.trimmingCharacters(in: .whitespacesAndNewlines) == name,
-            let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { continue }
+        guard let stat = try? String(contentsOfFile: task + "/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { continue }
         // Fields after "(comm)": state is 3rd, utime 14th, stime 15th.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
@@ -456,13 +460,11 @@ func threadCPUSeconds(named name: String) -> Double? {
 /// voluntary context switches: each wait in `zmq_poll` that found nothing),
 /// summed over threads of that name; nil when there is none.
 func threadWakeups(named name: String) -> Int? {
-    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return nil }
+    guard let tasks = threadTasks(named: name), !tasks.isEmpty else { return nil }
     var total = 0
     var found = false
     for task in tasks {
-        guard let comm = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
-            comm.trimmingCharacters(in: .whitespacesAndNewlines) == name,
-            let status = try? String(contentsOfFile: "/proc/self/task/\(task)/status", encoding: .utf8),
+        guard let status = try? String(contentsOfFile: task + "/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
             let count = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces))
         else { continue }
