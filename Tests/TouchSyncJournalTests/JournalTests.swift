@@ -84,6 +84,37 @@ struct JournalTests {
         second.close()
     }
 
+    /// The lock held in this process's name by no journal of ours (a child
+    /// another thread is spawning keeps a copy of the descriptor until its
+    /// exec: a full suite once failed so) is waited for, briefly; held in
+    /// another process's name it is refused at once.
+    @Test func aLockHeldOnlyByASpawningChildIsWaitedOut() throws {
+        let directory = temporaryDirectory("lock-copy")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func holdLock(as holder: String) -> Int32 {
+            let descriptor = open(directory + "/touchsync.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            #expect(descriptor >= 0 && flock(descriptor, LOCK_EX | LOCK_NB) == 0)
+            let note = Array("\(holder)\n".utf8)
+            _ = ftruncate(descriptor, 0)
+            _ = note.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+            return descriptor
+        }
+        let other = holdLock(as: "pid 999999")
+        #expect(throws: JournalError.locked(folder: directory, holder: "pid 999999")) { try openJournal(directory) }
+        close(other)
+
+        let copy = holdLock(as: "pid \(getpid())")
+        // Released from a thread of its own: opening the journal blocks this one while it waits.
+        let released = Thread {
+            usleep(200_000)
+            close(copy)
+        }
+        released.start()
+        let journal = try openJournal(directory)  // waits for the copy to go
+        #expect(journal.hasUnsyncedWrites == false)
+        journal.close()
+    }
+
     @Test(arguments: [FsyncPolicy.everyBatch, .interval(.milliseconds(5)), .never])
     func recoversExactlyWhatWasWritten(policy: FsyncPolicy) throws {
         let directory = temporaryDirectory("recover")

@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -172,17 +174,34 @@ final class JournalFile {
 final class FolderLock {
     static let fileName = "touchsync.lock"
     private var descriptor: Int32
+    private let path: String
+    /// The lock files this process holds now: a second journal on one of them is refused at once.
+    private static let held = Mutex<Set<String>>([])
 
     init(folder: String) throws(JournalError) {
         let path = folder + "/" + Self.fileName
+        self.path = path
+        let ours = "pid \(getpid())"
+        guard !Self.held.withLock({ $0.contains(path) }) else { throw .locked(folder: folder, holder: ours) }
         descriptor = try systemCall("open", path: path) { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
-        if flock(descriptor, LOCK_EX | LOCK_NB) == -1 {
+        var attempts = 0
+        while flock(descriptor, LOCK_EX | LOCK_NB) == -1 {
             let code = errno
             var holder = [UInt8](repeating: 0, count: 64)
             let count = holder.withUnsafeMutableBytes { Glibc.pread(descriptor, $0.baseAddress, $0.count, 0) }
-            _ = Glibc.close(descriptor)
-            guard code == EWOULDBLOCK else { throw .system(call: "flock", path: path, errno: code) }
             let text = String(decoding: holder.prefix(max(count, 0)).filter { $0 != 0x0A }, as: UTF8.self)
+            // Held in this process's name though no journal of ours holds it: it was just released,
+            // and a child that another thread is spawning still has a copy of the descriptor until
+            // its exec closes it (a flock belongs to the open file, which the copy shares). Wait
+            // that out, briefly and boundedly.
+            if code == EWOULDBLOCK && text == ours && attempts < 200 {
+                attempts += 1
+                usleep(10_000)
+                continue
+            }
+            _ = Glibc.close(descriptor)
+            descriptor = -1  // a failed init still runs deinit: nothing to close twice
+            guard code == EWOULDBLOCK else { throw .system(call: "flock", path: path, errno: code) }
             throw .locked(folder: folder, holder: text.isEmpty ? "pid unknown" : text)
         }
         // Who holds it, for the message a second hub prints.
@@ -192,8 +211,10 @@ final class FolderLock {
             _ = try systemCall("pwrite", path: path) { note.withUnsafeBytes { Glibc.pwrite(descriptor, $0.baseAddress, $0.count, 0) } }
         } catch {
             _ = Glibc.close(descriptor)
+            descriptor = -1
             throw error
         }
+        Self.held.withLock { _ = $0.insert(path) }
     }
 
     deinit { release() }
@@ -202,6 +223,7 @@ final class FolderLock {
         if descriptor >= 0 {
             _ = Glibc.close(descriptor)  // closing the descriptor releases the flock
             descriptor = -1
+            Self.held.withLock { _ = $0.remove(path) }
         }
     }
 }
