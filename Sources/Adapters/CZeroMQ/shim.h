@@ -13,9 +13,14 @@ static inline int czmq_errno(void) { return zmq_errno(); }
 // own sockets). Glibc's Swift module leaves pthread_setname_np out.
 #if defined(__linux__)
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 static inline void czmq_name_current_thread(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
+// The kernel's id of the calling thread (its /proc/self/task entry), for benchmarks.
+static inline int czmq_current_thread_id(void) { return (int)syscall(SYS_gettid); }
 #else
 static inline void czmq_name_current_thread(const char *name) { (void)name; }
+static inline int czmq_current_thread_id(void) { return 0; }
 #endif
 
 // epoll over sockets' ZMQ_FD (ZMQReadySet). struct epoll_event is packed on

@@ -93,6 +93,14 @@ public final class TouchSyncHub: Service {
         self.context = try context ?? ZMQContext()
     }
 
+    /// The kernel's id of the hub loop's thread while it runs (benchmarks read its /proc entry).
+    public var loopThreadID: Int32? {
+        state.withLock { state in
+            if case .running(let running) = state { return running.thread.systemThreadID }
+            return nil
+        }
+    }
+
     /// Where the hub listens, once started.
     public var endpoints: HubEndpoints? {
         state.withLock { state in

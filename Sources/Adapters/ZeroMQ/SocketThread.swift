@@ -8,6 +8,13 @@ import Synchronization
 public final class SocketThread: Sendable {
     private let name: String
     private let completion = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let threadID = Atomic<Int32>(0)
+
+    /// The kernel's id of the thread (its /proc/self/task entry) once it runs; nil before.
+    public var systemThreadID: Int32? {
+        let id = threadID.load(ordering: .acquiring)
+        return id == 0 ? nil : id
+    }
 
     public init(name: String) { self.name = name }
 
@@ -16,6 +23,7 @@ public final class SocketThread: Sendable {
         let thread = Thread { [self] in
             // The OS-level name (15 bytes at most) that top -H, perf, gdb and /proc show.
             czmq_name_current_thread(String(self.name.utf8.prefix(15))!)
+            self.threadID.store(czmq_current_thread_id(), ordering: .releasing)
             body()
             let waiters = self.completion.withLock { state in
                 state.done = true

@@ -440,8 +440,13 @@ private func threadTasks(named name: String) -> [String]? {
 }
 
 /// CPU seconds (user + system) of this process's threads with that name, from /proc.
-func threadCPUSeconds(named name: String) -> Double? {
-    guard let tasks = threadTasks(named: name), !tasks.isEmpty else { return nil }
+func threadCPUSeconds(named name: String) -> Double? { threadTasks(named: name).flatMap(cpuSeconds(ofTasks:)) }
+
+/// The /proc/self/task folder of thread `id` (a kernel thread id).
+func threadTask(_ id: Int32) -> String { "/proc/self/task/\(id)" }
+
+/// CPU seconds (user + system) of these /proc task folders; nil when none can be read.
+func cpuSeconds(ofTasks tasks: [String]) -> Double? {
     let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
     var total = 0.0
     var found = false
@@ -456,11 +461,10 @@ func threadCPUSeconds(named name: String) -> Double? {
     return found ? total : nil
 }
 
-/// How often the thread named `name` went to sleep and was woken so far (its
-/// voluntary context switches: each wait in `zmq_poll` that found nothing),
-/// summed over threads of that name; nil when there is none.
-func threadWakeups(named name: String) -> Int? {
-    guard let tasks = threadTasks(named: name), !tasks.isEmpty else { return nil }
+/// How often these threads went to sleep and were woken so far (their
+/// voluntary context switches: each wait in `zmq_poll` that found nothing);
+/// nil when none can be read.
+func wakeups(ofTasks tasks: [String]) -> Int? {
     var total = 0
     var found = false
     for task in tasks {

@@ -275,15 +275,17 @@ struct Bench: Sendable {
     let hub: TouchSyncHub?
     let forwarder: (SocketThread, Mailbox<Bool>)?
 
-    /// CPU seconds so far of the target's own thread (the hub loop or the forwarder).
-    func targetCPUSeconds() -> Double? {
-        threadCPUSeconds(named: hub != nil ? "touchsync-hub" : "bench-forwarder")
+    /// The target's own thread (the hub loop or the forwarder) in /proc: this one
+    /// only, whatever other hubs the process runs (tests run many).
+    private func targetTask() -> [String]? {
+        (hub?.loopThreadID ?? forwarder?.0.systemThreadID).map { [threadTask($0)] }
     }
 
+    /// CPU seconds so far of the target's own thread.
+    func targetCPUSeconds() -> Double? { targetTask().flatMap(cpuSeconds(ofTasks:)) }
+
     /// Wake-ups so far of the target's own thread.
-    func targetWakeups() -> Int? {
-        threadWakeups(named: hub != nil ? "touchsync-hub" : "bench-forwarder")
-    }
+    func targetWakeups() -> Int? { targetTask().flatMap(wakeups(ofTasks:)) }
 
     static func start(
         _ target: TransportBenchmark.Target, ackInterval: Duration = .zero, journal: JournalConfiguration? = nil,
