@@ -128,6 +128,11 @@ extension [HubAction] {
         compactMap { if case .publish(let publication) = $0 { publication } else { nil } }
     }
 
+    /// The publications that carry a batch (not heartbeats).
+    var batchPublications: [Publication] {
+        publications.filter { if case .batch = $0.kind { true } else { false } }
+    }
+
     var batchSequences: [UInt64] {
         publications.compactMap { if case .batch(let sequence) = $0.kind { sequence } else { nil } }
     }

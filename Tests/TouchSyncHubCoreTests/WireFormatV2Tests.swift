@@ -25,7 +25,7 @@ struct WireFormatV2Tests {
             _ = hub.message(pen, .numbered(sequence: UInt64(1 + step), moved(1, x: Int32(step * 64), t: Int64(step * 8_333))))
             let turn = hub.endTurn()
             sequence += 1
-            let batches = turn.publications.filter { if case .batch = $0.kind { true } else { false } }
+            let batches = turn.batchPublications
             #expect(batches.map(\.topic) == [v1, v2], "each batch on both topics")
             #expect(batches.map(\.kind) == [.batch(sequence: sequence), .batch(sequence: sequence)])
             #expect(batches[1].bytes.count < batches[0].bytes.count, "v2 is smaller: \(batches.map(\.bytes.count))")
@@ -110,7 +110,7 @@ struct WireFormatV2Tests {
         hub.hello(pen, board: "b")
         _ = hub.message(pen, .numbered(sequence: 1, began(1)))
         for step in 1...4 { _ = hub.message(pen, .numbered(sequence: UInt64(1 + step), moved(1, x: Int32(step * 64), t: Int64(step * 8_333)))) }
-        let before = hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }
+        let before = hub.endTurn().batchPublications
         #expect(!before.isEmpty && before.allSatisfy { $0.topic == v2 }, "v2 only: \(before.map(\.topic))")
         #expect(hub.replicasV2["b"] == hub.core.board("b"))
 
@@ -120,7 +120,7 @@ struct WireFormatV2Tests {
         var v1Replica = hub.core.board("b")!  // its snapshot, requested after subscribing
         _ = hub.message(pen, .numbered(sequence: 7, moved(1, x: 7 * 64, t: 7 * 8_333)))
         _ = hub.message(pen, .numbered(sequence: 8, .frame(TouchFrame(changes: [TouchChange(touch: 1, phase: .ended)]))))
-        let after = hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }
+        let after = hub.endTurn().batchPublications
         #expect(after.map(\.topic) == [v1, v2])
         for publication in after where publication.topic == v1 {
             let batch = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes).batch
@@ -131,7 +131,7 @@ struct WireFormatV2Tests {
         // The v1 subscriber leaves: v2 only again.
         _ = hub.send(.unsubscribed(topic: v1, by: nil))
         _ = hub.message(pen, .numbered(sequence: 9, began(2)))
-        #expect(hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }.map(\.topic) == [v2])
+        #expect(hub.endTurn().batchPublications.map(\.topic) == [v2])
     }
 
     /// A prefix subscription (a relay following `*` or `team-*`) may want
@@ -143,15 +143,15 @@ struct WireFormatV2Tests {
         _ = hub.send(.subscribed(topic: v2, by: nil))
         hub.hello(pen, board: "team-a")
         _ = hub.message(pen, .numbered(sequence: 1, began(1)))
-        #expect(hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }.map(\.topic) == [v2])
+        #expect(hub.endTurn().batchPublications.map(\.topic) == [v2])
         _ = hub.send(.subscribed(topic: Array("team-".utf8), by: nil))
         _ = hub.message(pen, .numbered(sequence: 2, moved(1, x: 64, t: 8_333)))
-        #expect(hub.endTurn().publications.filter { if case .batch = $0.kind { true } else { false } }.map(\.topic) == [v1, v2])
+        #expect(hub.endTurn().batchPublications.map(\.topic) == [v1, v2])
         // And a board created while the prefix subscription stands starts with v1 too.
         _ = hub.send(.subscribed(topic: WireFormat.v2.topic(board: "team-b"), by: nil))
         hub.hello(peer("ink"), board: "team-b")
         _ = hub.message(peer("ink"), .numbered(sequence: 1, began(1)))
-        #expect(Set(hub.endTurn().publications.filter { if case .batch = $0.kind { $0.board == "team-b" } else { false } }.map(\.topic))
+        #expect(Set(hub.endTurn().batchPublications.filter { $0.board == "team-b" }.map(\.topic))
             == [WireFormat.v1.topic(board: "team-b"), WireFormat.v2.topic(board: "team-b")])
     }
 
@@ -164,7 +164,7 @@ struct WireFormatV2Tests {
         _ = hub.message(pen, .numbered(sequence: 1, began(1)))
         let turn = hub.endTurn()
         #expect(turn.journalAppends.count == 1)
-        #expect(Set(turn.publications.filter { if case .batch = $0.kind { true } else { false } }.map(\.topic))
+        #expect(Set(turn.batchPublications.map(\.topic))
             == [WireFormat.v1.topic(board: "b"), WireFormat.v2.topic(board: "b")])
     }
 

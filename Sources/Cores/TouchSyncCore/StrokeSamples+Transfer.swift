@@ -62,16 +62,8 @@ extension StrokeSamples {
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw fail("no bytes") }
         var position = 0
         func varint(limit: Int = bytes.count) throws(TransferError) -> UInt64 {
-            var value: UInt64 = 0
-            var shift: UInt64 = 0
-            while true {
-                guard position < limit, shift < 64 else { throw fail("a varint is cut off or too long") }
-                let byte = base[position]
-                position += 1
-                value |= UInt64(byte & 0x7F) << shift
-                if byte & 0x80 == 0 { return value }
-                shift += 7
-            }
+            guard let value = readCheckedVarint(base, &position, end: limit) else { throw fail("a varint is cut off or too long") }
+            return value
         }
         let count = try varint()
         // Every sample takes at least three residual bytes: the count is bounded by the bytes before anything is allocated.

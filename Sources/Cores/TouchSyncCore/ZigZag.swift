@@ -11,3 +11,20 @@ public func zigZag(_ value: Int32) -> UInt64 { UInt64(UInt32(bitPattern: (value 
 /// encoding decodes to the same value).
 @inlinable @inline(__always)
 public func zigZagDecoded(_ raw: UInt64) -> Int64 { Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1))) }
+
+/// Reads one checked varint from `base[position..<end]` and moves `position`
+/// past it; nil when it is cut off or longer than 64 bits. Shared by the
+/// packed readers of the wire (TouchSyncWire) and of stored strokes.
+@inline(__always)
+package func readCheckedVarint(_ base: UnsafePointer<UInt8>, _ position: inout Int, end: Int) -> UInt64? {
+    var value: UInt64 = 0
+    var shift: UInt64 = 0
+    while position < end, shift < 64 {
+        let byte = base[position]
+        position += 1
+        value |= UInt64(byte & 0x7F) << shift
+        if byte & 0x80 == 0 { return value }
+        shift += 7
+    }
+    return nil
+}

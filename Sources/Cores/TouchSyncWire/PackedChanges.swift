@@ -50,7 +50,8 @@ public enum PackedChanges {
         layout.reserveCapacity(Int(count))
         var touch: Int64 = 0
         var total = 0
-        var byOrder = [0, 0, 0]
+        // Per-column figures in SIMD values: the hub decodes a frame without allocating for them.
+        var byOrder = SIMD3<Int>()
         func run(_ count: Int, tail: Int) {
             let length = count + tail
             if length > 0 { byOrder[0] += 1 }
@@ -82,12 +83,12 @@ public enum PackedChanges {
             run(amendments, tail: 0)
         }
         let sections = try PackedFlagSections.read(total: total, from: &cursor)
-        var widthXY = [UInt64](repeating: 0, count: 3), widthTime = [UInt64](repeating: 0, count: 3)
+        var widthXY = SIMD3<UInt64>(), widthTime = SIMD3<UInt64>()
         for order in 0..<3 { widthXY[order] = try cursor.varint() }
         for order in 0..<3 { widthTime[order] = try cursor.varint() }
         let widthForce = sections.withForce > 0 ? try cursor.varint() : 0
         let widthAngles = sections.withAngles > 0 ? try cursor.varint() : 0
-        guard (widthXY + widthTime + [widthForce, widthAngles]).allSatisfy({ $0 <= 64 }) else { throw cursor.malformed("a width above 64") }
+        guard max(widthXY.max(), widthTime.max(), widthForce, widthAngles) <= 64 else { throw cursor.malformed("a width above 64") }
         var totalBits = total * (sections.hasCoalesced ? 1 : 0) + sections.withForce * Int(widthForce)
         totalBits += sections.withAngles * 2 * Int(widthAngles)
         for order in 0..<3 { totalBits += byOrder[order] * (2 * Int(widthXY[order]) + Int(widthTime[order])) }
@@ -209,7 +210,7 @@ private struct ChangeStreamReader {
     var stream: BitReader
     var finisher: PackedSampleFinisher
     let hasCoalesced: Bool
-    let widthXY: [UInt64], widthTime: [UInt64]
+    let widthXY: SIMD3<UInt64>, widthTime: SIMD3<UInt64>
     var runs: RunState
 
     mutating func run(count: Int, tail: Int) throws(WireError) -> (samples: [Sample], tail: [Sample]) {

@@ -212,17 +212,10 @@ struct PackedCursor {
     func malformed(_ reason: String) -> WireError { .malformed("\(context): \(reason)") }
 
     mutating func varint() throws(WireError) -> UInt64 {
-        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw malformed("cut off") }
-        var value: UInt64 = 0
-        var shift: UInt64 = 0
-        while true {
-            guard position < end, shift < 64 else { throw malformed("a varint is cut off or too long") }
-            let byte = base[position]
-            position += 1
-            value |= UInt64(byte & 0x7F) << shift
-            if byte & 0x80 == 0 { return value }
-            shift += 7
-        }
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            let value = readCheckedVarint(base, &position, end: end)
+        else { throw malformed("a varint is cut off or too long") }
+        return value
     }
 
     mutating func byte() throws(WireError) -> UInt8 {
