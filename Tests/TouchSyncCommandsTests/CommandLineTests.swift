@@ -75,6 +75,11 @@ struct CommandLineTests {
         #expect(try await touchsync(["spectate", "--help"]).output.contains("v2"))
         let loadWire = try await touchsync(["load", "--wire", "2.5"])
         #expect(loadWire.status == 64 && loadWire.errors.contains("--wire") && loadWire.errors.contains("'v2'"), "\(loadWire.errors)")
+        // The stream without predictions is a v2 stream: asked for in v1, a usage error that says so.
+        for command in [["spectate", "--board", "b", "--no-predictions"], ["load", "--no-predictions", "--wire", "v1"]] {
+            let lean = try await touchsync(command)
+            #expect(lean.status == 64 && lean.errors.contains("--no-predictions needs --wire v2"), "\(command): \(lean.errors)")
+        }
         // --history belongs to spectate only; compact takes --log-level like every command.
         #expect(try await !touchsync(["draw", "--help"]).output.contains("--history"))
         #expect(try await !touchsync(["render", "--help"]).output.contains("--history"))

@@ -45,6 +45,10 @@ struct CommandsTests {
         // The same ticks in wire format v2 (each checked against the hub's digest as it is measured) are smaller.
         #expect(report.bytesPerSampleByTickV2.map(\.eventsPerTick) == report.bytesPerSampleByTick.map(\.eventsPerTick))
         for (v1, v2) in zip(report.bytesPerSampleByTick, report.bytesPerSampleByTickV2) { #expect(v2.bytesPerSample < v1.bytesPerSample) }
+        #expect(report.bytesPerSampleByTickV2WithoutPredictions.map(\.eventsPerTick) == report.bytesPerSampleByTick.map(\.eventsPerTick))
+        for (v2, lean) in zip(report.bytesPerSampleByTickV2, report.bytesPerSampleByTickV2WithoutPredictions) {
+            #expect(lean.bytesPerSample < v2.bytesPerSample)
+        }
     }
 
     @Test func commandLineParsesAndRejectsBadOptions() throws {

@@ -41,6 +41,10 @@ struct ConformanceVectorTests {
         var acknowledged: UInt64?
         var digest: String
         var sequence: UInt64
+        /// v2 only: the same turn's batch on the stream without predictions (topic: the board and a two byte), hex, or nil.
+        var publishedWithoutPredictions: String? = nil
+        /// v2 only: the board's digest with every predicted tail removed (what that stream's replica holds).
+        var digestWithoutPredictions: String? = nil
     }
 
     /// The inputs: hellos, a simulated two-user session, styles and clears, and error cases;
@@ -169,7 +173,11 @@ struct ConformanceVectorTests {
     ) {
         let hub = CoreHarness()
         let topic = format.topic(board: "conformance")
-        if format == .v2 { _ = hub.send(.subscribed(topic: topic, by: nil)) }
+        let leanTopic = PublishStream.v2WithoutPredictions.topic(board: "conformance")
+        if format == .v2 {
+            _ = hub.send(.subscribed(topic: topic, by: nil))
+            _ = hub.send(.subscribed(topic: leanTopic, by: nil))
+        }
         var steps: [Step] = []
         for (note, user, message) in inputs {
             let bytes = WireCodec.encode(message)
@@ -183,12 +191,15 @@ struct ConformanceVectorTests {
             hub.advance(.milliseconds(10))
             actions += hub.endTurn()
             let published = actions.publications.first { if case .batch = $0.kind { $0.topic == topic } else { false } }
+            let lean = actions.publications.first { if case .batch = $0.kind { $0.topic == leanTopic } else { false } }
             let board = hub.core.board("conformance") ?? BoardState()
             steps.append(
                 Step(
                     note: note, user: user, message: hex(bytes), published: published.map { hex($0.bytes) },
                     errors: actions.errors(to: peer).map { $0.code.rawValue }, acknowledged: actions.acks(to: peer).last,
-                    digest: board.digest.description, sequence: board.sequence))
+                    digest: board.digest.description, sequence: board.sequence,
+                    publishedWithoutPredictions: format == .v2 ? lean.map { hex($0.bytes) } : nil,
+                    digestWithoutPredictions: format == .v2 ? board.digest(includingPredictions: false).description : nil))
         }
         var snapshot: [String] = []
         let final = hub.core.board("conformance") ?? BoardState()
@@ -217,7 +228,7 @@ struct ConformanceVectorTests {
             let description =
                 format == .v1
                 ? "TouchSync protocol v1 conformance vectors (docs/protocol.md, \"Conformance vectors\"): two agents on board \"conformance\"; each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
-                : "TouchSync wire format v2 conformance vectors (docs/protocol.md, \"Wire format v2\" and \"Conformance vectors\"): the v1 session with hellos asking for protocol 2 and its frames packed (packed_changes; the two frames that break v1 columns on purpose stay v1) then one broken packed frame and a stroke drawn after the board clear (so that the final snapshot has an accepted stroke to pack), as published on the board's v2 topic (its snapshot as a request with packed_samples gets it) (\"conformance\" and a one byte) to a subscriber that subscribed before the first hello. Each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
+                : "TouchSync wire format v2 conformance vectors (docs/protocol.md, \"Wire format v2\" and \"Conformance vectors\"): the v1 session with hellos asking for protocol 2 and its frames packed (packed_changes; the two frames that break v1 columns on purpose stay v1) then one broken packed frame and a stroke drawn after the board clear (so that the final snapshot has an accepted stroke to pack), as published on the board's v2 topic (\"conformance\" and a one byte; its snapshot as a request with packed_samples gets it) to a subscriber that subscribed before the first hello, which also subscribed to the stream without predictions (\"conformance\" and a two byte: publishedWithoutPredictions, digestWithoutPredictions). Each step is one AgentMessage from `user`, after which the hub ends its turn 10 ms later and publishes at most one batch. Hub times start at 1700000000000000 µs."
             let vectors = Vectors(
                 description: description, board: "conformance", steps: steps, snapshot: snapshot, finalDigest: digest,
                 neverDrawnSnapshot: neverDrawn)
@@ -234,6 +245,8 @@ struct ConformanceVectorTests {
             #expect(actual.errors == expected.errors, "step \(index) (\(expected.note)): errors")
             #expect(actual.acknowledged == expected.acknowledged, "step \(index): ack")
             #expect(actual.digest == expected.digest && actual.sequence == expected.sequence, "step \(index): digest")
+            #expect(actual.publishedWithoutPredictions == expected.publishedWithoutPredictions, "step \(index): published without predictions")
+            #expect(actual.digestWithoutPredictions == expected.digestWithoutPredictions, "step \(index): digest without predictions")
         }
         #expect(snapshot == vectors.snapshot)
         #expect(digest == vectors.finalDigest)
@@ -252,7 +265,7 @@ struct ConformanceVectorTests {
     /// empty board, they give every step's digest, and the final snapshot loads to the same board.
     @Test(arguments: WireFormat.allCases) func aReplicaFromThePublishedBatchesMatches(format: WireFormat) throws {
         let vectors = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file(format)))
-        var replica = BoardState()
+        var replica = BoardState(), leanReplica = BoardState()
         for step in vectors.steps {
             if let published = step.published {
                 let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes(published))
@@ -260,6 +273,13 @@ struct ConformanceVectorTests {
                 _ = try replica.apply(batch)
             }
             #expect(replica.digest.description == step.digest && replica.sequence == step.sequence)
+            if let published = step.publishedWithoutPredictions {
+                _ = try leanReplica.apply(WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes(published)).batch)
+            }
+            if let digest = step.digestWithoutPredictions {
+                // v2: the stream without predictions gives the digest without predictions.
+                #expect(leanReplica.digest.description == digest && leanReplica.sequence == step.sequence)
+            }
         }
         let chunks = try vectors.snapshot.map { try WireCodec.decode(Touchsync_V1_SnapshotChunk.self, from: bytes($0)) }
         let (snapshot, digest) = try SnapshotCodec.assemble(chunks)
@@ -302,6 +322,13 @@ struct ConformanceVectorTests {
             }
         }
         #expect(packed > 20)
+        // The stream without predictions: a batch at every turn v2 has one, never larger, smaller in all.
+        #expect(v2.steps.allSatisfy { ($0.published == nil) == ($0.publishedWithoutPredictions == nil) })
+        #expect(v2.steps.allSatisfy { ($0.publishedWithoutPredictions?.count ?? 0) <= ($0.published?.count ?? 0) })
+        let lean = v2.steps.compactMap(\.publishedWithoutPredictions).reduce(0) { $0 + $1.count / 2 }
+        print("conformance session: v2 without predictions \(lean) bytes published")
+        #expect(lean < size(v2))
+        #expect(v2.steps.contains { $0.digestWithoutPredictions != $0.digest })
         // Its snapshot carries the accepted strokes packed, and loads to the same board as v1's.
         let records = try v2.snapshot.flatMap { try WireCodec.decode(Touchsync_V1_SnapshotChunk.self, from: bytes($0)).strokes }
         #expect(records.contains { !$0.packedSamples.isEmpty } && records.allSatisfy { $0.packedSamples.isEmpty == ($0.acceptedPosition == 0) })

@@ -23,6 +23,8 @@ final class CoreHarness {
     private(set) var replicas: [String: BoardState] = [:]
     /// Replicas that follow the boards' v2 topics, from a copy of the v1 replica when they subscribe (their snapshot).
     private(set) var replicasV2: [String: BoardState] = [:]
+    /// Replicas that follow the boards' streams without predictions (their snapshot's tails removed).
+    private(set) var replicasWithoutPredictions: [String: BoardState] = [:]
     private(set) var batches: [String: [UInt64]] = [:]
     /// What the core reported for the logs.
     let observer = RecordingObserver()
@@ -52,27 +54,35 @@ final class CoreHarness {
                 fatalError("the core published bytes that are not a PublishMessage")
             }
             if case .batch(let batch) = message.body {
-                // v1 replicas (the board's topic) and v2 ones (its v2 topic) follow their own streams.
-                let v2 = publication.topic.last == 1
-                if !v2 { batches[publication.board, default: []].append(batch.sequence) }
+                // Each stream's replicas (v1, v2, v2 without predictions) follow their own topic.
+                let stream = PublishStream(rawValue: publication.topic.last ?? 0) ?? .v1
+                if stream == .v1 { batches[publication.board, default: []].append(batch.sequence) }
                 do {
-                    if v2 {
-                        try replicasV2[publication.board, default: BoardState()].apply(batch)
-                    } else {
-                        try replicas[publication.board, default: BoardState()].apply(batch)
+                    switch stream {
+                    case .v1: try replicas[publication.board, default: BoardState()].apply(batch)
+                    case .v2: try replicasV2[publication.board, default: BoardState()].apply(batch)
+                    case .v2WithoutPredictions: try replicasWithoutPredictions[publication.board, default: BoardState()].apply(batch)
                     }
                 } catch {
-                    fatalError("a \(v2 ? "v2" : "v1") replica refused batch \(batch.sequence) of \(publication.board): \(error)")
+                    fatalError("a \(stream) replica refused batch \(batch.sequence) of \(publication.board): \(error)")
                 }
             }
         }
         // A subscriber starts from a snapshot: a v2 replica when it first subscribes, a v1 one
         // when the v1 stream (re)starts (a board only v2 subscribers watched was not encoded in v1).
         if case .subscribed(let topic, _) = event {
-            if let board = String(validating: topic.dropLast(), as: UTF8.self), topic.last == 0 || topic.last == 1 {
+            if let (board, stream) = PublishStream.parse(topic: topic) {
                 let state = core.board(board) ?? BoardState()
-                if topic.last == 1, replicasV2[board] == nil { replicasV2[board] = state }
-                if topic.last == 0, replicas[board]?.sequence ?? 0 != state.sequence { replicas[board] = state }
+                switch stream {
+                case .v1: if replicas[board]?.sequence ?? 0 != state.sequence { replicas[board] = state }
+                case .v2: if replicasV2[board] == nil { replicasV2[board] = state }
+                case .v2WithoutPredictions:
+                    if replicasWithoutPredictions[board] == nil {
+                        var lean = state
+                        lean.removePredictions()  // as `ReplicaSync` loads its snapshot
+                        replicasWithoutPredictions[board] = lean
+                    }
+                }
             } else {
                 // A prefix: any board's v1 stream may restart.
                 for board in Set(replicas.keys).union(replicasV2.keys) {

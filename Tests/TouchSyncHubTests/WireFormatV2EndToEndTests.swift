@@ -13,12 +13,21 @@ import ZeroMQ
 @Suite("Wire format v2 end to end", .timeLimit(.minutes(2)))
 struct WireFormatV2EndToEndTests {
     /// v1 and v2 subscribers (one joining half-way) end with the hub's board;
-    /// the v2 one received fewer bytes for the same batches.
+    /// the v2 one received fewer bytes for the same batches. Subscribers of
+    /// the stream without predictions (one joining half-way) end with the
+    /// board minus its predicted tails, agree with the hub's heartbeats, and
+    /// received fewer bytes still.
     @Test func v1AndV2SubscribersConvergeAndV2CarriesFewerBytes() async throws {
-        let test = try await TestHub.start()
+        let test = try await TestHub.start { $0.heartbeatInterval = .milliseconds(200) }
         let board = "packed"
         let v1 = try test.subscriber(board: board)
         let v2 = try test.subscriber(board: board) { $0.wireFormat = .v2 }
+        let withoutPredictions: (inout SubscriberConfiguration) -> Void = {
+            $0.wireFormat = .v2
+            $0.predictions = false
+        }
+        let lean = try test.subscriber(board: board, configure: withoutPredictions)
+        var lateLean: BoardSubscriber? = nil
         var profile = SimulationProfile()
         profile.users = 3
         profile.fingersPerUser = 3
@@ -35,6 +44,7 @@ struct WireFormatV2EndToEndTests {
                 agents[simulator.users.firstIndex(of: user)!].clear(scope)
             }
             if step == 700 { late = try test.subscriber(board: board) { $0.wireFormat = .v2 } }
+            if step == 900 { lateLean = try test.subscriber(board: board, configure: withoutPredictions) }
             if step % 25 == 0 { try await Task.sleep(for: .milliseconds(1)) }
         }
         for agent in agents { #expect(await agent.flush(timeout: .seconds(10))) }
@@ -46,12 +56,23 @@ struct WireFormatV2EndToEndTests {
             #expect(replica.digest == hub.digest)
             #expect(replica.acceptedStrokes.map(\.id) == hub.acceptedStrokes.map(\.id))
         }
-        let (bytesV1, bytesV2) = (v1.status.bytesReceived, v2.status.bytesReceived)
-        print("wire format v2 end to end: v1 subscriber \(bytesV1) bytes, v2 \(bytesV2) (\(String(format: "%.2f", Double(bytesV2) / Double(bytesV1))))")
-        #expect(bytesV2 < bytesV1)
+        for subscriber in [lean, lateLean!] {
+            #expect(await subscriber.waitUntil(sequence: hub.sequence, timeout: .seconds(10)))
+            let replica = try #require(await subscriber.replica())
+            #expect(replica.digest == hub.digest(includingPredictions: false))
+            #expect(replica.orderedActiveStrokes.allSatisfy { $0.predicted.isEmpty })
+            #expect(replica.acceptedStrokes.map(\.id) == hub.acceptedStrokes.map(\.id))
+            #expect(await eventually(timeout: .seconds(10)) { subscriber.status.agreeingHeartbeats > 0 }, "a heartbeat agreed")
+            #expect(subscriber.status.resyncs == 0, "applied without a gap or a disagreeing heartbeat")
+        }
+        let (bytesV1, bytesV2, bytesLean) = (v1.status.bytesReceived, v2.status.bytesReceived, lean.status.bytesReceived)
+        print(
+            "wire format v2 end to end: v1 subscriber \(bytesV1) bytes, v2 \(bytesV2) (\(String(format: "%.2f", Double(bytesV2) / Double(bytesV1)))), v2 without predictions \(bytesLean) (\(String(format: "%.2f", Double(bytesLean) / Double(bytesV1))))"
+        )
+        #expect(bytesV2 < bytesV1 && bytesLean < bytesV2)
         #expect(v2.status.resyncs == 0 && v1.status.resyncs == 0, "both streams applied without a gap")
         for agent in agents { await agent.stop() }
-        for subscriber in [v1, v2, late!] { await subscriber.stop() }
+        for subscriber in [v1, v2, late!, lean, lateLean!] { await subscriber.stop() }
         await test.hub.stop()
     }
 

@@ -25,6 +25,12 @@ public struct SubscriberConfiguration: Sendable {
     /// time-out (a hub or relay that does not publish v2) follows v1, and
     /// its snapshots ask for accepted strokes packed ("Packed snapshots").
     public var wireFormat: WireFormat = .v1
+    /// Whether the replica keeps predicted tails. Default true. False (v2
+    /// only) follows the board's stream without predictions (docs/protocol.md,
+    /// "Streams without predictions"): fewer bytes, for subscribers that do
+    /// not draw predictions (recorders, archives, measurements). A fall-back
+    /// to v1 brings them back.
+    public var predictions = true
     /// Ask again when a snapshot has not fully arrived by then. Default 2 s.
     public var snapshotTimeout: Duration = .seconds(2)
     /// Report the hub silent after this long without a batch or heartbeat. Default 3 s.
@@ -238,7 +244,7 @@ final class SubscriberLoop {
         self.events = events
         self.shared = shared
         self.logger = logger
-        topic = configuration.wireFormat.topic(board: configuration.board)
+        topic = PublishStream(configuration.wireFormat, predictions: configuration.predictions).topic(board: configuration.board)
         subscriber = try ZMQSocket(context, type: .sub)
         snapshots = try ZMQSocket(context, type: .dealer)
         for socket in [subscriber, snapshots] {
@@ -258,7 +264,8 @@ final class SubscriberLoop {
         try snapshots.connect(configuration.snapshotEndpoint)
         endpoints = (configuration.publishEndpoint, configuration.snapshotEndpoint)
         let (sync, first) = ReplicaSync.start(
-            board: configuration.board, snapshotTimeout: configuration.snapshotTimeout, silenceTimeout: configuration.silenceTimeout,
+            board: configuration.board, predictions: topic.last == PublishStream.v1.rawValue || configuration.predictions,
+            snapshotTimeout: configuration.snapshotTimeout, silenceTimeout: configuration.silenceTimeout,
             now: clock.now)
         self.sync = sync
         perform(first)
@@ -338,7 +345,7 @@ final class SubscriberLoop {
                 if let agrees { events.yield(.heartbeat(sequence: sequence, agrees: agrees)) }
             case .silent:
                 events.yield(.silent)
-                if !heardOnTopic && topic.last == 1 {
+                if !heardOnTopic && topic.last != PublishStream.v1.rawValue {
                     // Nothing at all on the v2 topic: a hub or relay that publishes v1 only.
                     logger.notice(
                         "nothing published in wire format v2: following the board in v1",
@@ -348,6 +355,7 @@ final class SubscriberLoop {
                         try subscriber.subscribe(v1)
                         try? subscriber.unsubscribe(topic)
                         topic = v1
+                        sync.predictions = true  // v1 carries them; the next snapshot keeps them
                     } catch {
                         fatal = "cannot subscribe to \(configuration.board) in v1: \(error)"
                     }

@@ -20,7 +20,7 @@ public struct ReplicaSync: Sendable {
         case requestSnapshot(requestID: UInt64)
         /// The replica was given up (the reason says why); a snapshot is asked for.
         case resyncing(reason: String)
-        /// The replica is loaded from a snapshot: `state` at `sequence`.
+        /// The replica is loaded from a snapshot: `state` at `sequence`; `digest` is the snapshot's (with predictions).
         case synced(BoardState, digest: BoardDigest, chunks: Int)
         /// A live batch was applied.
         case applied(DiffBatch)
@@ -41,6 +41,12 @@ public struct ReplicaSync: Sendable {
     private var redirects = 0
 
     public let board: String
+    /// Whether the replica keeps predicted tails (its stream carries them).
+    /// False for a stream without predictions: a loaded snapshot's tails are
+    /// removed after its digest is checked, and heartbeats are checked
+    /// against `digest_without_predictions`. Set it before the snapshot is
+    /// asked for when the stream changes (a fall-back to v1 sets it true).
+    public var predictions: Bool = true
     public var snapshotTimeout: Duration
     public var silenceTimeout: Duration
     public private(set) var phase: Phase
@@ -55,9 +61,11 @@ public struct ReplicaSync: Sendable {
 
     /// Starts syncing: the first action asks for a snapshot.
     public static func start(
-        board: String, snapshotTimeout: Duration = .seconds(2), silenceTimeout: Duration = .seconds(3), now: ContinuousClock.Instant
+        board: String, predictions: Bool = true, snapshotTimeout: Duration = .seconds(2), silenceTimeout: Duration = .seconds(3),
+        now: ContinuousClock.Instant
     ) -> (ReplicaSync, [Action]) {
         var sync = ReplicaSync(board: board, snapshotTimeout: snapshotTimeout, silenceTimeout: silenceTimeout, lastHeard: now)
+        sync.predictions = predictions
         var actions: [Action] = []
         sync.requestSnapshot(reason: nil, now: now, into: &actions)
         return (sync, actions)
@@ -171,7 +179,8 @@ public struct ReplicaSync: Sendable {
         heard(now: now)
         guard case .live(let state) = phase else { return [] }
         var actions: [Action] = []
-        let agrees = heartbeat.sequence == state.sequence ? state.digest.rawValue == heartbeat.digest : nil
+        let expected = predictions ? heartbeat.digest : heartbeat.digestWithoutPredictions
+        let agrees = heartbeat.sequence == state.sequence ? state.digest.rawValue == expected : nil
         actions.append(.heartbeat(sequence: heartbeat.sequence, agrees: agrees, silentUsers: heartbeat.silentUsers))
         if heartbeat.sequence >= state.sequence { staleHeartbeatsUntil = nil }
         if heartbeat.sequence > state.sequence {
@@ -233,6 +242,7 @@ public struct ReplicaSync: Sendable {
                 requestSnapshot(reason: "the snapshot's digest does not match its strokes", now: now, into: &actions)
                 return
             }
+            if !predictions { state.removePredictions() }  // checked above with them: the snapshot's digest covers them
             state.packAcceptedStrokes()
             staleHeartbeatsUntil = queued.contains { $0.sequence >= state.sequence } ? nil : now + .seconds(1)
             phase = .live(state)

@@ -154,6 +154,12 @@ public struct BoardState: Sendable {
         acceptedSamplesByOwner[owner] = total == 0 ? nil : total
     }
 
+    /// Removes every stroke's predicted tail: a replica of a stream without
+    /// predictions loads a snapshot (which has them) and then holds none.
+    public mutating func removePredictions() {
+        for slot in slots.indices where slots[slot]?.predicted.isEmpty == false { slots[slot]!.predicted = [] }
+    }
+
     // MARK: Applying diffs
 
     /// Applies the next batch. A batch that is not the next one is refused

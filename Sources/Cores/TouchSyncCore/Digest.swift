@@ -17,13 +17,18 @@ extension BoardState {
     /// The digest of a board nobody drew on (`0c8657ae0d7aac18`).
     public static let emptyDigest = BoardState().digest
 
-    public var digest: BoardDigest {
+    public var digest: BoardDigest { digest(includingPredictions: true) }
+
+    /// The digest, or (`includingPredictions` false) the digest of this board
+    /// with every predicted tail removed: what a replica of a stream without
+    /// predictions holds (docs/protocol.md, "Streams without predictions").
+    public func digest(includingPredictions: Bool) -> BoardDigest {
         var hasher = DigestHasher()
         let active = orderedActiveStrokes
         hasher.combine(UInt64(active.count))
-        for stroke in active { hasher.combine(stroke) }
+        for stroke in active { hasher.combine(stroke, predictions: includingPredictions) }
         hasher.combine(UInt64(acceptedStrokes.count))
-        for stroke in acceptedStrokes { hasher.combine(stroke) }
+        for stroke in acceptedStrokes { hasher.combine(stroke, predictions: false) }  // accepted strokes have none
         return BoardDigest(rawValue: hasher.finalize())
     }
 }
@@ -64,7 +69,7 @@ struct DigestHasher {
         combine(UInt64(sample.estimationIndex))
     }
 
-    mutating func combine(_ stroke: Stroke) {
+    mutating func combine(_ stroke: Stroke, predictions: Bool) {
         combine(stroke.id.rawValue)
         combine(stroke.owner.rawValue)
         combine(stroke.touch)
@@ -72,8 +77,9 @@ struct DigestHasher {
         combine(stroke.acceptedPosition ?? 0)
         combine(UInt64(stroke.samples.count))
         stroke.samples.forEach { combine($0) }
-        combine(UInt64(stroke.predicted.count))
-        for sample in stroke.predicted { combine(sample) }
+        let predicted = predictions ? stroke.predicted : []
+        combine(UInt64(predicted.count))
+        for sample in predicted { combine(sample) }
     }
 
     func finalize() -> UInt64 {

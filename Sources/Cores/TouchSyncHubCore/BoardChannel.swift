@@ -6,22 +6,22 @@ import TouchSyncWire
 /// chain. Pure: the hub's transport does the I/O.
 package struct BoardChannel: Sendable {
     package let name: String
-    /// The publish topic: the board name and a zero byte.
-    package let topic: [UInt8]
-    /// The wire format v2 topic: the board name and a one byte.
-    package let topicV2: [UInt8]
+    /// The publish topic of each stream (`PublishStream` order): the board name and the stream's byte.
+    package let topics: [[UInt8]]
+    /// The v1 publish topic: the board name and a zero byte.
+    package var topic: [UInt8] { topics[0] }
     package private(set) var state: BoardState
     private var coalescer = DiffCoalescer()
-    /// The v1 stream's encoder: while the journal, a v1 subscriber or the
-    /// absence of v2 subscribers needs it (the hub core decides).
-    private var encoder: DiffStreamEncoder?
-    /// The v2 stream's encoder, while anyone subscribes to the v2 topic
-    /// (a board nobody watches in v2 pays nothing for it).
-    private var encoderV2: DiffStreamEncoder? = nil
+    /// Each stream's encoder (`PublishStream` order) while it is published:
+    /// v1 while the journal, a v1 subscriber or the absence of other
+    /// subscribers needs it, the others while their topic has subscribers
+    /// (the hub core decides; a stream nobody reads costs nothing).
+    private var encoders: [DiffStreamEncoder?]
     private var scratch: [StrokeDiff] = []
     /// What each user can redo (the hub's memory, not the board's).
     private var history = UndoHistory()
     private var digestCache: (sequence: UInt64, digest: BoardDigest)? = nil
+    private var digestWithoutPredictionsCache: (sequence: UInt64, digest: BoardDigest)? = nil
 
     /// Agents' progress (applied through, style) to journal with the next batch, by principal.
     var progressPending: [UserNamespace: AgentProgress] = [:]
@@ -34,20 +34,21 @@ package struct BoardChannel: Sendable {
 
     package init(name: String, limits: BoardLimits = BoardLimits()) {
         self.name = name
-        topic = publishTopic(board: name)
-        topicV2 = WireFormat.v2.topic(board: name)
+        topics = PublishStream.allCases.map { $0.topic(board: name) }
         state = BoardState(limits: limits)
-        encoder = DiffStreamEncoder(board: name)
+        encoders = [DiffStreamEncoder(board: name), nil, nil]
     }
 
     /// A board recovered from the journal: it carries on from `state`.
     package init(name: String, recovered state: BoardState) {
         self.name = name
-        topic = publishTopic(board: name)
-        topicV2 = WireFormat.v2.topic(board: name)
+        topics = PublishStream.allCases.map { $0.topic(board: name) }
         self.state = state
-        encoder = DiffStreamEncoder(board: name, continuing: state)
+        encoders = [DiffStreamEncoder(board: name, continuing: state), nil, nil]
     }
+
+    /// The publish topic of `stream`.
+    package func topic(_ stream: PublishStream) -> [UInt8] { topics[Int(stream.rawValue)] }
 
     /// Applies a recorded batch (a replay): the state moves on exactly as the
     /// live board's did; nothing is pending afterwards.
@@ -100,36 +101,49 @@ package struct BoardChannel: Sendable {
         return scratch.count
     }
 
-    /// Whether batches are encoded in wire format v1 (the default) and v2.
-    package var publishesV1: Bool { encoder != nil }
-    package var publishesV2: Bool { encoderV2 != nil }
+    /// Whether batches are encoded for `stream` (v1 is, by default).
+    package func publishes(_ stream: PublishStream) -> Bool { encoders[Int(stream.rawValue)] != nil }
+    package var publishesV1: Bool { publishes(.v1) }
 
-    /// Encodes every later batch in `format` too, continuing the published
+    /// Encodes every later batch for `stream` too, continuing the published
     /// state: call when nothing is pending (after `sealBatch`).
-    package mutating func start(_ format: WireFormat) {
+    package mutating func start(_ stream: PublishStream) {
         precondition(!hasPending, "a stream starts from the published state")
-        switch format {
-        case .v1: if encoder == nil { encoder = DiffStreamEncoder(board: name, continuing: state) }
-        case .v2: if encoderV2 == nil { encoderV2 = DiffStreamEncoder(board: name, format: .v2, continuing: state) }
+        if encoders[Int(stream.rawValue)] == nil {
+            encoders[Int(stream.rawValue)] = DiffStreamEncoder(board: name, stream: stream, continuing: state)
         }
     }
 
-    /// Stops encoding `format` (its encoder's chains would go stale: `start` makes a new one).
-    package mutating func stop(_ format: WireFormat) {
-        switch format {
-        case .v1: encoder = nil
-        case .v2: encoderV2 = nil
+    /// Stops encoding `stream` (its encoder's chains would go stale: `start` makes a new one).
+    package mutating func stop(_ stream: PublishStream) {
+        encoders[Int(stream.rawValue)] = nil
+    }
+
+    /// A sealed batch: its sequence and its encoded `DiffBatch` for each stream being published.
+    package struct SealedBatch {
+        package let sequence: UInt64
+        /// Nil for a stream not published (three properties, not an array: no allocation per batch).
+        var v1: [UInt8]? = nil, v2: [UInt8]? = nil, v2WithoutPredictions: [UInt8]? = nil
+        package subscript(stream: PublishStream) -> [UInt8]? {
+            switch stream {
+            case .v1: v1
+            case .v2: v2
+            case .v2WithoutPredictions: v2WithoutPredictions
+            }
         }
     }
 
-    /// Seals what is pending into the next batch: its sequence and its
-    /// encoded `DiffBatch` in each format being published; nil when nothing
-    /// is pending.
-    package mutating func sealBatch(hubTime: Int64) -> (sequence: UInt64, encoded: [UInt8]?, encodedV2: [UInt8]?)? {
+    /// Seals what is pending into the next batch, encoded for each stream
+    /// being published; nil when nothing is pending.
+    package mutating func sealBatch(hubTime: Int64) -> SealedBatch? {
         guard hasPending else { return nil }
         let batch = state.sealBatch(coalescer.take(), hubTime: hubTime)
         lastChangeHubTime = hubTime
-        return (batch.sequence, encoder?.encodedBytes(batch), encoderV2?.encodedBytes(batch))
+        var sealed = SealedBatch(sequence: batch.sequence)
+        if encoders[0] != nil { sealed.v1 = encoders[0]!.encodedBytes(batch) }
+        if encoders[1] != nil { sealed.v2 = encoders[1]!.encodedBytes(batch) }
+        if encoders[2] != nil { sealed.v2WithoutPredictions = encoders[2]!.encodedBytes(batch) }
+        return sealed
     }
 
     /// The board's digest at its current sequence (cached per sequence: it walks every sample).
@@ -140,13 +154,23 @@ package struct BoardChannel: Sendable {
         return digest
     }
 
-    package mutating func heartbeat(hubTime: Int64) -> Touchsync_V1_BoardHeartbeat {
+    /// The digest of the board without its predicted tails (cached per sequence, as `digest()`).
+    package mutating func digestWithoutPredictions() -> BoardDigest {
+        if let cached = digestWithoutPredictionsCache, cached.sequence == state.sequence, !hasPending { return cached.digest }
+        let digest = state.digest(includingPredictions: false)
+        if !hasPending { digestWithoutPredictionsCache = (state.sequence, digest) }
+        return digest
+    }
+
+    /// The heartbeat; with `withoutPredictions`, as the stream without predictions has it.
+    package mutating func heartbeat(hubTime: Int64, withoutPredictions: Bool = false) -> Touchsync_V1_BoardHeartbeat {
         var heartbeat = Touchsync_V1_BoardHeartbeat()
         heartbeat.board = name
         heartbeat.sequence = state.sequence
         heartbeat.hubTime = hubTime
         heartbeat.digest = digest().rawValue
         heartbeat.silentUsers = silentUsers.map(\.rawValue).sorted()
+        if withoutPredictions { heartbeat.digestWithoutPredictions = digestWithoutPredictions().rawValue }
         return heartbeat
     }
 

@@ -61,7 +61,7 @@ struct BoardTable {
     /// diffs: the caller forgets them. A board drawn on leaves the list for
     /// good; a wanted one is idle from now.
     mutating func idleEmptyBoards(
-        now: ContinuousClock.Instant, timeout: Duration, wanted: (_ slot: Int, _ topic: [UInt8]) -> Bool
+        now: ContinuousClock.Instant, timeout: Duration, wanted: (_ slot: Int, _ topics: [[UInt8]]) -> Bool
     ) -> [Int] {
         var idle: [Int] = []
         for (slot, since) in neverDrawn {
@@ -70,7 +70,7 @@ struct BoardTable {
                 continue
             }
             guard now - since >= timeout else { continue }
-            if wanted(slot, channels[slot].topic) || channels[slot].hasPending {
+            if wanted(slot, channels[slot].topics) || channels[slot].hasPending {
                 neverDrawn[slot] = now
                 continue
             }

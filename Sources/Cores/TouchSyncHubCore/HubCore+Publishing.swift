@@ -49,11 +49,12 @@ extension HubCore {
     /// Seals a board's pending diffs into its next batch: journaled first, then published.
     mutating func publishPending(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         let time = hubTime(at: now)
-        guard let (sequence, encodedBatch, encodedV2) = channels[slot].sealBatch(hubTime: time) else { return }
+        guard let sealed = channels[slot].sealBatch(hubTime: time) else { return }
+        let sequence = sealed.sequence
         // Journaled before it is published: no subscriber sees a batch the journal may not have.
         if journal != nil {
             // The journal keeps v1 batches: with a journal, v1 is always encoded (`updateWireFormats`).
-            guard let encodedBatch else { preconditionFailure("a journaling hub encodes every batch in v1") }
+            guard let encodedBatch = sealed.v1 else { preconditionFailure("a journaling hub encodes every batch in v1") }
             let ticket = journal!.append()
             actions.append(
                 .appendToJournal(
@@ -62,19 +63,16 @@ extension HubCore {
                         hubTime: time, agents: Array(channels[slot].progressPending.values), state: channels[slot].state)))
             channels[slot].progressPending.removeAll(keepingCapacity: true)
         }
-        if let encodedBatch {
-            let bytes = WireCodec.field(1, wrapping: encodedBatch)  // PublishMessage.batch
+        for stream in PublishStream.allCases {
+            guard let encoded = sealed[stream] else { continue }
+            let bytes = WireCodec.field(1, wrapping: encoded)  // PublishMessage.batch
             actions.append(
-                .publish(Publication(board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topic, bytes: bytes)))
+                .publish(
+                    Publication(
+                        board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topic(stream), bytes: bytes)))
             counters.publishedBytes += bytes.count
         }
         counters.batches += 1
-        if let encodedV2 {
-            let bytesV2 = WireCodec.field(1, wrapping: encodedV2)
-            actions.append(
-                .publish(Publication(board: channels[slot].name, kind: .batch(sequence: sequence), topic: channels[slot].topicV2, bytes: bytesV2)))
-            counters.publishedBytes += bytesV2.count
-        }
         let (board, live) = (channels[slot].name, channels[slot].state.liveTouchCount)
         counters.liveTouches += live - (liveTouchesByBoard[board] ?? 0)
         liveTouchesByBoard[board] = live == 0 ? nil : live
@@ -86,7 +84,9 @@ extension HubCore {
         actions.append(.syncJournal(through: through))
     }
 
-    /// A board's heartbeat, on its v1 topic and, while it publishes v2, on its v2 topic.
+    /// A board's heartbeat on the topic of each stream it publishes (v1
+    /// always); on the stream without predictions it also carries the digest
+    /// that stream's replicas hold.
     mutating func publishHeartbeat(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
         var message = Touchsync_V1_PublishMessage()
         message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now))
@@ -95,32 +95,44 @@ extension HubCore {
             kind: .heartbeat(sequence: message.heartbeat.sequence, digest: BoardDigest(rawValue: message.heartbeat.digest)),
             topic: channels[slot].topic, bytes: WireCodec.encode(message))
         actions.append(.publish(publication))
-        if channels[slot].publishesV2 {
+        if channels[slot].publishes(.v2) {
             var v2 = publication
-            v2.topic = channels[slot].topicV2
+            v2.topic = channels[slot].topic(.v2)
             actions.append(.publish(v2))
         }
+        if channels[slot].publishes(.v2WithoutPredictions) {
+            message.heartbeat.digestWithoutPredictions = channels[slot].digestWithoutPredictions().rawValue
+            var lean = publication
+            lean.topic = channels[slot].topic(.v2WithoutPredictions)
+            lean.bytes = WireCodec.encode(message)
+            actions.append(.publish(lean))
+        }
     }
 
-    /// Which formats a board's batches are encoded in: v2 while its v2
-    /// topic has subscribers; v1 unless only v2 is read (no journal, no v1
-    /// subscriber, no prefix subscription, a v2 one). A stream that starts
-    /// continues the published state, so what is pending is published first.
+    /// Which streams a board's batches are encoded for: v2 and v2 without
+    /// predictions while their topics have subscribers; v1 unless only
+    /// those are read (no journal, no v1 subscriber, no prefix subscription,
+    /// another one). A stream that starts continues the published state, so
+    /// what is pending is published first.
     mutating func updateWireFormats(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
-        let v2 = subscriptions[channels[slot].topicV2] != nil
-        let v1 = journal != nil || subscriptions[channels[slot].topic] != nil || prefixSubscriptions > 0 || !v2
-        if channels[slot].publishesV1 && !v1 { channels[slot].stop(.v1) }
-        if channels[slot].publishesV2 && !v2 { channels[slot].stop(.v2) }
-        if (v1 && !channels[slot].publishesV1) || (v2 && !channels[slot].publishesV2) {
+        let v2 = subscriptions[channels[slot].topic(.v2)] != nil
+        let lean = subscriptions[channels[slot].topic(.v2WithoutPredictions)] != nil
+        let v1 = journal != nil || subscriptions[channels[slot].topic] != nil || prefixSubscriptions > 0 || !(v2 || lean)
+        func wanted(_ stream: PublishStream) -> Bool {
+            switch stream {
+            case .v1: v1
+            case .v2: v2
+            case .v2WithoutPredictions: lean
+            }
+        }
+        for stream in PublishStream.allCases where channels[slot].publishes(stream) && !wanted(stream) { channels[slot].stop(stream) }
+        let starting = PublishStream.allCases.filter { wanted($0) && !channels[slot].publishes($0) }
+        if !starting.isEmpty {
             publishPending(slot: slot, now: now, into: &actions)
-            if v1 { channels[slot].start(.v1) }
-            if v2 { channels[slot].start(.v2) }
+            for stream in starting { channels[slot].start(stream) }
         }
     }
 }
 
-/// Whether a publish topic is one board's whole topic, v1 (a zero byte) or v2 (a one byte).
-func isBoardTopic(_ topic: [UInt8]) -> Bool {
-    guard topic.last == 0 || topic.last == 1, let name = String(validating: topic.dropLast(), as: UTF8.self) else { return false }
-    return isValidBoardName(name)
-}
+/// Whether a publish topic is one board's whole topic (any stream).
+func isBoardTopic(_ topic: [UInt8]) -> Bool { PublishStream.parse(topic: topic) != nil }

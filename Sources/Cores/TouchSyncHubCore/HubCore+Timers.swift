@@ -137,8 +137,8 @@ extension HubCore {
         guard channels.mayForgetEmptyBoards else { return }
         let inUse = Set(sessions.all.map(\.boardSlot))
         let subscribed = subscriptions
-        let idle = channels.idleEmptyBoards(now: now, timeout: configuration.idleEmptyBoardTimeout) { slot, topic in
-            inUse.contains(slot) || subscribed[topic] != nil || subscribed[topic.dropLast() + [1]] != nil  // v1 or v2
+        let idle = channels.idleEmptyBoards(now: now, timeout: configuration.idleEmptyBoardTimeout) { slot, topics in
+            inUse.contains(slot) || topics.contains { subscribed[$0] != nil }  // any stream
         }
         for slot in idle {
             observer?.observe(.boardForgotten(board: channels[slot].name))

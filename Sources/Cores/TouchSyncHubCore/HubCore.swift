@@ -173,9 +173,8 @@ public struct HubCore {
             sessions.connectionClosed(id)
         case .subscribed(let topic, let user):
             if let access {
-                // Only whole board topics (v1 or v2), and only boards the user may watch.
-                guard topic.last == 0 || topic.last == 1, let name = String(validating: topic.dropLast(), as: UTF8.self), isValidBoardName(name),
-                    let user, access.role(of: user.rawValue, on: name) != nil
+                // Only whole board topics (any stream), and only boards the user may watch.
+                guard let name = PublishStream.parse(topic: topic)?.board, let user, access.role(of: user.rawValue, on: name) != nil
                 else {
                     counters.refused(.forbidden)
                     observer?.observe(.subscriptionRefused(user: user))
@@ -194,24 +193,22 @@ public struct HubCore {
             // Tell the newcomer where the board stands, so it can spot a gap at
             // once, but at most once per interval per board (a flood of
             // subscriptions must not become a flood of heartbeats to everyone).
-            if topic.last == 0 || topic.last == 1, let name = String(validating: topic.dropLast(), as: UTF8.self),
-                let slot = channels.slot(of: name)
-            {
-                // The formats its batches are encoded in may change (a first v1 or v2 subscriber).
+            let boardTopic = PublishStream.parse(topic: topic)
+            if let name = boardTopic?.board, let slot = channels.slot(of: name) {
+                // The streams its batches are encoded for may change (a first subscriber of one).
                 updateWireFormats(slot: slot, now: now, into: &actions)
                 if publisher.subscriberArrived(at: slot, now: now) {
                     publishPending(slot: slot, now: now, into: &actions)
                     publishHeartbeat(slot: slot, now: now, into: &actions)
                 }
-            } else if topic.last == 1, let name = String(validating: topic.dropLast(), as: UTF8.self), isValidBoardName(name),
-                !configuration.storeCommits, wrongHub(for: name) == nil
-            {
+            } else if let (name, stream) = boardTopic, stream != .v1, !configuration.storeCommits, wrongHub(for: name) == nil {
                 // A board nobody drew on yet: one heartbeat at sequence 0 (the
                 // empty board) tells the v2 subscriber that this hub speaks v2.
                 var message = Touchsync_V1_PublishMessage()
                 message.heartbeat.board = name
                 message.heartbeat.hubTime = hubTime(at: now)
                 message.heartbeat.digest = BoardState.emptyDigest.rawValue
+                if !stream.carriesPredictions { message.heartbeat.digestWithoutPredictions = BoardState.emptyDigest.rawValue }
                 actions.append(
                     .publish(
                         Publication(
@@ -224,9 +221,7 @@ public struct HubCore {
             counters.subscriptions = subscriptions.values.reduce(0, +)
             if !isBoardTopic(topic) { prefixSubscriptions = max(0, prefixSubscriptions - 1) }
             // The last subscriber of a format gone: the board may stop encoding it.
-            if topic.last == 0 || topic.last == 1, subscriptions[topic] == nil,
-                let name = String(validating: topic.dropLast(), as: UTF8.self), let slot = channels.slot(of: name)
-            {
+            if subscriptions[topic] == nil, let name = PublishStream.parse(topic: topic)?.board, let slot = channels.slot(of: name) {
                 updateWireFormats(slot: slot, now: now, into: &actions)
             }
         case .snapshotRequested(let peer, let user, let board, let requestID):

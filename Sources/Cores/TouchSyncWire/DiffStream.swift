@@ -51,6 +51,10 @@ struct StrokeChain: Sendable {
 public struct DiffStreamEncoder: Sendable {
     public let board: String
     public let format: WireFormat
+    /// Whether batches carry predicted tails (false: the "without
+    /// predictions" stream drops every `predicted` diff; chains are unaffected,
+    /// as a tail never primes them).
+    public let predictions: Bool
     private var chains: [StrokeID: StrokeChain] = [:]
     /// The block of appends being written, reused so its columns keep their capacity.
     private var block = AppendBlock()
@@ -58,10 +62,17 @@ public struct DiffStreamEncoder: Sendable {
 
     /// An encoder for a board whose replicas hold `state` (e.g. after
     /// loading a journal, or when the first v2 subscriber arrives).
-    public init(board: String, format: WireFormat = .v1, continuing state: BoardState = BoardState()) {
+    public init(board: String, format: WireFormat = .v1, predictions: Bool = true, continuing state: BoardState = BoardState()) {
+        precondition(predictions || format == .v2, "only v2 has a stream without predictions")
         self.board = board
         self.format = format
+        self.predictions = predictions
         for stroke in state.orderedActiveStrokes { chains[stroke.id] = StrokeChain(stroke) }
+    }
+
+    /// An encoder of `stream`.
+    public init(board: String, stream: PublishStream, continuing state: BoardState = BoardState()) {
+        self.init(board: board, format: stream.format, predictions: stream.carriesPredictions, continuing: state)
     }
 
     /// The batch as a message (for tests and cold paths: the hub publishes
@@ -122,12 +133,12 @@ public struct DiffStreamEncoder: Sendable {
                 assert(offset == (chains[id]?.count ?? 0), "the encoder missed a batch of stroke \(id)")
                 if index < diffs.count, case .predicted(id, let predicted) = diffs[index] {
                     index += 1
-                    segment(id, samples: samples, predicted: predicted)
+                    segment(id, samples: samples, predicted: predictions ? predicted : nil)
                 } else {
                     segment(id, samples: samples, predicted: nil)
                 }
             case .predicted(let id, let predicted):
-                segment(id, samples: [], predicted: predicted)
+                if predictions { segment(id, samples: [], predicted: predicted) }
             case .began(let id, let owner, let touch, let style):
                 flush()
                 chains[id] = StrokeChain()

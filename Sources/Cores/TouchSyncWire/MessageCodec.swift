@@ -145,9 +145,43 @@ public enum WireFormat: Int, Sendable, CaseIterable, CustomStringConvertible {
 
     /// The publish topic of a board in this format: its name and a zero
     /// byte (v1) or a one byte (v2), neither of which a board name holds.
-    public func topic(board: String) -> [UInt8] { Array(board.utf8) + [self == .v1 ? 0 : 1] }
+    public func topic(board: String) -> [UInt8] { PublishStream(self).topic(board: board) }
 
     public var description: String { "v\(rawValue)" }
+}
+
+/// One of a board's diff streams, each on its own publish topic (the board
+/// name and the stream's byte): v1, v2, and v2 without predicted tails, for
+/// subscribers that do not draw predictions (docs/protocol.md, "Streams
+/// without predictions"). The bytes of one stream never depend on who reads another.
+public enum PublishStream: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case v1 = 0
+    case v2 = 1
+    case v2WithoutPredictions = 2
+
+    /// The wire format of its batches.
+    public var format: WireFormat { self == .v1 ? .v1 : .v2 }
+    /// Whether its batches carry predicted tails (and its heartbeats' `digest` is what its replicas hold).
+    public var carriesPredictions: Bool { self != .v2WithoutPredictions }
+
+    /// The stream of `format`, with or without predicted tails (v1 always has them).
+    public init(_ format: WireFormat, predictions: Bool = true) {
+        self = format == .v1 ? .v1 : predictions ? .v2 : .v2WithoutPredictions
+    }
+
+    /// Its publish topic for `board`: the name and this stream's byte, which no board name holds.
+    public func topic(board: String) -> [UInt8] { Array(board.utf8) + [rawValue] }
+
+    /// The board and stream of a whole board topic (a valid board name and
+    /// a stream byte); nil for anything else (a prefix, another byte).
+    public static func parse(topic: some BidirectionalCollection<UInt8>) -> (board: String, stream: PublishStream)? {
+        guard let last = topic.last, let stream = PublishStream(rawValue: last),
+            let board = String(validating: topic.dropLast(), as: UTF8.self), isValidBoardName(board)
+        else { return nil }
+        return (board, stream)
+    }
+
+    public var description: String { self == .v2WithoutPredictions ? "v2 without predictions" : format.description }
 }
 
 /// Whether `name` can name a board: 1 to 128 bytes of UTF-8 with no

@@ -165,6 +165,10 @@ struct BenchCommand: AsyncParsableCommand {
             let label = "  the same in wire format v2, tick of \(events) event(s) per user"
             print(label.padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", bytes))
         }
+        for (events, bytes) in report.bytesPerSampleByTickV2WithoutPredictions {
+            let label = "  v2 without predictions, tick of \(events) event(s) per user"
+            print(label.padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", bytes))
+        }
         print("  snapshot (stored strokes, no per-tick framing)".padding(toLength: 74, withPad: " ", startingAt: 0), String(format: "%6.2f", report.snapshotBytesPerSample))
         print("reference: Yjs (Yrs via pycrdt) merges ~870,000 samples/s in-process at 21 bytes/sample on this machine class")
     }

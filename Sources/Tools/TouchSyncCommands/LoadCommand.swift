@@ -47,6 +47,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Subscribers per board (connected before drawing starts).") var subscribers = 1
     @Flag(help: "Also start one subscriber per board half-way (snapshot plus diffs).") var lateSubscriber = false
     @Option(help: "The wire format of the agents' frames and the subscribers' stream: v1, or v2 (packed changes, packed appends on the boards' v2 topics).") var wire: WireOption = .v1
+    @Flag(help: "With --wire v2: the subscribers follow the boards' streams without predicted tails.") var noPredictions = false
     @Option(parsing: .unconditional, help: "Seconds over which users start drawing one after another.") var rampUp = 0.0
     @Option(parsing: .unconditional, help: "Chance per event that a live touch is cancelled.") var cancelRate = 0.01
     @Option(parsing: .unconditional, help: "Seed for the fingers (same seed, same run).") var seed: UInt64 = 1
@@ -90,6 +91,7 @@ struct LoadCommand: AsyncParsableCommand {
             guard idle >= 0 && idle <= 600 else { throw ValidationError("--idle must be 0 to 600 seconds") }
             guard (1...100).contains(measuringTabs) else { throw ValidationError("--measuring-tabs must be 1 to 100") }
         }
+        try validateNoPredictions(noPredictions, wire: wire)
         if let ingest { try validateHubList(ingest) }
         if let publish { try validateEndpoint(publish, option: "--publish") }
         if let snapshot { try validateEndpoint(snapshot, option: "--snapshot") }
@@ -137,6 +139,7 @@ struct LoadCommand: AsyncParsableCommand {
         configuration.boards = boards
         configuration.subscribers = subscribers
         configuration.wireFormat = wire.format
+        configuration.subscriberPredictions = !noPredictions
         configuration.lateSubscriber = lateSubscriber
         configuration.rampUp = Duration(secondsValue: rampUp)
         configuration.cancelRate = cancelRate

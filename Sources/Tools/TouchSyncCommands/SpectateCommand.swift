@@ -35,6 +35,8 @@ struct SpectateCommand: AsyncParsableCommand {
             "The diff stream's wire format: v1, or v2 (packed appends, fewer bytes per sample).",
             discussion: "A hub or relay that does not publish v2 is followed in v1 after the silence time-out."))
     var wire: WireOption = .v1
+    @Flag(help: "With --wire v2: follow the board's stream without predicted tails (fewer bytes; live strokes end at their last real sample).")
+    var noPredictions = false
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -44,6 +46,7 @@ struct SpectateCommand: AsyncParsableCommand {
             throw ValidationError("--speed must be a number above 0 or max")
         }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
+        try validateNoPredictions(noPredictions, wire: wire)
     }
 
     func run() async throws {
@@ -52,6 +55,7 @@ struct SpectateCommand: AsyncParsableCommand {
         configuration.curve = try hub.keys.curve()
         configuration.snapshotTimeout = .seconds(2)
         configuration.wireFormat = wire.format
+        configuration.predictions = !noPredictions
         let subscriber = try BoardSubscriber(configuration: configuration, logger: logging.logger("touchsync.spectate"))
         subscriber.start()
         if !json { emit("spectating board \"\(board)\" via \(hub.publish) (Ctrl-C stops)") }
@@ -268,4 +272,11 @@ enum WireOption: String, ExpressibleByArgument, CaseIterable {
     case v1, v2
 
     var format: WireFormat { self == .v1 ? .v1 : .v2 }
+}
+
+/// `--no-predictions` is a v2 stream: v1 has one stream per board, with predictions.
+func validateNoPredictions(_ noPredictions: Bool, wire: WireOption) throws {
+    if noPredictions && wire != .v2 {
+        throw ValidationError("--no-predictions needs --wire v2 (a board's v1 stream always carries predicted tails)")
+    }
 }

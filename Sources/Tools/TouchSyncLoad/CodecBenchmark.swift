@@ -53,6 +53,8 @@ public struct CodecBenchmark: Sendable {
         public var bytesPerSampleByTick: [(eventsPerTick: Int, bytesPerSample: Double)]
         /// The same in wire format v2 (packed appends).
         public var bytesPerSampleByTickV2: [(eventsPerTick: Int, bytesPerSample: Double)] = []
+        /// The same on the v2 stream without predictions.
+        public var bytesPerSampleByTickV2WithoutPredictions: [(eventsPerTick: Int, bytesPerSample: Double)] = []
         public var snapshotBytesPerSample: Double
         public var digest: BoardDigest
     }
@@ -230,9 +232,12 @@ public struct CodecBenchmark: Sendable {
 
         // The hub's pipeline, as its loop runs it: reduce every frame into the
         // board's channel, which folds a tick's diffs and encodes one batch.
-        func tickStream(eventsPerTick: Int, format: WireFormat = .v1) throws -> [[UInt8]] {
+        func tickStream(eventsPerTick: Int, stream: PublishStream = .v1) throws -> [[UInt8]] {
             var channel = BoardChannel(name: "bench", limits: limits)
-            if format == .v2 { channel.start(.v2) }
+            if stream != .v1 {
+                channel.start(stream)
+                channel.stop(.v1)
+            }
             var batches: [[UInt8]] = []
             for (index, (user, frame, style)) in inputs.enumerated() {
                 try channel.reduce(frame, from: user, style: style)
@@ -240,7 +245,7 @@ public struct CodecBenchmark: Sendable {
                     let batch = channel.sealBatch(hubTime: Int64(index))
                 {
                     // PublishMessage.batch
-                    batches.append(WireCodec.field(1, wrapping: format == .v2 ? batch.encodedV2! : batch.encoded!))
+                    batches.append(WireCodec.field(1, wrapping: batch[stream]!))
                 }
             }
             return batches
@@ -258,20 +263,25 @@ public struct CodecBenchmark: Sendable {
         guard tickReplica.digest == hub.digest else { throw CodecBenchmark.Mismatch("tick-coalesced replica diverged from the hub") }
 
         // The size side of the tick-length trade-off (latency grows with the tick).
-        var byTick: [(Int, Double)] = [], byTickV2: [(Int, Double)] = []
+        var byTick: [(Int, Double)] = [], byTickV2: [(Int, Double)] = [], byTickV2WithoutPredictions: [(Int, Double)] = []
         for events in [1, 2, 4, 8] {
             let bytes = try tickStream(eventsPerTick: events).reduce(0) { $0 + $1.count }
             byTick.append((events, Double(bytes) / Double(samples)))
-            let streamV2 = try tickStream(eventsPerTick: events, format: .v2)
-            var tickReplicaV2 = BoardState(limits: limits)
-            for bytes in streamV2 {
-                try bytes.withUnsafeBytes { bytes in
-                    guard let (_, batch) = PublishedBatch.find(in: bytes) else { throw CodecBenchmark.Mismatch("not a batch") }
-                    try tickReplicaV2.apply(encodedBatch: batch)
+            for stream in [PublishStream.v2, .v2WithoutPredictions] {
+                let batches = try tickStream(eventsPerTick: events, stream: stream)
+                var replica = BoardState(limits: limits)
+                for bytes in batches {
+                    try bytes.withUnsafeBytes { bytes in
+                        guard let (_, batch) = PublishedBatch.find(in: bytes) else { throw CodecBenchmark.Mismatch("not a batch") }
+                        try replica.apply(encodedBatch: batch)
+                    }
                 }
+                guard replica.digest == hub.digest(includingPredictions: stream.carriesPredictions) else {
+                    throw CodecBenchmark.Mismatch("the \(stream) tick stream diverged from the hub")
+                }
+                let perSample = Double(batches.reduce(0) { $0 + $1.count }) / Double(samples)
+                if stream == .v2 { byTickV2.append((events, perSample)) } else { byTickV2WithoutPredictions.append((events, perSample)) }
             }
-            guard tickReplicaV2.digest == hub.digest else { throw CodecBenchmark.Mismatch("the v2 tick stream diverged from the hub") }
-            byTickV2.append((events, Double(streamV2.reduce(0) { $0 + $1.count }) / Double(samples)))
         }
 
         let snapshotBytes = SnapshotCodec.chunks(of: hub.snapshot(), board: "bench", digest: hub.digest)
@@ -284,6 +294,7 @@ public struct CodecBenchmark: Sendable {
             publishBytesPerSample: Double(published.reduce(0) { $0 + $1.count }) / Double(samples),
             tickBytesPerSample: Double(tickBytes) / Double(samples), eventsPerTick: eventsPerTick,
             bytesPerSampleByTick: byTick, bytesPerSampleByTickV2: byTickV2,
+            bytesPerSampleByTickV2WithoutPredictions: byTickV2WithoutPredictions,
             snapshotBytesPerSample: Double(snapshotBytes) / Double(max(stored, 1)), digest: hub.digest)
     }
 }

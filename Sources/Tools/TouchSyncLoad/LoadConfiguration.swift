@@ -32,6 +32,8 @@ public struct LoadConfiguration: Sendable {
     public var subscribers = 1
     /// The subscribers' wire format (v2: packed appends on the boards' v2 topics). Default v1.
     public var wireFormat: WireFormat = .v1
+    /// Whether subscribers keep predicted tails (false, with v2: the boards' streams without predictions). Default true.
+    public var subscriberPredictions = true
     /// Also start one subscriber per board half-way through (snapshot plus diffs). Default false.
     public var lateSubscriber = false
     /// Users start drawing one after another over this time. Default 0.

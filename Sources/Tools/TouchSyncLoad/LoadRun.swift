@@ -86,6 +86,7 @@ public struct LoadRun: Sendable {
                 settings.curve = CurveClientKeys(client: keys.watcher, serverPublicKey: keys.hub.publicKey)
             }
             settings.wireFormat = configuration.wireFormat
+            settings.predictions = configuration.subscriberPredictions
             if let counter {
                 settings.onApplied = { batch in
                     latency.record(batch)

@@ -416,6 +416,12 @@ public nonisolated struct Touchsync_V1_BoardHeartbeat: Sendable {
   /// they come back or the abandon time-out cancels them. Sorted.
   public var silentUsers: [String] = []
 
+  /// Only on a board's stream without predictions (topic: the name and the
+  /// byte 0x02): the digest of the board with every predicted tail removed,
+  /// which is what that stream's replicas hold (docs/protocol.md, "Streams
+  /// without predictions"). `digest` is the board's usual one.
+  public var digestWithoutPredictions: UInt64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1043,7 +1049,7 @@ nonisolated extension Touchsync_V1_StrokeRestored: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Touchsync_V1_BoardHeartbeat: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".BoardHeartbeat"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{1}sequence\0\u{3}hub_time\0\u{1}digest\0\u{3}silent_users\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{1}sequence\0\u{3}hub_time\0\u{1}digest\0\u{3}silent_users\0\u{3}digest_without_predictions\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1056,6 +1062,7 @@ nonisolated extension Touchsync_V1_BoardHeartbeat: SwiftProtobuf.Message, SwiftP
       case 3: try { try decoder.decodeSingularSInt64Field(value: &self.hubTime) }()
       case 4: try { try decoder.decodeSingularFixed64Field(value: &self.digest) }()
       case 5: try { try decoder.decodeRepeatedStringField(value: &self.silentUsers) }()
+      case 6: try { try decoder.decodeSingularFixed64Field(value: &self.digestWithoutPredictions) }()
       default: break
       }
     }
@@ -1077,6 +1084,9 @@ nonisolated extension Touchsync_V1_BoardHeartbeat: SwiftProtobuf.Message, SwiftP
     if !self.silentUsers.isEmpty {
       try visitor.visitRepeatedStringField(value: self.silentUsers, fieldNumber: 5)
     }
+    if self.digestWithoutPredictions != 0 {
+      try visitor.visitSingularFixed64Field(value: self.digestWithoutPredictions, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1086,6 +1096,7 @@ nonisolated extension Touchsync_V1_BoardHeartbeat: SwiftProtobuf.Message, SwiftP
     if lhs.hubTime != rhs.hubTime {return false}
     if lhs.digest != rhs.digest {return false}
     if lhs.silentUsers != rhs.silentUsers {return false}
+    if lhs.digestWithoutPredictions != rhs.digestWithoutPredictions {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
