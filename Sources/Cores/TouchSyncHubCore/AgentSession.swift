@@ -38,17 +38,17 @@ struct AgentSession {
     /// which token (an access-list reload checks all three again).
     var delegation: Delegation? = nil
     /// When the agent was last told STORAGE_UNAVAILABLE (told at most once a second).
-    var storageWarnedAt: ContinuousClock.Instant? = nil
+    var storageWarnedAt: Moment? = nil
 
     enum Presence: Equatable {
         /// Heard within the liveness time-out.
-        case live(lastHeard: ContinuousClock.Instant)
+        case live(lastHeard: Moment)
         /// Not heard for the liveness time-out: its touches stay down, stalled.
-        case silent(lastHeard: ContinuousClock.Instant)
+        case silent(lastHeard: Moment)
         /// Not heard for the abandon time-out: its touches were cancelled.
-        case abandoned(lastHeard: ContinuousClock.Instant)
+        case abandoned(lastHeard: Moment)
 
-        var lastHeard: ContinuousClock.Instant {
+        var lastHeard: Moment {
             switch self {
             case .live(let at), .silent(let at), .abandoned(let at): at
             }
@@ -64,7 +64,7 @@ struct AgentSession {
 
     init(
         principal: UserNamespace, peer: PeerID, sessionID: [UInt8], board: String, boardSlot: Int, appliedThrough: UInt64,
-        now: ContinuousClock.Instant, messagesPerSecond: Int, samplesPerSecond: Int, bytesPerSecond: Int
+        now: Moment, messagesPerSecond: Int, samplesPerSecond: Int, bytesPerSecond: Int
     ) {
         self.principal = principal
         self.peer = peer
@@ -84,12 +84,12 @@ struct AgentSession {
     }
 
     /// A message arrived: the session is live again.
-    mutating func heard(at now: ContinuousClock.Instant) {
+    mutating func heard(at now: Moment) {
         presence = .live(lastHeard: now)
     }
 
     /// The same session said hello again (a reconnect, possibly on a new connection).
-    mutating func resumed(by peer: PeerID, at now: ContinuousClock.Instant) {
+    mutating func resumed(by peer: PeerID, at now: Moment) {
         self.peer = peer
         presence = .live(lastHeard: now)
     }
@@ -99,7 +99,7 @@ struct AgentSession {
     }
 
     /// When silence next changes this session (silent, then abandoned; nil: nothing more).
-    func nextDeadline(liveness: Duration, abandon: Duration) -> ContinuousClock.Instant? {
+    func nextDeadline(liveness: Duration, abandon: Duration) -> Moment? {
         switch presence {
         case .live(let lastHeard): lastHeard + liveness
         case .silent(let lastHeard): lastHeard + abandon
@@ -108,14 +108,14 @@ struct AgentSession {
     }
 
     /// Live → silent, once the liveness time-out has passed since it was last heard.
-    mutating func fallSilent(at now: ContinuousClock.Instant, timeout: Duration) throws(TransitionError) {
+    mutating func fallSilent(at now: Moment, timeout: Duration) throws(TransitionError) {
         guard case .live(let lastHeard) = presence else { throw .wrongState }
         guard now - lastHeard >= timeout else { throw .tooSoon }
         presence = .silent(lastHeard: lastHeard)
     }
 
     /// Silent → abandoned, once the abandon time-out has passed since it was last heard.
-    mutating func abandon(at now: ContinuousClock.Instant, timeout: Duration) throws(TransitionError) {
+    mutating func abandon(at now: Moment, timeout: Duration) throws(TransitionError) {
         guard case .silent(let lastHeard) = presence else { throw .wrongState }
         guard now - lastHeard >= timeout else { throw .tooSoon }
         presence = .abandoned(lastHeard: lastHeard)
@@ -200,9 +200,9 @@ struct TokenBucket {
     let rate: Double
     let capacity: Double
     private var tokens: Double
-    private var updated: ContinuousClock.Instant
+    private var updated: Moment
 
-    init(rate: Int, now: ContinuousClock.Instant) {
+    init(rate: Int, now: Moment) {
         self.rate = Double(rate)
         capacity = Double(rate) * 2
         tokens = capacity
@@ -210,10 +210,8 @@ struct TokenBucket {
     }
 
     /// Takes `count` tokens if the bucket holds them (nothing otherwise).
-    mutating func take(_ count: Int = 1, now: ContinuousClock.Instant) -> Bool {
-        let elapsed = now - updated
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-        tokens = min(capacity, tokens + seconds * rate)
+    mutating func take(_ count: Int = 1, now: Moment) -> Bool {
+        tokens = min(capacity, tokens + now.seconds(since: updated) * rate)
         updated = now
         guard tokens >= Double(count) else { return false }
         tokens -= Double(count)

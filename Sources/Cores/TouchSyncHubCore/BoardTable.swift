@@ -12,7 +12,7 @@ struct BoardTable {
     private var freeSlots: [Int] = []
     private var slots: [String: Int] = [:]
     /// Boards created in this run and not drawn on yet, since when (or since last wanted).
-    private var neverDrawn: [Int: ContinuousClock.Instant] = [:]
+    private var neverDrawn: [Int: Moment] = [:]
 
     subscript(slot: Int) -> BoardChannel {
         get { channels[slot] }
@@ -31,7 +31,7 @@ struct BoardTable {
     var heldSlots: [Int] { channels.indices.filter { !channels[$0].name.isEmpty } }
 
     /// A board in a slot of its own; `emptySince`: created empty now (forgotten if nobody draws on it).
-    mutating func insert(_ channel: BoardChannel, emptySince: ContinuousClock.Instant?) -> Int {
+    mutating func insert(_ channel: BoardChannel, emptySince: Moment?) -> Int {
         let slot: Int
         if let free = freeSlots.popLast() {
             slot = free
@@ -61,7 +61,7 @@ struct BoardTable {
     /// diffs: the caller forgets them. A board drawn on leaves the list for
     /// good; a wanted one is idle from now.
     mutating func idleEmptyBoards(
-        now: ContinuousClock.Instant, timeout: Duration, wanted: (_ slot: Int, _ topics: [[UInt8]]) -> Bool
+        now: Moment, timeout: Duration, wanted: (_ slot: Int, _ topics: [[UInt8]]) -> Bool
     ) -> [Int] {
         var idle: [Int] = []
         for (slot, since) in neverDrawn {

@@ -11,18 +11,18 @@ struct Durability {
     private(set) var written: UInt64 = 0
     private(set) var synced: UInt64 = 0
     private var syncRequested: UInt64 = 0
-    private var lastSyncAt: ContinuousClock.Instant
+    private var lastSyncAt: Moment
     /// Boards whose storage failed (their agents are not acknowledged); the others go on.
     private(set) var failedBoards: [String: FailedBoard] = [:]
 
     /// A board whose storage failed, until a restart of it succeeds.
     struct FailedBoard {
         var reason: String
-        var nextRetry: ContinuousClock.Instant
-        var lastLogged: ContinuousClock.Instant
+        var nextRetry: Moment
+        var lastLogged: Moment
     }
 
-    init(policy: FsyncPolicy, retryInterval: Duration, now: ContinuousClock.Instant) {
+    init(policy: FsyncPolicy, retryInterval: Duration, now: Moment) {
         self.policy = policy
         self.retryInterval = retryInterval
         lastSyncAt = now
@@ -46,13 +46,13 @@ struct Durability {
     var isDurable: Bool { (policy == .never ? written : synced) >= appended }
 
     /// When an interval policy wants the next sync (nil: nothing to sync, or not that policy).
-    var syncDue: ContinuousClock.Instant? {
+    var syncDue: Moment? {
         guard appended > syncRequested, case .interval(let interval) = policy else { return nil }
         return lastSyncAt + interval
     }
 
     /// The ticket to sync through when a sync is due now (`force`: whatever the policy).
-    mutating func syncIfDue(force: Bool, now: ContinuousClock.Instant) -> UInt64? {
+    mutating func syncIfDue(force: Bool, now: Moment) -> UInt64? {
         guard appended > syncRequested || force else { return nil }
         let due: Bool
         switch policy {
@@ -75,7 +75,7 @@ struct Durability {
         case again(log: Bool)
     }
 
-    mutating func failed(_ board: String, reason: String, now: ContinuousClock.Instant) -> FailureNews {
+    mutating func failed(_ board: String, reason: String, now: Moment) -> FailureNews {
         guard let known = failedBoards[board] else {
             failedBoards[board] = FailedBoard(reason: reason, nextRetry: now + retryInterval, lastLogged: now)
             return .first
@@ -93,7 +93,7 @@ struct Durability {
     mutating func forget(_ board: String) { failedBoards[board] = nil }
 
     /// Failed boards due a retry now; each is next due a retry interval later.
-    mutating func retriesDue(now: ContinuousClock.Instant) -> [String] {
+    mutating func retriesDue(now: Moment) -> [String] {
         var due: [String] = []
         for (board, failure) in failedBoards where now >= failure.nextRetry {
             failedBoards[board]!.nextRetry = now + retryInterval
@@ -103,5 +103,5 @@ struct Durability {
     }
 
     /// The earliest retry (nil: no board failed).
-    var nextRetry: ContinuousClock.Instant? { failedBoards.values.map(\.nextRetry).min() }
+    var nextRetry: Moment? { failedBoards.values.map(\.nextRetry).min() }
 }

@@ -7,7 +7,7 @@ extension HubCore {
     // MARK: Agents
 
     mutating func handle(
-        _ request: AgentRequest, bytes: Int, from peer: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
+        _ request: AgentRequest, bytes: Int, from peer: Peer, now: Moment, into actions: inout [HubAction]
     ) {
         // One lookup in, one write back: the session changes as a local value.
         guard var session = sessions[peer.principal], session.peer == peer.id else {
@@ -83,7 +83,7 @@ extension HubCore {
 
     /// Applies a numbered message that is next in its session's order.
     mutating func apply(
-        _ body: NumberedRequest, sequence: UInt64, to session: inout AgentSession, now: ContinuousClock.Instant,
+        _ body: NumberedRequest, sequence: UInt64, to session: inout AgentSession, now: Moment,
         into actions: inout [HubAction]
     ) {
         // The role may have shrunk since the hello (an access list reload).
@@ -166,7 +166,7 @@ extension HubCore {
     }
 
     mutating func handleHello(
-        _ hello: AgentHello, from authenticated: Peer, now: ContinuousClock.Instant, into actions: inout [HubAction]
+        _ hello: AgentHello, from authenticated: Peer, now: Moment, into actions: inout [HubAction]
     ) {
         let acting = sessions.acting(authenticated)
         guard sessions.isCurrent(acting) || sessions.admitStranger(acting.id, now: now) else { return }
@@ -280,7 +280,7 @@ extension HubCore {
         actions.append(.reply(to: peer, .error(refusal)))
     }
 
-    mutating func sendAcks(now: ContinuousClock.Instant, force: Bool, into actions: inout [HubAction]) {
+    mutating func sendAcks(now: Moment, force: Bool, into actions: inout [HubAction]) {
         // An ack promises the frame is as durable as the fsync policy says:
         // every applied diff journaled (no board waiting to publish) and synced.
         if let journal {

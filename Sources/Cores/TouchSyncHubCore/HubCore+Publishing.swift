@@ -41,13 +41,13 @@ extension HubCore {
         }
     }
 
-    mutating func publishDirtyBoards(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func publishDirtyBoards(force: Bool, now: Moment, into actions: inout [HubAction]) {
         guard publisher.takeDue(force: force, now: now, into: &publishing) else { return }
         for slot in publishing { publishPending(slot: slot, now: now, into: &actions) }
     }
 
     /// Seals a board's pending diffs into its next batch: journaled first, then published.
-    mutating func publishPending(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func publishPending(slot: Int, now: Moment, into actions: inout [HubAction]) {
         let time = hubTime(at: now)
         guard let sealed = channels[slot].sealBatch(hubTime: time) else { return }
         let sequence = sealed.sequence
@@ -79,7 +79,7 @@ extension HubCore {
         if configuration.metricsBoardLabels { counters.liveTouchesChanged[board] = live }
     }
 
-    mutating func syncJournalIfDue(force: Bool, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func syncJournalIfDue(force: Bool, now: Moment, into actions: inout [HubAction]) {
         guard journal != nil, let through = journal!.syncIfDue(force: force, now: now) else { return }
         actions.append(.syncJournal(through: through))
     }
@@ -87,7 +87,7 @@ extension HubCore {
     /// A board's heartbeat on the topic of each stream it publishes (v1
     /// always); on the stream without predictions it also carries the digest
     /// that stream's replicas hold.
-    mutating func publishHeartbeat(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func publishHeartbeat(slot: Int, now: Moment, into actions: inout [HubAction]) {
         var message = Touchsync_V1_PublishMessage()
         message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now))
         let publication = Publication(
@@ -114,7 +114,7 @@ extension HubCore {
     /// those are read (no journal, no v1 subscriber, no prefix subscription,
     /// another one). A stream that starts continues the published state, so
     /// what is pending is published first.
-    mutating func updateWireFormats(slot: Int, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func updateWireFormats(slot: Int, now: Moment, into actions: inout [HubAction]) {
         let v2 = subscriptions[channels[slot].topic(.v2)] != nil
         let lean = subscriptions[channels[slot].topic(.v2WithoutPredictions)] != nil
         let v1 = journal != nil || subscriptions[channels[slot].topic] != nil || prefixSubscriptions > 0 || !(v2 || lean)

@@ -36,7 +36,7 @@ extension HubCore {
     /// Counts a snapshot or board list request in its requester's allowance
     /// (its user, or its connection); past it, refuses it and returns false.
     mutating func admitSnapshot(
-        by peer: PeerID, user: UserNamespace?, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
+        by peer: PeerID, user: UserNamespace?, requestID: UInt64, now: Moment, into actions: inout [HubAction]
     ) -> Bool {
         guard snapshotAllowance.admit(user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
             counters.refused(.rateLimited)
@@ -50,7 +50,7 @@ extension HubCore {
     }
 
     mutating func snapshot(
-        _ board: String, for peer: PeerID, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
+        _ board: String, for peer: PeerID, requestID: UInt64, now: Moment, into actions: inout [HubAction]
     ) {
         guard isValidBoardName(board) else {
             counters.refused(.unknownBoard)
@@ -79,7 +79,7 @@ extension HubCore {
     /// board at sequence 0 (its first batch will be 1; nothing is created for
     /// a mere spectator).
     mutating func sendSnapshot(
-        of board: String, to peer: PeerID, requestID: UInt64, now: ContinuousClock.Instant, into actions: inout [HubAction]
+        of board: String, to peer: PeerID, requestID: UInt64, now: Moment, into actions: inout [HubAction]
     ) {
         guard let slot = channels.slot(of: board) else {
             let empty = BoardState()

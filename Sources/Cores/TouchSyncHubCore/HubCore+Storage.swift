@@ -6,7 +6,7 @@ import TouchSyncWire
 extension HubCore {
     /// A board's journal failed: its agents are not acknowledged until it is
     /// restored (retried every `journalRetryInterval`); they are told why.
-    mutating func journalFailed(board: String, reason: String, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func journalFailed(board: String, reason: String, now: Moment, into actions: inout [HubAction]) {
         guard journal != nil else { return }
         switch journal!.failed(board, reason: reason, now: now) {
         case .first:
@@ -24,7 +24,7 @@ extension HubCore {
 
     /// The agents in the ack queue whose board's journal failed are told so
     /// (at most once a second each) instead of acknowledged, and keep their frames.
-    mutating func warnStorageUnavailable(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func warnStorageUnavailable(now: Moment, into actions: inout [HubAction]) {
         guard let failed = journal?.failedBoards, !failed.isEmpty else { return }
         for session in sessions.withholdAcks(where: { failed[$0.board] != nil }) {
             if let warned = session.storageWarnedAt, now - warned < .seconds(1) { continue }
@@ -42,7 +42,7 @@ extension HubCore {
 
     /// Failed boards due a retry: their pending diffs published (journaled
     /// as progress), then a restart from the board as published.
-    mutating func retryFailedJournals(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func retryFailedJournals(now: Moment, into actions: inout [HubAction]) {
         guard journal != nil else { return }
         for board in journal!.retriesDue(now: now) {
             guard let slot = channels.slot(of: board) else { continue }
@@ -77,7 +77,7 @@ extension HubCore {
 
     /// The store gave this hub the board: it is served from here on, and the
     /// hellos that waited for it are handled now.
-    mutating func adopt(_ board: RecoveredBoard, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func adopt(_ board: RecoveredBoard, now: Moment, into actions: inout [HubAction]) {
         routing.movedBoards[board.name] = nil
         if channels.slot(of: board.name) == nil {
             install(board, emptySince: board.state.sequence == 0 ? now : nil)
@@ -86,13 +86,13 @@ extension HubCore {
             observer?.observe(.boardAdopted(board: board.name, sequence: board.state.sequence))
         }
         answerWaitingSnapshots(of: board.name, now: now, into: &actions)
-        for parked in storeWaits.takeHellos(for: board.name) { handle(.agentMessage(from: parked.peer, .hello(parked.hello), bytes: parked.bytes), now: now, into: &actions) }
+        for parked in storeWaits.takeHellos(for: board.name) { handle(.agentMessage(from: parked.peer, .hello(parked.hello), bytes: parked.bytes), at: now, into: &actions) }
     }
 
     /// Snapshot requests that waited for the board's look-up: the board as
     /// held now, or the empty board when the store has none (and no hello
     /// made it since).
-    mutating func answerWaitingSnapshots(of board: String, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func answerWaitingSnapshots(of board: String, now: Moment, into actions: inout [HubAction]) {
         for parked in storeWaits.takeSnapshots(for: board) { sendSnapshot(of: board, to: parked.peer, requestID: parked.requestID, now: now, into: &actions) }
     }
 
@@ -100,7 +100,7 @@ extension HubCore {
     /// in a slot of its own, with its agents' progress, its owners' stored
     /// samples and its users with touches down; returns the slot.
     @discardableResult
-    mutating func install(_ board: RecoveredBoard, emptySince: ContinuousClock.Instant? = nil) -> Int {
+    mutating func install(_ board: RecoveredBoard, emptySince: Moment? = nil) -> Int {
         var state = board.state
         state.limits = configuration.boardLimits  // this run's limits, not the defaults the reader used
         var channel = BoardChannel(name: board.name, recovered: state)

@@ -6,7 +6,7 @@ import TouchSyncWire
 extension HubCore {
     // MARK: Timers
 
-    mutating func runTimers(now: ContinuousClock.Instant, into actions: inout [HubAction]) {
+    mutating func runTimers(now: Moment, into actions: inout [HubAction]) {
         // Behind, silence proves nothing: the agent's messages may be queued
         // for us. Liveness (and the wait for users after a restart) resumes
         // once the queue is drained.
@@ -97,7 +97,7 @@ extension HubCore {
     /// Moves sessions on as their silence grows: silent after the liveness
     /// time-out (touches kept, listed in heartbeats), abandoned after the
     /// abandon time-out (touches cancelled); finds the next such moment.
-    mutating func checkLiveness(now: ContinuousClock.Instant) {
+    mutating func checkLiveness(now: Moment) {
         for transition in sessions.checkLiveness(now: now, liveness: configuration.livenessTimeout, abandon: configuration.abandonTimeout) {
             switch transition {
             case .silent(let principal, let slot):
@@ -133,7 +133,7 @@ extension HubCore {
     /// Boards a hello created but nobody drew on (nothing published, nothing
     /// journaled), with no agent and no subscriber for the time-out, are
     /// forgotten: their slot is free again (hellos alone filled the table).
-    mutating func forgetIdleEmptyBoards(now: ContinuousClock.Instant) {
+    mutating func forgetIdleEmptyBoards(now: Moment) {
         guard channels.mayForgetEmptyBoards else { return }
         let inUse = Set(sessions.all.map(\.boardSlot))
         let subscribed = subscriptions
@@ -149,7 +149,7 @@ extension HubCore {
     }
 
     /// Forgets sessions silent past the retention (their duplicate detection with them).
-    mutating func forgetOldSessions(now: ContinuousClock.Instant) {
+    mutating func forgetOldSessions(now: Moment) {
         let forgotten = sessions.forgetOld(now: now, retention: configuration.sessionRetention)
         guard !forgotten.isEmpty else { return }
         for session in forgotten { channels[session.boardSlot].silentUsers.remove(session.principal) }

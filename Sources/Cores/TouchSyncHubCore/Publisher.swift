@@ -9,15 +9,15 @@ struct Publisher {
     private let subscribeHeartbeatInterval: Duration
     /// Slots with diffs to publish, each once.
     private(set) var dirtyBoards: [Int] = []
-    private var nextPublish: ContinuousClock.Instant
-    private var nextHeartbeat: ContinuousClock.Instant
+    private var nextPublish: Moment
+    private var nextHeartbeat: Moment
     /// When each board last sent a heartbeat for a new subscriber, and the
     /// boards that owe one (subscribers arrived within the interval).
-    private var subscribeHeartbeats: [Int: ContinuousClock.Instant] = [:]
+    private var subscribeHeartbeats: [Int: Moment] = [:]
     private var owedHeartbeats: Set<Int> = []
-    private let origin: ContinuousClock.Instant
+    private let origin: Moment
 
-    init(publishInterval: Duration, heartbeatInterval: Duration, subscribeHeartbeatInterval: Duration, now: ContinuousClock.Instant) {
+    init(publishInterval: Duration, heartbeatInterval: Duration, subscribeHeartbeatInterval: Duration, now: Moment) {
         self.publishInterval = publishInterval
         self.heartbeatInterval = heartbeatInterval
         self.subscribeHeartbeatInterval = subscribeHeartbeatInterval
@@ -39,7 +39,7 @@ struct Publisher {
     /// The dirty boards when publishing is due (`force`: now, whatever the
     /// interval): swapped into `due` (both keep their capacity), then none
     /// is dirty. False: nothing to publish now.
-    mutating func takeDue(force: Bool, now: ContinuousClock.Instant, into due: inout [Int]) -> Bool {
+    mutating func takeDue(force: Bool, now: Moment, into due: inout [Int]) -> Bool {
         guard !dirtyBoards.isEmpty, force || now >= nextPublish else { return false }
         due.removeAll(keepingCapacity: true)
         swap(&due, &dirtyBoards)
@@ -49,7 +49,7 @@ struct Publisher {
 
     /// A subscriber arrived for the slot's board: true when the board sends
     /// a heartbeat now; otherwise it owes one (`owedHeartbeatsDue`).
-    mutating func subscriberArrived(at slot: Int, now: ContinuousClock.Instant) -> Bool {
+    mutating func subscriberArrived(at slot: Int, now: Moment) -> Bool {
         if let last = subscribeHeartbeats[slot], now - last < subscribeHeartbeatInterval {
             owedHeartbeats.insert(slot)
             return false
@@ -59,7 +59,7 @@ struct Publisher {
     }
 
     /// Boards whose owed heartbeat is due now (each then counts as sent).
-    mutating func owedHeartbeatsDue(now: ContinuousClock.Instant) -> [Int] {
+    mutating func owedHeartbeatsDue(now: Moment) -> [Int] {
         guard !owedHeartbeats.isEmpty else { return [] }
         var due: [Int] = []
         for slot in owedHeartbeats where now - (subscribeHeartbeats[slot] ?? origin) >= subscribeHeartbeatInterval {
@@ -71,14 +71,14 @@ struct Publisher {
     }
 
     /// Whether every board's periodic heartbeat is due now (then the next is an interval later).
-    mutating func periodicHeartbeatDue(now: ContinuousClock.Instant) -> Bool {
+    mutating func periodicHeartbeatDue(now: Moment) -> Bool {
         guard now >= nextHeartbeat else { return false }
         nextHeartbeat = now + heartbeatInterval
         return true
     }
 
     /// The earliest moment something here is due.
-    var nextDeadline: ContinuousClock.Instant {
+    var nextDeadline: Moment {
         var deadline = nextHeartbeat
         if !dirtyBoards.isEmpty { deadline = min(deadline, nextPublish) }
         for slot in owedHeartbeats { deadline = min(deadline, (subscribeHeartbeats[slot] ?? origin) + subscribeHeartbeatInterval) }

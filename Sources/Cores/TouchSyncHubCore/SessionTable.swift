@@ -18,7 +18,7 @@ struct SessionTable {
     private let strangerRate: Int
     /// When a session may next fall silent or be abandoned (may be early: a
     /// session heard since; the check then looks again at the next real deadline).
-    private(set) var livenessDue: ContinuousClock.Instant? = nil
+    private(set) var livenessDue: Moment? = nil
 
     init(strangerRate: Int) { self.strangerRate = strangerRate }
 
@@ -55,7 +55,7 @@ struct SessionTable {
     mutating func connectionClosed(_ connection: PeerID) { delegations[connection] = nil }
 
     /// A peer without a session takes a token from its own bucket: false past the rate.
-    mutating func admitStranger(_ peer: PeerID, now: ContinuousClock.Instant) -> Bool {
+    mutating func admitStranger(_ peer: PeerID, now: Moment) -> Bool {
         if strangers[peer] == nil { strangers[peer] = TokenBucket(rate: strangerRate, now: now) }
         return strangers[peer]!.take(now: now)
     }
@@ -77,7 +77,7 @@ struct SessionTable {
     /// agent asks to resume no further than what was applied.
     mutating func resume(
         _ principal: UserNamespace, sessionID: [UInt8], board: String, resumeAfter: UInt64, on peer: PeerID, role: Role,
-        delegation: Delegation?, now: ContinuousClock.Instant
+        delegation: Delegation?, now: Moment
     ) -> Resumption {
         guard let existing = sessions[principal], existing.sessionID == sessionID, existing.board == board else { return .notKnown }
         guard resumeAfter <= existing.numbering.appliedThrough else {
@@ -104,13 +104,13 @@ struct SessionTable {
     }
 
     /// A new session (the core ended any previous one of the user first).
-    mutating func open(_ session: AgentSession, liveness: Duration, now: ContinuousClock.Instant) {
+    mutating func open(_ session: AgentSession, liveness: Duration, now: Moment) {
         sessions[session.principal] = session
         expectHeard(by: now + liveness)
     }
 
     /// A session was heard from (a hello): it may fall silent from `deadline` on.
-    mutating func expectHeard(by deadline: ContinuousClock.Instant) { livenessDue = min(livenessDue ?? deadline, deadline) }
+    mutating func expectHeard(by deadline: Moment) { livenessDue = min(livenessDue ?? deadline, deadline) }
 
     /// Ends a session (its ack request, if queued, is skipped when acknowledging).
     mutating func remove(_ principal: UserNamespace) -> AgentSession? { sessions.removeValue(forKey: principal) }
@@ -124,7 +124,7 @@ struct SessionTable {
     }
 
     /// Forgets sessions not heard for `retention` (their duplicate detection with them).
-    mutating func forgetOld(now: ContinuousClock.Instant, retention: Duration) -> [AgentSession] {
+    mutating func forgetOld(now: Moment, retention: Duration) -> [AgentSession] {
         let forgotten = sessions.values.filter { now - $0.presence.lastHeard > retention }
         for session in forgotten { sessions[session.principal] = nil }
         return forgotten
@@ -140,10 +140,10 @@ struct SessionTable {
     }
 
     /// Moves sessions on as their silence grows, and finds the next such moment.
-    mutating func checkLiveness(now: ContinuousClock.Instant, liveness: Duration, abandon: Duration) -> [LivenessChange] {
+    mutating func checkLiveness(now: Moment, liveness: Duration, abandon: Duration) -> [LivenessChange] {
         guard let due = livenessDue, now >= due else { return [] }
         var changes: [LivenessChange] = []
-        var next: ContinuousClock.Instant? = nil
+        var next: Moment? = nil
         for principal in sessions.keys {
             guard let deadline = sessions[principal]!.nextDeadline(liveness: liveness, abandon: abandon) else { continue }
             guard now >= deadline else {

@@ -10,7 +10,7 @@ struct UserQuotas {
     /// Samples in each user's accepted strokes over all boards (users with none are absent).
     private var stored: [UserNamespace: Int] = [:]
     /// Boards each user created here (at most one entry per board created).
-    private var created: [UserNamespace: (total: Int, minuteStart: ContinuousClock.Instant, inMinute: Int)] = [:]
+    private var created: [UserNamespace: (total: Int, minuteStart: Moment, inMinute: Int)] = [:]
 
     init(maxSamplesPerUser: Int, maxBoardsPerUser: Int, maxBoardsPerUserPerMinute: Int) {
         self.maxSamplesPerUser = maxSamplesPerUser
@@ -32,7 +32,7 @@ struct UserQuotas {
     }
 
     /// `user` creates a board now: counted, or the refusal past a quota.
-    mutating func createBoard(by user: UserNamespace, now: ContinuousClock.Instant) -> HubRefusal? {
+    mutating func createBoard(by user: UserNamespace, now: Moment) -> HubRefusal? {
         var entry = created[user] ?? (total: 0, minuteStart: now, inMinute: 0)
         if now - entry.minuteStart >= .seconds(60) { entry = (entry.total, now, 0) }
         guard entry.total < maxBoardsPerUser else {
@@ -51,12 +51,12 @@ struct UserQuotas {
 /// watcher once took a hub's memory to 1.86 GB.
 struct SnapshotAllowance {
     let perSecond: Int
-    private var window: (start: ContinuousClock.Instant, counts: [[UInt8]: Int])? = nil
+    private var window: (start: Moment, counts: [[UInt8]: Int])? = nil
 
     init(perSecond: Int) { self.perSecond = perSecond }
 
     /// Counts one request of `requester`; false past the allowance.
-    mutating func admit(_ requester: [UInt8], now: ContinuousClock.Instant) -> Bool {
+    mutating func admit(_ requester: [UInt8], now: Moment) -> Bool {
         if let current = window, now - current.start < .seconds(1) {
             let count = (current.counts[requester] ?? 0) + 1
             window!.counts[requester] = count
