@@ -27,5 +27,12 @@ struct DigestSpecificationTests {
         for diff in diffs { try board.apply(diff) }
         #expect(board.digest.rawValue == 0x7d7f_dad2_4993_5e89)
         #expect(board.digest.description == "7d7fdad249935e89")
+        // Without predictions (the stream that leaves them out): computed from the text independently too.
+        #expect(board.digest(includingPredictions: false).description == "f5dc75f27423753b")
+        var unpredicted = BoardState()
+        for diff in diffs { if case .predicted = diff { continue } else { try unpredicted.apply(diff) } }
+        #expect(unpredicted.digest == board.digest(includingPredictions: false))
+        // Both in one pass give the same two values.
+        #expect(board.digests == (board.digest, board.digest(includingPredictions: false)))
     }
 }

@@ -31,10 +31,33 @@ extension BoardState {
         for stroke in acceptedStrokes { hasher.combine(stroke, predictions: false) }  // accepted strokes have none
         return BoardDigest(rawValue: hasher.finalize())
     }
+
+    /// Both digests, with and without predictions, in one pass over the
+    /// accepted strokes (which dominate a board): what a hub publishing the
+    /// stream without predictions needs once a heartbeat.
+    public var digests: (digest: BoardDigest, withoutPredictions: BoardDigest) {
+        var full = DigestHasher(), lean = DigestHasher()
+        let active = orderedActiveStrokes
+        full.combine(UInt64(active.count))
+        lean.combine(UInt64(active.count))
+        for stroke in active {
+            full.combine(stroke, predictions: true)
+            lean.combine(stroke, predictions: false)
+        }
+        var both = DigestHasherPair(first: full, second: lean)
+        both.combine(UInt64(acceptedStrokes.count))
+        for stroke in acceptedStrokes { both.combine(stroke, predictions: false) }
+        return (BoardDigest(rawValue: both.first.finalize()), BoardDigest(rawValue: both.second.finalize()))
+    }
+}
+
+/// What the digest's words go into: one hasher, or two fed the same words.
+protocol DigestSink {
+    mutating func combine(_ word: UInt64)
 }
 
 /// A word-at-a-time mixer after xxHash64's round and avalanche.
-struct DigestHasher {
+struct DigestHasher: DigestSink {
     private var state: UInt64 = 0x2754_6F75_6368_5379  // "'TouchSy"
     private static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
     private static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
@@ -45,6 +68,30 @@ struct DigestHasher {
         state = lane &* Self.prime1
     }
 
+    func finalize() -> UInt64 {
+        var hash = state
+        hash ^= hash >> 33
+        hash = hash &* Self.prime2
+        hash ^= hash >> 29
+        hash = hash &* Self.prime1
+        hash ^= hash >> 32
+        return hash
+    }
+}
+
+/// Two hashers fed the same words: the board's two digests in one pass over
+/// its accepted strokes (each sample decoded once; the two chains are
+/// independent, so the processor runs them side by side).
+struct DigestHasherPair: DigestSink {
+    var first = DigestHasher(), second = DigestHasher()
+
+    mutating func combine(_ word: UInt64) {
+        first.combine(word)
+        second.combine(word)
+    }
+}
+
+extension DigestSink {
     mutating func combine(_ text: String) {
         var count: UInt64 = 0
         var word: UInt64 = 0
@@ -80,15 +127,5 @@ struct DigestHasher {
         let predicted = predictions ? stroke.predicted : []
         combine(UInt64(predicted.count))
         for sample in predicted { combine(sample) }
-    }
-
-    func finalize() -> UInt64 {
-        var hash = state
-        hash ^= hash >> 33
-        hash = hash &* Self.prime2
-        hash ^= hash >> 29
-        hash = hash &* Self.prime1
-        hash ^= hash >> 32
-        return hash
     }
 }

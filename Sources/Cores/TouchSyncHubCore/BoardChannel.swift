@@ -154,16 +154,21 @@ package struct BoardChannel: Sendable {
         return digest
     }
 
-    /// The digest of the board without its predicted tails (cached per sequence, as `digest()`).
+    /// The digest of the board without its predicted tails (cached per
+    /// sequence, as `digest()`; both digests are computed in one pass).
     package mutating func digestWithoutPredictions() -> BoardDigest {
         if let cached = digestWithoutPredictionsCache, cached.sequence == state.sequence, !hasPending { return cached.digest }
-        let digest = state.digest(includingPredictions: false)
-        if !hasPending { digestWithoutPredictionsCache = (state.sequence, digest) }
-        return digest
+        let (digest, withoutPredictions) = state.digests
+        if !hasPending {
+            digestCache = (state.sequence, digest)
+            digestWithoutPredictionsCache = (state.sequence, withoutPredictions)
+        }
+        return withoutPredictions
     }
 
     /// The heartbeat; with `withoutPredictions`, as the stream without predictions has it.
     package mutating func heartbeat(hubTime: Int64, withoutPredictions: Bool = false) -> Touchsync_V1_BoardHeartbeat {
+        if withoutPredictions { _ = digestWithoutPredictions() }  // both digests in one pass, then `digest()` is cached
         var heartbeat = Touchsync_V1_BoardHeartbeat()
         heartbeat.board = name
         heartbeat.sequence = state.sequence

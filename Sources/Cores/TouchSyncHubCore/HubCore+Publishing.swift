@@ -89,7 +89,11 @@ extension HubCore {
     /// that stream's replicas hold.
     mutating func publishHeartbeat(slot: Int, now: Moment, into actions: inout [HubAction]) {
         var message = Touchsync_V1_PublishMessage()
-        message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now))
+        let withoutPredictions = channels[slot].publishes(.v2WithoutPredictions)
+        message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now), withoutPredictions: withoutPredictions)
+        // v1 and v2 heartbeats do not carry the second digest; the stream without predictions does.
+        let digestWithoutPredictions = message.heartbeat.digestWithoutPredictions
+        message.heartbeat.digestWithoutPredictions = 0
         let publication = Publication(
             board: channels[slot].name,
             kind: .heartbeat(sequence: message.heartbeat.sequence, digest: BoardDigest(rawValue: message.heartbeat.digest)),
@@ -100,8 +104,8 @@ extension HubCore {
             v2.topic = channels[slot].topic(.v2)
             actions.append(.publish(v2))
         }
-        if channels[slot].publishes(.v2WithoutPredictions) {
-            message.heartbeat.digestWithoutPredictions = channels[slot].digestWithoutPredictions().rawValue
+        if withoutPredictions {
+            message.heartbeat.digestWithoutPredictions = digestWithoutPredictions
             var lean = publication
             lean.topic = channels[slot].topic(.v2WithoutPredictions)
             lean.bytes = WireCodec.encode(message)

@@ -83,7 +83,7 @@ public struct CodecBenchmark: Sendable {
         var limits = BoardLimits()
         limits.maxSamplesPerStroke = .max
         let clock = ContinuousClock()
-        func best(_ stage: String, _ body: () throws -> Void) rethrows -> BenchFigure {
+        func best(_ stage: String, samples: Int = samples, _ body: () throws -> Void) rethrows -> BenchFigure {
             var fastest = Double.infinity
             for _ in 0..<repetitions {
                 let start = clock.now
@@ -255,6 +255,17 @@ public struct CodecBenchmark: Sendable {
         figures.append(try best("hub pipeline: reduce, coalesce per tick, encode") {
             tickBatches = try tickStream(eventsPerTick: eventsPerTick)
         })
+        // A heartbeat's digest walks the whole board; with a subscriber of the
+        // stream without predictions the hub needs both digests.
+        // Its figures count the board's stored samples (the session's clears removed most of its samples).
+        var digest = BoardDigest(rawValue: 0)
+        var digests = (digest: BoardDigest(rawValue: 0), withoutPredictions: BoardDigest(rawValue: 0))
+        figures.append(best("board digest (a heartbeat; per stored sample)", samples: hub.storedSampleCount) { digest = hub.digest })
+        figures.append(
+            best("board digests with and without predictions, one pass", samples: hub.storedSampleCount) { digests = hub.digests })
+        guard digest == hub.digest, digests.digest == digest, digests.withoutPredictions == hub.digest(includingPredictions: false) else {
+            throw CodecBenchmark.Mismatch("the one-pass digests differ from the digest")
+        }
         let tickBytes = tickBatches.reduce(0) { $0 + $1.count }
         var tickReplica = BoardState(limits: limits)
         for bytes in tickBatches {
