@@ -166,16 +166,13 @@ package struct BoardChannel: Sendable {
         return withoutPredictions
     }
 
-    /// The heartbeat; with `withoutPredictions`, as the stream without predictions has it.
-    package mutating func heartbeat(hubTime: Int64, withoutPredictions: Bool = false) -> Touchsync_V1_BoardHeartbeat {
-        if withoutPredictions { _ = digestWithoutPredictions() }  // both digests in one pass, then `digest()` is cached
+    package mutating func heartbeat(hubTime: Int64) -> Touchsync_V1_BoardHeartbeat {
         var heartbeat = Touchsync_V1_BoardHeartbeat()
         heartbeat.board = name
         heartbeat.sequence = state.sequence
         heartbeat.hubTime = hubTime
         heartbeat.digest = digest().rawValue
         heartbeat.silentUsers = silentUsers.map(\.rawValue).sorted()
-        if withoutPredictions { heartbeat.digestWithoutPredictions = digestWithoutPredictions().rawValue }
         return heartbeat
     }
 

@@ -88,12 +88,10 @@ extension HubCore {
     /// always); on the stream without predictions it also carries the digest
     /// that stream's replicas hold.
     mutating func publishHeartbeat(slot: Int, now: Moment, into actions: inout [HubAction]) {
+        // With the stream without predictions, both digests first, in one pass (the heartbeat's `digest()` is then cached).
+        let digestWithoutPredictions = channels[slot].publishes(.v2WithoutPredictions) ? channels[slot].digestWithoutPredictions() : nil
         var message = Touchsync_V1_PublishMessage()
-        let withoutPredictions = channels[slot].publishes(.v2WithoutPredictions)
-        message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now), withoutPredictions: withoutPredictions)
-        // v1 and v2 heartbeats do not carry the second digest; the stream without predictions does.
-        let digestWithoutPredictions = message.heartbeat.digestWithoutPredictions
-        message.heartbeat.digestWithoutPredictions = 0
+        message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now))
         let publication = Publication(
             board: channels[slot].name,
             kind: .heartbeat(sequence: message.heartbeat.sequence, digest: BoardDigest(rawValue: message.heartbeat.digest)),
@@ -104,8 +102,8 @@ extension HubCore {
             v2.topic = channels[slot].topic(.v2)
             actions.append(.publish(v2))
         }
-        if withoutPredictions {
-            message.heartbeat.digestWithoutPredictions = digestWithoutPredictions
+        if let digestWithoutPredictions {
+            message.heartbeat.digestWithoutPredictions = digestWithoutPredictions.rawValue
             var lean = publication
             lean.topic = channels[slot].topic(.v2WithoutPredictions)
             lean.bytes = WireCodec.encode(message)
