@@ -48,6 +48,19 @@ struct HubCoreTests {
     /// With an ack interval, an agent gets at most one ack per interval,
     /// covering everything applied so far; the core asks to be woken when
     /// the next is due, and stopping sends what is owed at once.
+    /// Acks are written by hand (one a frame): byte for byte what SwiftProtobuf writes, at every varint length.
+    @Test func repliesAreEncodedAsSwiftProtobufEncodesThem() throws {
+        var values: [UInt64] = [0, 1, 127, 128, 300, 16_383, 16_384, UInt64(UInt32.max), UInt64.max - 1, UInt64.max]
+        for bits in 0..<64 { values.append(1 << UInt64(bits)) }
+        for through in values {
+            let reply = HubReply.ack(through: through)
+            #expect(reply.encoded == WireCodec.encode(reply.proto), "ack through \(through)")
+            #expect(try WireCodec.decode(Touchsync_V1_HubReply.self, from: reply.encoded).ack.through == through)
+        }
+        let refusal = HubReply.error(HubRefusal(.busy, "behind", sequence: 9))
+        #expect(refusal.encoded == WireCodec.encode(refusal.proto))
+    }
+
     @Test func acksPerIntervalCoverEverythingAppliedSoFar() throws {
         let hub = CoreHarness { $0.ackInterval = .milliseconds(5) }
         let ann = peer("ann")

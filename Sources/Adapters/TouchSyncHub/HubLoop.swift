@@ -293,7 +293,7 @@ final class HubLoop {
 
     private func send(_ reply: HubReply, to peer: PeerID) {
         do {
-            try ingest.send(multipart: [peer.bytes, WireCodec.encode(reply.proto)], dontWait: true)
+            try ingest.send(multipart: [peer.bytes, reply.encoded], dontWait: true)
         } catch {
             // EHOSTUNREACH: the agent left; it will hear the news when it reconnects.
             logger.debug("reply not delivered", metadata: ["error": "\(error)"])

@@ -5,6 +5,24 @@ import TouchSyncWire
 // The core's replies as the wire carries them (the hub's transport, and tests that play an agent).
 
 extension HubReply {
+    /// The encoded `HubReply`. An ack (the hub sends about one a frame) is
+    /// written directly, byte for byte as SwiftProtobuf writes it (tested);
+    /// the rest through SwiftProtobuf.
+    public var encoded: [UInt8] {
+        guard case .ack(let through) = self else { return WireCodec.encode(proto) }
+        var ack: [UInt8] = []  // Ack{through}: field 1, a varint; nothing when 0 (proto3 default)
+        if through != 0 {
+            ack.append(0x08)
+            var value = through
+            while value >= 0x80 {
+                ack.append(UInt8(truncatingIfNeeded: value) | 0x80)
+                value >>= 7
+            }
+            ack.append(UInt8(value))
+        }
+        return [0x12, UInt8(ack.count)] + ack  // HubReply.ack: field 2, length-delimited (at most 11 bytes)
+    }
+
     public var proto: Touchsync_V1_HubReply {
         var reply = Touchsync_V1_HubReply()
         switch self {
