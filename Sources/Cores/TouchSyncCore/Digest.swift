@@ -24,11 +24,8 @@ extension BoardState {
     /// predictions holds (docs/protocol.md, "Streams without predictions").
     public func digest(includingPredictions: Bool) -> BoardDigest {
         var hasher = DigestHasher()
-        let active = orderedActiveStrokes
-        hasher.combine(UInt64(active.count))
-        for stroke in active { hasher.combine(stroke, predictions: includingPredictions) }
-        hasher.combine(UInt64(acceptedStrokes.count))
-        for stroke in acceptedStrokes { hasher.combine(stroke, predictions: false) }  // accepted strokes have none
+        hashStrokes(orderedActiveStrokes, into: &hasher, predictions: includingPredictions)
+        hashStrokes(acceptedStrokes, into: &hasher, predictions: false)  // accepted strokes have none
         return BoardDigest(rawValue: hasher.finalize())
     }
 
@@ -36,18 +33,18 @@ extension BoardState {
     /// accepted strokes (which dominate a board): what a hub publishing the
     /// stream without predictions needs once a heartbeat.
     public var digests: (digest: BoardDigest, withoutPredictions: BoardDigest) {
-        var full = DigestHasher(), lean = DigestHasher()
+        var both = DigestHasherPair()
         let active = orderedActiveStrokes
-        full.combine(UInt64(active.count))
-        lean.combine(UInt64(active.count))
-        for stroke in active {
-            full.combine(stroke, predictions: true)
-            lean.combine(stroke, predictions: false)
-        }
-        var both = DigestHasherPair(first: full, second: lean)
-        both.combine(UInt64(acceptedStrokes.count))
-        for stroke in acceptedStrokes { both.combine(stroke, predictions: false) }
+        hashStrokes(active, into: &both.first, predictions: true)
+        hashStrokes(active, into: &both.second, predictions: false)
+        hashStrokes(acceptedStrokes, into: &both, predictions: false)
         return (BoardDigest(rawValue: both.first.finalize()), BoardDigest(rawValue: both.second.finalize()))
+    }
+
+    /// A list of strokes as the digest takes it: their count, then each.
+    private func hashStrokes(_ strokes: [Stroke], into sink: inout some DigestSink, predictions: Bool) {
+        sink.combine(UInt64(strokes.count))
+        for stroke in strokes { sink.combine(stroke, predictions: predictions) }
     }
 }
 

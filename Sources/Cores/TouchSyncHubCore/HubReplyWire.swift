@@ -10,17 +10,7 @@ extension HubReply {
     /// the rest through SwiftProtobuf.
     public var encoded: [UInt8] {
         guard case .ack(let through) = self else { return WireCodec.encode(proto) }
-        var ack: [UInt8] = []  // Ack{through}: field 1, a varint; nothing when 0 (proto3 default)
-        if through != 0 {
-            ack.append(0x08)
-            var value = through
-            while value >= 0x80 {
-                ack.append(UInt8(truncatingIfNeeded: value) | 0x80)
-                value >>= 7
-            }
-            ack.append(UInt8(value))
-        }
-        return [0x12, UInt8(ack.count)] + ack  // HubReply.ack: field 2, length-delimited (at most 11 bytes)
+        return WireCodec.ackReply(through: through)
     }
 
     public var proto: Touchsync_V1_HubReply {

@@ -14,7 +14,7 @@ package struct Moment: Comparable, Hashable, Sendable, CustomStringConvertible {
     /// The process's epoch: every conversion is relative to it.
     private static let epoch = ContinuousClock.now
 
-    package init(_ instant: ContinuousClock.Instant) { nanoseconds = saturatingNanoseconds(instant - Self.epoch) }
+    package init(_ instant: ContinuousClock.Instant) { nanoseconds = TouchSyncHubCore.nanoseconds(instant - Self.epoch) }
 
     package var instant: ContinuousClock.Instant { Self.epoch + .nanoseconds(nanoseconds) }
 
@@ -23,7 +23,7 @@ package struct Moment: Comparable, Hashable, Sendable, CustomStringConvertible {
     package static func - (a: Moment, b: Moment) -> Duration { .nanoseconds(a.nanoseconds &- b.nanoseconds) }
 
     package static func + (a: Moment, duration: Duration) -> Moment {
-        let (sum, overflow) = a.nanoseconds.addingReportingOverflow(saturatingNanoseconds(duration))
+        let (sum, overflow) = a.nanoseconds.addingReportingOverflow(TouchSyncHubCore.nanoseconds(duration))
         return Moment(nanoseconds: overflow ? (sum < 0 ? .max : .min) : sum)
     }
 
@@ -37,12 +37,24 @@ package struct Moment: Comparable, Hashable, Sendable, CustomStringConvertible {
     package var description: String { "\(nanoseconds) ns" }
 }
 
+// Duration conversions shared by the core and its adapters.
+
 /// A duration in whole nanoseconds, clamped to Int64 (a configured time-out
 /// of centuries must not trap).
-package func saturatingNanoseconds(_ duration: Duration) -> Int64 {
+package func nanoseconds(_ duration: Duration) -> Int64 {
     let (seconds, attoseconds) = duration.components
     let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
     if overflow { return seconds < 0 ? .min : .max }
     let (sum, overflowed) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
     return overflowed ? (scaled < 0 ? .min : .max) : sum
+}
+
+package func microseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+}
+
+package func milliseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1000 + attoseconds / 1_000_000_000_000_000
 }

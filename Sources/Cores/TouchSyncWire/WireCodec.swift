@@ -44,6 +44,14 @@ public enum WireCodec {
         return out
     }
 
+    /// `HubReply{ack: Ack{through}}`, written directly (a hub sends about one
+    /// a frame), byte for byte as SwiftProtobuf writes it.
+    public static func ackReply(through: UInt64) -> [UInt8] {
+        var out = ProtoWriter(capacity: 13)
+        out.lengthDelimited(2) { $0.uint64Field(1, through) }  // HubReply.ack, Ack.through (nothing when 0)
+        return out.bytes
+    }
+
     static func appendVarint(_ value: UInt64, to out: inout [UInt8]) {
         var value = value
         while value >= 0x80 {
