@@ -287,6 +287,12 @@ let package = Package(
             path: "Tests/PropertyChecks",
             swiftSettings: swiftSettings
         ),
+        // Test support: free loopback ports from one registry for every test target.
+        .target(
+            name: "TestPorts",
+            path: "Tests/TestPorts",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TouchSyncCoreTests",
             dependencies: [
@@ -329,6 +335,7 @@ let package = Package(
                 "TouchSyncHub",
                 "TouchSyncHubCore",
                 "TouchSyncClient",
+                "TestPorts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -376,6 +383,7 @@ let package = Package(
                 "TouchSyncClient",
                 "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ", "TouchSyncBrowser", "TouchSyncWeb", "TouchSyncWebWire", "TouchSyncLoad", "TouchSyncSimulation",
                 "TouchSyncJournal",
+                "TestPorts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

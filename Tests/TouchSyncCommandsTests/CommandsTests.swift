@@ -2,6 +2,7 @@ import Foundation
 import TouchSyncAccess
 import Logging
 import Synchronization
+import TestPorts
 import Testing
 import TouchSyncCommands
 import TouchSyncCore
@@ -89,24 +90,8 @@ struct ProcessTests {
             .appendingPathComponent("touchsync")
     }
 
-    /// Free loopback ports for children to listen on: below the kernel's
-    /// ephemeral range (32768 up), so no outgoing connection of another test
-    /// can take one meanwhile, each checked by binding it, and never handed
-    /// out twice in this test process.
-    static func freePorts(_ count: Int) throws -> [Int] {
-        let context = try ZMQContext()
-        var ports: [Int] = []
-        while ports.count < count {
-            let port = Int.random(in: 20_000..<32_000)
-            guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
-            let socket = try ZMQSocket(context, type: .router)
-            defer { socket.close() }
-            if (try? socket.bind("tcp://127.0.0.1:\(port)")) != nil { ports.append(port) }
-        }
-        return ports
-    }
-
-    static let handedOut = Mutex<Set<Int>>([])
+    /// Free loopback ports for children to listen on (see `freeLoopbackPorts`).
+    static func freePorts(_ count: Int) throws -> [Int] { freeLoopbackPorts(count) }
 
     /// Starts the binary; a watchdog kills it after `limit` seconds, so a
     /// hung child fails the test instead of hanging it (reads of its output

@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import Logging
 import Synchronization
+import TestPorts
 import Testing
 import TouchSyncClient
 import TouchSyncCore
@@ -172,32 +173,8 @@ private func withLoopback<Result>(port: UInt16, _ body: (UnsafePointer<sockaddr>
     }
 }
 
-/// Loopback endpoints for a server a test restarts on the same ports: below
-/// the kernel's ephemeral range (32768 up), so neither another test's
-/// outgoing connection nor a client reconnecting to the stopped server (a
-/// TCP self-connect) can take the port meanwhile. Each is checked by binding
-/// it, and none is handed out twice in this test process.
-func restartableEndpoints(_ count: Int) -> [String] {
-    var endpoints: [String] = []
-    while endpoints.count < count {
-        let port = UInt16.random(in: 20_000..<32_000)
-        guard handedOutPorts.withLock({ $0.insert(port).inserted }), canBind(port: port) else { continue }
-        endpoints.append("tcp://127.0.0.1:\(port)")
-    }
-    return endpoints
-}
-
-/// Whether 127.0.0.1:`port` is free, checked with a plain socket (closed at
-/// once, so the port is free again when this returns; a ZeroMQ socket
-/// releases its port later, on its I/O thread).
-private func canBind(port: UInt16) -> Bool {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { return false }
-    defer { close(descriptor) }
-    return withLoopback(port: port) { bind(descriptor, $0, $1) == 0 }
-}
-
-private let handedOutPorts = Mutex<Set<UInt16>>([])
+/// Loopback endpoints for a server a test restarts on the same ports (see `freeLoopbackPorts`).
+func restartableEndpoints(_ count: Int) -> [String] { freeLoopbackPorts(count).map { "tcp://127.0.0.1:\($0)" } }
 
 /// Starts a server again on the ports of one just stopped in this process:
 /// libzmq closes a listening socket on its I/O thread after `zmq_close`
