@@ -1,3 +1,4 @@
+import PropertyChecks
 import Testing
 import TouchSyncCore
 
@@ -34,5 +35,33 @@ struct DigestSpecificationTests {
         #expect(unpredicted.digest == board.digest(includingPredictions: false))
         // Both in one pass give the same two values.
         #expect(board.digests == (board.digest, board.digest(includingPredictions: false)))
+    }
+
+    /// The digest walks a packed stroke straight from its columns (heartbeats
+    /// and late joins read whole boards that way): it must hash exactly the
+    /// words the samples give one by one, whatever the stroke holds (force,
+    /// angles, estimation indices, values that wrap, checkpoints).
+    @Test func aPackedStrokeHashesAsItsSamples() async throws {
+        await checkProperty(count: 200, input: Gen.uint64(in: 0...UInt64.max)) { seed in
+            let samples = StrokeSamplesTransferTests.samples(seed: seed)
+            func board(packed: Bool) throws -> BoardState {
+                var stored = StrokeSamples(samples)
+                if packed { stored.pack() }
+                let accepted = Stroke(
+                    id: StrokeID(1), owner: UserNamespace("alice"), touch: 1, style: .default, samples: stored, acceptedPosition: 1)
+                // An active stroke with the same samples, never packed, hashes them the plain way in the same digest.
+                let active = Stroke(
+                    id: StrokeID(2), owner: UserNamespace("bob"), touch: 2, style: .default, samples: StrokeSamples(samples),
+                    predicted: [samples[0]])
+                let snapshot = BoardSnapshot(
+                    sequence: 5, nextStrokeID: StrokeID(3), nextAcceptPosition: 2, activeStrokes: [active], acceptedStrokes: [accepted])
+                return try BoardState(snapshot: snapshot, packing: false)
+            }
+            let plain = try board(packed: false), packed = try board(packed: true)
+            #expect(packed.acceptedStrokes[0].samples.isPacked && !plain.acceptedStrokes[0].samples.isPacked)
+            #expect(packed.digest == plain.digest)
+            #expect(packed.digests == plain.digests)
+            #expect(packed.digest(includingPredictions: false) == plain.digest(includingPredictions: false))
+        }
     }
 }

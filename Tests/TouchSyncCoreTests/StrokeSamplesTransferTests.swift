@@ -82,6 +82,25 @@ struct StrokeSamplesTransferTests {
         #expect(refusal([1, 1, 0, 3, 2, 4, 0x86, 1]) == "packed samples: the residuals hold 2 whole varints, not 3")
         #expect(refusal([1, 1, 0, 4, 2, 4, 6, 0x86, 1]) == "packed samples: the residuals hold 3 whole varints, not 3", "cut off in a fourth")
         #expect(refusal([1, 1, 0, 3, 2, 4, 6, 16]) == "packed samples: sample 0: flags 16")
+        // Longer strokes are checked eight bytes at a time: a bad flags byte or a
+        // residual byte's continuation bit is found wherever it sits in a word.
+        var twenty = StrokeSamples((0..<20).map { Sample(x: Int32($0) * 300, y: 0, time: Int64($0) * 8_000, flags: .coalesced) })
+        twenty.pack()
+        var twentyBytes: [UInt8] = []
+        twenty.writeTransfer(into: &twentyBytes)
+        #expect(refusal(twentyBytes) == nil)
+        for bad in 0..<20 {
+            var damaged = twentyBytes
+            damaged[damaged.count - 20 + bad] = 0x31
+            #expect(refusal(damaged) == "packed samples: sample \(bad): flags 49")
+        }
+        let residualStart = 4, residualEnd = twentyBytes.count - 20
+        #expect(twentyBytes[residualStart - 1] == UInt8(residualEnd - residualStart))
+        for index in residualStart..<(residualEnd - 1) where twentyBytes[index] < 0x80 {
+            var damaged = twentyBytes
+            damaged[index] |= 0x80  // two varints become one
+            #expect(refusal(damaged) == "packed samples: the residuals hold 59 whole varints, not 60")
+        }
         // Random damage: refused or read, never a crash.
         var random = SplitMix64(seed: 5)
         var bigger = StrokeSamples(Self.samples(seed: 2))

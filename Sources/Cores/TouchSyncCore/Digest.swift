@@ -120,9 +120,75 @@ extension DigestSink {
         combine(UInt64(stroke.style.rgba) << 32 | UInt64(stroke.style.width))
         combine(stroke.acceptedPosition ?? 0)
         combine(UInt64(stroke.samples.count))
-        stroke.samples.forEach { combine($0) }
+        stroke.samples.hash(into: &self)
         let predicted = predictions ? stroke.predicted : []
         combine(UInt64(predicted.count))
         for sample in predicted { combine(sample) }
+    }
+}
+
+extension StrokeSamples {
+    /// Feeds every sample's four digest words to `sink`. A packed stroke is
+    /// read straight from its columns in one loop per 64-sample checkpoint,
+    /// with nothing but the digest's words built: heartbeats and every late
+    /// join's check walk whole boards this way.
+    func hash(into sink: inout some DigestSink) {
+        guard let packed else {
+            for sample in open { sink.combine(sample) }
+            return
+        }
+        packed.bytes.withUnsafeBufferPointer { bytes in
+            packed.attributes.withUnsafeBufferPointer { attributes in
+                Self.hash(packed, bytes: bytes.baseAddress!, attributes: attributes.baseAddress!, into: &sink)
+            }
+        }
+    }
+
+    private static func hash(
+        _ packed: Packed, bytes: UnsafePointer<UInt8>, attributes: UnsafePointer<UInt8>, into sink: inout some DigestSink
+    ) {
+        let count = packed.count, stride = packed.attributeStride
+        let estimations = packed.estimations
+        var nextEstimation = 0
+        var nextEstimationOffset = estimations.first?.offset ?? Int.max
+        var position = 0
+        var offset = 0
+        while offset < count {
+            // A checkpoint's first sample is whole; the next is predicted to
+            // stay where it is; the rest to repeat the step before them.
+            let chunkEnd = Swift.min(offset + checkpointInterval, count)
+            var x: Int32 = 0, y: Int32 = 0, time: Int64 = 0
+            var dx: Int32 = 0, dy: Int32 = 0, dt: Int64 = 0
+            while offset < chunkEnd {
+                let nextX = x &+ dx &+ Int32(truncatingIfNeeded: zigZagDecoded(checkedVarint(bytes, &position)))
+                let nextY = y &+ dy &+ Int32(truncatingIfNeeded: zigZagDecoded(checkedVarint(bytes, &position)))
+                let nextTime = time &+ dt &+ zigZagDecoded(checkedVarint(bytes, &position))
+                if offset & (checkpointInterval - 1) == 0 {
+                    (dx, dy, dt) = (0, 0, 0)
+                } else {
+                    (dx, dy, dt) = (nextX &- x, nextY &- y, nextTime &- time)
+                }
+                (x, y, time) = (nextX, nextY, nextTime)
+                let base = attributes + offset &* stride
+                var attributeWord = UInt64(base[0])
+                if stride >= 3 {
+                    attributeWord |= (UInt64(base[1]) | UInt64(base[2]) << 8) << 48
+                    if stride == 7 {
+                        attributeWord |= (UInt64(base[3]) | UInt64(base[4]) << 8) << 32 | (UInt64(base[5]) | UInt64(base[6]) << 8) << 16
+                    }
+                }
+                var estimationIndex: UInt32 = 0
+                if offset == nextEstimationOffset {
+                    estimationIndex = estimations[nextEstimation].index
+                    nextEstimation += 1
+                    nextEstimationOffset = nextEstimation < estimations.count ? estimations[nextEstimation].offset : Int.max
+                }
+                sink.combine(UInt64(UInt32(bitPattern: x)) << 32 | UInt64(UInt32(bitPattern: y)))
+                sink.combine(UInt64(bitPattern: time))
+                sink.combine(attributeWord)
+                sink.combine(UInt64(estimationIndex))
+                offset += 1
+            }
+        }
     }
 }

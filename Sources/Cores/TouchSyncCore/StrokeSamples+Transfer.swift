@@ -61,8 +61,8 @@ extension StrokeSamples {
         func fail(_ reason: String) -> TransferError { TransferError(reason: "packed samples: \(reason)") }
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw fail("no bytes") }
         var position = 0
-        func varint(limit: Int = bytes.count) throws(TransferError) -> UInt64 {
-            guard let value = readCheckedVarint(base, &position, end: limit) else { throw fail("a varint is cut off or too long") }
+        func varint() throws(TransferError) -> UInt64 {
+            guard let value = readCheckedVarint(base, &position, end: bytes.count) else { throw fail("a varint is cut off or too long") }
             return value
         }
         let count = try varint()
@@ -91,14 +91,8 @@ extension StrokeSamples {
         // The residuals must be exactly 3n varints (each ends at a byte below 0x80); counting the
         // ends finds the checkpoints without decoding a sample (the replica's digest check decodes
         // them all next). A reader of these bytes then never reads past them, whatever they hold.
-        var checkpoints: [Int] = []
-        checkpoints.reserveCapacity((n - 1) / StrokeSamples.checkpointInterval)
-        let varintsPerCheckpoint = 3 * StrokeSamples.checkpointInterval
-        var ends = 0
-        for index in residualStart..<residualEnd where base[index] < 0x80 {
-            ends += 1
-            if ends % varintsPerCheckpoint == 0 && ends < 3 * n { checkpoints.append(index + 1 - residualStart) }
-        }
+        let residuals = UnsafeBufferPointer(start: base + residualStart, count: Int(residualCount))
+        let (checkpoints, ends) = Self.checkpoints(ofResiduals: residuals, samples: n)
         guard ends == 3 * n, residualCount > 0, base[residualEnd - 1] < 0x80 else {
             throw fail("the residuals hold \(ends) whole varints, not \(3 * n)")
         }
@@ -107,8 +101,9 @@ extension StrokeSamples {
         var last: (Int32, Int32, Int64) = (0, 0, 0), beforeLast: (Int32, Int32, Int64) = (0, 0, 0)
         let firstDecoded = Swift.max(n - 2, 0) / StrokeSamples.checkpointInterval * StrokeSamples.checkpointInterval
         position = residualStart + (firstDecoded == 0 ? 0 : checkpoints[firstDecoded / StrokeSamples.checkpointInterval - 1])
-        for offset in firstDecoded..<n {
-            let rx = try varint(limit: residualEnd), ry = try varint(limit: residualEnd), rt = try varint(limit: residualEnd)
+        for offset in firstDecoded..<n {  // whole varints, checked above
+            let rx = Self.checkedVarint(base, &position), ry = Self.checkedVarint(base, &position)
+            let rt = Self.checkedVarint(base, &position)
             let (px, py, pt) = predictor.prediction(at: offset)
             predictor.advance(
                 to: px &+ Int32(truncatingIfNeeded: zigZagDecoded(rx)), py &+ Int32(truncatingIfNeeded: zigZagDecoded(ry)),
@@ -116,7 +111,7 @@ extension StrokeSamples {
             (beforeLast, last) = (last, (predictor.x, predictor.y, predictor.time))
         }
         let attributes = UnsafeBufferPointer(start: base + residualEnd, count: n * s)
-        for offset in 0..<n where attributes[offset * s] > SampleFlags.all.rawValue {
+        if let offset = Self.firstInvalidFlags(attributes, stride: s) {
             throw fail("sample \(offset): flags \(attributes[offset * s])")
         }
         func sample(_ offset: Int, _ values: (Int32, Int32, Int64)) -> Sample {
@@ -134,5 +129,89 @@ extension StrokeSamples {
             bytes: Array(UnsafeBufferPointer(start: base + residualStart, count: Int(residualCount))), attributes: Array(attributes),
             attributeStride: s, checkpoints: checkpoints, estimations: estimations, count: n, last: sample(n - 1, last),
             secondToLast: n >= 2 ? sample(n - 2, beforeLast) : nil)
+    }
+}
+
+extension StrokeSamples {
+    /// The byte offsets of samples 64, 128, ... in `residuals` (when they
+    /// are 3 x `samples` varints) and how many varints end in them, found
+    /// by counting the bytes below 0x80 eight at a time.
+    static func checkpoints(ofResiduals residuals: UnsafeBufferPointer<UInt8>, samples: Int) -> (checkpoints: [Int], ends: Int) {
+        guard let base = residuals.baseAddress else { return ([], 0) }
+        let varintsPerCheckpoint = 3 * checkpointInterval
+        let totalEnds = 3 * samples
+        var checkpoints: [Int] = []
+        checkpoints.reserveCapacity(Swift.max(samples - 1, 0) / checkpointInterval)
+        var ends = 0
+        var nextCheckpoint = varintsPerCheckpoint  // the count of ends after which a checkpoint starts
+        // The ends in one word, as the high bit of each byte that ends a varint (the bytes in
+        // memory order from the lowest bits); walked one by one only when a checkpoint falls in it.
+        func count(endBits: UInt64, at index: Int) {
+            let inWord = endBits.nonzeroBitCount
+            guard ends + inWord >= nextCheckpoint else {
+                ends += inWord
+                return
+            }
+            var bits = endBits
+            while bits != 0 {
+                ends += 1
+                if ends == nextCheckpoint {
+                    if ends < totalEnds { checkpoints.append(index + bits.trailingZeroBitCount / 8 + 1) }
+                    nextCheckpoint += varintsPerCheckpoint
+                }
+                bits &= bits - 1
+            }
+        }
+        var index = 0
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        while index + 8 <= residuals.count {
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+            count(endBits: ~word & highBits, at: index)
+            index += 8
+        }
+        while index < residuals.count {
+            count(endBits: base[index] < 0x80 ? 0x80 : 0, at: index)
+            index += 1
+        }
+        return (checkpoints, ends)
+    }
+
+    /// One varint of a packed stroke's residuals, which were checked to be
+    /// whole varints when they were packed or received (so no bound is
+    /// checked here); most take one byte.
+    @inline(__always)
+    static func checkedVarint(_ bytes: UnsafePointer<UInt8>, _ position: inout Int) -> UInt64 {
+        var byte = bytes[position]
+        position &+= 1
+        if byte < 0x80 { return UInt64(byte) }
+        var value = UInt64(byte & 0x7f)
+        var shift: UInt64 = 7
+        repeat {
+            byte = bytes[position]
+            position &+= 1
+            value |= UInt64(byte & 0x7f) << shift
+            shift &+= 7
+        } while byte >= 0x80
+        return value
+    }
+
+    /// The first sample whose flags byte is above `SampleFlags.all` (flags
+    /// only: eight samples a word).
+    static func firstInvalidFlags(_ attributes: UnsafeBufferPointer<UInt8>, stride: Int) -> Int? {
+        let samples = attributes.count / stride
+        var offset = 0
+        if stride == 1, let base = attributes.baseAddress {
+            // Flags are 0 to 15: a word of them has no bit in any byte's high half.
+            while offset + 8 <= samples,
+                UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self) & 0xF0F0_F0F0_F0F0_F0F0 == 0
+            {
+                offset += 8
+            }
+        }
+        while offset < samples {
+            if attributes[offset * stride] > SampleFlags.all.rawValue { return offset }
+            offset += 1
+        }
+        return nil
     }
 }

@@ -20,6 +20,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: ArgumentHelp("Run only the reduce stage (for perf or callgrind).", visibility: .hidden)) var reduceOnly = false
     @Flag(help: ArgumentHelp("After encoding, run only the replica's decode-and-apply stage (for perf).", visibility: .hidden))
     var applyOnly = false
+    @Flag(help: ArgumentHelp("After reducing, run only the board digests (for perf).", visibility: .hidden))
+    var digestOnly = false
     @Flag(help: "Instead: the hub against a bare libzmq forwarder over loopback TCP (throughput and latency, 1 and 10 subscribers).")
     var transport = false
     @Option(parsing: .unconditional, help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
@@ -141,11 +143,12 @@ struct BenchCommand: AsyncParsableCommand {
         benchmark.repetitions = repetitions
         benchmark.reduceOnly = reduceOnly
         benchmark.applyOnly = applyOnly
+        benchmark.digestOnly = digestOnly
         #if DEBUG
         print("warning: this is a debug build; run `make bench` (release) for real figures")
         #endif
         let report = try benchmark.run { print($0) }
-        if reduceOnly || applyOnly { return }
+        if reduceOnly || applyOnly || digestOnly { return }
         print("")
         // The label column is as wide as the longest stage name: no label is cut.
         let width = max(42, report.figures.map(\.stage.count).max() ?? 0)

@@ -29,6 +29,8 @@ public struct CodecBenchmark: Sendable {
     /// After encoding, run only the replica's decode-and-apply stage, ten
     /// times as often (for profilers).
     public var applyOnly = false
+    /// After reducing, run only the board digests (for profilers).
+    public var digestOnly = false
 
     public init() {}
 
@@ -110,7 +112,19 @@ public struct CodecBenchmark: Sendable {
             }
         })
 
-        if reduceOnly {
+        if digestOnly {
+            // The board just built, still in the caches (in the full run the digest
+            // reads a board other stages have pushed out of them: slower).
+            var digest = BoardDigest(rawValue: 0)
+            var digests = (digest: BoardDigest(rawValue: 0), withoutPredictions: BoardDigest(rawValue: 0))
+            for _ in 0..<10 {
+                figures.append(best("board digest (a heartbeat; per stored sample)", samples: hub.storedSampleCount) { digest = hub.digest })
+                figures.append(
+                    best("board digests with and without predictions, one pass", samples: hub.storedSampleCount) { digests = hub.digests })
+            }
+            guard digest == hub.digest, digests.digest == digest else { throw CodecBenchmark.Mismatch("the digests differ") }
+        }
+        if reduceOnly || digestOnly {
             return Report(
                 figures: figures, samples: samples, agentBytesPerSample: 0, publishBytesPerSample: 0,
                 tickBytesPerSample: 0, eventsPerTick: 0, bytesPerSampleByTick: [], snapshotBytesPerSample: 0,
