@@ -210,6 +210,37 @@ struct WireTests {
         }
     }
 
+    /// Batches of a busy board's tick touch many strokes (a decoder keeps
+    /// the first few in a list and indexes the rest): replicas fed them in v1
+    /// and v2, through the one-pass reader and through SwiftProtobuf, equal
+    /// the hub after every batch.
+    @Test func batchesTouchingManyStrokesDecode() async {
+        await checkProperty(count: 12, input: Gen.uint64(in: 0...UInt64.max)) { seed in
+            var profile = SimulationProfile()
+            profile.users = 8
+            profile.fingersPerUser = 5
+            profile.strokeLength = 2...12  // strokes end and begin within a batch
+            var simulator = SessionSimulator(seed: seed, profile: profile)
+            var hub = BoardState()
+            var v1 = DiffStreamEncoder(board: "board"), v2 = DiffStreamEncoder(board: "board", format: .v2)
+            var coalescer = DiffCoalescer()
+            var replicas = (v1: BoardState(), v2: BoardState(), proto: BoardState())
+            var mostStrokes = 0
+            for step in 1...600 {
+                coalescer.add(contentsOf: try reduceNext(&simulator, into: &hub))
+                guard step % 40 == 0, !coalescer.isEmpty else { continue }
+                let batch = hub.sealBatch(coalescer.take(), hubTime: Int64(step))
+                mostStrokes = max(mostStrokes, Set(batch.diffs.map(\.strokeIDForTest)).count)
+                let encodedV1 = v1.encodedBytes(batch), encodedV2 = v2.encodedBytes(batch)
+                try encodedV1.withUnsafeBytes { _ = try replicas.v1.apply(encodedBatch: $0) }
+                try encodedV2.withUnsafeBytes { _ = try replicas.v2.apply(encodedBatch: $0) }
+                try replicas.proto.apply(WireCodec.decode(Touchsync_V1_DiffBatch.self, from: encodedV1))
+                #expect(replicas.v1 == hub && replicas.v2 == hub && replicas.proto == hub)
+            }
+            #expect(mostStrokes > 16, "a batch touched at most \(mostStrokes) strokes")
+        }
+    }
+
     @Test func appendsOfSeveralStrokesTravelAsOneBlock() throws {
         var hub = BoardState()
         var diffs: [StrokeDiff] = []
@@ -411,5 +442,18 @@ struct WireTests {
         #expect(!isValidBoardName(""))
         #expect(!isValidBoardName("a\u{0}b"))
         #expect(!isValidBoardName(String(repeating: "x", count: 129)))
+    }
+}
+
+extension StrokeDiff {
+    /// The stroke a diff is about (a clear by a user: none, 0).
+    var strokeIDForTest: UInt64 {
+        switch self {
+        case .began(let id, _, _, _), .appended(let id, _, _), .predicted(let id, _), .amended(let id, _, _), .accepted(let id, _),
+            .cancelled(let id), .removed(let id):
+            id.rawValue
+        case .restored(let stroke): stroke.id.rawValue
+        case .cleared: 0
+        }
     }
 }

@@ -36,7 +36,7 @@ public enum DiffBatchReader {
         }
         // Only the next batch decodes against this replica.
         guard (sequence ?? 0) == state.sequence &+ 1 else { throw GiveUp() }
-        var chains = StrokeChains()
+        var chains = StrokeChains(diffs: diffCount)
         var diffs: [StrokeDiff] = []
         diffs.reserveCapacity(diffCount)
         scanner = ProtoScanner(bytes)

@@ -259,7 +259,7 @@ public enum DiffStreamDecoder {
     public static func decode(_ proto: Touchsync_V1_DiffBatch, against state: BoardState) throws(DiffStreamError)
         -> DiffBatch
     {
-        var chains = StrokeChains()
+        var chains = StrokeChains(diffs: proto.diffs.count)
         var diffs: [StrokeDiff] = []
         diffs.reserveCapacity(proto.diffs.count)
         do {
@@ -399,19 +399,54 @@ struct DecodedSegmentColumns: SegmentColumns {
 }
 
 /// Where each stroke's chain stands while a batch is decoded: the strokes
-/// the batch touched so far, else the replica's stored samples.
+/// the batch touched so far, else the replica's stored samples. A batch
+/// usually touches a few strokes: they are kept in a list searched from its
+/// end (no hashing, one allocation), indexed by a dictionary only once the
+/// batch has touched more than `listed` (a tick of a busy board).
 struct StrokeChains {
-    private var chains: [StrokeID: StrokeChain] = [:]
+    private struct Entry {
+        let id: StrokeID
+        /// nil once the batch ended the stroke: later diffs see the replica's.
+        var chain: StrokeChain?
+    }
+
+    private static let listed = 16
+    private var entries: [Entry] = []
+    private var index: [StrokeID: Int] = [:]
+
+    /// `diffs`: the batch's diffs, which bound the strokes it touches.
+    init(diffs: Int = 0) {
+        entries.reserveCapacity(Swift.min(diffs, 64))
+    }
+
+    private func position(of id: StrokeID) -> Int? {
+        guard entries.count > Self.listed else { return entries.lastIndex { $0.id == id } }
+        return index[id]
+    }
 
     func chain(_ id: StrokeID, in state: BoardState) throws(DiffStreamError) -> StrokeChain {
-        if let chain = chains[id] { return chain }
+        if let position = position(of: id), let chain = entries[position].chain { return chain }
         guard let stroke = state.activeStroke(id) else { throw .replica(.unknownStroke(id)) }
         return StrokeChain(stroke)
     }
 
-    mutating func began(_ id: StrokeID) { chains[id] = StrokeChain() }
-    mutating func ended(_ id: StrokeID) { chains[id] = nil }
-    mutating func set(_ id: StrokeID, _ chain: StrokeChain) { chains[id] = chain }
+    mutating func began(_ id: StrokeID) { put(id, StrokeChain()) }
+    mutating func ended(_ id: StrokeID) { put(id, nil) }
+    mutating func set(_ id: StrokeID, _ chain: StrokeChain) { put(id, chain) }
+
+    private mutating func put(_ id: StrokeID, _ chain: StrokeChain?) {
+        if let position = position(of: id) {
+            entries[position].chain = chain
+            return
+        }
+        entries.append(Entry(id: id, chain: chain))
+        if entries.count == Self.listed + 1 {
+            index.reserveCapacity(2 * entries.count)
+            for (position, entry) in entries.enumerated() { index[entry.id] = position }
+        } else if entries.count > Self.listed + 1 {
+            index[id] = entries.count - 1
+        }
+    }
 }
 
 extension BoardState {
