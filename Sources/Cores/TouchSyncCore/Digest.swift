@@ -156,14 +156,14 @@ extension StrokeSamples {
         while offset < count {
             // A checkpoint's first sample is whole; the next is predicted to
             // stay where it is; the rest to repeat the step before them.
-            let chunkEnd = Swift.min(offset + checkpointInterval, count)
+            let chunkStart = offset, chunkEnd = Swift.min(offset + checkpointInterval, count)
             var x: Int32 = 0, y: Int32 = 0, time: Int64 = 0
             var dx: Int32 = 0, dy: Int32 = 0, dt: Int64 = 0
             while offset < chunkEnd {
                 let nextX = x &+ dx &+ Int32(truncatingIfNeeded: zigZagDecoded(checkedVarint(bytes, &position)))
                 let nextY = y &+ dy &+ Int32(truncatingIfNeeded: zigZagDecoded(checkedVarint(bytes, &position)))
                 let nextTime = time &+ dt &+ zigZagDecoded(checkedVarint(bytes, &position))
-                if offset & (checkpointInterval - 1) == 0 {
+                if offset == chunkStart {
                     (dx, dy, dt) = (0, 0, 0)
                 } else {
                     (dx, dy, dt) = (nextX &- x, nextY &- y, nextTime &- time)
