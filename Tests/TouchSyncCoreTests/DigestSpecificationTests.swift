@@ -63,5 +63,17 @@ struct DigestSpecificationTests {
             #expect(packed.digests == plain.digests)
             #expect(packed.digest(includingPredictions: false) == plain.digest(includingPredictions: false))
         }
+        // A stroke accepted with no sample is packed with no storage: it hashes as its count alone.
+        var empty = StrokeSamples()
+        empty.pack()
+        #expect(empty.isPacked)
+        let boards = try [empty, StrokeSamples()].map { samples in
+            try BoardState(
+                snapshot: BoardSnapshot(
+                    sequence: 1, nextStrokeID: StrokeID(2), nextAcceptPosition: 2, activeStrokes: [],
+                    acceptedStrokes: [Stroke(id: StrokeID(1), owner: UserNamespace("alice"), touch: 1, style: .default, samples: samples, acceptedPosition: 1)]),
+                packing: false)
+        }
+        #expect(boards[0].digest == boards[1].digest)
     }
 }

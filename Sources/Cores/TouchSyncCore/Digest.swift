@@ -139,7 +139,9 @@ extension StrokeSamples {
         }
         packed.bytes.withUnsafeBufferPointer { bytes in
             packed.attributes.withUnsafeBufferPointer { attributes in
-                Self.hash(packed, bytes: bytes.baseAddress!, attributes: attributes.baseAddress!, into: &sink)
+                // An empty stroke (no sample; the caller hashed its count) may have no storage at all.
+                guard packed.count > 0, let bytes = bytes.baseAddress, let attributes = attributes.baseAddress else { return }
+                Self.hash(packed, bytes: bytes, attributes: attributes, into: &sink)
             }
         }
     }
