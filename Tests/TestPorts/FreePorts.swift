@@ -35,11 +35,16 @@ private func canBind(port: UInt16) -> Bool {
     #endif
     guard descriptor >= 0 else { return false }
     defer { close(descriptor) }
+    return withLoopbackAddress(port: port) { bind(descriptor, $0, $1) == 0 }
+}
+
+/// Runs `body` with 127.0.0.1:`port` as a socket address.
+public func withLoopbackAddress<Result>(port: UInt16, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result) -> Result {
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = port.bigEndian
     address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
     return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
 }

@@ -45,9 +45,6 @@ struct HubCoreTests {
         #expect(hub.hello(ann, board: "b", resumeAfter: 2)?.appliedThrough == 4)
     }
 
-    /// With an ack interval, an agent gets at most one ack per interval,
-    /// covering everything applied so far; the core asks to be woken when
-    /// the next is due, and stopping sends what is owed at once.
     /// Acks are written by hand (one a frame): byte for byte what SwiftProtobuf writes, at every varint length.
     @Test func repliesAreEncodedAsSwiftProtobufEncodesThem() throws {
         var values: [UInt64] = [0, 1, 127, 128, 300, 16_383, 16_384, UInt64(UInt32.max), UInt64.max - 1, UInt64.max]
@@ -61,6 +58,9 @@ struct HubCoreTests {
         #expect(refusal.encoded == WireCodec.encode(refusal.proto))
     }
 
+    /// With an ack interval, an agent gets at most one ack per interval,
+    /// covering everything applied so far; the core asks to be woken when
+    /// the next is due, and stopping sends what is owed at once.
     @Test func acksPerIntervalCoverEverythingAppliedSoFar() throws {
         let hub = CoreHarness { $0.ackInterval = .milliseconds(5) }
         let ann = peer("ann")

@@ -159,18 +159,7 @@ func isListening(port: UInt16) -> Bool {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { return false }
     defer { close(descriptor) }
-    return withLoopback(port: port) { connect(descriptor, $0, $1) == 0 }
-}
-
-/// Runs `body` with 127.0.0.1:`port` as a socket address.
-private func withLoopback<Result>(port: UInt16, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Result) -> Result {
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-    return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
+    return withLoopbackAddress(port: port) { connect(descriptor, $0, $1) == 0 }
 }
 
 /// Loopback endpoints for a server a test restarts on the same ports (see `freeLoopbackPorts`).

@@ -105,12 +105,21 @@ extension DigestSink {
     }
 
     mutating func combine(_ sample: Sample) {
-        combine(UInt64(UInt32(bitPattern: sample.x)) << 32 | UInt64(UInt32(bitPattern: sample.y)))
-        combine(UInt64(bitPattern: sample.time))
-        combine(
-            UInt64(sample.force) << 48 | UInt64(UInt16(bitPattern: sample.azimuth)) << 32
-                | UInt64(UInt16(bitPattern: sample.altitude)) << 16 | UInt64(sample.flags.rawValue))
-        combine(UInt64(sample.estimationIndex))
+        combineSample(
+            x: sample.x, y: sample.y, time: sample.time, force: sample.force, azimuth: UInt16(bitPattern: sample.azimuth),
+            altitude: UInt16(bitPattern: sample.altitude), flags: sample.flags.rawValue, estimationIndex: sample.estimationIndex)
+    }
+
+    /// A sample's four words (docs/protocol.md, "Digest", step 4), from a
+    /// `Sample` or straight from a packed stroke's columns.
+    @inline(__always)
+    mutating func combineSample(
+        x: Int32, y: Int32, time: Int64, force: UInt16, azimuth: UInt16, altitude: UInt16, flags: UInt8, estimationIndex: UInt32
+    ) {
+        combine(UInt64(UInt32(bitPattern: x)) << 32 | UInt64(UInt32(bitPattern: y)))
+        combine(UInt64(bitPattern: time))
+        combine(UInt64(force) << 48 | UInt64(azimuth) << 32 | UInt64(altitude) << 16 | UInt64(flags))
+        combine(UInt64(estimationIndex))
     }
 
     mutating func combine(_ stroke: Stroke, predictions: Bool) {
@@ -162,33 +171,27 @@ extension StrokeSamples {
             var x: Int32 = 0, y: Int32 = 0, time: Int64 = 0
             var dx: Int32 = 0, dy: Int32 = 0, dt: Int64 = 0
             while offset < chunkEnd {
-                let nextX = x &+ dx &+ Int32(truncatingIfNeeded: zigZagDecoded(checkedVarint(bytes, &position)))
-                let nextY = y &+ dy &+ Int32(truncatingIfNeeded: zigZagDecoded(checkedVarint(bytes, &position)))
-                let nextTime = time &+ dt &+ zigZagDecoded(checkedVarint(bytes, &position))
+                let nextX = x &+ dx &+ Int32(truncatingIfNeeded: zigZagDecoded(readWholeVarint(bytes, &position)))
+                let nextY = y &+ dy &+ Int32(truncatingIfNeeded: zigZagDecoded(readWholeVarint(bytes, &position)))
+                let nextTime = time &+ dt &+ zigZagDecoded(readWholeVarint(bytes, &position))
                 if offset == chunkStart {
                     (dx, dy, dt) = (0, 0, 0)
                 } else {
                     (dx, dy, dt) = (nextX &- x, nextY &- y, nextTime &- time)
                 }
                 (x, y, time) = (nextX, nextY, nextTime)
+                // Flags, then force and angles as little-endian 16-bit values (absent: 0).
                 let base = attributes + offset &* stride
-                var attributeWord = UInt64(base[0])
-                if stride >= 3 {
-                    attributeWord |= (UInt64(base[1]) | UInt64(base[2]) << 8) << 48
-                    if stride == 7 {
-                        attributeWord |= (UInt64(base[3]) | UInt64(base[4]) << 8) << 32 | (UInt64(base[5]) | UInt64(base[6]) << 8) << 16
-                    }
-                }
+                func u16(_ at: Int) -> UInt16 { UInt16(base[at]) | UInt16(base[at + 1]) << 8 }
                 var estimationIndex: UInt32 = 0
                 if offset == nextEstimationOffset {
                     estimationIndex = estimations[nextEstimation].index
                     nextEstimation += 1
                     nextEstimationOffset = nextEstimation < estimations.count ? estimations[nextEstimation].offset : Int.max
                 }
-                sink.combine(UInt64(UInt32(bitPattern: x)) << 32 | UInt64(UInt32(bitPattern: y)))
-                sink.combine(UInt64(bitPattern: time))
-                sink.combine(attributeWord)
-                sink.combine(UInt64(estimationIndex))
+                sink.combineSample(
+                    x: x, y: y, time: time, force: stride >= 3 ? u16(1) : 0, azimuth: stride == 7 ? u16(3) : 0,
+                    altitude: stride == 7 ? u16(5) : 0, flags: base[0], estimationIndex: estimationIndex)
                 offset += 1
             }
         }

@@ -102,8 +102,8 @@ extension StrokeSamples {
         let firstDecoded = Swift.max(n - 2, 0) / StrokeSamples.checkpointInterval * StrokeSamples.checkpointInterval
         position = residualStart + (firstDecoded == 0 ? 0 : checkpoints[firstDecoded / StrokeSamples.checkpointInterval - 1])
         for offset in firstDecoded..<n {  // whole varints, checked above
-            let rx = Self.checkedVarint(base, &position), ry = Self.checkedVarint(base, &position)
-            let rt = Self.checkedVarint(base, &position)
+            let rx = readWholeVarint(base, &position), ry = readWholeVarint(base, &position)
+            let rt = readWholeVarint(base, &position)
             let (px, py, pt) = predictor.prediction(at: offset)
             predictor.advance(
                 to: px &+ Int32(truncatingIfNeeded: zigZagDecoded(rx)), py &+ Int32(truncatingIfNeeded: zigZagDecoded(ry)),
@@ -174,25 +174,6 @@ extension StrokeSamples {
             index += 1
         }
         return (checkpoints, ends)
-    }
-
-    /// One varint of a packed stroke's residuals, which were checked to be
-    /// whole varints when they were packed or received (so no bound is
-    /// checked here); most take one byte.
-    @inline(__always)
-    static func checkedVarint(_ bytes: UnsafePointer<UInt8>, _ position: inout Int) -> UInt64 {
-        var byte = bytes[position]
-        position &+= 1
-        if byte < 0x80 { return UInt64(byte) }
-        var value = UInt64(byte & 0x7f)
-        var shift: UInt64 = 7
-        repeat {
-            byte = bytes[position]
-            position &+= 1
-            value |= UInt64(byte & 0x7f) << shift
-            shift &+= 7
-        } while byte >= 0x80
-        return value
     }
 
     /// The first sample whose flags byte is above `SampleFlags.all` (flags

@@ -28,3 +28,23 @@ package func readCheckedVarint(_ base: UnsafePointer<UInt8>, _ position: inout I
     }
     return nil
 }
+
+/// Reads one varint at `base[position]` and moves `position` past it,
+/// checking nothing: for bytes already proved to be whole varints (a packed
+/// stroke's residuals, checked when packed or received), where a bound
+/// check per byte would only cost. Most residuals take one byte.
+@inline(__always)
+package func readWholeVarint(_ base: UnsafePointer<UInt8>, _ position: inout Int) -> UInt64 {
+    var byte = base[position]
+    position &+= 1
+    if byte < 0x80 { return UInt64(byte) }
+    var value = UInt64(byte & 0x7f)
+    var shift: UInt64 = 7
+    repeat {
+        byte = base[position]
+        position &+= 1
+        value |= UInt64(byte & 0x7f) << shift
+        shift &+= 7
+    } while byte >= 0x80
+    return value
+}

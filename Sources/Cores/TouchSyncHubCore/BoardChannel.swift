@@ -20,8 +20,9 @@ package struct BoardChannel: Sendable {
     private var scratch: [StrokeDiff] = []
     /// What each user can redo (the hub's memory, not the board's).
     private var history = UndoHistory()
-    private var digestCache: (sequence: UInt64, digest: BoardDigest)? = nil
-    private var digestWithoutPredictionsCache: (sequence: UInt64, digest: BoardDigest)? = nil
+    /// The digests at one sequence (they walk every sample); the one without
+    /// predictions only while that stream is published.
+    private var digestCache: (sequence: UInt64, digest: BoardDigest, withoutPredictions: BoardDigest?)? = nil
 
     /// Agents' progress (applied through, style) to journal with the next batch, by principal.
     var progressPending: [UserNamespace: AgentProgress] = [:]
@@ -146,24 +147,22 @@ package struct BoardChannel: Sendable {
         return sealed
     }
 
-    /// The board's digest at its current sequence (cached per sequence: it walks every sample).
-    package mutating func digest() -> BoardDigest {
-        if let cached = digestCache, cached.sequence == state.sequence, !hasPending { return cached.digest }
-        let digest = state.digest
-        if !hasPending { digestCache = (state.sequence, digest) }
-        return digest
-    }
+    /// The board's digest at its current sequence.
+    package mutating func digest() -> BoardDigest { digests(withoutPredictions: false).digest }
 
-    /// The digest of the board without its predicted tails (cached per
-    /// sequence, as `digest()`; both digests are computed in one pass).
-    package mutating func digestWithoutPredictions() -> BoardDigest {
-        if let cached = digestWithoutPredictionsCache, cached.sequence == state.sequence, !hasPending { return cached.digest }
-        let (digest, withoutPredictions) = state.digests
-        if !hasPending {
-            digestCache = (state.sequence, digest)
-            digestWithoutPredictionsCache = (state.sequence, withoutPredictions)
+    /// The digest of the board without its predicted tails.
+    package mutating func digestWithoutPredictions() -> BoardDigest { digests(withoutPredictions: true).withoutPredictions! }
+
+    /// Both digests in one pass while the stream without predictions is
+    /// published (its heartbeats carry both), else the one; cached per sequence.
+    private mutating func digests(withoutPredictions wanted: Bool) -> (digest: BoardDigest, withoutPredictions: BoardDigest?) {
+        let both = wanted || publishes(.v2WithoutPredictions)
+        if let cached = digestCache, cached.sequence == state.sequence, !hasPending, !both || cached.withoutPredictions != nil {
+            return (cached.digest, cached.withoutPredictions)
         }
-        return withoutPredictions
+        let digests: (digest: BoardDigest, withoutPredictions: BoardDigest?) = both ? state.digests : (state.digest, nil)
+        if !hasPending { digestCache = (state.sequence, digests.digest, digests.withoutPredictions) }
+        return digests
     }
 
     package mutating func heartbeat(hubTime: Int64) -> Touchsync_V1_BoardHeartbeat {

@@ -88,8 +88,6 @@ extension HubCore {
     /// always); on the stream without predictions it also carries the digest
     /// that stream's replicas hold.
     mutating func publishHeartbeat(slot: Int, now: Moment, into actions: inout [HubAction]) {
-        // With the stream without predictions, both digests first, in one pass (the heartbeat's `digest()` is then cached).
-        let digestWithoutPredictions = channels[slot].publishes(.v2WithoutPredictions) ? channels[slot].digestWithoutPredictions() : nil
         var message = Touchsync_V1_PublishMessage()
         message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now))
         let publication = Publication(
@@ -102,8 +100,8 @@ extension HubCore {
             v2.topic = channels[slot].topic(.v2)
             actions.append(.publish(v2))
         }
-        if let digestWithoutPredictions {
-            message.heartbeat.digestWithoutPredictions = digestWithoutPredictions.rawValue
+        if channels[slot].publishes(.v2WithoutPredictions) {
+            message.heartbeat.digestWithoutPredictions = channels[slot].digestWithoutPredictions().rawValue
             var lean = publication
             lean.topic = channels[slot].topic(.v2WithoutPredictions)
             lean.bytes = WireCodec.encode(message)

@@ -415,7 +415,7 @@ struct StrokeChains {
     private var index: [StrokeID: Int] = [:]
 
     /// `diffs`: the batch's diffs, which bound the strokes it touches.
-    init(diffs: Int = 0) {
+    init(diffs: Int) {
         entries.reserveCapacity(Swift.min(diffs, 64))
     }
 
