@@ -190,7 +190,8 @@ struct ConvergenceTests {
 
 @Suite("Diff coalescing")
 struct CoalescingTests {
-    /// Batches folded over windows of any size rebuild exactly the hub's board.
+    /// Batches folded over windows of any size rebuild exactly the hub's board;
+    /// adding by draining (the hub's path) folds as adding copies does.
     @Test func coalescedWindowsRebuildTheHubBoard() async {
         await checkProperty(count: 60, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 1...40)) { seed, window in
             var profile = SimulationProfile()
@@ -202,6 +203,7 @@ struct CoalescingTests {
             var hub = BoardState()
             var replica = BoardState()
             var coalescer = DiffCoalescer()
+            var draining = DiffCoalescer()
             var raw = 0
             var folded = 0
             for step in 1...600 {
@@ -212,8 +214,12 @@ struct CoalescingTests {
                 }
                 raw += diffs.count
                 coalescer.add(contentsOf: diffs)
+                draining.add(draining: &diffs)
+                #expect(diffs.isEmpty)
                 if step % window == 0 && !coalescer.isEmpty {
-                    let batch = hub.sealBatch(coalescer.take(), hubTime: Int64(step))
+                    let taken = coalescer.take()
+                    #expect(draining.take() == taken)
+                    let batch = hub.sealBatch(taken, hubTime: Int64(step))
                     folded += batch.diffs.count
                     try replica.apply(batch)
                 }

@@ -100,6 +100,28 @@ struct WireTests {
         }
     }
 
+    /// The one-pass reader takes a batch's board name as SwiftProtobuf does:
+    /// any UTF-8 text (U+FFFD itself included) exactly, and gives up on bytes
+    /// that are not UTF-8, so that SwiftProtobuf refuses them.
+    @Test func batchNamesAreReadAsUTF8OrNotAtAll() throws {
+        func batch(named name: [UInt8]) -> [UInt8] {
+            [0x0A, UInt8(name.count)] + name + [0x10, 0x01]  // board (field 1), sequence 1 (field 2)
+        }
+        for text in ["b", "tableau-\u{E9}", "\u{FFFD}", "\u{1F58C}-board-\u{FFFD}-x", String(repeating: "\u{E9}", count: 60)] {
+            let bytes = batch(named: Array(text.utf8))
+            let read = try #require(bytes.withUnsafeBytes { DiffBatchReader.decode($0, against: BoardState()) })
+            #expect(read.board == text && read.board.utf8.elementsEqual(text.utf8))
+            #expect(try WireCodec.decode(Touchsync_V1_DiffBatch.self, from: bytes).board == text)
+        }
+        // Invalid: a lone continuation byte, a truncated sequence, an overlong encoding, a surrogate,
+        // and 3 bytes that decoding repairs into one U+FFFD (the same length).
+        for name: [UInt8] in [[0x62, 0x80], [0xE2, 0x82], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xE2, 0x82, 0x28]] {
+            let bytes = batch(named: name)
+            #expect(bytes.withUnsafeBytes { DiffBatchReader.decode($0, against: BoardState()) } == nil, "\(name)")
+            #expect(throws: (any Error).self) { try WireCodec.decode(Touchsync_V1_DiffBatch.self, from: bytes) }
+        }
+    }
+
     /// The worked example in docs/protocol.md, byte for byte.
     @Test func documentedExampleEncodesAsDocumented() throws {
         let samples = [

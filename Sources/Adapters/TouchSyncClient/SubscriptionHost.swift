@@ -435,7 +435,7 @@ public final class SubscriptionHost: Sendable {
                 while body.hasMore { _ = try socket.receive(into: body, dontWait: true) }
                 let board: String? = topic.withUnsafeBytes { bytes in
                     guard bytes.last == 0 else { return nil }
-                    return String(validating: bytes.dropLast(), as: UTF8.self)
+                    return validUTF8Text(UnsafeRawBufferPointer(rebasing: bytes.dropLast()))
                 }
                 guard let board, boards[board] != nil else { continue }
                 let now = clock.now

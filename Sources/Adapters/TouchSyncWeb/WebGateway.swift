@@ -395,6 +395,10 @@ public final class WebGateway: Service, Sendable {
     /// One WebSocket: a hello, then numbered messages; batches and acks go back.
     private func serveTab(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
         let connection = ConnectionToken()
+        // The token must outlive every use of its identifier: freed after its
+        // last use (the optimizer may), the next tab's token can take its
+        // address, and this tab's `detach(id)` would then detach that one.
+        defer { withExtendedLifetime(connection) {} }
         let id = ObjectIdentifier(connection)
         var session: TabSession? = nil
         var fanout: BoardFanout? = nil

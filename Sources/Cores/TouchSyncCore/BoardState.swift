@@ -169,7 +169,7 @@ public struct BoardState: Sendable {
         guard batch.sequence == sequence &+ 1 else {
             throw .sequenceGap(expected: sequence &+ 1, received: batch.sequence)
         }
-        for diff in batch.diffs { try apply(diff) }
+        for index in batch.diffs.indices { try apply(batch.diffs[index]) }  // in place: `for diff in` copies each
         sequence = batch.sequence
     }
 
@@ -305,7 +305,7 @@ public struct BoardState: Sendable {
     /// validated the input already, so a diff that does not fit here is a bug
     /// in the reducer, not bad input.
     @usableFromInline
-    mutating func emit(_ diff: StrokeDiff, into diffs: inout [StrokeDiff]) {
+    mutating func emit(_ diff: consuming StrokeDiff, into diffs: inout [StrokeDiff]) {
         do {
             try apply(diff)
         } catch {

@@ -16,7 +16,7 @@ public struct DiffCoalescer: Sendable {
 
     public var isEmpty: Bool { output.isEmpty }
 
-    public mutating func add(_ diff: StrokeDiff) {
+    public mutating func add(_ diff: consuming StrokeDiff) {
         switch diff {
         case .appended(let id, let offset, let samples):
             if let index = openAppend[id], case .appended(_, let start, var merged) = output[index],
@@ -59,6 +59,18 @@ public struct DiffCoalescer: Sendable {
 
     public mutating func add(contentsOf diffs: [StrokeDiff]) {
         for diff in diffs { add(diff) }
+    }
+
+    /// Adds every diff of `diffs` and leaves it empty (its capacity kept):
+    /// each diff moves in, where copying it would retain its samples once
+    /// more (the hub's path, once per frame).
+    public mutating func add(draining diffs: inout [StrokeDiff]) {
+        for index in diffs.indices {
+            var diff = StrokeDiff.cleared(owner: nil)  // no payload to release
+            swap(&diff, &diffs[index])
+            add(diff)
+        }
+        diffs.removeAll(keepingCapacity: true)
     }
 
     /// The folded diffs; the coalescer starts over empty.

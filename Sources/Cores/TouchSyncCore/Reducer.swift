@@ -128,12 +128,18 @@ extension BoardState {
 
     private func validateSamples(of change: TouchChange, stroke id: StrokeID?) throws(TouchInputError) {
         let touch = change.touch
-        // Borrow the stroke's samples only (copying the whole Stroke retains all its parts).
-        let stored = id.flatMap { slot(of: $0) }.map { slots[$0]!.samples } ?? []
-        guard stored.count + change.samples.count <= limits.maxSamplesPerStroke else {
+        // The stored samples are read in place: a copy of them (or of the
+        // Stroke) would retain and release their storage once a frame.
+        let storedSlot: Int? = if let id { slot(of: id) } else { nil }
+        var storedCount = 0
+        var previousTime = Int64.min
+        if let storedSlot {
+            storedCount = slots[storedSlot]!.samples.count
+            previousTime = slots[storedSlot]!.samples.last?.time ?? Int64.min
+        }
+        guard storedCount + change.samples.count <= limits.maxSamplesPerStroke else {
             throw .strokeTooLong(touch, limit: limits.maxSamplesPerStroke)
         }
-        var previousTime = stored.last?.time ?? Int64.min
         for sample in change.samples {
             if let problem = sample.validate() { throw .invalidSample(touch, problem) }
             guard sample.time >= previousTime else { throw .invalidSample(touch, .timeWentBackwards) }
@@ -145,11 +151,13 @@ extension BoardState {
         for amendment in change.amendments {
             if let problem = amendment.validate() { throw .invalidSample(touch, problem) }
             let index = amendment.estimationIndex
-            let original =
-                index == 0
-                ? nil
-                : change.samples.last { $0.estimationIndex == index }
-                    ?? stored.lastOffset(ofEstimation: index).map { stored[$0] }
+            var original: Sample? = nil
+            if index != 0 {
+                original = change.samples.last { $0.estimationIndex == index }
+                if original == nil, let storedSlot, let offset = slots[storedSlot]!.samples.lastOffset(ofEstimation: index) {
+                    original = slots[storedSlot]!.samples[offset]
+                }
+            }
             guard let original else { throw .unknownEstimationIndex(touch, index) }
             guard original.x == amendment.x, original.y == amendment.y, original.time == amendment.time else {
                 throw .invalidSample(touch, .amendmentChangesLocation)

@@ -63,7 +63,7 @@ package struct BoardChannel: Sendable {
 
     package mutating func reduce(_ frame: TouchFrame, from user: UserNamespace, style: StrokeStyle) throws(TouchInputError) {
         scratch.removeAll(keepingCapacity: true)
-        defer { coalescer.add(contentsOf: scratch) }
+        defer { coalescer.add(draining: &scratch) }
         try state.reduce(frame, from: user, style: style, into: &scratch)
         history.note(scratch, on: state)
     }
@@ -72,24 +72,24 @@ package struct BoardChannel: Sendable {
         scratch.removeAll(keepingCapacity: true)
         state.clear(scope, by: user, into: &scratch)
         history.note(scratch, on: state)
-        coalescer.add(contentsOf: scratch)
+        coalescer.add(draining: &scratch)
     }
 
     package mutating func undo(by user: UserNamespace) {
         scratch.removeAll(keepingCapacity: true)
         history.undo(by: user, on: &state, into: &scratch)
-        coalescer.add(contentsOf: scratch)
+        coalescer.add(draining: &scratch)
     }
 
     package mutating func redo(by user: UserNamespace) {
         scratch.removeAll(keepingCapacity: true)
         history.redo(by: user, on: &state, into: &scratch)
-        coalescer.add(contentsOf: scratch)
+        coalescer.add(draining: &scratch)
     }
 
     package mutating func erase(_ ids: [StrokeID], by user: UserNamespace, anyOwner: Bool) throws(TouchInputError) {
         scratch.removeAll(keepingCapacity: true)
-        defer { coalescer.add(contentsOf: scratch) }
+        defer { coalescer.add(draining: &scratch) }
         try state.erase(ids, by: user, anyOwner: anyOwner, into: &scratch)
     }
 
@@ -98,8 +98,9 @@ package struct BoardChannel: Sendable {
     package mutating func cancelTouches(of user: UserNamespace) -> Int {
         scratch.removeAll(keepingCapacity: true)
         state.cancelTouches(of: user, into: &scratch)
-        coalescer.add(contentsOf: scratch)
-        return scratch.count
+        let cancelled = scratch.count
+        coalescer.add(draining: &scratch)
+        return cancelled
     }
 
     /// Whether batches are encoded for `stream` (v1 is, by default).

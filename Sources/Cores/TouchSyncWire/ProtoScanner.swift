@@ -93,7 +93,7 @@ struct ProtoScanner {
     /// A proto3 string: nil when its bytes are not UTF-8 (SwiftProtobuf refuses those).
     mutating func readString() -> String? {
         guard let region = readLengthDelimited() else { return nil }
-        return String(validating: UnsafeRawBufferPointer(rebasing: bytes[region]), as: UTF8.self)
+        return validUTF8Text(UnsafeRawBufferPointer(rebasing: bytes[region]))
     }
 
     /// The body of a length-delimited field, as a range of `bytes`.
@@ -299,5 +299,21 @@ struct ProtoWriter {
         lengthDelimited(field) { writer in
             for value in values { writer.varint(encode(value)) }
         }
+    }
+}
+
+/// The text of `raw`, nil when its bytes are not UTF-8 (what SwiftProtobuf
+/// refuses). `String(validating:as:)` is generic and looks up metadata on
+/// every call (5% of a replica's decoding, where every batch and began diff
+/// carries a name); decoding, which replaces invalid sequences with U+FFFD,
+/// then comparing with the bytes is not.
+public func validUTF8Text(_ raw: UnsafeRawBufferPointer) -> String? {
+    raw.withMemoryRebound(to: UInt8.self) { bytes in
+        let string = String(decoding: bytes, as: UTF8.self)
+        var unchanged = string.utf8.count == bytes.count
+        if unchanged {
+            unchanged = string.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(bytes) } ?? string.utf8.elementsEqual(bytes)
+        }
+        return unchanged ? string : nil
     }
 }
