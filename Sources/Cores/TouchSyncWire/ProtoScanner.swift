@@ -154,9 +154,36 @@ struct PackedVarints {
             self = .empty
             return
         }
+        guard let count = Self.countVarints(base, region) else { return nil }
+        self.init(base: base, position: region.lowerBound, end: region.upperBound, count: count)
+    }
+
+    /// The varints in `region`: the bytes below 0x80 end one. Nil when a run
+    /// of 10 or more continuation bytes (a varint longer than 10 bytes) or
+    /// the last byte does not end one. Eight bytes at a time: a word's ends
+    /// are its clear high bits (one popcount); only the continuation bytes
+    /// before its first end and after its last can extend a run across words
+    /// (within a word two ends are at most 6 bytes apart).
+    static func countVarints(_ base: UnsafePointer<UInt8>, _ region: Range<Int>) -> Int? {
+        let highBits: UInt64 = 0x8080_8080_8080_8080
         var count = 0
-        var run = 0
-        for index in region {
+        var run = 0  // continuation bytes since the last end
+        var index = region.lowerBound
+        while index + 8 <= region.upperBound {
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+            let ends = ~word & highBits
+            if ends == 0 {
+                run += 8
+                if run >= 10 { return nil }
+            } else {
+                // Bytes in memory order from the lowest bits: before the first end, after the last.
+                if run + ends.trailingZeroBitCount / 8 >= 10 { return nil }
+                count += ends.nonzeroBitCount
+                run = ends.leadingZeroBitCount / 8
+            }
+            index += 8
+        }
+        while index < region.upperBound {
             if base[index] & 0x80 == 0 {
                 count += 1
                 run = 0
@@ -164,9 +191,9 @@ struct PackedVarints {
                 run += 1
                 if run >= 10 { return nil }
             }
+            index += 1
         }
-        guard run == 0 else { return nil }
-        self.init(base: base, position: region.lowerBound, end: region.upperBound, count: count)
+        return run == 0 ? count : nil
     }
 
     @inlinable
