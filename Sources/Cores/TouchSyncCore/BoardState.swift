@@ -169,7 +169,7 @@ public struct BoardState: Sendable {
         guard batch.sequence == sequence &+ 1 else {
             throw .sequenceGap(expected: sequence &+ 1, received: batch.sequence)
         }
-        for index in batch.diffs.indices { try apply(batch.diffs[index]) }  // in place: `for diff in` copies each
+        for diff in batch.diffs { try apply(diff) }
         sequence = batch.sequence
     }
 
