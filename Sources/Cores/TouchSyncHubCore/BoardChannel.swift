@@ -17,6 +17,7 @@ package struct BoardChannel: Sendable {
     /// subscribers needs it, the others while their topic has subscribers
     /// (the hub core decides; a stream nobody reads costs nothing).
     private var encoders: [DiffStreamEncoder?]
+    /// One operation's diffs; empty between operations (the coalescer drains it).
     private var scratch: [StrokeDiff] = []
     /// What each user can redo (the hub's memory, not the board's).
     private var history = UndoHistory()
@@ -62,33 +63,28 @@ package struct BoardChannel: Sendable {
     package var hasPending: Bool { !coalescer.isEmpty }
 
     package mutating func reduce(_ frame: TouchFrame, from user: UserNamespace, style: StrokeStyle) throws(TouchInputError) {
-        scratch.removeAll(keepingCapacity: true)
         defer { coalescer.add(draining: &scratch) }
         try state.reduce(frame, from: user, style: style, into: &scratch)
         history.note(scratch, on: state)
     }
 
     package mutating func clear(_ scope: ClearScope, by user: UserNamespace) {
-        scratch.removeAll(keepingCapacity: true)
         state.clear(scope, by: user, into: &scratch)
         history.note(scratch, on: state)
         coalescer.add(draining: &scratch)
     }
 
     package mutating func undo(by user: UserNamespace) {
-        scratch.removeAll(keepingCapacity: true)
         history.undo(by: user, on: &state, into: &scratch)
         coalescer.add(draining: &scratch)
     }
 
     package mutating func redo(by user: UserNamespace) {
-        scratch.removeAll(keepingCapacity: true)
         history.redo(by: user, on: &state, into: &scratch)
         coalescer.add(draining: &scratch)
     }
 
     package mutating func erase(_ ids: [StrokeID], by user: UserNamespace, anyOwner: Bool) throws(TouchInputError) {
-        scratch.removeAll(keepingCapacity: true)
         defer { coalescer.add(draining: &scratch) }
         try state.erase(ids, by: user, anyOwner: anyOwner, into: &scratch)
     }
@@ -96,7 +92,6 @@ package struct BoardChannel: Sendable {
     /// Cancels a user's live touches; returns how many.
     @discardableResult
     package mutating func cancelTouches(of user: UserNamespace) -> Int {
-        scratch.removeAll(keepingCapacity: true)
         state.cancelTouches(of: user, into: &scratch)
         let cancelled = scratch.count
         coalescer.add(draining: &scratch)
