@@ -363,18 +363,25 @@ final class ChildProcesses {
     }
 
     /// A hub without a journal on loopback `ports` (ingest, publish, snapshot), ready; its three endpoints.
-    /// Ports picked in advance can still be taken by another process before the
-    /// hub binds them (one busy run saw it): then it starts again on fresh ones.
     func startPlainHub(ports: [Int]) async throws -> [String] {
-        var ports = Array(ports.prefix(3))
+        let (ports, _, _, _) = try await startHub(ports: Array(ports.prefix(3))) { ports in
+            ["hub", "--no-journal"] + zip(["--ingest", "--publish", "--snapshot"], ports).flatMap { [$0, "tcp://127.0.0.1:\($1)"] }
+        }
+        return ports.map { "tcp://127.0.0.1:\($0)" }
+    }
+
+    /// A hub whose command line `arguments` builds from loopback `ports`,
+    /// ready; the ports it listens on. Ports picked in advance can still be
+    /// taken by another process before the hub binds them (busy runs saw it
+    /// twice, cause not found): then it starts again on as many fresh ones.
+    func startHub(ports: [Int], _ arguments: ([Int]) -> [String]) async throws -> (ports: [Int], hub: Child, output: ChildOutput, text: String) {
+        var ports = ports
         for attempt in 1...3 {
-            let endpoints = ports.map { "tcp://127.0.0.1:\($0)" }
             do {
-                _ = try await startHub(
-                    ["hub", "--no-journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
-                return endpoints
+                let (hub, output, text) = try await startHub(arguments(ports))
+                return (ports, hub, output, text)
             } catch let failure as TestFailure where failure.description.contains("Address already in use") && attempt < 3 {
-                ports = try ProcessTests.freePorts(3)
+                ports = try ProcessTests.freePorts(ports.count)
             }
         }
         throw TestFailure("unreachable: the last attempt throws")

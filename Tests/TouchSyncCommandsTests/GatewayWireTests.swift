@@ -25,13 +25,14 @@ struct GatewayWireTests {
         let metricsPort: UInt16
 
         init(webArguments: [String] = []) async throws {
-            data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-gw-\(UUID().uuidString)").path
-            let ports = try ProcessTests.freePorts(5)
+            let data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-gw-\(UUID().uuidString)").path
+            self.data = data
+            let (ports, _, _, _) = try await children.startHub(ports: try ProcessTests.freePorts(5)) { ports in
+                ["hub", "--data", data, "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
+                 "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])", "--metrics", "127.0.0.1:\(ports[4])"]
+            }
             let endpoints = ports.prefix(4).map { "tcp://127.0.0.1:\($0)" }
             metricsPort = UInt16(ports[4])
-            _ = try await children.startHub(
-                ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3],
-                 "--metrics", "127.0.0.1:\(ports[4])"])
             let (web, output) = try children.run(
                 ["web", "--listen", "127.0.0.1:0", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2],
                  "--history", endpoints[3]] + webArguments, limit: 120)

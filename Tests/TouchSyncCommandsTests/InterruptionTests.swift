@@ -155,6 +155,19 @@ struct InterruptionTests {
         }
     }
 
+    /// The tests' hub start picks fresh ports when one it was given is taken
+    /// by the time the hub binds it (what busy runs saw), and says which.
+    @Test func aTestHubStartsAgainOnFreshPortsWhenOneIsTaken() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let given = try ProcessTests.freePorts(3)
+        let taken = try listeningSocket(port: UInt16(given[1]))
+        defer { close(taken) }
+        let endpoints = try await children.startPlainHub(ports: given)
+        #expect(endpoints.count == 3 && !endpoints.contains("tcp://127.0.0.1:\(given[1])"), "\(endpoints)")
+        #expect(try inProgress(endpoints[2], "fresh-ports") == 0, "the hub answers on the ports it reports")
+    }
+
     /// Strokes in progress on `board`, from the hub's snapshot.
     func inProgress(_ snapshot: String, _ board: String) throws -> Int {
         guard let reply = try snapshotReply(endpoint: snapshot, board: board) else { throw TestFailure("no snapshot from \(snapshot)") }
