@@ -32,9 +32,8 @@ final class WhiteboardRig {
     /// made with touchsync keys), the gateway acts for invited users, and
     /// each invitation's token is in `tokens` (name: (boards, role)).
     init(invitations: [String: (boards: String, role: String)] = [:], webArguments: [String] = []) async throws {
-        data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-web-\(UUID().uuidString)").path
-        let ports = try ProcessTests.freePorts(4)
-        endpoints = ports.map { "tcp://127.0.0.1:\($0)" }
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-web-\(UUID().uuidString)").path
+        self.data = data
         var hubSecurity: [String] = []
         var webSecurity: [String] = []
         if !invitations.isEmpty {
@@ -60,9 +59,12 @@ final class WhiteboardRig {
             webSecurity = ["--key", keys + "/gateway.key", "--hub-key", keys + "/hub.pub", "--access", access]
             self.keys = keys
         }
-        (hubProcess, _, _) = try await children.startHub(
-            ["hub", "--data", data, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]]
-                + hubSecurity)
+        let started = try await children.startHub(ports: try ProcessTests.freePorts(4)) { ports in
+            ["hub", "--data", data] + zip(["--ingest", "--publish", "--snapshot", "--history"], ports).flatMap { [$0, "tcp://127.0.0.1:\($1)"] }
+                + hubSecurity
+        }
+        hubProcess = started.hub
+        endpoints = started.ports.map { "tcp://127.0.0.1:\($0)" }
         let (webChild, output) = try children.run(
             ["web", "--listen", "127.0.0.1:0", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3],
              "--reconnect-grace", "20"] + webSecurity + webArguments,
