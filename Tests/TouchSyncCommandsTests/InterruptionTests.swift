@@ -1,4 +1,5 @@
 import Foundation
+import TestPorts
 import Testing
 import TouchSyncWire
 
@@ -178,13 +179,7 @@ struct InterruptionTests {
 /// A plain TCP socket listening on 127.0.0.1:`port` (close it when done).
 func listeningSocket(port: UInt16) throws -> Int32 {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-    }
+    let bound = withLoopbackAddress(port: port) { bind(descriptor, $0, $1) == 0 }
     guard descriptor >= 0, bound, listen(descriptor, 16) == 0 else {
         close(descriptor)
         throw TestFailure("cannot listen on \(port): \(String(cString: strerror(errno)))")

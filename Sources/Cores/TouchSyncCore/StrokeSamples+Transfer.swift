@@ -135,7 +135,7 @@ extension StrokeSamples {
 extension StrokeSamples {
     /// The byte offsets of samples 64, 128, ... in `residuals` (when they
     /// are 3 x `samples` varints) and how many varints end in them, found
-    /// by counting the bytes below 0x80 eight at a time.
+    /// by counting varint ends a word at a time (`forEachVarintEndWord`).
     static func checkpoints(ofResiduals residuals: UnsafeBufferPointer<UInt8>, samples: Int) -> (checkpoints: [Int], ends: Int) {
         guard let base = residuals.baseAddress else { return ([], 0) }
         let varintsPerCheckpoint = 3 * checkpointInterval
@@ -144,13 +144,12 @@ extension StrokeSamples {
         checkpoints.reserveCapacity(Swift.max(samples - 1, 0) / checkpointInterval)
         var ends = 0
         var nextCheckpoint = varintsPerCheckpoint  // the count of ends after which a checkpoint starts
-        // The ends in one word, as the high bit of each byte that ends a varint (the bytes in
-        // memory order from the lowest bits); walked one by one only when a checkpoint falls in it.
-        func count(endBits: UInt64, at index: Int) {
+        // A word is walked end by end only when a checkpoint falls in it.
+        forEachVarintEndWord(base, count: residuals.count) { endBits, index, _ in
             let inWord = endBits.nonzeroBitCount
             guard ends + inWord >= nextCheckpoint else {
                 ends += inWord
-                return
+                return true
             }
             var bits = endBits
             while bits != 0 {
@@ -161,17 +160,7 @@ extension StrokeSamples {
                 }
                 bits &= bits - 1
             }
-        }
-        var index = 0
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        while index + 8 <= residuals.count {
-            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-            count(endBits: ~word & highBits, at: index)
-            index += 8
-        }
-        while index < residuals.count {
-            count(endBits: base[index] < 0x80 ? 0x80 : 0, at: index)
-            index += 1
+            return true
         }
         return (checkpoints, ends)
     }

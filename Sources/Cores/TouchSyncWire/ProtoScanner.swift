@@ -160,38 +160,25 @@ struct PackedVarints {
 
     /// The varints in `region`: the bytes below 0x80 end one. Nil when a run
     /// of 10 or more continuation bytes (a varint longer than 10 bytes) or
-    /// the last byte does not end one. Eight bytes at a time: a word's ends
-    /// are its clear high bits (one popcount); only the continuation bytes
-    /// before its first end and after its last can extend a run across words
-    /// (within a word two ends are at most 6 bytes apart).
+    /// the last byte does not end one. Counted a word at a time
+    /// (`forEachVarintEndWord`): only the continuation bytes before a word's
+    /// first end and after its last can extend a run across words (within a
+    /// word two ends are at most 6 bytes apart).
     static func countVarints(_ base: UnsafePointer<UInt8>, _ region: Range<Int>) -> Int? {
-        let highBits: UInt64 = 0x8080_8080_8080_8080
         var count = 0
         var run = 0  // continuation bytes since the last end
-        var index = region.lowerBound
-        while index + 8 <= region.upperBound {
-            let word = UInt64(littleEndian: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
-            let ends = ~word & highBits
-            if ends == 0 {
-                run += 8
-                if run >= 10 { return nil }
-            } else {
-                // Bytes in memory order from the lowest bits: before the first end, after the last.
-                if run + ends.trailingZeroBitCount / 8 >= 10 { return nil }
-                count += ends.nonzeroBitCount
-                run = ends.leadingZeroBitCount / 8
+        forEachVarintEndWord(base + region.lowerBound, count: region.count) { ends, _, width in
+            guard ends != 0 else {
+                run += width
+                return run < 10
             }
-            index += 8
-        }
-        while index < region.upperBound {
-            if base[index] & 0x80 == 0 {
-                count += 1
-                run = 0
-            } else {
-                run += 1
-                if run >= 10 { return nil }
+            if run + ends.trailingZeroBitCount / 8 >= 10 {
+                run = 10
+                return false
             }
-            index += 1
+            count += ends.nonzeroBitCount
+            run = ends.leadingZeroBitCount / 8 - (8 - width)  // the word's bytes after its last end
+            return true
         }
         return run == 0 ? count : nil
     }
@@ -202,19 +189,7 @@ struct PackedVarints {
     /// The next value; only while `hasMore` (every varint was checked).
     @inlinable @inline(__always)
     mutating func next() -> UInt64 {
-        let base = self.base.unsafelyUnwrapped
-        var byte = base[position]
-        position &+= 1
-        if byte & 0x80 == 0 { return UInt64(byte) }
-        var value = UInt64(byte & 0x7f)
-        var shift: UInt64 = 7
-        repeat {
-            byte = base[position]
-            position &+= 1
-            value |= UInt64(byte & 0x7f) &<< shift
-            shift &+= 7
-        } while byte & 0x80 != 0
-        return value
+        readWholeVarint(base.unsafelyUnwrapped, &position)
     }
 
     /// Protobuf's sint32: zigzag over the low 32 bits (as SwiftProtobuf reads it).

@@ -112,17 +112,25 @@ public struct CodecBenchmark: Sendable {
             }
         })
 
+        // A heartbeat's digest walks the whole board; with a subscriber of the
+        // stream without predictions the hub needs both digests. Their figures
+        // count the board's stored samples (the session's clears removed most).
+        func digestFigures() throws -> [BenchFigure] {
+            var digest = BoardDigest(rawValue: 0)
+            var digests = (digest: BoardDigest(rawValue: 0), withoutPredictions: BoardDigest(rawValue: 0))
+            let measured = [
+                best("board digest (a heartbeat; per stored sample)", samples: hub.storedSampleCount) { digest = hub.digest },
+                best("board digests with and without predictions, one pass", samples: hub.storedSampleCount) { digests = hub.digests },
+            ]
+            guard digest == hub.digest, digests.digest == digest, digests.withoutPredictions == hub.digest(includingPredictions: false) else {
+                throw CodecBenchmark.Mismatch("the one-pass digests differ from the digest")
+            }
+            return measured
+        }
         if digestOnly {
             // The board just built, still in the caches (in the full run the digest
             // reads a board other stages have pushed out of them: slower).
-            var digest = BoardDigest(rawValue: 0)
-            var digests = (digest: BoardDigest(rawValue: 0), withoutPredictions: BoardDigest(rawValue: 0))
-            for _ in 0..<10 {
-                figures.append(best("board digest (a heartbeat; per stored sample)", samples: hub.storedSampleCount) { digest = hub.digest })
-                figures.append(
-                    best("board digests with and without predictions, one pass", samples: hub.storedSampleCount) { digests = hub.digests })
-            }
-            guard digest == hub.digest, digests.digest == digest else { throw CodecBenchmark.Mismatch("the digests differ") }
+            for _ in 0..<10 { figures += try digestFigures() }
         }
         if reduceOnly || digestOnly {
             return Report(
@@ -269,17 +277,7 @@ public struct CodecBenchmark: Sendable {
         figures.append(try best("hub pipeline: reduce, coalesce per tick, encode") {
             tickBatches = try tickStream(eventsPerTick: eventsPerTick)
         })
-        // A heartbeat's digest walks the whole board; with a subscriber of the
-        // stream without predictions the hub needs both digests.
-        // Its figures count the board's stored samples (the session's clears removed most of its samples).
-        var digest = BoardDigest(rawValue: 0)
-        var digests = (digest: BoardDigest(rawValue: 0), withoutPredictions: BoardDigest(rawValue: 0))
-        figures.append(best("board digest (a heartbeat; per stored sample)", samples: hub.storedSampleCount) { digest = hub.digest })
-        figures.append(
-            best("board digests with and without predictions, one pass", samples: hub.storedSampleCount) { digests = hub.digests })
-        guard digest == hub.digest, digests.digest == digest, digests.withoutPredictions == hub.digest(includingPredictions: false) else {
-            throw CodecBenchmark.Mismatch("the one-pass digests differ from the digest")
-        }
+        figures += try digestFigures()
         let tickBytes = tickBatches.reduce(0) { $0 + $1.count }
         var tickReplica = BoardState(limits: limits)
         for bytes in tickBatches {
