@@ -737,6 +737,14 @@ struct BrowserTests {
         // A board drawn on without the gateway (touchsync draw, straight to the hub) is listed too, with its thumbnail.
         let drawn = try await touchsync(["draw", "--board", "elsewhere", "--seconds", "0.5", "--hub", rig.endpoints[0]])
         #expect(drawn.status == 0, "\(drawn.errors)")
+        // draw's goodbye ends its session when the hub reads it, which on a busy machine can be
+        // after the hub answers the gateway's board list (it reads its sockets in turn): the
+        // index is opened once the list no longer counts that agent.
+        let webPort = try #require(UInt16(rig.web.split(separator: ":").last ?? ""))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try !httpGet(port: webPort, path: "/api/boards", close: true).contains(#""board":"elsewhere","tabs":0,"agents":0,"#), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         let index = try await rig.browser.openPage("\(rig.web)/")
         try await index.waitFor("document.querySelectorAll('#boards li').length === 2")
         try await index.waitFor("[...document.querySelectorAll('#boards img')].every(i => i.complete && i.naturalWidth > 0)")
