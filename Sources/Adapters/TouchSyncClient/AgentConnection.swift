@@ -98,6 +98,9 @@ final class AgentConnection {
     private var hubEndpoint: String
 
     private(set) var socket: ZMQSocket? = nil
+    /// A multiplexed agent's shared connection (then `socket` stays nil), and its channel there.
+    var link: MultiplexedLink? = nil
+    var channel: UInt32 = 0
     /// Set when `socket` is replaced or closed, for the driver's readiness set; the driver clears it.
     var socketChanged = false
     /// Set when something was sent since the last receive: a send can take
@@ -120,10 +123,11 @@ final class AgentConnection {
         self.report = report
         configuredHubs = configuration.hubEndpoint.split(separator: ",").map { String($0) }.filter { !$0.isEmpty }
         hubEndpoint = configuredHubs.first ?? configuration.hubEndpoint
-        let settings = AgentProtocol.Settings(
+        var settings = AgentProtocol.Settings(
             board: configuration.board, clientName: configuration.clientName, heartbeatInterval: configuration.heartbeatInterval,
             hubTimeout: configuration.hubTimeout, reconnectDelay: configuration.reconnectDelay, maxInFlight: configuration.maxInFlight,
             delegation: configuration.delegation, wireFormat: configuration.wireFormat)
+        settings.multiplexed = configuration.multiplexed
         rules = AgentProtocol(settings: settings, now: .now, seed: UInt64.random(in: 0...UInt64.max), newSessionID: Self.newSessionID)
     }
 
@@ -157,6 +161,15 @@ final class AgentConnection {
             switch action {
             case .connect:
                 connect(now: now)
+            case .disconnect(let stalled) where link != nil:
+                // A channel says hello again on the shared connection (the link watches the hub's silence).
+                logger.info("acknowledgements stalled on a channel: saying hello again", metadata: ["agent": "\(identity)", "stalled": "\(stalled)"])
+                report(.disconnected)
+            case .redirect, .ownerSilent where link != nil:
+                // Following a board to another hub is the link's owner's to do (a link per hub).
+                logger.notice("another hub serves the board: a multiplexed agent does not follow it", metadata: ["agent": "\(identity)"])
+                report(.disconnected)
+                rules.connectionLost(now: now)
             case .disconnect(let stalled):
                 logger.info(
                     stalled ? "acknowledgements stalled: reconnecting" : "hub silent: reconnecting",
@@ -167,6 +180,9 @@ final class AgentConnection {
                 if !stalled && configuredHubs != [hubEndpoint] { rules.hubWentSilent(hubEndpoint, now: now) }
                 close()
                 tryAnotherHub(now: now)
+            case .send(let bytes) where link != nil:
+                link!.enqueue(channel: channel, bytes)
+                shared.progress.withLock { $0.bytesSent += bytes.count + 6 }  // its channel part and framing
             case .send(let bytes):
                 guard let socket else { continue }
                 do {
@@ -220,6 +236,15 @@ final class AgentConnection {
     }
 
     private func connect(now: ContinuousClock.Instant) {
+        if let link {
+            do { try link.open(now: now) } catch {
+                logger.warning("agent cannot connect", metadata: ["endpoint": "\(link.endpoint)", "error": "\(error)"])
+                rules.connectFailed(now: now)
+                return
+            }
+            perform(rules.connected(now: now), now: now)
+            return
+        }
         do {
             let socket = try ZMQSocket(context, type: .dealer)
             if let curve = configuration.curve {
@@ -280,6 +305,17 @@ final class AgentConnection {
         } while sentSinceReceive && socket != nil
     }
 
+    /// A reply the shared connection received on this agent's channel.
+    func received(_ reply: Touchsync_V1_HubReply, now: ContinuousClock.Instant) {
+        perform(rules.received(reply, now: now), now: now)
+    }
+
+    /// The shared connection found the hub silent: this channel says hello again after a back-off.
+    func connectionLost(now: ContinuousClock.Instant) {
+        rules.connectionLost(now: now)
+        report(.disconnected)
+    }
+
     static func newSessionID() -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         return (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
@@ -291,6 +327,7 @@ final class AgentConnection {
         let actions = rules.goodbye(now: now)
         guard !actions.isEmpty else { return }
         perform(actions, now: now)
+        link?.flush(now: now)
         try? socket?.setLinger(milliseconds: 200)
     }
 
@@ -360,6 +397,11 @@ final class AgentDriver {
     private let mailbox: Mailbox<AgentCommand>
     private let reply = ZMQMessage()
     private static let mailboxToken = UInt64.max
+    /// Shared connections of multiplexed agents, one per hub endpoint; watched as `linkToken(i)`.
+    private var links: [MultiplexedLink] = []
+    private var watchedLinks: [Int32?] = []
+    private static func linkToken(_ index: Int) -> UInt64 { UInt64.max - 1 - UInt64(index) }
+    private static let firstLinkToken = UInt64.max - 1 - 65_536
 
     init(connections: [AgentConnection], mailbox: Mailbox<AgentCommand>) {
         self.connections = connections.map { $0 }
@@ -369,6 +411,7 @@ final class AgentDriver {
     func run() {
         defer {
             for case let connection? in connections { connection.close() }
+            for link in links { link.close() }
             // Whoever waits for a detach that came too late is told it is done: the connection is closed.
             for case .detach(_, _, let done?) in mailbox.close() { done() }
         }
@@ -397,18 +440,34 @@ final class AgentDriver {
                 touched.append(first.index)
                 schedule(first.index, at: max(connection.deadline(now: now), now + .milliseconds(1)))
             }
+            for link in links where link.deadline <= now && link.tick(now: now) {
+                for (index, connection) in connections.enumerated() where connection?.link === link {
+                    connection?.connectionLost(now: now)
+                    touched.append(index)
+                }
+            }
             settle(&touched, ready: ready, now: now)
             mailboxReady = false
             readable.removeAll(keepingCapacity: true)
-            let wakeUp = due.min.map { ZMQPoller.timeout(until: $0.deadline, now: now) } ?? -1
+            var nextDue = due.min?.deadline
+            for link in links where link.socket != nil { nextDue = min(nextDue ?? link.deadline, link.deadline) }
+            let wakeUp = nextDue.map { ZMQPoller.timeout(until: $0, now: now) } ?? -1
+            var readableLinks: [Int] = []
             do {
                 try ready.wait(timeoutMilliseconds: wakeUp) { token in
-                    if token == Self.mailboxToken { mailboxReady = true } else { readable.append(Int(token)) }
+                    if token == Self.mailboxToken {
+                        mailboxReady = true
+                    } else if token >= Self.firstLinkToken {
+                        readableLinks.append(Int(UInt64.max - 1 - token))
+                    } else {
+                        readable.append(Int(token))
+                    }
                 }
             } catch {
                 return  // not EINTR (that returns no tokens): waiting again would spin
             }
             now = clock.now
+            for linkIndex in readableLinks where linkIndex < links.count { receive(on: links[linkIndex], now: now, touched: &touched) }
             for index in readable where index < connections.count {
                 connections[index]?.receiveReplies(into: reply, now: now)
                 touched.append(index)
@@ -417,7 +476,10 @@ final class AgentDriver {
                 for command in mailbox.drain() {
                     switch command {
                     case .stop(let goodbye):
-                        if goodbye { for case let connection? in connections { connection.sayGoodbye(now: now) } }
+                        if goodbye {
+                            for case let connection? in connections { connection.sayGoodbye(now: now) }
+                            for link in links { link.sayGoodbye(now: now) }
+                        }
                         return
                     case .frame(let index, let changes, let alive):
                         connections[index]?.queue(changes: changes, alive: alive, now: now)
@@ -428,9 +490,14 @@ final class AgentDriver {
                     case .attach(let index, let seed):
                         while connections.count <= index { connections.append(nil) }
                         connections[index]?.close()
-                        connections[index] = AgentConnection(
+                        let connection = AgentConnection(
                             configuration: seed.configuration, identity: seed.identity, context: seed.context, shared: seed.shared,
                             logger: seed.logger, report: seed.report)
+                        if seed.configuration.multiplexed {
+                            connection.link = link(for: seed, now: now)
+                            connection.channel = UInt32(index + 1)
+                        }
+                        connections[index] = connection
                         touched.append(index)  // it connects at its first timers, now
                     case .detach(let index, let goodbye, let done):
                         defer { done?() }
@@ -442,6 +509,29 @@ final class AgentDriver {
                     }
                 }
             }
+        }
+    }
+
+    /// The shared connection to the seed's hub (its first configured endpoint), made on first use.
+    private func link(for seed: AgentSeed, now: ContinuousClock.Instant) -> MultiplexedLink {
+        let endpoint = seed.configuration.hubEndpoint.split(separator: ",").first.map(String.init) ?? seed.configuration.hubEndpoint
+        if let existing = links.first(where: { $0.endpoint == endpoint }) { return existing }
+        let made = MultiplexedLink(
+            endpoint: endpoint, curve: seed.configuration.curve, identity: seed.configuration.connectionIdentity ?? "mux-" + String((0..<12).map { _ in "abcdefghijklmnopqrstuvwxyz".randomElement()! }),
+            heartbeatInterval: seed.configuration.heartbeatInterval, hubTimeout: seed.configuration.hubTimeout,
+            handshakeTimeout: seed.configuration.handshakeTimeout, context: seed.context, logger: seed.logger, now: now)
+        links.append(made)
+        return made
+    }
+
+    /// Hands each reply the link received to the agent on its channel.
+    private func receive(on link: MultiplexedLink, now: ContinuousClock.Instant, touched: inout [Int]) {
+        link.receive(into: reply, now: now) { channel, message in
+            guard channel > 0 else { return }  // the link's own (an answer to its heartbeat)
+            let index = Int(channel) - 1
+            guard index < connections.count, let connection = connections[index], connection.link === link else { return }
+            connection.received(message, now: now)
+            touched.append(index)
         }
     }
 
@@ -467,6 +557,20 @@ final class AgentDriver {
                 guard index < connections.count, let connection = connections[index] else { continue }
                 if connection.sentSinceReceive { connection.receiveReplies(into: reply, now: now) }
                 schedule(index, at: max(connection.deadline(now: now), now + .milliseconds(1)))  // never a spin on a past deadline
+            }
+            // What the turn's agents queued on shared connections leaves now, one message per link.
+            for (linkIndex, link) in links.enumerated() {
+                link.flush(now: now)
+                if link.sentSinceReceive { receive(on: link, now: now, touched: &touched) }
+                while watchedLinks.count < links.count { watchedLinks.append(nil) }
+                guard link.socketChanged else { continue }
+                link.socketChanged = false
+                if let old = watchedLinks[linkIndex] { ready.remove(old) }
+                watchedLinks[linkIndex] = nil
+                if let socket = link.socket, let descriptor = try? ZMQReadySet.signalDescriptor(of: socket) {
+                    if (try? ready.add(descriptor, token: Self.linkToken(linkIndex))) != nil { watchedLinks[linkIndex] = descriptor }
+                    receive(on: link, now: now, touched: &touched)
+                }
             }
             var changed = Set<Int>()
             for index in indexes where index < connections.count {

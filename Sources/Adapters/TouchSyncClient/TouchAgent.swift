@@ -50,6 +50,17 @@ public struct AgentConfiguration: Sendable {
     /// The frames' wire format (docs/protocol.md, "Wire format v2 (agents)"): v2 by default; a hub
     /// that speaks only v1 is answered in v1 (the agent falls back by itself).
     public var wireFormat: WireFormat = .v2
+    /// Share one connection to the hub with the other multiplexed agents of
+    /// the same `AgentHost` and hub endpoint, on a channel of its own
+    /// (docs/protocol.md, "Multiplexed connections"): no socket and no
+    /// heartbeats of its own. The hub must speak multiplexed connections; on
+    /// a plain-text hub `identity` is then the connection's routing id
+    /// (shared by its agents) and the namespace comes from `delegation`'s
+    /// `actAs`. Only through an `AgentHost`. Default false.
+    public var multiplexed = false
+    /// A multiplexed agent's shared connection's routing id on a plain-text
+    /// hub (the first agent of a link names it). Default: `mux-` and 12 random letters.
+    public var connectionIdentity: String? = nil
 
     public init(board: String, hubEndpoint: String = "tcp://127.0.0.1:5570") {
         self.board = board

@@ -53,6 +53,8 @@ final class HubLoop {
     private var actions: [HubAction] = []
     private let routing = ZMQMessage()
     private let payload = ZMQMessage()
+    /// A multiplexed connection's agent messages (`payload` holds their channel parts).
+    private let channelMessage = ZMQMessage()
     private let clock = ContinuousClock()
     /// CURVE + ZAP: principals are authenticated users.
     private let authenticated: Bool
@@ -293,6 +295,11 @@ final class HubLoop {
 
     private func send(_ reply: HubReply, to peer: PeerID) {
         do {
+            if let channel = peer.channel {
+                // A multiplexed connection: the channel part first.
+                try ingest.send(multipart: [peer.bytes, Self.channelPart(channel), reply.encoded], dontWait: true)
+                return
+            }
             try ingest.send(multipart: [peer.bytes, reply.encoded], dontWait: true)
         } catch {
             // EHOSTUNREACH: the agent left; it will hear the news when it reconnects.
@@ -300,40 +307,92 @@ final class HubLoop {
         }
     }
 
+    /// A channel as its part on the wire: 4 bytes, big-endian.
+    static func channelPart(_ channel: UInt32) -> [UInt8] {
+        [UInt8(truncatingIfNeeded: channel >> 24), UInt8(truncatingIfNeeded: channel >> 16), UInt8(truncatingIfNeeded: channel >> 8), UInt8(truncatingIfNeeded: channel)]
+    }
+
     // MARK: Receiving
 
     private func drainIngest() throws(ZMQError) {
-        for _ in 0..<configuration.maxMessagesPerTurn {
+        var received = 0
+        while received < configuration.maxMessagesPerTurn {
             guard try ingest.receive(into: routing, dontWait: true) else { return }
             guard routing.hasMore, try ingest.receive(into: payload, dontWait: true) else {
                 continue  // a ROUTER always prefixes the routing id; a lone frame is not from a DEALER
             }
-            var extraParts = false
-            while payload.hasMore {
-                extraParts = true
-                guard try ingest.receive(into: payload, dontWait: true) else { break }
-            }
-            guard let peer = self.peer(routing.bytes, user: payload) else { continue }
-            if extraParts {
-                handle(.undecodable(from: peer, .malformed("an agent message is one frame, not several")))
-            } else if payload.count > configuration.maxMessageBytes {
-                let tooLarge = WireError(.messageTooLarge, "\(payload.count) bytes, the limit is \(configuration.maxMessageBytes)")
-                // A numbered message still takes its number (read without decoding the body), so the next is not OUT_OF_ORDER.
-                if let header = payload.withUnsafeBytes(AgentMessageHeader.scan), header.sequence > 0,
-                    let body = header.body, AgentMessageHeader.numberedBodies.contains(body)
-                {
-                    handle(.agentMessage(from: peer, .numbered(sequence: header.sequence, .invalid(tooLarge)), bytes: payload.count))
-                } else {
-                    handle(.undecodable(from: peer, tooLarge))
-                }
+            received += 1
+            if !payload.hasMore {
+                // A connection that carries one session.
+                guard let peer = self.peer(routing.bytes, user: payload) else { continue }
+                receiveAgentMessage(payload, from: peer)
             } else {
-                switch payload.withUnsafeBytes(AgentRequest.decode) {
-                case .success(let request): handle(.agentMessage(from: peer, request, bytes: payload.count))
-                case .failure(let error): handle(.undecodable(from: peer, error))
-                }
+                received += try receiveMultiplexed(from: routing.bytes)
             }
         }
         ingestWaiting = true
+    }
+
+    /// A multiplexed connection's message (docs/protocol.md, "Multiplexed
+    /// connections"): pairs of parts, a channel (4 bytes, big-endian) and the
+    /// agent message for that channel's session; `payload` holds the first
+    /// channel part. Returns how many agent messages it carried.
+    private func receiveMultiplexed(from routingID: [UInt8]) throws(ZMQError) -> Int {
+        var carried = 0
+        while true {
+            let channel: UInt32? =
+                payload.count == 4 ? payload.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(as: UInt32.self)) } : nil
+            guard try ingest.receive(into: channelMessage, dontWait: true) else { return carried }  // parts arrive together
+            guard let connection = self.peer(routingID, user: channelMessage) else {
+                try skipRemainingParts(of: channelMessage)
+                return carried
+            }
+            guard let channel else {
+                handle(
+                    .undecodable(
+                        from: Peer(id: PeerID(routingID, channel: 0), principal: connection.principal),
+                        .malformed("a multiplexed message is pairs of parts: a channel of 4 bytes (big-endian), then an agent message")))
+                try skipRemainingParts(of: channelMessage)
+                return carried
+            }
+            carried += 1
+            receiveAgentMessage(channelMessage, from: Peer(id: PeerID(routingID, channel: channel), principal: connection.principal))
+            guard channelMessage.hasMore else { return carried }
+            guard try ingest.receive(into: payload, dontWait: true) else { return carried }
+            guard payload.hasMore else {
+                handle(
+                    .undecodable(
+                        from: Peer(id: PeerID(routingID, channel: 0), principal: connection.principal),
+                        .malformed("a multiplexed message has an even number of parts: its last channel part has no agent message")))
+                return carried
+            }
+        }
+    }
+
+    private func skipRemainingParts(of message: ZMQMessage) throws(ZMQError) {
+        while message.hasMore {
+            guard try ingest.receive(into: message, dontWait: true) else { return }
+        }
+    }
+
+    /// Decodes one agent message from `peer` and hands it to the core.
+    private func receiveAgentMessage(_ message: ZMQMessage, from peer: Peer) {
+        if message.count > configuration.maxMessageBytes {
+            let tooLarge = WireError(.messageTooLarge, "\(message.count) bytes, the limit is \(configuration.maxMessageBytes)")
+            // A numbered message still takes its number (read without decoding the body), so the next is not OUT_OF_ORDER.
+            if let header = message.withUnsafeBytes(AgentMessageHeader.scan), header.sequence > 0,
+                let body = header.body, AgentMessageHeader.numberedBodies.contains(body)
+            {
+                handle(.agentMessage(from: peer, .numbered(sequence: header.sequence, .invalid(tooLarge)), bytes: message.count))
+            } else {
+                handle(.undecodable(from: peer, tooLarge))
+            }
+        } else {
+            switch message.withUnsafeBytes(AgentRequest.decode) {
+            case .success(let request): handle(.agentMessage(from: peer, request, bytes: message.count))
+            case .failure(let error): handle(.undecodable(from: peer, error))
+            }
+        }
     }
 
     /// The peer a message came from. Authenticated, its principal is the

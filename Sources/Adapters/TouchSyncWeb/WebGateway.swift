@@ -426,12 +426,12 @@ public final class WebGateway: Service, Sendable {
                     } catch let unknown as BrowserMessage.UnknownNumberedKind {
                         // A numbered kind we do not know: refused by its number, like any message the hub never saw.
                         guard welcomed, let session else {
-                            try await send(outbound, error: "MALFORMED", "unknown message type \(unknown.kind)")
+                            try await send(outbound, error: unknown.code, unknown.message)
                             continue
                         }
                         do throws(BrowserWireError) {
                             _ = try session.handle(unknown.number) { (_: TouchAgent) throws(BrowserWireError) in
-                                throw BrowserWireError("MALFORMED", "unknown message type \(unknown.kind)")
+                                throw BrowserWireError(unknown.code, unknown.message)
                             }
                         } catch {
                             try await outbound.write(.text(BrowserMessage.refused(n: unknown.number, code: error.code, message: error.message).json))

@@ -27,6 +27,11 @@ public struct AgentProtocol: Sendable {
         public var delegation: (actAs: String, token: String)?
         /// The frames' wire format: v2 (packed, protocol 2) unless the hub speaks only v1, when the agent falls back.
         public var wireFormat: WireFormat
+        /// A channel of a multiplexed connection: the connection's heartbeats
+        /// keep the session live and find a silent hub (`connectionLost`), so
+        /// this session sends none and does not watch for silence itself;
+        /// acknowledgements that stall still make it say hello again.
+        public var multiplexed = false
 
         public init(
             board: String, clientName: String = "touchsync-agent", heartbeatInterval: Duration = .seconds(1),
@@ -148,6 +153,12 @@ public struct AgentProtocol: Sendable {
     /// When `tick` next has something to do.
     public var deadline: ContinuousClock.Instant {
         guard isConnected else { return reconnectAt }
+        if settings.multiplexed {
+            var doubt = max(lastSent, lastHeard) + .seconds(3600)  // nothing to watch: an idle wake-up an hour
+            if !unacknowledged.isEmpty { doubt = lastProgress + settings.hubTimeout }
+            if !isWelcomed { doubt = min(doubt, connectedAt + helloTimeout(now: connectedAt)) }
+            return max(doubt, patientUntil)
+        }
         var doubt = lastHeard + settings.hubTimeout
         if !unacknowledged.isEmpty { doubt = min(doubt, lastProgress + settings.hubTimeout) }
         if !isWelcomed { doubt = min(doubt, connectedAt + helloTimeout(now: connectedAt)) }
@@ -213,6 +224,13 @@ public struct AgentProtocol: Sendable {
         var actions: [Action] = []
         sayHello(now: now, into: &actions)
         return actions
+    }
+
+    /// The multiplexed connection this session rides found the hub silent
+    /// (or was replaced): say hello again after a back-off.
+    public mutating func connectionLost(now: ContinuousClock.Instant) {
+        guard isConnected else { return }
+        scheduleReconnect(now: now)
     }
 
     /// The connection could not be opened: try again after a back-off.
@@ -316,7 +334,7 @@ public struct AgentProtocol: Sendable {
         // Silence, or replies that never acknowledge what we sent (the message
         // was lost on a connection the transport has quietly replaced): either
         // way, reconnect; the welcome says what the hub has, and we resend the rest.
-        let silent = now - lastHeard > settings.hubTimeout
+        let silent = !settings.multiplexed && now - lastHeard > settings.hubTimeout
         let stalled = (!unacknowledged.isEmpty && now - lastProgress > settings.hubTimeout) || (!isWelcomed && now - connectedAt > helloTimeout(now: connectedAt))
         if now >= patientUntil && (silent || stalled) {
             scheduleReconnect(now: now)
@@ -326,7 +344,7 @@ public struct AgentProtocol: Sendable {
             return [.disconnect(stalled: !silent)]
         }
         var actions: [Action] = []
-        if isWelcomed && now - lastSent >= settings.heartbeatInterval {
+        if isWelcomed && !settings.multiplexed && now - lastSent >= settings.heartbeatInterval {
             var heartbeat = Touchsync_V1_Heartbeat()
             heartbeat.agentTime = Int64(Date().timeIntervalSince1970 * 1e6)
             var message = Touchsync_V1_AgentMessage()

@@ -96,7 +96,20 @@ public enum Admission {
             return .failure(HubRefusal(.malformed, "Hello.session_id must be 1 to 64 bytes, chosen at random once per agent session"))
         }
         if let wrong = routing.wrongHub(for: hello.board, heldHere: heldHere) { return .failure(wrong) }
-        guard let access else { return .success(Admitted(peer: acting, role: .admin, delegation: nil)) }
+        guard let access else {
+            // A channel of a multiplexed connection names its namespace. A plain hub takes
+            // it as it takes a routing id (a claim anyone could make by connecting with it).
+            guard authenticated.id.channel != nil, !hello.actAs.isEmpty else { return .success(Admitted(peer: acting, role: .admin, delegation: nil)) }
+            guard hello.actAs.utf8.count <= 128, isPrintableNamespace(hello.actAs) else {
+                return .failure(
+                    HubRefusal(.malformed, "act_as is at most 128 letters, digits, '-', '.', '_' and ':', not \(hello.actAs)"))
+            }
+            let namespace = UserNamespace(hello.actAs)
+            return .success(
+                Admitted(
+                    peer: Peer(id: authenticated.id, principal: namespace), role: .admin,
+                    delegation: Delegation(gateway: authenticated.principal, user: "", token: "", namespace: namespace)))
+        }
         if !hello.actAs.isEmpty {
             let gateway = authenticated.principal
             guard let (user, prefix) = access.delegatedPrefix(for: gateway.rawValue, token: hello.token),

@@ -180,7 +180,7 @@ extension HubCore {
             return
         }
         let (peer, role, delegation) = (admitted.peer, admitted.role, admitted.delegation)
-        if access != nil { sessions.delegate(peer.id, delegation) }
+        if access != nil || peer.id.channel != nil { sessions.delegate(peer.id, delegation) }
         let slot: Int
         if let existing = channels.slot(of: hello.board) {
             slot = existing
@@ -209,6 +209,11 @@ extension HubCore {
             observer?.observe(.boardCreated(board: hello.board))
         }
         let principal = peer.principal
+        // A channel given to another session (a gateway reuses a closed tab's channel):
+        // the session it carried before has lost its connection.
+        if peer.id.channel != nil, let previous = sessions.principal(connectedAs: peer.id), previous != principal {
+            end(previous, why: "its channel now carries another session")
+        }
         let resumeAfter = hello.resumeAfter
         switch sessions.resume(
             principal, sessionID: hello.sessionID, board: hello.board, resumeAfter: resumeAfter, on: peer.id, role: role,
@@ -266,6 +271,29 @@ extension HubCore {
             maxLiveTouches: UInt32(configuration.boardLimits.maxLiveTouchesPerUser),
             maxMessageBytes: UInt32(configuration.maxMessageBytes), protocolVersion: hello.protocolVersion)
         actions.append(.reply(to: peer.id, .welcome(welcome)))
+    }
+
+    /// Channel 0 of a multiplexed connection speaks for the connection: a
+    /// heartbeat keeps every channel's session live (a gateway keeps its idle
+    /// tabs' presence, not the hub) and is answered with an ack through 0; a
+    /// goodbye ends every channel's session (the gateway is stopping).
+    mutating func handleConnectionMessage(_ request: AgentRequest, from peer: Peer, now: Moment, into actions: inout [HubAction]) {
+        switch request {
+        case .heartbeat:
+            guard sessions.hasChannels(on: peer.id) || sessions.admitStranger(peer.id, now: now) else { return }
+            for principal in sessions.heardConnection(peer.id, at: now) {
+                if let slot = sessions[principal]?.boardSlot { channels[slot].silentUsers.remove(principal) }
+            }
+            actions.append(.reply(to: peer.id, .ack(through: 0)))
+        case .goodbye:
+            for principal in sessions.principals(onConnection: peer.id) { end(principal, why: "its multiplexed connection said goodbye") }
+        case .hello, .numbered, .empty:
+            guard sessions.hasChannels(on: peer.id) || sessions.admitStranger(peer.id, now: now) else { return }
+            refuse(
+                peer.id,
+                HubRefusal(.malformed, "channel 0 of a multiplexed connection carries heartbeats and goodbyes only: sessions use channels 1 and up"),
+                into: &actions)
+        }
     }
 
     /// The refusal for a board the cluster gives to another hub, or the

@@ -170,7 +170,9 @@ public struct HubCore {
         switch event {
         case .agentMessage(let peer, let request, let bytes):
             counters.messages += 1
-            if case .hello(let hello) = request {
+            if peer.id.channel == 0 {
+                handleConnectionMessage(request, from: peer, now: now, into: &actions)
+            } else if case .hello(let hello) = request {
                 handleHello(hello, from: peer, now: now, into: &actions)
             } else {
                 handle(request, bytes: bytes, from: sessions.acting(peer), now: now, into: &actions)

@@ -6,8 +6,21 @@ import TouchSyncWire
 /// compares and hands back in replies (for ZeroMQ, the ROUTER routing id).
 public struct PeerID: Hashable, Sendable, CustomStringConvertible {
     public let bytes: [UInt8]
-    public init(_ bytes: [UInt8]) { self.bytes = bytes }
-    public var description: String { String(decoding: bytes, as: UTF8.self) }
+    /// The channel of a multiplexed connection (docs/protocol.md,
+    /// "Multiplexed connections"): each channel is a peer of its own, with its
+    /// own session; channel 0 is the connection itself. Nil: a connection
+    /// that carries one session.
+    public let channel: UInt32?
+    public init(_ bytes: [UInt8], channel: UInt32? = nil) {
+        self.bytes = bytes
+        self.channel = channel
+    }
+    /// The connection itself: channel 0 of a multiplexed connection, or the connection.
+    public var connection: PeerID { channel == nil ? self : PeerID(bytes, channel: 0) }
+    public var description: String {
+        let text = String(decoding: bytes, as: UTF8.self)
+        return channel.map { "\(text)#\($0)" } ?? text
+    }
 }
 
 /// Who sent a message: the connection, and the user namespace its transport

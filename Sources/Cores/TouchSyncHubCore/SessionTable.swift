@@ -54,6 +54,29 @@ struct SessionTable {
 
     mutating func connectionClosed(_ connection: PeerID) { delegations[connection] = nil }
 
+    // MARK: Multiplexed connections
+
+    /// Whether a session speaks through a channel of `connection` (its channel 0).
+    func hasChannels(on connection: PeerID) -> Bool {
+        sessions.values.contains { $0.peer.bytes == connection.bytes && $0.peer.channel != nil }
+    }
+
+    /// The sessions speaking through channels of `connection`.
+    func principals(onConnection connection: PeerID) -> [UserNamespace] {
+        sessions.values.filter { $0.peer.bytes == connection.bytes && $0.peer.channel != nil }.map(\.principal)
+    }
+
+    /// The connection's heartbeat: every session on its channels is heard
+    /// (those that were silent are returned: their boards list them no more).
+    mutating func heardConnection(_ connection: PeerID, at now: Moment) -> [UserNamespace] {
+        var revived: [UserNamespace] = []
+        for principal in principals(onConnection: connection) {
+            if sessions[principal]!.isSilent { revived.append(principal) }
+            sessions[principal]!.heard(at: now)
+        }
+        return revived
+    }
+
     /// A peer without a session takes a token from its own bucket: false past the rate.
     mutating func admitStranger(_ peer: PeerID, now: Moment) -> Bool {
         if strangers[peer] == nil { strangers[peer] = TokenBucket(rate: strangerRate, now: now) }

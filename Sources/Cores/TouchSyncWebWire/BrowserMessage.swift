@@ -97,6 +97,16 @@ public enum BrowserMessage: Sendable, Equatable {
             self.name = name
             self.rgba = rgba
         }
+
+        private enum Key: String, CodingKey { case user, name, rgba }
+
+        /// `rgba` is always present: null for a tab that has not chosen a colour (docs/protocol.md).
+        public func encode(to encoder: any Encoder) throws {
+            var object = encoder.container(keyedBy: Key.self)
+            try object.encode(user, forKey: .user)
+            try object.encode(name, forKey: .name)
+            try object.encode(rgba, forKey: .rgba)
+        }
     }
 
     /// The number of a numbered message (touch, style, undo, redo, erase, clear).
@@ -186,10 +196,17 @@ extension BrowserMessage: Codable {
                     board: try field(String.self, .board), resume: try field(String.self, .resume), name: try field(String.self, .name),
                     token: try field(String.self, .token)))
         case "touch":
-            self = .touch(
-                Touch(
-                    n: try required(UInt64.self, .n), phase: try field(String.self, .phase), id: try field(UInt64.self, .id),
-                    s: try field([[Double?]].self, .s), p: try field([[Double?]].self, .p)))
+            let n = try required(UInt64.self, .n)
+            // Samples that are not lists of numbers are refused by the message's
+            // number (it is taken), as any sample the gateway cannot use.
+            func samples(_ key: Key) throws -> [[Double?]]? {
+                do { return try object.decodeIfPresent([[Double?]].self, forKey: key) } catch {
+                    throw UnknownNumberedKind(
+                        kind: kind, number: n, code: "MALFORMED",
+                        message: "a sample is [x, y, t, force, azimuth, altitude]: 3 to 6 elements, x, y and t numbers (\(key.stringValue) has something else)")
+                }
+            }
+            self = .touch(Touch(n: n, phase: try field(String.self, .phase), id: try field(UInt64.self, .id), s: try samples(.s), p: try samples(.p)))
         case "style": self = .style(n: try required(UInt64.self, .n), rgba: try field(UInt32.self, .rgba), width: try field(Double.self, .width))
         case "undo": self = .undo(n: try required(UInt64.self, .n))
         case "redo": self = .redo(n: try required(UInt64.self, .n))
@@ -230,10 +247,21 @@ extension BrowserMessage: Codable {
         }
     }
 
-    /// A message with a number whose kind is unknown: refused by that number.
+    /// A message with a number that is refused by that number before it is
+    /// read whole: a kind this side does not know, or a touch whose samples
+    /// are not lists of numbers. The number is taken (`refused`, then acknowledged).
     public struct UnknownNumberedKind: Error, Sendable {
         public var kind: String
         public var number: UInt64
+        public var code: String
+        public var message: String
+
+        public init(kind: String, number: UInt64, code: String = "MALFORMED", message: String? = nil) {
+            self.kind = kind
+            self.number = number
+            self.code = code
+            self.message = message ?? "unknown message type \(kind)"
+        }
     }
 
     private static func describe(_ type: Any.Type) -> String {

@@ -1,0 +1,144 @@
+import Testing
+import TouchSyncAccess
+import TouchSyncCore
+import TouchSyncHubCore
+import TouchSyncWire
+
+/// One connection carrying many sessions, each on a channel (docs/protocol.md,
+/// "Multiplexed connections"), on `HubCore` alone with a manual clock.
+@Suite struct MultiplexedConnectionTests {
+    /// Channel `channel` of the gateway connection `gateway` (a plain hub: the routing id's namespace).
+    static func channel(_ channel: UInt32, of gateway: String = "gw") -> Peer {
+        Peer(id: PeerID(Array(gateway.utf8), channel: channel), principal: UserNamespace(gateway))
+    }
+
+    static func hello(_ hub: CoreHarness, _ peer: Peer, actAs: String, board: String = "b", session: String = "s") -> [HubAction] {
+        hub.message(peer, .hello(AgentHello(board: board, sessionID: Array(session.utf8), actAs: actAs)), bytes: 40)
+    }
+
+    @Test func eachChannelIsItsOwnUserWithItsOwnNumbering() throws {
+        let hub = CoreHarness()
+        let (one, two) = (Self.channel(1), Self.channel(2))
+        let welcomes = Self.hello(hub, one, actAs: "web:ann") + Self.hello(hub, two, actAs: "web:ben")
+        #expect(welcomes.replies(to: one).compactMap { if case .welcome(let w) = $0 { w.user.rawValue } else { nil } } == ["web:ann"])
+        #expect(welcomes.replies(to: two).compactMap { if case .welcome(let w) = $0 { w.user.rawValue } else { nil } } == ["web:ben"])
+
+        // The same touch id on both channels is two touches, numbered apart.
+        _ = hub.message(one, .numbered(sequence: 1, began(1, x: 10)))
+        _ = hub.message(two, .numbered(sequence: 1, began(1, x: 90)))
+        _ = hub.message(one, .numbered(sequence: 2, ended(1, x: 20, t: 1)))
+        let turn = hub.endTurn()
+        #expect(turn.acks(to: one) == [2] && turn.acks(to: two) == [1])
+        let board = try #require(hub.core.board("b"))
+        #expect(board.acceptedStrokes.map(\.owner.rawValue) == ["web:ann"])
+        #expect(board.activeStrokes.values.map(\.owner.rawValue).sorted() == ["web:ben"])
+        #expect(hub.replicas["b"] == board)
+
+        // Ben cannot end Ann's touch: his channel acts only as him.
+        _ = hub.message(two, .numbered(sequence: 2, ended(1, x: 95, t: 1)))
+        hub.endTurn()
+        #expect(try #require(hub.core.board("b")).acceptedStrokes.map(\.owner.rawValue) == ["web:ann", "web:ben"])
+    }
+
+    @Test func theConnectionsHeartbeatKeepsIdleChannelsLiveAndItsSilenceCancelsThem() throws {
+        let hub = CoreHarness { $0.livenessTimeout = .seconds(3); $0.abandonTimeout = .seconds(10) }
+        let one = Self.channel(1)
+        let connection = Self.channel(0)
+        _ = Self.hello(hub, one, actAs: "web:ann")
+        _ = hub.message(one, .numbered(sequence: 1, began(1)))
+        hub.endTurn()
+        // Only the connection speaks for 20 s: the channel's session stays live, its touch down.
+        for _ in 0..<20 {
+            hub.advance(.seconds(1))
+            let answered = hub.message(connection, .heartbeat)
+            #expect(answered.acks(to: connection) == [0])
+            hub.endTurn()
+        }
+        #expect(hub.core.board("b")?.activeStrokes.count == 1)
+        #expect(hub.endTurn().heartbeats.allSatisfy { $0.silent.isEmpty })
+        // Then the connection goes quiet: silent after the liveness time-out, cancelled after the abandon time-out.
+        hub.advance(.seconds(4))
+        hub.endTurn()
+        hub.advance(.seconds(7))
+        hub.endTurn()
+        #expect(hub.core.board("b")?.activeStrokes.isEmpty == true)
+    }
+
+    @Test func aSilentChannelIsLiveAgainWhenTheConnectionIsHeard() throws {
+        let hub = CoreHarness { $0.livenessTimeout = .seconds(3); $0.abandonTimeout = .seconds(30); $0.heartbeatInterval = .seconds(1) }
+        let one = Self.channel(1)
+        _ = Self.hello(hub, one, actAs: "web:ann")
+        _ = hub.message(one, .numbered(sequence: 1, began(1)))
+        hub.endTurn()
+        hub.advance(.seconds(4))
+        let silentTurn = hub.endTurn()
+        hub.advance(.seconds(1))
+        let listed = silentTurn + hub.endTurn()
+        #expect(listed.heartbeats.contains { $0.silent == ["web:ann"] })
+        _ = hub.message(Self.channel(0), .heartbeat)
+        hub.advance(.seconds(1))
+        #expect(hub.endTurn().heartbeats.allSatisfy { $0.silent.isEmpty })
+    }
+
+    @Test func theConnectionsGoodbyeEndsEveryChannelAtOnce() throws {
+        let hub = CoreHarness()
+        for channel in UInt32(1)...3 {
+            _ = Self.hello(hub, Self.channel(channel), actAs: "web:u\(channel)")
+            _ = hub.message(Self.channel(channel), .numbered(sequence: 1, began(1)))
+        }
+        // Another gateway's channel is not touched.
+        _ = Self.hello(hub, Self.channel(1, of: "other"), actAs: "web:x")
+        _ = hub.message(Self.channel(1, of: "other"), .numbered(sequence: 1, began(1)))
+        hub.endTurn()
+        #expect(hub.core.board("b")?.activeStrokes.count == 4)
+        _ = hub.message(Self.channel(0), .goodbye)
+        hub.endTurn()
+        #expect(hub.core.board("b")?.activeStrokes.values.map(\.owner.rawValue).sorted() == ["web:x"])
+        #expect(hub.core.sessionCount == 1)
+    }
+
+    @Test func channelZeroCarriesNoSessionAndBadNamespacesAreRefused() {
+        let hub = CoreHarness()
+        let connection = Self.channel(0)
+        #expect(Self.hello(hub, connection, actAs: "web:ann").errors(to: connection).map(\.code) == [.malformed])
+        let one = Self.channel(1)
+        #expect(Self.hello(hub, one, actAs: "web ann").errors(to: one).map(\.code) == [.malformed])
+        #expect(Self.hello(hub, one, actAs: String(repeating: "a", count: 129)).errors(to: one).map(\.code) == [.malformed])
+        #expect(hub.core.sessionCount == 0)
+    }
+
+    @Test func aChannelGivenToAnotherSessionEndsTheOneItCarried() throws {
+        let hub = CoreHarness()
+        let one = Self.channel(1)
+        _ = Self.hello(hub, one, actAs: "web:ann", session: "a")
+        _ = hub.message(one, .numbered(sequence: 1, began(1)))
+        hub.endTurn()
+        _ = Self.hello(hub, one, actAs: "web:ben", session: "b")
+        hub.endTurn()
+        // Ann's stroke is cancelled with her session; Ben numbers from 1.
+        #expect(hub.core.board("b")?.activeStrokes.isEmpty == true)
+        #expect(hub.core.sessionCount == 1)
+        _ = hub.message(one, .numbered(sequence: 1, began(2)))
+        #expect(hub.endTurn().acks(to: one) == [1])
+        #expect(hub.core.board("b")?.activeStrokes.values.map(\.owner.rawValue).sorted() == ["web:ben"])
+    }
+
+    @Test func anAuthenticatedGatewaysChannelsActForInvitedUsers() throws {
+        let access = try AccessList(users: [
+            "gateway": AccessEntry(key: String(repeating: "g", count: 40), boards: ["*": .admin], actsFor: "web:"),
+            "ann": AccessEntry(token: String(repeating: "t", count: 32), boards: ["b": .draw]),
+        ])
+        let hub = CoreHarness(access: access)
+        let gateway = Peer(id: PeerID(Array("random-id".utf8), channel: 1), principal: UserNamespace("gateway"))
+        let welcome = hub.message(
+            gateway, .hello(AgentHello(board: "b", sessionID: Array("s".utf8), actAs: "web:ann:abc", token: String(repeating: "t", count: 32))), bytes: 40)
+        #expect(welcome.replies(to: gateway).contains { if case .welcome(let w) = $0 { w.user.rawValue == "web:ann:abc" } else { false } })
+        // Another channel may not act for ann with a wrong token.
+        let other = Peer(id: PeerID(Array("random-id".utf8), channel: 2), principal: UserNamespace("gateway"))
+        let refused = hub.message(
+            other, .hello(AgentHello(board: "b", sessionID: Array("t".utf8), actAs: "web:ann:def", token: "wrong")), bytes: 40)
+        #expect(refused.errors(to: other).map(\.code) == [.forbidden])
+        // Ann may not clear the board (draw role) even through the gateway's admin key.
+        #expect(hub.message(gateway, .numbered(sequence: 1, .clear(.board))).errors(to: gateway).map(\.code) == [.forbidden])
+    }
+}
