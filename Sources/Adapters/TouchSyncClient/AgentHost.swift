@@ -63,8 +63,11 @@ public final class AgentHost: Sendable {
     func attach(
         _ configuration: AgentConfiguration, identity: String, shared: AgentShared, report: @escaping @Sendable (AgentEvent) -> Void
     ) -> (driver: Int, index: Int) {
+        // Multiplexed agents of one hub share its connection, which one driver owns: they all go there.
+        let endpoint = configuration.hubEndpoint.split(separator: ",").first.map(String.init) ?? configuration.hubEndpoint
+        let linkDriver = configuration.multiplexed ? endpoint.utf8.reduce(0) { ($0 &* 31 &+ Int($1)) & 0xFFFF } % mailboxes.count : nil
         let (driver, index) = places.withLock { places in
-            let driver = places.indices.min { places[$0].live < places[$1].live }!
+            let driver = linkDriver ?? places.indices.min { places[$0].live < places[$1].live }!
             places[driver].live += 1
             if let reused = places[driver].free.popLast() { return (driver, reused) }
             places[driver].next += 1
