@@ -101,6 +101,8 @@ final class AgentConnection {
     /// A multiplexed agent's shared connection (then `socket` stays nil), and its channel there.
     var link: MultiplexedLink? = nil
     var channel: UInt32 = 0
+    /// A multiplexed agent's driver's shared connection to a hub endpoint (nil: an agent with a socket of its own).
+    var linkFor: ((String) -> MultiplexedLink)? = nil
     /// Set when `socket` is replaced or closed, for the driver's readiness set; the driver clears it.
     var socketChanged = false
     /// Set when something was sent since the last receive: a send can take
@@ -161,15 +163,6 @@ final class AgentConnection {
             switch action {
             case .connect:
                 connect(now: now)
-            case .disconnect(let stalled) where link != nil:
-                // A channel says hello again on the shared connection (the link watches the hub's silence).
-                logger.info("acknowledgements stalled on a channel: saying hello again", metadata: ["agent": "\(identity)", "stalled": "\(stalled)"])
-                report(.disconnected)
-            case .redirect, .ownerSilent where link != nil:
-                // Following a board to another hub is the link's owner's to do (a link per hub).
-                logger.notice("another hub serves the board: a multiplexed agent does not follow it", metadata: ["agent": "\(identity)"])
-                report(.disconnected)
-                rules.connectionLost(now: now)
             case .disconnect(let stalled):
                 logger.info(
                     stalled ? "acknowledgements stalled: reconnecting" : "hub silent: reconnecting",
@@ -236,7 +229,10 @@ final class AgentConnection {
     }
 
     private func connect(now: ContinuousClock.Instant) {
-        if let link {
+        if let linkFor {
+            // The shared connection to the hub this agent looks for now (a redirect or a silent hub moves it).
+            let link = linkFor(hubEndpoint)
+            self.link = link
             do { try link.open(now: now) } catch {
                 logger.warning("agent cannot connect", metadata: ["endpoint": "\(link.endpoint)", "error": "\(error)"])
                 rules.connectFailed(now: now)
@@ -314,6 +310,8 @@ final class AgentConnection {
     func connectionLost(now: ContinuousClock.Instant) {
         rules.connectionLost(now: now)
         report(.disconnected)
+        if configuredHubs != [hubEndpoint] { rules.hubWentSilent(hubEndpoint, now: now) }
+        tryAnotherHub(now: now)
     }
 
     static func newSessionID() -> [UInt8] {
@@ -336,31 +334,38 @@ final class AgentConnection {
     private func checkHandshakes() {
         guard let monitor else { return }
         for event in monitor.events() {
-            let problem: String
-            switch event {
-            case .succeeded:
-                handshakeFailures = 0
-                continue
-            case .refused(let code):
-                problem = "the hub refused this key (authentication status \(code)): ask its operator to allow it (touchsync keys allow)"
-            case .protocolError:
-                problem =
-                    configuration.curve == nil
-                    ? "the hub requires CURVE: pass --key and --hub-key"
-                    : "the hub does not speak CURVE (a plain-text hub?): drop --key and --hub-key, or check the endpoint"
-            case .failed:
-                // A wrong hub key (the hub cannot decrypt our hello), or plain text to a CURVE hub. Once may be a network blip.
-                handshakeFailures += 1
-                guard handshakeFailures >= 2 else { continue }
-                problem =
-                    configuration.curve == nil
-                    ? "the hub refuses the handshake: it probably requires CURVE (pass --key and --hub-key)"
-                    : "the CURVE handshake with the hub fails: is --hub-key the hub's public key?"
-            }
+            guard let problem = Self.handshakeProblem(event, curve: configuration.curve != nil, failures: &handshakeFailures) else { continue }
             logger.error("cannot connect to the hub", metadata: ["agent": "\(identity)", "problem": "\(problem)"])
-            shared.helloRefusal.withLock { $0 = problem }
-            shared.waiters.signal()
-            report(.refused(sequence: 0, code: nil, message: problem))
+            handshakeFailed(problem)
+        }
+    }
+
+    /// The hub will not take this agent's key (or speaks the other of plain text and CURVE).
+    func handshakeFailed(_ problem: String) {
+        shared.helloRefusal.withLock { $0 = problem }
+        shared.waiters.signal()
+        report(.refused(sequence: 0, code: nil, message: problem))
+    }
+
+    /// A handshake event in words, or nil when it is no problem (yet: one failure may be a network blip).
+    static func handshakeProblem(_ event: ZMQHandshakeEvent, curve: Bool, failures: inout Int) -> String? {
+        switch event {
+        case .succeeded:
+            failures = 0
+            return nil
+        case .refused(let code):
+            return "the hub refused this key (authentication status \(code)): ask its operator to allow it (touchsync keys allow)"
+        case .protocolError:
+            return curve
+                ? "the hub does not speak CURVE (a plain-text hub?): drop --key and --hub-key, or check the endpoint"
+                : "the hub requires CURVE: pass --key and --hub-key"
+        case .failed:
+            // A wrong hub key (the hub cannot decrypt our hello), or plain text to a CURVE hub.
+            failures += 1
+            guard failures >= 2 else { return nil }
+            return curve
+                ? "the CURVE handshake with the hub fails: is --hub-key the hub's public key?"
+                : "the hub refuses the handshake: it probably requires CURVE (pass --key and --hub-key)"
         }
     }
 
@@ -440,6 +445,10 @@ final class AgentDriver {
                 touched.append(first.index)
                 schedule(first.index, at: max(connection.deadline(now: now), now + .milliseconds(1)))
             }
+            for link in links {
+                guard let problem = link.handshakeProblem() else { continue }
+                for connection in connections where connection?.link === link { connection?.handshakeFailed(problem) }
+            }
             for link in links where link.deadline <= now && link.tick(now: now) {
                 for (index, connection) in connections.enumerated() where connection?.link === link {
                     connection?.connectionLost(now: now)
@@ -451,6 +460,7 @@ final class AgentDriver {
             readable.removeAll(keepingCapacity: true)
             var nextDue = due.min?.deadline
             for link in links where link.socket != nil { nextDue = min(nextDue ?? link.deadline, link.deadline) }
+            if links.contains(where: \.watchesHandshakes) { nextDue = min(nextDue ?? now + .milliseconds(250), now + .milliseconds(250)) }
             let wakeUp = nextDue.map { ZMQPoller.timeout(until: $0, now: now) } ?? -1
             var readableLinks: [Int] = []
             do {
@@ -494,7 +504,7 @@ final class AgentDriver {
                             configuration: seed.configuration, identity: seed.identity, context: seed.context, shared: seed.shared,
                             logger: seed.logger, report: seed.report)
                         if seed.configuration.multiplexed {
-                            connection.link = link(for: seed, now: now)
+                            connection.linkFor = { [unowned self] endpoint in self.link(to: endpoint, for: seed, now: clock.now) }
                             connection.channel = UInt32(index + 1)
                         }
                         connections[index] = connection
@@ -512,9 +522,8 @@ final class AgentDriver {
         }
     }
 
-    /// The shared connection to the seed's hub (its first configured endpoint), made on first use.
-    private func link(for seed: AgentSeed, now: ContinuousClock.Instant) -> MultiplexedLink {
-        let endpoint = seed.configuration.hubEndpoint.split(separator: ",").first.map(String.init) ?? seed.configuration.hubEndpoint
+    /// The shared connection to `endpoint`, made on first use (the seed's keys and timings).
+    private func link(to endpoint: String, for seed: AgentSeed, now: ContinuousClock.Instant) -> MultiplexedLink {
         if let existing = links.first(where: { $0.endpoint == endpoint }) { return existing }
         let made = MultiplexedLink(
             endpoint: endpoint, curve: seed.configuration.curve, identity: seed.configuration.connectionIdentity ?? "mux-" + String((0..<12).map { _ in "abcdefghijklmnopqrstuvwxyz".randomElement()! }),

@@ -23,6 +23,8 @@ final class MultiplexedLink {
     private let handshakeTimeout: Duration
 
     private(set) var socket: ZMQSocket? = nil
+    private var monitor: ZMQHandshakeMonitor? = nil
+    private var handshakeFailures = 0
     /// Set when `socket` is replaced or closed, for the driver's readiness set; the driver clears it.
     var socketChanged = false
     /// Set when something was sent since the last receive (a send can take the read signal).
@@ -74,13 +76,31 @@ final class MultiplexedLink {
             throw error
         }
         self.socket = socket
+        // One monitor for the connection: a refused gateway key is told to every channel in words.
+        monitor = try? ZMQHandshakeMonitor(socket, context: context)
         socketChanged = true
         lastHeard = now
         lastSent = now
         logger.info("multiplexed connection to the hub opened", metadata: ["endpoint": "\(endpoint)", "identity": "\(identity)"])
     }
 
+    /// Whether the socket's handshakes are watched (the driver then looks every 250 ms).
+    var watchesHandshakes: Bool { monitor != nil }
+
+    /// A handshake problem since the last call, in words (nil: none).
+    func handshakeProblem() -> String? {
+        guard let monitor else { return nil }
+        var problem: String? = nil
+        for event in monitor.events() {
+            if let words = AgentConnection.handshakeProblem(event, curve: curve != nil, failures: &handshakeFailures) { problem = words }
+        }
+        if let problem { logger.error("cannot connect to the hub", metadata: ["endpoint": "\(endpoint)", "problem": "\(problem)"]) }
+        return problem
+    }
+
     func close() {
+        monitor?.close()
+        monitor = nil
         if socket != nil { socketChanged = true }
         socket?.close()
         socket = nil

@@ -118,6 +118,8 @@ public final class WebGateway: Service, Sendable {
         var access: (list: AccessList, modified: Date)? = nil
     }
     private let state = Mutex(State())
+    /// The routing id of the gateway's connection to a plain-text hub (its tabs are channels of it).
+    private let connectionIdentity = "web-gateway-" + WebGateway.randomName(8)
     /// New sessions, whose agent events `run` forwards to their tabs.
     private let sessionsToForward: AsyncStream<TabSession>
     private let forwardSession: AsyncStream<TabSession>.Continuation
@@ -646,14 +648,14 @@ public final class WebGateway: Service, Sendable {
         var settings = AgentConfiguration(board: board, hubEndpoint: configuration.hub(board).ingest)
         settings.clientName = "touchsync web"
         settings.curve = configuration.hub(board).curve
-        // Every tab connects with the gateway's key: the first tab's handshake monitor
-        // tells a refused key in words; a monitor per tab would cost two sockets each.
-        settings.monitorsHandshake = tabs == 0
-        if let token = identity.token {
-            settings.delegation = (namespace, token)  // the hub checks the token and the namespace again
-        } else {
-            settings.identity = namespace  // a plain-text hub names the namespace after the routing id
-        }
+        // Every tab is a channel of the gateway's one connection to the hub (docs/protocol.md,
+        // "Multiplexed connections"): the hub sees each tab's user, the gateway keeps
+        // its tabs' presence with the connection's heartbeats.
+        settings.multiplexed = true
+        settings.connectionIdentity = connectionIdentity
+        settings.identity = namespace
+        // The hub checks the token and the namespace again; a plain-text hub takes the namespace as named.
+        settings.delegation = (namespace, identity.token ?? "")
         let agent: TouchAgent
         do { agent = try TouchAgent(configuration: settings, context: context, logger: logger, host: agents) } catch {
             throw BrowserWireError("HUB_UNAVAILABLE", "cannot reach the hub: \(error)")
