@@ -12,6 +12,13 @@
 /// hub's ingest socket (ROUTER). Each ZeroMQ message is one frame holding one
 /// AgentMessage (agent to hub) or one HubReply (hub to agent); the ROUTER adds
 /// and strips the routing id frame.
+///
+/// A multiplexed connection carries many sessions, each on a channel: every
+/// AgentMessage and HubReply is then preceded by a channel frame of 4 bytes
+/// (big-endian), and one ZeroMQ message may hold several channel/message
+/// pairs. Channel 0 is the connection itself (Heartbeat, Goodbye); each other
+/// channel is a session of its own, named by its Hello's act_as.
+/// docs/protocol.md, "Multiplexed connections".
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
