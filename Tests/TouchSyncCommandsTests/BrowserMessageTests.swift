@@ -31,6 +31,30 @@ struct BrowserMessageTests {
         if case .batch = message { #expect(text.hasPrefix(#"["b","#)) } else { #expect(text.contains(#""t":"\#(message.kind)""#)) }
     }
 
+    /// A user without a colour is listed with `rgba` null, not without the key (docs/protocol.md).
+    @Test func aUserWithoutColourHasRgbaNull() {
+        let text = BrowserMessage.users([.init(user: "web:a", name: "Ann", rgba: nil), .init(user: "web:b", name: "Ben", rgba: 255)]).json
+        #expect(text.contains(#""rgba":null"#), "\(text)")
+        #expect(text.components(separatedBy: "\"rgba\"").count == 3, "\(text)")
+    }
+
+    /// Samples that are not numbers refuse the touch by its number (taken), not as a connection error.
+    @Test func samplesThatAreNotNumbersAreRefusedByNumber() {
+        for text in [
+            #"{"t":"touch","n":7,"phase":"moved","id":1,"s":[["1",2,3]]}"#, #"{"t":"touch","n":7,"phase":"moved","id":1,"s":[[1,2,false]]}"#,
+            #"{"t":"touch","n":7,"phase":"moved","id":1,"s":[[1,2,3]],"p":[[{},2,3]]}"#, #"{"t":"touch","n":7,"phase":"moved","id":1,"s":"x"}"#,
+        ] {
+            do {
+                _ = try BrowserMessage.decode(text)
+                Issue.record("decoded: \(text)")
+            } catch let refused as BrowserMessage.UnknownNumberedKind {
+                #expect(refused.number == 7 && refused.code == "MALFORMED", "\(text)")
+            } catch {
+                Issue.record("not refused by number: \(text): \(error)")
+            }
+        }
+    }
+
     @Test func malformedMessagesSayWhy() {
         func refusal(_ text: String) -> String? {
             do {

@@ -381,6 +381,22 @@ func connectedSocket(port: UInt16) throws -> Int32 {
     return descriptor
 }
 
+/// The whole response to `request` (raw HTTP/1.1) until the server closes.
+func httpExchange(port: UInt16, _ request: String) throws -> String {
+    let descriptor = try connectedSocket(port: port)
+    defer { close(descriptor) }
+    let bytes = Array(request.utf8)
+    _ = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
+    var response = [UInt8]()
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = recv(descriptor, &buffer, buffer.count, 0)
+        if count <= 0 { break }
+        response += buffer[0..<count]
+    }
+    return String(decoding: response, as: UTF8.self)
+}
+
 func httpGet(port: UInt16, path: String, close closing: Bool = false) throws -> String {
     let descriptor = try connectedSocket(port: port)
     defer { close(descriptor) }

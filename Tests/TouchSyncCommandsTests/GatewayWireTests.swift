@@ -181,10 +181,36 @@ struct GatewayWireTests {
         // A numbered kind the gateway does not know: refused by number too.
         tab.connection.send(#"{"t":"teleport","n":3}"#)
         #expect(try await tab.next("unknown kind refused") { if case .refused(3, "MALFORMED", let m) = $0 { m.contains("teleport") } else { nil } })
-        tab.send(.touch(.init(n: 4, phase: "ended", id: 1, s: [Self.sample(3, 3, 3)])))
-        #expect(try await tab.next("ack 4") { if case .ack(let n) = $0, n >= 4 { n } else { nil } } == 4)
+        // A sample whose x, y or t is not a number: refused MALFORMED by its number (taken), like any unusable sample.
+        tab.connection.send(#"{"t":"touch","n":4,"phase":"moved","id":1,"s":[["2",2,2]]}"#)
+        #expect(try await tab.next("string x refused") { if case .refused(4, "MALFORMED", _) = $0 { true } else { nil } })
+        tab.connection.send(#"{"t":"touch","n":5,"phase":"moved","id":1,"s":[[2,2,true]]}"#)
+        #expect(try await tab.next("boolean t refused") { if case .refused(5, "MALFORMED", _) = $0 { true } else { nil } })
+        tab.send(.touch(.init(n: 6, phase: "ended", id: 1, s: [Self.sample(3, 3, 3)])))
+        #expect(try await tab.next("ack 6") { if case .ack(let n) = $0, n >= 6 { n } else { nil } } == 6)
         tab.send(.ping(at: 12.5))
         #expect(try await tab.next("pong") { if case .pong(let at) = $0 { at } else { nil } } == 12.5)
+        await tab.connection.close()
+    }
+
+    /// A WebSocket upgrade from a page of another origin is answered 403 with
+    /// the reason (docs/protocol.md, "HTTP"); the gateway's own origin and a
+    /// client without Origin are upgraded.
+    @Test func anotherOriginsUpgradeIsForbidden() async throws {
+        let rig = try await Rig()
+        defer { rig.close() }
+        func upgrade(origin: String?) throws -> String {
+            try httpExchange(
+                port: UInt16(rig.port),
+                "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                    + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\(origin.map { "Origin: \($0)\r\n" } ?? "")\r\n")
+        }
+        let foreign = try upgrade(origin: "http://evil.example")
+        #expect(foreign.hasPrefix("HTTP/1.1 403"), "\(foreign.prefix(100))")
+        #expect(foreign.contains("own origin only (http://evil.example is another"), "\(foreign)")
+        let tab = try await rig.tab()  // no Origin: not a browser
+        tab.send(.hello(.init(board: "wire-origin")))
+        _ = try await tab.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
         await tab.connection.close()
     }
 

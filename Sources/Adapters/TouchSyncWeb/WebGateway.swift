@@ -182,7 +182,9 @@ public final class WebGateway: Service, Sendable {
                 HeadDeadlineChannel(
                     inner: HTTP1WebSocketUpgradeChannel(
                         responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration),
-                    deadline: headerTimeout)
+                    deadline: headerTimeout,
+                    // Another site's page is refused 403 with the reason before the upgrade (which can only say 400).
+                    upgradeRefusal: { [self] origin, host in originRefusal(origin: origin, host: host) })
             },
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "touchsync web",
