@@ -673,6 +673,41 @@ struct BrowserTests {
         #expect(result == ["ok", "ok"], "\(result ?? [])")
     }
 
+    /// The page's wire.js against proto/conformance/v1/browser-binary.json:
+    /// its binary touches are the gateway's bytes exactly, and the gateway's
+    /// binary batches and acks read as the JSON messages they stand for.
+    @Test func thePagesBinaryFramesMatchTheVectors() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let vectors = String(decoding: try Data(contentsOf: BrowserBinaryTests.file), as: UTF8.self)
+        let page = try await rig.browser.openPage("\(rig.web)/")
+        try await page.waitFor("document.readyState === 'complete'")
+        let result = try await page.evaluate(
+            """
+            (async () => {
+              const { encodeTouch, decodeFrame } = await import('/static/wire.js');
+              const vectors = \(vectors);
+              const hex = bytes => [...bytes].map(b => b.toString(16).padStart(2, '0')).join('');
+              const bytes = text => new Uint8Array(text.match(/../g).map(h => parseInt(h, 16))).buffer;
+              const problems = [];
+              for (const v of vectors.touches) {
+                const mine = hex(encodeTouch(JSON.parse(v.json)));
+                if (mine !== v.binary) problems.push(v.note + ': ' + mine + ' != ' + v.binary);
+              }
+              for (const v of vectors.batches) {
+                if (JSON.stringify(decodeFrame(bytes(v.binary))) !== JSON.stringify(JSON.parse(v.json))) problems.push('batch ' + v.json.slice(0, 60));
+              }
+              for (const v of vectors.acks) {
+                const read = decodeFrame(bytes(v.binary));
+                if (read.t !== 'ack' || read.n !== v.n) problems.push('ack ' + v.n);
+              }
+              return [vectors.touches.length + vectors.batches.length + vectors.acks.length, problems.join('; ')];
+            })()
+            """) as? [Any]
+        #expect((result?.first as? Int ?? 0) > 40, "\(result ?? [])")
+        #expect(result?.last as? String == "", "\(result ?? [])")
+    }
+
     /// The replay view rebuilds the board from the hub's history and seeks.
     @Test func replaySeeksToAMoment() async throws {
         let rig = try await WhiteboardRig()

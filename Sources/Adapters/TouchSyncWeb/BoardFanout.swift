@@ -4,13 +4,20 @@ import TouchSyncClient
 import TouchSyncCore
 import TouchSyncWebWire
 
+/// One WebSocket frame for a tab: JSON text, or a binary frame (docs/protocol.md, "Binary frames").
+enum TabFrame: Sendable, Equatable, ExpressibleByStringLiteral {
+    case text(String)
+    case binary([UInt8])
+    init(stringLiteral text: String) { self = .text(text) }
+}
+
 /// What a tab is sent, in order. Each tab drains its own outbox, so a slow
 /// tab only fills its own; past `limit` messages its queue is dropped and it
 /// gets a fresh snapshot instead (the Clone pattern's resync), which bounds
 /// memory per tab without slowing the board or the other tabs.
 final class TabOutbox: Sendable {
     private struct State {
-        var queue: [String] = []
+        var queue: [TabFrame] = []
         var needsSnapshot = false
         var closed = false
         var waiter: CheckedContinuation<Void, Never>? = nil
@@ -20,12 +27,28 @@ final class TabOutbox: Sendable {
     }
     private let state = Mutex(State())
     let limit: Int
+    /// The tab reads binary frames (its hello asked): batches and acks go to it that way.
+    var binary: Bool { binaryFrames.load(ordering: .relaxed) }
+    private let binaryFrames = Atomic<Bool>(false)
 
-    init(limit: Int) { self.limit = limit }
+    init(limit: Int, binary: Bool = false) {
+        self.limit = limit
+        binaryFrames.store(binary, ordering: .relaxed)
+    }
 
-    /// Queues a message; false when the queue overflowed (a snapshot is then due instead).
+    /// From the welcome on, batches and acks go to this tab as binary frames.
+    func speakBinary() { binaryFrames.store(true, ordering: .relaxed) }
+
+    /// Queues a JSON text message; false when the queue overflowed (a snapshot is then due instead).
     @discardableResult
-    func post(_ message: String) -> Bool {
+    func post(_ text: String) -> Bool { post(frame: .text(text)) }
+
+    /// An acknowledgement, in the tab's wire.
+    func postAck(_ n: UInt64) { post(frame: binary ? .binary(BrowserBinary.ack(n)) : .text(BrowserMessage.ack(n: n).json)) }
+
+    /// Queues a frame; false when the queue overflowed (a snapshot is then due instead).
+    @discardableResult
+    func post(frame message: TabFrame) -> Bool {
         let (waiter, accepted): (CheckedContinuation<Void, Never>?, Bool) = state.withLock { state in
             guard !state.closed else { return (nil, true) }
             if state.needsSnapshot { return (nil, false) }  // everything before the snapshot is moot
@@ -81,7 +104,7 @@ final class TabOutbox: Sendable {
     var isRevoked: Bool { state.withLock { $0.revoked != nil } }
 
     enum Next {
-        case messages([String])
+        case messages([TabFrame])
         case snapshot
         case closed
         case revoked(code: String, message: String)
@@ -183,14 +206,18 @@ final class BoardFanout: BoardFeed, Sendable {
     }
 
     func applied(_ batch: DiffBatch, board: BoardState) {
-        let message = BrowserWire.batch(batch, after: board)
         let tabs = state.withLock { state in
             state.sequence = board.sequence
             state.acceptedStrokes = board.acceptedStrokes.count
             if !batch.diffs.isEmpty { state.lastActivity = batch.hubTime }
             return Array(state.tabs.values)
         }
-        for tab in tabs { tab.post(message) }
+        guard !tabs.isEmpty else { return }
+        // Encoded once per wire its tabs read, the same frame for each of them.
+        let model = BrowserWire.model(batch, after: board)
+        let text = tabs.contains { !$0.binary } ? TabFrame.text(BrowserWire.text(of: model)) : nil
+        let binary = tabs.contains { $0.binary } ? TabFrame.binary(BrowserBinary.encode(model)) : nil
+        for tab in tabs { tab.post(frame: tab.binary ? binary! : text!) }
     }
 
     func failed(_ reason: String) {

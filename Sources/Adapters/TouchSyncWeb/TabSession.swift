@@ -152,7 +152,7 @@ final class TabSession: Sendable {
             state.ackSent = state.ackedThrough
             return (outbox, state.ackedThrough)
         }
-        if let outbox, let ack { outbox.post(BrowserMessage.ack(n: ack).json) }
+        if let outbox, let ack { outbox.postAck(ack) }
     }
 
     /// Ends the session: the agent says goodbye, so the hub cancels this tab's live touches at once.

@@ -414,19 +414,30 @@ public final class WebGateway: Service, Sendable {
         await withDiscardingTaskGroup { group in
             do {
                 for try await message in inbound.messages(maxSize: 2 * configuration.maxMessageBytes) {
-                    guard case .text(let text) = message else {
-                        try await send(outbound, error: "MALFORMED", "messages are JSON text frames (docs/protocol.md, the browser wire)")
-                        continue
-                    }
                     // Frames up to twice the limit are read so that one just over it gets a reason; larger ones the library refuses.
-                    guard text.utf8.count <= configuration.maxMessageBytes else {
+                    let size: Int
+                    switch message {
+                    case .text(let text): size = text.utf8.count
+                    case .binary(let buffer): size = buffer.readableBytes
+                    }
+                    guard size <= configuration.maxMessageBytes else {
                         try await send(outbound, error: "TOO_LARGE", "a message is at most \(configuration.maxMessageBytes) bytes")
                         try await outbound.close(.messageTooLarge, reason: "TOO_LARGE")
                         break
                     }
                     let decoded: BrowserMessage
                     do {
-                        decoded = try BrowserMessage.decode(text, with: decoder)
+                        switch message {
+                        case .text(let text):
+                            decoded = try BrowserMessage.decode(text, with: decoder)
+                        case .binary(let buffer):
+                            // Binary frames carry touches, once the welcome said the connection speaks them.
+                            guard welcomed, outbox.binary else {
+                                try await send(outbound, error: "MALFORMED", "binary frames need a welcome with wire binary (docs/protocol.md, \"Binary frames\")")
+                                continue
+                            }
+                            decoded = .touch(try BrowserBinary.decodeTouch(buffer.readableBytesView))
+                        }
                     } catch let unknown as BrowserMessage.UnknownNumberedKind {
                         // A numbered kind we do not know: refused by its number, like any message the hub never saw.
                         guard welcomed, let session else {
@@ -460,9 +471,11 @@ public final class WebGateway: Service, Sendable {
                             identityRole = identity.role
                             // The name others see: the invited user's, or the one this tab's hello gave (null for a nameless watcher).
                             let name = opened?.displayName ?? identity.user ?? hello.name.map { String($0.prefix(40)) }
+                            let binary = hello.wire == "binary"
+                            if binary { outbox.speakBinary() }
                             let welcome = BrowserMessage.Welcome(
                                 user: opened?.namespace, resume: opened?.resumeToken, board: board.board, acked: opened?.ackedThrough ?? 0,
-                                role: "\(identity.role)", name: name)
+                                role: "\(identity.role)", name: name, wire: binary ? "binary" : "json")
                             try await outbound.write(.text(BrowserMessage.welcome(welcome).json))
                             state.withLock { state in
                                 state.outboxes[board.board, default: [:]][ObjectIdentifier(outbox)] = outbox
@@ -698,7 +711,12 @@ public final class WebGateway: Service, Sendable {
                     try await outbound.write(.text(BrowserWire.snapshot(board)))
                     try await outbound.write(.text(usersMessage(of: fanout.board)))
                 case .messages(let messages):
-                    for message in messages { try await outbound.write(.text(message)) }
+                    for message in messages {
+                        switch message {
+                        case .text(let text): try await outbound.write(.text(text))
+                        case .binary(let bytes): try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
+                        }
+                    }
                 }
             }
         } catch {

@@ -37,11 +37,14 @@ public enum BrowserMessage: Sendable, Equatable {
         public var resume: String?
         public var name: String?
         public var token: String?
-        public init(board: String?, resume: String? = nil, name: String? = nil, token: String? = nil) {
+        /// `"binary"` asks for binary frames (docs/protocol.md, "Binary frames"); absent or anything else: JSON only.
+        public var wire: String?
+        public init(board: String?, resume: String? = nil, name: String? = nil, token: String? = nil, wire: String? = nil) {
             self.board = board
             self.resume = resume
             self.name = name
             self.token = token
+            self.wire = wire
         }
     }
 
@@ -72,13 +75,16 @@ public enum BrowserMessage: Sendable, Equatable {
         public var acked: UInt64
         public var role: String
         public var name: String?
-        public init(user: String?, resume: String?, board: String, acked: UInt64, role: String, name: String?) {
+        /// `"binary"` when the gateway speaks binary frames on this connection (the hello asked); else `"json"`.
+        public var wire: String
+        public init(user: String?, resume: String?, board: String, acked: UInt64, role: String, name: String?, wire: String = "json") {
             self.user = user
             self.resume = resume
             self.board = board
             self.acked = acked
             self.role = role
             self.name = name
+            self.wire = wire
         }
     }
 
@@ -160,7 +166,7 @@ public struct BrowserWireError: Error, Sendable, CustomStringConvertible {
 extension BrowserMessage: Codable {
     private enum Key: String, CodingKey {
         case t, n, board, resume, name, token, phase, id, s, p, rgba, width, strokes, scope, at
-        case user, acked, role, code, message, from, state, retry_after_ms, list
+        case user, acked, role, code, message, from, state, retry_after_ms, list, wire
     }
 
     public init(from decoder: any Decoder) throws {
@@ -194,7 +200,7 @@ extension BrowserMessage: Codable {
             self = .hello(
                 Hello(
                     board: try field(String.self, .board), resume: try field(String.self, .resume), name: try field(String.self, .name),
-                    token: try field(String.self, .token)))
+                    token: try field(String.self, .token), wire: try field(String.self, .wire)))
         case "touch":
             let n = try required(UInt64.self, .n)
             // Samples that are not lists of numbers are refused by the message's
@@ -220,7 +226,8 @@ extension BrowserMessage: Codable {
             self = .welcome(
                 Welcome(
                     user: try field(String.self, .user), resume: try field(String.self, .resume), board: try required(String.self, .board),
-                    acked: try required(UInt64.self, .acked), role: try required(String.self, .role), name: try field(String.self, .name)))
+                    acked: try required(UInt64.self, .acked), role: try required(String.self, .role), name: try field(String.self, .name),
+                    wire: try field(String.self, .wire) ?? "json"))
         case "ack": self = .ack(n: try required(UInt64.self, .n))
         case "refused":
             self = .refused(n: try required(UInt64.self, .n), code: try required(String.self, .code), message: try field(String.self, .message) ?? "")
@@ -291,6 +298,7 @@ extension BrowserMessage: Codable {
             try object.encode(hello.resume, forKey: .resume)
             try object.encodeIfPresent(hello.name, forKey: .name)
             try object.encodeIfPresent(hello.token, forKey: .token)
+            try object.encodeIfPresent(hello.wire, forKey: .wire)
         case .touch(let touch):
             try object.encode(touch.n, forKey: .n)
             try object.encodeIfPresent(touch.phase, forKey: .phase)
@@ -322,6 +330,7 @@ extension BrowserMessage: Codable {
             try object.encode(welcome.acked, forKey: .acked)
             try object.encode(welcome.role, forKey: .role)
             try object.encode(welcome.name, forKey: .name)
+            try object.encode(welcome.wire, forKey: .wire)
         case .ack(let n):
             try object.encode(n, forKey: .n)
         case .refused(let n, let code, let message):

@@ -51,8 +51,12 @@ public enum BrowserWire {
     /// stroke gone by the end of the batch: its samples are left out (an empty
     /// prediction keeps the diff list's length), which changes no page's board.
     public static func batch(_ batch: DiffBatch, after board: BoardState, withTime: Bool = false) -> String {
-        var out = "[\"b\",\(batch.sequence),["
-        out.reserveCapacity(32 + batch.diffs.count * 40)
+        text(of: model(batch, after: board, withTime: withTime))
+    }
+
+    /// `batch(_:after:)` as the wire's integers, which the JSON text and the
+    /// binary frames (`BrowserBinary`) both write.
+    public static func model(_ batch: DiffBatch, after board: BoardState, withTime: Bool = false) -> BrowserBatch {
         // Samples each stroke gains in this batch, and those seen so far while writing it.
         var appendedInBatch: [StrokeID: Int] = [:]
         for diff in batch.diffs {
@@ -68,31 +72,117 @@ public enum BrowserWire {
             guard offset >= 0, let stroke = stroke(id), offset < stroke.samples.count else { return nil }
             return stroke.samples[offset]
         }
-        for (index, diff) in batch.diffs.enumerated() {
-            if index > 0 { out += "," }
+        var diffs: [BrowserDiff] = []
+        diffs.reserveCapacity(batch.diffs.count)
+        for diff in batch.diffs {
             switch diff {
             case .appended(let id, _, _) where stroke(id) == nil, .predicted(let id, _) where stroke(id) == nil:
                 // Gone by the end of the batch (cancelled, or accepted and then removed):
                 // its samples could not be continued, and a page never shows them.
-                out += "[\"p\",\(id.rawValue),[]]"
+                diffs.append(.predicted(id: id.rawValue, samples: []))
             case .appended(let id, let offset, let samples):
-                out += "[\"a\",\(id.rawValue),\(offset),"
-                append(samples, from: offset > 0 ? sample(of: id, at: Int(offset) - 1) : nil, to: &out)
-                out += "]"
+                diffs.append(.appended(id: id.rawValue, offset: Int(offset), samples: flat(samples, from: offset > 0 ? sample(of: id, at: Int(offset) - 1) : nil)))
                 appendedSoFar[id, default: 0] += samples.count
             case .predicted(let id, let samples):
-                out += "[\"p\",\(id.rawValue),"
                 let stored = stroke(id).map { $0.samples.count - (appendedInBatch[id] ?? 0) + (appendedSoFar[id] ?? 0) }
-                append(samples, from: stored.flatMap { sample(of: id, at: $0 - 1) }, to: &out)
-                out += "]"
+                diffs.append(.predicted(id: id.rawValue, samples: flat(samples, from: stored.flatMap { sample(of: id, at: $0 - 1) })))
             default:
-                append(diff, to: &out)
+                diffs.append(model(diff))
+            }
+        }
+        return BrowserBatch(seq: batch.sequence, diffs: diffs, hubTime: withTime ? batch.hubTime : nil)
+    }
+
+    /// A diff other than an append or a prediction continuing a chain.
+    static func model(_ diff: StrokeDiff) -> BrowserDiff {
+        switch diff {
+        case .began(let id, let owner, let touch, let style):
+            .began(id: id.rawValue, owner: owner.rawValue, touch: touch, rgba: style.rgba, width: style.width)
+        case .appended(let id, let offset, let samples): .appended(id: id.rawValue, offset: Int(offset), samples: flat(samples, from: nil))
+        case .predicted(let id, let samples): .predicted(id: id.rawValue, samples: flat(samples, from: nil))
+        case .amended(let id, let offset, let sample): .amended(id: id.rawValue, offset: Int(offset), sample: flat([sample], from: nil))
+        case .accepted(let id, let position): .accepted(id: id.rawValue, position: Int(position))
+        case .cancelled(let id): .cancelled(id: id.rawValue)
+        case .cleared(let owner): .cleared(owner: owner?.rawValue)
+        case .removed(let id): .removed(id: id.rawValue)
+        case .restored(let stroke): .restored(model(stroke))
+        }
+    }
+
+    static func model(_ stroke: Stroke) -> BrowserStroke {
+        BrowserStroke(
+            id: stroke.id.rawValue, owner: stroke.owner.rawValue, touch: stroke.touch, rgba: stroke.style.rgba, w: stroke.style.width,
+            pos: stroke.acceptedPosition.map { Int($0) }, s: flat(stroke.samples, from: nil), p: flat(stroke.predicted, from: stroke.samples.last))
+    }
+
+    /// Four integers per sample: x, y, t as deltas from the previous sample
+    /// (the first from `base`, or absolute without one), force (0: none).
+    static func flat<Samples: Sequence<Sample>>(_ samples: Samples, from base: Sample?) -> [Int64] {
+        var out: [Int64] = []
+        out.reserveCapacity(samples.underestimatedCount * 4)
+        var x = Int64(base?.x ?? 0)
+        var y = Int64(base?.y ?? 0)
+        var t = base?.time ?? 0
+        for sample in samples {
+            out.append(Int64(sample.x) - x)
+            out.append(Int64(sample.y) - y)
+            out.append(sample.time - t)
+            out.append(sample.flags.contains(.hasForce) ? Int64(sample.force) : 0)
+            x = Int64(sample.x)
+            y = Int64(sample.y)
+            t = sample.time
+        }
+        return out
+    }
+
+    /// A batch as JSON text: `["b", seq, [diff, …]]`, the hub time last when it has one.
+    public static func text(of batch: BrowserBatch) -> String {
+        var out = "[\"b\",\(batch.seq),["
+        out.reserveCapacity(32 + batch.diffs.count * 40)
+        for (index, diff) in batch.diffs.enumerated() {
+            if index > 0 { out += "," }
+            switch diff {
+            case .began(let id, let owner, let touch, let rgba, let width):
+                out += "[\"b\",\(id),\(quoted(owner)),\(touch),\(rgba),\(width)]"
+            case .appended(let id, let offset, let samples):
+                out += "[\"a\",\(id),\(offset),"
+                append(samples, to: &out)
+                out += "]"
+            case .predicted(let id, let samples):
+                out += "[\"p\",\(id),"
+                append(samples, to: &out)
+                out += "]"
+            case .amended(let id, let offset, let sample):
+                out += "[\"m\",\(id),\(offset),"
+                append(sample, to: &out)
+                out += "]"
+            case .accepted(let id, let position): out += "[\"A\",\(id),\(position)]"
+            case .cancelled(let id): out += "[\"c\",\(id)]"
+            case .cleared(let owner): out += "[\"C\",\(owner.map(quoted) ?? "null")]"
+            case .removed(let id): out += "[\"r\",\(id)]"
+            case .restored(let stroke):
+                out += "[\"R\",{\"id\":\(stroke.id),\"owner\":\(quoted(stroke.owner)),\"touch\":\(stroke.touch),\"rgba\":\(stroke.rgba),\"w\":\(stroke.w),"
+                if let position = stroke.pos { out += "\"pos\":\(position)," }
+                out += "\"s\":"
+                append(stroke.s, to: &out)
+                out += ",\"p\":"
+                append(stroke.p, to: &out)
+                out += "}]"
             }
         }
         out += "]"
-        if withTime { out += ",\(batch.hubTime)" }
+        if let hubTime = batch.hubTime { out += ",\(hubTime)" }
         out += "]"
         return out
+    }
+
+    static func append(_ integers: [Int64], to out: inout String) {
+        out += "["
+        for (index, value) in integers.enumerated() {
+            if index > 0 { out += "," }
+            out += String(value)
+        }
+        out += "]"
     }
 
     /// A whole board: accepted strokes in their order, then the strokes in progress.

@@ -74,6 +74,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "With --web: the gateway's process id (default: the process listening on the URL's port, when visible).")
     var gatewayPid: Int32?
     @Option(help: "With --web: the hub's process id, to compare its CPU per sample with the gateway's.") var hubPid: Int32?
+    @Option(help: "With --web: the browser wire the tabs speak, binary (as the page does) or json.") var browserWire = "binary"
     @Option(help: "Write the report as JSON to this file.") var json: String?
     @Option(help: "Write latency and throughput over time as an SVG chart to this file.") var svg: String?
     @OptionGroup var logging: LoggingOptions
@@ -85,6 +86,7 @@ struct LoadCommand: AsyncParsableCommand {
     func validate() throws {
         if let web {
             guard WebAddress(web) != nil else { throw ValidationError("--web takes the gateway's address, http://HOST:PORT") }
+            guard ["binary", "json"].contains(browserWire) else { throw ValidationError("--browser-wire is binary or json, not \(browserWire)") }
             guard ingest == nil, cluster == nil, data == nil, accessDir == nil else {
                 throw ValidationError("--web draws through a gateway: not with --hub, --cluster, --data or --access-dir")
             }
@@ -228,8 +230,9 @@ struct LoadCommand: AsyncParsableCommand {
         configuration.seed = seed
         configuration.gatewayPID = gatewayPid
         configuration.hubPID = hubPid
+        configuration.binaryWire = browserWire == "binary"
         emit(
-            "load --web: \(users) tabs x \(fingerCount) finger(s) at \(Int(eventRate)) Hz (\(samplesPerEvent) samples per event, \(predicted) predicted), "
+            "load --web: \(users) tabs (\(browserWire) wire) x \(fingerCount) finger(s) at \(Int(eventRate)) Hz (\(samplesPerEvent) samples per event, \(predicted) predicted), "
                 + "\(configuration.boards) board(s), \(duration) s, gateway http://\(address.host):\(address.port); up to \(Int(configuration.offeredSamplesPerSecond)) samples/s offered")
         let run = WebLoadRun(configuration: configuration, logger: logging.logger("touchsync.load"))
         let interruption = LoadInterruption()

@@ -10,6 +10,7 @@ import { Renderer, cssColor } from './renderer.js';
 import { Viewport } from './view.js';
 import { attachWheel, PanPinch } from './gestures.js';
 import { outline, pathData, inkPoints } from './ink.js';
+import { encodeTouch, decodeFrame } from './wire.js';
 
 const boardName = decodeURIComponent(location.pathname.split('/')[2] || 'demo');
 const canvas = document.getElementById('board');
@@ -62,6 +63,9 @@ let width = Number(sessionStorage.getItem('touchsync-width') ?? 4);
 let nextNumber = 1;
 let socket = null;
 let welcomed = false;
+// Binary frames (docs/protocol.md, "Binary frames"), once a welcome says the gateway speaks them; ?wire=json keeps JSON.
+const wantBinary = new URLSearchParams(location.search).get('wire') !== 'json';
+let binaryWire = false;
 let resume = sessionStorage.getItem('touchsync-resume-' + boardName);
 
 function post(message) {
@@ -88,7 +92,7 @@ function transmit(message) {
   // The round trip counts from the last transmission, not from time spent queued offline.
   message.sentAt = performance.now();
   const { sentAt, ...wire } = message;
-  socket.send(JSON.stringify(wire));
+  socket.send(binaryWire && wire.t === 'touch' ? encodeTouch(wire) : JSON.stringify(wire));
 }
 
 // --- Connection, with back-off (reset only by a welcome: a socket that opens and is refused keeps backing off).
@@ -97,14 +101,16 @@ let heldOffline = false;
 function connect() {
   const url = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws';
   socket = new WebSocket(url);
+  socket.binaryType = 'arraybuffer';
   app.sockets++;
   socket.onopen = () => {
-    socket.send(JSON.stringify({ t: 'hello', board: boardName, resume, name, token, acked: app.acked }));
+    socket.send(JSON.stringify({ t: 'hello', board: boardName, resume, name, token, acked: app.acked, wire: wantBinary ? 'binary' : undefined }));
   };
   socket.onmessage = event => {
-    const message = JSON.parse(event.data);
+    const binary = event.data instanceof ArrayBuffer;
+    const message = binary ? decodeFrame(event.data) : JSON.parse(event.data);
     if (Array.isArray(message)) {  // a batch: ["b", seq, diffs]
-      app.received.batchBytes += event.data.length;
+      app.received.batchBytes += binary ? event.data.byteLength : event.data.length;
       for (const d of message[2]) if (d[0] === 'a') app.received.batchSamples += d[3].length / 4;
       receiveBatch(message);
       return;
@@ -129,6 +135,8 @@ function receive(m) {
   switch (m.t) {
     case 'welcome': {
       backoff = 250;
+      binaryWire = m.wire === 'binary';
+      app.wire = m.wire ?? 'json';
       app.role = m.role;
       app.name = m.name;
       document.body.classList.toggle('admin', m.role === 'admin');

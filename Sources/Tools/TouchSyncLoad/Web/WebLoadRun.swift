@@ -42,6 +42,8 @@ public struct WebLoadConfiguration: Sendable {
     public var gatewayPID: Int32? = nil
     /// The hub's process, to compare CPU per sample (optional).
     public var hubPID: Int32? = nil
+    /// Tabs speak the binary frames the page uses (docs/protocol.md, "Binary frames"); false: the JSON wire only. Default true.
+    public var binaryWire = true
 
     public init() {}
 
@@ -62,7 +64,7 @@ public struct WebLoadReport: Sendable {
     public var acknowledged: Bool
     public var latency: LatencySummary
     public var latencyOverTime: [LatencySecond]
-    /// Text bytes per sample sent: tabs to the gateway, and the gateway to each tab.
+    /// Bytes per sample sent (frame payloads, in the run's wire): tabs to the gateway, and the gateway to each tab.
     public var tabBytesPerSample: Double
     public var gatewayBytesPerSamplePerTab: Double
     public var gaps: Int
@@ -110,7 +112,7 @@ public struct WebLoadReport: Sendable {
             "converged           \(converged ? "yes: every tab of a board at one sequence, boards exactly as drawn" : "NO")",
             "latency (µs)        p50 \(latency.p50)  p90 \(latency.p90)  p99 \(latency.p99)  p99.9 \(latency.p999)  max \(latency.max)"
                 + "  (\(latency.count) samples, from the pointer event to the measuring tab's board)",
-            "text bytes/sample   tab to gateway \(number(tabBytesPerSample, 1)), gateway to each tab \(number(gatewayBytesPerSamplePerTab, 1))",
+            "\(configuration.binaryWire ? "binary" : "JSON") bytes/sample tab to gateway \(number(tabBytesPerSample, 1)), gateway to each tab \(number(gatewayBytesPerSamplePerTab, 1))",
             "gaps / reconnects   \(gaps) / \(reconnects)\(sessionsLost > 0 ? " (\(sessionsLost) sessions LOST)" : "")",
             "refused / errors    \(refusals.values.reduce(0, +)) / \(errors.values.reduce(0, +))"
                 + ((refusals.merging(errors) { $0 + $1 }).isEmpty
@@ -228,7 +230,7 @@ public struct WebLoadRun: Sendable {
         let tabs = (0..<c.tabs).map { index in
             let board = index % c.boards
             return WebTab(
-                index: index, board: "load-web-\(c.seed)-\(board)", measuring: index / c.boards < c.measuringTabsPerBoard,
+                index: index, board: "load-web-\(c.seed)-\(board)", measuring: index / c.boards < c.measuringTabsPerBoard, binary: c.binaryWire,
                 simulator: SessionSimulator(seed: c.seed &+ UInt64(index), profile: profile, userPrefix: "tab-\(index)", startTime: 0),
                 latency: index / c.boards < c.measuringTabsPerBoard ? latency : nil, changed: { signal.signal() })
         }

@@ -5,8 +5,8 @@ import NIOWebSocket
 import Synchronization
 
 /// One WebSocket to a gateway, as a browser tab holds it, on SwiftNIO's
-/// WebSocket codec: text frames in (handed to `onText` on the connection's
-/// event loop, in order), masked text frames out (from any thread), pings
+/// WebSocket codec: text and binary frames in (handed to `onText` or `onBinary`
+/// on the connection's event loop, in order), masked frames out (from any thread), pings
 /// answered. No `Origin` header: it is not a page, so the gateway does not
 /// check one (docs/protocol.md, "HTTP").
 public final class WebSocketConnection: Sendable {
@@ -32,7 +32,8 @@ public final class WebSocketConnection: Sendable {
     /// every text message; `onClose` once, when the connection ends.
     public static func connect(
         host: String, port: Int, path: String = "/ws", group: any EventLoopGroup,
-        onText: @escaping @Sendable (String) -> Void, onClose: @escaping @Sendable () -> Void
+        onText: @escaping @Sendable (String) -> Void, onBinary: (@Sendable ([UInt8]) -> Void)? = nil,
+        onClose: @escaping @Sendable () -> Void
     ) async throws -> WebSocketConnection {
         let counters = ByteCounters()
         enum Upgrade: Sendable {
@@ -48,7 +49,7 @@ public final class WebSocketConnection: Sendable {
                         upgradePipelineHandler: { channel, _ in
                             channel.eventLoop.makeCompletedFuture {
                                 try channel.pipeline.syncOperations.addHandler(
-                                    FrameHandler(onText: onText, onClose: onClose, counters: counters))
+                                    FrameHandler(onText: onText, onBinary: onBinary, onClose: onClose, counters: counters))
                                 return Upgrade.websocket
                             }
                         })
@@ -79,6 +80,14 @@ public final class WebSocketConnection: Sendable {
         channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: buffer), promise: nil)
     }
 
+    /// Sends one binary message (docs/protocol.md, "Binary frames").
+    public func send(bytes: [UInt8]) {
+        var buffer = channel.allocator.buffer(capacity: bytes.count)
+        buffer.writeBytes(bytes)
+        counters.sent(buffer.readableBytes)
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(), data: buffer), promise: nil)
+    }
+
     /// Closes the connection (a close frame, then the socket).
     public func close() async {
         let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: channel.allocator.buffer(capacity: 0))
@@ -102,19 +111,25 @@ private final class ByteCounters: Sendable {
     var sentBytes: Int { counts.withLock { $0.sent } }
 }
 
-/// Reassembles text messages, answers pings and the server's close.
+/// Reassembles text and binary messages, answers pings and the server's close.
 private final class FrameHandler: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
     private let onText: @Sendable (String) -> Void
+    private let onBinary: (@Sendable ([UInt8]) -> Void)?
     private let onClose: @Sendable () -> Void
     private let counters: ByteCounters
     private var partial: ByteBuffer? = nil
+    private var partialIsBinary = false
     private var closed = false
 
-    init(onText: @escaping @Sendable (String) -> Void, onClose: @escaping @Sendable () -> Void, counters: ByteCounters) {
+    init(
+        onText: @escaping @Sendable (String) -> Void, onBinary: (@Sendable ([UInt8]) -> Void)?, onClose: @escaping @Sendable () -> Void,
+        counters: ByteCounters
+    ) {
         self.onText = onText
+        self.onBinary = onBinary
         self.onClose = onClose
         self.counters = counters
     }
@@ -122,8 +137,9 @@ private final class FrameHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
-        case .text:
+        case .text, .binary:
             var data = frame.unmaskedData
+            partialIsBinary = frame.opcode == .binary
             if frame.fin {
                 deliver(&data)
             } else {
@@ -153,7 +169,11 @@ private final class FrameHandler: ChannelInboundHandler {
 
     private func deliver(_ buffer: inout ByteBuffer) {
         counters.received(buffer.readableBytes)
-        onText(buffer.readString(length: buffer.readableBytes) ?? "")
+        if partialIsBinary {
+            onBinary?(buffer.readBytes(length: buffer.readableBytes) ?? [])
+        } else {
+            onText(buffer.readString(length: buffer.readableBytes) ?? "")
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

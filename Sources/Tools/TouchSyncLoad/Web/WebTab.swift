@@ -17,16 +17,26 @@ final class WebTab: Sendable {
     let index: Int
     let board: String
     let measuring: Bool
+    /// Speaks binary frames (the page's default) rather than JSON text only.
+    let binary: Bool
     private let latency: LatencyRecorder?
+
+    /// A message as it goes out: JSON text, or a binary touch.
+    enum Outgoing: Sendable {
+        case text(String)
+        case binary([UInt8])
+    }
 
     struct State {
         var connection: WebSocketConnection? = nil
         var user: String? = nil
         var resume: String? = nil
         var welcomed = false
+        /// The last welcome said the gateway speaks binary frames.
+        var speaksBinary = false
         /// The page's numbers: the last one used, and the messages the gateway has not acknowledged yet.
         var number: UInt64 = 0
-        var pending: [(number: UInt64, text: String)] = []
+        var pending: [(number: UInt64, message: Outgoing)] = []
         var ackedThrough: UInt64 = 0
         var sequence: UInt64? = nil
         var awaitingSnapshot = true
@@ -57,12 +67,13 @@ final class WebTab: Sendable {
     private let changed: @Sendable () -> Void
 
     init(
-        index: Int, board: String, measuring: Bool, simulator: SessionSimulator, latency: LatencyRecorder?,
+        index: Int, board: String, measuring: Bool, binary: Bool = true, simulator: SessionSimulator, latency: LatencyRecorder?,
         changed: @escaping @Sendable () -> Void
     ) {
         self.index = index
         self.board = board
         self.measuring = measuring
+        self.binary = binary
         self.latency = latency
         self.changed = changed
         self.state = Mutex(State(simulator: simulator))
@@ -75,13 +86,14 @@ final class WebTab: Sendable {
         let connection = try await WebSocketConnection.connect(
             host: host, port: port, group: group,
             onText: { [self] text in receive(text) },
+            onBinary: { [self] bytes in receive(binary: bytes) },
             onClose: { [self] in connectionEnded() })
         let resume = state.withLock { state in
             state.connection = connection
             state.welcomed = false
             return state.resume
         }
-        connection.send(BrowserMessage.hello(.init(board: board, resume: resume, name: "load \(index)")).json)
+        connection.send(BrowserMessage.hello(.init(board: board, resume: resume, name: "load \(index)", wire: binary ? "binary" : nil)).json)
     }
 
     private func connectionEnded() {
@@ -123,16 +135,16 @@ final class WebTab: Sendable {
     /// One input event: every finger that changed sends its `touch` message.
     /// `lateness`: how far behind its schedule this tick runs (µs).
     func tick(now: Int64, lateness: Int64) {
-        let (connection, texts) = state.withLock { state -> (WebSocketConnection?, [String]) in
+        let (connection, texts) = state.withLock { state -> (WebSocketConnection?, [Outgoing]) in
             guard state.drawing else { return (nil, []) }
             state.ticksRun += 1
             state.worstLateness = max(state.worstLateness, lateness)
             let frame = state.simulator.nextFrame(for: 0, at: now)
             guard !frame.changes.isEmpty else { return (nil, []) }
-            var texts: [String] = []
+            var texts: [Outgoing] = []
             for change in frame.changes {
                 state.number += 1
-                let text = Self.touchMessage(change, number: state.number)
+                let text = Self.touchMessage(change, number: state.number, binary: binary && state.speaksBinary)
                 state.pending.append((state.number, text))
                 state.samplesSent += change.samples.count
                 state.messagesSent += 1
@@ -141,18 +153,18 @@ final class WebTab: Sendable {
             state.drawn.record(Self.asSent(frame))
             return (state.welcomed ? state.connection : nil, texts)
         }
-        if let connection { for text in texts { connection.send(text) } }
+        if let connection { for text in texts { Self.send(text, on: connection) } }
     }
 
     /// Stops drawing; every finger still down lifts.
     func stopDrawing() {
-        let (connection, texts) = state.withLock { state -> (WebSocketConnection?, [String]) in
+        let (connection, texts) = state.withLock { state -> (WebSocketConnection?, [Outgoing]) in
             state.drawing = false
             let lift = TouchFrame(changes: state.drawn.liveTouches.map { TouchChange(touch: $0, phase: .ended) })
-            var texts: [String] = []
+            var texts: [Outgoing] = []
             for change in lift.changes {
                 state.number += 1
-                let text = Self.touchMessage(change, number: state.number)
+                let text = Self.touchMessage(change, number: state.number, binary: binary && state.speaksBinary)
                 state.pending.append((state.number, text))
                 state.messagesSent += 1
                 texts.append(text)
@@ -160,7 +172,7 @@ final class WebTab: Sendable {
             state.drawn.record(lift)
             return (state.welcomed ? state.connection : nil, texts)
         }
-        if let connection { for text in texts { connection.send(text) } }
+        if let connection { for text in texts { Self.send(text, on: connection) } }
     }
 
     func startDrawing() { state.withLock { $0.drawing = true } }
@@ -168,14 +180,22 @@ final class WebTab: Sendable {
     /// A `touch` message as the page builds it: samples as `[x, y, t]` in CSS
     /// pixels and milliseconds (the simulator's fixed point divided back, so
     /// the gateway's rounding returns it exactly).
-    static func touchMessage(_ change: TouchChange, number: UInt64) -> String {
+    static func touchMessage(_ change: TouchChange, number: UInt64, binary: Bool = false) -> Outgoing {
         func list(_ samples: [Sample]) -> [[Double?]] {
             samples.map { [Double($0.x) / 64, Double($0.y) / 64, Double($0.time) / 1000] }
         }
         let touch = BrowserMessage.Touch(
             n: number, phase: "\(change.phase)", id: change.touch, s: change.samples.isEmpty ? nil : list(change.samples),
             p: change.predicted.isEmpty || change.phase == .ended ? nil : list(change.predicted))
-        return BrowserMessage.touch(touch).json
+        if binary, let bytes = try? BrowserBinary.encode(touch) { return .binary(bytes) }
+        return .text(BrowserMessage.touch(touch).json)
+    }
+
+    static func send(_ message: Outgoing, on connection: WebSocketConnection) {
+        switch message {
+        case .text(let text): connection.send(text)
+        case .binary(let bytes): connection.send(bytes: bytes)
+        }
     }
 
     /// The frame as the gateway turns the page's numbers back into samples:
@@ -211,7 +231,7 @@ final class WebTab: Sendable {
         }
         switch message {
         case .welcome(let welcome):
-            let (connection, resend) = state.withLock { state -> (WebSocketConnection?, [String]) in
+            let (connection, resend) = state.withLock { state -> (WebSocketConnection?, [Outgoing]) in
                 if state.resume != nil && state.resume != welcome.resume {
                     // A new session: the gateway lost ours (it restarted, or we came back too late).
                     state.sessionsLost += 1
@@ -219,10 +239,11 @@ final class WebTab: Sendable {
                 state.user = welcome.user
                 state.resume = welcome.resume
                 state.welcomed = true
+                state.speaksBinary = welcome.wire == "binary"
                 acknowledge(through: welcome.acked, in: &state)
-                return (state.connection, state.pending.map(\.text))
+                return (state.connection, state.pending.map(\.message))
             }
-            if let connection { for text in resend { connection.send(text) } }
+            if let connection { for message in resend { Self.send(message, on: connection) } }
             changed()
         case .ack(let number):
             acknowledge(through: number)
@@ -254,7 +275,16 @@ final class WebTab: Sendable {
         }
     }
 
-    private func applyBatch(sequence: UInt64, text: String) {
+    /// A binary frame from the gateway: a batch or an ack.
+    private func receive(binary bytes: [UInt8]) {
+        switch try? BrowserBinary.decodeFromGateway(bytes) {
+        case .ack(let number)?: acknowledge(through: number)
+        case .batch(let batch)?: applyBatch(sequence: batch.seq, decoded: batch)
+        default: state.withLock { $0.malformed += 1 }
+        }
+    }
+
+    private func applyBatch(sequence: UInt64, text: String? = nil, decoded: BrowserBatch? = nil) {
         let resync: WebSocketConnection? = state.withLock { state in
             guard !state.awaitingSnapshot, let current = state.sequence, sequence > current else { return nil }
             guard sequence == current + 1 else {
@@ -264,7 +294,12 @@ final class WebTab: Sendable {
             }
             state.sequence = sequence
             if measuring {
-                guard case .batch(let batch)? = try? BrowserMessage.decode(text) else {
+                let batch: BrowserBatch
+                if let decoded {
+                    batch = decoded
+                } else if let text, case .batch(let fromText)? = try? BrowserMessage.decode(text) {
+                    batch = fromText
+                } else {
                     state.malformed += 1
                     return nil
                 }
