@@ -12,7 +12,8 @@
 //   TouchSyncTUIO        OSC and TUIO 1.1 cursor messages, parsed and built
 //   TouchSyncHubCore     the hub's rules: sessions, boards, acks, liveness (events in, actions out)
 //   TouchSyncClientCore  the client's rules: AgentProtocol (numbering, window, resend) and ReplicaSync (snapshot then live)
-//   TouchSyncWebWire     the browser wire: one Codable message type both ways, the board encoder, a page-like replica
+//   TouchSyncWebWire     the browser wire: one Codable message type both ways, binary frames, the board encoder, a page-like replica
+//   TouchSyncGatewayCore the gateway's tab rules: sessions, numbering and acks, grace, limits, followed boards (time in, actions out)
 // Sources/Adapters: the cores driven by real I/O
 //   CZeroMQ, ZeroMQ      system libzmq (pkg-config "libzmq", Debian libzmq3-dev) and its Swift binding
 //   TouchSyncAccess      CURVE key files, the access list, the cluster map
@@ -167,10 +168,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncGatewayCore",
+            dependencies: ["TouchSyncWebWire"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncWeb",
             dependencies: [
                 "TouchSyncAccess",
                 "TouchSyncWebWire",
+                "TouchSyncGatewayCore",
                 "TouchSyncRender",
                 "TouchSyncCore",
                 "TouchSyncWire",
@@ -376,6 +383,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TouchSyncGatewayCoreTests",
+            dependencies: ["TouchSyncGatewayCore", "TouchSyncWebWire"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TouchSyncCommandsTests",
             dependencies: [
                 "TouchSyncAccess",
@@ -399,7 +411,7 @@ let package = Package(
 let layers: [String: [String]] = [
     "Cores": [
         "TouchSyncCore", "TouchSyncSimulation", "TouchSyncWire", "TouchSyncHubCore", "TouchSyncClientCore", "TouchSyncWebWire",
-        "TouchSyncRender", "TouchSyncTUIO",
+        "TouchSyncGatewayCore", "TouchSyncRender", "TouchSyncTUIO",
     ],
     "Adapters": [
         "CZeroMQ", "ZeroMQ", "TouchSyncAccess", "TouchSyncJournal", "TouchSyncStore", "TouchSyncHub", "TouchSyncClient", "TouchSyncWeb",

@@ -9,6 +9,7 @@ import Synchronization
 import TouchSyncAccess
 import TouchSyncClient
 import TouchSyncCore
+import TouchSyncGatewayCore
 import TouchSyncWebWire
 import TouchSyncRender
 import TouchSyncWire
@@ -104,11 +105,16 @@ public final class WebGateway: Service, Sendable {
     private let boards: SubscriptionHost
     private let page: PageFiles
     private struct State {
-        var boards: [String: BoardFanout] = [:]
-        var sessions: [String: TabSession] = [:]  // by resume token
-        var outboxes: [String: [ObjectIdentifier: TabOutbox]] = [:]  // by board: the tabs connected now
-        /// Tabs of invited users (authenticated gateway), by outbox: checked again when the access list changes.
-        var invitedTabs: [ObjectIdentifier: InvitedTab] = [:]
+        /// The tabs' rules: sessions, numbering, grace, limits, followed boards.
+        var core: GatewayCore
+        var fanouts: [String: BoardFanout] = [:]
+        /// Each session's agent, by resume token.
+        var sessions: [String: TabSession] = [:]
+        /// The tabs connected now: their board and outbox.
+        var tabs: [GatewayCore.Connection: (board: String, outbox: TabOutbox)] = [:]
+        var nextConnection: GatewayCore.Connection = 1
+        /// Tabs of invited users (authenticated gateway), by connection: checked again when the access list changes.
+        var invitedTabs: [GatewayCore.Connection: InvitedTab] = [:]
         /// The access list's modification time when the open tabs were last checked against it.
         var tabsCheckedAgainst: Date? = nil
         var port: Int? = nil
@@ -116,8 +122,13 @@ public final class WebGateway: Service, Sendable {
         var listenFailure: WebGatewayError? = nil
         var stopped = false
         var access: (list: AccessList, modified: Date)? = nil
+        /// The deadline the timer task sleeps until (it is woken when the core's comes earlier).
+        var timerSleepsUntil: ContinuousClock.Instant? = nil
+        var timerRecheck = false
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
+    /// Wakes the timer task when the core's next deadline moved earlier.
+    private let timerWake = ConditionWaiters()
     /// The routing id of the gateway's connection to a plain-text hub (its tabs are channels of it).
     private let connectionIdentity = "web-gateway-" + WebGateway.randomName(8)
     /// New sessions, whose agent events `run` forwards to their tabs.
@@ -134,6 +145,12 @@ public final class WebGateway: Service, Sendable {
         // Each tab's agent is a socket (two while a reconnect replaces it) and each
         // followed board a subscriber's four; libzmq's default of 1,023 held about 340 tabs.
         self.context = try context ?? ZMQContext(maxSockets: Int32(clamping: max(1023, 6 * configuration.maxTabs + 64)))
+        var rules = GatewayCore.Configuration()
+        rules.maxTabs = configuration.maxTabs
+        rules.maxTabsPerUser = configuration.maxTabsPerUser
+        rules.reconnectGrace = configuration.reconnectGrace
+        rules.boardIdleGrace = configuration.boardIdleGrace
+        state = Mutex(State(core: GatewayCore(configuration: rules)))
         page = try PageFiles(directory: configuration.pageDirectory)
         agents = try AgentHost(threads: max(1, configuration.agentThreads), context: self.context, logger: logger)
         boards = try SubscriptionHost(context: self.context, logger: logger)
@@ -203,7 +220,9 @@ public final class WebGateway: Service, Sendable {
             // end when its agent stops): children of the gateway's run, not loose tasks.
             gateway.addTask { [sessionsToForward] in
                 await withDiscardingTaskGroup { forwarders in
-                    for await session in sessionsToForward { forwarders.addTask { await session.forwardAgentEvents() } }
+                    for await session in sessionsToForward {
+                        forwarders.addTask { [self] in await session.forwardAgentEvents { self.pushAcks(of: $0) } }
+                    }
                 }
             }
             do { try await serve(app) } catch {
@@ -231,13 +250,17 @@ public final class WebGateway: Service, Sendable {
                 }
             }
             group.addTask { [self] in
-                // Ends sessions whose tab did not come back in time.
-                try? await cancelWhenGracefulShutdown { [self] in
-                    while !Task.isCancelled {
-                        try await Task.sleep(for: .seconds(1))
-                        await reapDetachedSessions()
-                        await reapIdleBoards()
-                        revokeLostAccess()
+                // The core's deadlines: sessions whose tab did not come back, boards no tab uses.
+                await cancelWhenGracefulShutdown { [self] in await runTimers() }
+            }
+            if configuration.accessList != nil {
+                group.addTask { [self] in
+                    // The access list is a file an operator edits: looked at once a second.
+                    try? await cancelWhenGracefulShutdown { [self] in
+                        while !Task.isCancelled {
+                            try await Task.sleep(for: .seconds(1))
+                            revokeLostAccess()
+                        }
                     }
                 }
             }
@@ -259,21 +282,21 @@ public final class WebGateway: Service, Sendable {
     }
 
     private func shutDown() async {
-        let (sessions, boards) = state.withLock { state in
+        let (sessions, fanouts, ended) = state.withLock { state in
             state.stopped = true
             defer {
                 state.sessions.removeAll()
-                state.boards.removeAll()
+                state.fanouts.removeAll()
             }
-            return (Array(state.sessions.values), Array(state.boards.values))
+            return (Array(state.sessions.values), Array(state.fanouts.values), state.core.closeAll())
         }
         await withDiscardingTaskGroup { group in
             for session in sessions { group.addTask { await session.close() } }
         }
-        for board in boards { await board.stop() }
+        for fanout in fanouts { await fanout.stop() }
         await self.boards.stop()
         await agents.stop(goodbye: true)
-        logger.notice("web gateway stopped", metadata: ["tabs": "\(sessions.count)", "boards": "\(boards.count)"])
+        logger.notice("web gateway stopped", metadata: ["tabs": "\(ended.count)", "boards": "\(fanouts.count)"])
     }
 
     /// An open tab of an invited user, as it was let in.
@@ -292,13 +315,13 @@ public final class WebGateway: Service, Sendable {
     private func revokeLostAccess() {
         guard let path = configuration.accessList else { return }
         let modified = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? .distantPast
-        let tabs: [InvitedTab]? = state.withLock { state in
+        let tabs: [(GatewayCore.Connection, InvitedTab)]? = state.withLock { state in
             guard state.tabsCheckedAgainst != modified else { return nil }
-            return Array(state.invitedTabs.values)
+            return Array(state.invitedTabs)
         }
         guard let tabs, let list = try? currentAccessList() else { return }
         state.withLock { $0.tabsCheckedAgainst = modified }
-        for tab in tabs {
+        for (connection, tab) in tabs {
             let refusal: (code: String, message: String)?
             if list.user(withToken: tab.token) != tab.user {
                 refusal = ("UNAUTHORIZED", "\(tab.user)'s invitation was revoked")
@@ -308,89 +331,119 @@ public final class WebGateway: Service, Sendable {
                 refusal = ("FORBIDDEN", "\(tab.user) no longer has access to board \(tab.board)")
             }
             guard let refusal else { continue }
-            state.withLock { _ = $0.invitedTabs.removeValue(forKey: ObjectIdentifier(tab.outbox)) }
+            state.withLock { _ = $0.invitedTabs.removeValue(forKey: connection) }
             tab.outbox.revoke(code: refusal.code, message: refusal.message)
             logger.notice("tab closed: access revoked", metadata: ["user": "\(tab.user)", "board": "\(tab.board)", "why": "\(refusal.message)"])
         }
     }
 
-    private func reapDetachedSessions() async {
-        let now = ContinuousClock.now
-        let expired = state.withLock { state in
-            let expired = state.sessions.values.filter { $0.expired(grace: configuration.reconnectGrace, now: now) }
-            for session in expired { state.sessions.removeValue(forKey: session.resumeToken) }
-            return expired
+    // MARK: The core's actions and deadlines
+
+    /// Carries out what the core decided (outside the lock).
+    private func perform(_ actions: [GatewayCore.Action]) async {
+        for action in actions {
+            switch action {
+            case .endAgent(let token, let namespace, let why):
+                let session = state.withLock { $0.sessions.removeValue(forKey: token) }
+                switch why {
+                case .didNotComeBack: logger.info("tab did not come back: its live touches are cancelled", metadata: ["user": "\(namespace)"])
+                case .evicted: logger.info("tab ended to make room: its connection had not come back", metadata: ["user": "\(namespace)"])
+                case .closed: logger.info("tab closed", metadata: ["user": "\(namespace)"])
+                }
+                if why == .evicted, let session {
+                    Task { await session.close() }  // the new tab's hello does not wait for it
+                } else {
+                    await session?.close()
+                }
+            case .ack(let connection, let through):
+                state.withLock { $0.tabs[connection]?.outbox }?.postAck(through)
+            case .usersChanged(let board):
+                broadcastUsers(of: board)
+            case .unfollow(let board):
+                if let fanout = state.withLock({ $0.fanouts.removeValue(forKey: board) }) {
+                    await fanout.stop()
+                    logger.info("board no longer followed: no tab", metadata: ["board": "\(board)"])
+                }
+            }
         }
-        for session in expired {
-            logger.info("tab did not come back: its live touches are cancelled", metadata: ["user": "\(session.namespace)"])
-            await session.close()
-            broadcastUsers(of: session.board)
+    }
+
+    /// Acknowledgements the core owes the tab (a core decision; no async work).
+    private func perform(acks actions: [GatewayCore.Action]) {
+        for case .ack(let connection, let through) in actions { state.withLock { $0.tabs[connection]?.outbox }?.postAck(through) }
+    }
+
+    /// Tells the session's tab what the hub has acknowledged since it last heard:
+    /// when the agent reports an acknowledgement and after each handled page message.
+    func pushAcks(of session: TabSession) {
+        let actions = state.withLock { state in
+            // Read under the lock (the order `handed` is recorded in), so no acknowledgement is missed.
+            state.core.acknowledged(session.resumeToken, agentThrough: session.agent.acknowledged.through)
         }
+        perform(acks: actions)
+    }
+
+    /// Runs the core's timers: sleeps until its next deadline (woken when one
+    /// comes earlier), then lets it end sessions and boards that are due.
+    private func runTimers() async {
+        while !Task.isCancelled {
+            let deadline = state.withLock { state in
+                state.timerRecheck = false
+                state.timerSleepsUntil = state.core.nextDeadline
+                return state.timerSleepsUntil
+            }
+            let wait = deadline.map { $0 - .now } ?? .seconds(3600)
+            if wait > .zero {
+                _ = await timerWake.wait(timeout: wait) { [self] in self.state.withLock { $0.timerRecheck ? true : nil } }
+            }
+            guard !Task.isCancelled else { return }
+            let actions = state.withLock { $0.core.tick(now: .now) }
+            await perform(actions)
+        }
+    }
+
+    /// After a change that may bring a deadline: wakes the timer task if it now sleeps too long.
+    private func deadlinesChanged() {
+        let wake = state.withLock { state -> Bool in
+            guard let next = state.core.nextDeadline else { return false }
+            guard state.timerSleepsUntil.map({ next < $0 }) ?? true else { return false }
+            state.timerRecheck = true
+            return true
+        }
+        if wake { timerWake.signal() }
     }
 
     // MARK: Boards
 
     private func fanout(for board: String) -> BoardFanout {
-        let existing = state.withLock { state in
-            state.boards[board].map { fanout in
-                fanout.touch()
-                return fanout
-            }
-        }
-        if let existing { return existing }
-        // A tab that raced us to it wins (the one made here is never started).
-        let made = BoardFanout(board: board, hub: configuration.hub(board), host: boards, logger: logger)
-        let (fanout, isNew) = state.withLock { state in
-            if let existing = state.boards[board] {
-                existing.touch()
-                return (existing, false)
-            }
-            state.boards[board] = made
-            made.touch()
+        let (fanout, isNew) = state.withLock { state -> (BoardFanout, Bool) in
+            let followedBefore = !state.core.use(board: board, now: .now)
+            if followedBefore, let existing = state.fanouts[board] { return (existing, false) }
+            let made = BoardFanout(board: board, hub: configuration.hub(board), host: boards, logger: logger)
+            state.fanouts[board] = made
             return (made, true)
         }
         if isNew { fanout.start() }
         return fanout
     }
 
-    /// Stops following boards no tab has used for `boardIdleGrace`: their subscriber and replica go.
-    private func reapIdleBoards() async {
-        let now = ContinuousClock.now
-        let idle: [BoardFanout] = state.withLock { state in
-            var removed: [BoardFanout] = []
-            for (name, fanout) in state.boards
-            where fanout.isIdle(for: configuration.boardIdleGrace, now: now) && !state.sessions.values.contains(where: { $0.board == name }) {
-                state.boards[name] = nil
-                removed.append(fanout)
-            }
-            return removed
-        }
-        for fanout in idle {
-            await fanout.stop()
-            logger.info("board no longer followed: no tab", metadata: ["board": "\(fanout.board)"])
-        }
-    }
-
     /// Boards this gateway serves now, with their tabs and sequence.
     func boardList() -> [(board: String, tabs: Int, sequence: UInt64, strokes: Int, lastActivity: Int64?)] {
-        let boards = state.withLock { Array($0.boards.values) }
-        return boards.map { fanout in
+        let boards = state.withLock { state in state.fanouts.values.map { ($0, state.core.tabCount(of: $0.board)) } }
+        return boards.map { fanout, tabs in
             let status = fanout.status
-            return (fanout.board, fanout.tabCount, status.sequence, status.acceptedStrokes, fanout.lastActivityMilliseconds)
+            return (fanout.board, tabs, status.sequence, status.acceptedStrokes, fanout.lastActivityMilliseconds)
         }.sorted { $0.board < $1.board }
     }
 
     private func usersMessage(of board: String) -> String {
-        let sessions = state.withLock { state in state.sessions.values.filter { $0.board == board && !$0.expired(grace: .zero, now: .now) } }
-        let list = sessions.sorted { $0.namespace < $1.namespace }.map {
-            BrowserMessage.TabUser(user: $0.namespace, name: $0.displayName, rgba: $0.colour)
-        }
-        return BrowserMessage.users(list).json
+        BrowserMessage.users(state.withLock { $0.core.users(of: board) }).json
     }
 
     private func broadcastUsers(of board: String) {
-        let message = usersMessage(of: board)
-        let outboxes = state.withLock { Array($0.outboxes[board]?.values ?? [:].values) }
+        let (message, outboxes) = state.withLock { state in
+            (BrowserMessage.users(state.core.users(of: board)).json, state.tabs.values.filter { $0.board == board }.map(\.outbox))
+        }
         for outbox in outboxes { outbox.post(message) }
     }
 
@@ -398,12 +451,10 @@ public final class WebGateway: Service, Sendable {
 
     /// One WebSocket: a hello, then numbered messages; batches and acks go back.
     private func serveTab(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
-        let connection = ConnectionToken()
-        // The token must outlive every use of its identifier: freed after its
-        // last use (the optimizer may), the next tab's token can take its
-        // address, and this tab's `detach(id)` would then detach that one.
-        defer { withExtendedLifetime(connection) {} }
-        let id = ObjectIdentifier(connection)
+        let id = state.withLock { state in
+            defer { state.nextConnection += 1 }
+            return state.nextConnection
+        }
         var session: TabSession? = nil
         var fanout: BoardFanout? = nil
         var saidGoodbye = false
@@ -439,19 +490,16 @@ public final class WebGateway: Service, Sendable {
                             decoded = .touch(try BrowserBinary.decodeTouch(buffer.readableBytesView))
                         }
                     } catch let unknown as BrowserMessage.UnknownNumberedKind {
-                        // A numbered kind we do not know: refused by its number, like any message the hub never saw.
+                        // Refused by its number, like any message the hub never saw.
                         guard welcomed, let session else {
                             try await send(outbound, error: unknown.code, unknown.message)
                             continue
                         }
-                        do throws(BrowserWireError) {
-                            _ = try session.handle(unknown.number) { (_: TouchAgent) throws(BrowserWireError) in
-                                throw BrowserWireError(unknown.code, unknown.message)
-                            }
-                        } catch {
-                            try await outbound.write(.text(BrowserMessage.refused(n: unknown.number, code: error.code, message: error.message).json))
+                        if let refusal = handle(unknown.number, of: session, { (_: TouchAgent) throws(BrowserWireError) in
+                            throw BrowserWireError(unknown.code, unknown.message)
+                        }) {
+                            try await outbound.write(.text(refusal))
                         }
-                        session.pushAcks()
                         continue
                     } catch {
                         let why = (error as? BrowserWireError)?.message ?? "\(error)"
@@ -470,24 +518,26 @@ public final class WebGateway: Service, Sendable {
                             welcomed = true
                             identityRole = identity.role
                             // The name others see: the invited user's, or the one this tab's hello gave (null for a nameless watcher).
-                            let name = opened?.displayName ?? identity.user ?? hello.name.map { String($0.prefix(40)) }
+                            let name = opened.flatMap { opened in state.withLock { $0.core.session(opened.resumeToken)?.displayName } }
+                                ?? identity.user ?? hello.name.map { String($0.prefix(40)) }
                             let binary = hello.wire == "binary"
                             if binary { outbox.speakBinary() }
+                            let acked = opened.flatMap { opened in state.withLock { $0.core.session(opened.resumeToken)?.ackedThrough } } ?? 0
                             let welcome = BrowserMessage.Welcome(
-                                user: opened?.namespace, resume: opened?.resumeToken, board: board.board, acked: opened?.ackedThrough ?? 0,
+                                user: opened?.namespace, resume: opened?.resumeToken, board: board.board, acked: acked,
                                 role: "\(identity.role)", name: name, wire: binary ? "binary" : "json")
                             try await outbound.write(.text(BrowserMessage.welcome(welcome).json))
                             state.withLock { state in
-                                state.outboxes[board.board, default: [:]][ObjectIdentifier(outbox)] = outbox
+                                state.tabs[id] = (board.board, outbox)
+                                state.core.join(id, board: board.board, now: .now)
                                 if let token = identity.token, let user = identity.user {
-                                    state.invitedTabs[ObjectIdentifier(outbox)] = InvitedTab(
-                                        token: token, user: user, board: board.board, role: identity.role, outbox: outbox)
+                                    state.invitedTabs[id] = InvitedTab(token: token, user: user, board: board.board, role: identity.role, outbox: outbox)
                                 }
                             }
                             board.join(outbox)
                             broadcastUsers(of: board.board)
                             group.addTask { [self] in await self.write(outbox, of: board, to: outbound) }
-                            opened?.pushAcks()  // what the hub acknowledged while the tab was away
+                            if let opened { pushAcks(of: opened) }  // what the hub acknowledged while the tab was away
                         } catch let error as BrowserWireError {
                             try await send(outbound, error: error.code, error.message)
                             try await outbound.close(.policyViolation, reason: error.code)
@@ -507,17 +557,10 @@ public final class WebGateway: Service, Sendable {
                     case .bye:
                         saidGoodbye = true
                     case .name(let name):
-                        let chosen = (name ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-                        guard let session, session.user == nil else {
-                            try await send(outbound, error: "NAME_FIXED", "an invited user's name is the invitation's; a watcher has none")
-                            continue
+                        switch state.withLock({ $0.core.rename(session?.resumeToken ?? "", to: name ?? "") }) {
+                        case .success(let actions): await perform(actions)
+                        case .failure(let error): try await send(outbound, error: error.code, error.message)
                         }
-                        guard !chosen.isEmpty, !chosen.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                            try await send(outbound, error: "MALFORMED", "name has a name: 1 to 40 characters, no control characters")
-                            continue
-                        }
-                        session.rename(String(chosen.prefix(40)))
-                        broadcastUsers(of: session.board)
                     default:
                         guard let number = decoded.number else {
                             try await send(outbound, error: "MALFORMED", "\(decoded.kind) is what the gateway sends, not a tab")
@@ -531,20 +574,16 @@ public final class WebGateway: Service, Sendable {
                         // Who owns the strokes an erase names: the board's replica (only then, and only below admin).
                         var owners: BoardState? = nil
                         if case .erase = decoded, identityRole < .admin { owners = await fanout?.snapshot() }
-                        do throws(BrowserWireError) {
-                            let role = identityRole
-                            let handled = try session.handle(number) { (agent: TouchAgent) throws(BrowserWireError) in
-                                try Self.authorize(decoded, role: role, user: session.namespace, board: owners)
-                                try Self.post(decoded, to: agent)
-                            }
-                            if handled, case .style(_, let rgba?, _) = decoded, rgba != session.colour {
-                                session.setColour(rgba)
-                                broadcastUsers(of: session.board)
-                            }
-                        } catch {
-                            try await outbound.write(.text(BrowserMessage.refused(n: number, code: error.code, message: error.message).json))
+                        let role = identityRole
+                        let refusal = handle(number, of: session) { (agent: TouchAgent) throws(BrowserWireError) in
+                            try Self.authorize(decoded, role: role, user: session.namespace, board: owners)
+                            try Self.post(decoded, to: agent)
                         }
-                        session.pushAcks()  // a refused or resent message may be done already
+                        if let refusal {
+                            try await outbound.write(.text(refusal))
+                        } else if case .style(_, let rgba?, _) = decoded {
+                            await perform(state.withLock { $0.core.colour(session.resumeToken, rgba) })
+                        }
                     }
                     if saidGoodbye { break }
                 }
@@ -555,24 +594,48 @@ public final class WebGateway: Service, Sendable {
             group.cancelAll()
         }
         fanout?.leave(outbox)
-        state.withLock { state in
-            _ = state.invitedTabs.removeValue(forKey: ObjectIdentifier(outbox))
-            if let board = fanout?.board { _ = state.outboxes[board]?.removeValue(forKey: ObjectIdentifier(outbox)) }
+        let ended: [GatewayCore.Action] = state.withLock { state in
+            _ = state.invitedTabs.removeValue(forKey: id)
+            _ = state.tabs.removeValue(forKey: id)
+            if let board = fanout?.board { state.core.leave(id, board: board, now: .now) }
+            guard let session else { return [] }
+            if saidGoodbye || outbox.isRevoked { return state.core.close(session.resumeToken) }  // a closed tab: its touches are cancelled at once
+            if state.core.detach(session.resumeToken, id, now: .now) {
+                session.attach(nil)
+                logger.info(
+                    "tab connection dropped; its agent waits for it", metadata: ["user": "\(session.namespace)", "grace": "\(configuration.reconnectGrace)"])
+            }
+            return [.usersChanged(board: session.board)]
         }
-        guard let session else {
-            if let board = fanout?.board { broadcastUsers(of: board) }
-            return
+        if ended.isEmpty, let board = fanout?.board { broadcastUsers(of: board) }
+        await perform(ended)
+        deadlinesChanged()
+    }
+
+    /// Hands page message `number` to the session's agent once (`body` posts it,
+    /// or throws to refuse it); the refusal to send back (JSON text), if any.
+    /// Resends already handled are skipped; acknowledgements follow.
+    private func handle(_ number: UInt64, of session: TabSession, _ body: (TouchAgent) throws(BrowserWireError) -> Void) -> String? {
+        var refusal: String? = nil
+        switch state.withLock({ $0.core.number(number, of: session.resumeToken) }) {
+        case .resent:
+            break
+        case .outOfOrder(let expected):
+            refusal = BrowserMessage.refused(
+                n: number, code: "OUT_OF_ORDER",
+                message: "message \(number) after \(expected - 1): messages are numbered 1, 2, 3… and resent in order").json
+        case .next:
+            do throws(BrowserWireError) {
+                try body(session.agent)
+            } catch {
+                // Refused here: nothing reached the hub, so it is done once what came before is.
+                refusal = BrowserMessage.refused(n: number, code: error.code, message: error.message).json
+            }
+            let posted = session.agent.postedCount
+            state.withLock { $0.core.handed(number, of: session.resumeToken, agentMessages: posted) }
         }
-        if saidGoodbye || outbox.isRevoked {
-            // A closed tab: its live touches are cancelled at once.
-            state.withLock { _ = $0.sessions.removeValue(forKey: session.resumeToken) }
-            await session.close()
-            logger.info("tab closed", metadata: ["user": "\(session.namespace)"])
-        } else if session.detach(id) {
-            logger.info(
-                "tab connection dropped; its agent waits for it", metadata: ["user": "\(session.namespace)", "grace": "\(configuration.reconnectGrace)"])
-        }
-        broadcastUsers(of: session.board)
+        pushAcks(of: session)  // a refused or resent message may be done already
+        return refusal
     }
 
     /// Who a tab is: a guest on a plain-text hub; with an access list, the
@@ -620,7 +683,7 @@ public final class WebGateway: Service, Sendable {
 
     /// Finds the tab's session (a resume) or starts a new agent for it; nil
     /// for a tab that may only watch (it gets the board, and no agent).
-    private func open(_ hello: BrowserMessage.Hello, connection: ObjectIdentifier, outbox: TabOutbox) async throws(BrowserWireError) -> (
+    private func open(_ hello: BrowserMessage.Hello, connection: GatewayCore.Connection, outbox: TabOutbox) async throws(BrowserWireError) -> (
         TabSession?, BoardFanout, TabIdentity
     ) {
         guard let board = hello.board, isValidBoardName(board) else {
@@ -630,33 +693,21 @@ public final class WebGateway: Service, Sendable {
         if isShuttingDown() { throw BrowserWireError("SHUTTING_DOWN", "the gateway is stopping") }
         let fanout = self.fanout(for: board)
         guard identity.role >= .draw else { return (nil, fanout, identity) }
-        if let resume = hello.resume, let existing = state.withLock({ $0.sessions[resume] }), existing.board == board,
-            existing.user == identity.user
-        {
-            existing.attach(connection, outbox: outbox)
-            return (existing, fanout, identity)
+        if let resume = hello.resume {
+            let resumed = state.withLock { state -> TabSession? in
+                guard state.core.resume(resume, board: board, user: identity.user, on: connection) != nil else { return nil }
+                return state.sessions[resume]
+            }
+            if let resumed {
+                resumed.attach(outbox)
+                return (resumed, fanout, identity)
+            }
         }
         // A full gateway first makes room by ending the tab that has waited longest
         // for its connection to come back: closed tabs must not keep new ones out.
-        let (tabs, usersTabs, evicted) = state.withLock { state in
-            var evicted: TabSession? = nil
-            if state.sessions.count >= configuration.maxTabs,
-                let oldest = state.sessions.values.filter({ $0.detachedSince != nil }).min(by: { $0.detachedSince! < $1.detachedSince! })
-            {
-                state.sessions.removeValue(forKey: oldest.resumeToken)
-                evicted = oldest
-            }
-            return (state.sessions.count, identity.user.map { user in state.sessions.values.count { $0.user == user } } ?? 0, evicted)
-        }
-        if let evicted {
-            logger.info("tab ended to make room: its connection had not come back", metadata: ["user": "\(evicted.namespace)"])
-            Task { await evicted.close() }
-        }
-        guard tabs < configuration.maxTabs else {
-            throw BrowserWireError("GATEWAY_FULL", "this gateway serves its maximum of \(configuration.maxTabs) tabs: try again later")
-        }
-        guard usersTabs < configuration.maxTabsPerUser else {
-            throw BrowserWireError("TOO_MANY_TABS", "\(identity.user ?? "") has \(configuration.maxTabsPerUser) tabs open here already: close one")
+        switch state.withLock({ $0.core.admit(user: identity.user, now: .now) }) {
+        case .success(let evictions): await perform(evictions)
+        case .failure(let refusal): throw refusal
         }
         let name = identity.user ?? String((hello.name ?? "guest").prefix(40))
         let namespace = identity.namespacePrefix + Self.randomName(identity.user == nil ? 10 : 6)
@@ -681,10 +732,14 @@ public final class WebGateway: Service, Sendable {
             await agent.stop(goodbye: true)
             throw BrowserWireError("HUB_REFUSED", why)
         }
-        let session = TabSession(
-            namespace: namespace, resumeToken: Self.randomName(32), board: board, displayName: name, user: identity.user, agent: agent)
-        session.attach(connection, outbox: outbox)
-        state.withLock { $0.sessions[session.resumeToken] = session }
+        let session = TabSession(namespace: namespace, resumeToken: Self.randomName(32), board: board, user: identity.user, agent: agent)
+        session.attach(outbox)
+        let opened = state.withLock { state in
+            state.sessions[session.resumeToken] = session
+            return state.core.open(
+                token: session.resumeToken, namespace: namespace, board: board, user: identity.user, displayName: name, connection: connection)
+        }
+        await perform(opened.filter { if case .usersChanged = $0 { false } else { true } })  // the welcome comes first; users follow it
         forwardSession.yield(session)
         logger.info("tab joined", metadata: ["user": "\(namespace)", "board": "\(board)", "name": "\(name)"])
         return (session, fanout, identity)
@@ -871,7 +926,7 @@ public final class WebGateway: Service, Sendable {
             // A board this gateway watches is drawn from its replica; another from one snapshot
             // of the hub's (kept 30 s: an index of many boards must not flood the hub's snapshot allowance).
             let svg: String
-            if let fanout = state.withLock({ $0.boards[board] }), let replica = await fanout.snapshot() {
+            if let fanout = state.withLock({ $0.fanouts[board] }), let replica = await fanout.snapshot() {
                 svg = Self.thumbnail(of: replica)
             } else if let cached = thumbnails.withLock({ $0[board] }), ContinuousClock.now - cached.made < .seconds(30) {
                 svg = cached.svg
@@ -976,9 +1031,6 @@ extension WebGateway {
         }
     }
 }
-
-/// Identifies one WebSocket connection.
-private final class ConnectionToken: Sendable {}
 
 /// The page's files (HTML, CSS, JavaScript modules), read once at start.
 struct PageFiles: Sendable {
