@@ -36,26 +36,31 @@ public enum HistoryError: Error, Sendable, CustomStringConvertible {
 public enum HistoryClient {
     public static func fetch(
         board: String, endpoint: String, context: ZMQContext? = nil, timeout: Duration = .seconds(10), curve: CurveClientKeys? = nil,
-        logger: Logger
+        host: HubRequestHost? = nil, logger: Logger
     ) async throws -> RecordedHistory {
         var request = Touchsync_V1_HistoryRequest()
         request.board = board
-        request.requestID = UInt64.random(in: 1...UInt64.max)
+        request.requestID = host?.newRequestID() ?? UInt64.random(in: 1...UInt64.max)
         let id = request.requestID
         let replies = Mutex<[Touchsync_V1_HistoryReply]>([])
+        let handle: @Sendable (ZMQMessage) throws -> Bool = { message in
+            let reply = try message.withUnsafeBytes { bytes in try WireCodec.decode(Touchsync_V1_HistoryReply.self, from: bytes) }
+            guard reply.requestID == id else { return false }
+            if case .error(let error) = reply.body {
+                throw HistoryError.refused(code: ErrorCode(error.code), message: error.message)
+            }
+            replies.withLock { $0.append(reply) }
+            if case .end = reply.body { return true }
+            return false
+        }
         do {
-            try await HubRequest.exchange(
-                WireCodec.encode(request), endpoint: endpoint, context: try context ?? ZMQContext(), timeout: timeout, curve: curve,
-                threadName: "touchsync-history-client"
-            ) { message in
-                let reply = try message.withUnsafeBytes { bytes in try WireCodec.decode(Touchsync_V1_HistoryReply.self, from: bytes) }
-                guard reply.requestID == id else { return false }
-                if case .error(let error) = reply.body {
-                    throw HistoryError.refused(code: ErrorCode(error.code), message: error.message)
-                }
-                replies.withLock { $0.append(reply) }
-                if case .end = reply.body { return true }
-                return false
+            if let host {
+                // On the host's long-lived connection (a gateway's replay views).
+                try await host.exchange(id: id, idField: 1, WireCodec.encode(request), endpoint: endpoint, curve: curve, timeout: timeout, reply: handle)
+            } else {
+                try await HubRequest.exchange(
+                    WireCodec.encode(request), endpoint: endpoint, context: try context ?? ZMQContext(), timeout: timeout, curve: curve,
+                    threadName: "touchsync-history-client", reply: handle)
             }
         } catch HubRequestFailure.refused(let code, let message) {
             throw HistoryError.refused(code: code, message: message)

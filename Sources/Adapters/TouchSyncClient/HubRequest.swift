@@ -84,18 +84,21 @@ public enum BoardDirectory {
         public var more: Bool
     }
 
+    /// - Parameter host: send it on `host`'s long-lived connection (nil: a connection and thread of its own).
     public static func list(
         endpoint: String, prefix: String = "", after: String = "", limit: Int = 0, context: ZMQContext? = nil,
-        timeout: Duration = .seconds(5), curve: CurveClientKeys? = nil
+        timeout: Duration = .seconds(5), curve: CurveClientKeys? = nil, host: HubRequestHost? = nil
     ) async throws -> Page {
         var request = Touchsync_V1_SnapshotRequest()
         request.listBoards = true
         request.board = prefix
         request.after = after
         request.limit = UInt32(clamping: limit)
-        request.requestID = UInt64.random(in: 1...UInt64.max)
+        request.requestID = host?.newRequestID() ?? UInt64.random(in: 1...UInt64.max)
         let answer = Mutex<Page?>(nil)
-        try await exchange(request, endpoint: endpoint, context: context, timeout: timeout, curve: curve, threadName: "touchsync-board-list") {
+        try await exchange(
+            request, endpoint: endpoint, context: context, timeout: timeout, curve: curve, host: host, threadName: "touchsync-board-list"
+        ) {
             body in
             switch body {
             case .boards(let list):
@@ -115,31 +118,38 @@ extension BoardDirectory {
     /// it (an error reply is thrown) until `body` says the answer is complete.
     private static func exchange(
         _ request: Touchsync_V1_SnapshotRequest, endpoint: String, context: ZMQContext?, timeout: Duration, curve: CurveClientKeys?,
-        threadName: String, _ body: @escaping @Sendable (Touchsync_V1_SnapshotReply.OneOf_Body?) throws -> Bool
+        host: HubRequestHost?, threadName: String, _ body: @escaping @Sendable (Touchsync_V1_SnapshotReply.OneOf_Body?) throws -> Bool
     ) async throws {
         let id = request.requestID
-        try await HubRequest.exchange(
-            WireCodec.encode(request), endpoint: endpoint, context: try context ?? ZMQContext(), timeout: timeout, curve: curve,
-            threadName: threadName
-        ) { message in
+        let reply: @Sendable (ZMQMessage) throws -> Bool = { message in
             let reply = try message.withUnsafeBytes { try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }
             guard reply.requestID == id else { return false }
             if case .error(let error) = reply.body { throw HubRequestFailure.refused(code: ErrorCode(error.code), message: error.message) }
             return try body(reply.body)
         }
+        if let host {
+            try await host.exchange(id: id, idField: 3, WireCodec.encode(request), endpoint: endpoint, curve: curve, timeout: timeout, reply: reply)
+            return
+        }
+        try await HubRequest.exchange(
+            WireCodec.encode(request), endpoint: endpoint, context: try context ?? ZMQContext(), timeout: timeout, curve: curve,
+            threadName: threadName, reply: reply)
     }
 
     /// One snapshot of `board` (a thumbnail, a status): the board as the hub
     /// published it, checked against the hub's digest. For a replica kept
     /// live, use `BoardSubscriber`.
     public static func snapshot(
-        of board: String, endpoint: String, context: ZMQContext? = nil, timeout: Duration = .seconds(5), curve: CurveClientKeys? = nil
+        of board: String, endpoint: String, context: ZMQContext? = nil, timeout: Duration = .seconds(5), curve: CurveClientKeys? = nil,
+        host: HubRequestHost? = nil
     ) async throws -> BoardState {
         var request = Touchsync_V1_SnapshotRequest()
         request.board = board
-        request.requestID = UInt64.random(in: 1...UInt64.max)
+        request.requestID = host?.newRequestID() ?? UInt64.random(in: 1...UInt64.max)
         let chunks = Mutex<[Touchsync_V1_SnapshotChunk]>([])
-        try await exchange(request, endpoint: endpoint, context: context, timeout: timeout, curve: curve, threadName: "touchsync-snapshot-once") {
+        try await exchange(
+            request, endpoint: endpoint, context: context, timeout: timeout, curve: curve, host: host, threadName: "touchsync-snapshot-once"
+        ) {
             body in
             guard case .chunk(let chunk) = body else { return false }
             return chunks.withLock { chunks in

@@ -1,14 +1,17 @@
 import Logging
+import NIOCore
 import Synchronization
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncWebWire
 
-/// One WebSocket frame for a tab: JSON text, or a binary frame (docs/protocol.md, "Binary frames").
+/// One WebSocket frame for a tab: JSON text, or a binary frame (docs/protocol.md,
+/// "Binary frames") in a buffer that every tab of a board shares (written, never copied).
 enum TabFrame: Sendable, Equatable, ExpressibleByStringLiteral {
     case text(String)
-    case binary([UInt8])
+    case binary(ByteBuffer)
     init(stringLiteral text: String) { self = .text(text) }
+    static func binary(_ bytes: [UInt8]) -> TabFrame { .binary(ByteBuffer(bytes: bytes)) }
 }
 
 /// What a tab is sent, in order. Each tab drains its own outbox, so a slow

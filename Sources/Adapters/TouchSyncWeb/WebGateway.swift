@@ -103,6 +103,8 @@ public final class WebGateway: Service, Sendable {
     private let agents: AgentHost
     /// Every followed board's replica, on one thread with one pair of sockets per hub (not a thread per board).
     private let boards: SubscriptionHost
+    /// Board lists, thumbnails' snapshots and histories for the pages: long-lived connections on one thread.
+    private let requests: HubRequestHost
     private let page: PageFiles
     private struct State {
         /// The tabs' rules: sessions, numbering, grace, limits, followed boards.
@@ -154,6 +156,7 @@ public final class WebGateway: Service, Sendable {
         page = try PageFiles(directory: configuration.pageDirectory)
         agents = try AgentHost(threads: max(1, configuration.agentThreads), context: self.context, logger: logger)
         boards = try SubscriptionHost(context: self.context, logger: logger)
+        requests = try HubRequestHost(context: self.context, logger: logger)
         (sessionsToForward, forwardSession) = AsyncStream.makeStream(of: TabSession.self)
     }
 
@@ -215,6 +218,7 @@ public final class WebGateway: Service, Sendable {
             logger: logger)
         agents.start()
         boards.start()
+        requests.start()
         try await withThrowingDiscardingTaskGroup { gateway in
             // Each session's agent events go to its tab for the session's life (they
             // end when its agent stops): children of the gateway's run, not loose tasks.
@@ -295,6 +299,7 @@ public final class WebGateway: Service, Sendable {
         }
         for fanout in fanouts { await fanout.stop() }
         await self.boards.stop()
+        await requests.stop()
         await agents.stop(goodbye: true)
         logger.notice("web gateway stopped", metadata: ["tabs": "\(ended.count)", "boards": "\(fanouts.count)"])
     }
@@ -769,7 +774,7 @@ public final class WebGateway: Service, Sendable {
                     for message in messages {
                         switch message {
                         case .text(let text): try await outbound.write(.text(text))
-                        case .binary(let bytes): try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
+                        case .binary(let buffer): try await outbound.write(.binary(buffer))
                         }
                     }
                 }
@@ -895,7 +900,8 @@ public final class WebGateway: Service, Sendable {
             var merged: [String: (tabs: Int, sequence: UInt64, strokes: Int, agents: Int, lastActivity: Int64?, followed: Bool)] = [:]
             for hub in configuration.boardListHubs.isEmpty ? [configuration.hub("")] : configuration.boardListHubs {
                 do {
-                    let page = try await BoardDirectory.list(endpoint: hub.snapshot, limit: 1_000, context: self.context, timeout: .seconds(3), curve: hub.curve)
+                    let page = try await BoardDirectory.list(
+                        endpoint: hub.snapshot, limit: 1_000, context: self.context, timeout: .seconds(3), curve: hub.curve, host: requests)
                     for board in page.boards {
                         merged[board.board] = (
                             0, board.sequence, Int(board.acceptedStrokes), Int(board.agents), board.lastChangeTime > 0 ? board.lastChangeTime / 1000 : nil,
@@ -916,9 +922,11 @@ public final class WebGateway: Service, Sendable {
             }
             let list = merged.filter { watchable($0.key) }.sorted { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }.map {
                 let (board, entry) = $0
-                return "{\"board\":\(BrowserWire.quoted(board)),\"tabs\":\(entry.tabs),\"agents\":\(entry.agents),\"sequence\":\(entry.sequence),\"strokes\":\(entry.strokes),\"lastActivity\":\(entry.lastActivity.map { String($0) } ?? "null"),\"followed\":\(entry.followed)}"
+                return BoardListing(
+                    board: board, tabs: entry.tabs, agents: entry.agents, sequence: entry.sequence, strokes: entry.strokes,
+                    lastActivity: entry.lastActivity, followed: entry.followed)
             }
-            return Self.json("[\(list.joined(separator: ","))]")
+            return Self.json(String(decoding: (try? Self.listingEncoder.encode(list)) ?? Data("[]".utf8), as: UTF8.self))
         }
         router.get("/api/boards/:board/thumbnail.svg") { [self] request, context in
             let board = try context.parameters.require("board")
@@ -933,7 +941,8 @@ public final class WebGateway: Service, Sendable {
             } else {
                 let hub = configuration.hub(board)
                 do {
-                    let replica = try await BoardDirectory.snapshot(of: board, endpoint: hub.snapshot, context: self.context, timeout: .seconds(3), curve: hub.curve)
+                    let replica = try await BoardDirectory.snapshot(
+                        of: board, endpoint: hub.snapshot, context: self.context, timeout: .seconds(3), curve: hub.curve, host: requests)
                     svg = Self.thumbnail(of: replica)
                     thumbnails.withLock { cache in
                         if cache.count >= 256 { cache.removeAll() }
@@ -979,7 +988,7 @@ public final class WebGateway: Service, Sendable {
         let hub = configuration.hub(board)
         do {
             let recorded = try await HistoryClient.fetch(
-                board: board, endpoint: hub.history, context: context, timeout: .seconds(10), curve: hub.curve, logger: logger)
+                board: board, endpoint: hub.history, context: context, timeout: .seconds(10), curve: hub.curve, host: requests, logger: logger)
             var out = "{\"board\":\(BrowserWire.quoted(board)),\"start\":" + BrowserWire.snapshot(recorded.start) + ",\"batches\":["
             var state = recorded.start
             for (index, recordedBatch) in recorded.batches.enumerated() {
@@ -1006,6 +1015,38 @@ public final class WebGateway: Service, Sendable {
             status: status, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
             body: .init(byteBuffer: ByteBuffer(string: text)))
     }
+}
+
+/// One board of `GET /api/boards` (docs/protocol.md, "HTTP"); `lastActivity` is null when unknown.
+struct BoardListing: Encodable {
+    var board: String
+    var tabs: Int
+    var agents: Int
+    var sequence: UInt64
+    var strokes: Int
+    var lastActivity: Int64?
+    var followed: Bool
+
+    private enum Key: String, CodingKey { case board, tabs, agents, sequence, strokes, lastActivity, followed }
+
+    func encode(to encoder: any Encoder) throws {
+        var object = encoder.container(keyedBy: Key.self)
+        try object.encode(board, forKey: .board)
+        try object.encode(tabs, forKey: .tabs)
+        try object.encode(agents, forKey: .agents)
+        try object.encode(sequence, forKey: .sequence)
+        try object.encode(strokes, forKey: .strokes)
+        try object.encode(lastActivity, forKey: .lastActivity)
+        try object.encode(followed, forKey: .followed)
+    }
+}
+
+extension WebGateway {
+    static let listingEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
+    }()
 }
 
 /// Why the gateway stopped.

@@ -33,3 +33,31 @@ public enum AgentMessageHeader {
         return (sequence, body)
     }
 }
+
+/// One top-level varint field of an encoded message, read without decoding
+/// the rest (length-delimited fields are skipped): how a client matches a
+/// `SnapshotReply` (field 3) or a `HistoryReply` (field 1) to its request.
+public enum ProtoField {
+    /// The last value of varint field `field`, or nil (absent, or the bytes do not scan as protobuf).
+    public static func varint(_ field: UInt32, in bytes: UnsafeRawBufferPointer) -> UInt64? {
+        var scanner = ProtoScanner(bytes)
+        var found: UInt64? = nil
+        while !scanner.isAtEnd {
+            guard let (number, wireType) = scanner.nextTag() else { return nil }
+            switch wireType {
+            case ProtoScanner.varint:
+                guard let value = scanner.readVarint() else { return nil }
+                if number == field { found = value }
+            case ProtoScanner.lengthDelimited:
+                guard scanner.readLengthDelimited() != nil else { return nil }
+            case 1:
+                guard scanner.readFixed64() != nil else { return nil }
+            case 5:
+                guard scanner.readFixed32() != nil else { return nil }
+            default:
+                return nil
+            }
+        }
+        return found
+    }
+}
