@@ -2,7 +2,8 @@ import Foundation
 import Testing
 import TouchSyncCore
 import TouchSyncSimulation
-import TouchSyncWeb
+import NIOCore
+@testable import TouchSyncWeb
 import TouchSyncWebWire
 
 /// The browser wire's binary frames (docs/protocol.md, "Binary frames"):
@@ -21,6 +22,14 @@ struct BrowserBinaryTests {
         var touches: [TouchCase]
         var batches: [BatchCase]
         var acks: [AckCase]
+        var bundles: [BundleCase]
+    }
+
+    struct BundleCase: Codable {
+        var note: String
+        var binary: String
+        /// The frames it carries, in order.
+        var frames: [String]
     }
 
     struct TouchCase: Codable {
@@ -93,6 +102,22 @@ struct BrowserBinaryTests {
         return out
     }
 
+    /// What the gateway's writer makes of a tab's queued binary frames.
+    static func bundles() throws -> [BundleCase] {
+        let batches = try Self.batches().prefix(2).map(\.binary)
+        func bundle(_ frames: [[UInt8]]) -> String {
+            let buffer = WebGateway.bundle(frames.map { ByteBuffer(bytes: $0) })
+            return hex(buffer.getBytes(at: buffer.readerIndex, length: buffer.readableBytes) ?? [])
+        }
+        return [
+            BundleCase(
+                note: "two batches and two acks: the batches, and the last ack only (it covers the first)",
+                binary: bundle([batches[0], BrowserBinary.ack(7), batches[1], BrowserBinary.ack(9)]),
+                frames: [hex(batches[0]), hex(batches[1]), hex(BrowserBinary.ack(9))]),
+            BundleCase(note: "a frame alone goes as itself", binary: bundle([batches[0]]), frames: [hex(batches[0])]),
+        ]
+    }
+
     static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
     static func bytes(_ hex: String) -> [UInt8] {
         stride(from: 0, to: hex.count, by: 2).map { offset in
@@ -106,7 +131,8 @@ struct BrowserBinaryTests {
             description: "TouchSync browser wire, binary frames (docs/protocol.md, \"Binary frames\"): each binary frame (hex) and the JSON message it stands for. touches: a tab's touch message (the gateway reads the binary one as the JSON one, to the same fixed point); batches: the gateway's batch (a replica applies the binary one as the JSON one; binary batches carry no hub time); acks: the gateway's ack {\"t\":\"ack\",\"n\":n}.",
             touches: try Self.touches().map { TouchCase(note: $0.note, json: BrowserMessage.touch($0.touch).json, binary: Self.hex(try BrowserBinary.encode($0.touch))) },
             batches: try Self.batches().map { BatchCase(json: $0.json, binary: Self.hex($0.binary)) },
-            acks: [0, 1, 127, 128, 300, 1 << 35].map { AckCase(n: $0, binary: Self.hex(BrowserBinary.ack($0))) })
+            acks: [0, 1, 127, 128, 300, 1 << 35].map { AckCase(n: $0, binary: Self.hex(BrowserBinary.ack($0))) },
+            bundles: try Self.bundles())
         if ProcessInfo.processInfo.environment["TOUCHSYNC_WRITE_VECTORS"] != nil {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -137,6 +163,10 @@ struct BrowserBinaryTests {
             #expect(binary == json)
         }
         for vector in expected.acks { #expect(try BrowserBinary.decodeFromGateway(Self.bytes(vector.binary)) == .ack(n: vector.n)) }
+        #expect(expected.bundles.map(\.binary) == actual.bundles.map(\.binary))
+        for vector in expected.bundles {
+            #expect(try BrowserBinary.framesFromGateway(Self.bytes(vector.binary)).map(Self.hex) == vector.frames, "\(vector.note)")
+        }
     }
 
     /// Random touches (any mix of force, angles and none per sample) read back to the JSON ones' fixed point.

@@ -685,7 +685,7 @@ struct BrowserTests {
         let result = try await page.evaluate(
             """
             (async () => {
-              const { encodeTouch, decodeFrame } = await import('/static/wire.js');
+              const { encodeTouch, decodeFrame, frames } = await import('/static/wire.js');
               const vectors = \(vectors);
               const hex = bytes => [...bytes].map(b => b.toString(16).padStart(2, '0')).join('');
               const bytes = text => new Uint8Array(text.match(/../g).map(h => parseInt(h, 16))).buffer;
@@ -701,7 +701,11 @@ struct BrowserTests {
                 const read = decodeFrame(bytes(v.binary));
                 if (read.t !== 'ack' || read.n !== v.n) problems.push('ack ' + v.n);
               }
-              return [vectors.touches.length + vectors.batches.length + vectors.acks.length, problems.join('; ')];
+              for (const v of vectors.bundles) {
+                const mine = frames(bytes(v.binary)).map(f => hex(new Uint8Array(f)));
+                if (JSON.stringify(mine) !== JSON.stringify(v.frames)) problems.push(v.note);
+              }
+              return [vectors.touches.length + vectors.batches.length + vectors.acks.length + vectors.bundles.length, problems.join('; ')];
             })()
             """) as? [Any]
         #expect((result?.first as? Int ?? 0) > 40, "\(result ?? [])")

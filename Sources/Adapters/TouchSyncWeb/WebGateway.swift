@@ -50,6 +50,11 @@ public struct WebConfiguration: Sendable {
     public var boardIdleGrace: Duration = .seconds(30)
     /// Messages queued for one tab before it is resynced from a snapshot instead. Default 512.
     public var tabQueueLimit = 512
+    /// How long a tab's frames may wait to go out together: a tab that keeps
+    /// receiving is written to at most once per interval (a tab reading binary
+    /// frames gets what waited as one bundle), so a board's many small batches
+    /// cost each tab a few writes a frame, not one each. Default 8 ms.
+    public var tabFlushInterval: Duration = .milliseconds(8)
     /// How long a tab's agent waits for the tab to come back after its WebSocket
     /// drops without a goodbye (its live touches stay meanwhile). Default 30 s.
     public var reconnectGrace: Duration = .seconds(30)
@@ -771,17 +776,51 @@ public final class WebGateway: Service, Sendable {
                     try await outbound.write(.text(BrowserWire.snapshot(board)))
                     try await outbound.write(.text(usersMessage(of: fanout.board)))
                 case .messages(let messages):
+                    // Text frames in order; each run of binary ones as one bundle (docs/protocol.md, "Binary frames").
+                    var run: [ByteBuffer] = []
                     for message in messages {
                         switch message {
-                        case .text(let text): try await outbound.write(.text(text))
-                        case .binary(let buffer): try await outbound.write(.binary(buffer))
+                        case .binary(let buffer): run.append(buffer)
+                        case .text(let text):
+                            if !run.isEmpty { try await outbound.write(.binary(Self.bundle(run))) }
+                            run.removeAll()
+                            try await outbound.write(.text(text))
                         }
                     }
+                    if !run.isEmpty { try await outbound.write(.binary(Self.bundle(run))) }
+                    // Paced: what comes meanwhile waits for the next flush, and goes out with the rest.
+                    if configuration.tabFlushInterval > .zero { try await Task.sleep(for: configuration.tabFlushInterval) }
                 }
             }
         } catch {
             outbox.close()
         }
+    }
+
+    /// Binary frames as one: the frame itself when alone, else a bundle;
+    /// acks but the last are left out (each covers those before it).
+    static func bundle(_ frames: [ByteBuffer]) -> ByteBuffer {
+        guard frames.count > 1 else { return frames[0] }
+        let lastAck = frames.lastIndex { $0.getInteger(at: $0.readerIndex, as: UInt8.self) == BrowserBinary.Kind.ack.rawValue }
+        var kept: [ByteBuffer] = []
+        for (index, frame) in frames.enumerated() {
+            if frame.getInteger(at: frame.readerIndex, as: UInt8.self) == BrowserBinary.Kind.ack.rawValue && index != lastAck { continue }
+            kept.append(frame)
+        }
+        guard kept.count > 1 else { return kept[0] }
+        var out = ByteBuffer()
+        out.reserveCapacity(kept.reduce(1) { $0 + $1.readableBytes + 3 })
+        out.writeInteger(BrowserBinary.Kind.bundle.rawValue)
+        for frame in kept {
+            var length = UInt64(frame.readableBytes)
+            while length >= 0x80 {
+                out.writeInteger(UInt8(truncatingIfNeeded: length) | 0x80)
+                length >>= 7
+            }
+            out.writeInteger(UInt8(length))
+            out.writeImmutableBuffer(frame)
+        }
+        return out
     }
 
     /// Tells the tab each time the hub has acknowledged more of its messages.

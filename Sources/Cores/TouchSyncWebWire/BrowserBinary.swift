@@ -12,6 +12,8 @@ public enum BrowserBinary {
         case touchOrBatch = 0x01
         /// Gateway to tab: an ack.
         case ack = 0x02
+        /// Gateway to tab: several frames as one message, each as its varint length and its bytes.
+        case bundle = 0x03
     }
 
     /// The phases in their wire order.
@@ -92,7 +94,23 @@ public enum BrowserBinary {
         return out.bytes
     }
 
-    /// A gateway's binary frame as the message it stands for (`.batch` or `.ack`).
+    /// The gateway's frames in one message: each frame alone, or a bundle's frames in order.
+    public static func framesFromGateway(_ bytes: some Collection<UInt8>) throws(BrowserWireError) -> [[UInt8]] {
+        let all = Array(bytes)
+        guard all.first == Kind.bundle.rawValue else { return [all] }
+        var reader = Reader(all)
+        _ = try reader.byte()
+        var frames: [[UInt8]] = []
+        while reader.at < all.count {
+            let length = try reader.varint()
+            guard length >= 1, length <= UInt64(all.count - reader.at) else { throw BrowserWireError("MALFORMED", "a bundled frame runs past the bundle") }
+            frames.append(Array(all[reader.at..<(reader.at + Int(length))]))
+            reader.at += Int(length)
+        }
+        return frames
+    }
+
+    /// A gateway's binary frame as the message it stands for (`.batch` or `.ack`; see `framesFromGateway` for bundles).
     public static func decodeFromGateway(_ bytes: some Collection<UInt8>) throws(BrowserWireError) -> BrowserMessage {
         var reader = Reader(Array(bytes))
         switch try reader.byte() {

@@ -75,6 +75,10 @@ struct LoadCommand: AsyncParsableCommand {
     var gatewayPid: Int32?
     @Option(help: "With --web: the hub's process id, to compare its CPU per sample with the gateway's.") var hubPid: Int32?
     @Option(help: "With --web: the browser wire the tabs speak, binary (as the page does) or json.") var browserWire = "binary"
+    @Option(help: "Pin this load generator's threads to these CPUs (taskset -c style: 0-3,6).") var cpus: String?
+    @Option(help: "With --web: pin the gateway's threads (--gateway-pid, or the process on the URL's port) to these CPUs.")
+    var gatewayCpus: String?
+    @Option(help: "With --web: pin the hub's threads (--hub-pid) to these CPUs.") var hubCpus: String?
     @Option(help: "Write the report as JSON to this file.") var json: String?
     @Option(help: "Write latency and throughput over time as an SVG chart to this file.") var svg: String?
     @OptionGroup var logging: LoggingOptions
@@ -87,6 +91,7 @@ struct LoadCommand: AsyncParsableCommand {
         if let web {
             guard WebAddress(web) != nil else { throw ValidationError("--web takes the gateway's address, http://HOST:PORT") }
             guard ["binary", "json"].contains(browserWire) else { throw ValidationError("--browser-wire is binary or json, not \(browserWire)") }
+            if hubCpus != nil && hubPid == nil { throw ValidationError("--hub-cpus needs --hub-pid") }
             guard ingest == nil, cluster == nil, data == nil, accessDir == nil else {
                 throw ValidationError("--web draws through a gateway: not with --hub, --cluster, --data or --access-dir")
             }
@@ -128,6 +133,11 @@ struct LoadCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let cpus {
+            guard let set = CPUSet(cpus) else { throw ValidationError("--cpus takes CPUs as taskset -c writes them (0-3,6), not \(cpus)") }
+            try set.pin()  // before the generator's threads start: they inherit it
+            FileHandle.standardError.write(Data("load generator pinned to CPUs \(set)\n".utf8))
+        }
         if let web, let address = WebAddress(web) { return try await runWeb(address) }
         var configuration = LoadConfiguration()
         configuration.users = users
@@ -231,6 +241,21 @@ struct LoadCommand: AsyncParsableCommand {
         configuration.gatewayPID = gatewayPid
         configuration.hubPID = hubPid
         configuration.binaryWire = browserWire == "binary"
+        // CPU sets, so one command measures a many-core machine with the parts on cores of their own.
+        for (text, option) in [(cpus, "--cpus"), (gatewayCpus, "--gateway-cpus"), (hubCpus, "--hub-cpus")] {
+            if let text, CPUSet(text) == nil { throw ValidationError("\(option) takes CPUs as taskset -c writes them (0-3,6), not \(text)") }
+        }
+        if let set = gatewayCpus.flatMap(CPUSet.init) {
+            guard let pid = gatewayPid ?? ProcessStats.listener(onPort: address.port) else {
+                throw ValidationError("--gateway-cpus: no gateway process found on port \(address.port) (pass --gateway-pid)")
+            }
+            try set.pin(pid: pid)
+            emit("gateway (pid \(pid)) pinned to CPUs \(set)")
+        }
+        if let set = hubCpus.flatMap(CPUSet.init), let pid = hubPid {
+            try set.pin(pid: pid)
+            emit("hub (pid \(pid)) pinned to CPUs \(set)")
+        }
         emit(
             "load --web: \(users) tabs (\(browserWire) wire) x \(fingerCount) finger(s) at \(Int(eventRate)) Hz (\(samplesPerEvent) samples per event, \(predicted) predicted), "
                 + "\(configuration.boards) board(s), \(duration) s, gateway http://\(address.host):\(address.port); up to \(Int(configuration.offeredSamplesPerSecond)) samples/s offered")

@@ -10,7 +10,7 @@ import { Renderer, cssColor } from './renderer.js';
 import { Viewport } from './view.js';
 import { attachWheel, PanPinch } from './gestures.js';
 import { outline, pathData, inkPoints } from './ink.js';
-import { encodeTouch, decodeFrame } from './wire.js';
+import { encodeTouch, decodeFrame, frames } from './wire.js';
 
 const boardName = decodeURIComponent(location.pathname.split('/')[2] || 'demo');
 const canvas = document.getElementById('board');
@@ -108,14 +108,18 @@ function connect() {
   };
   socket.onmessage = event => {
     const binary = event.data instanceof ArrayBuffer;
-    const message = binary ? decodeFrame(event.data) : JSON.parse(event.data);
+    if (binary) { for (const frame of frames(event.data)) onFrame(frame, true); return; }
+    onFrame(event.data, false);
+  };
+  const onFrame = (data, binary) => {
+    const message = binary ? decodeFrame(data) : JSON.parse(data);
     if (Array.isArray(message)) {  // a batch: ["b", seq, diffs]
-      app.received.batchBytes += binary ? event.data.byteLength : event.data.length;
+      app.received.batchBytes += binary ? data.byteLength : data.length;
       for (const d of message[2]) if (d[0] === 'a') app.received.batchSamples += d[3].length / 4;
       receiveBatch(message);
       return;
     }
-    if (message.t === 'snapshot') app.received.snapshotBytes = event.data.length;
+    if (message.t === 'snapshot') app.received.snapshotBytes = data.length;
     receive(message);
   };
   socket.onclose = () => {

@@ -122,3 +122,19 @@ export function decodeFrame(buffer) {
   }
   return ['b', seq, diffs];
 }
+
+// The frames of one binary message: a bundle's (0x03, then each frame as its
+// varint length and its bytes), or the message itself.
+export function frames(buffer) {
+  const bytes = new Uint8Array(buffer);
+  if (bytes[0] !== 3) return [buffer];
+  const r = new Reader(buffer);
+  r.at = 1;
+  const out = [];
+  while (r.at < bytes.length) {
+    const length = r.varint();
+    out.push(buffer.slice(r.at, r.at + length));
+    r.at += length;
+  }
+  return out;
+}

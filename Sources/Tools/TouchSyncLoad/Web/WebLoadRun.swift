@@ -65,6 +65,8 @@ public struct WebLoadReport: Sendable {
     public var latency: LatencySummary
     public var latencyOverTime: [LatencySecond]
     /// Bytes per sample sent (frame payloads, in the run's wire): tabs to the gateway, and the gateway to each tab.
+    /// The wire the gateway welcomed the tabs with: "binary" (every tab), "json", or "mixed".
+    public var wireSpoken = "json"
     public var tabBytesPerSample: Double
     public var gatewayBytesPerSamplePerTab: Double
     public var gaps: Int
@@ -112,7 +114,7 @@ public struct WebLoadReport: Sendable {
             "converged           \(converged ? "yes: every tab of a board at one sequence, boards exactly as drawn" : "NO")",
             "latency (µs)        p50 \(latency.p50)  p90 \(latency.p90)  p99 \(latency.p99)  p99.9 \(latency.p999)  max \(latency.max)"
                 + "  (\(latency.count) samples, from the pointer event to the measuring tab's board)",
-            "\(configuration.binaryWire ? "binary" : "JSON") bytes/sample tab to gateway \(number(tabBytesPerSample, 1)), gateway to each tab \(number(gatewayBytesPerSamplePerTab, 1))",
+            "\(wireSpoken) bytes/sample tab to gateway \(number(tabBytesPerSample, 1)), gateway to each tab \(number(gatewayBytesPerSamplePerTab, 1))",
             "gaps / reconnects   \(gaps) / \(reconnects)\(sessionsLost > 0 ? " (\(sessionsLost) sessions LOST)" : "")",
             "refused / errors    \(refusals.values.reduce(0, +)) / \(errors.values.reduce(0, +))"
                 + ((refusals.merging(errors) { $0 + $1 }).isEmpty
@@ -145,7 +147,8 @@ public struct WebLoadReport: Sendable {
             "converged": converged, "acknowledged": acknowledged, "kept_up": keptUp,
             "latency_us": ["p50": latency.p50, "p90": latency.p90, "p99": latency.p99, "p999": latency.p999, "max": latency.max, "count": latency.count]
                 as [String: Any],
-            "text_bytes_per_sample": ["tab_to_gateway": tabBytesPerSample, "gateway_to_each_tab": gatewayBytesPerSamplePerTab],
+            "wire": wireSpoken,
+            "bytes_per_sample": ["tab_to_gateway": tabBytesPerSample, "gateway_to_each_tab": gatewayBytesPerSamplePerTab],
             "gaps": gaps, "reconnects": reconnects, "sessions_lost": sessionsLost, "busy_notices": busyNotices,
             "refusals": refusals, "errors": errors, "connect_seconds": connectSeconds, "drain_seconds": drainSeconds,
             "drawing_seconds": drawingSeconds, "generator_behind_ms": generatorBehindMilliseconds,
@@ -364,6 +367,7 @@ public struct WebLoadRun: Sendable {
         }
         let totals = tabs.map { $0.state.withLock { $0 } }
         let bytes = tabs.map(\.bytes)
+        let binaryTabs = tabs.count { $0.speaksBinary }
         for tab in tabs { await tab.close() }
 
         let samplesSent = totals.reduce(0) { $0 + $1.samplesSent }
@@ -380,7 +384,7 @@ public struct WebLoadRun: Sendable {
                 idleSeconds: idleTime.seconds)
         }
         let hubCPU = hubBefore.flatMap { before in hubAfter.map { $0.cpuSeconds - before.cpuSeconds } }
-        return WebLoadReport(
+        var report = WebLoadReport(
             configuration: c, drawingSeconds: drawingSeconds, samplesSent: samplesSent,
             messagesSent: totals.reduce(0) { $0 + $1.messagesSent }, lost: lost, duplicated: duplicated,
             converged: acknowledged && settled && exact && lost == 0 && duplicated == 0, acknowledged: acknowledged,
@@ -394,6 +398,8 @@ public struct WebLoadRun: Sendable {
             generatorBehindMilliseconds: Double(totals.map(\.worstLateness).max() ?? 0) / 1000,
             ticksRun: totals.reduce(0) { $0 + $1.ticksRun }, ticksScheduled: Int(drawingSeconds * c.hz) * c.tabs,
             gateway: gateway, hubCPUSeconds: hubCPU)
+        report.wireSpoken = binaryTabs == tabs.count ? "binary" : binaryTabs == 0 ? "JSON" : "mixed"
+        return report
     }
 
     /// Ticks `tab` at `first`, `first + period`… on `loop` until the drawing ends (absolute deadlines: no drift).

@@ -121,6 +121,8 @@ final class WebTab: Sendable {
     }
 
     var isWelcomed: Bool { state.withLock { $0.welcomed } }
+    /// The last welcome said the gateway speaks binary frames to this tab.
+    var speaksBinary: Bool { state.withLock { $0.speaksBinary } }
     var needsReconnect: Bool { state.withLock { $0.dropped && !$0.closing } }
 
     /// Bytes of text both ways, over every connection so far.
@@ -277,10 +279,16 @@ final class WebTab: Sendable {
 
     /// A binary frame from the gateway: a batch or an ack.
     private func receive(binary bytes: [UInt8]) {
-        switch try? BrowserBinary.decodeFromGateway(bytes) {
-        case .ack(let number)?: acknowledge(through: number)
-        case .batch(let batch)?: applyBatch(sequence: batch.seq, decoded: batch)
-        default: state.withLock { $0.malformed += 1 }
+        guard let frames = try? BrowserBinary.framesFromGateway(bytes) else {
+            state.withLock { $0.malformed += 1 }
+            return
+        }
+        for frame in frames {
+            switch try? BrowserBinary.decodeFromGateway(frame) {
+            case .ack(let number)?: acknowledge(through: number)
+            case .batch(let batch)?: applyBatch(sequence: batch.seq, decoded: batch)
+            default: state.withLock { $0.malformed += 1 }
+            }
         }
     }
 
