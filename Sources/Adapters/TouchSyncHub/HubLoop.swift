@@ -162,7 +162,17 @@ final class HubLoop {
 
     /// Carries out `actions` in order.
     private func perform(_ actions: [HubAction]) {
+        defer { flushChannelReplies() }
         for action in actions {
+            if case .reply(let peer, let reply) = action, peer.channel != nil {
+                // Replies to one multiplexed connection's channels travel together.
+                if let pending = channelReplies.first, pending != peer.bytes { flushChannelReplies() }
+                if channelReplies.isEmpty { channelReplies.append(peer.bytes) }
+                channelReplies.append(Self.channelPart(peer.channel!))
+                channelReplies.append(reply.encoded)
+                continue
+            }
+            flushChannelReplies()
             switch action {
             case .reply(let peer, let reply):
                 send(reply, to: peer)
@@ -290,6 +300,20 @@ final class HubLoop {
             case .absent(let board):
                 handle(.boardAbsent(board: board))
             }
+        }
+    }
+
+    /// Replies gathered for one multiplexed connection: its routing id, then channel and reply parts.
+    private var channelReplies: [[UInt8]] = []
+
+    /// Sends the gathered channel replies as one message.
+    private func flushChannelReplies() {
+        guard channelReplies.count > 1 else { return }
+        defer { channelReplies.removeAll(keepingCapacity: true) }
+        do {
+            _ = try ingest.send(multipart: channelReplies, dontWait: true)
+        } catch {
+            logger.debug("replies not delivered", metadata: ["error": "\(error)"])
         }
     }
 
