@@ -398,18 +398,7 @@ func httpExchange(port: UInt16, _ request: String) throws -> String {
 }
 
 func httpGet(port: UInt16, path: String, close closing: Bool = false) throws -> String {
-    let descriptor = try connectedSocket(port: port)
-    defer { close(descriptor) }
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\(closing ? "Connection: close\r\n" : "")\r\n".utf8)
-    _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
-    var response = [UInt8]()
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = recv(descriptor, &buffer, buffer.count, 0)
-        if count <= 0 { break }
-        response += buffer[0..<count]
-    }
-    let text = String(decoding: response, as: UTF8.self)
+    let text = try httpExchange(port: port, "GET \(path) HTTP/1.1\r\nHost: localhost\r\n\(closing ? "Connection: close\r\n" : "")\r\n")
     guard text.hasPrefix("HTTP/1.1 200"), let body = text.range(of: "\r\n\r\n") else { throw TestFailure("bad response: \(text.prefix(200))") }
     return String(text[body.upperBound...])
 }

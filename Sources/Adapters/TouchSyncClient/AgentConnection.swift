@@ -242,18 +242,8 @@ final class AgentConnection {
             return
         }
         do {
-            let socket = try ZMQSocket(context, type: .dealer)
-            if let curve = configuration.curve {
-                try socket.setCurveServerKey(curve.serverPublicKey)
-                try socket.setCurvePublicKey(curve.client.publicKey)
-                try socket.setCurveSecretKey(curve.client.secretKey)
-                // The key names the user; a random routing id per connection cannot be claimed by anyone else.
-                try socket.setRoutingID(Self.newSessionID())
-            } else {
-                try socket.setRoutingID(Array(identity.utf8))
-            }
-            try socket.setSendHighWaterMark(100_000)
-            try socket.setHandshakeInterval(milliseconds: Int32(clamping: configuration.handshakeTimeout.components.seconds * 1000))
+            let socket = try Self.dealer(
+                context: context, curve: configuration.curve, identity: identity, handshakeTimeout: configuration.handshakeTimeout)
             if configuration.monitorsHandshake { monitor = try? ZMQHandshakeMonitor(socket, context: context) }
             try socket.connect(hubEndpoint)
             self.socket = socket
@@ -312,6 +302,25 @@ final class AgentConnection {
         report(.disconnected)
         if configuredHubs != [hubEndpoint] { rules.hubWentSilent(hubEndpoint, now: now) }
         tryAnotherHub(now: now)
+    }
+
+    /// A DEALER for a hub's ingest, set up as every agent connection is (not
+    /// connected yet): CURVE keys and a random routing id, or the plain
+    /// routing id `identity`; a deep send queue; the handshake's time limit.
+    static func dealer(context: ZMQContext, curve: CurveClientKeys?, identity: String, handshakeTimeout: Duration) throws -> ZMQSocket {
+        let socket = try ZMQSocket(context, type: .dealer)
+        if let curve {
+            try socket.setCurveServerKey(curve.serverPublicKey)
+            try socket.setCurvePublicKey(curve.client.publicKey)
+            try socket.setCurveSecretKey(curve.client.secretKey)
+            // The key names the user; a random routing id per connection cannot be claimed by anyone else.
+            try socket.setRoutingID(newSessionID())
+        } else {
+            try socket.setRoutingID(Array(identity.utf8))
+        }
+        try socket.setSendHighWaterMark(100_000)
+        try socket.setHandshakeInterval(milliseconds: Int32(clamping: handshakeTimeout.components.seconds * 1000))
+        return socket
     }
 
     static func newSessionID() -> [UInt8] {

@@ -58,26 +58,16 @@ final class MultiplexedLink {
     /// Opens the socket unless it is open.
     func open(now: ContinuousClock.Instant) throws {
         guard socket == nil else { return }
-        let socket = try ZMQSocket(context, type: .dealer)
-        do {
-            if let curve {
-                try socket.setCurveServerKey(curve.serverPublicKey)
-                try socket.setCurvePublicKey(curve.client.publicKey)
-                try socket.setCurveSecretKey(curve.client.secretKey)
-                try socket.setRoutingID(AgentConnection.newSessionID())
-            } else {
-                try socket.setRoutingID(Array(identity.utf8))
-            }
-            try socket.setSendHighWaterMark(100_000)
-            try socket.setHandshakeInterval(milliseconds: Int32(clamping: handshakeTimeout.components.seconds * 1000))
-            try socket.connect(endpoint)
-        } catch {
+        let socket = try AgentConnection.dealer(context: context, curve: curve, identity: identity, handshakeTimeout: handshakeTimeout)
+        // One monitor for the connection: a refused gateway key is told to every channel in words.
+        let monitor = try? ZMQHandshakeMonitor(socket, context: context)
+        do { try socket.connect(endpoint) } catch {
+            monitor?.close()
             socket.close()
             throw error
         }
         self.socket = socket
-        // One monitor for the connection: a refused gateway key is told to every channel in words.
-        monitor = try? ZMQHandshakeMonitor(socket, context: context)
+        self.monitor = monitor
         socketChanged = true
         lastHeard = now
         lastSent = now

@@ -10,27 +10,13 @@ public enum AgentMessageHeader {
     /// protobuf's oneof keeps), or nil when the top level does not scan as
     /// protobuf. Length-delimited fields are skipped, not read.
     public static func scan(_ bytes: UnsafeRawBufferPointer) -> (sequence: UInt64, body: UInt32?)? {
-        var scanner = ProtoScanner(bytes)
         var sequence: UInt64 = 0
         var body: UInt32? = nil
-        while !scanner.isAtEnd {
-            guard let (field, wireType) = scanner.nextTag() else { return nil }
-            switch wireType {
-            case ProtoScanner.varint:
-                guard let value = scanner.readVarint() else { return nil }
-                if field == 1 { sequence = value }
-            case ProtoScanner.lengthDelimited:
-                guard scanner.readLengthDelimited() != nil else { return nil }
-                if (2...10).contains(field) { body = field }
-            case 1:
-                guard scanner.readFixed64() != nil else { return nil }
-            case 5:
-                guard scanner.readFixed32() != nil else { return nil }
-            default:
-                return nil
-            }
+        let scanned = ProtoField.walk(bytes) { field, wireType, varint in
+            if field == 1, let varint { sequence = varint }
+            if wireType == ProtoScanner.lengthDelimited && (2...10).contains(field) { body = field }
         }
-        return (sequence, body)
+        return scanned ? (sequence, body) : nil
     }
 }
 
@@ -40,24 +26,37 @@ public enum AgentMessageHeader {
 public enum ProtoField {
     /// The last value of varint field `field`, or nil (absent, or the bytes do not scan as protobuf).
     public static func varint(_ field: UInt32, in bytes: UnsafeRawBufferPointer) -> UInt64? {
-        var scanner = ProtoScanner(bytes)
         var found: UInt64? = nil
+        let scanned = walk(bytes) { number, _, varint in
+            if number == field, let varint { found = varint }
+        }
+        return scanned ? found : nil
+    }
+
+    /// Visits each top-level field in order: its number, its wire type, and
+    /// its value when it is a varint (nil for the others, which are skipped
+    /// unread). False when the bytes do not scan as protobuf.
+    static func walk(_ bytes: UnsafeRawBufferPointer, _ visit: (UInt32, UInt8, UInt64?) -> Void) -> Bool {
+        var scanner = ProtoScanner(bytes)
         while !scanner.isAtEnd {
-            guard let (number, wireType) = scanner.nextTag() else { return nil }
+            guard let (number, wireType) = scanner.nextTag() else { return false }
             switch wireType {
             case ProtoScanner.varint:
-                guard let value = scanner.readVarint() else { return nil }
-                if number == field { found = value }
+                guard let value = scanner.readVarint() else { return false }
+                visit(number, wireType, value)
             case ProtoScanner.lengthDelimited:
-                guard scanner.readLengthDelimited() != nil else { return nil }
+                guard scanner.readLengthDelimited() != nil else { return false }
+                visit(number, wireType, nil)
             case 1:
-                guard scanner.readFixed64() != nil else { return nil }
+                guard scanner.readFixed64() != nil else { return false }
+                visit(number, wireType, nil)
             case 5:
-                guard scanner.readFixed32() != nil else { return nil }
+                guard scanner.readFixed32() != nil else { return false }
+                visit(number, wireType, nil)
             default:
-                return nil
+                return false
             }
         }
-        return found
+        return true
     }
 }
