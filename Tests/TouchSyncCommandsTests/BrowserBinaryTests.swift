@@ -74,23 +74,10 @@ struct BrowserBinaryTests {
         profile.users = 2
         profile.clearRate = 0.01
         var simulator = SessionSimulator(seed: 5, profile: profile, userPrefix: "wire-ü")
-        var board = BoardState()
-        var undo = UndoHistory()
         var out: [(String, [UInt8])] = []
         var kinds = Set<String>()
-        for step in 0..<400 {
-            var diffs: [StrokeDiff] = []
-            switch simulator.next() {
-            case .frame(let user, let frame, let style): try board.reduce(frame, from: user, style: style, into: &diffs)
-            case .clear(let user, let scope): board.clear(scope, by: user, into: &diffs)
-            }
-            let user = simulator.users[step % simulator.users.count]
-            if step % 29 == 0 { _ = undo.undo(by: user, on: &board, into: &diffs) }
-            if step % 31 == 0 { _ = undo.redo(by: user, on: &board, into: &diffs) }
-            if step % 67 == 0, let victim = board.acceptedStrokes.first { try board.erase([victim.id], by: user, anyOwner: true, into: &diffs) }
-            undo.note(diffs, on: board)
-            guard !diffs.isEmpty else { continue }
-            let model = BrowserWire.model(board.sealBatch(diffs, hubTime: 0), after: board)
+        try SimulatedBoardSession.run(&simulator, steps: 400, undoEvery: 29, redoEvery: 31, eraseEvery: 67) { step, _, sealed, board in
+            let model = BrowserWire.model(sealed, after: board)
             let batchKinds = Set(model.diffs.map { "\($0)".prefix { $0 != "(" }.description })
             // The first batches, and every one with a kind not seen yet or a rare one.
             if step < 30 || !batchKinds.isSubset(of: kinds) || !batchKinds.isDisjoint(with: ["restored", "cleared", "removed", "amended"]) {

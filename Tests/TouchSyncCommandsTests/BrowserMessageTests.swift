@@ -133,28 +133,13 @@ struct BrowserMessageTests {
         profile.clearRate = 0.002
         profile.boardClears = false
         var simulator = SessionSimulator(seed: 31, profile: profile)
-        var board = BoardState()
-        var undo = UndoHistory()
         var fromStart = BrowserReplica()
-        try fromStart.apply(try Self.snapshot(BrowserWire.snapshot(board)))
+        try fromStart.apply(try Self.snapshot(BrowserWire.snapshot(BoardState())))
         var fromMiddle: BrowserReplica? = nil
         var fromAfter = fromStart
         var (sameText, batches) = (0, 0)
-        for step in 0..<1200 {
-            var diffs: [StrokeDiff] = []
-            let before = board
-            switch simulator.next() {
-            case .frame(let user, let frame, let style): try board.reduce(frame, from: user, style: style, into: &diffs)
-            case .clear(let user, let scope): board.clear(scope, by: user, into: &diffs)
-            }
-            let user = simulator.users[step % simulator.users.count]
-            if step % 37 == 0 { _ = undo.undo(by: user, on: &board, into: &diffs) }
-            if step % 53 == 0 { _ = undo.redo(by: user, on: &board, into: &diffs) }
-            if step % 91 == 0, let victim = board.acceptedStrokes.first { try board.erase([victim.id], by: user, anyOwner: true, into: &diffs) }
-            undo.note(diffs, on: board)
-            guard !diffs.isEmpty else { continue }
+        let board = try SimulatedBoardSession.run(&simulator, steps: 1200) { step, before, sealed, board in
             batches += 1
-            let sealed = board.sealBatch(diffs, hubTime: Int64(step))
             let text = BrowserWire.batch(sealed, before: before)
             // Encoded from the board after the batch: the same text but for strokes gone by its end, the same board.
             let afterText = BrowserWire.batch(sealed, after: board)
