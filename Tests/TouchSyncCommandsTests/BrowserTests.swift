@@ -781,9 +781,11 @@ struct BrowserTests {
         // index is opened once the list no longer counts that agent.
         let webPort = try #require(UInt16(rig.web.split(separator: ":").last ?? ""))
         let deadline = ContinuousClock.now + .seconds(10)
-        while try !httpGet(port: webPort, path: "/api/boards", close: true).contains(#""board":"elsewhere","tabs":0,"agents":0,"#), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
+        func elsewhereIsIdle() throws -> Bool {
+            let list = try JSONSerialization.jsonObject(with: Data(httpGet(port: webPort, path: "/api/boards", close: true).utf8)) as? [[String: Any]]
+            return list?.contains { $0["board"] as? String == "elsewhere" && $0["tabs"] as? Int == 0 && $0["agents"] as? Int == 0 } == true
         }
+        while try !elsewhereIsIdle(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
         let index = try await rig.browser.openPage("\(rig.web)/")
         try await index.waitFor("document.querySelectorAll('#boards li').length === 2")
         try await index.waitFor("[...document.querySelectorAll('#boards img')].every(i => i.complete && i.naturalWidth > 0)")

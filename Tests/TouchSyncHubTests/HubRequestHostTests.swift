@@ -7,11 +7,11 @@ import TouchSyncHubCore
 import TouchSyncWire
 import ZeroMQ
 
-/// Board lists and snapshots on one long-lived connection per hub (the
-/// gateway's pages ask through it), against a real hub over TCP.
-@Suite("Hub requests on long-lived connections", .timeLimit(.minutes(1)))
+/// Board lists and snapshots on one thread (the gateway's pages ask
+/// through it), against a real hub over TCP.
+@Suite("Hub requests on one thread", .timeLimit(.minutes(1)))
 struct HubRequestHostTests {
-    @Test func manyRequestsShareOneConnectionAndEachGetsItsOwnAnswer() async throws {
+    @Test func manyRequestsAtOnceEachGetItsOwnAnswer() async throws {
         let test = try await TestHub.start { $0.maxSnapshotsPerSecond = 1_000 }
         for board in ["a", "b", "c"] {
             let agent = try test.agent(board: board, identity: "drawer-\(board)")
@@ -24,7 +24,7 @@ struct HubRequestHostTests {
         }
         let host = try HubRequestHost(context: test.context, logger: testLogger("requests"))
         host.start()
-        // 60 requests at once, of two kinds, replies interleaved on one connection: each gets its own.
+        // 60 requests at once, of two kinds, on the host's one thread: each gets its own answer.
         let answers = try await withThrowingTaskGroup(of: (String, Int).self) { group in
             for index in 0..<60 {
                 let board = ["a", "b", "c"][index % 3]

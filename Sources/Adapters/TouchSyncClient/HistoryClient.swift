@@ -55,7 +55,7 @@ public enum HistoryClient {
         }
         do {
             if let host {
-                // On the host's long-lived connection (a gateway's replay views).
+                // On the host's thread (a gateway's replay views).
                 try await host.exchange(id: id, idField: 1, WireCodec.encode(request), endpoint: endpoint, curve: curve, timeout: timeout, reply: handle)
             } else {
                 try await HubRequest.exchange(

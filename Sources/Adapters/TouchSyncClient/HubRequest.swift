@@ -84,7 +84,7 @@ public enum BoardDirectory {
         public var more: Bool
     }
 
-    /// - Parameter host: send it on `host`'s long-lived connection (nil: a connection and thread of its own).
+    /// - Parameter host: send it from `host`'s thread (nil: a thread of its own).
     public static func list(
         endpoint: String, prefix: String = "", after: String = "", limit: Int = 0, context: ZMQContext? = nil,
         timeout: Duration = .seconds(5), curve: CurveClientKeys? = nil, host: HubRequestHost? = nil

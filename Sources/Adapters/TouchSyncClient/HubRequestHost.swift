@@ -5,12 +5,13 @@ import TouchSyncWire
 import ZeroMQ
 
 /// Requests to hubs' ROUTER endpoints (board lists, snapshots, histories)
-/// over long-lived connections: one thread, one DEALER per endpoint kept
-/// open, replies matched to requests by their `request_id` (field 1 of
-/// every `SnapshotReply` and `HistoryReply`). A gateway serving many page
-/// requests opens no thread and no connection per request. Each request is
-/// bounded by its time-out; a refused CURVE handshake fails the requests
-/// waiting on that connection at once.
+/// on one thread: a gateway serving many page requests starts no thread per
+/// request. Each request has a DEALER of its own, closed with its answer:
+/// the hub allows each connection a few snapshots a second, and one
+/// connection for every page would put all of a gateway's users under one
+/// allowance (an index of ten boards would lose half its thumbnails) until
+/// the hub can account for them one by one. Each request is bounded by its
+/// time-out; a refused CURVE handshake fails it at once.
 public final class HubRequestHost: Sendable {
     /// One request: its bytes, where, until when, and what to do with each reply.
     struct Request: Sendable {
@@ -85,10 +86,10 @@ public final class HubRequestHost: Sendable {
         struct Line {
             let socket: ZMQSocket
             let monitor: ZMQHandshakeMonitor?
-            let curve: Bool
             var failures = 0
         }
-        var lines: [String: Line] = [:]
+        /// Each waiting request's connection, by request id.
+        var lines: [UInt64: Line] = [:]
         var pending: [UInt64: Request] = [:]
         let message = ZMQMessage()
 
@@ -102,16 +103,13 @@ public final class HubRequestHost: Sendable {
             defer {
                 for request in pending.values { request.done(.failure(HubRequestFailure.timedOut)) }
                 for case .send(let request) in mailbox.close() { request.done(.failure(HubRequestFailure.timedOut)) }
-                for line in lines.values {
-                    line.monitor?.close()
-                    line.socket.close()
-                }
+                for id in Array(lines.keys) { closeLine(id) }
             }
             while true {
                 var poller = ZMQPoller()
                 let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
-                let endpoints = Array(lines.keys)
-                for endpoint in endpoints { try? poller.add(lines[endpoint]!.socket) }
+                let ids = Array(lines.keys)
+                for id in ids { try? poller.add(lines[id]!.socket) }
                 // Wake for the earliest deadline, and now and then while a handshake may fail.
                 var deadline = pending.values.map(\.deadline).min()
                 if !pending.isEmpty { deadline = min(deadline ?? .now, .now + .milliseconds(250)) }
@@ -121,84 +119,73 @@ public final class HubRequestHost: Sendable {
                     for command in mailbox.drain() {
                         switch command {
                         case .stop: return
-                        case .cancel(let id): pending.removeValue(forKey: id)?.done(.failure(CancellationError()))
+                        case .cancel(let id): finish(id, .failure(CancellationError()))
                         case .send(let request): send(request)
                         }
                     }
                 }
-                for (offset, endpoint) in endpoints.enumerated() where poller.isReadable(offset + 1) { receive(on: endpoint) }
+                for (offset, id) in ids.enumerated() where poller.isReadable(offset + 1) { receive(id) }
                 checkHandshakes()
                 let now = ContinuousClock.now
-                for request in pending.values where request.deadline <= now {
-                    pending[request.id] = nil
-                    request.done(.failure(HubRequestFailure.timedOut))
-                }
+                for request in pending.values where request.deadline <= now { finish(request.id, .failure(HubRequestFailure.timedOut)) }
             }
+        }
+
+        /// Answers request `id` and closes its connection.
+        private func finish(_ id: UInt64, _ result: Result<Void, any Error>) {
+            closeLine(id)
+            pending.removeValue(forKey: id)?.done(result)
+        }
+
+        private func closeLine(_ id: UInt64) {
+            guard let line = lines.removeValue(forKey: id) else { return }
+            line.monitor?.close()
+            line.socket.close()
         }
 
         private func send(_ request: Request) {
             do {
-                let key = request.endpoint + (request.curve.map { "|" + $0.serverPublicKey } ?? "")
-                if lines[key] == nil {
-                    let socket = try ZMQSocket(context, type: .dealer)
-                    if let curve = request.curve {
-                        try socket.setCurveServerKey(curve.serverPublicKey)
-                        try socket.setCurvePublicKey(curve.client.publicKey)
-                        try socket.setCurveSecretKey(curve.client.secretKey)
-                    }
-                    let monitor = try? ZMQHandshakeMonitor(socket, context: context)
-                    try socket.connect(request.endpoint)
-                    lines[key] = Line(socket: socket, monitor: monitor, curve: request.curve != nil)
+                let socket = try ZMQSocket(context, type: .dealer)
+                if let curve = request.curve {
+                    try socket.setCurveServerKey(curve.serverPublicKey)
+                    try socket.setCurvePublicKey(curve.client.publicKey)
+                    try socket.setCurveSecretKey(curve.client.secretKey)
                 }
+                let monitor = try? ZMQHandshakeMonitor(socket, context: context)
+                lines[request.id] = Line(socket: socket, monitor: monitor)
                 pending[request.id] = request
-                _ = try lines[key]!.socket.send(request.bytes, dontWait: true)
+                try socket.connect(request.endpoint)
+                _ = try socket.send(request.bytes, dontWait: true)
             } catch {
-                pending[request.id] = nil
-                request.done(.failure(HubRequestFailure.refused(code: nil, message: "cannot reach \(request.endpoint): \(error)")))
+                finish(request.id, .failure(HubRequestFailure.refused(code: nil, message: "cannot reach \(request.endpoint): \(error)")))
             }
         }
 
-        private func receive(on key: String) {
-            guard let socket = lines[key]?.socket else { return }
-            while (try? socket.receive(into: message, dontWait: true)) == true {
-                // Each pending request's id field: two kinds of reply, so at most two reads.
-                var matched: Request? = nil
-                for field in Set(pending.values.map(\.idField)) {
-                    if let id = message.withUnsafeBytes({ ProtoField.varint(field, in: $0) }), let request = pending[id], request.idField == field {
-                        matched = request
-                        break
-                    }
-                }
-                guard let request = matched else { continue }
-                let id = request.id
+        private func receive(_ id: UInt64) {
+            guard let socket = lines[id]?.socket, let request = pending[id] else { return }
+            while lines[id] != nil, (try? socket.receive(into: message, dontWait: true)) == true {
+                // Only this request's replies come on its connection; the id is checked anyway.
+                guard message.withUnsafeBytes({ ProtoField.varint(request.idField, in: $0) }) == id else { continue }
                 do {
-                    if try request.reply(message) {
-                        pending[id] = nil
-                        request.done(.success(()))
-                    }
+                    if try request.reply(message) { finish(id, .success(())) }
                 } catch {
-                    pending[id] = nil
-                    request.done(.failure(error))
+                    finish(id, .failure(error))
                 }
             }
         }
 
-        /// A refused key (or plain text to a CURVE hub) never brings a reply: the requests on that line fail at once.
+        /// A refused key (or plain text to a CURVE hub) never brings a reply: the request fails at once.
         private func checkHandshakes() {
-            for (key, line) in lines {
-                guard let monitor = line.monitor else { continue }
+            for id in Array(lines.keys) {
+                guard let line = lines[id], let monitor = line.monitor, let request = pending[id] else { continue }
                 var failures = line.failures
                 for event in monitor.events() {
-                    guard let problem = AgentConnection.handshakeProblem(event, curve: line.curve, failures: &failures) else { continue }
-                    let endpoint = key.split(separator: "|").first.map(String.init) ?? key
-                    for request in pending.values where request.endpoint == endpoint {
-                        pending[request.id] = nil
-                        request.done(.failure(HubRequestFailure.refused(code: nil, message: problem)))
-                    }
+                    guard let problem = AgentConnection.handshakeProblem(event, curve: request.curve != nil, failures: &failures) else { continue }
+                    finish(id, .failure(HubRequestFailure.refused(code: nil, message: problem)))
+                    break
                 }
-                lines[key]?.failures = failures
+                lines[id]?.failures = failures
             }
         }
-
     }
 }

@@ -108,7 +108,7 @@ public final class WebGateway: Service, Sendable {
     private let agents: AgentHost
     /// Every followed board's replica, on one thread with one pair of sockets per hub (not a thread per board).
     private let boards: SubscriptionHost
-    /// Board lists, thumbnails' snapshots and histories for the pages: long-lived connections on one thread.
+    /// Board lists, thumbnails' snapshots and histories for the pages: one thread for all of them.
     private let requests: HubRequestHost
     private let page: PageFiles
     private struct State {
@@ -1083,7 +1083,7 @@ struct BoardListing: Encodable {
 extension WebGateway {
     static let listingEncoder: JSONEncoder = {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
+        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]  // the same text for the same list
         return encoder
     }()
 }
