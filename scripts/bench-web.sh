@@ -5,7 +5,8 @@
 # board, one finger each at 60 Hz, 10 s of drawing after 5 s idle.
 #   scripts/bench-web.sh [GATEWAY_BINARY] TABS...
 # GATEWAY_BINARY (default .build/release/touchsync) lets an older gateway
-# be measured with the same hub and load. JSON reports go to /tmp/bench-web-TABS.json.
+# be measured with the same hub and load; WEB_ARGS adds options to the
+# gateway (WEB_ARGS="--tab-flush-ms 8"). JSON reports go to /tmp/bench-web-TABS.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.build/release/touchsync
@@ -22,7 +23,7 @@ for TABS in "$@"; do
   sleep 1
   "$GATEWAY" web --listen 127.0.0.1:$((PORT + 10)) --hub tcp://127.0.0.1:$PORT --publish tcp://127.0.0.1:$((PORT + 1)) \
     --snapshot tcp://127.0.0.1:$((PORT + 2)) --history tcp://127.0.0.1:$((PORT + 3)) \
-    --max-tabs $((TABS + 100)) --max-connections $((2 * TABS + 100)) > "$DATA/web.log" 2>&1 &
+    --max-tabs $((TABS + 100)) --max-connections $((2 * TABS + 100)) ${WEB_ARGS:-} > "$DATA/web.log" 2>&1 &
   WEB_PID=$!
   sleep 2
   echo "=== $TABS tabs, gateway $GATEWAY"

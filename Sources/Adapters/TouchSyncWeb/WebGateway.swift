@@ -50,11 +50,12 @@ public struct WebConfiguration: Sendable {
     public var boardIdleGrace: Duration = .seconds(30)
     /// Messages queued for one tab before it is resynced from a snapshot instead. Default 512.
     public var tabQueueLimit = 512
-    /// How long a tab's frames may wait to go out together: a tab that keeps
-    /// receiving is written to at most once per interval (a tab reading binary
-    /// frames gets what waited as one bundle), so a board's many small batches
-    /// cost each tab a few writes a frame, not one each. Default 8 ms.
-    public var tabFlushInterval: Duration = .milliseconds(8)
+    /// How long a tab's writer waits after each write, so that what comes
+    /// meanwhile goes out together (a tab reading binary frames gets what
+    /// waited as one bundle, whatever this is). Default 0: measured at 300 and
+    /// 2,000 tabs, 8 ms cost more CPU (a timer per tab per write) and latency
+    /// than the writes it saved (docs/performance.md).
+    public var tabFlushInterval: Duration = .zero
     /// How long a tab's agent waits for the tab to come back after its WebSocket
     /// drops without a goodbye (its live touches stay meanwhile). Default 30 s.
     public var reconnectGrace: Duration = .seconds(30)

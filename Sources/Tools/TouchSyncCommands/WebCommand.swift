@@ -36,8 +36,8 @@ struct WebCommand: AsyncParsableCommand {
     @Option(help: "The hub's history endpoint (for the replay view).") var history = "tcp://127.0.0.1:5573"
     @Option(help: "Seconds a tab's agent waits for a dropped tab to come back before its live touches are cancelled.")
     var reconnectGrace: Double = 30
-    @Option(help: "Milliseconds a tab's frames may wait to go out together (a tab that reads binary frames gets one message per flush; 0: each at once).")
-    var tabFlushMs: Int = 8
+    @Option(help: "Milliseconds a tab's writer waits after each write so that more goes out together (what waits meanwhile goes as one bundle to a tab reading binary frames).")
+    var tabFlushMs: Int = 0
     @Option(help: "Serve the page from this folder instead of the built-in copy (for working on the page).") var page: String?
     @Option(help: "The hub's access list (with --key and --hub-key): browser users sign in with invitation links from it.")
     var access: String?
