@@ -103,8 +103,11 @@ struct TUIOCommand: AsyncParsableCommand {
             let socket = try listening { try UDPSocket(binding: nil) }
             emit("TUIO emitter: board \"\(board)\" -> \(emitTo), \(fps) bundles/s (Ctrl-C stops)")
             let stopped = StopFlag()
+            // Trapped before the first bundle goes out: a Ctrl-C that comes before
+            // a task got to install the trap would end the process by the signal (status 2).
+            let trapped = await UnixSignalsSequence(trapping: .sigint, .sigterm)
             let signals = Task {
-                for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) {
+                for await _ in trapped {
                     stopped.set()
                     break
                 }
