@@ -117,8 +117,9 @@ struct ReplayCommand: AsyncParsableCommand {
             }
         }
         // Ctrl-C or SIGTERM stops the replay, whether it is still running or serving its end.
+        let interrupts = await UnixSignalsSequence(trapping: .sigint, .sigterm)  // trapped now, not when the task runs
         let signals = Task {
-            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) { break }
+            for await _ in interrupts { break }
             await replay.stop()
         }
         let result = await replay.finished()  // nil: stopped before the end

@@ -191,8 +191,10 @@ struct LoadCommand: AsyncParsableCommand {
                 + "; up to \(Int(configuration.offeredSamplesPerSecond)) samples/s offered")
         let run = LoadRun(configuration: configuration, logger: logging.logger("touchsync.load"))
         let interruption = LoadInterruption()
+        // Trapped before anything runs: a Ctrl-C before a task installed the trap would end the process by the signal.
+        let firstInterrupt = await UnixSignalsSequence(trapping: .sigint, .sigterm)
         let signals = Task {
-            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) {
+            for await _ in firstInterrupt {
                 emit("interrupted: stopping the drawing, draining and checking what was drawn (again to quit at once)")
                 interruption.request()
                 break
@@ -261,8 +263,10 @@ struct LoadCommand: AsyncParsableCommand {
                 + "\(configuration.boards) board(s), \(duration) s, gateway http://\(address.host):\(address.port); up to \(Int(configuration.offeredSamplesPerSecond)) samples/s offered")
         let run = WebLoadRun(configuration: configuration, logger: logging.logger("touchsync.load"))
         let interruption = LoadInterruption()
+        // Trapped before anything runs: a Ctrl-C before a task installed the trap would end the process by the signal.
+        let firstInterrupt = await UnixSignalsSequence(trapping: .sigint, .sigterm)
         let signals = Task {
-            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) {
+            for await _ in firstInterrupt {
                 emit("interrupted: stopping the drawing, draining and checking what was drawn (again to quit at once)")
                 interruption.request()
                 break

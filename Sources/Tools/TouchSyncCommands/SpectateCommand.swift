@@ -74,11 +74,13 @@ struct SpectateCommand: AsyncParsableCommand {
                 for await event in subscriber.events { await view.show(event, subscriber: subscriber) }
                 return subscriber.status.failure  // the stream ended: stopped below, or failed
             }
+            // Trapped before the tasks run: a Ctrl-C before a task installed the trap would end the process by the signal.
+            let interrupts = duration == nil ? await UnixSignalsSequence(trapping: .sigint, .sigterm) : nil
             tasks.addTask {
                 if let duration {
                     try? await Task.sleep(for: Duration(secondsValue: duration))
-                } else {
-                    for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) { break }
+                } else if let interrupts {
+                    for await _ in interrupts { break }
                 }
                 await view.finish(subscriber: subscriber)
                 await subscriber.stop()  // ends the event stream, so the printer ends too
