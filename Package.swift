@@ -10,13 +10,14 @@
 //   TouchSyncWire        protobuf messages (generated, committed) and codecs to and from the core
 //   TouchSyncRender      boards drawn as SVG, ink outlines
 //   TouchSyncTUIO        OSC and TUIO 1.1 cursor messages, parsed and built
+//   TouchSyncAccessModel access lists (users, keys, roles per board pattern), cluster maps, CURVE key values; no files
 //   TouchSyncHubCore     the hub's rules: sessions, boards, acks, liveness (events in, actions out)
 //   TouchSyncClientCore  the client's rules: AgentProtocol (numbering, window, resend) and ReplicaSync (snapshot then live)
 //   TouchSyncWebWire     the browser wire: one Codable message type both ways, binary frames, the board encoder, a page-like replica
 //   TouchSyncGatewayCore the gateway's tab rules: sessions, numbering and acks, grace, limits, followed boards (time in, actions out)
 // Sources/Adapters: the cores driven by real I/O
 //   CZeroMQ, ZeroMQ      system libzmq (pkg-config "libzmq", Debian libzmq3-dev) and its Swift binding
-//   TouchSyncAccess      CURVE key files, the access list, the cluster map
+//   TouchSyncAccess      the access list's, cluster map's and CURVE keys' files (re-exports TouchSyncAccessModel)
 //   TouchSyncJournal     the durable journal: checksummed segment files per board, recovery, history for replay
 //   TouchSyncStore       the PostgreSQL board store: schema, group-committed batches under board leases, recovery
 //   TouchSyncHub         the hub: one thread owning the sockets and a HubCore (a ServiceLifecycle Service); relays
@@ -99,7 +100,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "TouchSyncAccessModel",
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "TouchSyncAccess",
+            dependencies: ["TouchSyncAccessModel"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -110,7 +116,7 @@ let package = Package(
         .target(
             name: "TouchSyncHubCore",
             dependencies: [
-                "TouchSyncAccess",
+                "TouchSyncAccessModel",
                 "TouchSyncCore",
                 "TouchSyncWire",
             ],
@@ -411,7 +417,7 @@ let package = Package(
 let layers: [String: [String]] = [
     "Cores": [
         "TouchSyncCore", "TouchSyncSimulation", "TouchSyncWire", "TouchSyncHubCore", "TouchSyncClientCore", "TouchSyncWebWire",
-        "TouchSyncGatewayCore", "TouchSyncRender", "TouchSyncTUIO",
+        "TouchSyncGatewayCore", "TouchSyncAccessModel", "TouchSyncRender", "TouchSyncTUIO",
     ],
     "Adapters": [
         "CZeroMQ", "ZeroMQ", "TouchSyncAccess", "TouchSyncJournal", "TouchSyncStore", "TouchSyncHub", "TouchSyncClient", "TouchSyncWeb",

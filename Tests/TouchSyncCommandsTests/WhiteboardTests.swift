@@ -65,6 +65,33 @@ extension BrowserPage {
 /// fits its window, refused boards, people and shortcuts. Part of the
 /// browser suite, so that one Chromium runs at a time.
 extension BrowserTests {
+    /// A phone (390x844, touch) draws with a finger through a link with a
+    /// 100 ms round trip, in the binary wire; a desktop (1280x800) on the same
+    /// board sees the stroke: ink on both canvases where the finger went.
+    @Test func aPhoneDrawsWithAFingerThroughASlowLink() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let link = try LinkEmulator(targetPort: rig.webPort, oneWayDelay: .milliseconds(50))
+        defer { link.stop() }
+        let phone = try await rig.open("finger", via: "http://127.0.0.1:\(link.port)", width: 390, height: 844, scale: 3, mobile: true)
+        let desktop = try await rig.open("finger")
+        #expect(try await phone.evaluate("touchsync.wire") as? String == "binary", "the page speaks binary frames")
+        let top = try await phone.canvasTop()
+        try await phone.touch("touchStart", [(80, top + 300, 0)])
+        for step in 1...10 { try await phone.touch("touchMove", [(80 + Double(step) * 20, top + 300 + Double(step) * 15, 0)]) }
+        try await phone.touch("touchEnd", [])
+        try await phone.settled()
+        try await desktop.waitFor("touchsync.board.accepted.length === 1")
+        // The stroke's middle, in board points: where both pages draw it at 100%.
+        let middle = try await desktop.evaluate("(s => [s[20] / 64, s[21] / 64])(touchsync.board.accepted[0].s)") as? [Double] ?? []
+        #expect(middle.count == 2, "\(middle)")
+        let desktopTop = try await desktop.canvasTop()
+        #expect(try await desktop.inkAfterNextFrame(x: middle[0], y: middle[1] + desktopTop)[3] > 0, "the desktop draws the phone's stroke")
+        #expect(try await phone.inkAfterNextFrame(x: middle[0], y: middle[1] + top)[3] > 0, "the phone keeps its own stroke")
+        try await phone.keepScreenshot("phone-finger")
+        try await desktop.keepScreenshot("desktop-finger")
+    }
+
     /// Through a link with a 100 ms round trip, your own ink is on the canvas in
     /// the first frame after the input, before the hub has seen it; with the
     /// link down too. The offline stroke reaches a second tab when the link

@@ -1,4 +1,4 @@
-import TouchSyncAccess
+import TouchSyncAccessModel
 import TouchSyncCore
 import TouchSyncWire
 

@@ -1,4 +1,4 @@
-import TouchSyncAccess
+import TouchSyncAccessModel
 import TouchSyncCore
 
 /// The hub's memory of one agent: who it is (its principal), which

@@ -1,4 +1,4 @@
-import TouchSyncAccess
+import TouchSyncAccessModel
 import TouchSyncCore
 
 /// Everything a hub can be told, with the defaults it runs on.

@@ -1,4 +1,4 @@
-import TouchSyncAccess
+import TouchSyncAccessModel
 import TouchSyncCore
 
 /// The hub's agent sessions, one per user namespace: which connection
