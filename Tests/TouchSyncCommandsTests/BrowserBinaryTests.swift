@@ -188,7 +188,7 @@ struct BrowserBinaryTests {
             do {
                 _ = try BrowserBinary.decodeTouch(good.prefix(cut))
                 Issue.record("a frame cut to \(cut) bytes was read")
-            } catch let refused as BrowserMessage.UnknownNumberedKind {
+            } catch let refused as BrowserMessage.RefusedByNumber {
                 #expect(refused.number == 9 && refused.code == "MALFORMED")
             }
         }
@@ -196,12 +196,12 @@ struct BrowserBinaryTests {
         #expect(throws: BrowserWireError.self) { try BrowserBinary.decodeTouch([7, 9]) }
         var badPhase = good
         badPhase[2] = 9
-        #expect(throws: BrowserMessage.UnknownNumberedKind.self) { try BrowserBinary.decodeTouch(badPhase) }
+        #expect(throws: BrowserMessage.RefusedByNumber.self) { try BrowserBinary.decodeTouch(badPhase) }
         // 2,000 samples claimed: TOO_MANY_SAMPLES before anything is allocated.
         do {
             _ = try BrowserBinary.decodeTouch([1, 9, 1, 1, 0xD0, 0x0F, 0, 0])
             Issue.record("2,000 samples read")
-        } catch let refused as BrowserMessage.UnknownNumberedKind {
+        } catch let refused as BrowserMessage.RefusedByNumber {
             #expect(refused.code == "TOO_MANY_SAMPLES")
         }
         #expect(throws: BrowserWireError.self) { try BrowserBinary.decodeFromGateway([1, 5, 0xFF, 0xFF, 0xFF, 0x0F]) }

@@ -47,7 +47,7 @@ struct BrowserMessageTests {
             do {
                 _ = try BrowserMessage.decode(text)
                 Issue.record("decoded: \(text)")
-            } catch let refused as BrowserMessage.UnknownNumberedKind {
+            } catch let refused as BrowserMessage.RefusedByNumber {
                 #expect(refused.number == 7 && refused.code == "MALFORMED", "\(text)")
             } catch {
                 Issue.record("not refused by number: \(text): \(error)")
@@ -71,7 +71,7 @@ struct BrowserMessageTests {
         #expect(refusal(#"{"t":"undo"}"#)?.contains("undo needs its number n") == true)
         #expect(refusal(#"{"t":"touch","n":"one"}"#)?.contains("n is not") == true)
         #expect(refusal(#"{"t":"whatever"}"#)?.contains("unknown message type whatever") == true)
-        #expect(throws: BrowserMessage.UnknownNumberedKind.self) { try BrowserMessage.decode(#"{"t":"whatever","n":4}"#) }
+        #expect(throws: BrowserMessage.RefusedByNumber.self) { try BrowserMessage.decode(#"{"t":"whatever","n":4}"#) }
     }
 
     /// The gateway's one-pass touch reader gives what JSONDecoder gives, or

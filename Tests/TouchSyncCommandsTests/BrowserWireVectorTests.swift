@@ -38,7 +38,7 @@ struct BrowserWireVectorTests {
                     continue
                 }
                 outcome = Result { () throws(BrowserWireError) in try TabSamples.fixedPoint(touch.s ?? []) }
-            } catch let refused as BrowserMessage.UnknownNumberedKind {
+            } catch let refused as BrowserMessage.RefusedByNumber {
                 #expect(refused.number == 1, "\(vector.note): refused, but not by its number")
                 outcome = .failure(BrowserWireError(refused.code, refused.message))
             }

@@ -103,8 +103,14 @@ struct MultiplexedAgentsTests {
     /// A hub that restarts (its state gone): the link finds it silent, and
     /// every channel starts a new session there; nothing posted after is lost.
     @Test func channelsSayHelloAgainToARestartedHub() async throws {
-        let first = try await TestHub.start()
-        let ports = first.endpoints
+        // Ports from the tests' registry, not ephemeral ones: another process may take those while the hub is down.
+        let ports = restartableEndpoints(3)
+        func onPorts(_ configuration: inout HubConfiguration) {
+            configuration.ingestEndpoint = ports[0]
+            configuration.publishEndpoint = ports[1]
+            configuration.snapshotEndpoint = ports[2]
+        }
+        let first = try await TestHub.start(onPorts)
         let host = try AgentHost(threads: 1, context: first.context, logger: testLogger("host"))
         host.start()
         let agents = try Self.agents(first, host: host, users: ["web:ann", "web:ben"], board: "b") { $0.hubTimeout = .milliseconds(800) }
@@ -114,11 +120,7 @@ struct MultiplexedAgentsTests {
         }
         for agent in agents { #expect(await agent.flush()) }
         await first.hub.stop()
-        let second = try await TestHub.start { configuration in
-            configuration.ingestEndpoint = ports.ingest
-            configuration.publishEndpoint = ports.publish
-            configuration.snapshotEndpoint = ports.snapshot
-        }
+        let second = try await startAgain { try await TestHub.start(onPorts) }  // the first hub's listeners close asynchronously
         for (index, agent) in agents.enumerated() {
             try agent.touchesBegan([TouchInput(id: 2, coalesced: [point(Double(index), 10, 3)])])
             try agent.touchesEnded([TouchInput(id: 2, coalesced: [point(Double(index), 15, 4)])])

@@ -33,7 +33,7 @@ struct MultiplexedVectorTests {
         var replies: [[String]]
     }
 
-    static func channel(_ number: UInt32) -> [UInt8] { withUnsafeBytes(of: number.bigEndian) { Array($0) } }
+    static func channel(_ number: UInt32) -> [UInt8] { ChannelPart.encode(number) }
 
     static func message(_ sequence: UInt64 = 0, _ body: Touchsync_V1_AgentMessage.OneOf_Body) -> [UInt8] {
         var message = Touchsync_V1_AgentMessage()

@@ -100,7 +100,7 @@ final class MultiplexedLink {
     /// Queues `bytes` for `channel`; it leaves with the rest of the turn's (`flush`).
     func enqueue(channel: UInt32, _ bytes: [UInt8]) {
         guard socket != nil else { return }
-        outgoing.append(Self.channelPart(channel))
+        outgoing.append(ChannelPart.encode(channel))
         outgoing.append(bytes)
     }
 
@@ -125,7 +125,7 @@ final class MultiplexedLink {
             lastHeard = now
             guard let current = channel else {
                 // A channel part is followed by its reply; a lone part is not of this protocol.
-                if part.hasMore { channel = part.count == 4 ? part.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(as: UInt32.self)) } : .max }
+                if part.hasMore { channel = part.withUnsafeBytes(ChannelPart.decode) ?? .max }
                 continue
             }
             channel = nil
@@ -166,10 +166,5 @@ final class MultiplexedLink {
         enqueue(channel: 0, WireCodec.encode(message))
         flush(now: now)
         try? socket.setLinger(milliseconds: 200)
-    }
-
-    /// A channel as its part on the wire: 4 bytes, big-endian.
-    static func channelPart(_ channel: UInt32) -> [UInt8] {
-        [UInt8(truncatingIfNeeded: channel >> 24), UInt8(truncatingIfNeeded: channel >> 16), UInt8(truncatingIfNeeded: channel >> 8), UInt8(truncatingIfNeeded: channel)]
     }
 }

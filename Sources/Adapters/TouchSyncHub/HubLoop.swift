@@ -168,7 +168,7 @@ final class HubLoop {
                 // Replies to one multiplexed connection's channels travel together.
                 if let pending = channelReplies.first, pending != peer.bytes { flushChannelReplies() }
                 if channelReplies.isEmpty { channelReplies.append(peer.bytes) }
-                channelReplies.append(Self.channelPart(peer.channel!))
+                channelReplies.append(ChannelPart.encode(peer.channel!))
                 channelReplies.append(reply.encoded)
                 continue
             }
@@ -321,7 +321,7 @@ final class HubLoop {
         do {
             if let channel = peer.channel {
                 // A multiplexed connection: the channel part first.
-                try ingest.send(multipart: [peer.bytes, Self.channelPart(channel), reply.encoded], dontWait: true)
+                try ingest.send(multipart: [peer.bytes, ChannelPart.encode(channel), reply.encoded], dontWait: true)
                 return
             }
             try ingest.send(multipart: [peer.bytes, reply.encoded], dontWait: true)
@@ -329,11 +329,6 @@ final class HubLoop {
             // EHOSTUNREACH: the agent left; it will hear the news when it reconnects.
             logger.debug("reply not delivered", metadata: ["error": "\(error)"])
         }
-    }
-
-    /// A channel as its part on the wire: 4 bytes, big-endian.
-    static func channelPart(_ channel: UInt32) -> [UInt8] {
-        [UInt8(truncatingIfNeeded: channel >> 24), UInt8(truncatingIfNeeded: channel >> 16), UInt8(truncatingIfNeeded: channel >> 8), UInt8(truncatingIfNeeded: channel)]
     }
 
     // MARK: Receiving
@@ -365,7 +360,7 @@ final class HubLoop {
         var carried = 0
         while true {
             let channel: UInt32? =
-                payload.count == 4 ? payload.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(as: UInt32.self)) } : nil
+                payload.withUnsafeBytes(ChannelPart.decode)
             guard try ingest.receive(into: channelMessage, dontWait: true) else { return carried }  // parts arrive together
             guard let connection = self.peer(routingID, user: channelMessage) else {
                 try skipRemainingParts(of: channelMessage)

@@ -5,7 +5,7 @@ import TouchSyncWebWire
 /// A tab's samples as the agent takes them (docs/protocol.md, "The browser wire").
 public enum TabSamples {
     /// The most samples (coalesced or predicted) one tab message may carry.
-    static let maxSamples = 1024
+    static let maxSamples = BrowserMessage.maxSamplesPerList
 
     /// Samples as the agent API takes them: points (CSS pixels), seconds, radians.
     /// A sample is 3 to 6 numbers, `[x, y, t, force, azimuth, altitude]`

@@ -366,8 +366,8 @@ public final class WebGateway: Service, Sendable {
                 } else {
                     await session?.close()
                 }
-            case .ack(let connection, let through):
-                state.withLock { $0.tabs[connection]?.outbox }?.postAck(through)
+            case .ack:
+                perform(acks: [action])
             case .usersChanged(let board):
                 broadcastUsers(of: board)
             case .unfollow(let board):
@@ -500,14 +500,14 @@ public final class WebGateway: Service, Sendable {
                             }
                             decoded = .touch(try BrowserBinary.decodeTouch(buffer.readableBytesView))
                         }
-                    } catch let unknown as BrowserMessage.UnknownNumberedKind {
+                    } catch let refused as BrowserMessage.RefusedByNumber {
                         // Refused by its number, like any message the hub never saw.
                         guard welcomed, let session else {
-                            try await send(outbound, error: unknown.code, unknown.message)
+                            try await send(outbound, error: refused.code, refused.message)
                             continue
                         }
-                        if let refusal = handle(unknown.number, of: session, { (_: TouchAgent) throws(BrowserWireError) in
-                            throw BrowserWireError(unknown.code, unknown.message)
+                        if let refusal = handle(refused.number, of: session, { (_: TouchAgent) throws(BrowserWireError) in
+                            throw BrowserWireError(refused.code, refused.message)
                         }) {
                             try await outbound.write(.text(refusal))
                         }
@@ -813,12 +813,7 @@ public final class WebGateway: Service, Sendable {
         out.reserveCapacity(kept.reduce(1) { $0 + $1.readableBytes + 3 })
         out.writeInteger(BrowserBinary.Kind.bundle.rawValue)
         for frame in kept {
-            var length = UInt64(frame.readableBytes)
-            while length >= 0x80 {
-                out.writeInteger(UInt8(truncatingIfNeeded: length) | 0x80)
-                length >>= 7
-            }
-            out.writeInteger(UInt8(length))
+            out.writeBytes(BrowserBinary.varint(UInt64(frame.readableBytes)))
             out.writeImmutableBuffer(frame)
         }
         return out

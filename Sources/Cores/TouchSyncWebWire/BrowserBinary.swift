@@ -86,6 +86,13 @@ public enum BrowserBinary {
         return out.bytes
     }
 
+    /// `value` as a varint (a bundle's frame lengths).
+    public static func varint(_ value: UInt64) -> [UInt8] {
+        var out = Writer()
+        out.varint(value)
+        return out.bytes
+    }
+
     /// An ack as one binary frame: `0x02`, n.
     public static func ack(_ n: UInt64) -> [UInt8] {
         var out = Writer()
@@ -216,7 +223,7 @@ public enum BrowserBinary {
     /// A tab's binary touch frame as the JSON message it stands for (samples
     /// in CSS pixels and milliseconds, which the gateway's JSON path turns back
     /// into exactly these fixed-point values). A frame whose number was read
-    /// but whose rest is broken throws `UnknownNumberedKind` (refused by that
+    /// but whose rest is broken throws `RefusedByNumber` (refused by that
     /// number); one without a readable number throws `BrowserWireError`.
     public static func decodeTouch(_ bytes: some Collection<UInt8>) throws -> BrowserMessage.Touch {
         var reader = Reader(Array(bytes))
@@ -229,8 +236,9 @@ public enum BrowserBinary {
             let id = try reader.varint()
             let coalescedCount = try reader.varint()
             let predictedCount = try reader.varint()
-            guard coalescedCount <= 1024, predictedCount <= 1024 else {
-                throw BrowserWireError("TOO_MANY_SAMPLES", "at most 1024 samples per message")
+            let most = UInt64(BrowserMessage.maxSamplesPerList)
+            guard coalescedCount <= most, predictedCount <= most else {
+                throw BrowserWireError("TOO_MANY_SAMPLES", "at most \(most) samples per message")
             }
             let flags = try reader.byte()
             guard flags & ~3 == 0 else { throw BrowserWireError("MALFORMED", "sample flags are 1 (force) and 2 (angles), not \(flags)") }
@@ -256,7 +264,7 @@ public enum BrowserBinary {
             try reader.end()
             return BrowserMessage.Touch(n: n, phase: phases[phaseIndex], id: id, s: coalesced, p: predicted)
         } catch {
-            throw BrowserMessage.UnknownNumberedKind(kind: "touch", number: n, code: error.code, message: "binary touch: \(error.message)")
+            throw BrowserMessage.RefusedByNumber(kind: "touch", number: n, code: error.code, message: "binary touch: \(error.message)")
         }
     }
 

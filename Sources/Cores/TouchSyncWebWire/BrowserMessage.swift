@@ -115,6 +115,9 @@ public enum BrowserMessage: Sendable, Equatable {
         }
     }
 
+    /// The most samples a touch message may carry in `s`, and in `p` (docs/protocol.md, "The browser wire").
+    public static let maxSamplesPerList = 1024
+
     /// The number of a numbered message (touch, style, undo, redo, erase, clear).
     public var number: UInt64? {
         switch self {
@@ -207,7 +210,7 @@ extension BrowserMessage: Codable {
             // number (it is taken), as any sample the gateway cannot use.
             func samples(_ key: Key) throws -> [[Double?]]? {
                 do { return try object.decodeIfPresent([[Double?]].self, forKey: key) } catch {
-                    throw UnknownNumberedKind(
+                    throw RefusedByNumber(
                         kind: kind, number: n, code: "MALFORMED",
                         message: "a sample is [x, y, t, force, azimuth, altitude]: 3 to 6 elements, x, y and t numbers (\(key.stringValue) has something else)")
                 }
@@ -248,7 +251,7 @@ extension BrowserMessage: Codable {
         default:
             // A numbered kind this side does not know is still refused by its number.
             if let number = try? object.decode(UInt64.self, forKey: .n) {
-                throw UnknownNumberedKind(kind: kind, number: number)
+                throw RefusedByNumber(kind: kind, number: number)
             }
             throw BrowserWireError("MALFORMED", "unknown message type \(kind)")
         }
@@ -257,7 +260,7 @@ extension BrowserMessage: Codable {
     /// A message with a number that is refused by that number before it is
     /// read whole: a kind this side does not know, or a touch whose samples
     /// are not lists of numbers. The number is taken (`refused`, then acknowledged).
-    public struct UnknownNumberedKind: Error, Sendable {
+    public struct RefusedByNumber: Error, Sendable {
         public var kind: String
         public var number: UInt64
         public var code: String
@@ -373,14 +376,14 @@ extension BrowserMessage {
     }
 
     /// Decodes one text frame. Throws `BrowserWireError` (MALFORMED, with why)
-    /// or `UnknownNumberedKind`.
+    /// or `RefusedByNumber`.
     public static func decode(_ text: String, with decoder: JSONDecoder = JSONDecoder()) throws -> BrowserMessage {
         if let touch = TouchMessageReader.read(text) { return .touch(touch) }  // the common case, in one pass
         do {
             return try decoder.decode(BrowserMessage.self, from: Data(text.utf8))
         } catch let error as BrowserWireError {
             throw error
-        } catch let error as UnknownNumberedKind {
+        } catch let error as RefusedByNumber {
             throw error
         } catch DecodingError.dataCorrupted {
             throw BrowserWireError("MALFORMED", "not JSON")
