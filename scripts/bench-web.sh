@@ -6,7 +6,7 @@
 #   scripts/bench-web.sh [GATEWAY_BINARY] TABS...
 # GATEWAY_BINARY (default .build/release/touchsync) lets an older gateway
 # be measured with the same hub and load; WEB_ARGS adds options to the
-# gateway (WEB_ARGS="--tab-flush-ms 8"). JSON reports go to /tmp/bench-web-TABS.json.
+# gateway (WEB_ARGS="--max-message-bytes 65536"). JSON reports go to /tmp/bench-web-TABS.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.build/release/touchsync

@@ -1,39 +1,57 @@
+import Synchronization
 import Testing
 @testable import TouchSyncWeb
 
 /// A tab's outbox: bounded, and a tab that falls behind gets a snapshot instead of its backlog.
 @Suite("Gateway: per-tab outboxes")
 struct TabOutboxTests {
-    @Test func aSlowTabIsResyncedInsteadOfQueuingWithoutBound() async {
+    @Test func aSlowTabIsResyncedInsteadOfQueuingWithoutBound() {
         let outbox = TabOutbox(limit: 4)
         outbox.requestSnapshot()  // a new tab starts from a snapshot
-        guard case .snapshot = await outbox.next() else { Issue.record("a new tab gets a snapshot first"); return }
+        guard case .snapshot = outbox.take() else { Issue.record("a new tab gets a snapshot first"); return }
         for index in 0..<3 { #expect(outbox.post("batch \(index)")) }
-        guard case .messages(let three) = await outbox.next() else { Issue.record("queued batches"); return }
+        guard case .messages(let three) = outbox.take() else { Issue.record("queued batches"); return }
         #expect(three == ["batch 0", "batch 1", "batch 2"], "in order, each once")
+        #expect(outbox.take() == nil)
 
         // The tab stops reading: four fit, the fifth overflows and everything queued is replaced by a snapshot.
         for index in 0..<4 { #expect(outbox.post("batch \(index)")) }
         #expect(!outbox.post("batch 4"))
         #expect(!outbox.post("batch 5"), "batches before the snapshot are moot")
         #expect(outbox.overflows == 1)
-        guard case .snapshot = await outbox.next() else { Issue.record("an overflowed tab gets a snapshot"); return }
+        guard case .snapshot = outbox.take() else { Issue.record("an overflowed tab gets a snapshot"); return }
         #expect(outbox.post("batch 6"), "after the snapshot, batches queue again")
-        guard case .messages(let after) = await outbox.next() else { Issue.record("batches after the snapshot"); return }
+        guard case .messages(let after) = outbox.take() else { Issue.record("batches after the snapshot"); return }
         #expect(after == ["batch 6"])
     }
 
-    @Test func aWaitingWriterWakesForPostsAndClose() async {
+    @Test func theWakerIsCalledOnceUntilTheQueueIsTakenEmpty() {
         let outbox = TabOutbox(limit: 8)
-        async let next = outbox.next()
-        try? await Task.sleep(for: .milliseconds(20))
-        outbox.post("hello")
-        guard case .messages(let messages) = await next else { Issue.record("woken by a post"); return }
-        #expect(messages == ["hello"])
-        async let closed = outbox.next()
-        try? await Task.sleep(for: .milliseconds(20))
+        let wakes = Atomic(0)
+        outbox.post("before the waker")
+        outbox.wake { wakes.add(1, ordering: .relaxed) }
+        #expect(wakes.load(ordering: .relaxed) == 1, "what waited before the waker wakes it at once")
+        outbox.post("more")
+        #expect(wakes.load(ordering: .relaxed) == 1, "not again until the drain took the queue empty")
+        guard case .messages(let messages) = outbox.take() else { Issue.record("both queued"); return }
+        #expect(messages == ["before the waker", "more"])
+        #expect(outbox.take() == nil)
+        outbox.post("after the drain")
+        #expect(wakes.load(ordering: .relaxed) == 2, "a post after the queue was taken empty wakes again")
         outbox.close()
-        guard case .closed = await closed else { Issue.record("woken by close"); return }
+        #expect(wakes.load(ordering: .relaxed) == 2, "the drain has not taken the queue empty since")
+        guard case .closed = outbox.take() else { Issue.record("closed"); return }
         #expect(outbox.post("late"), "posting to a closed outbox is harmless")
+    }
+}
+
+extension TabOutbox.Next: Equatable {
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        switch (lhs, rhs) {
+        case (.messages(let a), .messages(let b)): a == b
+        case (.snapshot, .snapshot), (.closed, .closed): true
+        case (.revoked(let a, let b), .revoked(let c, let d)): a == c && b == d
+        default: false
+        }
     }
 }

@@ -17,13 +17,17 @@ enum TabFrame: Sendable, Equatable, ExpressibleByStringLiteral {
 /// What a tab is sent, in order. Each tab drains its own outbox, so a slow
 /// tab only fills its own; past `limit` messages its queue is dropped and it
 /// gets a fresh snapshot instead (the Clone pattern's resync), which bounds
-/// memory per tab without slowing the board or the other tabs.
+/// memory per tab without slowing the board or the other tabs. Posting from
+/// any thread calls the outbox's waker once until the queue has been taken
+/// empty (the tab's connection then drains it on its event loop).
 final class TabOutbox: Sendable {
-    private struct State {
+    fileprivate struct State {
         var queue: [TabFrame] = []
         var needsSnapshot = false
         var closed = false
-        var waiter: CheckedContinuation<Void, Never>? = nil
+        /// The waker was called and the queue has not been taken empty since.
+        var wakeDue = false
+        var waker: (@Sendable () -> Void)? = nil
         var overflows = 0
         /// The tab's access was revoked: said to it (code, message), then its socket closes.
         var revoked: (code: String, message: String)? = nil
@@ -39,6 +43,16 @@ final class TabOutbox: Sendable {
         binaryFrames.store(binary, ordering: .relaxed)
     }
 
+    /// Who drains the outbox: called (from the posting thread) when there is something to take.
+    func wake(with waker: @escaping @Sendable () -> Void) {
+        let wakeNow = state.withLock { state in
+            state.waker = waker
+            state.wakeDue = state.hasWork
+            return state.wakeDue
+        }
+        if wakeNow { waker() }
+    }
+
     /// From the welcome on, batches and acks go to this tab as binary frames.
     func speakBinary() { binaryFrames.store(true, ordering: .relaxed) }
 
@@ -52,7 +66,7 @@ final class TabOutbox: Sendable {
     /// Queues a frame; false when the queue overflowed (a snapshot is then due instead).
     @discardableResult
     func post(frame message: TabFrame) -> Bool {
-        let (waiter, accepted): (CheckedContinuation<Void, Never>?, Bool) = state.withLock { state in
+        let (waker, accepted): ((@Sendable () -> Void)?, Bool) = state.withLock { state in
             guard !state.closed else { return (nil, true) }
             if state.needsSnapshot { return (nil, false) }  // everything before the snapshot is moot
             if state.queue.count >= limit {
@@ -62,46 +76,39 @@ final class TabOutbox: Sendable {
             } else {
                 state.queue.append(message)
             }
-            let waiter = state.waiter
-            state.waiter = nil
-            return (waiter, !state.needsSnapshot)
+            return (state.takeWaker(), !state.needsSnapshot)
         }
-        waiter?.resume()
+        waker?()
         return accepted
     }
 
     /// Replaces whatever is queued by a resync (the tab is then sent a snapshot).
     func requestSnapshot() {
-        let waiter = state.withLock { state in
+        let waker = state.withLock { state in
             state.queue.removeAll()
             state.needsSnapshot = true
-            let waiter = state.waiter
-            state.waiter = nil
-            return waiter
+            return state.takeWaker()
         }
-        waiter?.resume()
+        waker?()
     }
 
     func close() {
-        let waiter = state.withLock { state in
+        let waker = state.withLock { state in
             state.closed = true
-            let waiter = state.waiter
-            state.waiter = nil
-            return waiter
+            state.queue.removeAll()
+            return state.takeWaker()
         }
-        waiter?.resume()
+        waker?()
     }
 
     /// Ends the tab: whatever is queued is dropped, it is told why, and its socket closes.
     func revoke(code: String, message: String) {
-        let waiter = state.withLock { state in
+        let waker = state.withLock { state in
             state.revoked = (code, message)
             state.queue.removeAll()
-            let waiter = state.waiter
-            state.waiter = nil
-            return waiter
+            return state.takeWaker()
         }
-        waiter?.resume()
+        waker?()
     }
 
     var isRevoked: Bool { state.withLock { $0.revoked != nil } }
@@ -113,40 +120,41 @@ final class TabOutbox: Sendable {
         case revoked(code: String, message: String)
     }
 
-    /// Waits for what is next to send.
-    func next() async -> Next {
-        while true {
-            let ready: Next? = state.withLock { state in
-                if state.closed { return .closed }
-                if let revoked = state.revoked {
-                    state.closed = true
-                    return .revoked(code: revoked.code, message: revoked.message)
-                }
-                if state.needsSnapshot {
-                    state.needsSnapshot = false
-                    return .snapshot
-                }
-                if !state.queue.isEmpty {
-                    let messages = state.queue
-                    state.queue.removeAll(keepingCapacity: true)
-                    return .messages(messages)
-                }
-                return nil
+    /// What is next to send, or nil when nothing is (the waker is called at the next post).
+    func take() -> Next? {
+        state.withLock { state in
+            if state.closed { return .closed }
+            if let revoked = state.revoked {
+                state.closed = true
+                return .revoked(code: revoked.code, message: revoked.message)
             }
-            if let ready { return ready }
-            await withCheckedContinuation { continuation in
-                let resumeNow = state.withLock { state in
-                    if state.closed || state.revoked != nil || state.needsSnapshot || !state.queue.isEmpty { return true }
-                    state.waiter = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
+            if state.needsSnapshot {
+                state.needsSnapshot = false
+                return .snapshot
             }
+            if !state.queue.isEmpty {
+                let messages = state.queue
+                state.queue.removeAll(keepingCapacity: true)
+                return .messages(messages)
+            }
+            state.wakeDue = false
+            return nil
         }
     }
 
     /// Times this tab fell so far behind that it was resynced.
     var overflows: Int { state.withLock { $0.overflows } }
+}
+
+extension TabOutbox.State {
+    fileprivate var hasWork: Bool { closed || revoked != nil || needsSnapshot || !queue.isEmpty }
+
+    /// The waker, when it is due now (once until the queue is taken empty).
+    fileprivate mutating func takeWaker() -> (@Sendable () -> Void)? {
+        guard !wakeDue, let waker else { return nil }
+        wakeDue = true
+        return waker
+    }
 }
 
 /// One board's live view for the gateway: the board followed on the

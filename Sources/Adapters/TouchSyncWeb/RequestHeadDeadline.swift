@@ -1,6 +1,3 @@
-import HummingbirdCore
-import HummingbirdWebSocket
-import Logging
 import Foundation
 import NIOCore
 
@@ -94,29 +91,7 @@ final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelH
         response.writeString(
             "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n")
         response.writeBytes(body)
-        context.writeAndFlush(wrapOutboundOut(response)).whenComplete { _ in context.close(promise: nil) }
-    }
-}
-
-/// Hummingbird's HTTP/1 + WebSocket child channel with the request-head
-/// deadline in front.
-struct HeadDeadlineChannel: ServerChildChannel {
-    typealias Value = HTTP1WebSocketUpgradeChannel.Value
-    let inner: HTTP1WebSocketUpgradeChannel
-    let deadline: TimeAmount
-    let upgradeRefusal: RequestHeadDeadlineHandler.UpgradeRefusal?
-
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        do {
-            try channel.pipeline.syncOperations.addHandler(
-                RequestHeadDeadlineHandler(deadline: deadline, upgradeRefusal: upgradeRefusal), position: .first)
-        } catch {
-            return channel.eventLoop.makeFailedFuture(error)
-        }
-        return inner.setup(channel: channel, logger: logger)
-    }
-
-    func handle(value: Value, logger: Logger) async {
-        await inner.handle(value: value, logger: logger)
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(response)).whenComplete { _ in loopBound.value.close(promise: nil) }
     }
 }

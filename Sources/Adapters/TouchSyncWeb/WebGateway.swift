@@ -1,9 +1,9 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
+import NIOWebSocket
 import ServiceLifecycle
 import Synchronization
 import TouchSyncAccess
@@ -50,12 +50,6 @@ public struct WebConfiguration: Sendable {
     public var boardIdleGrace: Duration = .seconds(30)
     /// Messages queued for one tab before it is resynced from a snapshot instead. Default 512.
     public var tabQueueLimit = 512
-    /// How long a tab's writer waits after each write, so that what comes
-    /// meanwhile goes out together (a tab reading binary frames gets what
-    /// waited as one bundle, whatever this is). Default 0: measured at 300 and
-    /// 2,000 tabs, 8 ms cost more CPU (a timer per tab per write) and latency
-    /// than the writes it saved (docs/performance.md).
-    public var tabFlushInterval: Duration = .zero
     /// How long a tab's agent waits for the tab to come back after its WebSocket
     /// drops without a goodbye (its live touches stay meanwhile). Default 30 s.
     public var reconnectGrace: Duration = .seconds(30)
@@ -103,7 +97,7 @@ public struct WebConfiguration: Sendable {
 /// session with a goodbye and stops the board subscribers.
 public final class WebGateway: Service, Sendable {
     public let configuration: WebConfiguration
-    private let logger: Logger
+    let logger: Logger
     private let context: ZMQContext
     /// Every tab's agent runs on these few driver threads (not a thread per tab).
     private let agents: AgentHost
@@ -112,7 +106,7 @@ public final class WebGateway: Service, Sendable {
     /// Board lists, thumbnails' snapshots and histories for the pages: one thread for all of them.
     private let requests: HubRequestHost
     private let page: PageFiles
-    private struct State {
+    struct State {
         /// The tabs' rules: sessions, numbering, grace, limits, followed boards.
         var core: GatewayCore
         var fanouts: [String: BoardFanout] = [:]
@@ -134,7 +128,7 @@ public final class WebGateway: Service, Sendable {
         var timerSleepsUntil: ContinuousClock.Instant? = nil
         var timerRecheck = false
     }
-    private let state: Mutex<State>
+    let state: Mutex<State>
     /// Wakes the timer task when the core's next deadline moved earlier.
     private let timerWake = ConditionWaiters()
     /// The routing id of the gateway's connection to a plain-text hub (its tabs are channels of it).
@@ -182,35 +176,22 @@ public final class WebGateway: Service, Sendable {
     }
 
     public func run() async throws {
-        let router = Router(context: BasicWebSocketRequestContext.self)
+        let router = Router(context: BasicRequestContext.self)
         addPageRoutes(to: router)
-        router.ws(
-            "/ws",
-            shouldUpgrade: { [self] request, _ in
-                guard let refusal = originRefusal(origin: request.headers[.origin], host: request.head.authority) else { return .upgrade([:]) }
-                logger.notice("WebSocket from another origin refused", metadata: ["origin": "\(request.headers[.origin] ?? "")"])
-                throw HTTPError(.forbidden, message: refusal)
-            }
-        ) { [self] inbound, outbound, context in
-            await self.serveTab(inbound: inbound, outbound: outbound)
-        }
-        // Frames up to the largest message (browsers send a message as one
-        // frame); pings find tabs whose network went away; a connection must
-        // send its first request head within the header time-out.
-        let channelConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
-            http1: .init(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout / .nanoseconds(1)))),
-            ws: .init(maxFrameSize: 2 * configuration.maxMessageBytes, autoPing: .enabled(timePeriod: .seconds(10))))
-        let webSocketResponder = router.buildResponder()
+        // The page and its API are Hummingbird routes; a WebSocket at /ws is a tab,
+        // served by a channel handler on its event loop (TabConnection).
         let headerTimeout = TimeAmount.nanoseconds(Int64(configuration.headerTimeout / .nanoseconds(1)))
+        let http1 = HTTP1Channel.Configuration(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout / .nanoseconds(1))))
         let app = Application(
             router: router,
-            server: HTTPServerBuilder { responder in
-                HeadDeadlineChannel(
-                    inner: HTTP1WebSocketUpgradeChannel(
-                        responder: responder, webSocketResponder: webSocketResponder, configuration: channelConfiguration),
-                    deadline: headerTimeout,
+            server: HTTPServerBuilder { [self] responder in
+                TabUpgradeChannel(
+                    responder: responder, path: "/ws", http1: http1,
+                    // Frames up to twice the largest message, so one just over it gets a reason; larger ones close the connection.
+                    maxFrameSize: 2 * configuration.maxMessageBytes, headDeadline: headerTimeout,
                     // Another site's page is refused 403 with the reason before the upgrade (which can only say 400).
-                    upgradeRefusal: { [self] origin, host in originRefusal(origin: origin, host: host) })
+                    upgradeRefusal: { [self] origin, host in originRefusal(origin: origin, host: host) },
+                    installTab: { [self] channel in try installTab(on: channel) })
             },
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "touchsync web",
@@ -276,6 +257,20 @@ public final class WebGateway: Service, Sendable {
             }
         }
         await shutDown()
+    }
+
+    /// A tab's WebSocket: its connection's handler in the channel's pipeline
+    /// (on its event loop); returns what closes it when the gateway stops.
+    private func installTab(on channel: any Channel) throws -> @Sendable () -> Void {
+        let id = state.withLock { state in
+            defer { state.nextConnection += 1 }
+            return state.nextConnection
+        }
+        let connection = TabConnection(gateway: self, id: id, queueLimit: configuration.tabQueueLimit)
+        let socket = TabWebSocket(receiver: connection, settings: .init(maxMessageBytes: 2 * configuration.maxMessageBytes))
+        try channel.pipeline.syncOperations.addHandler(socket)
+        let bound = NIOLoopBound(socket, eventLoop: channel.eventLoop)
+        return { bound.value.close(code: .goingAway, reason: "the gateway is stopping") }
     }
 
     private func isShuttingDown() -> Bool { state.withLock { $0.stopped } }
@@ -351,7 +346,7 @@ public final class WebGateway: Service, Sendable {
     // MARK: The core's actions and deadlines
 
     /// Carries out what the core decided (outside the lock).
-    private func perform(_ actions: [GatewayCore.Action]) async {
+    func perform(_ actions: [GatewayCore.Action]) async {
         for action in actions {
             switch action {
             case .endAgent(let token, let namespace, let why):
@@ -377,6 +372,28 @@ public final class WebGateway: Service, Sendable {
                 }
             }
         }
+    }
+
+    /// Carries out the core's actions without waiting: at once when none has
+    /// to wait (acks, users), else in a task (an agent's goodbye, a board's unfollow).
+    func performSoon(_ actions: [GatewayCore.Action]) {
+        let waits = actions.contains { action in
+            switch action {
+            case .endAgent, .unfollow: true
+            case .ack, .usersChanged: false
+            }
+        }
+        guard waits else {
+            for action in actions {
+                switch action {
+                case .ack: perform(acks: [action])
+                case .usersChanged(let board): broadcastUsers(of: board)
+                case .endAgent, .unfollow: break
+                }
+            }
+            return
+        }
+        Task { await perform(actions) }
     }
 
     /// Acknowledgements the core owes the tab (a core decision; no async work).
@@ -414,7 +431,7 @@ public final class WebGateway: Service, Sendable {
     }
 
     /// After a change that may bring a deadline: wakes the timer task if it now sleeps too long.
-    private func deadlinesChanged() {
+    func deadlinesChanged() {
         let wake = state.withLock { state -> Bool in
             guard let next = state.core.nextDeadline else { return false }
             guard state.timerSleepsUntil.map({ next < $0 }) ?? true else { return false }
@@ -447,11 +464,11 @@ public final class WebGateway: Service, Sendable {
         }.sorted { $0.board < $1.board }
     }
 
-    private func usersMessage(of board: String) -> String {
+    func usersMessage(of board: String) -> String {
         BrowserMessage.users(state.withLock { $0.core.users(of: board) }).json
     }
 
-    private func broadcastUsers(of board: String) {
+    func broadcastUsers(of board: String) {
         let (message, outboxes) = state.withLock { state in
             (BrowserMessage.users(state.core.users(of: board)).json, state.tabs.values.filter { $0.board == board }.map(\.outbox))
         }
@@ -460,173 +477,15 @@ public final class WebGateway: Service, Sendable {
 
     // MARK: Tabs
 
-    /// One WebSocket: a hello, then numbered messages; batches and acks go back.
-    private func serveTab(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
-        let id = state.withLock { state in
-            defer { state.nextConnection += 1 }
-            return state.nextConnection
-        }
-        var session: TabSession? = nil
-        var fanout: BoardFanout? = nil
-        var saidGoodbye = false
-        var welcomed = false
-        var identityRole: Role = .watch
-        let outbox = TabOutbox(limit: configuration.tabQueueLimit)
-        let decoder = JSONDecoder()
-        await withDiscardingTaskGroup { group in
-            do {
-                for try await message in inbound.messages(maxSize: 2 * configuration.maxMessageBytes) {
-                    // Frames up to twice the limit are read so that one just over it gets a reason; larger ones the library refuses.
-                    let size: Int
-                    switch message {
-                    case .text(let text): size = text.utf8.count
-                    case .binary(let buffer): size = buffer.readableBytes
-                    }
-                    guard size <= configuration.maxMessageBytes else {
-                        try await send(outbound, error: "TOO_LARGE", "a message is at most \(configuration.maxMessageBytes) bytes")
-                        try await outbound.close(.messageTooLarge, reason: "TOO_LARGE")
-                        break
-                    }
-                    let decoded: BrowserMessage
-                    do {
-                        switch message {
-                        case .text(let text):
-                            decoded = try BrowserMessage.decode(text, with: decoder)
-                        case .binary(let buffer):
-                            // Binary frames carry touches, once the welcome said the connection speaks them.
-                            guard welcomed, outbox.binary else {
-                                try await send(outbound, error: "MALFORMED", "binary frames need a welcome with wire binary (docs/protocol.md, \"Binary frames\")")
-                                continue
-                            }
-                            decoded = .touch(try BrowserBinary.decodeTouch(buffer.readableBytesView))
-                        }
-                    } catch let refused as BrowserMessage.RefusedByNumber {
-                        // Refused by its number, like any message the hub never saw.
-                        guard welcomed, let session else {
-                            try await send(outbound, error: refused.code, refused.message)
-                            continue
-                        }
-                        if let refusal = handle(refused.number, of: session, { (_: TouchAgent) throws(BrowserWireError) in
-                            throw BrowserWireError(refused.code, refused.message)
-                        }) {
-                            try await outbound.write(.text(refusal))
-                        }
-                        continue
-                    } catch {
-                        let why = (error as? BrowserWireError)?.message ?? "\(error)"
-                        try await send(outbound, error: "MALFORMED", why)
-                        continue
-                    }
-                    if case .hello(let hello) = decoded {
-                        guard !welcomed else {
-                            try await send(outbound, error: "MALFORMED", "hello twice on one connection")
-                            continue
-                        }
-                        do {
-                            let (opened, board, identity) = try await open(hello, connection: id, outbox: outbox)
-                            session = opened
-                            fanout = board
-                            welcomed = true
-                            identityRole = identity.role
-                            // The name others see: the invited user's, or the one this tab's hello gave (null for a nameless watcher).
-                            let name = opened.flatMap { opened in state.withLock { $0.core.session(opened.resumeToken)?.displayName } }
-                                ?? identity.user ?? hello.name.map { String($0.prefix(40)) }
-                            let binary = hello.wire == "binary"
-                            if binary { outbox.speakBinary() }
-                            let acked = opened.flatMap { opened in state.withLock { $0.core.session(opened.resumeToken)?.ackedThrough } } ?? 0
-                            let welcome = BrowserMessage.Welcome(
-                                user: opened?.namespace, resume: opened?.resumeToken, board: board.board, acked: acked,
-                                role: "\(identity.role)", name: name, wire: binary ? "binary" : "json")
-                            try await outbound.write(.text(BrowserMessage.welcome(welcome).json))
-                            state.withLock { state in
-                                state.tabs[id] = (board.board, outbox)
-                                state.core.join(id, board: board.board, now: .now)
-                                if let token = identity.token, let user = identity.user {
-                                    state.invitedTabs[id] = InvitedTab(token: token, user: user, board: board.board, role: identity.role, outbox: outbox)
-                                }
-                            }
-                            board.join(outbox)
-                            broadcastUsers(of: board.board)
-                            group.addTask { [self] in await self.write(outbox, of: board, to: outbound) }
-                            if let opened { pushAcks(of: opened) }  // what the hub acknowledged while the tab was away
-                        } catch let error as BrowserWireError {
-                            try await send(outbound, error: error.code, error.message)
-                            try await outbound.close(.policyViolation, reason: error.code)
-                            break
-                        }
-                        continue
-                    }
-                    guard welcomed else {
-                        try await send(outbound, error: "NOT_WELCOMED", "say hello first")
-                        continue
-                    }
-                    switch decoded {
-                    case .ping(let at):
-                        try await outbound.write(.text(BrowserMessage.pong(at: at).json))
-                    case .resync:
-                        outbox.requestSnapshot()
-                    case .bye:
-                        saidGoodbye = true
-                    case .name(let name):
-                        switch state.withLock({ $0.core.rename(session?.resumeToken ?? "", to: name ?? "") }) {
-                        case .success(let actions): await perform(actions)
-                        case .failure(let error): try await send(outbound, error: error.code, error.message)
-                        }
-                    default:
-                        guard let number = decoded.number else {
-                            try await send(outbound, error: "MALFORMED", "\(decoded.kind) is what the gateway sends, not a tab")
-                            continue
-                        }
-                        guard let session else {
-                            try await outbound.write(
-                                .text(BrowserMessage.refused(n: number, code: "FORBIDDEN", message: "you may only watch this board").json))
-                            continue
-                        }
-                        // Who owns the strokes an erase names: the board's replica (only then, and only below admin).
-                        var owners: BoardState? = nil
-                        if case .erase = decoded, identityRole < .admin { owners = await fanout?.snapshot() }
-                        let role = identityRole
-                        let refusal = handle(number, of: session) { (agent: TouchAgent) throws(BrowserWireError) in
-                            try Self.authorize(decoded, role: role, user: session.namespace, board: owners)
-                            try Self.post(decoded, to: agent)
-                        }
-                        if let refusal {
-                            try await outbound.write(.text(refusal))
-                        } else if case .style(_, let rgba?, _) = decoded {
-                            await perform(state.withLock { $0.core.colour(session.resumeToken, rgba) })
-                        }
-                    }
-                    if saidGoodbye { break }
-                }
-            } catch {
-                logger.debug("tab connection ended", metadata: ["error": "\(error)"])
-            }
-            outbox.close()
-            group.cancelAll()
-        }
-        fanout?.leave(outbox)
-        let ended: [GatewayCore.Action] = state.withLock { state in
-            _ = state.invitedTabs.removeValue(forKey: id)
-            _ = state.tabs.removeValue(forKey: id)
-            if let board = fanout?.board { state.core.leave(id, board: board, now: .now) }
-            guard let session else { return [] }
-            if saidGoodbye || outbox.isRevoked { return state.core.close(session.resumeToken) }  // a closed tab: its touches are cancelled at once
-            if state.core.detach(session.resumeToken, id, now: .now) {
-                session.attach(nil)
-                logger.info(
-                    "tab connection dropped; its agent waits for it", metadata: ["user": "\(session.namespace)", "grace": "\(configuration.reconnectGrace)"])
-            }
-            return [.usersChanged(board: session.board)]
-        }
-        if ended.isEmpty, let board = fanout?.board { broadcastUsers(of: board) }
-        await perform(ended)
-        deadlinesChanged()
+    /// The tab's connection dropped: its agent waits for it for the reconnect grace.
+    func logTabDropped(_ session: TabSession) {
+        logger.info("tab connection dropped; its agent waits for it", metadata: ["user": "\(session.namespace)", "grace": "\(configuration.reconnectGrace)"])
     }
 
     /// Hands page message `number` to the session's agent once (`body` posts it,
     /// or throws to refuse it); the refusal to send back (JSON text), if any.
     /// Resends already handled are skipped; acknowledgements follow.
-    private func handle(_ number: UInt64, of session: TabSession, _ body: (TouchAgent) throws(BrowserWireError) -> Void) -> String? {
+    func handle(_ number: UInt64, of session: TabSession, _ body: (TouchAgent) throws(BrowserWireError) -> Void) -> String? {
         var refusal: String? = nil
         switch state.withLock({ $0.core.number(number, of: session.resumeToken) }) {
         case .resent:
@@ -694,7 +553,7 @@ public final class WebGateway: Service, Sendable {
 
     /// Finds the tab's session (a resume) or starts a new agent for it; nil
     /// for a tab that may only watch (it gets the board, and no agent).
-    private func open(_ hello: BrowserMessage.Hello, connection: GatewayCore.Connection, outbox: TabOutbox) async throws(BrowserWireError) -> (
+    func open(_ hello: BrowserMessage.Hello, connection: GatewayCore.Connection, outbox: TabOutbox) async throws(BrowserWireError) -> (
         TabSession?, BoardFanout, TabIdentity
     ) {
         guard let board = hello.board, isValidBoardName(board) else {
@@ -756,48 +615,6 @@ public final class WebGateway: Service, Sendable {
         return (session, fanout, identity)
     }
 
-    /// Sends the tab its snapshot, then its queued batches, until it closes.
-    private func write(_ outbox: TabOutbox, of fanout: BoardFanout, to outbound: WebSocketOutboundWriter) async {
-        do {
-            while true {
-                switch await outbox.next() {
-                case .closed:
-                    return
-                case .revoked(let code, let message):
-                    try await send(outbound, error: code, message)
-                    try await outbound.close(.policyViolation, reason: code)
-                    return
-                case .snapshot:
-                    guard await fanout.waitUntilSynced(timeout: .seconds(30)), let board = await fanout.snapshot() else {
-                        try await send(outbound, error: "HUB_UNAVAILABLE", "no snapshot of the board from the hub yet")
-                        outbox.requestSnapshot()
-                        try await Task.sleep(for: .seconds(1))
-                        continue
-                    }
-                    try await outbound.write(.text(BrowserWire.snapshot(board)))
-                    try await outbound.write(.text(usersMessage(of: fanout.board)))
-                case .messages(let messages):
-                    // Text frames in order; each run of binary ones as one bundle (docs/protocol.md, "Binary frames").
-                    var run: [ByteBuffer] = []
-                    for message in messages {
-                        switch message {
-                        case .binary(let buffer): run.append(buffer)
-                        case .text(let text):
-                            if !run.isEmpty { try await outbound.write(.binary(Self.bundle(run))) }
-                            run.removeAll()
-                            try await outbound.write(.text(text))
-                        }
-                    }
-                    if !run.isEmpty { try await outbound.write(.binary(Self.bundle(run))) }
-                    // Paced: what comes meanwhile waits for the next flush, and goes out with the rest.
-                    if configuration.tabFlushInterval > .zero { try await Task.sleep(for: configuration.tabFlushInterval) }
-                }
-            }
-        } catch {
-            outbox.close()
-        }
-    }
-
     /// Binary frames as one: the frame itself when alone, else a bundle;
     /// acks but the last are left out (each covers those before it).
     static func bundle(_ frames: [ByteBuffer]) -> ByteBuffer {
@@ -817,11 +634,6 @@ public final class WebGateway: Service, Sendable {
             out.writeImmutableBuffer(frame)
         }
         return out
-    }
-
-    /// Tells the tab each time the hub has acknowledged more of its messages.
-    private func send(_ outbound: WebSocketOutboundWriter, error code: String, _ message: String) async throws {
-        try await outbound.write(.text(BrowserMessage.error(code: code, message: message, fromHub: false).json))
     }
 
     // MARK: Tab messages to agent calls
@@ -910,7 +722,7 @@ public final class WebGateway: Service, Sendable {
 
     // MARK: HTTP
 
-    private func addPageRoutes(to router: Router<BasicWebSocketRequestContext>) {
+    private func addPageRoutes(to router: Router<BasicRequestContext>) {
         let page = self.page
         router.get("/") { _, _ in page.response("index.html") }
         router.get("/boards/:board") { _, _ in page.response("board.html") }

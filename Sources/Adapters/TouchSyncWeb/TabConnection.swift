@@ -1,0 +1,314 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOWebSocket
+import TouchSyncAccess
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncGatewayCore
+import TouchSyncWebWire
+
+/// One tab's WebSocket, served on its event loop: a hello, then numbered
+/// messages handed to the tab's agent; batches, acks and errors go back. The
+/// session's rules are `GatewayCore`'s (under the gateway's lock); this is
+/// the pump between them and the socket.
+///
+/// Most messages are handled where they are read, in the same turn of the
+/// event loop. The few that wait on something (a hello starts an agent and
+/// waits for the hub's welcome; a non-admin's erase looks up the strokes'
+/// owners) run as a task, and the messages read meanwhile wait in order
+/// (reading pauses until the task is done).
+final class TabConnection: TabSocketReceiver {
+    private let gateway: WebGateway
+    let id: GatewayCore.Connection
+    let outbox: TabOutbox
+    private var socket: TabWebSocket<TabConnection>? = nil
+    private var session: TabSession? = nil
+    private var fanout: BoardFanout? = nil
+    private var welcomed = false
+    private var role: Role = .watch
+    private var saidGoodbye = false
+    /// A task runs for a message; later messages wait here.
+    private var waiting: Bool = false
+    private var backlog: [TabSocketMessage] = []
+    /// The socket closed (the tab's state is released once no task runs).
+    private var socketClosed = false
+    private var released = false
+    /// A snapshot is being fetched for the tab: its queue waits behind it.
+    private var fetchingSnapshot = false
+    private let decoder = JSONDecoder()
+
+    init(gateway: WebGateway, id: GatewayCore.Connection, queueLimit: Int) {
+        self.gateway = gateway
+        self.id = id
+        self.outbox = TabOutbox(limit: queueLimit)
+    }
+
+    private var maxMessageBytes: Int { gateway.configuration.maxMessageBytes }
+
+    // MARK: TabSocketReceiver
+
+    func opened(_ socket: TabWebSocket<TabConnection>) {
+        self.socket = socket
+        guard let loop = socket.eventLoop else { return }
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        outbox.wake { loop.execute { bound.value.drainOutbox() } }
+    }
+
+    func received(_ message: TabSocketMessage) {
+        guard !waiting else { return backlog.append(message) }
+        handle(message)
+    }
+
+    func writable() { drainOutbox() }
+
+    func closed() {
+        socketClosed = true
+        socket = nil
+        outbox.close()
+        if !waiting { release() }
+    }
+
+    // MARK: Reading
+
+    private func handle(_ message: TabSocketMessage) {
+        guard let socket, !socketClosed else { return }
+        guard message.size <= maxMessageBytes else {
+            sendError("TOO_LARGE", "a message is at most \(maxMessageBytes) bytes")
+            socket.close(code: .messageTooLarge, reason: "TOO_LARGE")
+            return
+        }
+        let decoded: BrowserMessage
+        do {
+            switch message {
+            case .text(let text):
+                decoded = try BrowserMessage.decode(text, with: decoder)
+            case .binary(let buffer):
+                // Binary frames carry touches, once the welcome said the connection speaks them.
+                guard welcomed, outbox.binary else {
+                    return sendError("MALFORMED", "binary frames need a welcome with wire binary (docs/protocol.md, \"Binary frames\")")
+                }
+                decoded = .touch(try BrowserBinary.decodeTouch(buffer.readableBytesView))
+            }
+        } catch let refused as BrowserMessage.RefusedByNumber {
+            // Refused by its number, like any message the hub never saw.
+            guard welcomed, let session else { return sendError(refused.code, refused.message) }
+            if let refusal = gateway.handle(refused.number, of: session, { (_: TouchAgent) throws(BrowserWireError) in
+                throw BrowserWireError(refused.code, refused.message)
+            }) {
+                socket.send(text: refusal)
+            }
+            return
+        } catch {
+            return sendError("MALFORMED", (error as? BrowserWireError)?.message ?? "\(error)")
+        }
+        if case .hello(let hello) = decoded {
+            guard !welcomed else { return sendError("MALFORMED", "hello twice on one connection") }
+            return runTask { [gateway, id, outbox] in
+                do throws(BrowserWireError) {
+                    let opened = try await gateway.open(hello, connection: id, outbox: outbox)
+                    return { connection in connection.welcome(hello, opened) }
+                } catch {
+                    return { connection in
+                        connection.sendError(error.code, error.message)
+                        connection.socket?.close(code: .policyViolation, reason: error.code)
+                    }
+                }
+            }
+        }
+        guard welcomed else { return sendError("NOT_WELCOMED", "say hello first") }
+        switch decoded {
+        case .ping(let at):
+            socket.send(text: BrowserMessage.pong(at: at).json)
+        case .resync:
+            outbox.requestSnapshot()
+        case .bye:
+            saidGoodbye = true
+            socket.close(code: .normalClosure, reason: "bye")
+        case .name(let name):
+            switch gateway.state.withLock({ $0.core.rename(session?.resumeToken ?? "", to: name ?? "") }) {
+            case .success(let actions): gateway.performSoon(actions)
+            case .failure(let error): sendError(error.code, error.message)
+            }
+        default:
+            guard let number = decoded.number else {
+                return sendError("MALFORMED", "\(decoded.kind) is what the gateway sends, not a tab")
+            }
+            guard let session else {
+                return socket.send(text: BrowserMessage.refused(n: number, code: "FORBIDDEN", message: "you may only watch this board").json)
+            }
+            if case .erase = decoded, role < .admin, let fanout {
+                // Who owns the strokes an erase names: the board's replica (only then, and only below admin).
+                return runTask {
+                    let owners = await fanout.snapshot()
+                    return { connection in connection.post(decoded, number: number, of: session, owners: owners) }
+                }
+            }
+            post(decoded, number: number, of: session, owners: nil)
+        }
+    }
+
+    /// Hands a numbered message to the session's agent (or refuses it).
+    private func post(_ decoded: BrowserMessage, number: UInt64, of session: TabSession, owners: BoardState?) {
+        let role = self.role
+        let refusal = gateway.handle(number, of: session) { (agent: TouchAgent) throws(BrowserWireError) in
+            try WebGateway.authorize(decoded, role: role, user: session.namespace, board: owners)
+            try WebGateway.post(decoded, to: agent)
+        }
+        if let refusal {
+            socket?.send(text: refusal)
+        } else if case .style(_, let rgba?, _) = decoded {
+            gateway.performSoon(gateway.state.withLock { $0.core.colour(session.resumeToken, rgba) })
+        }
+    }
+
+    private func welcome(_ hello: BrowserMessage.Hello, _ opened: (TabSession?, BoardFanout, WebGateway.TabIdentity)) {
+        let (session, board, identity) = opened
+        self.session = session
+        fanout = board
+        welcomed = true
+        role = identity.role
+        // The name others see: the invited user's, or the one this tab's hello gave (null for a nameless watcher).
+        let core = gateway.state.withLock { state in session.flatMap { state.core.session($0.resumeToken) } }
+        let name = core?.displayName ?? identity.user ?? hello.name.map { String($0.prefix(40)) }
+        let binary = hello.wire == "binary"
+        if binary { outbox.speakBinary() }
+        let welcome = BrowserMessage.Welcome(
+            user: session?.namespace, resume: session?.resumeToken, board: board.board, acked: core?.ackedThrough ?? 0,
+            role: "\(identity.role)", name: name, wire: binary ? "binary" : "json")
+        socket?.send(text: BrowserMessage.welcome(welcome).json)
+        socket?.flush()
+        gateway.state.withLock { state in
+            state.tabs[id] = (board.board, outbox)
+            state.core.join(id, board: board.board, now: .now)
+            if let token = identity.token, let user = identity.user {
+                state.invitedTabs[id] = WebGateway.InvitedTab(token: token, user: user, board: board.board, role: identity.role, outbox: outbox)
+            }
+        }
+        board.join(outbox)
+        gateway.broadcastUsers(of: board.board)
+        if let session { gateway.pushAcks(of: session) }  // what the hub acknowledged while the tab was away
+    }
+
+    /// Runs `work` off the event loop; what it returns runs back on the loop,
+    /// then the messages that waited. Reading pauses meanwhile.
+    private func runTask(_ work: @escaping @Sendable () async -> @Sendable (TabConnection) -> Void) {
+        guard let loop = socket?.eventLoop else { return }
+        waiting = true
+        socket?.pauseReading()
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        Task {
+            let then = await work()
+            loop.execute {
+                let connection = bound.value
+                then(connection)
+                connection.taskDone()
+            }
+        }
+    }
+
+    private func taskDone() {
+        waiting = false
+        guard !socketClosed else { return release() }
+        socket?.resumeReading()
+        while !waiting, !backlog.isEmpty { handle(backlog.removeFirst()) }
+        socket?.flush()
+    }
+
+    private func sendError(_ code: String, _ message: String) {
+        socket?.send(text: BrowserMessage.error(code: code, message: message, fromHub: false).json)
+    }
+
+    // MARK: Writing
+
+    /// Sends the tab what its outbox holds: a snapshot first when one is due,
+    /// then batches and acks (runs of binary frames as one bundle), until the
+    /// outbox is empty or the socket cannot take more (its writability wakes
+    /// this again; the outbox meanwhile overflows into a snapshot).
+    private func drainOutbox() {
+        guard let socket, !fetchingSnapshot else { return }
+        while socket.isWritable, let next = outbox.take() {
+            switch next {
+            case .closed:
+                return
+            case .revoked(let code, let message):
+                sendError(code, message)
+                socket.close(code: .policyViolation, reason: code)
+                return
+            case .snapshot:
+                fetchSnapshot()
+                return
+            case .messages(let frames):
+                // Text frames in order; each run of binary ones as one bundle (docs/protocol.md, "Binary frames").
+                var run: [ByteBuffer] = []
+                for frame in frames {
+                    switch frame {
+                    case .binary(let buffer): run.append(buffer)
+                    case .text(let text):
+                        if !run.isEmpty { socket.send(binary: WebGateway.bundle(run)) }
+                        run.removeAll()
+                        socket.send(text: text)
+                    }
+                }
+                if !run.isEmpty { socket.send(binary: WebGateway.bundle(run)) }
+            }
+        }
+        socket.flush()
+    }
+
+    /// The board from the gateway's replica, then the users; batches queued meanwhile follow it.
+    private func fetchSnapshot() {
+        guard let fanout, let loop = socket?.eventLoop else { return }
+        fetchingSnapshot = true
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        let gateway = self.gateway
+        Task {
+            let board: BoardState? = await fanout.waitUntilSynced(timeout: .seconds(30)) ? await fanout.snapshot() : nil
+            let users = gateway.usersMessage(of: fanout.board)
+            loop.execute {
+                let connection = bound.value
+                connection.fetchingSnapshot = false
+                guard let socket = connection.socket else { return }
+                guard let board else {
+                    connection.sendError("HUB_UNAVAILABLE", "no snapshot of the board from the hub yet")
+                    socket.flush()
+                    // Asked again in a second (the board may come back).
+                    loop.scheduleTask(in: .seconds(1)) { bound.value.outbox.requestSnapshot() }
+                    return
+                }
+                socket.send(text: BrowserWire.snapshot(board))
+                socket.send(text: users)
+                connection.drainOutbox()
+            }
+        }
+    }
+
+    // MARK: The end
+
+    /// The socket is gone and no task runs: the tab leaves its board; its
+    /// session waits for it to come back (or ends, after a goodbye or a revocation).
+    private func release() {
+        guard !released else { return }
+        released = true
+        backlog.removeAll()
+        let (gateway, id, outbox, session, fanout, saidGoodbye) = (gateway, id, outbox, session, fanout, saidGoodbye)
+        fanout?.leave(outbox)
+        let ended: [GatewayCore.Action] = gateway.state.withLock { state in
+            _ = state.invitedTabs.removeValue(forKey: id)
+            _ = state.tabs.removeValue(forKey: id)
+            if let board = fanout?.board { state.core.leave(id, board: board, now: .now) }
+            guard let session else { return [] }
+            if saidGoodbye || outbox.isRevoked { return state.core.close(session.resumeToken) }  // a closed tab: its touches are cancelled at once
+            if state.core.detach(session.resumeToken, id, now: .now) {
+                session.attach(nil)
+                gateway.logTabDropped(session)
+            }
+            return [.usersChanged(board: session.board)]
+        }
+        if ended.isEmpty, let board = fanout?.board { gateway.broadcastUsers(of: board) }
+        Task {
+            await gateway.perform(ended)
+            gateway.deadlinesChanged()
+        }
+    }
+}
