@@ -52,7 +52,8 @@ final class TabConnection: TabSocketReceiver {
         self.socket = socket
         guard let loop = socket.eventLoop else { return }
         let bound = NIOLoopBound(self, eventLoop: loop)
-        outbox.wake { loop.execute { bound.value.drainOutbox() } }
+        let group = gateway.flushGroup(for: loop)
+        outbox.wake { group.schedule(bound) }
     }
 
     func received(_ message: TabSocketMessage) {
@@ -225,7 +226,7 @@ final class TabConnection: TabSocketReceiver {
     /// then batches and acks (runs of binary frames as one bundle), until the
     /// outbox is empty or the socket cannot take more (its writability wakes
     /// this again; the outbox meanwhile overflows into a snapshot).
-    private func drainOutbox() {
+    func drainOutbox() {
         guard let socket, !fetchingSnapshot else { return }
         while socket.isWritable, let next = outbox.take() {
             switch next {

@@ -50,6 +50,9 @@ public struct WebConfiguration: Sendable {
     public var boardIdleGrace: Duration = .seconds(30)
     /// Messages queued for one tab before it is resynced from a snapshot instead. Default 512.
     public var tabQueueLimit = 512
+    /// How long an event loop gathers its tabs' outgoing batches and acks before
+    /// writing them, one write per tab (0: at once). Default 0.
+    public var tabFlushInterval: Duration = .zero
     /// How long a tab's agent waits for the tab to come back after its WebSocket
     /// drops without a goodbye (its live touches stay meanwhile). Default 30 s.
     public var reconnectGrace: Duration = .seconds(30)
@@ -129,6 +132,8 @@ public final class WebGateway: Service, Sendable {
         var timerRecheck = false
     }
     let state: Mutex<State>
+    /// One per event loop that serves tabs (`flushGroup(for:)`).
+    private let flushGroups = Mutex<[ObjectIdentifier: TabFlushGroup]>([:])
     /// Wakes the timer task when the core's next deadline moved earlier.
     private let timerWake = ConditionWaiters()
     /// The routing id of the gateway's connection to a plain-text hub (its tabs are channels of it).
@@ -271,6 +276,16 @@ public final class WebGateway: Service, Sendable {
         try channel.pipeline.syncOperations.addHandler(socket)
         let bound = NIOLoopBound(socket, eventLoop: channel.eventLoop)
         return { bound.value.close(code: .goingAway, reason: "the gateway is stopping") }
+    }
+
+    /// The flush group of the tabs on `loop` (made on first use; one per event loop).
+    func flushGroup(for loop: any EventLoop) -> TabFlushGroup {
+        flushGroups.withLock { groups in
+            if let group = groups[ObjectIdentifier(loop)] { return group }
+            let group = TabFlushGroup(loop: loop, delay: .nanoseconds(Int64(configuration.tabFlushInterval / .nanoseconds(1))))
+            groups[ObjectIdentifier(loop)] = group
+            return group
+        }
     }
 
     private func isShuttingDown() -> Bool { state.withLock { $0.stopped } }

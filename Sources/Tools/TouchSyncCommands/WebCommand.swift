@@ -36,6 +36,8 @@ struct WebCommand: AsyncParsableCommand {
     @Option(help: "The hub's history endpoint (for the replay view).") var history = "tcp://127.0.0.1:5573"
     @Option(help: "Seconds a tab's agent waits for a dropped tab to come back before its live touches are cancelled.")
     var reconnectGrace: Double = 30
+    @Option(help: "Milliseconds each event loop gathers its tabs' outgoing batches and acks before writing them (one write per tab; 0: at once).")
+    var tabFlushMs: Int = 0
     @Option(help: "Serve the page from this folder instead of the built-in copy (for working on the page).") var page: String?
     @Option(help: "The hub's access list (with --key and --hub-key): browser users sign in with invitation links from it.")
     var access: String?
@@ -87,6 +89,7 @@ struct WebCommand: AsyncParsableCommand {
         guard reconnectGrace.isFinite, reconnectGrace >= 0, reconnectGrace <= 3600 else {
             throw ValidationError("--reconnect-grace is 0 to 3600 seconds")
         }
+        guard (0...1000).contains(tabFlushMs) else { throw ValidationError("--tab-flush-ms is 0 to 1000") }
         guard (access == nil) == (hub.keys.key == nil) else {
             throw ValidationError("--access goes with --key and --hub-key: the gateway's own key, whose entry in the list has acts_for")
         }
@@ -141,6 +144,7 @@ struct WebCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.reconnectGrace = Duration.milliseconds(Int64(reconnectGrace * 1000))
+        configuration.tabFlushInterval = .milliseconds(tabFlushMs)
         configuration.pageDirectory = page
         let gateway: WebGateway
         // Each tab holds a WebSocket and an agent connection, each board a subscriber: thousands of descriptors.
