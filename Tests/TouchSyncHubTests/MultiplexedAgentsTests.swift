@@ -29,10 +29,12 @@ struct MultiplexedAgentsTests {
     }
 
     /// Six users' simulated fingers through one connection: the hub keeps
-    /// six namespaces with their own numbering, and a subscriber converges.
-    @Test func manyUsersOnOneConnectionConverge() async throws {
+    /// six namespaces with their own numbering, and a subscriber converges;
+    /// also when the host gathers frames for 20 ms between sends (the gateway's `--hub-flush-ms`).
+    @Test(arguments: [Duration.zero, .milliseconds(20)])
+    func manyUsersOnOneConnectionConverge(gatherInterval: Duration) async throws {
         let test = try await TestHub.start()
-        let host = try AgentHost(threads: 2, context: test.context, logger: testLogger("host"))
+        let host = try AgentHost(threads: 2, context: test.context, logger: testLogger("host"), gatherInterval: gatherInterval)
         host.start()
         let watcher = try test.subscriber(board: "wall")
         var profile = SimulationProfile()

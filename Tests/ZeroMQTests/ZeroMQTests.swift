@@ -232,6 +232,24 @@ struct MessageTests {
         #expect(!mailbox.post(8))
     }
 
+    /// An owner that gathers: it clears the wake-up, takes later, and is not
+    /// woken for what is posted in between (the queue was not empty).
+    @Test func aClearedMailboxIsTakenLaterWithoutMoreWakeUps() throws {
+        let mailbox = try Mailbox<Int>()
+        var poller = ZMQPoller()
+        let index = poller.add(fileDescriptor: mailbox.fileDescriptor)
+        #expect(mailbox.post(1))
+        #expect(try poller.poll(timeoutMilliseconds: 1000) == 1 && poller.isReadable(index))
+        mailbox.clearSignal()
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 0)
+        for value in 2...5 { #expect(mailbox.post(value)) }
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 0, "posts behind a queued command write no wake-up")
+        #expect(mailbox.take() == [1, 2, 3, 4, 5])
+        #expect(mailbox.post(6))
+        #expect(try poller.poll(timeoutMilliseconds: 1000) == 1, "the first post into an empty queue wakes the owner")
+        #expect(mailbox.drain() == [6])
+    }
+
     @Test func maxMessageSizeDisconnectsAnOversizedPeer() throws {
         let context = try ZMQContext()
         let pull = try ZMQSocket(context, type: .pull)

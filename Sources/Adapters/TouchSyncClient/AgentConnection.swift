@@ -417,9 +417,16 @@ final class AgentDriver {
     private static func linkToken(_ index: Int) -> UInt64 { UInt64.max - 1 - UInt64(index) }
     private static let firstLinkToken = UInt64.max - 1 - 65_536
 
-    init(connections: [AgentConnection], mailbox: Mailbox<AgentCommand>) {
+    /// The least time between two turns that take the mailbox: a command
+    /// waits in it until `gatherInterval` has passed since the last such turn
+    /// (at once when that was longer ago), so a busy driver sends many
+    /// agents' frames per turn and a quiet one adds no delay (zero: always at once).
+    private let gatherInterval: Duration
+
+    init(connections: [AgentConnection], mailbox: Mailbox<AgentCommand>, gatherInterval: Duration = .zero) {
         self.connections = connections.map { $0 }
         self.mailbox = mailbox
+        self.gatherInterval = gatherInterval
     }
 
     func run() {
@@ -440,6 +447,9 @@ final class AgentDriver {
         var touched: [Int] = connections.indices.map { $0 }  // connections that sent, changed sockets or moved their deadlines
         var readable: [Int] = []
         var mailboxReady = false
+        /// Commands wait in the mailbox until then (with a gather interval).
+        var mailboxDue: ContinuousClock.Instant? = nil
+        var mailboxTaken = clock.now - gatherInterval
         for index in connections.indices { schedule(index, at: clock.now) }
         while true {
             var now = clock.now
@@ -470,6 +480,7 @@ final class AgentDriver {
             var nextDue = due.min?.deadline
             for link in links where link.socket != nil { nextDue = min(nextDue ?? link.deadline, link.deadline) }
             if links.contains(where: \.watchesHandshakes) { nextDue = min(nextDue ?? now + .milliseconds(250), now + .milliseconds(250)) }
+            if let mailboxDue { nextDue = min(nextDue ?? mailboxDue, mailboxDue) }
             let wakeUp = nextDue.map { ZMQPoller.timeout(until: $0, now: now) } ?? -1
             var readableLinks: [Int] = []
             do {
@@ -492,7 +503,13 @@ final class AgentDriver {
                 touched.append(index)
             }
             if mailboxReady {
-                for command in mailbox.drain() {
+                mailbox.clearSignal()
+                if mailboxDue == nil { mailboxDue = max(now, mailboxTaken + gatherInterval) }
+            }
+            if let due = mailboxDue, due <= now {
+                mailboxDue = nil
+                mailboxTaken = now
+                for command in mailbox.take() {
                     switch command {
                     case .stop(let goodbye):
                         if goodbye {

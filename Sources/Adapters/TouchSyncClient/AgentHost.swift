@@ -36,8 +36,15 @@ public final class AgentHost: Sendable {
     /// Per driver: its agents' count and the indices freed by removed agents.
     private let places: Mutex<[(live: Int, next: Int, free: [Int])]>
 
-    public init(threads: Int = 2, context: ZMQContext, logger: Logger) throws {
+    private let gatherInterval: Duration
+
+    /// - Parameter gatherInterval: the least time between two turns of a
+    ///   driver that send its agents' frames: what is posted sooner waits and
+    ///   goes with the others in one turn (on a multiplexed connection, one
+    ///   ZeroMQ message); a frame posted after a quiet spell goes at once. Zero: every frame at once.
+    public init(threads: Int = 2, context: ZMQContext, logger: Logger, gatherInterval: Duration = .zero) throws {
         precondition(threads > 0, "an agent host needs at least one thread")
+        self.gatherInterval = gatherInterval
         mailboxes = try (0..<threads).map { _ in try Mailbox<AgentCommand>() }
         self.threads = (0..<threads).map { SocketThread(name: "touchsync-host\($0)") }
         places = Mutex(Array(repeating: (0, 0, []), count: threads))
@@ -47,7 +54,9 @@ public final class AgentHost: Sendable {
 
     public func start() {
         for (driver, thread) in threads.enumerated() {
-            thread.start { [mailboxes] in AgentDriver(connections: [], mailbox: mailboxes[driver]).run() }
+            thread.start { [mailboxes, gatherInterval] in
+                AgentDriver(connections: [], mailbox: mailboxes[driver], gatherInterval: gatherInterval).run()
+            }
         }
     }
 

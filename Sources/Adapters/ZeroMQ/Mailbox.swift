@@ -57,9 +57,21 @@ public final class Mailbox<Command: Sendable>: Sendable {
 
     /// Takes every queued command, oldest first (on the owning thread).
     public func drain() -> [Command] {
+        clearSignal()
+        return take()
+    }
+
+    /// Empties the pipe without taking the commands (the owner takes them
+    /// later with `take`). Until then no post writes a wake-up byte: the
+    /// queue is not empty, so the owner must take it at a time of its own.
+    public func clearSignal() {
         var sink = [UInt8](repeating: 0, count: 64)
         while read(fileDescriptor, &sink, sink.count) > 0 {}
-        return queue.withLock { queue in
+    }
+
+    /// Takes every queued command, oldest first, after `clearSignal` (on the owning thread).
+    public func take() -> [Command] {
+        queue.withLock { queue in
             defer { queue.commands.removeAll(keepingCapacity: true) }
             return queue.commands
         }

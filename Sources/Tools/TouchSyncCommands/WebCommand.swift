@@ -38,6 +38,8 @@ struct WebCommand: AsyncParsableCommand {
     var reconnectGrace: Double = 30
     @Option(help: "Milliseconds each event loop gathers its tabs' outgoing batches and acks before writing them (one write per tab; 0: at once).")
     var tabFlushMs: Int = 0
+    @Option(help: "Least milliseconds between two sends of the tabs' frames to the hub: frames posted sooner go together as one message (0: each at once).")
+    var hubFlushMs: Int = 8
     @Option(help: "Serve the page from this folder instead of the built-in copy (for working on the page).") var page: String?
     @Option(help: "The hub's access list (with --key and --hub-key): browser users sign in with invitation links from it.")
     var access: String?
@@ -90,6 +92,7 @@ struct WebCommand: AsyncParsableCommand {
             throw ValidationError("--reconnect-grace is 0 to 3600 seconds")
         }
         guard (0...1000).contains(tabFlushMs) else { throw ValidationError("--tab-flush-ms is 0 to 1000") }
+        guard (0...1000).contains(hubFlushMs) else { throw ValidationError("--hub-flush-ms is 0 to 1000") }
         guard (access == nil) == (hub.keys.key == nil) else {
             throw ValidationError("--access goes with --key and --hub-key: the gateway's own key, whose entry in the list has acts_for")
         }
@@ -145,6 +148,7 @@ struct WebCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.reconnectGrace = Duration.milliseconds(Int64(reconnectGrace * 1000))
         configuration.tabFlushInterval = .milliseconds(tabFlushMs)
+        configuration.hubFlushInterval = .milliseconds(hubFlushMs)
         configuration.pageDirectory = page
         let gateway: WebGateway
         // Each tab holds a WebSocket and an agent connection, each board a subscriber: thousands of descriptors.
