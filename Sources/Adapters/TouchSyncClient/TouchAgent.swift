@@ -144,6 +144,8 @@ public final class TouchAgent: Sendable {
     /// Connection events and refusals, as they happen (the newest 1,000 are kept if not read).
     public let events: AsyncStream<AgentEvent>
     private let eventSink: AsyncStream<AgentEvent>.Continuation
+    /// Where events go: `eventSink`, or the `onEvent` given at init.
+    private let report: @Sendable (AgentEvent) -> Void
     /// Where the agent's connection lives: a thread of its own, or a place on a host's driver.
     private enum Placement: Sendable {
         case own(SocketThread, Mailbox<AgentCommand>)
@@ -158,21 +160,31 @@ public final class TouchAgent: Sendable {
     private let logger: Logger
     private let shared = AgentShared()
 
-    /// - Parameter host: run on `host`'s driver threads instead of a thread of
-    ///   this agent's own (a gateway with a thousand tabs needs a few threads,
-    ///   not a thousand); such an agent connects when created.
-    public init(configuration: AgentConfiguration, context: ZMQContext? = nil, logger: Logger, host: AgentHost? = nil) throws {
+    /// - Parameters:
+    ///   - host: run on `host`'s driver threads instead of a thread of
+    ///     this agent's own (a gateway with a thousand tabs needs a few threads,
+    ///     not a thousand); such an agent connects when created.
+    ///   - onEvent: called with each event on the agent's thread, instead of
+    ///     `events` (which then ends at once): no task or buffer per agent. It
+    ///     must not block.
+    public init(
+        configuration: AgentConfiguration, context: ZMQContext? = nil, logger: Logger, host: AgentHost? = nil,
+        onEvent: (@Sendable (AgentEvent) -> Void)? = nil
+    ) throws {
         self.configuration = configuration
         identity = configuration.identity ?? "agent-" + String((0..<12).map { _ in "abcdefghijklmnopqrstuvwxyz".randomElement()! })
         self.context = try context ?? ZMQContext()
         self.logger = logger
         (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1000))
+        if onEvent != nil { eventSink.finish() }
+        let report: @Sendable (AgentEvent) -> Void = onEvent ?? { [eventSink] in eventSink.yield($0) }
+        self.report = report
         if let host {
             // Placed at once, so nothing posted before `start` is lost (it connects now, not at `start`).
             let place = HostedPlace()
-            let (events, identity, shared) = (eventSink, identity, shared)
+            let (identity, shared) = (identity, shared)
             place.value.withLock { place in
-                place = host.attach(configuration, identity: identity, shared: shared, report: { events.yield($0) })
+                place = host.attach(configuration, identity: identity, shared: shared, report: report)
             }
             placement = .hosted(host, place)
         } else {
@@ -182,14 +194,14 @@ public final class TouchAgent: Sendable {
 
     /// Connects (in the background: calls made before the hub answers are kept and sent then).
     public func start() {
-        let (configuration, identity, context, events, shared, logger) = (configuration, identity, context, eventSink, shared, logger)
+        let (configuration, identity, context, report, shared, logger) = (configuration, identity, context, report, shared, logger)
         switch placement {
         case .own(let thread, let mailbox):
             thread.start {
                 // Built here, so the connection and its socket belong to this thread only.
                 let connection = AgentConnection(
                     configuration: configuration, identity: identity, context: context, shared: shared, logger: logger,
-                    report: { events.yield($0) })
+                    report: report)
                 AgentDriver(connections: [connection], mailbox: mailbox).run()
             }
         case .hosted:

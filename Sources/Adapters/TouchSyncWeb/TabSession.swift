@@ -33,27 +33,24 @@ final class TabSession: Sendable {
     /// Makes `outbox` (the tab's WebSocket) where the agent's news go; nil: the tab is away.
     func attach(_ outbox: TabOutbox?) { self.outbox.withLock { $0 = outbox } }
 
-    /// Passes what the agent hears from the hub to the tab (while it is
-    /// connected): refusals as typed errors, and the hub's state; each
-    /// acknowledgement goes to `acknowledged`. Runs until the agent stops.
-    func forwardAgentEvents(acknowledged: @Sendable (TabSession) -> Void) async {
-        for await event in agent.events {
-            let message: BrowserMessage
-            switch event {
-            case .refused(_, let code, let text):
-                message = .error(code: code?.protocolName ?? "REFUSED", message: text, fromHub: true)
-            case .busy(let retryAfter):
-                message = .hub(.busy(retryAfterMilliseconds: Int64(retryAfter / .milliseconds(1))))
-            case .disconnected:
-                message = .hub(.unreachable)
-            case .welcomed:
-                message = .hub(.connected)
-            case .acknowledged:
-                acknowledged(self)
-                continue
-            }
-            outbox.withLock { $0 }?.post(message.json)
+    /// Passes what the agent heard from the hub to the tab (while it is
+    /// connected): refusals as typed errors, and the hub's state; an
+    /// acknowledgement goes to `acknowledged`. On the agent's thread.
+    func deliver(_ event: AgentEvent, acknowledged: (TabSession) -> Void) {
+        let message: BrowserMessage
+        switch event {
+        case .refused(_, let code, let text):
+            message = .error(code: code?.protocolName ?? "REFUSED", message: text, fromHub: true)
+        case .busy(let retryAfter):
+            message = .hub(.busy(retryAfterMilliseconds: Int64(retryAfter / .milliseconds(1))))
+        case .disconnected:
+            message = .hub(.unreachable)
+        case .welcomed:
+            message = .hub(.connected)
+        case .acknowledged:
+            return acknowledged(self)
         }
+        outbox.withLock { $0 }?.post(message.json)
     }
 
     /// Ends the agent: it says goodbye, so the hub cancels this tab's live touches at once.
@@ -67,4 +64,17 @@ final class TabSession: Sendable {
         _ = await agent.flush(timeout: .seconds(2))
         await agent.stop(goodbye: true)
     }
+}
+
+/// Where a tab's agent sends its events, on the agent's thread: the tab's
+/// session once it exists (the agent is made before it). Weak, so that the
+/// agent (which holds this) and the session (which holds the agent) do not
+/// hold each other.
+final class TabAgentEvents: Sendable {
+    private struct Target { weak var session: TabSession? }
+    private let target = Mutex(Target())
+
+    func deliver(to session: TabSession) { target.withLock { $0.session = session } }
+
+    var session: TabSession? { target.withLock { $0.session } }
 }

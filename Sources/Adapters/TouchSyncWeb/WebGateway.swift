@@ -144,9 +144,6 @@ public final class WebGateway: Service, Sendable {
     private let timerWake = ConditionWaiters()
     /// The routing id of the gateway's connection to a plain-text hub (its tabs are channels of it).
     private let connectionIdentity = "web-gateway-" + WebGateway.randomName(8)
-    /// New sessions, whose agent events `run` forwards to their tabs.
-    private let sessionsToForward: AsyncStream<TabSession>
-    private let forwardSession: AsyncStream<TabSession>.Continuation
     /// Signalled when the server listens or fails to (`waitUntilListening` waits on it).
     private let listening = ConditionWaiters()
     /// Thumbnails of boards the gateway does not watch, drawn from one hub snapshot, with when.
@@ -169,7 +166,6 @@ public final class WebGateway: Service, Sendable {
             threads: max(1, configuration.agentThreads), context: self.context, logger: logger, gatherInterval: configuration.hubFlushInterval)
         boards = try SubscriptionHost(context: self.context, logger: logger)
         requests = try HubRequestHost(context: self.context, logger: logger)
-        (sessionsToForward, forwardSession) = AsyncStream.makeStream(of: TabSession.self)
     }
 
     /// The port the server listens on, once it does.
@@ -218,23 +214,7 @@ public final class WebGateway: Service, Sendable {
         agents.start()
         boards.start()
         requests.start()
-        try await withThrowingDiscardingTaskGroup { gateway in
-            // Each session's agent events go to its tab for the session's life (they
-            // end when its agent stops): children of the gateway's run, not loose tasks.
-            gateway.addTask { [sessionsToForward] in
-                await withDiscardingTaskGroup { forwarders in
-                    for await session in sessionsToForward {
-                        forwarders.addTask { [self] in await session.forwardAgentEvents { self.pushAcks(of: $0) } }
-                    }
-                }
-            }
-            do { try await serve(app) } catch {
-                forwardSession.finish()
-                gateway.cancelAll()
-                throw error
-            }
-            forwardSession.finish()  // every session's agent has stopped: the forwarders end
-        }
+        try await serve(app)
     }
 
     /// Serves until graceful shutdown, then closes every session and board.
@@ -615,7 +595,13 @@ public final class WebGateway: Service, Sendable {
         // The hub checks the token and the namespace again; a plain-text hub takes the namespace as named.
         settings.delegation = (namespace, identity.token ?? "")
         let agent: TouchAgent
-        do { agent = try TouchAgent(configuration: settings, context: context, logger: logger, host: agents) } catch {
+        // The agent's news go straight to the tab from the agent's thread: no task or stream per tab.
+        let events = TabAgentEvents()
+        let onEvent: @Sendable (AgentEvent) -> Void = { [weak self] event in
+            guard let self else { return }
+            events.session?.deliver(event) { self.pushAcks(of: $0) }
+        }
+        do { agent = try TouchAgent(configuration: settings, context: context, logger: logger, host: agents, onEvent: onEvent) } catch {
             throw BrowserWireError("HUB_UNAVAILABLE", "cannot reach the hub: \(error)")
         }
         agent.start()
@@ -626,13 +612,13 @@ public final class WebGateway: Service, Sendable {
         }
         let session = TabSession(namespace: namespace, resumeToken: Self.randomName(32), board: board, user: identity.user, agent: agent)
         session.attach(outbox)
+        events.deliver(to: session)  // what the agent heard before (its welcome) the tab hears from its welcome
         let opened = state.withLock { state in
             state.sessions[session.resumeToken] = session
             return state.core.open(
                 token: session.resumeToken, namespace: namespace, board: board, user: identity.user, displayName: name, connection: connection)
         }
         await perform(opened.filter { if case .usersChanged = $0 { false } else { true } })  // the welcome comes first; users follow it
-        forwardSession.yield(session)
         logger.info("tab joined", metadata: ["user": "\(namespace)", "board": "\(board)", "name": "\(name)"])
         return (session, fanout, identity)
     }
