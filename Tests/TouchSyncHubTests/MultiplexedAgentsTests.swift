@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TouchSyncClient
 import TouchSyncCore
@@ -68,6 +69,35 @@ struct MultiplexedAgentsTests {
         }
         await host.stop(goodbye: true)
         await watcher.stop()
+        await test.hub.stop()
+    }
+
+    /// An agent given `onEvent` reports on its thread, in order, and its
+    /// `events` stream ends at once (the gateway keeps no task per tab).
+    @Test func eventsGoToTheCallbackInOrder() async throws {
+        let test = try await TestHub.start()
+        let host = try AgentHost(threads: 1, context: test.context, logger: testLogger("host"))
+        host.start()
+        let heard = Mutex<[AgentEvent]>([])
+        var configuration = AgentConfiguration(board: "b", hubEndpoint: test.endpoints.ingest)
+        configuration.multiplexed = true
+        configuration.connectionIdentity = "gateway-events"
+        configuration.delegation = ("web:cat", "")
+        let agent = try TouchAgent(
+            configuration: configuration, context: test.context, logger: testLogger("agent"), host: host,
+            onEvent: { event in heard.withLock { $0.append(event) } })
+        for await event in agent.events { Issue.record("the stream should end at once, not carry \(event)") }
+        #expect(await agent.waitUntilWelcomed(timeout: .seconds(5)))
+        try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(1, 1, 1)])])
+        try agent.touchesEnded([TouchInput(id: 1, coalesced: [point(2, 2, 2)])])
+        #expect(await agent.flush())
+        #expect(try await eventually { heard.withLock { $0.last } == .acknowledged(through: 2) })
+        let events = heard.withLock { $0 }
+        #expect(events.first.map { if case .welcomed(let user, _) = $0 { user == "web:cat" } else { false } } == true, "\(events)")
+        let acknowledged = events.compactMap { if case .acknowledged(let through) = $0 { through } else { nil } }
+        #expect(acknowledged == acknowledged.sorted() && !acknowledged.isEmpty, "acknowledgements in order: \(events)")
+        await agent.stop()
+        await host.stop(goodbye: true)
         await test.hub.stop()
     }
 
