@@ -127,10 +127,7 @@ final class TabConnection: TabSocketReceiver {
             saidGoodbye = true
             socket.close(code: .normalClosure, reason: "bye")
         case .name(let name):
-            switch gateway.state.withLock({ $0.core.rename(session?.resumeToken ?? "", to: name ?? "") }) {
-            case .success(let actions): gateway.performSoon(actions)
-            case .failure(let error): sendError(error.code, error.message)
-            }
+            if let refused = gateway.rename(session, to: name) { sendError(refused.code, refused.message) }
         default:
             guard let number = decoded.number else {
                 return sendError("MALFORMED", "\(decoded.kind) is what the gateway sends, not a tab")
@@ -159,7 +156,7 @@ final class TabConnection: TabSocketReceiver {
         if let refusal {
             socket?.send(text: refusal)
         } else if case .style(_, let rgba?, _) = decoded {
-            gateway.performSoon(gateway.state.withLock { $0.core.colour(session.resumeToken, rgba) })
+            gateway.colour(session, rgba)
         }
     }
 
@@ -170,25 +167,16 @@ final class TabConnection: TabSocketReceiver {
         welcomed = true
         role = identity.role
         // The name others see: the invited user's, or the one this tab's hello gave (null for a nameless watcher).
-        let core = gateway.state.withLock { state in session.flatMap { state.core.session($0.resumeToken) } }
-        let name = core?.displayName ?? identity.user ?? hello.name.map { String($0.prefix(40)) }
+        let facts = gateway.welcomeFacts(of: session)
+        let name = facts.displayName ?? identity.user ?? hello.name.map { String($0.prefix(40)) }
         let binary = hello.wire == "binary"
         if binary { outbox.speakBinary() }
         let welcome = BrowserMessage.Welcome(
-            user: session?.namespace, resume: session?.resumeToken, board: board.board, acked: core?.ackedThrough ?? 0,
+            user: session?.namespace, resume: session?.resumeToken, board: board.board, acked: facts.acked,
             role: "\(identity.role)", name: name, wire: binary ? "binary" : "json")
         socket?.send(text: BrowserMessage.welcome(welcome).json)
         socket?.flush()
-        gateway.state.withLock { state in
-            state.tabs[id] = (board.board, outbox)
-            state.core.join(id, board: board.board, now: .now)
-            if let token = identity.token, let user = identity.user {
-                state.invitedTabs[id] = WebGateway.InvitedTab(token: token, user: user, board: board.board, role: identity.role, outbox: outbox)
-            }
-        }
-        board.join(outbox)
-        gateway.broadcastUsers(of: board.board)
-        if let session { gateway.pushAcks(of: session) }  // what the hub acknowledged while the tab was away
+        gateway.tabJoined(id, session: session, board: board, identity: identity, outbox: outbox)
     }
 
     /// Runs `work` off the event loop; what it returns runs back on the loop,
@@ -292,24 +280,6 @@ final class TabConnection: TabSocketReceiver {
         guard !released else { return }
         released = true
         backlog.removeAll()
-        let (gateway, id, outbox, session, fanout, saidGoodbye) = (gateway, id, outbox, session, fanout, saidGoodbye)
-        fanout?.leave(outbox)
-        let ended: [GatewayCore.Action] = gateway.state.withLock { state in
-            _ = state.invitedTabs.removeValue(forKey: id)
-            _ = state.tabs.removeValue(forKey: id)
-            if let board = fanout?.board { state.core.leave(id, board: board, now: .now) }
-            guard let session else { return [] }
-            if saidGoodbye || outbox.isRevoked { return state.core.close(session.resumeToken) }  // a closed tab: its touches are cancelled at once
-            if state.core.detach(session.resumeToken, id, now: .now) {
-                session.attach(nil)
-                gateway.logTabDropped(session)
-            }
-            return [.usersChanged(board: session.board)]
-        }
-        if ended.isEmpty, let board = fanout?.board { gateway.broadcastUsers(of: board) }
-        Task {
-            await gateway.perform(ended)
-            gateway.deadlinesChanged()
-        }
+        gateway.tabLeft(id, session: session, board: fanout, outbox: outbox, saidGoodbye: saidGoodbye)
     }
 }

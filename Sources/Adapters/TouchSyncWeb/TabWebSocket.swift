@@ -147,18 +147,18 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
         defer { reading = false }
         switch frame.opcode {
         case .text, .binary:
-            guard fragments == nil else { return fail(.protocolError, "a new message inside a fragmented one") }
+            guard fragments == nil else { return close(code: .protocolError, reason: "a new message inside a fragmented one") }
             if frame.fin {
                 deliver(frame.opcode, frame.unmaskedData)
             } else {
                 fragments = (frame.opcode, frame.unmaskedData)
             }
         case .continuation:
-            guard var message = fragments else { return fail(.protocolError, "a continuation without a message") }
+            guard var message = fragments else { return close(code: .protocolError, reason: "a continuation without a message") }
             fragments = nil  // not copied on write below
             var data = frame.unmaskedData
             guard message.data.readableBytes + data.readableBytes <= settings.maxMessageBytes else {
-                return fail(.messageTooLarge, "a message is at most \(settings.maxMessageBytes) bytes")
+                return close(code: .messageTooLarge, reason: "a message is at most \(settings.maxMessageBytes) bytes")
             }
             message.data.writeBuffer(&data)
             if frame.fin { deliver(message.opcode, message.data) } else { fragments = message }
@@ -180,7 +180,7 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
                 loopBound.value.close(promise: nil)
             }
         default:
-            fail(.protocolError, "unknown opcode")
+            close(code: .protocolError, reason: "unknown opcode")
         }
     }
 
@@ -196,16 +196,12 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
         guard !isClosing else { return }
         if opcode == .text {
             guard let text = String(validating: data.readableBytesView, as: UTF8.self) else {
-                return fail(.dataInconsistentWithMessage, "text that is not UTF-8")
+                return close(code: .dataInconsistentWithMessage, reason: "text that is not UTF-8")
             }
             receiver?.received(.text(text))
         } else {
             receiver?.received(.binary(data))
         }
-    }
-
-    private func fail(_ code: WebSocketErrorCode, _ reason: String) {
-        close(code: code, reason: reason)
     }
 
     private func ping() {

@@ -106,7 +106,7 @@ public struct WebConfiguration: Sendable {
 /// session with a goodbye and stops the board subscribers.
 public final class WebGateway: Service, Sendable {
     public let configuration: WebConfiguration
-    let logger: Logger
+    private let logger: Logger
     private let context: ZMQContext
     /// Every tab's agent runs on these few driver threads (not a thread per tab).
     private let agents: AgentHost
@@ -115,7 +115,7 @@ public final class WebGateway: Service, Sendable {
     /// Board lists, thumbnails' snapshots and histories for the pages: one thread for all of them.
     private let requests: HubRequestHost
     private let page: PageFiles
-    struct State {
+    private struct State {
         /// The tabs' rules: sessions, numbering, grace, limits, followed boards.
         var core: GatewayCore
         var fanouts: [String: BoardFanout] = [:]
@@ -137,7 +137,7 @@ public final class WebGateway: Service, Sendable {
         var timerSleepsUntil: ContinuousClock.Instant? = nil
         var timerRecheck = false
     }
-    let state: Mutex<State>
+    private let state: Mutex<State>
     /// One per event loop that serves tabs (`flushGroup(for:)`).
     private let flushGroups = Mutex<[ObjectIdentifier: TabFlushGroup]>([:])
     /// Wakes the timer task when the core's next deadline moved earlier.
@@ -188,8 +188,8 @@ public final class WebGateway: Service, Sendable {
         addPageRoutes(to: router)
         // The page and its API are Hummingbird routes; a WebSocket at /ws is a tab,
         // served by a channel handler on its event loop (TabConnection).
-        let headerTimeout = TimeAmount.nanoseconds(Int64(configuration.headerTimeout / .nanoseconds(1)))
-        let http1 = HTTP1Channel.Configuration(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout / .nanoseconds(1))))
+        let headerTimeout = TimeAmount(configuration.headerTimeout)
+        let http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))
         let app = Application(
             router: router,
             server: HTTPServerBuilder { [self] responder in
@@ -269,7 +269,7 @@ public final class WebGateway: Service, Sendable {
     func flushGroup(for loop: any EventLoop) -> TabFlushGroup {
         flushGroups.withLock { groups in
             if let group = groups[ObjectIdentifier(loop)] { return group }
-            let group = TabFlushGroup(loop: loop, delay: .nanoseconds(Int64(configuration.tabFlushInterval / .nanoseconds(1))))
+            let group = TabFlushGroup(loop: loop, delay: TimeAmount(configuration.tabFlushInterval))
             groups[ObjectIdentifier(loop)] = group
             return group
         }
@@ -348,7 +348,7 @@ public final class WebGateway: Service, Sendable {
     // MARK: The core's actions and deadlines
 
     /// Carries out what the core decided (outside the lock).
-    func perform(_ actions: [GatewayCore.Action]) async {
+    private func perform(_ actions: [GatewayCore.Action]) async {
         for action in actions {
             switch action {
             case .endAgent(let token, let namespace, let why):
@@ -363,10 +363,8 @@ public final class WebGateway: Service, Sendable {
                 } else {
                     await session?.close()
                 }
-            case .ack:
-                perform(acks: [action])
-            case .usersChanged(let board):
-                broadcastUsers(of: board)
+            case .ack, .usersChanged:
+                performAtOnce(action)
             case .unfollow(let board):
                 if let fanout = state.withLock({ $0.fanouts.removeValue(forKey: board) }) {
                     await fanout.stop()
@@ -378,24 +376,27 @@ public final class WebGateway: Service, Sendable {
 
     /// Carries out the core's actions without waiting: at once when none has
     /// to wait (acks, users), else in a task (an agent's goodbye, a board's unfollow).
-    func performSoon(_ actions: [GatewayCore.Action]) {
+    private func performSoon(_ actions: [GatewayCore.Action]) {
         let waits = actions.contains { action in
             switch action {
             case .endAgent, .unfollow: true
             case .ack, .usersChanged: false
             }
         }
-        guard waits else {
-            for action in actions {
-                switch action {
-                case .ack: perform(acks: [action])
-                case .usersChanged(let board): broadcastUsers(of: board)
-                case .endAgent, .unfollow: break
-                }
-            }
-            return
+        if waits {
+            Task { await perform(actions) }
+        } else {
+            for action in actions { performAtOnce(action) }
         }
-        Task { await perform(actions) }
+    }
+
+    /// An action with no async work: an ack to a tab, a board's users list.
+    private func performAtOnce(_ action: GatewayCore.Action) {
+        switch action {
+        case .ack: perform(acks: [action])
+        case .usersChanged(let board): broadcastUsers(of: board)
+        case .endAgent, .unfollow: assertionFailure("\(action) waits: perform it with perform(_:)")
+        }
     }
 
     /// Acknowledgements the core owes the tab (a core decision; no async work).
@@ -433,7 +434,7 @@ public final class WebGateway: Service, Sendable {
     }
 
     /// After a change that may bring a deadline: wakes the timer task if it now sleeps too long.
-    func deadlinesChanged() {
+    private func deadlinesChanged() {
         let wake = state.withLock { state -> Bool in
             guard let next = state.core.nextDeadline else { return false }
             guard state.timerSleepsUntil.map({ next < $0 }) ?? true else { return false }
@@ -470,7 +471,7 @@ public final class WebGateway: Service, Sendable {
         BrowserMessage.users(state.withLock { $0.core.users(of: board) }).json
     }
 
-    func broadcastUsers(of board: String) {
+    private func broadcastUsers(of board: String) {
         let (message, outboxes) = state.withLock { state in
             (BrowserMessage.users(state.core.users(of: board)).json, state.tabs.values.filter { $0.board == board }.map(\.outbox))
         }
@@ -479,9 +480,67 @@ public final class WebGateway: Service, Sendable {
 
     // MARK: Tabs
 
-    /// The tab's connection dropped: its agent waits for it for the reconnect grace.
-    func logTabDropped(_ session: TabSession) {
-        logger.info("tab connection dropped; its agent waits for it", metadata: ["user": "\(session.namespace)", "grace": "\(configuration.reconnectGrace)"])
+    /// What a tab's welcome says of its session: the name others see and what the hub acknowledged.
+    func welcomeFacts(of session: TabSession?) -> (displayName: String?, acked: UInt64) {
+        state.withLock { state in
+            let core = session.flatMap { state.core.session($0.resumeToken) }
+            return (core?.displayName, core?.ackedThrough ?? 0)
+        }
+    }
+
+    /// A welcomed tab joins its board: it is listed, sent the board, and told
+    /// what the hub acknowledged while it was away.
+    func tabJoined(_ id: GatewayCore.Connection, session: TabSession?, board: BoardFanout, identity: TabIdentity, outbox: TabOutbox) {
+        state.withLock { state in
+            state.tabs[id] = (board.board, outbox)
+            state.core.join(id, board: board.board, now: .now)
+            if let token = identity.token, let user = identity.user {
+                state.invitedTabs[id] = InvitedTab(token: token, user: user, board: board.board, role: identity.role, outbox: outbox)
+            }
+        }
+        board.join(outbox)
+        broadcastUsers(of: board.board)
+        if let session { pushAcks(of: session) }
+    }
+
+    /// A tab's connection ended: it leaves its board; its session waits for
+    /// it to come back, or ends at once after a goodbye or a revocation.
+    func tabLeft(_ id: GatewayCore.Connection, session: TabSession?, board fanout: BoardFanout?, outbox: TabOutbox, saidGoodbye: Bool) {
+        fanout?.leave(outbox)
+        let ended: [GatewayCore.Action] = state.withLock { state in
+            _ = state.invitedTabs.removeValue(forKey: id)
+            _ = state.tabs.removeValue(forKey: id)
+            if let board = fanout?.board { state.core.leave(id, board: board, now: .now) }
+            guard let session else { return [] }
+            if saidGoodbye || outbox.isRevoked { return state.core.close(session.resumeToken) }  // a closed tab: its touches are cancelled at once
+            if state.core.detach(session.resumeToken, id, now: .now) {
+                session.attach(nil)
+                logger.info(
+                    "tab connection dropped; its agent waits for it", metadata: ["user": "\(session.namespace)", "grace": "\(configuration.reconnectGrace)"])
+            }
+            return [.usersChanged(board: session.board)]
+        }
+        if ended.isEmpty, let board = fanout?.board { broadcastUsers(of: board) }
+        Task {
+            await perform(ended)
+            deadlinesChanged()
+        }
+    }
+
+    /// A tab's `name`: nil, or why it is refused.
+    func rename(_ session: TabSession?, to name: String?) -> BrowserWireError? {
+        switch state.withLock({ $0.core.rename(session?.resumeToken ?? "", to: name ?? "") }) {
+        case .success(let actions):
+            performSoon(actions)
+            return nil
+        case .failure(let error):
+            return error
+        }
+    }
+
+    /// A tab's `style` with a colour: its users' list shows it.
+    func colour(_ session: TabSession, _ rgba: UInt32) {
+        performSoon(state.withLock { $0.core.colour(session.resumeToken, rgba) })
     }
 
     /// Hands page message `number` to the session's agent once (`body` posts it,
