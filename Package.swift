@@ -171,7 +171,7 @@ let package = Package(
         ),
         .target(
             name: "TouchSyncWebWire",
-            dependencies: ["TouchSyncCore"],
+            dependencies: ["TouchSyncCore", "TouchSyncWire"],
             swiftSettings: swiftSettings
         ),
         .target(

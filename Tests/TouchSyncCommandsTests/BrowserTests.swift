@@ -712,6 +712,49 @@ struct BrowserTests {
         #expect(result?.last as? String == "", "\(result ?? [])")
     }
 
+    /// The page's wire.js against proto/conformance/v1/browser-packed.json:
+    /// its chained touches are the gateway's bytes exactly, frame after frame
+    /// on one chain, and its board (board.js) reads every packed batch as the
+    /// JSON batch it stands for.
+    @Test func thePagesPackedFramesMatchTheVectors() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let vectors = String(decoding: try Data(contentsOf: PackedWireTests.file), as: UTF8.self)
+        let page = try await rig.browser.openPage("\(rig.web)/")
+        try await page.waitFor("document.readyState === 'complete'")
+        let result = try await page.evaluate(
+            """
+            (async () => {
+              const { TouchChains, decodePackedBatch } = await import('/static/wire.js');
+              const { Board } = await import('/static/board.js');
+              const vectors = \(vectors);
+              const hex = bytes => [...bytes].map(b => b.toString(16).padStart(2, '0')).join('');
+              const bytes = text => new Uint8Array(text.match(/../g).map(h => parseInt(h, 16))).buffer;
+              const problems = [];
+              let frames = 0;
+              for (const session of vectors.touchSessions) {
+                const chains = new TouchChains();
+                session.touches.forEach((json, i) => {
+                  frames++;
+                  const mine = hex(chains.encode(JSON.parse(json)));
+                  if (mine !== session.frames[i]) problems.push(session.note + ' #' + i + ': ' + mine + ' != ' + session.frames[i]);
+                });
+              }
+              const board = new Board();
+              board.loadSnapshot(JSON.parse(vectors.batchSession.snapshot));
+              for (const v of vectors.batchSession.batches) {
+                frames++;
+                const read = decodePackedBatch(bytes(v.packed), board);
+                if (JSON.stringify(read) !== JSON.stringify(JSON.parse(v.json))) { problems.push('batch ' + v.json.slice(0, 80)); break; }
+                if (board.applyBatch(read) !== 'applied') { problems.push('not applied: ' + v.json.slice(0, 80)); break; }
+              }
+              return [frames, problems.join('; ')];
+            })()
+            """) as? [Any]
+        #expect((result?.first as? Int ?? 0) > 100, "\(result ?? [])")
+        #expect(result?.last as? String == "", "\(result ?? [])")
+    }
+
     /// The replay view rebuilds the board from the hub's history and seeks.
     @Test func replaySeeksToAMoment() async throws {
         let rig = try await WhiteboardRig()

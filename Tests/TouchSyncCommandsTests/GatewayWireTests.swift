@@ -92,6 +92,15 @@ struct GatewayWireTests {
                     received.state.withLock { $0.messages.append(message) }
                     received.arrived.signal()
                 },
+                onBinary: { bytes in
+                    // Acks of a tab on a binary wire (its batches are read elsewhere: `PackedWireTests`, `aWebLoadConverges`).
+                    let acks = ((try? BrowserBinary.framesFromGateway(bytes)) ?? []).compactMap { frame -> BrowserMessage? in
+                        if case .ack(let n)? = try? BrowserBinary.decodeFromGateway(frame) { return .ack(n: n) }
+                        return nil
+                    }
+                    received.state.withLock { $0.messages += acks }
+                    received.arrived.signal()
+                },
                 onClose: {
                     received.state.withLock { $0.closed = true }
                     received.arrived.signal()
@@ -100,6 +109,13 @@ struct GatewayWireTests {
         }
 
         func send(_ message: BrowserMessage) { connection.send(message.json) }
+        func send(bytes: [UInt8]) { connection.send(bytes: bytes) }
+
+        /// Whether the gateway closed the connection within `timeout`.
+        func waitUntilClosed(timeout: Duration = .seconds(10)) async -> Bool {
+            let received = self.received
+            return await received.arrived.wait(timeout: timeout) { received.state.withLock { $0.closed ? true : nil } } ?? false
+        }
 
         /// The next message that `matches`, skipping others; fails after `timeout` or when the connection closed.
         func next<T: Sendable>(_ what: String, timeout: Duration = .seconds(20), _ matches: @escaping @Sendable (BrowserMessage) -> T?) async throws -> T {
@@ -154,6 +170,53 @@ struct GatewayWireTests {
                 == [[640, 1280, 1_000_000], [672, 1360, 1_016_500], [704, 1472, 1_033_063], [768, 1600, 1_050_000]],
             "x and y in 1/64 point, t in µs rounded half away from zero (1033.0625 ms is 1,033,063 µs)")
         await drawer.connection.close()
+        await watcher.connection.close()
+    }
+
+    /// A tab on the packed wire draws with chained touch frames; a JSON
+    /// watcher sees the stroke exactly. A chained frame that cannot be read
+    /// breaks the chain: `error MALFORMED`, then the gateway closes the socket.
+    @Test func packedTouchesDrawAndABrokenChainClosesTheSocket() async throws {
+        let rig = try await Rig()
+        defer { rig.close() }
+        let drawer = try await rig.tab()
+        let watcher = try await rig.tab()
+        drawer.send(.hello(.init(board: "wire-packed", name: "Ann", wire: "packed")))
+        let welcome = try await drawer.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+        #expect(welcome.wire == "packed")
+        watcher.send(.hello(.init(board: "wire-packed")))
+        #expect(try await watcher.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }.wire == "json")
+        var replica = BrowserReplica()
+        try replica.apply(try await watcher.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } })
+
+        var chains = TouchChains()
+        let samples = [Self.sample(10, 20, 1000), Self.sample(10.5, 21.25, 1016.5), Self.sample(11, 23, 1033.0625), Self.sample(12, 25, 1050)]
+        drawer.send(bytes: try PackedTouch.encode(.init(n: 1, phase: "began", id: 7, s: [samples[0]], p: [Self.sample(10.2, 20.5, 1008)]), chains: &chains))
+        drawer.send(bytes: try PackedTouch.encode(.init(n: 2, phase: "moved", id: 7, s: [samples[1], samples[2]], p: [Self.sample(11.5, 24, 1050)]), chains: &chains))
+        drawer.send(.style(n: 3, rgba: 0x1565_C0FF, width: 3))  // a JSON message between: the next frame's number skips it
+        drawer.send(bytes: try PackedTouch.encode(.init(n: 4, phase: "ended", id: 7, s: [samples[3]]), chains: &chains))
+        let acked = try await drawer.next("ack 4 or a refusal") {
+            switch $0 {
+            case .ack(let n) where n >= 4: "ack \(n)"
+            case .refused, .error: "\($0)"
+            default: nil
+            }
+        }
+        #expect(acked == "ack 4")
+        while replica.accepted.isEmpty {
+            let batch = try await watcher.next("the stroke's batches") { if case .batch(let b) = $0 { b } else { nil } }
+            #expect(try replica.apply(batch) == .applied)
+        }
+        #expect(
+            replica.accepted.first?.samples.map { [$0.x, $0.y, $0.t] }
+                == [[640, 1280, 1_000_000], [672, 1360, 1_016_500], [704, 1472, 1_033_063], [768, 1600, 1_050_000]])
+
+        // A frame cut short: the chain is lost, so is the connection.
+        let next = try PackedTouch.encode(.init(n: 5, phase: "began", id: 8, s: [samples[0]]), chains: &chains)
+        drawer.send(bytes: Array(next.dropLast()))
+        let error = try await drawer.next("error") { if case .error(let code, let message, _) = $0 { (code, message) } else { nil } }
+        #expect(error.0 == "MALFORMED" && error.1.contains("chained touch"), "\(error)")
+        #expect(await drawer.waitUntilClosed(), "the gateway closes the socket")
         await watcher.connection.close()
     }
 
@@ -267,10 +330,11 @@ struct GatewayWireTests {
         #expect(refused.isEmpty, "the hub refused: \(refused)")
     }
 
-    /// `touchsync load --web`'s engine against a real gateway: every tab's
+    /// `touchsync load --web`'s engine against a real gateway, in each wire: every tab's
     /// strokes exactly on its board, the gateway's figures read from /proc,
     /// and its threads do not grow with its tabs or boards.
-    @Test func aWebLoadConverges() async throws {
+    @Test(arguments: ["packed", "binary", "json"])
+    func aWebLoadConverges(wire: String) async throws {
         let rig = try await Rig(webArguments: ["--max-tabs", "64"])
         defer { rig.close() }
         var configuration = WebLoadConfiguration()
@@ -281,7 +345,9 @@ struct GatewayWireTests {
         configuration.duration = .seconds(2)
         configuration.idle = .milliseconds(200)
         configuration.cancelRate = 0.05
+        configuration.browserWire = wire
         let report = try await WebLoadRun(configuration: configuration, logger: Logger(label: "test")).run()
+        #expect(report.wireSpoken == wire && report.malformed == 0, "\(report.text)")
         #expect(report.samplesSent > 100, "\(report.text)")
         #expect(report.lost == 0 && report.duplicated == 0 && report.acknowledged && report.converged, "\(report.text)")
         #expect(report.latency.count > 0)

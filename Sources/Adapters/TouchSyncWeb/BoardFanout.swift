@@ -14,6 +14,30 @@ enum TabFrame: Sendable, Equatable, ExpressibleByStringLiteral {
     static func binary(_ bytes: [UInt8]) -> TabFrame { .binary(ByteBuffer(bytes: bytes)) }
 }
 
+/// The wires a tab may speak (its hello's `wire`; docs/protocol.md, "The browser wire").
+enum TabWire: UInt8, Sendable {
+    /// JSON text frames only.
+    case json
+    /// Touches, batches and acks may be binary frames ("Binary frames").
+    case binary
+    /// Touches chained per connection, batches packed ("Packed frames").
+    case packed
+
+    /// The wire a hello asks for: JSON unless it names another this gateway speaks.
+    init(hello wire: String?) { self = wire.flatMap { TabWire(name: $0) } ?? .json }
+
+    init?(name: String) {
+        switch name {
+        case "binary": self = .binary
+        case "packed": self = .packed
+        case "json": self = .json
+        default: return nil
+        }
+    }
+
+    var name: String { "\(self)" }
+}
+
 /// What a tab is sent, in order. Each tab drains its own outbox, so a slow
 /// tab only fills its own; past `limit` messages its queue is dropped and it
 /// gets a fresh snapshot instead (the Clone pattern's resync), which bounds
@@ -34,13 +58,15 @@ final class TabOutbox: Sendable {
     }
     private let state = Mutex(State())
     let limit: Int
-    /// The tab reads binary frames (its hello asked): batches and acks go to it that way.
-    var binary: Bool { binaryFrames.load(ordering: .relaxed) }
-    private let binaryFrames = Atomic<Bool>(false)
+    /// The wire the tab's welcome named: batches and acks go to it that way.
+    var wire: TabWire { TabWire(rawValue: wireCode.load(ordering: .relaxed)) ?? .json }
+    /// Acks go as binary frames (binary and packed wires).
+    var binary: Bool { wire != .json }
+    private let wireCode = Atomic<UInt8>(TabWire.json.rawValue)
 
-    init(limit: Int, binary: Bool = false) {
+    init(limit: Int, wire: TabWire = .json) {
         self.limit = limit
-        binaryFrames.store(binary, ordering: .relaxed)
+        wireCode.store(wire.rawValue, ordering: .relaxed)
     }
 
     /// Who drains the outbox: called (from the posting thread) when there is something to take.
@@ -53,8 +79,8 @@ final class TabOutbox: Sendable {
         if wakeNow { waker() }
     }
 
-    /// From the welcome on, batches and acks go to this tab as binary frames.
-    func speakBinary() { binaryFrames.store(true, ordering: .relaxed) }
+    /// From the welcome on, batches and acks go to this tab in `wire`.
+    func speak(_ wire: TabWire) { wireCode.store(wire.rawValue, ordering: .relaxed) }
 
     /// Queues a JSON text message; false when the queue overflowed (a snapshot is then due instead).
     @discardableResult
@@ -225,10 +251,18 @@ final class BoardFanout: BoardFeed, Sendable {
         }
         guard !tabs.isEmpty else { return }
         // Encoded once per wire its tabs read, the same frame for each of them.
-        let model = BrowserWire.model(batch, after: board)
-        let text = tabs.contains { !$0.binary } ? TabFrame.text(BrowserWire.text(of: model)) : nil
-        let binary = tabs.contains { $0.binary } ? TabFrame.binary(BrowserBinary.encode(model)) : nil
-        for tab in tabs { tab.post(frame: tab.binary ? binary! : text!) }
+        var frames: [TabWire: TabFrame] = [:]
+        for tab in tabs {
+            let wire = tab.wire
+            if frames[wire] == nil {
+                switch wire {
+                case .json: frames[wire] = .text(BrowserWire.batch(batch, after: board))
+                case .binary: frames[wire] = .binary(BrowserBinary.encode(BrowserWire.model(batch, after: board)))
+                case .packed: frames[wire] = .binary(PackedBatch.encode(batch, after: board))
+                }
+            }
+            tab.post(frame: frames[wire]!)
+        }
     }
 
     func failed(_ reason: String) {

@@ -28,6 +28,8 @@ final class TabConnection: TabSocketReceiver {
     private var welcomed = false
     private var role: Role = .watch
     private var saidGoodbye = false
+    /// What this connection's chained touch frames carry from one to the next (docs/protocol.md, "Packed frames").
+    private var touchChains = TouchChains()
     /// A task runs for a message; later messages wait here.
     private var waiting: Bool = false
     private var backlog: [TabSocketMessage] = []
@@ -87,9 +89,21 @@ final class TabConnection: TabSocketReceiver {
             case .binary(let buffer):
                 // Binary frames carry touches, once the welcome said the connection speaks them.
                 guard welcomed, outbox.binary else {
-                    return sendError("MALFORMED", "binary frames need a welcome with wire binary (docs/protocol.md, \"Binary frames\")")
+                    return sendError("MALFORMED", "binary frames need a welcome with wire binary or packed (docs/protocol.md, \"Binary frames\")")
                 }
-                decoded = .touch(try BrowserBinary.decodeTouch(buffer.readableBytesView))
+                let bytes = buffer.readableBytesView
+                if let first = bytes.first, PackedTouch.isChained(first), outbox.wire == .packed {
+                    do {
+                        decoded = .touch(try PackedTouch.decode(bytes, chains: &touchChains))
+                    } catch {
+                        // The two ends no longer agree on the chain: the tab reconnects and resends on a fresh one.
+                        sendError("MALFORMED", "chained touch: \(error.message)")
+                        socket.close(code: .dataInconsistentWithMessage, reason: "MALFORMED")
+                        return
+                    }
+                } else {
+                    decoded = .touch(try BrowserBinary.decodeTouch(bytes))
+                }
             }
         } catch let refused as BrowserMessage.RefusedByNumber {
             // Refused by its number, like any message the hub never saw.
@@ -169,11 +183,11 @@ final class TabConnection: TabSocketReceiver {
         // The name others see: the invited user's, or the one this tab's hello gave (null for a nameless watcher).
         let facts = gateway.welcomeFacts(of: session)
         let name = facts.displayName ?? identity.user ?? hello.name.map { String($0.prefix(40)) }
-        let binary = hello.wire == "binary"
-        if binary { outbox.speakBinary() }
+        let wire = TabWire(hello: hello.wire)
+        outbox.speak(wire)
         let welcome = BrowserMessage.Welcome(
             user: session?.namespace, resume: session?.resumeToken, board: board.board, acked: facts.acked,
-            role: "\(identity.role)", name: name, wire: binary ? "binary" : "json")
+            role: "\(identity.role)", name: name, wire: wire.name)
         socket?.send(text: BrowserMessage.welcome(welcome).json)
         socket?.flush()
         gateway.tabJoined(id, session: session, board: board, identity: identity, outbox: outbox)

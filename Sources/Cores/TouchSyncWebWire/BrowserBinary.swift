@@ -30,60 +30,63 @@ public enum BrowserBinary {
         out.byte(Kind.touchOrBatch.rawValue)
         out.varint(batch.seq)
         out.varint(UInt64(batch.diffs.count))
-        for diff in batch.diffs {
-            switch diff {
-            case .began(let id, let owner, let touch, let rgba, let width):
-                out.byte(UInt8(ascii: "b"))
-                out.varint(id)
-                out.string(owner)
-                out.varint(touch)
-                out.varint(UInt64(rgba))
-                out.varint(UInt64(width))
-            case .appended(let id, let offset, let samples):
-                out.byte(UInt8(ascii: "a"))
-                out.varint(id)
-                out.varint(UInt64(offset))
-                out.samples(samples)
-            case .predicted(let id, let samples):
-                out.byte(UInt8(ascii: "p"))
-                out.varint(id)
-                out.samples(samples)
-            case .amended(let id, let offset, let sample):
-                out.byte(UInt8(ascii: "m"))
-                out.varint(id)
-                out.varint(UInt64(offset))
-                out.samples(sample)
-            case .accepted(let id, let position):
-                out.byte(UInt8(ascii: "A"))
-                out.varint(id)
-                out.varint(UInt64(position))
-            case .cancelled(let id):
-                out.byte(UInt8(ascii: "c"))
-                out.varint(id)
-            case .cleared(let owner):
-                out.byte(UInt8(ascii: "C"))
-                if let owner {
-                    out.varint(UInt64(owner.utf8.count) + 1)
-                    out.bytes.append(contentsOf: owner.utf8)
-                } else {
-                    out.varint(0)
-                }
-            case .removed(let id):
-                out.byte(UInt8(ascii: "r"))
-                out.varint(id)
-            case .restored(let stroke):
-                out.byte(UInt8(ascii: "R"))
-                out.varint(stroke.id)
-                out.string(stroke.owner)
-                out.varint(stroke.touch)
-                out.varint(UInt64(stroke.rgba))
-                out.varint(UInt64(stroke.w))
-                out.varint(stroke.pos.map { UInt64($0) + 1 } ?? 0)
-                out.samples(stroke.s)
-                out.samples(stroke.p)
-            }
-        }
+        for diff in batch.diffs { write(diff, to: &out) }
         return out.bytes
+    }
+
+    /// One diff: its letter's byte, then its fields as varints in the JSON diff's order.
+    static func write(_ diff: BrowserDiff, to out: inout Writer) {
+        switch diff {
+        case .began(let id, let owner, let touch, let rgba, let width):
+            out.byte(UInt8(ascii: "b"))
+            out.varint(id)
+            out.string(owner)
+            out.varint(touch)
+            out.varint(UInt64(rgba))
+            out.varint(UInt64(width))
+        case .appended(let id, let offset, let samples):
+            out.byte(UInt8(ascii: "a"))
+            out.varint(id)
+            out.varint(UInt64(offset))
+            out.samples(samples)
+        case .predicted(let id, let samples):
+            out.byte(UInt8(ascii: "p"))
+            out.varint(id)
+            out.samples(samples)
+        case .amended(let id, let offset, let sample):
+            out.byte(UInt8(ascii: "m"))
+            out.varint(id)
+            out.varint(UInt64(offset))
+            out.samples(sample)
+        case .accepted(let id, let position):
+            out.byte(UInt8(ascii: "A"))
+            out.varint(id)
+            out.varint(UInt64(position))
+        case .cancelled(let id):
+            out.byte(UInt8(ascii: "c"))
+            out.varint(id)
+        case .cleared(let owner):
+            out.byte(UInt8(ascii: "C"))
+            if let owner {
+                out.varint(UInt64(owner.utf8.count) + 1)
+                out.bytes.append(contentsOf: owner.utf8)
+            } else {
+                out.varint(0)
+            }
+        case .removed(let id):
+            out.byte(UInt8(ascii: "r"))
+            out.varint(id)
+        case .restored(let stroke):
+            out.byte(UInt8(ascii: "R"))
+            out.varint(stroke.id)
+            out.string(stroke.owner)
+            out.varint(stroke.touch)
+            out.varint(UInt64(stroke.rgba))
+            out.varint(UInt64(stroke.w))
+            out.varint(stroke.pos.map { UInt64($0) + 1 } ?? 0)
+            out.samples(stroke.s)
+            out.samples(stroke.p)
+        }
     }
 
     /// `value` as a varint (a bundle's frame lengths).
@@ -130,43 +133,43 @@ public enum BrowserBinary {
             let count = try reader.count(limit: bytes.count)
             var diffs: [BrowserDiff] = []
             diffs.reserveCapacity(count)
-            for _ in 0..<count {
-                let letter = try reader.byte()
-                switch letter {
-                case UInt8(ascii: "b"):
-                    diffs.append(
-                        .began(
-                            id: try reader.varint(), owner: try reader.string(), touch: try reader.varint(), rgba: try reader.uint32(),
-                            width: try reader.uint32()))
-                case UInt8(ascii: "a"): diffs.append(.appended(id: try reader.varint(), offset: try reader.int(), samples: try reader.samples()))
-                case UInt8(ascii: "p"): diffs.append(.predicted(id: try reader.varint(), samples: try reader.samples()))
-                case UInt8(ascii: "m"): diffs.append(.amended(id: try reader.varint(), offset: try reader.int(), sample: try reader.samples()))
-                case UInt8(ascii: "A"): diffs.append(.accepted(id: try reader.varint(), position: try reader.int()))
-                case UInt8(ascii: "c"): diffs.append(.cancelled(id: try reader.varint()))
-                case UInt8(ascii: "C"):
-                    let length = try reader.varint()
-                    diffs.append(.cleared(owner: length == 0 ? nil : try reader.text(length: length - 1)))
-                case UInt8(ascii: "r"): diffs.append(.removed(id: try reader.varint()))
-                case UInt8(ascii: "R"):
-                    let id = try reader.varint()
-                    let owner = try reader.string()
-                    let touch = try reader.varint()
-                    let rgba = try reader.uint32()
-                    let width = try reader.uint32()
-                    let position = try reader.varint()
-                    diffs.append(
-                        .restored(
-                            BrowserStroke(
-                                id: id, owner: owner, touch: touch, rgba: rgba, w: width, pos: position == 0 ? nil : Int(clamping: position - 1),
-                                s: try reader.samples(), p: try reader.samples())))
-                default:
-                    throw BrowserWireError("MALFORMED", "binary batch: unknown diff \(letter)")
-                }
-            }
+            for _ in 0..<count { diffs.append(try readDiff(from: &reader)) }
             try reader.end()
             return .batch(BrowserBatch(seq: seq, diffs: diffs))
         case let other:
             throw BrowserWireError("MALFORMED", "a gateway's binary frame is a batch (1) or an ack (2), not \(other)")
+        }
+    }
+
+    /// One diff as `write(_:to:)` wrote it.
+    static func readDiff(from reader: inout Reader) throws(BrowserWireError) -> BrowserDiff {
+        let letter = try reader.byte()
+        switch letter {
+        case UInt8(ascii: "b"):
+            return .began(
+                id: try reader.varint(), owner: try reader.string(), touch: try reader.varint(), rgba: try reader.uint32(), width: try reader.uint32())
+        case UInt8(ascii: "a"): return .appended(id: try reader.varint(), offset: try reader.int(), samples: try reader.samples())
+        case UInt8(ascii: "p"): return .predicted(id: try reader.varint(), samples: try reader.samples())
+        case UInt8(ascii: "m"): return .amended(id: try reader.varint(), offset: try reader.int(), sample: try reader.samples())
+        case UInt8(ascii: "A"): return .accepted(id: try reader.varint(), position: try reader.int())
+        case UInt8(ascii: "c"): return .cancelled(id: try reader.varint())
+        case UInt8(ascii: "C"):
+            let length = try reader.varint()
+            return .cleared(owner: length == 0 ? nil : try reader.text(length: length - 1))
+        case UInt8(ascii: "r"): return .removed(id: try reader.varint())
+        case UInt8(ascii: "R"):
+            let id = try reader.varint()
+            let owner = try reader.string()
+            let touch = try reader.varint()
+            let rgba = try reader.uint32()
+            let width = try reader.uint32()
+            let position = try reader.varint()
+            return .restored(
+                BrowserStroke(
+                    id: id, owner: owner, touch: touch, rgba: rgba, w: width, pos: position == 0 ? nil : Int(clamping: position - 1),
+                    s: try reader.samples(), p: try reader.samples()))
+        default:
+            throw BrowserWireError("MALFORMED", "binary batch: unknown diff \(letter)")
         }
     }
 

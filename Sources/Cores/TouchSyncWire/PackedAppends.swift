@@ -24,14 +24,15 @@ public enum PackedAppends {
 /// stroke's last sample `last` (the time residual is the gap minus the
 /// block's previous first-tail gap), on the line through `beforeLast` and
 /// `last` scaled to that gap (truncated toward zero); at `last` when there
-/// is no earlier sample, no time between the two, or the product overflows.
+/// is no earlier sample, no time between the two, or the difference or the product overflows.
 @inline(__always)
-func predictedPosition(last: Int64, beforeLast: Int64?, lastTime: Int64, beforeLastTime: Int64?, gap: Int64) -> Int64 {
+public func predictedPosition(last: Int64, beforeLast: Int64?, lastTime: Int64, beforeLastTime: Int64?, gap: Int64) -> Int64 {
     guard let beforeLast, let beforeLastTime else { return last }
     let interval = lastTime &- beforeLastTime
     guard interval > 0 else { return last }
-    let (scaled, overflow) = (last - beforeLast).multipliedReportingOverflow(by: gap)
-    guard !overflow else { return last }
+    let (motion, motionOverflow) = last.subtractingReportingOverflow(beforeLast)
+    let (scaled, overflow) = motion.multipliedReportingOverflow(by: gap)
+    guard !motionOverflow, !overflow else { return last }
     let (value, sumOverflow) = last.addingReportingOverflow(scaled / interval)
     return sumOverflow ? last : value
 }

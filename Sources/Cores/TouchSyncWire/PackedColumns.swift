@@ -31,19 +31,21 @@ func packedWidth(_ values: ArraySlice<UInt64>) -> Int {
 func varintSize(_ value: UInt64) -> Int { value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7 }
 
 /// Bits, least significant first, into bytes filled from bit 0.
-struct BitWriter {
-    private(set) var bytes: [UInt8] = []
+public struct BitWriter: Sendable {
+    public private(set) var bytes: [UInt8] = []
     private var pending: UInt64 = 0
     private var pendingBits = 0
 
-    mutating func reset() {
+    public init() {}
+
+    public mutating func reset() {
         bytes.removeAll(keepingCapacity: true)
         pending = 0
         pendingBits = 0
     }
 
     @inline(__always)
-    mutating func write(_ value: UInt64, bits: Int) {
+    public mutating func write(_ value: UInt64, bits: Int) {
         guard bits > 0 else { return }
         var value = bits == 64 ? value : value & ((1 << UInt64(bits)) - 1)
         var left = bits
@@ -63,7 +65,7 @@ struct BitWriter {
     }
 
     /// The last byte, its unused bits zero.
-    mutating func flush() {
+    public mutating func flush() {
         if pendingBits > 0 { bytes.append(UInt8(truncatingIfNeeded: pending)) }
         pending = 0
         pendingBits = 0
@@ -242,7 +244,7 @@ struct PackedCursor {
 
 /// Writes a value at `width` bits, or the escape and the value into `escaped`.
 @inline(__always)
-func writeField(_ value: UInt64, width: Int, bits: inout BitWriter, escaped: inout [UInt64]) {
+public func writeField(_ value: UInt64, width: Int, bits: inout BitWriter, escaped: inout [UInt64]) {
     guard width > 0 else { return }
     let escape: UInt64 = width == 64 ? .max : (1 << UInt64(width)) - 1
     if value >= escape {

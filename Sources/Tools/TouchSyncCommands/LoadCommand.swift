@@ -74,7 +74,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "With --web: the gateway's process id (default: the process listening on the URL's port, when visible).")
     var gatewayPid: Int32?
     @Option(help: "With --web: the hub's process id, to compare its CPU per sample with the gateway's.") var hubPid: Int32?
-    @Option(help: "With --web: the browser wire the tabs speak, binary (as the page does) or json.") var browserWire = "binary"
+    @Option(help: "With --web: the browser wire the tabs speak, packed (as the page does), binary or json.") var browserWire = "packed"
     @Option(help: "Pin this load generator's threads to these CPUs (taskset -c style: 0-3,6).") var cpus: String?
     @Option(help: "With --web: pin the gateway's threads (--gateway-pid, or the process on the URL's port) to these CPUs.")
     var gatewayCpus: String?
@@ -90,7 +90,7 @@ struct LoadCommand: AsyncParsableCommand {
     func validate() throws {
         if let web {
             guard WebAddress(web) != nil else { throw ValidationError("--web takes the gateway's address, http://HOST:PORT") }
-            guard ["binary", "json"].contains(browserWire) else { throw ValidationError("--browser-wire is binary or json, not \(browserWire)") }
+            guard ["packed", "binary", "json"].contains(browserWire) else { throw ValidationError("--browser-wire is packed, binary or json, not \(browserWire)") }
             if hubCpus != nil && hubPid == nil { throw ValidationError("--hub-cpus needs --hub-pid") }
             guard ingest == nil, cluster == nil, data == nil, accessDir == nil else {
                 throw ValidationError("--web draws through a gateway: not with --hub, --cluster, --data or --access-dir")
@@ -242,7 +242,7 @@ struct LoadCommand: AsyncParsableCommand {
         configuration.seed = seed
         configuration.gatewayPID = gatewayPid
         configuration.hubPID = hubPid
-        configuration.binaryWire = browserWire == "binary"
+        configuration.browserWire = browserWire
         // CPU sets, so one command measures a many-core machine with the parts on cores of their own.
         for (text, option) in [(cpus, "--cpus"), (gatewayCpus, "--gateway-cpus"), (hubCpus, "--hub-cpus")] {
             if let text, CPUSet(text) == nil { throw ValidationError("\(option) takes CPUs as taskset -c writes them (0-3,6), not \(text)") }

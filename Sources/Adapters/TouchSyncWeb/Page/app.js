@@ -10,7 +10,7 @@ import { Renderer, cssColor } from './renderer.js';
 import { Viewport } from './view.js';
 import { attachWheel, PanPinch } from './gestures.js';
 import { outline, pathData, inkPoints } from './ink.js';
-import { encodeTouch, decodeFrame, frames } from './wire.js';
+import { encodeTouch, decodeFrame, frames, TouchChains, decodePackedBatch, packedSequence } from './wire.js';
 
 const boardName = decodeURIComponent(location.pathname.split('/')[2] || 'demo');
 const canvas = document.getElementById('board');
@@ -63,9 +63,11 @@ let width = Number(sessionStorage.getItem('touchsync-width') ?? 4);
 let nextNumber = 1;
 let socket = null;
 let welcomed = false;
-// Binary frames (docs/protocol.md, "Binary frames"), once a welcome says the gateway speaks them; ?wire=json keeps JSON.
-const wantBinary = new URLSearchParams(location.search).get('wire') !== 'json';
-let binaryWire = false;
+// The wire asked for in the hello: packed frames (docs/protocol.md, "Packed frames") unless ?wire=binary or ?wire=json;
+// the welcome says which the gateway speaks. Chained touches start afresh on every connection.
+const wantWire = ['json', 'binary', 'packed'].find(w => w === new URLSearchParams(location.search).get('wire')) ?? 'packed';
+let wireSpoken = 'json';
+let chains = new TouchChains();
 let resume = sessionStorage.getItem('touchsync-resume-' + boardName);
 
 function post(message) {
@@ -92,7 +94,9 @@ function transmit(message) {
   // The round trip counts from the last transmission, not from time spent queued offline.
   message.sentAt = performance.now();
   const { sentAt, ...wire } = message;
-  socket.send(binaryWire && wire.t === 'touch' ? encodeTouch(wire) : JSON.stringify(wire));
+  if (wire.t === 'touch' && wireSpoken === 'packed') socket.send(chains.encode(wire));
+  else if (wire.t === 'touch' && wireSpoken === 'binary') socket.send(encodeTouch(wire));
+  else socket.send(JSON.stringify(wire));
 }
 
 // --- Connection, with back-off (reset only by a welcome: a socket that opens and is refused keeps backing off).
@@ -104,7 +108,7 @@ function connect() {
   socket.binaryType = 'arraybuffer';
   app.sockets++;
   socket.onopen = () => {
-    socket.send(JSON.stringify({ t: 'hello', board: boardName, resume, name, token, acked: app.acked, wire: wantBinary ? 'binary' : undefined }));
+    socket.send(JSON.stringify({ t: 'hello', board: boardName, resume, name, token, acked: app.acked, wire: wantWire === 'json' ? undefined : wantWire }));
   };
   socket.onmessage = event => {
     const binary = event.data instanceof ArrayBuffer;
@@ -112,7 +116,7 @@ function connect() {
     onFrame(event.data, false);
   };
   const onFrame = (data, binary) => {
-    const message = binary ? decodeFrame(data) : JSON.parse(data);
+    const message = binary ? (new Uint8Array(data)[0] === 4 ? packedBatch(data) : decodeFrame(data)) : JSON.parse(data);
     if (Array.isArray(message)) {  // a batch: ["b", seq, diffs]
       app.received.batchBytes += binary ? data.byteLength : data.length;
       for (const d of message[2]) if (d[0] === 'a') app.received.batchSamples += d[3].length / 4;
@@ -135,11 +139,20 @@ function connect() {
   socket.onerror = () => {};
 }
 
+// A packed batch as ["b", seq, diffs], read against the board when it is the next one; otherwise
+// (old, or after a gap) without its diffs, which the board would not apply; unreadable, a gap.
+function packedBatch(data) {
+  const seq = packedSequence(data);
+  if (!board.synced || seq !== board.seq + 1) return ['b', seq, []];
+  try { return decodePackedBatch(data, board); } catch { return ['b', seq + 1, []]; }
+}
+
 function receive(m) {
   switch (m.t) {
     case 'welcome': {
       backoff = 250;
-      binaryWire = m.wire === 'binary';
+      wireSpoken = m.wire ?? 'json';
+      chains = new TouchChains();
       app.wire = m.wire ?? 'json';
       app.role = m.role;
       app.name = m.name;

@@ -87,6 +87,30 @@ class Reader {
   }
 }
 
+// One diff of a binary batch: its letter, then its fields in the JSON diff's order.
+function readDiff(r) {
+  const letter = String.fromCharCode(r.byte());
+  switch (letter) {
+    case 'b': return ['b', r.varint(), r.string(), r.varint(), r.varint(), r.varint()];
+    case 'a': return ['a', r.varint(), r.varint(), r.samples()];
+    case 'p': return ['p', r.varint(), r.samples()];
+    case 'm': return ['m', r.varint(), r.varint(), r.samples()];
+    case 'A': return ['A', r.varint(), r.varint()];
+    case 'c': return ['c', r.varint()];
+    case 'C': { const length = r.varint(); return ['C', length === 0 ? null : r.string(length - 1)]; }
+    case 'r': return ['r', r.varint()];
+    case 'R': {
+      const id = r.varint(), owner = r.string(), touch = r.varint(), rgba = r.varint(), w = r.varint(), pos = r.varint();
+      // Keys in the JSON stroke's order: pos (accepted strokes only) before the samples.
+      const stroke = pos > 0 ? { id, owner, touch, rgba, w, pos: pos - 1 } : { id, owner, touch, rgba, w };
+      stroke.s = r.samples();
+      stroke.p = r.samples();
+      return ['R', stroke];
+    }
+    default: throw new Error('unknown diff ' + letter);
+  }
+}
+
 // A gateway's binary frame: {t: 'ack', n} or a batch ['b', seq, diffs],
 // exactly what JSON.parse gives for the same message in JSON.
 export function decodeFrame(buffer) {
@@ -97,29 +121,7 @@ export function decodeFrame(buffer) {
   const seq = r.varint();
   const count = r.varint();
   const diffs = [];
-  for (let i = 0; i < count; i++) {
-    const letter = String.fromCharCode(r.byte());
-    switch (letter) {
-      case 'b': diffs.push(['b', r.varint(), r.string(), r.varint(), r.varint(), r.varint()]); break;
-      case 'a': diffs.push(['a', r.varint(), r.varint(), r.samples()]); break;
-      case 'p': diffs.push(['p', r.varint(), r.samples()]); break;
-      case 'm': diffs.push(['m', r.varint(), r.varint(), r.samples()]); break;
-      case 'A': diffs.push(['A', r.varint(), r.varint()]); break;
-      case 'c': diffs.push(['c', r.varint()]); break;
-      case 'C': { const length = r.varint(); diffs.push(['C', length === 0 ? null : r.string(length - 1)]); break; }
-      case 'r': diffs.push(['r', r.varint()]); break;
-      case 'R': {
-        const id = r.varint(), owner = r.string(), touch = r.varint(), rgba = r.varint(), w = r.varint(), pos = r.varint();
-        // Keys in the JSON stroke's order: pos (accepted strokes only) before the samples.
-        const stroke = pos > 0 ? { id, owner, touch, rgba, w, pos: pos - 1 } : { id, owner, touch, rgba, w };
-        stroke.s = r.samples();
-        stroke.p = r.samples();
-        diffs.push(['R', stroke]);
-        break;
-      }
-      default: throw new Error('unknown diff ' + letter);
-    }
-  }
+  for (let i = 0; i < count; i++) diffs.push(readDiff(r));
   return ['b', seq, diffs];
 }
 
@@ -137,4 +139,242 @@ export function frames(buffer) {
     r.at += length;
   }
   return out;
+}
+
+// The packed wire (docs/protocol.md, "Packed frames"): touches chained per
+// connection, batches whose samples go as bit-packed blocks read against the
+// board. Positions and times stay below 2^53, so plain numbers are exact;
+// only the prediction's product goes through BigInt.
+
+// Where a prediction `gap` after the last sample is expected, on the line
+// through the last two (truncated toward zero, 64-bit as the hub does it).
+function along(last, before, lastT, beforeT, gap) {
+  if (before === undefined) return last;
+  const interval = lastT - beforeT;
+  if (interval <= 0) return last;
+  const limit = 2n ** 63n;
+  const motion = BigInt(last) - BigInt(before);
+  const scaled = motion * BigInt(gap);
+  if (motion >= limit || motion < -limit || scaled >= limit || scaled < -limit) return last;
+  const sum = BigInt(last) + scaled / BigInt(interval);
+  return sum >= limit || sum < -limit ? last : Number(sum);
+}
+
+// A run's last two samples ({x, y, t}) and where its next one is expected:
+// the anchor with none, the last with one, along the last two with two.
+class Run {
+  constructor(last, before) { this.last = last; this.before = before; }
+  expected(anchor) {
+    const l = this.last, b = this.before;
+    if (!l) return anchor;
+    if (!b) return l;
+    return { x: 2 * l.x - b.x, y: 2 * l.y - b.y, t: 2 * l.t - b.t };
+  }
+  alongMotion(gap) {
+    const l = this.last, b = this.before;
+    return {
+      x: along(l.x, b?.x, l.t, b?.t, gap), y: along(l.y, b?.y, l.t, b?.t, gap), t: l.t + gap,
+    };
+  }
+  advance(point) { this.before = this.last; this.last = point; }
+  copy() { return new Run(this.last, this.before); }
+}
+
+const zz = v => (v >= 0 ? 2 * v : -2 * v - 1);
+
+// One connection's chained touches: make a new one for every WebSocket.
+export class TouchChains {
+  constructor() {
+    this.number = 0; this.touch = 0; this.anchor = { x: 0, y: 0, t: 0 };
+    this.gap = 0; this.force = 0; this.azimuth = 0; this.altitude = 0;
+    this.chains = []; // {touch, run}, least recently named first
+  }
+  take(touch) {
+    const i = this.chains.findIndex(c => c.touch === touch);
+    if (i >= 0) return this.chains.splice(i, 1)[0];
+    if (this.chains.length >= 32) this.chains.shift();
+    return { touch, run: new Run() };
+  }
+
+  // A touch message {n, phase, id, s, p} as one chained frame (0x04 to 0x07).
+  encode(message) {
+    const quantize = list => (list ?? []).map(v => ({
+      x: fixed(v[0], 64), y: fixed(v[1], 64), t: fixed(v[2], 1000),
+      f: v[3] == null ? null : fixed(v[3], 1024),
+      az: v[4] == null ? null : fixed(v[4], 4096), al: v[4] == null ? null : fixed(v[5] ?? 0, 4096),
+    }));
+    const s = quantize(message.s), p = quantize(message.p);
+    const all = s.concat(p);
+    const force = all.some(v => v.f !== null);
+    const angles = all.some(v => v.az !== null);
+    const phase = PHASES.indexOf(message.phase);
+    const w = new Writer();
+    w.byte(4 | (force ? 1 : 0) | (angles ? 2 : 0));
+    w.zigzag(message.n - this.number - 1);
+    const same = message.id === this.touch;
+    w.byte(phase | (same ? 8 : 0) | (Math.min(s.length, 3) << 4) | (Math.min(p.length, 3) << 6));
+    if (!same) w.zigzag(message.id - this.touch);
+    if (s.length >= 3) w.varint(s.length - 3);
+    if (p.length >= 3) w.varint(p.length - 3);
+    const chain = this.take(message.id);
+    const attributes = v => {
+      if (force) {
+        if (v.f === null) w.varint(0);
+        else { w.varint(zz(v.f - this.force) + 1); this.force = v.f; }
+      }
+      if (angles) {
+        if (v.az === null) w.varint(0);
+        else {
+          w.varint(zz(v.az - this.azimuth) + 1); w.zigzag(v.al - this.altitude);
+          this.azimuth = v.az; this.altitude = v.al;
+        }
+      }
+    };
+    for (const v of s) {
+      const e = chain.run.expected(this.anchor);
+      w.zigzag(v.x - e.x); w.zigzag(v.y - e.y); w.zigzag(v.t - e.t);
+      attributes(v);
+      const point = { x: v.x, y: v.y, t: v.t };
+      chain.run.advance(point);
+      this.anchor = point;
+    }
+    const tail = chain.run.copy();
+    p.forEach((v, i) => {
+      if (i === 0 && chain.run.last) {
+        const gap = v.t - chain.run.last.t;
+        const e = chain.run.alongMotion(gap);
+        w.zigzag(v.x - e.x); w.zigzag(v.y - e.y); w.zigzag(gap - this.gap);
+        this.gap = gap;
+      } else {
+        const e = tail.expected(this.anchor);
+        w.zigzag(v.x - e.x); w.zigzag(v.y - e.y); w.zigzag(v.t - e.t);
+      }
+      attributes(v);
+      tail.advance({ x: v.x, y: v.y, t: v.t });
+    });
+    this.number = message.n;
+    this.touch = message.id;
+    if (phase < 3) this.chains.push(chain);
+    return new Uint8Array(w.bytes);
+  }
+}
+
+// A packed batch (0x04), read against `board` (its active strokes: {s: flat
+// absolute [x, y, t, f, ...]}) before it: ['b', seq, diffs], exactly what
+// JSON.parse gives for the same batch in JSON.
+export function decodePackedBatch(buffer, board) {
+  const r = new Reader(buffer);
+  if (r.byte() !== 4) throw new Error('not a packed batch');
+  const seq = r.varint();
+  const count = r.varint();
+  const diffs = [];
+  // Strokes the batch began, extended or ended so far: {count, last, before} or null (ended).
+  const changed = new Map();
+  const chainOf = id => {
+    if (changed.has(id)) return changed.get(id);
+    const stroke = board.active.get(id);
+    if (!stroke) return null;
+    const s = stroke.s, n = s.length / 4;
+    const at = k => ({ x: s[4 * k], y: s[4 * k + 1], t: s[4 * k + 2], f: s[4 * k + 3] });
+    return { count: n, last: n > 0 ? at(n - 1) : undefined, before: n > 1 ? at(n - 2) : undefined };
+  };
+  for (let i = 0; i < count; i++) {
+    const letter = r.bytes[r.at];
+    if (letter === 0x73) { r.at++; readBlock(r, chainOf, changed, diffs); continue; }
+    const d = readDiff(r);
+    if (d[0] === 'b') changed.set(d[1], { count: 0 });
+    else if (d[0] === 'A' || d[0] === 'c') changed.set(d[1], null);
+    diffs.push(d);
+  }
+  if (r.at !== r.bytes.length) throw new Error('bytes after a packed batch');
+  return ['b', seq, diffs];
+}
+
+// A packed batch's sequence, read without the rest.
+export function packedSequence(buffer) {
+  const r = new Reader(buffer);
+  r.byte();
+  return r.varint();
+}
+
+// Flat JSON samples from absolute ones: x, y, t from the previous (the first from base), then force.
+function flat(samples, base) {
+  const out = [];
+  let p = base ?? { x: 0, y: 0, t: 0 };
+  for (const v of samples) { out.push(v.x - p.x, v.y - p.y, v.t - p.t, v.f); p = v; }
+  return out;
+}
+
+function readBlock(r, chainOf, changed, diffs) {
+  const k = r.varint();
+  const segments = [];
+  let id = 0, total = 0;
+  for (let i = 0; i < k; i++) {
+    id += r.zigzag();
+    const code = r.varint();
+    let tail = code % 4;
+    if (tail === 3) tail += r.varint();
+    const n = Math.floor(code / 4);
+    total += n + Math.max(tail - 1, 0);
+    segments.push({ id, n, tail });
+  }
+  const wxy = r.varint(), wt = r.varint(), wf = r.varint();
+  if (wxy > 64 || wt > 64 || wf > 64) throw new Error('a width over 64');
+  const bits = total * (2 * wxy + wt + wf);
+  let bit = r.at * 8;
+  r.at += Math.ceil(bits / 8);
+  if (r.at > r.bytes.length) throw new Error('the bit stream runs past the frame');
+  const bytes = r.bytes;
+  // A field: `width` bits (least significant first), all ones meaning the next escaped varint.
+  const field = width => {
+    if (width === 0) return 0;
+    let value = 0, scale = 1, all = true;
+    for (let done = 0; done < width; done++, bit++) {
+      const b = (bytes[bit >> 3] >> (bit & 7)) & 1;
+      if (b) value += scale; else all = false;
+      scale *= 2;
+    }
+    return all ? r.varint() : value;
+  };
+  const unzz = v => (v % 2 === 0 ? v / 2 : -(v + 1) / 2);
+  let anchor = { x: 0, y: 0, t: 0 }, gap = 0, force = 0;
+  const sample = e => {
+    const x = e.x + unzz(field(wxy)), y = e.y + unzz(field(wxy)), t = e.t + unzz(field(wt));
+    force += unzz(field(wf));
+    return { x, y, t, f: force };
+  };
+  for (const seg of segments) {
+    const known = chainOf(seg.id);
+    if (!known && (seg.n > 0 || seg.tail > 1)) throw new Error('samples for stroke ' + seg.id + ', not in progress');
+    const chain = known ? { ...known } : { count: 0 };
+    const run = new Run(chain.last, chain.before);
+    const offset = chain.count, base = chain.last;
+    const real = [];
+    for (let i = 0; i < seg.n; i++) {
+      const v = sample(run.expected(anchor));
+      real.push(v);
+      run.advance(v);
+      anchor = v;
+    }
+    chain.before = run.before; chain.last = run.last; chain.count = offset + seg.n;
+    const tail = [];
+    const tailRun = run.copy();
+    for (let i = 0; i < Math.max(seg.tail - 1, 0); i++) {
+      let v;
+      if (i === 0 && run.last) {
+        const rx = unzz(field(wxy)), ry = unzz(field(wxy));
+        gap += unzz(field(wt));
+        force += unzz(field(wf));
+        const e = run.alongMotion(gap);
+        v = { x: e.x + rx, y: e.y + ry, t: run.last.t + gap, f: force };
+      } else {
+        v = sample(tailRun.expected(anchor));
+      }
+      tail.push(v);
+      tailRun.advance(v);
+    }
+    if (known) changed.set(seg.id, chain);
+    if (seg.n > 0 || seg.tail === 0) diffs.push(['a', seg.id, offset, flat(real, offset > 0 ? base : undefined)]);
+    if (seg.tail > 0) diffs.push(['p', seg.id, flat(tail, chain.last)]);
+  }
 }

@@ -42,8 +42,8 @@ public struct WebLoadConfiguration: Sendable {
     public var gatewayPID: Int32? = nil
     /// The hub's process, to compare CPU per sample (optional).
     public var hubPID: Int32? = nil
-    /// Tabs speak the binary frames the page uses (docs/protocol.md, "Binary frames"); false: the JSON wire only. Default true.
-    public var binaryWire = true
+    /// The wire the tabs ask for: "packed" (as the page does; docs/protocol.md, "Packed frames"), "binary" or "json".
+    public var browserWire = "packed"
 
     public init() {}
 
@@ -65,7 +65,7 @@ public struct WebLoadReport: Sendable {
     public var latency: LatencySummary
     public var latencyOverTime: [LatencySecond]
     /// Bytes per sample sent (frame payloads, in the run's wire): tabs to the gateway, and the gateway to each tab.
-    /// The wire the gateway welcomed the tabs with: "binary" (every tab), "json", or "mixed".
+    /// The wire the gateway welcomed the tabs with: "packed", "binary" or "json" (every tab), or "mixed".
     public var wireSpoken = "json"
     public var tabBytesPerSample: Double
     public var gatewayBytesPerSamplePerTab: Double
@@ -233,7 +233,7 @@ public struct WebLoadRun: Sendable {
         let tabs = (0..<c.tabs).map { index in
             let board = index % c.boards
             return WebTab(
-                index: index, board: "load-web-\(c.seed)-\(board)", measuring: index / c.boards < c.measuringTabsPerBoard, binary: c.binaryWire,
+                index: index, board: "load-web-\(c.seed)-\(board)", measuring: index / c.boards < c.measuringTabsPerBoard, wire: c.browserWire,
                 simulator: SessionSimulator(seed: c.seed &+ UInt64(index), profile: profile, userPrefix: "tab-\(index)", startTime: 0),
                 latency: index / c.boards < c.measuringTabsPerBoard ? latency : nil, changed: { signal.signal() })
         }
@@ -367,7 +367,7 @@ public struct WebLoadRun: Sendable {
         }
         let totals = tabs.map { $0.state.withLock { $0 } }
         let bytes = tabs.map(\.bytes)
-        let binaryTabs = tabs.count { $0.speaksBinary }
+        let wires = Set(tabs.map(\.spoken))
         for tab in tabs { await tab.close() }
 
         let samplesSent = totals.reduce(0) { $0 + $1.samplesSent }
@@ -398,7 +398,7 @@ public struct WebLoadRun: Sendable {
             generatorBehindMilliseconds: Double(totals.map(\.worstLateness).max() ?? 0) / 1000,
             ticksRun: totals.reduce(0) { $0 + $1.ticksRun }, ticksScheduled: Int(drawingSeconds * c.hz) * c.tabs,
             gateway: gateway, hubCPUSeconds: hubCPU)
-        report.wireSpoken = binaryTabs == tabs.count ? "binary" : binaryTabs == 0 ? "JSON" : "mixed"
+        report.wireSpoken = wires.count == 1 ? wires.first! : "mixed"
         return report
     }
 

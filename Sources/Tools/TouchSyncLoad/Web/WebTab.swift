@@ -17,8 +17,8 @@ final class WebTab: Sendable {
     let index: Int
     let board: String
     let measuring: Bool
-    /// Speaks binary frames (the page's default) rather than JSON text only.
-    let binary: Bool
+    /// The wire its hello asks for: "packed" (the page's default), "binary" or "json".
+    let wire: String
     private let latency: LatencyRecorder?
 
     /// A message as it goes out: JSON text, or a binary touch.
@@ -27,16 +27,24 @@ final class WebTab: Sendable {
         case binary([UInt8])
     }
 
+    /// Touches are encoded and sent under this lock, in number order on each
+    /// connection: chained frames are read against the ones before them.
+    private struct Sender {
+        var connection: WebSocketConnection? = nil
+        var chains = TouchChains()
+    }
+    private let sender = Mutex(Sender())
+
     struct State {
         var connection: WebSocketConnection? = nil
         var user: String? = nil
         var resume: String? = nil
         var welcomed = false
-        /// The last welcome said the gateway speaks binary frames.
-        var speaksBinary = false
+        /// The wire the last welcome named.
+        var spoken = "json"
         /// The page's numbers: the last one used, and the messages the gateway has not acknowledged yet.
         var number: UInt64 = 0
-        var pending: [(number: UInt64, message: Outgoing)] = []
+        var pending: [(number: UInt64, touch: BrowserMessage.Touch)] = []
         var ackedThrough: UInt64 = 0
         var sequence: UInt64? = nil
         var awaitingSnapshot = true
@@ -67,13 +75,13 @@ final class WebTab: Sendable {
     private let changed: @Sendable () -> Void
 
     init(
-        index: Int, board: String, measuring: Bool, binary: Bool = true, simulator: SessionSimulator, latency: LatencyRecorder?,
+        index: Int, board: String, measuring: Bool, wire: String = "packed", simulator: SessionSimulator, latency: LatencyRecorder?,
         changed: @escaping @Sendable () -> Void
     ) {
         self.index = index
         self.board = board
         self.measuring = measuring
-        self.binary = binary
+        self.wire = wire
         self.latency = latency
         self.changed = changed
         self.state = Mutex(State(simulator: simulator))
@@ -93,7 +101,7 @@ final class WebTab: Sendable {
             state.welcomed = false
             return state.resume
         }
-        connection.send(BrowserMessage.hello(.init(board: board, resume: resume, name: "load \(index)", wire: binary ? "binary" : nil)).json)
+        connection.send(BrowserMessage.hello(.init(board: board, resume: resume, name: "load \(index)", wire: wire == "json" ? nil : wire)).json)
     }
 
     private func connectionEnded() {
@@ -121,8 +129,8 @@ final class WebTab: Sendable {
     }
 
     var isWelcomed: Bool { state.withLock { $0.welcomed } }
-    /// The last welcome said the gateway speaks binary frames to this tab.
-    var speaksBinary: Bool { state.withLock { $0.speaksBinary } }
+    /// The wire the last welcome named.
+    var spoken: String { state.withLock { $0.spoken } }
     var needsReconnect: Bool { state.withLock { $0.dropped && !$0.closing } }
 
     /// Bytes of text both ways, over every connection so far.
@@ -137,44 +145,44 @@ final class WebTab: Sendable {
     /// One input event: every finger that changed sends its `touch` message.
     /// `lateness`: how far behind its schedule this tick runs (µs).
     func tick(now: Int64, lateness: Int64) {
-        let (connection, texts) = state.withLock { state -> (WebSocketConnection?, [Outgoing]) in
-            guard state.drawing else { return (nil, []) }
+        let (connection, spoken, touches) = state.withLock { state -> (WebSocketConnection?, String, [BrowserMessage.Touch]) in
+            guard state.drawing else { return (nil, "", []) }
             state.ticksRun += 1
             state.worstLateness = max(state.worstLateness, lateness)
             let frame = state.simulator.nextFrame(for: 0, at: now)
-            guard !frame.changes.isEmpty else { return (nil, []) }
-            var texts: [Outgoing] = []
+            guard !frame.changes.isEmpty else { return (nil, "", []) }
+            var touches: [BrowserMessage.Touch] = []
             for change in frame.changes {
                 state.number += 1
-                let text = Self.touchMessage(change, number: state.number, binary: binary && state.speaksBinary)
-                state.pending.append((state.number, text))
+                let touch = Self.touchMessage(change, number: state.number)
+                state.pending.append((state.number, touch))
                 state.samplesSent += change.samples.count
                 state.messagesSent += 1
-                texts.append(text)
+                touches.append(touch)
             }
             state.drawn.record(Self.asSent(frame))
-            return (state.welcomed ? state.connection : nil, texts)
+            return (state.welcomed ? state.connection : nil, state.spoken, touches)
         }
-        if let connection { for text in texts { Self.send(text, on: connection) } }
+        if let connection { send(touches, on: connection, wire: spoken) }
     }
 
     /// Stops drawing; every finger still down lifts.
     func stopDrawing() {
-        let (connection, texts) = state.withLock { state -> (WebSocketConnection?, [Outgoing]) in
+        let (connection, spoken, touches) = state.withLock { state -> (WebSocketConnection?, String, [BrowserMessage.Touch]) in
             state.drawing = false
             let lift = TouchFrame(changes: state.drawn.liveTouches.map { TouchChange(touch: $0, phase: .ended) })
-            var texts: [Outgoing] = []
+            var touches: [BrowserMessage.Touch] = []
             for change in lift.changes {
                 state.number += 1
-                let text = Self.touchMessage(change, number: state.number, binary: binary && state.speaksBinary)
-                state.pending.append((state.number, text))
+                let touch = Self.touchMessage(change, number: state.number)
+                state.pending.append((state.number, touch))
                 state.messagesSent += 1
-                texts.append(text)
+                touches.append(touch)
             }
             state.drawn.record(lift)
-            return (state.welcomed ? state.connection : nil, texts)
+            return (state.welcomed ? state.connection : nil, state.spoken, touches)
         }
-        if let connection { for text in texts { Self.send(text, on: connection) } }
+        if let connection { send(touches, on: connection, wire: spoken) }
     }
 
     func startDrawing() { state.withLock { $0.drawing = true } }
@@ -182,21 +190,39 @@ final class WebTab: Sendable {
     /// A `touch` message as the page builds it: samples as `[x, y, t]` in CSS
     /// pixels and milliseconds (the simulator's fixed point divided back, so
     /// the gateway's rounding returns it exactly).
-    static func touchMessage(_ change: TouchChange, number: UInt64, binary: Bool = false) -> Outgoing {
+    static func touchMessage(_ change: TouchChange, number: UInt64) -> BrowserMessage.Touch {
         func list(_ samples: [Sample]) -> [[Double?]] {
             samples.map { [Double($0.x) / 64, Double($0.y) / 64, Double($0.time) / 1000] }
         }
-        let touch = BrowserMessage.Touch(
+        return BrowserMessage.Touch(
             n: number, phase: "\(change.phase)", id: change.touch, s: change.samples.isEmpty ? nil : list(change.samples),
             p: change.predicted.isEmpty || change.phase == .ended ? nil : list(change.predicted))
-        if binary, let bytes = try? BrowserBinary.encode(touch) { return .binary(bytes) }
+    }
+
+    /// A touch in the wire the welcome named: a chained frame on the packed
+    /// wire (advancing `chains`), a standalone binary frame, or JSON text.
+    static func encode(_ touch: BrowserMessage.Touch, wire: String, chains: inout TouchChains) -> Outgoing {
+        switch wire {
+        case "packed": if let bytes = try? PackedTouch.encode(touch, chains: &chains) { return .binary(bytes) }
+        case "binary": if let bytes = try? BrowserBinary.encode(touch) { return .binary(bytes) }
+        default: break
+        }
         return .text(BrowserMessage.touch(touch).json)
     }
 
-    static func send(_ message: Outgoing, on connection: WebSocketConnection) {
-        switch message {
-        case .text(let text): connection.send(text)
-        case .binary(let bytes): connection.send(bytes: bytes)
+    /// Sends touches in order; a new connection starts a fresh chain.
+    private func send(_ touches: [BrowserMessage.Touch], on connection: WebSocketConnection, wire: String) {
+        sender.withLock { sender in
+            if sender.connection !== connection {
+                sender.connection = connection
+                sender.chains = TouchChains()
+            }
+            for touch in touches {
+                switch Self.encode(touch, wire: wire, chains: &sender.chains) {
+                case .text(let text): connection.send(text)
+                case .binary(let bytes): connection.send(bytes: bytes)
+                }
+            }
         }
     }
 
@@ -233,7 +259,7 @@ final class WebTab: Sendable {
         }
         switch message {
         case .welcome(let welcome):
-            let (connection, resend) = state.withLock { state -> (WebSocketConnection?, [Outgoing]) in
+            let (connection, spoken, resend) = state.withLock { state -> (WebSocketConnection?, String, [BrowserMessage.Touch]) in
                 if state.resume != nil && state.resume != welcome.resume {
                     // A new session: the gateway lost ours (it restarted, or we came back too late).
                     state.sessionsLost += 1
@@ -241,11 +267,11 @@ final class WebTab: Sendable {
                 state.user = welcome.user
                 state.resume = welcome.resume
                 state.welcomed = true
-                state.speaksBinary = welcome.wire == "binary"
+                state.spoken = welcome.wire
                 acknowledge(through: welcome.acked, in: &state)
-                return (state.connection, state.pending.map(\.message))
+                return (state.connection, state.spoken, state.pending.map(\.touch))
             }
-            if let connection { for message in resend { Self.send(message, on: connection) } }
+            if let connection { send(resend, on: connection, wire: spoken) }
             changed()
         case .ack(let number):
             acknowledge(through: number)
@@ -284,6 +310,14 @@ final class WebTab: Sendable {
             return
         }
         for frame in frames {
+            if frame.first == PackedBatch.kind {
+                guard let sequence = PackedBatch.sequence(of: frame) else {
+                    state.withLock { $0.malformed += 1 }
+                    continue
+                }
+                applyBatch(sequence: sequence, packed: frame)
+                continue
+            }
             switch try? BrowserBinary.decodeFromGateway(frame) {
             case .ack(let number)?: acknowledge(through: number)
             case .batch(let batch)?: applyBatch(sequence: batch.seq, decoded: batch)
@@ -292,7 +326,7 @@ final class WebTab: Sendable {
         }
     }
 
-    private func applyBatch(sequence: UInt64, text: String? = nil, decoded: BrowserBatch? = nil) {
+    private func applyBatch(sequence: UInt64, text: String? = nil, decoded: BrowserBatch? = nil, packed: [UInt8]? = nil) {
         let resync: WebSocketConnection? = state.withLock { state in
             guard !state.awaitingSnapshot, let current = state.sequence, sequence > current else { return nil }
             guard sequence == current + 1 else {
@@ -305,6 +339,8 @@ final class WebTab: Sendable {
                 let batch: BrowserBatch
                 if let decoded {
                     batch = decoded
+                } else if let packed, let read = try? PackedBatch.decode(packed, replica: state.replica) {
+                    batch = read
                 } else if let text, case .batch(let fromText)? = try? BrowserMessage.decode(text) {
                     batch = fromText
                 } else {
