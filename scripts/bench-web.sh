@@ -7,7 +7,8 @@
 # GATEWAY_BINARY (default .build/release/touchsync) lets an older gateway
 # be measured with the same hub and load; WEB_ARGS adds options to the
 # gateway (WEB_ARGS="--max-message-bytes 65536"), HUB_ARGS to the hub
-# (HUB_ARGS="--fsync never"). JSON reports go to /tmp/bench-web-TABS.json.
+# (HUB_ARGS="--fsync never"), LOAD_ARGS to the load (LOAD_ARGS="--browser-wire
+# binary"). JSON reports go to /tmp/bench-web-TABS.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.build/release/touchsync
@@ -31,7 +32,7 @@ for TABS in "$@"; do
   # The load generator shares the machine: its CPU says how much of the two cores the gateway and hub had.
   TIMEFORMAT='load generator CPU  %U s user + %S s system over %R s'
   time timeout 300 $BIN load --web http://127.0.0.1:$((PORT + 10)) --users "$TABS" --boards $((TABS / 10)) --duration 10 --idle 5 \
-    --hub-pid $HUB_PID --json /tmp/bench-web-$TABS.json 2>&1 | grep -vE "^(connecting|report)" || true
+    --hub-pid $HUB_PID --json /tmp/bench-web-$TABS.json ${LOAD_ARGS:-} 2>&1 | grep -vE "^(connecting|report)" || true
   kill $WEB_PID $HUB_PID 2>/dev/null || true
   wait $WEB_PID $HUB_PID 2>/dev/null || true
   rm -rf "$DATA"

@@ -12,7 +12,7 @@ public enum PackedBatch {
     /// The first byte of a packed batch.
     public static let kind: UInt8 = 0x04
     /// The letter of a block of segments.
-    static let segments = UInt8(ascii: "s")
+    static let blockLetter = UInt8(ascii: "s")
 
     /// A batch as the tabs' replicas see it, from the board after it (as
     /// `BrowserWire.model(_:after:)`: a stroke gone by the end of the batch
@@ -36,7 +36,7 @@ public enum PackedBatch {
             switch diffs[index] {
             case .appended, .predicted:
                 // A block: consecutive appends and predictions, each stroke once; an append and its stroke's prediction are one segment.
-                block.reset()
+                var pending: [SegmentBlock.Segment] = []
                 var inBlock = Set<StrokeID>()
                 while index < diffs.count {
                     let id: StrokeID
@@ -59,7 +59,7 @@ public enum PackedBatch {
                     inBlock.insert(id)
                     guard let stroke = stroke(id) else {
                         // Gone by the end of the batch: no samples, its prediction removed (each of its diffs the JSON batch's empty `p`).
-                        block.add(id, before: [], real: [], tail: [])
+                        pending.append(SegmentBlock.Segment(id: id, before: [], real: [], tail: []))
                         index += 1
                         continue
                     }
@@ -67,9 +67,11 @@ public enum PackedBatch {
                     let stored = min(offset ?? (stroke.samples.count - (appendedInBatch[id] ?? 0) + (appendedSoFar[id] ?? 0)), stroke.samples.count)
                     appendedSoFar[id, default: 0] += real.count
                     let before = stored >= 2 ? [stroke.samples[stored - 2], stroke.samples[stored - 1]] : stored == 1 ? [stroke.samples[0]] : []
-                    block.add(id, before: before, real: real, tail: tail)
+                    pending.append(SegmentBlock.Segment(id: id, before: before, real: real, tail: tail))
                 }
-                body.byte(segments)
+                block.reset(anchor: pending.lazy.filter(\.hasSamples).compactMap(\.before.last).first.map(SegmentBlock.point))
+                for segment in pending { block.add(segment) }
+                body.byte(blockLetter)
                 block.write(to: &body)
                 items += 1
             default:
@@ -107,7 +109,7 @@ public enum PackedBatch {
         var diffs: [BrowserDiff] = []
         diffs.reserveCapacity(count)
         for _ in 0..<count {
-            if reader.at < reader.bytes.count, reader.bytes[reader.at] == segments {
+            if reader.at < reader.bytes.count, reader.bytes[reader.at] == blockLetter {
                 reader.at += 1
                 try SegmentBlock.read(from: &reader, strokes: &strokes, into: &diffs)
                 continue
@@ -159,13 +161,28 @@ struct SegmentBlock {
     private var forces: [UInt64] = []
     private var previousID: UInt64 = 0
     private var anchor = TouchChains.Point(x: 0, y: 0, t: 0)
-    private var gap: Int64 = 0
+    /// The gap of the block's previous first predicted sample coded against motion (nil: none yet).
+    private var gap: Int64? = nil
     private var force: Int64 = 0
 
-    mutating func reset() { self = SegmentBlock() }
-
     /// A segment of stroke `id`: `before` its last stored samples (at most two, oldest first), its new samples and its new prediction (nil: unchanged).
-    mutating func add(_ id: StrokeID, before: [Sample], real: ArraySlice<Sample>, tail: [Sample]?) {
+    struct Segment {
+        var id: StrokeID
+        var before: [Sample]
+        var real: ArraySlice<Sample>
+        var tail: [Sample]?
+        var hasSamples: Bool { !real.isEmpty || !(tail ?? []).isEmpty }
+    }
+
+    /// An empty block whose anchor starts at `anchor` (the last stored sample
+    /// of the first segment with samples whose stroke holds one), else at zero.
+    mutating func reset(anchor: TouchChains.Point?) {
+        self = SegmentBlock()
+        if let anchor { self.anchor = anchor }
+    }
+
+    mutating func add(_ segment: Segment) {
+        let (id, before, real, tail) = (segment.id, segment.before, segment.real, segment.tail)
         headers.append(zigZag(Int64(bitPattern: id.rawValue &- previousID)))
         previousID = id.rawValue
         let tailCode = tail.map { UInt64($0.count + 1) } ?? 0
@@ -187,7 +204,7 @@ struct SegmentBlock {
                 let expected = run.alongMotion(gap: gap)
                 xy.append(zigZag(point.x &- expected.x))
                 xy.append(zigZag(point.y &- expected.y))
-                times.append(zigZag(gap &- self.gap))
+                times.append(zigZag(gap &- (self.gap ?? run.interval)))
                 self.gap = gap
                 addForce(sample)
             } else {
@@ -197,7 +214,7 @@ struct SegmentBlock {
         }
     }
 
-    private static func point(_ sample: Sample) -> TouchChains.Point { TouchChains.Point(x: Int64(sample.x), y: Int64(sample.y), t: sample.time) }
+    static func point(_ sample: Sample) -> TouchChains.Point { TouchChains.Point(x: Int64(sample.x), y: Int64(sample.y), t: sample.time) }
 
     private mutating func add(_ point: TouchChains.Point, expected: TouchChains.Point, _ sample: Sample) {
         xy.append(zigZag(point.x &- expected.x))
@@ -275,8 +292,14 @@ struct SegmentBlock {
             let escape: UInt64 = width == 64 ? .max : (1 << UInt64(width)) - 1
             return value == escape ? try reader.varint() : value
         }
+        // The anchor starts at the last stored sample of the first segment with samples whose stroke holds one.
         var anchor = TouchChains.Point(x: 0, y: 0, t: 0)
-        var gap: Int64 = 0
+        for segment in segments where segment.count > 0 || segment.tailCode > 1 {
+            guard let last = strokes.chain(segment.id)?.last else { continue }
+            anchor = TouchChains.Point(x: last.x, y: last.y, t: last.t)
+            break
+        }
+        var gap: Int64? = nil
         var force: Int64 = 0
         func sample(_ expected: TouchChains.Point) throws(BrowserWireError) -> BrowserSample {
             let x = expected.x &+ zigZagDecoded(try field(widths[0]))
@@ -312,10 +335,11 @@ struct SegmentBlock {
                 if index == 0, let last = run.last {
                     let x = zigZagDecoded(try field(widths[0]))
                     let y = zigZagDecoded(try field(widths[0]))
-                    gap = gap &+ zigZagDecoded(try field(widths[1]))
+                    let thisGap = (gap ?? run.interval) &+ zigZagDecoded(try field(widths[1]))
+                    gap = thisGap
                     force = force &+ zigZagDecoded(try field(widths[2]))
-                    let expected = run.alongMotion(gap: gap)
-                    decoded = BrowserSample(x: expected.x &+ x, y: expected.y &+ y, t: last.t &+ gap, force: force)
+                    let expected = run.alongMotion(gap: thisGap)
+                    decoded = BrowserSample(x: expected.x &+ x, y: expected.y &+ y, t: last.t &+ thisGap, force: force)
                 } else {
                     decoded = try sample(tailRun.expected(from: anchor))
                 }

@@ -232,6 +232,12 @@ public struct TouchChains: Sendable {
             return Point(x: along(\.x), y: along(\.y), t: last.t &+ gap)
         }
 
+        /// The time between the last two samples (0 with fewer).
+        var interval: Int64 {
+            guard let last, let beforeLast else { return 0 }
+            return last.t &- beforeLast.t
+        }
+
         mutating func advance(to point: Point) {
             beforeLast = last
             last = point

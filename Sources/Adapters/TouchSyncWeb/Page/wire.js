@@ -176,6 +176,7 @@ class Run {
       x: along(l.x, b?.x, l.t, b?.t, gap), y: along(l.y, b?.y, l.t, b?.t, gap), t: l.t + gap,
     };
   }
+  get interval() { return this.last && this.before ? this.last.t - this.before.t : 0; }
   advance(point) { this.before = this.last; this.last = point; }
   copy() { return new Run(this.last, this.before); }
 }
@@ -337,7 +338,13 @@ function readBlock(r, chainOf, changed, diffs) {
     return all ? r.varint() : value;
   };
   const unzz = v => (v % 2 === 0 ? v / 2 : -(v + 1) / 2);
-  let anchor = { x: 0, y: 0, t: 0 }, gap = 0, force = 0;
+  // The anchor starts at the last stored sample of the first segment with samples whose stroke holds one;
+  // the gap of a block's first prediction is expected to be its stroke's last interval.
+  let anchor = { x: 0, y: 0, t: 0 }, gap = null, force = 0;
+  for (const seg of segments) {
+    const last = (seg.n > 0 || seg.tail > 1) ? chainOf(seg.id)?.last : undefined;
+    if (last) { anchor = { x: last.x, y: last.y, t: last.t }; break; }
+  }
   const sample = e => {
     const x = e.x + unzz(field(wxy)), y = e.y + unzz(field(wxy)), t = e.t + unzz(field(wt));
     force += unzz(field(wf));
@@ -363,7 +370,7 @@ function readBlock(r, chainOf, changed, diffs) {
       let v;
       if (i === 0 && run.last) {
         const rx = unzz(field(wxy)), ry = unzz(field(wxy));
-        gap += unzz(field(wt));
+        gap = (gap ?? run.interval) + unzz(field(wt));
         force += unzz(field(wf));
         const e = run.alongMotion(gap);
         v = { x: e.x + rx, y: e.y + ry, t: run.last.t + gap, f: force };
