@@ -93,9 +93,11 @@ final class WhiteboardRig {
 
     /// A page on `board`, welcomed by the gateway and showing the board
     /// (opened with `invitee`'s invitation link on an authenticated hub).
-    func page(_ board: String, as invitee: String? = nil, watching: Bool = false) async throws -> BrowserPage {
+    /// The board's page (in the browser wire `wire` asks for: the page's default, packed, without).
+    func page(_ board: String, as invitee: String? = nil, watching: Bool = false, wire: String? = nil) async throws -> BrowserPage {
         let fragment = invitee.map { "#token=" + (tokens[$0] ?? "unknown") } ?? ""
-        let page = try await browser.openPage("\(web)/boards/\(board)\(fragment)")
+        let query = wire.map { "?wire=" + $0 } ?? ""
+        let page = try await browser.openPage("\(web)/boards/\(board)\(query)\(fragment)")
         try await page.waitFor(
             watching ? "window.touchsync && touchsync.role === 'watch' && touchsync.board.synced"
                 : "window.touchsync && touchsync.user !== null && touchsync.board.synced")
@@ -208,12 +210,15 @@ struct BrowserTests {
     /// stroke, a touch cancelled mid-stroke; the hub's board has them all in
     /// two namespaces with every sample, the other page shows the same board
     /// (replica and pixels); undo, redo and erase reach the other page; a page
-    /// opened late shows the board.
+    /// opened late shows the board. The pages speak the three browser wires:
+    /// A packed (the default), B JSON, the late one binary.
     @Test func twoUsersDrawTogether() async throws {
         let rig = try await WhiteboardRig()
         defer { rig.close() }
         let a = try await rig.page("together")
-        let b = try await rig.page("together")
+        let b = try await rig.page("together", wire: "json")
+        #expect(try await a.evaluate("touchsync.wire") as? String == "packed")
+        #expect(try await b.evaluate("touchsync.wire") as? String == "json")
         _ = try await a.evaluate("touchsync.setEveryFingerDraws(true)")  // multi-touch drawing, as in the seeds
         let userA = try await a.evaluate("touchsync.user") as? String ?? ""
         let userB = try await b.evaluate("touchsync.user") as? String ?? ""
@@ -266,7 +271,8 @@ struct BrowserTests {
         try await a.settled()
 
         // A page opened late shows the board as it is.
-        let late = try await rig.page("together")
+        let late = try await rig.page("together", wire: "binary")
+        #expect(try await late.evaluate("touchsync.wire") as? String == "binary")
         let now = try await rig.hubBoard("together")
         try await late.waitFor("touchsync.board.seq === \(now.sequence)")
         #expect(try await PageBoard(late) == PageBoard(now))
