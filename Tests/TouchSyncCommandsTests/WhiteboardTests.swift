@@ -12,11 +12,11 @@ extension WhiteboardRig {
     /// a desktop window or a phone; `drawing` waits until it is welcomed and synced.
     func open(
         _ board: String, via base: String? = nil, width: Int = 1280, height: Int = 800, scale: Double = 1, mobile: Bool = false,
-        drawing: Bool = true
+        drawing: Bool = true, person: String? = nil
     ) async throws -> BrowserPage {
         let encoded = board.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? board
         let page = try await browser.openPage(
-            "\(base ?? web)/boards/\(encoded)", width: width, height: height, deviceScaleFactor: scale, mobile: mobile)
+            "\(base ?? web)/boards/\(encoded)", width: width, height: height, deviceScaleFactor: scale, mobile: mobile, person: person)
         if drawing {
             try await page.waitFor("window.touchsync && touchsync.user !== null && touchsync.board.synced")
             _ = try await page.evaluate("touchsync.closeNameDialog()")
@@ -279,12 +279,49 @@ extension BrowserTests {
             let pixel = try await page.inkAfterNextFrame(x: screen[0], y: screen[1] + top)
             #expect(pixel[3] > 0, "the stroke's fifth sample is drawn where its board point maps: \(screen) \(pixel)")
         }
-        // The desktop zooms with a trackpad pinch (Ctrl-wheel) about the pointer: the point under it stays.
+        // The desktop zooms with the wheel about the pointer (the point under it stays): a mouse notch
+        // (Ctrl-wheel, deltaY 100) is one 10% step, three notches at once three, a trackpad pinch
+        // (Ctrl-wheel with small deltas) zooms continuously.
+        let desktopTop = try await desktop.canvasTop()
         let anchor = try await desktop.evaluate("touchsync.view.toBoard(400, 300)") as? [Double] ?? []
-        try await desktop.wheel(x: 400, y: 300 + (try await desktop.canvasTop()), deltaY: -100, modifiers: 2)
-        let zoomed = try await desktop.number("touchsync.view.zoom")
+        let zoom0 = try await desktop.number("touchsync.view.zoom")
+        try await desktop.wheel(x: 400, y: 300 + desktopTop, deltaY: -100, modifiers: 2)
+        let oneNotch = try await desktop.number("touchsync.view.zoom")
+        try await desktop.wheel(x: 400, y: 300 + desktopTop, deltaY: -300, modifiers: 2)
+        let threeMore = try await desktop.number("touchsync.view.zoom")
+        for _ in 0..<10 { try await desktop.wheel(x: 400, y: 300 + desktopTop, deltaY: -4, modifiers: 2) }
+        let pinched = try await desktop.number("touchsync.view.zoom")
         let stays = try await desktop.evaluate("touchsync.view.toScreen(\(anchor[0]), \(anchor[1]))") as? [Double] ?? []
-        #expect(zoomed > 1.5 && abs(stays[0] - 400) < 1 && abs(stays[1] - 300) < 1, "zoom \(zoomed), anchor at \(stays)")
+        #expect(abs(oneNotch / zoom0 - 1.1) < 0.001, "a notch is 10%: \(zoom0) to \(oneNotch)")
+        #expect(abs(threeMore / oneNotch - 1.331) < 0.001, "three notches at once are three steps: \(oneNotch) to \(threeMore)")
+        #expect(abs(pinched / threeMore - exp(0.4)) < 0.01, "a pinch's small deltas zoom continuously: \(threeMore) to \(pinched)")
+        #expect(abs(stays[0] - 400) < 1 && abs(stays[1] - 300) < 1, "the point under the pointer stays: \(stays)")
+
+        // Two fingers pan the phone: the board stays under them, exactly.
+        _ = try await phone.evaluate("touchsync.view.zoom = 1; touchsync.view.ox = 0; touchsync.view.oy = 0; touchsync.requestRender(true)")
+        let underFinger = try await phone.evaluate("touchsync.view.toBoard(100, 300)") as? [Double] ?? []
+        try await phone.touch("touchStart", [(100, 300 + phoneTop, 0), (200, 300 + phoneTop, 1)])
+        for step in 1...10 {
+            let dx = Double(step) * 20
+            try await phone.touch("touchMove", [(100 + dx, 300 + phoneTop + dx / 2, 0), (200 + dx, 300 + phoneTop + dx / 2, 1)])
+        }
+        try await phone.touch("touchEnd", [])
+        try await phone.settled()
+        let followed = try await phone.evaluate("touchsync.view.toScreen(\(underFinger[0]), \(underFinger[1]))") as? [Double] ?? []
+        #expect(abs(followed[0] - 300) < 1 && abs(followed[1] - 400) < 1, "the board point first under the finger is under it after a 200 x 100 pan: \(followed)")
+        // The same when the second finger lands after the first has moved (its stroke is cancelled, the pan starts there).
+        try await phone.touch("touchStart", [(100, 300 + phoneTop, 0)])
+        try await phone.touch("touchMove", [(110, 300 + phoneTop, 0)])
+        let underSecond = try await phone.evaluate("touchsync.view.toBoard(110, 300)") as? [Double] ?? []
+        try await phone.touch("touchStart", [(110, 300 + phoneTop, 0), (210, 300 + phoneTop, 1)])
+        for step in 1...10 {
+            let dx = Double(step) * 20
+            try await phone.touch("touchMove", [(110 + dx, 300 + phoneTop, 0), (210 + dx, 300 + phoneTop, 1)])
+        }
+        try await phone.touch("touchEnd", [])
+        try await phone.settled()
+        let followedAgain = try await phone.evaluate("touchsync.view.toScreen(\(underSecond[0]), \(underSecond[1]))") as? [Double] ?? []
+        #expect(abs(followedAgain[0] - 310) < 1 && abs(followedAgain[1] - 300) < 1, "still under the finger: \(followedAgain)")
 
         // Palm rejection: right after a pen stroke, a finger on the desktop's screen pans instead of drawing.
         let desktopUser = try await desktop.evaluate("touchsync.user") as? String ?? ""
@@ -335,9 +372,11 @@ extension BrowserTests {
         #expect(hub.acceptedStrokes.count == 1)
     }
 
-    /// Two tabs of one browser are two people with two colours; the users
-    /// list shows names and colours, and a new name reaches the other tab.
-    @Test func twoTabsAreTwoPeople() async throws {
+    /// Colour and name are a person's, not a tab's: two tabs of one browser
+    /// draw in one colour under one name, a colour or name chosen in one tab
+    /// reaches the other, and a reload keeps them; another person (another
+    /// browser profile) has their own. The users list shows names and colours.
+    @Test func colourAndNameArePerPerson() async throws {
         let rig = try await WhiteboardRig()
         defer { rig.close() }
         let a = try await rig.open("people")
@@ -346,15 +385,57 @@ extension BrowserTests {
         try await b.drag(from: (200, 400))
         try await a.settled()
         try await b.settled()
-        let hub = try await rig.hubBoard("people")
-        #expect(Set(hub.acceptedStrokes.map(\.owner)).count == 2, "two users")
-        #expect(Set(hub.acceptedStrokes.map(\.style.rgba)).count == 2, "two colours")
-        try await a.waitFor("touchsync.users.length === 2 && touchsync.users.every(u => u.rgba !== null)")
-        _ = try await b.evaluate(
-            "document.getElementById('name-input').value = 'Ana'; document.getElementById('name-form').requestSubmit()")
-        try await a.waitFor("touchsync.users.some(u => u.name === 'Ana')")
+        var hub = try await rig.hubBoard("people")
+        #expect(Set(hub.acceptedStrokes.map(\.owner)).count == 2, "two tabs, two sessions at the hub")
+        #expect(Set(hub.acceptedStrokes.map(\.style.rgba)).count == 1, "one person, one colour")
+
+        // A colour and a name chosen in tab B: tab A follows, and so does a reload of A.
+        let other = try await b.evaluate("touchsync.PALETTE.find(c => c !== touchsync.colour)") as? Int ?? 0
+        _ = try await b.evaluate("document.querySelector('#palette button[data-rgba=\"\(other)\"]').click()")
+        _ = try await b.evaluate("document.getElementById('name-input').value = 'Ana'; document.getElementById('name-form').requestSubmit()")
+        try await a.waitFor("touchsync.colour === \(other) && touchsync.users.filter(u => u.name === 'Ana').length === 2")
+        try await a.drag(from: (200, 600))
+        try await a.settled()
+        hub = try await rig.hubBoard("people")
+        #expect(hub.acceptedStrokes.last?.style.rgba == UInt32(other), "A draws in the colour chosen in B")
         let labels = try await a.evaluate("[...document.querySelectorAll('#users li')].map(li => li.textContent)") as? [String] ?? []
-        #expect(labels.contains("Ana") && labels.contains { $0.hasSuffix("(you)") }, "\(labels)")
+        #expect(labels.contains("Ana") && labels.contains("Ana (you)"), "\(labels)")
+        _ = try await a.evaluate("window.beforeReload = true; location.reload()")
+        try await a.waitFor("!window.beforeReload && window.touchsync && touchsync.user !== null && touchsync.board.synced")
+        #expect(try await a.number("touchsync.colour") == Double(other), "a reload keeps the colour")
+        #expect(try await a.evaluate("document.getElementById('name-dialog').hidden") as? Bool == true, "and does not ask the name again")
+
+        // Another person's browser: its own colour and name, kept across its visits.
+        let person = try await rig.browser.newPerson()
+        let c = try await rig.open("people", person: person)
+        let cColour = try await c.number("touchsync.colour")
+        #expect(try await c.evaluate("touchsync.name") as? String != "Ana")
+        _ = try await c.evaluate("window.beforeReload = true; location.reload()")
+        try await c.waitFor("!window.beforeReload && window.touchsync && touchsync.user !== null && touchsync.board.synced")
+        #expect(try await c.number("touchsync.colour") == cColour, "kept across visits")
+    }
+
+    /// A first visit (a fresh browser profile) asks for a name, but drawing
+    /// takes the keyboard: the prompt steps aside and every shortcut works
+    /// from the first stroke (E does not type into the name, Ctrl-Z undoes).
+    @Test func shortcutsWorkFromAFirstVisitsFirstStroke() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let page = try await rig.open("first-visit", drawing: false, person: try await rig.browser.newPerson())
+        try await page.waitFor("window.touchsync && touchsync.user !== null && touchsync.board.synced")
+        #expect(try await page.evaluate("document.activeElement.id") as? String == "name-input", "a first visit asks for a name")
+        let asked = try await page.evaluate("document.getElementById('name-input').value") as? String ?? ""
+        try await page.drag(from: (300, 300), steps: 8)
+        try await page.settled()
+        try await page.waitFor("touchsync.board.accepted.length === 1")
+        #expect(try await page.evaluate("document.activeElement.id") as? String == "board", "the board has the keyboard")
+        #expect(try await page.evaluate("document.getElementById('name-dialog').hidden") as? Bool == true, "the prompt stepped aside")
+        try await page.press(key: "e", code: "KeyE")
+        #expect(try await page.evaluate("document.getElementById('eraser').classList.contains('on')") as? Bool == true, "E is the eraser")
+        #expect(try await page.evaluate("document.getElementById('name-input').value") as? String == asked, "E typed nothing into the name")
+        try await page.press(key: "z", code: "KeyZ", modifiers: 2)
+        try await page.waitFor("touchsync.board.accepted.length === 0")
+        #expect(rig.browser.console.filter { $0.hasPrefix("exception") }.isEmpty, "\(rig.browser.console)")
     }
 
     /// Keyboard: Ctrl-Z hides your stroke in the next frame (before the hub

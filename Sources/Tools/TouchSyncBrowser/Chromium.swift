@@ -158,10 +158,14 @@ public final class Chromium: Sendable {
     /// Opens a tab at `url`, attached and with touch input enabled: a desktop
     /// window by default, or a phone (`mobile`, a viewport meta honoured) at
     /// `deviceScaleFactor` device pixels per CSS pixel.
-    public func openPage(_ url: String, width: Int = 1000, height: Int = 700, deviceScaleFactor: Double = 1, mobile: Bool = false)
-        async throws -> BrowserPage
-    {
-        let target = try await send("Target.createTarget", ["url": "about:blank", "newWindow": true, "width": width, "height": height])
+    /// `person`: a browser context from `newPerson()` (its own storage and
+    /// cookies, as another person's browser), or nil for the default one.
+    public func openPage(
+        _ url: String, width: Int = 1000, height: Int = 700, deviceScaleFactor: Double = 1, mobile: Bool = false, person: String? = nil
+    ) async throws -> BrowserPage {
+        var parameters: [String: any Sendable] = ["url": "about:blank", "newWindow": true, "width": width, "height": height]
+        if let person { parameters["browserContextId"] = person }
+        let target = try await send("Target.createTarget", parameters)
         guard let targetID = target["targetId"] as? String else { throw Failure("no target id") }
         let attached = try await send("Target.attachToTarget", ["targetId": targetID, "flatten": true])
         guard let session = attached["sessionId"] as? String else { throw Failure("no session id") }
@@ -172,6 +176,13 @@ public final class Chromium: Sendable {
         try await page.send("Emulation.setTouchEmulationEnabled", ["enabled": true, "maxTouchPoints": 10])
         try await page.send("Page.navigate", ["url": url])
         return page
+    }
+
+    /// A new browser context: pages opened in it share its storage and no one else's (another person).
+    public func newPerson() async throws -> String {
+        let created = try await send("Target.createBrowserContext")
+        guard let context = created["browserContextId"] as? String else { throw Failure("no browser context id") }
+        return context
     }
 
     /// Ends the browser and removes its profile.

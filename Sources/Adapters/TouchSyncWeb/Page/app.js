@@ -39,25 +39,26 @@ const app = window.touchsync = {
   summary: () => board.summary(),
 };
 
-// --- Who this tab is: a name chosen once per browser, a colour per tab.
+// --- Who this tab is: a person, with the name and colour this browser keeps for every tab and visit.
 const invited = new URLSearchParams(location.hash.slice(1)).get('token');
 if (invited) { localStorage.setItem('touchsync-token', invited); history.replaceState(null, '', location.pathname); }
 const token = localStorage.getItem('touchsync-token');
 let name = localStorage.getItem('touchsync-name');
 const firstVisit = !name;
 if (!name) name = 'Guest ' + Math.floor(100 + Math.random() * 900);
-// Each tab of a browser takes the next colour, so two tabs look like the two users they are.
-function tabColour() {
-  const kept = sessionStorage.getItem('touchsync-colour');
-  if (kept) return parseInt(kept, 16) >>> 0;
-  const base = Number(localStorage.getItem('touchsync-colour-base') ?? Math.floor(Math.random() * PALETTE.length));
-  const tab = Number(localStorage.getItem('touchsync-tabs') ?? 0);
-  localStorage.setItem('touchsync-colour-base', String(base));
-  localStorage.setItem('touchsync-tabs', String(tab + 1));
-  return PALETTE[(base + tab) % PALETTE.length];
+// A first visit picks a colour from the palette at random; choosing another keeps it for the next visits and tabs.
+function personColour() {
+  const kept = localStorage.getItem('touchsync-colour');
+  if (kept && /^[0-9a-f]{1,8}$/.test(kept)) return parseInt(kept, 16) >>> 0;
+  const picked = PALETTE[Math.floor(Math.random() * PALETTE.length)];
+  localStorage.setItem('touchsync-colour', (picked >>> 0).toString(16));
+  return picked;
 }
-let colour = tabColour();
-let width = Number(sessionStorage.getItem('touchsync-width') ?? 4);
+let colour = personColour();
+let width = Number(localStorage.getItem('touchsync-width') ?? 4);
+if (!(width > 0 && width <= 200)) width = 4;
+Object.defineProperty(app, 'colour', { get: () => colour });
+app.PALETTE = PALETTE;
 
 // --- Numbered messages: kept until acknowledged, resent after a reconnect.
 let nextNumber = 1;
@@ -474,6 +475,10 @@ function cancelInk(pointer) {
 
 canvas.addEventListener('pointerdown', e => {
   e.preventDefault();
+  // The board takes the keyboard from the name prompt (a first visit's) and any other field, so shortcuts work from the first stroke.
+  if (!$('name-dialog').hidden) skipName();
+  if (document.activeElement instanceof HTMLElement && document.activeElement !== canvas) document.activeElement.blur();
+  canvas.focus({ preventScroll: true });
   canvas.setPointerCapture?.(e.pointerId);
   if (e.pointerType === 'pen') { penSeenAt = performance.now(); penPointers.add(e.pointerId); }
   const touching = [...app.local.values()].filter(ink => ink.pointerType === 'touch').length;
@@ -588,8 +593,8 @@ function clear(scope) {
 const $ = id => document.getElementById(id);
 const zoomLabel = $('zoom');
 function sendStyle() {
-  sessionStorage.setItem('touchsync-colour', (colour >>> 0).toString(16));
-  sessionStorage.setItem('touchsync-width', String(width));
+  localStorage.setItem('touchsync-colour', (colour >>> 0).toString(16));
+  localStorage.setItem('touchsync-width', String(width));
   post({ t: 'style', rgba: colour, width });
 }
 function showStyle() {
@@ -776,7 +781,23 @@ $('name-form').addEventListener('submit', e => {
   localStorage.setItem('touchsync-name', name);
   if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ t: 'name', name }));
 });
-$('name-skip').addEventListener('click', () => { $('name-dialog').hidden = true; localStorage.setItem('touchsync-name', name); });
+function skipName() { $('name-dialog').hidden = true; localStorage.setItem('touchsync-name', name); }
+$('name-skip').addEventListener('click', skipName);
+// The person's other tabs follow a new name, colour or width chosen in one of them.
+window.addEventListener('storage', e => {
+  if (e.key === 'touchsync-name' && e.newValue && e.newValue !== name) {
+    name = e.newValue;
+    if (socket && socket.readyState === WebSocket.OPEN && app.role !== 'watch') socket.send(JSON.stringify({ t: 'name', name }));
+  } else if ((e.key === 'touchsync-colour' || e.key === 'touchsync-width') && e.newValue) {
+    const rgba = e.key === 'touchsync-colour' ? parseInt(e.newValue, 16) >>> 0 : colour;
+    const w = e.key === 'touchsync-width' ? Number(e.newValue) : width;
+    if (rgba === colour && w === width) return;
+    colour = rgba;
+    width = w > 0 && w <= 200 ? w : width;
+    showStyle();
+    post({ t: 'style', rgba: colour, width });
+  }
+});
 app.closeNameDialog = () => { $('name-dialog').hidden = true; };
 if (firstVisit) askName();
 

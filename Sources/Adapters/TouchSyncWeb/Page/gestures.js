@@ -2,6 +2,18 @@
 // pinch arrives as a wheel event with ctrlKey and zooms), and pointers that
 // pan (one) or pan and pinch (two or more, about their centre).
 
+// The zoom factor of a wheel event with Ctrl (or ⌘), as tldraw and Excalidraw
+// scale them apart: a mouse wheel's notch (lines or pages, or 50 pixels and
+// more at once) is one step of 10%, at most three at once; a trackpad pinch
+// (a stream of small pixel deltas) zooms continuously, at most 25% an event.
+export const ZOOM_STEP = 1.1;
+export function wheelZoom(deltaY, deltaMode = 0) {
+  if (deltaY === 0) return 1;
+  const notches = deltaMode === 1 ? Math.abs(deltaY) / 3 : deltaMode === 2 ? Math.abs(deltaY) : Math.abs(deltaY) >= 50 ? Math.abs(deltaY) / 100 : 0;
+  if (notches > 0) return Math.pow(ZOOM_STEP, -Math.sign(deltaY) * Math.min(Math.max(notches, 1), 3));
+  return Math.min(1.25, Math.max(0.8, Math.exp(-deltaY * 0.01)));
+}
+
 // Wheel and trackpad on `element`: pans or zooms `view`, then calls onChange.
 export function attachWheel(element, view, onChange) {
   element.addEventListener('wheel', e => {
@@ -9,7 +21,7 @@ export function attachWheel(element, view, onChange) {
     const rect = element.getBoundingClientRect();
     const unit = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? rect.height : 1;
     if (e.ctrlKey || e.metaKey) {
-      view.zoomAt(Math.exp(-e.deltaY * unit * 0.01), e.clientX - rect.left, e.clientY - rect.top);
+      view.zoomAt(wheelZoom(e.deltaY, e.deltaMode), e.clientX - rect.left, e.clientY - rect.top);
     } else {
       view.panBy(-e.deltaX * unit, -e.deltaY * unit);
     }
