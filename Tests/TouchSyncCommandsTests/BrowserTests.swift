@@ -790,6 +790,79 @@ struct BrowserTests {
         #expect(try await PageBoard(replay).accepted.isEmpty)
     }
 
+    /// The replay fits the whole board at desktop and phone sizes, its
+    /// toolbar on one row with the clock whole; a board with nothing
+    /// recorded says so. The index counts in words ("1 stroke"), pages have
+    /// an icon (no 404), and a gateway whose hub does not answer says so
+    /// instead of showing an empty list.
+    @Test func replayFitsAndPagesSayWhatTheyHave() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let page = try await rig.page("wide")
+        // Zoomed out to a quarter, strokes near the screen's corners reach far beyond one screen of board at 100%.
+        _ = try await page.evaluate("touchsync.view.zoom = 0.25; touchsync.view.ox = 0; touchsync.view.oy = 0; touchsync.requestRender(true)")
+        let top = try await page.number("document.getElementById('board').getBoundingClientRect().top")
+        try await page.drag(from: (40, top + 40), steps: 6)
+        try await page.drag(from: (880, top + 540), steps: 6)
+        try await page.settled()
+        try await page.waitFor("touchsync.board.accepted.length === 2")
+        let single = try await rig.page("single")
+        try await single.drag(from: (200, 200), steps: 4)
+        try await single.settled()
+
+        for (width, height, mobile) in [(1280, 800, false), (390, 844, true)] {
+            let replay = try await rig.browser.openPage("\(rig.web)/boards/wide/replay", width: width, height: height, deviceScaleFactor: mobile ? 3 : 1, mobile: mobile)
+            try await replay.waitFor("touchsync.ready")
+            let geometry = try await replay.evaluate(
+                """
+                (() => {
+                  const b = touchsync.bounds(), v = touchsync.view.visible(touchsync.renderer.width, touchsync.renderer.height);
+                  const clock = document.getElementById('clock');
+                  return { inside: b[0] >= v[0] && b[1] >= v[1] && b[2] <= v[2] && b[3] <= v[3], wide: (b[2] - b[0]) > (v[2] - v[0]) * 0.5,
+                           clockWhole: clock.scrollWidth <= clock.clientWidth + 0.5 && clock.getBoundingClientRect().right <= innerWidth };
+                })()
+                """) as? [String: Bool] ?? [:]
+            #expect(geometry["inside"] == true && geometry["wide"] == true, "\(width)x\(height): the board fits the view, filling it: \(geometry)")
+            #expect(geometry["clockWhole"] == true, "\(width)x\(height): the clock is whole: \(geometry)")
+            let layout = try await replay.evaluate(
+                """
+                (() => {
+                  const bar = document.getElementById('toolbar').getBoundingClientRect();
+                  const tools = [...document.querySelectorAll('#toolbar > *')].filter(e => e.offsetParent !== null).map(e => e.getBoundingClientRect());
+                  return [tools.filter(r => r.top < bar.top - 0.5 || r.bottom > bar.bottom + 0.5).length, tools.filter(r => r.right > innerWidth + 0.5).length];
+                })()
+                """) as? [Int] ?? []
+            #expect(layout == [0, 0], "\(width)x\(height): one toolbar row, nothing cut off: \(layout)")
+            try await replay.keepScreenshot("replay-\(width)")
+        }
+        let nothing = try await rig.browser.openPage("\(rig.web)/boards/never-drawn/replay")
+        try await nothing.waitFor("touchsync.ready || touchsync.error !== null")
+        let said = try await nothing.evaluate("document.getElementById('status').hidden ? '' : document.getElementById('status').textContent") as? String ?? ""
+        #expect(said.contains("Nothing has been drawn"), "\(said)")
+
+        let index = try await rig.browser.openPage("\(rig.web)/")
+        try await index.waitFor("document.querySelectorAll('#boards li a.card').length === 2")
+        let cards = try await index.evaluate("[...document.querySelectorAll('#boards li')].map(li => li.textContent)") as? [String] ?? []
+        #expect(cards.contains { $0.contains("single") && $0.contains("1 stroke ") }, "\(cards)")
+        #expect(cards.contains { $0.contains("wide") && $0.contains("2 strokes") }, "\(cards)")
+        #expect(try await index.evaluate("document.getElementById('list-problem').hidden") as? Bool == true)
+        let icon = try await index.evaluate(
+            "fetch(document.querySelector('link[rel=icon]').href).then(r => r.status + ' ' + r.headers.get('content-type'))") as? String
+        #expect(icon == "200 image/svg+xml", "\(icon ?? "")")
+
+        // A gateway whose hub is not there: the index says so.
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let dead = try ProcessTests.freePorts(4).map { "tcp://127.0.0.1:\($0)" }
+        let (port, _) = try await GatewayWireTests.Rig.startGateway(
+            children, ["--hub", dead[0], "--publish", dead[1], "--snapshot", dead[2], "--history", dead[3]])
+        let lonely = try await rig.browser.openPage("http://127.0.0.1:\(port)/")
+        try await lonely.waitFor("!document.getElementById('list-problem').hidden", timeout: .seconds(20))
+        let problem = try await lonely.evaluate("document.getElementById('list-problem').textContent") as? String ?? ""
+        #expect(problem.contains("hub cannot be reached"), "\(problem)")
+        #expect(try await lonely.evaluate("document.querySelector('#boards li').textContent") as? String == "No board to show.")
+    }
+
     /// The replay skips idle time: a 2.6 s pause between strokes plays as
     /// 0.3 s with a mark on the timeline, seeking still rebuilds the board
     /// exactly, and play continues from where the timeline stands. The index

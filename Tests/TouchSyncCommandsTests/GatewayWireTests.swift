@@ -33,9 +33,14 @@ struct GatewayWireTests {
             }
             let endpoints = ports.prefix(4).map { "tcp://127.0.0.1:\($0)" }
             metricsPort = UInt16(ports[4])
-            let (web, output) = try children.run(
-                ["web", "--listen", "127.0.0.1:0", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2],
-                 "--history", endpoints[3]] + webArguments, limit: 120)
+            (port, gatewayPID) = try await Self.startGateway(
+                children,
+                ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]] + webArguments)
+        }
+
+        /// `touchsync web` on a free port with `arguments`, once it says it is ready: its port and pid.
+        static func startGateway(_ children: ChildProcesses, _ arguments: [String]) async throws -> (port: Int, pid: Int32) {
+            let (web, output) = try children.run(["web", "--listen", "127.0.0.1:0"] + arguments, limit: 120)
             var text = ""
             while !text.contains("Ctrl-C stops it.") {
                 let chunk = await output.nextChunk()
@@ -45,8 +50,7 @@ struct GatewayWireTests {
             guard let range = text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression), let port = Int(text[range].split(separator: ":")[2]) else {
                 throw TestFailure("no address in: \(text)")
             }
-            self.port = port
-            gatewayPID = web.processIdentifier
+            return (port, web.processIdentifier)
         }
 
         /// The hub's refusals so far, by code (`touchsync_hub_errors_total`).

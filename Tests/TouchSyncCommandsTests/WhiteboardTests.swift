@@ -415,6 +415,31 @@ extension BrowserTests {
         #expect(try await c.number("touchsync.colour") == cColour, "kept across visits")
     }
 
+    /// Dark mode follows the system: the board and toolbar turn dark, black
+    /// ink is drawn light on it (the hub keeps the colour the person chose),
+    /// and the PNG export keeps the board's own colours.
+    @Test func darkModeFollowsTheSystem() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let page = try await rig.open("dark")
+        try await page.send("Emulation.setEmulatedMedia", ["features": [["name": "prefers-color-scheme", "value": "dark"]]])
+        _ = try await page.evaluate("document.querySelector('#palette button[data-rgba=\"\(0x2121_21FF)\"]').click()")
+        let top = try await page.canvasTop()
+        try await page.drag(from: (300, 300), steps: 10)
+        try await page.settled()
+        try await page.waitFor("touchsync.board.accepted.length === 1")
+        let png = try await page.screenshot()
+        let background = try await page.screenshotPixel(x: 900, y: 600, png: png)
+        let bar = try await page.screenshotPixel(x: 600, y: Int(top / 2), png: png)
+        #expect(background.allSatisfy { $0 < 40 } && bar.allSatisfy { $0 < 60 }, "a dark board and toolbar: \(background) \(bar)")
+        let ink = try await page.inkAfterNextFrame(x: 300 + 5 * 15, y: 300 + 25)
+        #expect(ink[3] > 0 && ink[0] > 180 && ink[1] > 180, "black ink is drawn light: \(ink)")
+        #expect(try await rig.hubBoard("dark").acceptedStrokes.first?.style.rgba == 0x2121_21FF, "the hub keeps the chosen colour")
+        let svg = try await page.evaluate("touchsync.exportSVG()") as? String ?? ""
+        #expect(svg.contains("fill=\"white\"") && svg.contains("fill=\"#212121\""), "the export keeps the board's colours")
+        try await page.keepScreenshot("dark")
+    }
+
     /// A first visit (a fresh browser profile) asks for a name, but drawing
     /// takes the keyboard: the prompt steps aside and every shortcut works
     /// from the first stroke (E does not type into the name, Ctrl-Z undoes).

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import Logging
@@ -812,6 +813,7 @@ public final class WebGateway: Service, Sendable {
             }
             // The hubs' boards (those the gateway's key may watch), with the gateway's own tabs and activity.
             var merged: [String: (tabs: Int, sequence: UInt64, strokes: Int, agents: Int, lastActivity: Int64?, followed: Bool)] = [:]
+            var unreachable = 0
             for hub in configuration.boardListHubs.isEmpty ? [configuration.hub("")] : configuration.boardListHubs {
                 do {
                     let page = try await BoardDirectory.list(
@@ -823,7 +825,8 @@ public final class WebGateway: Service, Sendable {
                         )
                     }
                 } catch {
-                    // The boards this gateway has open are still listed.
+                    // The boards this gateway has open are still listed; the page says a hub did not answer.
+                    unreachable += 1
                     logger.notice("a hub did not list its boards", metadata: ["hub": "\(hub.snapshot)", "error": "\(error)"])
                 }
             }
@@ -840,7 +843,9 @@ public final class WebGateway: Service, Sendable {
                     board: board, tabs: entry.tabs, agents: entry.agents, sequence: entry.sequence, strokes: entry.strokes,
                     lastActivity: entry.lastActivity, followed: entry.followed)
             }
-            return Self.json(String(decoding: (try? Self.listingEncoder.encode(list)) ?? Data("[]".utf8), as: UTF8.self))
+            var response = Self.json(String(decoding: (try? Self.listingEncoder.encode(list)) ?? Data("[]".utf8), as: UTF8.self))
+            if unreachable > 0 { response.headers[Self.unreachableHubs] = "\(unreachable)" }
+            return response
         }
         router.get("/api/boards/:board/thumbnail.svg") { [self] request, context in
             let board = try context.parameters.require("board")
@@ -923,6 +928,9 @@ public final class WebGateway: Service, Sendable {
     static func bearer(_ request: Request) -> String? {
         request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
     }
+
+    /// On `GET /api/boards`: how many hubs did not answer (their boards are missing from the list).
+    static let unreachableHubs = HTTPField.Name("TouchSync-Unreachable-Hubs")!
 
     static func json(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
         Response(

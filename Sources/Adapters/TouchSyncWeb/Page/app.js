@@ -6,7 +6,7 @@
 // overlay until the hub's diffs agree). The board is infinite: a viewport
 // maps its points to the screen.
 import { Board, UNITS } from './board.js';
-import { Renderer, cssColor } from './renderer.js';
+import { Renderer, cssColor, onSchemeChange } from './renderer.js';
 import { Viewport } from './view.js';
 import { attachWheel, PanPinch } from './gestures.js';
 import { outline, pathData, inkPoints } from './ink.js';
@@ -334,6 +334,8 @@ let renderQueued = false;
 let rebuildQueued = false;
 let lastFrame = 0;
 let inputTimes = [];   // event times (performance.now clock) whose ink the next frame draws
+// A switch to or from dark mode redraws everything (ink colours change) and the swatches.
+onSchemeChange(() => { showStyle(); showUsers(); requestRender(true); });
 function requestRender(rebuild = false) {
   if (rebuild) rebuildQueued = true;
   if (renderQueued) return;

@@ -42,11 +42,20 @@ const list = document.getElementById('boards');
 // An authenticated gateway lists only the boards the invited user may watch.
 const token = localStorage.getItem('touchsync-token');
 const headers = token ? { Authorization: 'Bearer ' + token } : {};
-const reply = await fetch('/api/boards', { headers });
-const boards = reply.ok ? await reply.json() : [];
+const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+let reply = null;
+try { reply = await fetch('/api/boards', { headers }); } catch { reply = null; }
+const boards = reply?.ok ? await reply.json() : [];
+// The gateway lists what it could: a hub that did not answer is said, not taken for an empty list.
+const unreachable = Number(reply?.headers.get('TouchSync-Unreachable-Hubs') ?? 0);
+const why = !reply ? 'The gateway cannot be reached.' : reply.status === 401 ? 'This list needs an invitation link.'
+  : !reply.ok ? `The board list failed (${reply.status}).`
+  : unreachable > 0 ? `The hub cannot be reached${unreachable > 1 ? ` (${unreachable} hubs)` : ''}: its boards are not listed; boards open here are.` : '';
+document.getElementById('list-problem').textContent = why;
+document.getElementById('list-problem').hidden = !why;
 list.replaceChildren(...(boards.length ? boards : [null]).map(b => {
   const li = document.createElement('li');
-  if (!b) { li.textContent = 'No board open here yet: open one above.'; li.className = 'empty'; return li; }
+  if (!b) { li.textContent = why ? 'No board to show.' : 'No boards yet: open one above.'; li.className = 'empty'; return li; }
   const href = '/boards/' + encodeURIComponent(b.board);
   const card = document.createElement('a');
   card.className = 'card';
@@ -65,7 +74,7 @@ list.replaceChildren(...(boards.length ? boards : [null]).map(b => {
   title.textContent = b.board;
   // Agents on the hub include this gateway's tabs; other gateways' and programs' count too.
   const people = Math.max(b.agents ?? 0, b.tabs);
-  meta.append(title, `${people} ${people === 1 ? 'person' : 'people'} here · ${b.strokes} strokes · ${ago(b.lastActivity)}`);
+  meta.append(title, `${plural(people, 'person', 'people')} here · ${plural(b.strokes, 'stroke', 'strokes')} · ${ago(b.lastActivity)}`);
   card.append(picture, meta);
   const links = document.createElement('div');
   links.className = 'links';

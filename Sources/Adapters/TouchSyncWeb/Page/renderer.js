@@ -9,8 +9,17 @@ export const UNITS = 64;
 const IN_PROGRESS_ALPHA = 0.55;   // strokes in progress and unacknowledged ink: lighter (seed 001)
 const REBUILD_AFTER_MS = 140;     // a zoom redraws sharp once the view rested this long
 
+// In dark mode (the system's prefers-color-scheme) the board is dark, and a
+// colour too dark to see on it (the palette's black) is drawn inverted, light,
+// as tldraw and Excalidraw do; exports keep the board's own colours.
+const darkScheme = typeof matchMedia === 'function' ? matchMedia('(prefers-color-scheme: dark)') : null;
+export const isDark = () => darkScheme?.matches === true;
+export function onSchemeChange(handler) { darkScheme?.addEventListener('change', handler); }
+
 export function cssColor(rgba, alphaScale = 1) {
-  const r = (rgba >>> 24) & 255, g = (rgba >>> 16) & 255, b = (rgba >>> 8) & 255, a = (rgba & 255) / 255;
+  let r = (rgba >>> 24) & 255, g = (rgba >>> 16) & 255, b = (rgba >>> 8) & 255;
+  const a = (rgba & 255) / 255;
+  if (isDark() && 0.2126 * r + 0.7152 * g + 0.0722 * b < 60) { r = 255 - r; g = 255 - g; b = 255 - b; }
   return `rgba(${r},${g},${b},${(a * alphaScale).toFixed(3)})`;
 }
 
@@ -193,7 +202,7 @@ export class Renderer {
       ctx.fill();
       if (spot.name) {
         ctx.font = '12px system-ui, sans-serif';
-        ctx.fillStyle = 'rgba(60,60,60,0.9)';
+        ctx.fillStyle = isDark() ? 'rgba(220,220,224,0.9)' : 'rgba(60,60,60,0.9)';
         ctx.fillText(spot.name, x + 18, y - 14);
       }
     }

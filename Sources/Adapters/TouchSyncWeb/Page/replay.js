@@ -4,7 +4,7 @@
 // IDLE_GAP_US play as SKIPPED_GAP_US and are marked on the timeline, so a
 // few minutes of drawing spread over an hour play in a few minutes.
 import { Board } from './board.js';
-import { Renderer } from './renderer.js';
+import { Renderer, onSchemeChange } from './renderer.js';
 import { Viewport } from './view.js';
 import { attachPanZoom } from './gestures.js';
 
@@ -25,7 +25,7 @@ const renderer = new Renderer(canvas, view);
 const marks = document.getElementById('marks');
 let board = new Board();
 
-const replay = window.touchsync = { ready: false, board: () => board, summary: () => board.summary(), position: 0, duration: 0, error: null };
+const replay = window.touchsync = { ready: false, board: () => board, summary: () => board.summary(), position: 0, duration: 0, error: null, view, renderer };
 
 let history = null;
 let playTimes = []; // each batch's time on the compressed timeline (µs)
@@ -56,6 +56,7 @@ function advance(to) {
 
 function draw() { renderer.render(board, { rebuild: true }); }
 renderer.onRebuildDue = draw;
+onSchemeChange(draw);
 attachPanZoom(canvas, view, { onChange: () => renderer.render(board), allowOneFinger: true });
 
 // Seeks to `to` µs into the recording (backwards means rebuilding).
@@ -74,20 +75,26 @@ function frame(now) {
   requestAnimationFrame(frame);
 }
 
-function boardBounds(b) {
+// The board's extent in points: every accepted stroke's samples, widened by half its width.
+export function boardBounds(b) {
   let rect = null;
   for (const stroke of b.accepted) {
+    const half = stroke.w / 64 / 2;
     for (let k = 0; k < stroke.s.length; k += 4) {
       const x = stroke.s[k] / 64, y = stroke.s[k + 1] / 64;
-      rect = rect ? [Math.min(rect[0], x), Math.min(rect[1], y), Math.max(rect[2], x), Math.max(rect[3], y)] : [x, y, x, y];
+      rect = rect ? [Math.min(rect[0], x - half), Math.min(rect[1], y - half), Math.max(rect[2], x + half), Math.max(rect[3], y + half)]
+        : [x - half, y - half, x + half, y + half];
     }
   }
   return rect;
 }
 
+const PLAY = 'M8 5l11 7-11 7z', PAUSE = 'M7 5h3v14H7zM14 5h3v14h-3z';
 function setPlaying(on) {
   playing = on;
-  playButton.textContent = on ? 'pause' : 'play';
+  playButton.title = on ? 'Pause (space)' : 'Play (space)';
+  playButton.setAttribute('aria-label', on ? 'pause' : 'play');
+  document.getElementById('play-icon').setAttribute('d', on ? PAUSE : PLAY);
   if (on) {
     if (position >= replay.duration) rebuild(0);
     lastTick = performance.now();
@@ -95,8 +102,19 @@ function setPlaying(on) {
   }
 }
 playButton.addEventListener('click', () => setPlaying(!playing));
+document.addEventListener('keydown', e => {
+  if (e.key === ' ' && !(e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement)) { e.preventDefault(); if (history) setPlaying(!playing); }
+});
+function say(text) { statusEl.textContent = text; statusEl.hidden = !text; }
 timeline.addEventListener('input', () => seek(replay.duration * Number(timeline.value) / 1000));
-new ResizeObserver(() => { renderer.resize(); draw(); }).observe(canvas);
+// The view fits the whole board until the viewer pans or zooms; a resize fits it again.
+let fittedBounds = null, viewMoved = false;
+canvas.addEventListener('pointerdown', () => { viewMoved = true; });
+canvas.addEventListener('wheel', () => { viewMoved = true; });
+function fit() { if (fittedBounds && !viewMoved) view.fit(fittedBounds, renderer.width, renderer.height); }
+replay.fit = () => { viewMoved = false; fit(); draw(); };
+replay.bounds = () => fittedBounds;
+new ResizeObserver(() => { renderer.resize(); fit(); draw(); }).observe(canvas);
 
 const token = localStorage.getItem('touchsync-token');
 const response = await fetch(`/api/boards/${encodeURIComponent(boardName)}/history`, {
@@ -105,7 +123,7 @@ const response = await fetch(`/api/boards/${encodeURIComponent(boardName)}/histo
 const body = await response.json();
 if (!response.ok) {
   replay.error = body;
-  statusEl.textContent = `no history: ${body.message || body.error} (does the hub run with --data?)`;
+  say(body.error === 'HUB_UNAVAILABLE' ? `The hub cannot be reached: ${body.message}` : `No history: ${body.message || body.error} (does the hub run with --data?)`);
 } else {
   history = body;
   // The compressed timeline: idle gaps shortened, each marked.
@@ -129,9 +147,14 @@ if (!response.ok) {
     mark.title = `${(gap.skipped / 1e6).toFixed(0)} s idle skipped`;
     return mark;
   }));
-  statusEl.textContent = `${history.batches.length} batches` + (gaps.length ? `, ${gaps.length} idle gaps skipped` : '');
+  const empty = history.batches.length === 0 && history.start.accepted.length === 0 && history.start.active.length === 0;
+  say(empty ? 'Nothing has been drawn on this board yet.' : '');
+  replay.changes = history.batches.length;
+  playButton.disabled = empty;
   rebuild(replay.duration);   // the whole board first, fitted, then from the start
-  view.fit(boardBounds(board), renderer.width, renderer.height);
+  renderer.resize();
+  fittedBounds = boardBounds(board);
+  fit();
   rebuild(0);
   replay.ready = true;
 }
