@@ -790,6 +790,37 @@ struct BrowserTests {
         #expect(try await PageBoard(replay).accepted.isEmpty)
     }
 
+    /// The page's own unit tests (Tests/Page: the replica, the browser wire,
+    /// ink outlines, the viewport, pan and zoom), run in Chromium against the
+    /// page's modules as shipped: a gateway serves both folders (`--page`),
+    /// with no hub and no build step.
+    @Test func thePagesUnitTestsPass() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-page-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for source in ["Sources/Adapters/TouchSyncWeb/Page", "Tests/Page"] {
+            let directory = root.appendingPathComponent(source)
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
+                try FileManager.default.copyItem(at: directory.appendingPathComponent(name), to: folder.appendingPathComponent(name))
+            }
+        }
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let nowhere = try ProcessTests.freePorts(4).map { "tcp://127.0.0.1:\($0)" }
+        let (port, _) = try await GatewayWireTests.Rig.startGateway(
+            children, ["--page", folder.path, "--hub", nowhere[0], "--publish", nowhere[1], "--snapshot", nowhere[2], "--history", nowhere[3]])
+        let browser = try Chromium.launch(spawning: { body in spawnGate.withLock { _ in body() } })
+        defer { browser.shutDown() }
+        let page = try await browser.openPage("http://127.0.0.1:\(port)/static/unit.html")
+        try await page.waitFor("window.results !== undefined", timeout: .seconds(30))
+        let passed = try await page.evaluate("window.results.passed") as? [String] ?? []
+        let failed = try await page.evaluate("window.results.failed") as? [String] ?? []
+        #expect(failed.isEmpty, "\(failed)")
+        #expect(passed.count >= 20, "\(passed)")
+        #expect(Set(passed.map { $0.prefix { $0 != ":" } }) == ["board", "wire", "ink", "view", "gestures"], "\(passed)")
+    }
+
     /// The replay fits the whole board at desktop and phone sizes, its
     /// toolbar on one row with the clock whole; a board with nothing
     /// recorded says so. The index counts in words ("1 stroke"), pages have

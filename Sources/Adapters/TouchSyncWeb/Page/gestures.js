@@ -29,10 +29,14 @@ export function attachWheel(element, view, onChange) {
   }, { passive: false });
 }
 
-// Pointers moving the view: each move pans by the change of their centre and
-// zooms by the change of their spread.
+// Pointers moving the view. When a pointer lands or lifts, the board point
+// under their centre, their spread and the zoom are noted; each move then
+// places that board point under the new centre, zoomed by the spread's change
+// since. The view follows from the gesture's start, not move by move, so the
+// board stays exactly under the fingers (no drift from one finger moving
+// before the other, or from snapping to device pixels).
 export class PanPinch {
-  constructor(view) { this.view = view; this.points = new Map(); }
+  constructor(view) { this.view = view; this.points = new Map(); this.start = null; }
   get size() { return this.points.size; }
   has(id) { return this.points.has(id); }
 
@@ -49,16 +53,22 @@ export class PanPinch {
     return total / this.points.size;
   }
 
-  add(id, x, y) { this.points.set(id, [x, y]); }
-  remove(id) { this.points.delete(id); }
+  add(id, x, y) { this.points.set(id, [x, y]); this.anchor(); }
+  remove(id) { this.points.delete(id); this.anchor(); }
+
+  anchor() {
+    if (this.points.size === 0) { this.start = null; return; }
+    const [cx, cy] = this.centre();
+    this.start = { board: this.view.toBoard(cx, cy), spread: this.spread(), zoom: this.view.zoom };
+  }
 
   move(id, x, y) {
     if (!this.points.has(id)) return false;
-    const [cx0, cy0] = this.centre(), spread0 = this.spread();
     this.points.set(id, [x, y]);
-    const [cx1, cy1] = this.centre(), spread1 = this.spread();
-    this.view.panBy(cx1 - cx0, cy1 - cy0);
-    if (this.points.size > 1 && spread0 > 4 && spread1 > 4) this.view.zoomAt(spread1 / spread0, cx1, cy1);
+    const [cx, cy] = this.centre(), spread = this.spread();
+    const { board, spread: spread0, zoom } = this.start;
+    const pinching = this.points.size > 1 && spread0 > 4 && spread > 4;
+    this.view.place(board[0], board[1], cx, cy, pinching ? zoom * spread / spread0 : this.view.zoom);
     return true;
   }
 }

@@ -37,6 +37,17 @@ export class Viewport {
     this.version++;
   }
 
+  // Puts board point (bx, by) at screen point (sx, sy) at `zoom` (clamped).
+  place(bx, by, sx, sy, zoom) {
+    const z = Math.min(MAX_ZOOM, Math.max(MIN_ZOOM, zoom));
+    const ox = this.snap(sx - bx * z), oy = this.snap(sy - by * z);
+    if (z === this.zoom && ox === this.ox && oy === this.oy) return;
+    this.zoom = z;
+    this.ox = ox;
+    this.oy = oy;
+    this.version++;
+  }
+
   // Shows the board rectangle [minX, minY, maxX, maxY] whole in a width × height screen.
   fit(rect, width, height, margin = 24) {
     if (!rect || !(rect[2] > rect[0]) || !(rect[3] > rect[1])) { this.reset(); return; }
