@@ -160,17 +160,7 @@ struct BrowserBinaryTests {
     @Test func randomTouchesRoundTrip() throws {
         var random = SystemRandomNumberGenerator()
         for round in 0..<500 {
-            func sample() -> [Double?] {
-                var values: [Double?] = [Double.random(in: -5000...5000, using: &random), Double.random(in: -5000...5000, using: &random), Double.random(in: 0...2e12, using: &random)]
-                let force: Double? = Bool.random(using: &random) ? Double.random(in: 0...1, using: &random) : nil
-                let azimuth: Double? = Bool.random(using: &random) ? Double.random(in: -6...6, using: &random) : nil
-                if force != nil || azimuth != nil { values.append(force) }
-                if let azimuth {
-                    values.append(azimuth)
-                    values.append(Bool.random(using: &random) ? Double.random(in: 0...1.5, using: &random) : nil)
-                }
-                return values
-            }
+            func sample() -> [Double?] { Self.randomSample(using: &random) }
             let touch = BrowserMessage.Touch(
                 n: UInt64(round + 1), phase: BrowserBinary.phases.randomElement(using: &random), id: UInt64.random(in: 0...UInt64.max, using: &random),
                 s: (0..<Int.random(in: 0...5, using: &random)).map { _ in sample() }, p: (0..<Int.random(in: 0...3, using: &random)).map { _ in sample() })
@@ -179,6 +169,21 @@ struct BrowserBinaryTests {
             #expect(try TabSamples.fixedPoint(read.s ?? []) == TabSamples.fixedPoint(touch.s ?? []), "\(touch)")
             #expect(try TabSamples.fixedPoint(read.p ?? []) == TabSamples.fixedPoint(touch.p ?? []), "\(touch)")
         }
+    }
+
+    /// A page's sample with any mix of force, angles (altitude or not) and neither.
+    static func randomSample(using random: inout some RandomNumberGenerator) -> [Double?] {
+        var values: [Double?] = [
+            Double.random(in: -5000...5000, using: &random), Double.random(in: -5000...5000, using: &random), Double.random(in: 0...2e12, using: &random),
+        ]
+        let force: Double? = Bool.random(using: &random) ? Double.random(in: 0...1, using: &random) : nil
+        let azimuth: Double? = Bool.random(using: &random) ? Double.random(in: -6...6, using: &random) : nil
+        if force != nil || azimuth != nil { values.append(force) }
+        if let azimuth {
+            values.append(azimuth)
+            values.append(Bool.random(using: &random) ? Double.random(in: 0...1.5, using: &random) : nil)
+        }
+        return values
     }
 
     /// Broken frames: refused by their number once it was read (taken), as a connection error before.

@@ -178,19 +178,7 @@ struct PackedWireTests {
         var receiver = TouchChains()
         var number: UInt64 = 0
         for _ in 0..<2000 {
-            func sample() -> [Double?] {
-                var values: [Double?] = [
-                    Double.random(in: -5000...5000, using: &random), Double.random(in: -5000...5000, using: &random), Double.random(in: 0...2e12, using: &random),
-                ]
-                let force: Double? = Bool.random(using: &random) ? Double.random(in: 0...1, using: &random) : nil
-                let azimuth: Double? = Bool.random(using: &random) ? Double.random(in: -6...6, using: &random) : nil
-                if force != nil || azimuth != nil { values.append(force) }
-                if let azimuth {
-                    values.append(azimuth)
-                    values.append(Bool.random(using: &random) ? Double.random(in: 0...1.5, using: &random) : nil)
-                }
-                return values
-            }
+            func sample() -> [Double?] { BrowserBinaryTests.randomSample(using: &random) }
             number += UInt64.random(in: 1...3, using: &random)
             // Few touch ids, so chains are continued, and sometimes many, so the oldest are forgotten.
             let id = Bool.random(using: &random) ? UInt64.random(in: 0...3, using: &random) : UInt64.random(in: 0...100, using: &random)

@@ -12,6 +12,13 @@ const fixed = (value, scale) => {
   return scaled < 0 ? -Math.round(-scaled) : Math.round(scaled);
 };
 
+// Samples [x, y, t, force, azimuth, altitude] in the hub's fixed point, as the gateway rounds JSON ones.
+const quantize = list => (list ?? []).map(v => ({
+  x: fixed(v[0], 64), y: fixed(v[1], 64), t: fixed(v[2], 1000),
+  f: v[3] == null ? null : fixed(v[3], 1024),
+  az: v[4] == null ? null : fixed(v[4], 4096), al: v[4] == null ? null : fixed(v[5] ?? 0, 4096),
+}));
+
 class Writer {
   constructor() { this.bytes = []; }
   byte(b) { this.bytes.push(b); }
@@ -25,11 +32,6 @@ class Writer {
 // A touch message {n, phase, id, s, p} (samples [x, y, t, force, azimuth,
 // altitude] in CSS pixels and milliseconds) as one binary frame.
 export function encodeTouch(message) {
-  const quantize = list => (list ?? []).map(v => ({
-    x: fixed(v[0], 64), y: fixed(v[1], 64), t: fixed(v[2], 1000),
-    f: v[3] == null ? null : fixed(v[3], 1024),
-    az: v[4] == null ? null : fixed(v[4], 4096), al: v[4] == null ? null : fixed(v[5] ?? 0, 4096),
-  }));
   const s = quantize(message.s), p = quantize(message.p);
   const all = s.concat(p);
   const force = all.some(v => v.f !== null);
@@ -199,11 +201,6 @@ export class TouchChains {
 
   // A touch message {n, phase, id, s, p} as one chained frame (0x04 to 0x07).
   encode(message) {
-    const quantize = list => (list ?? []).map(v => ({
-      x: fixed(v[0], 64), y: fixed(v[1], 64), t: fixed(v[2], 1000),
-      f: v[3] == null ? null : fixed(v[3], 1024),
-      az: v[4] == null ? null : fixed(v[4], 4096), al: v[4] == null ? null : fixed(v[5] ?? 0, 4096),
-    }));
     const s = quantize(message.s), p = quantize(message.p);
     const all = s.concat(p);
     const force = all.some(v => v.f !== null);
