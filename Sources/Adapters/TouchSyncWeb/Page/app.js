@@ -10,7 +10,7 @@ import { Renderer, cssColor, onSchemeChange } from './renderer.js';
 import { Viewport } from './view.js';
 import { attachWheel, PanPinch } from './gestures.js';
 import { outline, pathData, inkPoints } from './ink.js';
-import { encodeTouch, decodeFrame, frames, TouchChains, decodePackedBatch, packedSequence } from './wire.js';
+import { Connection, WIRES } from './connection.js';
 
 const boardName = decodeURIComponent(location.pathname.split('/')[2] || 'demo');
 const canvas = document.getElementById('board');
@@ -25,8 +25,8 @@ const REFUSED_FOR_GOOD = new Set(['UNAUTHORIZED', 'FORBIDDEN', 'UNKNOWN_BOARD'])
 
 // State the tests (and the curious) can read: window.touchsync.
 const app = window.touchsync = {
-  board, renderer, view, boardName, user: null, name: null, connected: false, ended: null,
-  pending: [], acked: 0, rtt: [], errors: [], refusals: [], renders: 0, frameIntervals: [],
+  board, renderer, view, boardName, user: null, name: null, connected: false,
+  errors: [], refusals: [], renders: 0, frameIntervals: [],
   // Samples this page sent, per touch in progress and for every touch that ended.
   sent: { live: {}, endedSamples: 0, endedStrokes: 0, cancelledStrokes: 0 },
   // Bytes of batches received and real samples they carried (bytes per sample).
@@ -34,7 +34,7 @@ const app = window.touchsync = {
   // Milliseconds from another user's touch (its first sample's time) to the frame that drew it.
   latencies: [], seen: new Set(),
   // Milliseconds from a pointer event of this page to the end of the frame that drew its ink.
-  ownInk: [], sockets: 0,
+  ownInk: [],
   local: new Map(), finished: [], hidden: new Map(), overlay: new Map(), users: [],
   summary: () => board.summary(),
 };
@@ -60,16 +60,31 @@ if (!(width > 0 && width <= 200)) width = 4;
 Object.defineProperty(app, 'colour', { get: () => colour });
 app.PALETTE = PALETTE;
 
-// --- Numbered messages: kept until acknowledged, resent after a reconnect.
-let nextNumber = 1;
-let socket = null;
-let welcomed = false;
+// --- The connection (connection.js): numbered messages, kept until acknowledged, resent after a reconnect.
 // The wire asked for in the hello: packed frames (docs/protocol.md, "Packed frames") unless ?wire=binary or ?wire=json;
-// the welcome says which the gateway speaks. Chained touches start afresh on every connection.
-const wantWire = ['json', 'binary', 'packed'].find(w => w === new URLSearchParams(location.search).get('wire')) ?? 'packed';
-let wireSpoken = 'json';
-let chains = new TouchChains();
-let resume = sessionStorage.getItem('touchsync-resume-' + boardName);
+// the welcome says which the gateway speaks.
+const link = new Connection({
+  url: (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws',
+  board, boardName,
+  wire: WIRES.find(w => w === new URLSearchParams(location.search).get('wire')) ?? 'packed',
+  hello: () => ({ board: boardName, name, token }),
+  handlers: {
+    welcome: welcomed,
+    message: receive,
+    batch: receiveBatch,
+    acknowledged,
+    closed: () => { app.connected = false; updateStatus(); },
+  },
+});
+// Why the page stopped for good (null while it carries on): the connection no longer reconnects.
+let ended = null;
+Object.defineProperties(app, {
+  ended: { get: () => ended, set: why => { ended = why; link.ended = why !== null; } },
+  pending: { get: () => link.pending },
+  acked: { get: () => link.acked },
+  rtt: { get: () => link.rtt },
+  sockets: { get: () => link.sockets },
+});
 
 function post(message) {
   if (app.role === 'watch' || app.ended) return null;
@@ -85,119 +100,41 @@ function post(message) {
       delete live[message.id];
     }
   }
-  message.n = nextNumber++;
-  app.pending.push(message);
-  if (welcomed) transmit(message);
-  return message.n;
+  return link.post(message);
 }
 
-function transmit(message) {
-  // The round trip counts from the last transmission, not from time spent queued offline.
-  message.sentAt = performance.now();
-  const { sentAt, ...wire } = message;
-  if (wire.t === 'touch' && wireSpoken === 'packed') socket.send(chains.encode(wire));
-  else if (wire.t === 'touch' && wireSpoken === 'binary') socket.send(encodeTouch(wire));
-  else socket.send(JSON.stringify(wire));
-}
-
-// --- Connection, with back-off (reset only by a welcome: a socket that opens and is refused keeps backing off).
-let backoff = 250;
-let heldOffline = false;
-function connect() {
-  const url = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws';
-  socket = new WebSocket(url);
-  socket.binaryType = 'arraybuffer';
-  app.sockets++;
-  socket.onopen = () => {
-    socket.send(JSON.stringify({ t: 'hello', board: boardName, resume, name, token, acked: app.acked, wire: wantWire === 'json' ? undefined : wantWire }));
-  };
-  socket.onmessage = event => {
-    const binary = event.data instanceof ArrayBuffer;
-    if (binary) { for (const frame of frames(event.data)) onFrame(frame, true); return; }
-    onFrame(event.data, false);
-  };
-  const onFrame = (data, binary) => {
-    const message = binary ? (new Uint8Array(data)[0] === 4 ? packedBatch(data) : decodeFrame(data)) : JSON.parse(data);
-    if (Array.isArray(message)) {  // a batch: ["b", seq, diffs]
-      app.received.batchBytes += binary ? data.byteLength : data.length;
-      for (const d of message[2]) if (d[0] === 'a') app.received.batchSamples += d[3].length / 4;
-      receiveBatch(message);
-      return;
+function welcomed(m, renumbered) {
+  app.wire = m.wire ?? 'json';
+  app.role = m.role;
+  app.name = m.name;
+  app.connected = true;
+  document.body.classList.toggle('admin', m.role === 'admin');
+  if (m.role === 'watch') {
+    app.user = null;
+    document.body.classList.add('watching');
+  } else {
+    app.user = m.user;
+    if (renumbered) {
+      // What waits for the renumbered messages follows them (numbers already acknowledged stay below 1).
+      const follow = n => renumbered.get(n) ?? 0;
+      for (const ink of [...app.local.values(), ...app.finished]) ink.numbers = ink.numbers.map(follow);
+      const entries = new Set([...app.hidden.values(), ...app.overlay.values(), ...clearing, ...app.finished.map(ink => ink.hiddenBy)]);
+      for (const entry of entries) if (entry) entry.n = follow(entry.n);
+      if (!link.pending.some(message => message.t === 'style')) sendStyle();
     }
-    if (message.t === 'snapshot') app.received.snapshotBytes = data.length;
-    receive(message);
-  };
-  socket.onclose = () => {
-    app.connected = false;
-    welcomed = false;
-    updateStatus();
-    if (app.ended) return;  // refused for good: reconnecting would be refused again
-    if (heldOffline) return;  // a test holds the page offline until app.reconnect()
-    const delay = backoff * (0.5 + Math.random());
-    backoff = Math.min(backoff * 2, 5000);
-    setTimeout(connect, delay);
-  };
-  socket.onerror = () => {};
+  }
+  updateStatus();
 }
 
-// A packed batch as ["b", seq, diffs], read against the board when it is the next one; otherwise
-// (old, or after a gap) without its diffs, which the board would not apply; unreadable, a gap.
-function packedBatch(data) {
-  const seq = packedSequence(data);
-  if (!board.synced || seq !== board.seq + 1) return ['b', seq, []];
-  try { return decodePackedBatch(data, board); } catch { return ['b', seq + 1, []]; }
-}
-
-function receive(m) {
+function receive(m, bytes) {
   switch (m.t) {
-    case 'welcome': {
-      backoff = 250;
-      wireSpoken = m.wire ?? 'json';
-      chains = new TouchChains();
-      app.wire = m.wire ?? 'json';
-      app.role = m.role;
-      app.name = m.name;
-      document.body.classList.toggle('admin', m.role === 'admin');
-      if (m.role === 'watch') {
-        app.user = null;
-        app.connected = true;
-        welcomed = false;
-        document.body.classList.add('watching');
-        break;
-      }
-      const newSession = m.resume !== resume;
-      resume = m.resume;
-      sessionStorage.setItem('touchsync-resume-' + boardName, resume);
-      app.user = m.user;
-      welcomed = true;
-      app.connected = true;
-      if (newSession) {
-        // A new agent (first visit, or the gateway restarted): number what waits from 1 again.
-        app.acked = 0;
-        const renumbered = new Map();
-        app.pending.forEach((message, index) => { renumbered.set(message.n, index + 1); message.n = index + 1; });
-        nextNumber = app.pending.length + 1;
-        // What waits for those messages follows them to their new numbers (numbers already acknowledged stay below 1).
-        const follow = n => renumbered.get(n) ?? 0;
-        for (const ink of [...app.local.values(), ...app.finished]) ink.numbers = ink.numbers.map(follow);
-        const entries = new Set([...app.hidden.values(), ...app.overlay.values(), ...clearing, ...app.finished.map(ink => ink.hiddenBy)]);
-        for (const entry of entries) if (entry) entry.n = follow(entry.n);
-        if (!app.pending.some(message => message.t === 'style')) sendStyle();
-      } else {
-        acknowledge(m.acked);
-      }
-      for (const message of app.pending) transmit(message);
-      break;
-    }
-    case 'ack':
-      acknowledge(m.n);
-      break;
     case 'refused':
       app.refusals.push(m);
       dropRefusedInk(m.n, m.message);
       toast(`refused: ${m.message}`);
       break;
     case 'snapshot':
+      app.received.snapshotBytes = bytes;
       board.loadSnapshot(m);
       for (const ink of [...app.finished]) if (findAccepted(ink)) removeFinished(ink);
       if (!fitted && board.accepted.length > 0 && !boardFitsView()) fitBoard();
@@ -227,20 +164,16 @@ function receive(m) {
   updateStatus();
 }
 
-function receiveBatch(batch) {
+function receiveBatch(batch, bytes) {
+  app.received.batchBytes += bytes;
+  for (const d of batch[2]) if (d[0] === 'a') app.received.batchSamples += d[3].length / 4;
   const result = board.applyBatch(batch);
-  if (result === 'gap') { board.reset(); socket.send(JSON.stringify({ t: 'resync' })); }
+  if (result === 'gap') { board.reset(); link.send({ t: 'resync' }); }
   else if (result === 'applied') { reconcileHidden(); requestRender(); }
 }
 
-function acknowledge(through) {
-  const now = performance.now();
-  while (app.pending.length > 0 && app.pending[0].n <= through) {
-    const message = app.pending.shift();
-    if (message.sentAt !== undefined) app.rtt.push(now - message.sentAt);
-  }
-  if (app.rtt.length > 1000) app.rtt.splice(0, 500);
-  app.acked = Math.max(app.acked, through);
+// The hub acknowledged every message numbered up to `through`: your ink and its undo wait for that.
+function acknowledged(through, now) {
   for (const entry of app.hidden.values()) if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
   for (const entry of app.overlay.values()) if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
   for (const ink of app.finished) {
@@ -248,6 +181,7 @@ function acknowledge(through) {
     if (ink.hiddenBy && ink.hiddenBy.ackedAt === null && ink.hiddenBy.n <= through) ink.hiddenBy.ackedAt = now;
   }
   reconcileHidden();
+  updateStatus();
 }
 
 // --- Local ink: your strokes from your input, until the hub's diffs accept them.
@@ -781,7 +715,7 @@ $('name-form').addEventListener('submit', e => {
   if (!chosen || chosen === name) { localStorage.setItem('touchsync-name', name); return; }
   name = chosen;
   localStorage.setItem('touchsync-name', name);
-  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ t: 'name', name }));
+  link.send({ t: 'name', name });
 });
 function skipName() { $('name-dialog').hidden = true; localStorage.setItem('touchsync-name', name); }
 $('name-skip').addEventListener('click', skipName);
@@ -789,7 +723,7 @@ $('name-skip').addEventListener('click', skipName);
 window.addEventListener('storage', e => {
   if (e.key === 'touchsync-name' && e.newValue && e.newValue !== name) {
     name = e.newValue;
-    if (socket && socket.readyState === WebSocket.OPEN && app.role !== 'watch') socket.send(JSON.stringify({ t: 'name', name }));
+    if (app.role !== 'watch') link.send({ t: 'name', name });
   } else if ((e.key === 'touchsync-colour' || e.key === 'touchsync-width') && e.newValue) {
     const rgba = e.key === 'touchsync-colour' ? parseInt(e.newValue, 16) >>> 0 : colour;
     const w = e.key === 'touchsync-width' ? Number(e.newValue) : width;
@@ -840,7 +774,7 @@ function showBanner(text) {
 
 // A closed tab says goodbye, so its live touches are cancelled at once.
 window.addEventListener('pagehide', () => {
-  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ t: 'bye' }));
+  link.send({ t: 'bye' });
 });
 
 app.post = post;
@@ -849,12 +783,12 @@ app.redo = redo;
 // For tests: a dropped connection (reconnects after the back-off), or one held
 // down until app.reconnect(), so a test can look at the page while it is offline
 // however slowly the machine runs.
-app.disconnect = ({ hold = false } = {}) => { heldOffline = hold; if (socket) socket.close(); };
-app.reconnect = () => { if (heldOffline) { heldOffline = false; connect(); } };
-app.rawSocket = () => socket;                      // for tests: messages the page itself would not send
+app.disconnect = ({ hold = false } = {}) => link.disconnect(hold);
+app.reconnect = () => link.reconnect();
+app.rawSocket = () => link.socket;                      // for tests: messages the page itself would not send
 app.requestRender = requestRender;
 // For tests: the canvas pixel [r, g, b, a] under a CSS point of the canvas, and the next frame.
 app.pixelAt = (x, y) => Array.from(renderer.ctx.getImageData(Math.round(x * renderer.ratio), Math.round(y * renderer.ratio), 1, 1).data);
 app.nextFrame = () => new Promise(resolve => requestAnimationFrame(() => resolve()));
-connect();
+link.connect();
 requestRender();
