@@ -115,6 +115,9 @@ struct GatewayWireTests {
         func send(_ message: BrowserMessage) { connection.send(message.json) }
         func send(bytes: [UInt8]) { connection.send(bytes: bytes) }
 
+        /// How many messages received so far match.
+        func received(where matches: (BrowserMessage) -> Bool) -> Int { received.state.withLock { $0.messages.filter(matches).count } }
+
         /// Whether the gateway closed the connection within `timeout`.
         func waitUntilClosed(timeout: Duration = .seconds(10)) async -> Bool {
             let received = self.received
@@ -222,6 +225,58 @@ struct GatewayWireTests {
         #expect(error.0 == "MALFORMED" && error.1.contains("chained touch"), "\(error)")
         #expect(await drawer.waitUntilClosed(), "the gateway closes the socket")
         await watcher.connection.close()
+    }
+
+    /// Presence: a tab's pointer goes to the board's other tabs (not back to
+    /// it, not to other boards), at most every 50 ms with the latest position
+    /// kept, and its leaving (or closing) is said. Never numbered or acked.
+    @Test func cursorsGoToTheBoardsOtherTabsPaced() async throws {
+        let rig = try await Rig()
+        defer { rig.close() }
+        let ann = try await rig.tab()
+        let ben = try await rig.tab()
+        let elsewhere = try await rig.tab()
+        ann.send(.hello(.init(board: "presence", name: "Ann")))
+        let annWelcome = try await ann.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+        ben.send(.hello(.init(board: "presence", name: "Ben")))
+        _ = try await ben.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+        elsewhere.send(.hello(.init(board: "not-presence", name: "Cy")))
+        _ = try await elsewhere.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+        ann.send(.style(n: 1, rgba: 0xE539_35FF, width: 4))
+        _ = try await ann.next("ack") { if case .ack(let n) = $0, n >= 1 { n } else { nil } }
+
+        ann.send(.cursor(x: 10.5, y: -20))
+        let first = try await ben.next("Ann's cursor") { if case .presence(let p) = $0 { p } else { nil } }
+        #expect(first.user == annWelcome.user && first.name == "Ann" && first.rgba == 0xE539_35FF && first.x == 10.5 && first.y == -20, "\(first)")
+
+        // Forty moves at once: Ben sees a few, the last one last.
+        let seen = Mutex(0)
+        for step in 1...40 { ann.send(.cursor(x: Double(step), y: 0)) }
+        let last = try await ben.next("the last move") { message -> Double? in
+            guard case .presence(let p) = message else { return nil }
+            seen.withLock { $0 += 1 }
+            return p.x == 40 ? 40 : nil
+        }
+        #expect(last == 40 && seen.withLock { $0 } <= 5, "paced: \(seen.withLock { $0 }) of 40 moves relayed")
+
+        ann.send(.cursor(x: nil, y: nil))
+        let left = try await ben.next("Ann's cursor leaves") { if case .presence(let p) = $0, p.x == nil { p } else { nil } }
+        #expect(left.id == first.id && left.y == nil)
+        ben.send(.cursor(x: 1, y: 2))
+        _ = try await ann.next("Ben's cursor") { if case .presence(let p) = $0, p.name == "Ben" { p } else { nil } }
+        await ben.connection.close()
+        let gone = try await ann.next("Ben's cursor goes with his tab") { if case .presence(let p) = $0, p.name == "Ben", p.x == nil { p } else { nil } }
+        #expect(gone.x == nil)
+
+        // Nobody saw their own cursor, and the other board saw none.
+        elsewhere.send(.ping(at: 7))
+        _ = try await elsewhere.next("pong") { if case .pong = $0 { true } else { nil } }
+        #expect(elsewhere.received(where: { if case .presence = $0 { true } else { false } }) == 0)
+        #expect(ann.received(where: { if case .presence(let p) = $0 { p.name == "Ann" } else { false } }) == 0)
+        // A cursor far off the board is refused in words, the connection stays.
+        ann.send(.cursor(x: 1e9, y: 0))
+        let refused = try await ann.next("error") { if case .error(let code, _, _) = $0 { code } else { nil } }
+        #expect(refused == "MALFORMED")
     }
 
     @Test func refusalsAndErrorsAreTypedAndNumbered() async throws {

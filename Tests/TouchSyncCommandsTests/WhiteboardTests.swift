@@ -415,6 +415,40 @@ extension BrowserTests {
         #expect(try await c.number("touchsync.colour") == cColour, "kept across visits")
     }
 
+    /// Presence: a mouse hovering over one page is an arrow with the person's
+    /// name and colour on the other page, where it points on the board; when
+    /// it leaves the board, or the page closes, the arrow goes.
+    @Test func othersPointersAreShownWithTheirNames() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let ann = try await rig.open("presence")
+        let ben = try await rig.open("presence", person: try await rig.browser.newPerson())
+        _ = try await ann.evaluate(
+            "document.getElementById('name-input').value = 'Ann'; document.getElementById('name-form').requestSubmit()")
+        let top = try await ann.canvasTop()
+        func hover(_ page: BrowserPage, _ x: Double, _ y: Double) async throws {
+            _ = try await page.send("Input.dispatchMouseEvent", ["type": "mouseMoved", "x": x, "y": y, "button": "none", "buttons": 0])
+        }
+        try await hover(ann, 400, top + 300)
+        try await hover(ann, 420, top + 310)
+        try await ben.waitFor("[...touchsync.cursors.values()].some(c => c.name === 'Ann' && Math.abs(c.x - 420) < 1 && Math.abs(c.y - 310) < 1)")
+        // Ben's view is panned: the arrow is where the board point is on his screen, in Ann's colour.
+        _ = try await ben.evaluate("touchsync.view.panBy(-100, -50); touchsync.requestRender(true)")
+        let annColour = try await ann.number("touchsync.colour")
+        let benTop = try await ben.canvasTop()
+        let pixel = try await ben.inkAfterNextFrame(x: 320 + 2, y: benTop + 260 + 8)
+        let expected = [Int(annColour) >> 24 & 255, Int(annColour) >> 16 & 255, Int(annColour) >> 8 & 255]
+        #expect(pixel[3] > 200 && zip(pixel.prefix(3), expected).allSatisfy { abs($0 - $1) < 30 }, "the arrow in Ann's colour: \(pixel), \(expected)")
+        #expect(try await ann.number("touchsync.cursors.size") == 0, "Ann does not see her own pointer")
+
+        try await hover(ann, 400, top - 20)  // onto the toolbar: off the board
+        try await ben.waitFor("touchsync.cursors.size === 0")
+        try await hover(ann, 500, top + 300)
+        try await ben.waitFor("touchsync.cursors.size === 1")
+        try await ann.close()
+        try await ben.waitFor("touchsync.cursors.size === 0")
+    }
+
     /// Dark mode follows the system: the board and toolbar turn dark, black
     /// ink is drawn light on it (the hub keeps the colour the person chose),
     /// and the PNG export keeps the board's own colours.

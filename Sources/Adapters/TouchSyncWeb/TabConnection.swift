@@ -30,6 +30,11 @@ final class TabConnection: TabSocketReceiver {
     private var saidGoodbye = false
     /// What this connection's chained touch frames carry from one to the next (docs/protocol.md, "Packed frames").
     private var touchChains = TouchChains()
+    /// The pointer position waiting for its turn (`.some(nil)`: it left the board), when it was last sent, and whether others show it.
+    private var cursorDue: (x: Double, y: Double)?? = nil
+    private var lastCursorSent = NIODeadline.distantPast
+    private var cursorTimer: Scheduled<Void>? = nil
+    private var cursorShown = false
     /// A task runs for a message; later messages wait here.
     private var waiting: Bool = false
     private var backlog: [TabSocketMessage] = []
@@ -142,6 +147,10 @@ final class TabConnection: TabSocketReceiver {
             socket.close(code: .normalClosure, reason: "bye")
         case .name(let name):
             if let refused = gateway.rename(session, to: name) { sendError(refused.code, refused.message) }
+        case .cursor(let x, let y):
+            guard let x, let y else { return moveCursor(to: nil) }
+            guard abs(x) <= 1_000_000, abs(y) <= 1_000_000 else { return sendError("MALFORMED", "a cursor is within ±1,000,000 points") }
+            moveCursor(to: (x, y))
         default:
             guard let number = decoded.number else {
                 return sendError("MALFORMED", "\(decoded.kind) is what the gateway sends, not a tab")
@@ -290,10 +299,40 @@ final class TabConnection: TabSocketReceiver {
 
     /// The socket is gone and no task runs: the tab leaves its board; its
     /// session waits for it to come back (or ends, after a goodbye or a revocation).
+    // MARK: Presence
+
+    /// The tab's pointer goes to the board's other tabs at most every
+    /// `cursorInterval` (the latest position wins; a stop is sent after the
+    /// last move), on this event loop. Watchers' cursors are not shown.
+    private func moveCursor(to point: (x: Double, y: Double)?) {
+        guard session != nil, let loop = socket?.eventLoop else { return }
+        cursorDue = .some(point)
+        guard cursorTimer == nil else { return }
+        let next = lastCursorSent + Self.cursorInterval
+        if next <= .now() { return sendCursor() }
+        cursorTimer = loop.scheduleTask(deadline: next) { [self] in
+            cursorTimer = nil
+            sendCursor()
+        }
+    }
+
+    private func sendCursor() {
+        guard case .some(let point) = cursorDue else { return }
+        cursorDue = nil
+        lastCursorSent = .now()
+        cursorShown = point != nil
+        gateway.cursor(of: id, session: session, at: point)
+    }
+
+    static let cursorInterval = TimeAmount.milliseconds(50)
+
     private func release() {
         guard !released else { return }
         released = true
         backlog.removeAll()
+        cursorTimer?.cancel()
+        // The board's other tabs stop showing this tab's pointer.
+        if cursorShown { gateway.cursor(of: id, session: session, at: nil) }
         gateway.tabLeft(id, session: session, board: fanout, outbox: outbox, saidGoodbye: saidGoodbye)
     }
 }

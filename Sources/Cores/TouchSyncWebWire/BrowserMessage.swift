@@ -21,6 +21,8 @@ public enum BrowserMessage: Sendable, Equatable {
     case resync
     case name(String?)
     case bye
+    /// Where the tab's pointer is on the board (points), or nil: it left the board. Ephemeral: never numbered, acknowledged or stored.
+    case cursor(x: Double?, y: Double?)
     // Gateway to tab.
     case welcome(Welcome)
     case ack(n: UInt64)
@@ -31,6 +33,26 @@ public enum BrowserMessage: Sendable, Equatable {
     case snapshot(BrowserSnapshot)
     case batch(BrowserBatch)
     case pong(at: Double)
+    case presence(Presence)
+
+    /// Another tab's pointer on the board (docs/protocol.md, "Presence"): `x` and `y` nil when it left.
+    public struct Presence: Sendable, Equatable, Codable {
+        /// The tab's number at this gateway (a tab of one user's several tabs).
+        public var id: UInt64
+        public var user: String?
+        public var name: String?
+        public var rgba: UInt32?
+        public var x: Double?
+        public var y: Double?
+        public init(id: UInt64, user: String?, name: String?, rgba: UInt32?, x: Double?, y: Double?) {
+            self.id = id
+            self.user = user
+            self.name = name
+            self.rgba = rgba
+            self.x = x
+            self.y = y
+        }
+    }
 
     public struct Hello: Sendable, Equatable, Codable {
         public var board: String?
@@ -141,6 +163,8 @@ public enum BrowserMessage: Sendable, Equatable {
         case .resync: "resync"
         case .name: "name"
         case .bye: "bye"
+        case .cursor: "cursor"
+        case .presence: "presence"
         case .welcome: "welcome"
         case .ack: "ack"
         case .refused: "refused"
@@ -169,7 +193,7 @@ public struct BrowserWireError: Error, Sendable, CustomStringConvertible {
 extension BrowserMessage: Codable {
     private enum Key: String, CodingKey {
         case t, n, board, resume, name, token, phase, id, s, p, rgba, width, strokes, scope, at
-        case user, acked, role, code, message, from, state, retry_after_ms, list, wire
+        case user, acked, role, code, message, from, state, retry_after_ms, list, wire, x, y
     }
 
     public init(from decoder: any Decoder) throws {
@@ -225,6 +249,15 @@ extension BrowserMessage: Codable {
         case "resync": self = .resync
         case "name": self = .name(try field(String.self, .name))
         case "bye": self = .bye
+        case "cursor":
+            let x = try field(Double.self, .x), y = try field(Double.self, .y)
+            guard (x == nil) == (y == nil) else { throw BrowserWireError("MALFORMED", "cursor has both x and y, or neither") }
+            self = .cursor(x: x, y: y)
+        case "presence":
+            self = .presence(
+                Presence(
+                    id: try required(UInt64.self, .id), user: try field(String.self, .user), name: try field(String.self, .name),
+                    rgba: try field(UInt32.self, .rgba), x: try field(Double.self, .x), y: try field(Double.self, .y)))
         case "welcome":
             self = .welcome(
                 Welcome(
@@ -326,6 +359,16 @@ extension BrowserMessage: Codable {
             break
         case .name(let name):
             try object.encodeIfPresent(name, forKey: .name)
+        case .cursor(let x, let y):
+            try object.encodeIfPresent(x, forKey: .x)
+            try object.encodeIfPresent(y, forKey: .y)
+        case .presence(let presence):
+            try object.encode(presence.id, forKey: .id)
+            try object.encode(presence.user, forKey: .user)
+            try object.encode(presence.name, forKey: .name)
+            try object.encode(presence.rgba, forKey: .rgba)
+            try object.encode(presence.x, forKey: .x)
+            try object.encode(presence.y, forKey: .y)
         case .welcome(let welcome):
             try object.encode(welcome.user, forKey: .user)
             try object.encode(welcome.resume, forKey: .resume)

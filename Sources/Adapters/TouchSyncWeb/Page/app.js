@@ -35,7 +35,7 @@ const app = window.touchsync = {
   latencies: [], seen: new Set(),
   // Milliseconds from a pointer event of this page to the end of the frame that drew its ink.
   ownInk: [],
-  local: new Map(), finished: [], hidden: new Map(), overlay: new Map(), users: [],
+  local: new Map(), finished: [], hidden: new Map(), overlay: new Map(), users: [], cursors: new Map(),
   summary: () => board.summary(),
 };
 
@@ -144,6 +144,12 @@ function receive(m, bytes) {
     case 'users':
       app.users = m.list;
       showUsers();
+      break;
+    case 'presence':
+      // Another tab's pointer: shown until it leaves the board, or 10 s without news.
+      if (m.x === null || m.x === undefined) app.cursors.delete(m.id);
+      else app.cursors.set(m.id, { ...m, at: performance.now() });
+      requestRender();
       break;
     case 'pong':
       break;
@@ -289,6 +295,7 @@ function requestRender(rebuild = false) {
       local: [...app.finished.filter(ink => !ink.hiddenBy), ...app.local.values()],
       overlay: [...app.overlay.values()].map(entry => entry.stroke),
       names: new Map(app.users.map(u => [u.user, u.name])),
+      cursors: [...app.cursors.values()],
     });
     rebuildQueued = false;
     app.renders++;
@@ -322,6 +329,30 @@ app.setEveryFingerDraws = on => {
   localStorage.setItem('touchsync-fingers', on ? 'draw' : 'pan');
   document.getElementById('fingers').textContent = on ? 'Two fingers pan and zoom' : 'Every finger draws (multi-touch)';
 };
+
+// --- Presence: your pointer goes to the others (at most every 50 ms, the gateway keeps the pace too),
+// theirs are drawn as arrows with names (docs/protocol.md, "Presence").
+const CURSOR_INTERVAL = 50;
+let cursorSentAt = -Infinity, cursorTimer = null, cursorDue;
+function sendCursor(point) {
+  cursorDue = point;
+  if (cursorTimer !== null) return;
+  const wait = cursorSentAt + CURSOR_INTERVAL - performance.now();
+  const flush = () => {
+    cursorTimer = null;
+    cursorSentAt = performance.now();
+    link.send(cursorDue ? { t: 'cursor', x: Math.round(cursorDue[0] * 10) / 10, y: Math.round(cursorDue[1] * 10) / 10 } : { t: 'cursor' });
+  };
+  if (wait <= 0) flush(); else cursorTimer = setTimeout(flush, wait);
+}
+canvas.addEventListener('pointermove', e => { if (app.role !== 'watch' && e.pointerType !== 'touch') sendCursor(boardPoint(e)); });
+canvas.addEventListener('pointerleave', () => { if (app.role !== 'watch') sendCursor(null); });
+setInterval(() => {
+  const now = performance.now();
+  let gone = false;
+  for (const [id, cursor] of app.cursors) if (now - cursor.at > 10_000) { app.cursors.delete(id); gone = true; }
+  if (gone) requestRender();
+}, 2000);
 
 function boardPoint(e) {
   const rect = canvas.getBoundingClientRect();

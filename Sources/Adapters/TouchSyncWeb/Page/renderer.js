@@ -206,6 +206,22 @@ export class Renderer {
         ctx.fillText(spot.name, x + 18, y - 14);
       }
     }
+    // Other people's pointers (presence): an arrow in their colour with their name, the same size at any zoom.
+    for (const cursor of scene.cursors ?? []) {
+      const [x, y] = view.toScreen(cursor.x, cursor.y);
+      ctx.fillStyle = cursor.rgba !== null && cursor.rgba !== undefined ? cssColor(cursor.rgba | 255) : 'rgb(120,120,120)';
+      ctx.beginPath();
+      ctx.moveTo(x, y); ctx.lineTo(x, y + 17); ctx.lineTo(x + 4.5, y + 12.5); ctx.lineTo(x + 11.5, y + 12.5);
+      ctx.closePath();
+      ctx.fill();
+      if (cursor.name) {
+        ctx.font = '12px system-ui, sans-serif';
+        const w = ctx.measureText(cursor.name).width + 10;
+        ctx.fillRect(x + 10, y + 16, w, 18);
+        ctx.fillStyle = 'white';
+        ctx.fillText(cursor.name, x + 15, y + 29);
+      }
+    }
     const took = performance.now() - started;
     this.frameTimes.push(took);
     if (this.frameTimes.length > 4000) this.frameTimes.splice(0, 2000);
