@@ -245,13 +245,13 @@ struct GatewayWireTests {
         ann.send(.style(n: 1, rgba: 0xE539_35FF, width: 4))
         _ = try await ann.next("ack") { if case .ack(let n) = $0, n >= 1 { n } else { nil } }
 
-        ann.send(.cursor(x: 10.5, y: -20))
+        ann.send(.cursor(.init(x: 10.5, y: -20)))
         let first = try await ben.next("Ann's cursor") { if case .presence(let p) = $0 { p } else { nil } }
         #expect(first.user == annWelcome.user && first.name == "Ann" && first.rgba == 0xE539_35FF && first.x == 10.5 && first.y == -20, "\(first)")
 
         // Forty moves at once: Ben sees a few, the last one last.
         let seen = Mutex(0)
-        for step in 1...40 { ann.send(.cursor(x: Double(step), y: 0)) }
+        for step in 1...40 { ann.send(.cursor(.init(x: Double(step), y: 0))) }
         let last = try await ben.next("the last move") { message -> Double? in
             guard case .presence(let p) = message else { return nil }
             seen.withLock { $0 += 1 }
@@ -259,10 +259,14 @@ struct GatewayWireTests {
         }
         #expect(last == 40 && seen.withLock { $0 } <= 5, "paced: \(seen.withLock { $0 }) of 40 moves relayed")
 
-        ann.send(.cursor(x: nil, y: nil))
+        // The laser pointer and the view a follower takes go along.
+        ann.send(.cursor(.init(x: 5, y: 6, laser: true, view: [-10, -20, 790, 580])))
+        let laser = try await ben.next("Ann's laser") { if case .presence(let p) = $0, p.laser == true { p } else { nil } }
+        #expect(laser.x == 5 && laser.y == 6 && laser.view == [-10, -20, 790, 580], "\(laser)")
+        ann.send(.cursor(.init(x: nil, y: nil)))
         let left = try await ben.next("Ann's cursor leaves") { if case .presence(let p) = $0, p.x == nil { p } else { nil } }
         #expect(left.id == first.id && left.y == nil)
-        ben.send(.cursor(x: 1, y: 2))
+        ben.send(.cursor(.init(x: 1, y: 2)))
         _ = try await ann.next("Ben's cursor") { if case .presence(let p) = $0, p.name == "Ben" { p } else { nil } }
         await ben.connection.close()
         let gone = try await ann.next("Ben's cursor goes with his tab") { if case .presence(let p) = $0, p.name == "Ben", p.x == nil { p } else { nil } }
@@ -274,7 +278,7 @@ struct GatewayWireTests {
         #expect(elsewhere.received(where: { if case .presence = $0 { true } else { false } }) == 0)
         #expect(ann.received(where: { if case .presence(let p) = $0 { p.name == "Ann" } else { false } }) == 0)
         // A cursor far off the board is refused in words, the connection stays.
-        ann.send(.cursor(x: 1e9, y: 0))
+        ann.send(.cursor(.init(x: 1e9, y: 0)))
         let refused = try await ann.next("error") { if case .error(let code, _, _) = $0 { code } else { nil } }
         #expect(refused == "MALFORMED")
     }

@@ -449,6 +449,51 @@ extension BrowserTests {
         try await ben.waitFor("touchsync.cursors.size === 0")
     }
 
+    /// The laser pointer is a red trail on every page that fades within a
+    /// second and never becomes ink; clicking a name follows that person's
+    /// view (their zoom and pan), and Esc stops following.
+    @Test func aLaserFadesAndFollowingShowsAnotherView() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let ann = try await rig.open("laser")
+        let ben = try await rig.open("laser", person: try await rig.browser.newPerson())
+        let annUser = try await ann.evaluate("touchsync.user") as? String ?? ""
+        let top = try await ann.canvasTop()
+        try await ann.press(key: "l", code: "KeyL")
+        #expect(try await ann.evaluate("document.getElementById('laser').classList.contains('on')") as? Bool == true, "L is the laser")
+        try await ann.pointer("mousePressed", x: 300, y: top + 300)
+        for step in 1...12 { try await ann.pointer("mouseMoved", x: 300 + Double(step) * 20, y: top + 300) }
+        try await ben.waitFor("touchsync.lasers.size === 1 && [...touchsync.lasers.values()][0].length >= 3")
+        let benTop = try await ben.canvasTop()
+        let red = try await ben.inkAfterNextFrame(x: 500, y: benTop + 300)
+        #expect(red[0] > 150 && red[1] < 120 && red[3] > 100, "a red trail on Ben's page: \(red)")
+        try await ann.pointer("mouseReleased", x: 540, y: top + 300)
+        try await ben.waitFor("touchsync.lasers.size === 0", timeout: .seconds(5))
+        #expect(try await ben.inkAfterNextFrame(x: 500, y: benTop + 300)[3] == 0, "faded away")
+        try await ann.settled()
+        #expect(try await rig.hubBoard("laser").acceptedStrokes.isEmpty, "the laser drew no ink")
+
+        // Ben follows Ann: her zoom and pan become his view.
+        try await ben.waitFor("[...document.querySelectorAll('#users li')].some(li => li.dataset.user === '\(annUser)')")
+        _ = try await ben.evaluate("document.querySelector('#users li[data-user=\"\(annUser)\"]').click()")
+        #expect(try await ben.evaluate("touchsync.following") as? String == annUser)
+        try await ann.press(key: "p", code: "KeyP")
+        _ = try await ann.send("Input.dispatchMouseEvent", ["type": "mouseMoved", "x": 640, "y": top + 300, "button": "none", "buttons": 0])
+        try await ann.wheel(x: 640, y: top + 300, deltaY: -300, modifiers: 2)
+        try await ann.wheel(x: 640, y: top + 300, deltaX: 120, deltaY: 80)
+        let annView = try await ann.evaluate("touchsync.view.visible(touchsync.renderer.width, touchsync.renderer.height)") as? [Double] ?? []
+        try await ben.waitFor(
+            "(v => Math.abs(v[0] - \(annView[0])) < 2 && Math.abs(v[1] - \(annView[1])) < 2 && Math.abs(v[2] - \(annView[2])) < 2)"
+                + "(touchsync.view.visible(touchsync.renderer.width, touchsync.renderer.height))")
+        try await ben.press(key: "Escape", code: "Escape")
+        #expect(try await ben.evaluate("touchsync.following === null") as? Bool == true, "Esc stops following")
+        let benZoom = try await ben.number("touchsync.view.zoom")
+        try await ann.wheel(x: 640, y: top + 300, deltaY: 300, modifiers: 2)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await ben.number("touchsync.view.zoom") == benZoom, "no longer following")
+        try await ben.keepScreenshot("following")
+    }
+
     /// Dark mode follows the system: the board and toolbar turn dark, black
     /// ink is drawn light on it (the hub keeps the colour the person chose),
     /// and the PNG export keeps the board's own colours.

@@ -31,7 +31,7 @@ final class TabConnection: TabSocketReceiver {
     /// What this connection's chained touch frames carry from one to the next (docs/protocol.md, "Packed frames").
     private var touchChains = TouchChains()
     /// The pointer position waiting for its turn (`.some(nil)`: it left the board), when it was last sent, and whether others show it.
-    private var cursorDue: (x: Double, y: Double)?? = nil
+    private var cursorDue: BrowserMessage.Cursor?? = nil
     private var lastCursorSent = NIODeadline.distantPast
     private var cursorTimer: Scheduled<Void>? = nil
     private var cursorShown = false
@@ -147,10 +147,12 @@ final class TabConnection: TabSocketReceiver {
             socket.close(code: .normalClosure, reason: "bye")
         case .name(let name):
             if let refused = gateway.rename(session, to: name) { sendError(refused.code, refused.message) }
-        case .cursor(let x, let y):
-            guard let x, let y else { return moveCursor(to: nil) }
-            guard abs(x) <= 1_000_000, abs(y) <= 1_000_000 else { return sendError("MALFORMED", "a cursor is within ±1,000,000 points") }
-            moveCursor(to: (x, y))
+        case .cursor(let cursor):
+            guard let x = cursor.x, let y = cursor.y else { return moveCursor(to: nil) }
+            guard ([x, y] + (cursor.view ?? [])).allSatisfy({ abs($0) <= 1_000_000 }) else {
+                return sendError("MALFORMED", "a cursor and its view are within ±1,000,000 points")
+            }
+            moveCursor(to: cursor)
         default:
             guard let number = decoded.number else {
                 return sendError("MALFORMED", "\(decoded.kind) is what the gateway sends, not a tab")
@@ -302,13 +304,13 @@ final class TabConnection: TabSocketReceiver {
     // MARK: Presence
 
     /// The tab's pointer goes to the board's other tabs at most every
-    /// `cursorInterval` (the latest position wins; a stop is sent after the
-    /// last move), on this event loop. Watchers' cursors are not shown.
-    private func moveCursor(to point: (x: Double, y: Double)?) {
+    /// `cursorInterval` (`laserInterval` while it draws with the laser; the
+    /// latest position wins), on this event loop. Watchers' cursors are not shown.
+    private func moveCursor(to cursor: BrowserMessage.Cursor?) {
         guard session != nil, let loop = socket?.eventLoop else { return }
-        cursorDue = .some(point)
+        cursorDue = .some(cursor)
         guard cursorTimer == nil else { return }
-        let next = lastCursorSent + Self.cursorInterval
+        let next = lastCursorSent + (cursor?.laser == true ? Self.laserInterval : Self.cursorInterval)
         if next <= .now() { return sendCursor() }
         cursorTimer = loop.scheduleTask(deadline: next) { [self] in
             cursorTimer = nil
@@ -325,6 +327,7 @@ final class TabConnection: TabSocketReceiver {
     }
 
     static let cursorInterval = TimeAmount.milliseconds(50)
+    static let laserInterval = TimeAmount.milliseconds(16)
 
     private func release() {
         guard !released else { return }

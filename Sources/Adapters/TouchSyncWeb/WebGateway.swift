@@ -542,11 +542,12 @@ public final class WebGateway: Service, Sendable {
     /// A tab's pointer at board point `point` (nil: it left the board), for
     /// the board's other tabs at this gateway (docs/protocol.md, "Presence"):
     /// ephemeral, never sent to the hub.
-    func cursor(of id: GatewayCore.Connection, session: TabSession?, at point: (x: Double, y: Double)?) {
+    func cursor(of id: GatewayCore.Connection, session: TabSession?, at point: BrowserMessage.Cursor?) {
         let (message, outboxes) = state.withLock { state -> (String?, [TabOutbox]) in
             guard let session, let tab = state.tabs[id], let core = state.core.session(session.resumeToken) else { return (nil, []) }
             let presence = BrowserMessage.Presence(
-                id: id, user: session.namespace, name: core.displayName, rgba: core.colour, x: point?.x, y: point?.y)
+                id: id, user: session.namespace, name: core.displayName, rgba: core.colour, x: point?.x, y: point?.y,
+                laser: point?.laser == true ? true : nil, view: point?.view)
             return (BrowserMessage.presence(presence).json, state.tabs.values.filter { $0.board == tab.board && $0.outbox !== tab.outbox }.map(\.outbox))
         }
         guard let message else { return }

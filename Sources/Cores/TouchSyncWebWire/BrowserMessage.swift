@@ -21,8 +21,10 @@ public enum BrowserMessage: Sendable, Equatable {
     case resync
     case name(String?)
     case bye
-    /// Where the tab's pointer is on the board (points), or nil: it left the board. Ephemeral: never numbered, acknowledged or stored.
-    case cursor(x: Double?, y: Double?)
+    /// Where the tab's pointer is on the board (points), or nil: it left the
+    /// board; `laser` while it draws with the laser pointer, `view` the board
+    /// rectangle it shows (for followers). Ephemeral: never numbered, acknowledged or stored.
+    case cursor(Cursor)
     // Gateway to tab.
     case welcome(Welcome)
     case ack(n: UInt64)
@@ -35,6 +37,20 @@ public enum BrowserMessage: Sendable, Equatable {
     case pong(at: Double)
     case presence(Presence)
 
+    public struct Cursor: Sendable, Equatable {
+        public var x: Double?
+        public var y: Double?
+        public var laser: Bool
+        /// [minX, minY, maxX, maxY] in board points.
+        public var view: [Double]?
+        public init(x: Double?, y: Double?, laser: Bool = false, view: [Double]? = nil) {
+            self.x = x
+            self.y = y
+            self.laser = laser
+            self.view = view
+        }
+    }
+
     /// Another tab's pointer on the board (docs/protocol.md, "Presence"): `x` and `y` nil when it left.
     public struct Presence: Sendable, Equatable, Codable {
         /// The tab's number at this gateway (a tab of one user's several tabs).
@@ -44,13 +60,17 @@ public enum BrowserMessage: Sendable, Equatable {
         public var rgba: UInt32?
         public var x: Double?
         public var y: Double?
-        public init(id: UInt64, user: String?, name: String?, rgba: UInt32?, x: Double?, y: Double?) {
+        public var laser: Bool?
+        public var view: [Double]?
+        public init(id: UInt64, user: String?, name: String?, rgba: UInt32?, x: Double?, y: Double?, laser: Bool? = nil, view: [Double]? = nil) {
             self.id = id
             self.user = user
             self.name = name
             self.rgba = rgba
             self.x = x
             self.y = y
+            self.laser = laser
+            self.view = view
         }
     }
 
@@ -193,7 +213,7 @@ public struct BrowserWireError: Error, Sendable, CustomStringConvertible {
 extension BrowserMessage: Codable {
     private enum Key: String, CodingKey {
         case t, n, board, resume, name, token, phase, id, s, p, rgba, width, strokes, scope, at
-        case user, acked, role, code, message, from, state, retry_after_ms, list, wire, x, y
+        case user, acked, role, code, message, from, state, retry_after_ms, list, wire, x, y, laser, view
     }
 
     public init(from decoder: any Decoder) throws {
@@ -252,12 +272,15 @@ extension BrowserMessage: Codable {
         case "cursor":
             let x = try field(Double.self, .x), y = try field(Double.self, .y)
             guard (x == nil) == (y == nil) else { throw BrowserWireError("MALFORMED", "cursor has both x and y, or neither") }
-            self = .cursor(x: x, y: y)
+            let view = try field([Double].self, .view)
+            guard view == nil || view!.count == 4 else { throw BrowserWireError("MALFORMED", "a cursor's view is [minX, minY, maxX, maxY]") }
+            self = .cursor(Cursor(x: x, y: y, laser: try field(Bool.self, .laser) ?? false, view: view))
         case "presence":
             self = .presence(
                 Presence(
                     id: try required(UInt64.self, .id), user: try field(String.self, .user), name: try field(String.self, .name),
-                    rgba: try field(UInt32.self, .rgba), x: try field(Double.self, .x), y: try field(Double.self, .y)))
+                    rgba: try field(UInt32.self, .rgba), x: try field(Double.self, .x), y: try field(Double.self, .y),
+                    laser: try field(Bool.self, .laser), view: try field([Double].self, .view)))
         case "welcome":
             self = .welcome(
                 Welcome(
@@ -313,6 +336,8 @@ extension BrowserMessage: Codable {
         case is UInt64.Type, is UInt32.Type, is Int64.Type: "a whole number in range"
         case is Double.Type: "a number"
         case is [UInt64].Type: "a list of whole numbers"
+        case is [Double].Type: "a list of numbers"
+        case is Bool.Type: "true or false"
         default: "a list of samples (arrays of numbers or null)"
         }
     }
@@ -359,9 +384,11 @@ extension BrowserMessage: Codable {
             break
         case .name(let name):
             try object.encodeIfPresent(name, forKey: .name)
-        case .cursor(let x, let y):
-            try object.encodeIfPresent(x, forKey: .x)
-            try object.encodeIfPresent(y, forKey: .y)
+        case .cursor(let cursor):
+            try object.encodeIfPresent(cursor.x, forKey: .x)
+            try object.encodeIfPresent(cursor.y, forKey: .y)
+            if cursor.laser { try object.encode(true, forKey: .laser) }
+            try object.encodeIfPresent(cursor.view, forKey: .view)
         case .presence(let presence):
             try object.encode(presence.id, forKey: .id)
             try object.encode(presence.user, forKey: .user)
@@ -369,6 +396,8 @@ extension BrowserMessage: Codable {
             try object.encode(presence.rgba, forKey: .rgba)
             try object.encode(presence.x, forKey: .x)
             try object.encode(presence.y, forKey: .y)
+            try object.encodeIfPresent(presence.laser, forKey: .laser)
+            try object.encodeIfPresent(presence.view, forKey: .view)
         case .welcome(let welcome):
             try object.encode(welcome.user, forKey: .user)
             try object.encode(welcome.resume, forKey: .resume)

@@ -36,6 +36,8 @@ const app = window.touchsync = {
   // Milliseconds from a pointer event of this page to the end of the frame that drew its ink.
   ownInk: [],
   local: new Map(), finished: [], hidden: new Map(), overlay: new Map(), users: [], cursors: new Map(),
+  // Laser trails by tab (yours: 'me'), each point {x, y, at}; the user whose view this page follows.
+  lasers: new Map(), following: null,
   summary: () => board.summary(),
 };
 
@@ -145,12 +147,16 @@ function receive(m, bytes) {
       app.users = m.list;
       showUsers();
       break;
-    case 'presence':
-      // Another tab's pointer: shown until it leaves the board, or 10 s without news.
+    case 'presence': {
+      // Another tab's pointer: shown until it leaves the board, or 10 s without news; its laser leaves a trail.
+      const at = performance.now();
       if (m.x === null || m.x === undefined) app.cursors.delete(m.id);
-      else app.cursors.set(m.id, { ...m, at: performance.now() });
+      else app.cursors.set(m.id, { ...m, at });
+      if (m.laser && m.x !== null && m.x !== undefined) trail(m.id).push({ x: m.x, y: m.y, at });
+      if (m.view && app.following !== null && m.user === app.following) showView(m.view);
       requestRender();
       break;
+    }
     case 'pong':
       break;
     case 'hub':
@@ -296,7 +302,15 @@ function requestRender(rebuild = false) {
       overlay: [...app.overlay.values()].map(entry => entry.stroke),
       names: new Map(app.users.map(u => [u.user, u.name])),
       cursors: [...app.cursors.values()],
+      lasers: [...app.lasers.values()].map(points => points.map(p => ({ x: p.x, y: p.y, age: (now - p.at) / LASER_FADE }))),
     });
+    // A laser trail fades frame by frame; the view you show goes to your followers.
+    for (const [id, points] of app.lasers) {
+      while (points.length > 0 && now - points[0].at > LASER_FADE) points.shift();
+      if (points.length === 0) app.lasers.delete(id);
+    }
+    if (app.lasers.size > 0) requestRender();
+    if (view.version !== sentView && lastPointer) sendCursor(lastPointer);
     rebuildQueued = false;
     app.renders++;
     const drawn = performance.now();
@@ -320,6 +334,7 @@ matchMedia(`(resolution: ${window.devicePixelRatio}dppx)`).addEventListener?.('c
 const down = new Map();   // pointerId -> last time sent (ms)
 const moving = new PanPinch(view);   // pointers that pan and zoom instead of drawing
 let eraser = false;
+let laser = false;   // the laser pointer: a fading trail others see, never ink
 let spaceHeld = false;
 let penSeenAt = -Infinity;
 // Two fingers pan and zoom (as in tldraw and Excalidraw), unless every finger is to draw (the seeds' multi-touch).
@@ -330,23 +345,57 @@ app.setEveryFingerDraws = on => {
   document.getElementById('fingers').textContent = on ? 'Two fingers pan and zoom' : 'Every finger draws (multi-touch)';
 };
 
-// --- Presence: your pointer goes to the others (at most every 50 ms, the gateway keeps the pace too),
-// theirs are drawn as arrows with names (docs/protocol.md, "Presence").
-const CURSOR_INTERVAL = 50;
-let cursorSentAt = -Infinity, cursorTimer = null, cursorDue;
-function sendCursor(point) {
-  cursorDue = point;
+// --- Presence: your pointer goes to the others with the board rectangle you see (at most every 50 ms,
+// 16 ms with the laser; the gateway keeps the pace too); theirs are drawn as arrows with names, their
+// laser as a trail that fades, and you may follow one's view (docs/protocol.md, "Presence").
+const CURSOR_INTERVAL = 50, LASER_INTERVAL = 16, LASER_FADE = 1000;
+let cursorSentAt = -Infinity, cursorTimer = null, cursorDue = null, lastPointer = null, sentView = -1;
+const round = v => Math.round(v * 10) / 10;
+function sendCursor(point, withLaser = false) {
+  cursorDue = point ? { point, laser: withLaser } : null;
+  lastPointer = point;
   if (cursorTimer !== null) return;
-  const wait = cursorSentAt + CURSOR_INTERVAL - performance.now();
+  const wait = cursorSentAt + (withLaser ? LASER_INTERVAL : CURSOR_INTERVAL) - performance.now();
   const flush = () => {
     cursorTimer = null;
     cursorSentAt = performance.now();
-    link.send(cursorDue ? { t: 'cursor', x: Math.round(cursorDue[0] * 10) / 10, y: Math.round(cursorDue[1] * 10) / 10 } : { t: 'cursor' });
+    sentView = view.version;
+    if (!cursorDue) { link.send({ t: 'cursor' }); return; }
+    link.send({
+      t: 'cursor', x: round(cursorDue.point[0]), y: round(cursorDue.point[1]), laser: cursorDue.laser || undefined,
+      view: view.visible(renderer.width, renderer.height).map(round),
+    });
   };
   if (wait <= 0) flush(); else cursorTimer = setTimeout(flush, wait);
 }
-canvas.addEventListener('pointermove', e => { if (app.role !== 'watch' && e.pointerType !== 'touch') sendCursor(boardPoint(e)); });
+canvas.addEventListener('pointermove', e => {
+  if (app.role === 'watch' || e.pointerType === 'touch' || (laser && down.has(e.pointerId))) return;
+  sendCursor(boardPoint(e));
+});
 canvas.addEventListener('pointerleave', () => { if (app.role !== 'watch') sendCursor(null); });
+// Your laser: a trail on your screen too, and each point to the others.
+function laserAt(e) {
+  const [x, y] = boardPoint(e);
+  trail('me').push({ x, y, at: performance.now() });
+  sendCursor([x, y], true);
+  requestRender();
+}
+function trail(id) {
+  if (!app.lasers.has(id)) app.lasers.set(id, []);
+  return app.lasers.get(id);
+}
+// Following someone: your view shows the board rectangle theirs shows, until you move yours or press Esc.
+function follow(user) {
+  app.following = user;
+  const who = app.users.find(u => u.user === user)?.name ?? user;
+  $('following').hidden = user === null;
+  $('following').textContent = user === null ? '' : `Following ${who} · Esc stops`;
+  const latest = [...app.cursors.values()].filter(c => c.user === user && c.view).sort((a, b) => b.at - a.at)[0];
+  if (latest) showView(latest.view);
+}
+function showView(rect) { view.fit(rect, renderer.width, renderer.height, 0); requestRender(); }
+canvas.addEventListener('wheel', () => { if (app.following) follow(null); }, { passive: true });
+canvas.addEventListener('pointerdown', () => { if (app.following && (spaceHeld || moving.size > 0)) follow(null); });
 setInterval(() => {
   const now = performance.now();
   let gone = false;
@@ -457,6 +506,7 @@ canvas.addEventListener('pointerdown', e => {
     return;
   }
   if (eraser) { erase(e); down.set(e.pointerId, 0); return; }
+  if (laser) { down.set(e.pointerId, 0); laserAt(e); return; }
   down.set(e.pointerId, 0);
   lastScreen.set(e.pointerId, screenPoint(e));
   const s = samplesOf(e, []);
@@ -474,6 +524,7 @@ canvas.addEventListener('pointermove', e => {
   if (moving.move(e.pointerId, ...screenPoint(e))) { requestRender(); return; }
   if (!down.has(e.pointerId)) return;
   if (eraser) { erase(e); return; }
+  if (laser) { laserAt(e); return; }
   lastScreen.set(e.pointerId, screenPoint(e));
   const s = samplesOf(e, e.getCoalescedEvents ? e.getCoalescedEvents() : []);
   const p = predictedOf(e);
@@ -496,7 +547,7 @@ function pointerEnds(e, cancelled) {
     return;
   }
   if (!down.has(e.pointerId)) return;
-  if (eraser) { down.delete(e.pointerId); return; }
+  if (eraser || laser) { down.delete(e.pointerId); return; }
   if (cancelled) { cancelInk(e.pointerId); return; }   // a palm or a system gesture: abandoned (seed 003)
   const s = samplesOf(e, []);
   down.delete(e.pointerId);
@@ -568,8 +619,9 @@ function showStyle() {
   $('colour').style.setProperty('--swatch', cssColor(colour));
   for (const b of document.querySelectorAll('#palette button')) b.classList.toggle('on', Number(b.dataset.rgba) === colour);
   for (const b of document.querySelectorAll('#widths button')) b.classList.toggle('on', Number(b.dataset.width) === width);
-  $('pen').classList.toggle('on', !eraser);
+  $('pen').classList.toggle('on', !eraser && !laser);
   $('eraser').classList.toggle('on', eraser);
+  $('laser').classList.toggle('on', laser);
 }
 $('palette').replaceChildren(...PALETTE.map(rgba => {
   const b = document.createElement('button');
@@ -596,8 +648,15 @@ function toggleMenu(id) {
 function closeMenus() { for (const m of document.querySelectorAll('.menu')) m.hidden = true; }
 $('colour').addEventListener('click', () => toggleMenu('style-menu'));
 $('more').addEventListener('click', () => toggleMenu('more-menu'));
-$('pen').addEventListener('click', () => { eraser = false; showStyle(); });
-$('eraser').addEventListener('click', () => { eraser = true; showStyle(); });
+function useTool(name) { eraser = name === 'eraser'; laser = name === 'laser'; showStyle(); }
+$('pen').addEventListener('click', () => useTool('pen'));
+$('eraser').addEventListener('click', () => useTool('eraser'));
+$('laser').addEventListener('click', () => useTool('laser'));
+$('users').addEventListener('click', e => {
+  const user = e.target.closest('li')?.dataset.user;
+  if (user && user !== app.user) follow(app.following === user ? null : user);
+});
+$('following').addEventListener('click', () => follow(null));
 $('undo').addEventListener('click', undo);
 $('redo').addEventListener('click', redo);
 $('clear-mine').addEventListener('click', () => { closeMenus(); clear('mine'); });
@@ -635,14 +694,15 @@ document.addEventListener('keydown', e => {
   const centre = [renderer.width / 2, renderer.height / 2];
   switch (key) {
     case ' ': spaceHeld = true; canvas.classList.add('pan-ready'); e.preventDefault(); break;
-    case 'e': eraser = true; showStyle(); break;
-    case 'p': case 'd': eraser = false; showStyle(); break;
+    case 'e': useTool('eraser'); break;
+    case 'p': case 'd': useTool('pen'); break;
+    case 'l': useTool('laser'); break;
     case '+': case '=': view.zoomAt(1.25, ...centre); requestRender(); break;
     case '-': case '_': view.zoomAt(0.8, ...centre); requestRender(); break;
     case '0': fitBoard(); break;
     case '1': view.zoomAt(1 / view.zoom, ...centre); requestRender(); break;
     case '?': $('help-overlay').hidden = !$('help-overlay').hidden; break;
-    case 'escape': closeMenus(); $('help-overlay').hidden = true; break;
+    case 'escape': closeMenus(); $('help-overlay').hidden = true; follow(null); break;
   }
 });
 document.addEventListener('keyup', e => { if (e.key === ' ') { spaceHeld = false; canvas.classList.remove('pan-ready'); } });

@@ -206,6 +206,20 @@ export class Renderer {
         ctx.fillText(spot.name, x + 18, y - 14);
       }
     }
+    // Laser trails: a red line that fades over a second, thicker where newer.
+    ctx.lineCap = 'round';
+    ctx.lineJoin = 'round';
+    for (const points of scene.lasers ?? []) {
+      for (let i = 1; i < points.length; i++) {
+        const a = points[i - 1], b = points[i];
+        const fade = Math.max(0, 1 - b.age);
+        if (fade <= 0) continue;
+        const [ax, ay] = view.toScreen(a.x, a.y), [bx, by] = view.toScreen(b.x, b.y);
+        ctx.strokeStyle = `rgba(255,45,45,${(0.9 * fade).toFixed(3)})`;
+        ctx.lineWidth = 2 + 4 * fade;
+        ctx.beginPath(); ctx.moveTo(ax, ay); ctx.lineTo(bx, by); ctx.stroke();
+      }
+    }
     // Other people's pointers (presence): an arrow in their colour with their name, the same size at any zoom.
     for (const cursor of scene.cursors ?? []) {
       const [x, y] = view.toScreen(cursor.x, cursor.y);
