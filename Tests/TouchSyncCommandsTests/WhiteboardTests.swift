@@ -467,6 +467,7 @@ extension BrowserTests {
         let benTop = try await ben.canvasTop()
         let red = try await ben.inkAfterNextFrame(x: 500, y: benTop + 300)
         #expect(red[0] > 150 && red[1] < 120 && red[3] > 100, "a red trail on Ben's page: \(red)")
+        try await ben.keepScreenshot("laser")
         try await ann.pointer("mouseReleased", x: 540, y: top + 300)
         try await ben.waitFor("touchsync.lasers.size === 0", timeout: .seconds(5))
         #expect(try await ben.inkAfterNextFrame(x: 500, y: benTop + 300)[3] == 0, "faded away")
