@@ -206,9 +206,9 @@ export class Renderer {
         ctx.fillText(spot.name, x + 18, y - 14);
       }
     }
-    // Laser trails: a red line that fades over a second, thicker where newer.
-    ctx.lineCap = 'round';
-    ctx.lineJoin = 'round';
+    // Laser trails: a red line that fades over a second, thicker where newer
+    // (segments end flat, so their overlaps do not darken; a dot at the head).
+    ctx.lineCap = 'butt';
     for (const points of scene.lasers ?? []) {
       for (let i = 1; i < points.length; i++) {
         const a = points[i - 1], b = points[i];
@@ -218,6 +218,12 @@ export class Renderer {
         ctx.strokeStyle = `rgba(255,45,45,${(0.9 * fade).toFixed(3)})`;
         ctx.lineWidth = 2 + 4 * fade;
         ctx.beginPath(); ctx.moveTo(ax, ay); ctx.lineTo(bx, by); ctx.stroke();
+      }
+      const head = points[points.length - 1];
+      if (head && head.age < 1) {
+        const [x, y] = view.toScreen(head.x, head.y);
+        ctx.fillStyle = `rgba(255,45,45,${(0.9 * (1 - head.age)).toFixed(3)})`;
+        ctx.beginPath(); ctx.arc(x, y, 4, 0, Math.PI * 2); ctx.fill();
       }
     }
     // Other people's pointers (presence): an arrow in their colour with their name, the same size at any zoom.
