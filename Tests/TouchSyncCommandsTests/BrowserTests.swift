@@ -791,7 +791,7 @@ struct BrowserTests {
     }
 
     /// The page's own unit tests (Tests/Page: the replica, the browser wire,
-    /// ink outlines, the viewport, pan and zoom), run in Chromium against the
+    /// ink outlines, the viewport, pan and zoom, local ink), run in Chromium against the
     /// page's modules as shipped: a gateway serves both folders (`--page`),
     /// with no hub and no build step.
     @Test func thePagesUnitTestsPass() async throws {
@@ -818,7 +818,7 @@ struct BrowserTests {
         let failed = try await page.evaluate("window.results.failed") as? [String] ?? []
         #expect(failed.isEmpty, "\(failed)")
         #expect(passed.count >= 20, "\(passed)")
-        #expect(Set(passed.map { $0.prefix { $0 != ":" } }) == ["board", "wire", "ink", "view", "gestures"], "\(passed)")
+        #expect(Set(passed.map { $0.prefix { $0 != ":" } }) == ["board", "wire", "ink", "view", "gestures", "localink"], "\(passed)")
     }
 
     /// The replay fits the whole board at desktop and phone sizes, its

@@ -11,6 +11,7 @@ import { Viewport } from './view.js';
 import { attachWheel, PanPinch } from './gestures.js';
 import { outline, pathData, inkPoints } from './ink.js';
 import { Connection, WIRES } from './connection.js';
+import { LocalInk } from './localink.js';
 
 const boardName = decodeURIComponent(location.pathname.split('/')[2] || 'demo');
 const canvas = document.getElementById('board');
@@ -35,7 +36,7 @@ const app = window.touchsync = {
   latencies: [], seen: new Set(),
   // Milliseconds from a pointer event of this page to the end of the frame that drew its ink.
   ownInk: [],
-  local: new Map(), finished: [], hidden: new Map(), overlay: new Map(), users: [], cursors: new Map(),
+  users: [], cursors: new Map(),
   // Laser trails by tab (yours: 'me'), each point {x, y, at}; the user whose view this page follows.
   lasers: new Map(), following: null,
   summary: () => board.summary(),
@@ -78,6 +79,14 @@ const link = new Connection({
     closed: () => { app.connected = false; updateStatus(); },
   },
 });
+// Your strokes and changes at once, until the hub's diffs agree (localink.js).
+const mine = new LocalInk({
+  board, user: () => app.user, acked: () => link.acked, post, toast,
+  render: rebuild => requestRender(rebuild), dropped: pointer => down.delete(pointer),
+});
+const isHidden = stroke => mine.isHidden(stroke);
+Object.assign(app, { local: mine.local, finished: mine.finished, hidden: mine.hidden, overlay: mine.overlay });
+
 // Why the page stopped for good (null while it carries on): the connection no longer reconnects.
 let ended = null;
 Object.defineProperties(app, {
@@ -118,10 +127,7 @@ function welcomed(m, renumbered) {
     app.user = m.user;
     if (renumbered) {
       // What waits for the renumbered messages follows them (numbers already acknowledged stay below 1).
-      const follow = n => renumbered.get(n) ?? 0;
-      for (const ink of [...app.local.values(), ...app.finished]) ink.numbers = ink.numbers.map(follow);
-      const entries = new Set([...app.hidden.values(), ...app.overlay.values(), ...clearing, ...app.finished.map(ink => ink.hiddenBy)]);
-      for (const entry of entries) if (entry) entry.n = follow(entry.n);
+      mine.renumber(n => renumbered.get(n) ?? 0);
       if (!link.pending.some(message => message.t === 'style')) sendStyle();
     }
   }
@@ -132,13 +138,13 @@ function receive(m, bytes) {
   switch (m.t) {
     case 'refused':
       app.refusals.push(m);
-      dropRefusedInk(m.n, m.message);
+      mine.refused(m.n, m.message);
       toast(`refused: ${m.message}`);
       break;
     case 'snapshot':
       app.received.snapshotBytes = bytes;
       board.loadSnapshot(m);
-      for (const ink of [...app.finished]) if (findAccepted(ink)) removeFinished(ink);
+      mine.loaded();
       if (!fitted && board.accepted.length > 0 && !boardFitsView()) fitBoard();
       fitted = true;
       requestRender();
@@ -181,98 +187,13 @@ function receiveBatch(batch, bytes) {
   for (const d of batch[2]) if (d[0] === 'a') app.received.batchSamples += d[3].length / 4;
   const result = board.applyBatch(batch);
   if (result === 'gap') { board.reset(); link.send({ t: 'resync' }); }
-  else if (result === 'applied') { reconcileHidden(); requestRender(); }
+  else if (result === 'applied') { mine.reconcile(); requestRender(); }
 }
 
 // The hub acknowledged every message numbered up to `through`: your ink and its undo wait for that.
 function acknowledged(through, now) {
-  for (const entry of app.hidden.values()) if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
-  for (const entry of app.overlay.values()) if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
-  for (const ink of app.finished) {
-    if (ink.ackedAt === null && ink.numbers[ink.numbers.length - 1] <= through) ink.ackedAt = now;
-    if (ink.hiddenBy && ink.hiddenBy.ackedAt === null && ink.hiddenBy.n <= through) ink.hiddenBy.ackedAt = now;
-  }
-  reconcileHidden();
+  mine.acknowledged(through, now);
   updateStatus();
-}
-
-// --- Local ink: your strokes from your input, until the hub's diffs accept them.
-function firstUnits(ink) { return [Math.round(ink.points[0][0] * UNITS), Math.round(ink.points[0][1] * UNITS)]; }
-function sameStart(ink, stroke) {
-  if (stroke.owner !== app.user || stroke.touch !== ink.touch || stroke.s.length < 4 || ink.points.length === 0) return false;
-  const [x, y] = firstUnits(ink);
-  return Math.abs(stroke.s[0] - x) <= 1 && Math.abs(stroke.s[1] - y) <= 1;
-}
-function findAccepted(ink) {
-  for (let i = board.accepted.length - 1; i >= 0; i--) if (sameStart(ink, board.accepted[i])) return board.accepted[i];
-  return null;
-}
-function removeFinished(ink) {
-  const i = app.finished.indexOf(ink);
-  if (i >= 0) app.finished.splice(i, 1);
-}
-board.onAccepted = stroke => {
-  if (stroke.owner !== app.user) return;
-  const ink = app.finished.find(candidate => sameStart(candidate, stroke));
-  if (!ink) return;
-  removeFinished(ink);
-  // Undone or cleared here before the hub accepted it: keep it hidden until the hub removes it too.
-  if (ink.hiddenBy) app.hidden.set(stroke.id, ink.hiddenBy);
-  for (const entry of undone) if (entry.ink === ink) { entry.ink = null; entry.stroke = stroke; }
-};
-board.onCancelled = stroke => {
-  if (stroke.owner !== app.user) return;
-  for (const [pointer, ink] of app.local) {
-    if (sameStart(ink, stroke)) { app.local.delete(pointer); down.delete(pointer); toast('your stroke was cancelled by the hub'); }
-  }
-  const ink = app.finished.find(candidate => sameStart(candidate, stroke));
-  if (ink) removeFinished(ink);
-};
-
-function dropRefusedInk(number, reason) {
-  for (const [pointer, ink] of app.local) {
-    if (ink.numbers.includes(number)) { app.local.delete(pointer); down.delete(pointer); ink.refused = reason; }
-  }
-  for (const ink of [...app.finished]) if (ink.numbers.includes(number)) removeFinished(ink);
-  for (const [id, entry] of app.hidden) if (entry.n === number) app.hidden.delete(id);
-  for (const [id, entry] of app.overlay) if (entry.n === number) app.overlay.delete(id);
-  requestRender(true);
-}
-
-// Hidden strokes and the overlay end once the hub's diffs agree (or, acknowledged
-// for 2 s without the change, the hub did not do it: the board shows what it has).
-function reconcileHidden() {
-  const now = performance.now();
-  let changed = false;
-  const present = app.hidden.size || app.overlay.size || clearing.length ? new Set(board.accepted.map(s => s.id)) : null;
-  for (const [id, entry] of app.hidden) {
-    if (!present.has(id) && entry.ackedAt !== null) { app.hidden.delete(id); }
-    else if (present.has(id) && entry.ackedAt !== null && now - entry.ackedAt > 2000) { app.hidden.delete(id); changed = true; }
-  }
-  for (const [id, entry] of app.overlay) {
-    if ((present.has(id) && entry.ackedAt !== null) || (entry.ackedAt !== null && now - entry.ackedAt > 2000)) { app.overlay.delete(id); changed = true; }
-  }
-  for (let i = clearing.length - 1; i >= 0; i--) {
-    const c = clearing[i];
-    const left = board.accepted.some(s => s.pos <= c.through && (c.owner === null || s.owner === c.owner));
-    if (c.ackedAt === null) { if (c.n <= app.acked) c.ackedAt = now; continue; }
-    if (!left || now - c.ackedAt > 2000) { clearing.splice(i, 1); changed = true; }
-  }
-  for (const ink of [...app.finished]) {
-    if (ink.ackedAt !== null && now - ink.ackedAt > 3000) {
-      removeFinished(ink);
-      changed = true;
-      if (!ink.hiddenBy) toast('a stroke was not accepted by the hub');
-    }
-  }
-  if (changed) requestRender(true);
-}
-
-const clearing = [];  // {owner (null: everyone), through: accept position, n, ackedAt}
-function isHidden(stroke) {
-  if (app.hidden.has(stroke.id)) return true;
-  for (const c of clearing) if (stroke.pos <= c.through && (c.owner === null || stroke.owner === c.owner)) return true;
-  return false;
 }
 
 // --- Rendering: at most once per display frame, only when something changed.
@@ -292,14 +213,14 @@ function requestRender(rebuild = false) {
     if (app.frameIntervals.length > 4000) app.frameIntervals.splice(0, 2000);
     lastFrame = now;
     const fresh = [...board.active.values(), ...(board.changedAccepted === 'all' ? [] : board.changedAccepted)];
-    const hiding = app.hidden.size > 0 || clearing.length > 0;
+    const hiding = mine.hidden.size > 0 || mine.clearing.length > 0;
     renderer.render(board, {
       hidden: hiding ? isHidden : null,
       rebuild: rebuildQueued,
       own: app.user,
-      ownTouches: new Set([...app.local.values(), ...app.finished].map(ink => ink.touch)),
-      local: [...app.finished.filter(ink => !ink.hiddenBy), ...app.local.values()],
-      overlay: [...app.overlay.values()].map(entry => entry.stroke),
+      ownTouches: mine.touches,
+      local: mine.drawn,
+      overlay: [...mine.overlay.values()].map(entry => entry.stroke),
       names: new Map(app.users.map(u => [u.user, u.name])),
       cursors: [...app.cursors.values()],
       lasers: [...app.lasers.values()].map(points => points.map(p => ({ x: p.x, y: p.y, age: (now - p.at) / LASER_FADE }))),
@@ -458,7 +379,7 @@ function erase(e) {
       const dx = s.s[k] - x * UNITS, dy = s.s[k + 1] - y * UNITS;
       if (dx * dx + dy * dy <= reach) {
         const n = post({ t: 'erase', strokes: [s.id] });
-        if (n !== null) app.hidden.set(s.id, { n, ackedAt: null });
+        if (n !== null) mine.hidden.set(s.id, { n, ackedAt: null });
         requestRender(true);
         return;
       }
@@ -472,7 +393,7 @@ const penPointers = new Set();
 
 function startGesture(e) {
   // A second finger turns a one-finger stroke into a gesture: that stroke is cancelled.
-  for (const [pointer, ink] of [...app.local]) {
+  for (const [pointer, ink] of [...mine.local]) {
     if (ink.pointerType !== 'touch') continue;
     if (lastScreen.has(pointer)) moving.add(pointer, ...lastScreen.get(pointer));
     cancelInk(pointer);
@@ -482,8 +403,8 @@ function startGesture(e) {
 const lastScreen = new Map();
 
 function cancelInk(pointer) {
-  if (!app.local.has(pointer)) return;
-  app.local.delete(pointer);
+  if (!mine.local.has(pointer)) return;
+  mine.local.delete(pointer);
   down.delete(pointer);
   post({ t: 'touch', phase: 'cancelled', id: pointer });
   requestRender();
@@ -497,7 +418,7 @@ canvas.addEventListener('pointerdown', e => {
   canvas.focus({ preventScroll: true });
   canvas.setPointerCapture?.(e.pointerId);
   if (e.pointerType === 'pen') { penSeenAt = performance.now(); penPointers.add(e.pointerId); }
-  const touching = [...app.local.values()].filter(ink => ink.pointerType === 'touch').length;
+  const touching = [...mine.local.values()].filter(ink => ink.pointerType === 'touch').length;
   const fingerMoves = e.pointerType === 'touch' && (touchPans(e) || !everyFingerDraws && (moving.size > 0 || touching > 0));
   if (spaceHeld || e.button === 1 || fingerMoves || app.role === 'watch' || app.ended) {
     if (e.pointerType === 'touch' && touching > 0 && moving.size === 0 && !everyFingerDraws) startGesture(e);
@@ -512,8 +433,8 @@ canvas.addEventListener('pointerdown', e => {
   const s = samplesOf(e, []);
   const n = post({ t: 'touch', phase: 'began', id: e.pointerId, s, p: predictedOf(e) });
   if (n === null) return;
-  undone.length = 0;   // the hub ends what can be redone at a new stroke
-  app.local.set(e.pointerId, {
+  mine.undone.length = 0;   // the hub ends what can be redone at a new stroke
+  mine.local.set(e.pointerId, {
     touch: e.pointerId, pointerType: e.pointerType, points: s.map(inkOf), predicted: predictedOf(e).map(inkOf),
     rgba: colour, width, complete: false, numbers: [n], ackedAt: null, hiddenBy: null, startedAt: e.timeStamp,
   });
@@ -529,7 +450,7 @@ canvas.addEventListener('pointermove', e => {
   const s = samplesOf(e, e.getCoalescedEvents ? e.getCoalescedEvents() : []);
   const p = predictedOf(e);
   const n = post({ t: 'touch', phase: 'moved', id: e.pointerId, s, p });
-  const ink = app.local.get(e.pointerId);
+  const ink = mine.local.get(e.pointerId);
   if (ink && n !== null) {
     for (const sample of s) ink.points.push(inkOf(sample));
     ink.predicted = p.map(inkOf);   // the previous guess is thrown away (seed 002)
@@ -552,14 +473,14 @@ function pointerEnds(e, cancelled) {
   const s = samplesOf(e, []);
   down.delete(e.pointerId);
   const n = post({ t: 'touch', phase: 'ended', id: e.pointerId, s });
-  const ink = app.local.get(e.pointerId);
-  app.local.delete(e.pointerId);
+  const ink = mine.local.get(e.pointerId);
+  mine.local.delete(e.pointerId);
   if (ink && n !== null) {
     for (const sample of s) ink.points.push(inkOf(sample));
     ink.predicted = [];
     ink.complete = true;
     ink.numbers.push(n);
-    app.finished.push(ink);
+    mine.finished.push(ink);
     inputTimes.push(e.timeStamp);
     requestRender();
   }
@@ -568,44 +489,10 @@ canvas.addEventListener('pointerup', e => pointerEnds(e, false));
 canvas.addEventListener('pointercancel', e => pointerEnds(e, true));
 attachWheel(canvas, view, () => requestRender());
 
-// --- Undo, redo, erase and clear of your own strokes: at once, then as the hub says.
-const undone = [];   // {ink or stroke}: what this tab undid, newest last, for an immediate redo
-function undo() {
-  const ink = [...app.finished].reverse().find(candidate => !candidate.hiddenBy);
-  const n = post({ t: 'undo' });
-  if (n === null) return;
-  if (ink) { ink.hiddenBy = { n, ackedAt: null }; undone.push({ ink, stroke: null }); }
-  else {
-    for (let i = board.accepted.length - 1; i >= 0; i--) {
-      const s = board.accepted[i];
-      if (s.owner !== app.user || isHidden(s)) continue;
-      app.hidden.set(s.id, { n, ackedAt: null });
-      undone.push({ ink: null, stroke: s });
-      break;
-    }
-  }
-  requestRender(true);
-}
-function redo() {
-  const n = post({ t: 'redo' });
-  if (n === null) return;
-  const last = undone.pop();
-  if (last?.ink) last.ink.hiddenBy = null;
-  else if (last?.stroke) {
-    app.hidden.delete(last.stroke.id);
-    app.overlay.set(last.stroke.id, { stroke: last.stroke, n, ackedAt: null });
-  }
-  requestRender(true);
-}
-function clear(scope) {
-  const n = post({ t: 'clear', scope });
-  if (n === null) return;
-  const through = board.accepted.length ? board.accepted[board.accepted.length - 1].pos : -1;
-  clearing.push({ owner: scope === 'mine' ? app.user : null, through, n, ackedAt: null });
-  for (const ink of app.finished) ink.hiddenBy = ink.hiddenBy ?? { n, ackedAt: null };
-  undone.length = 0;
-  requestRender(true);
-}
+// --- Undo, redo and clear of your own strokes: at once, then as the hub says (localink.js).
+const undo = () => mine.undo();
+const redo = () => mine.redo();
+const clear = scope => mine.clear(scope);
 
 // --- Toolbar.
 const $ = id => document.getElementById(id);
@@ -846,7 +733,7 @@ function updateStatus() {
     : `${app.name ?? name} · round trip to the hub · ${board.accepted.length} strokes · ${waiting} waiting`;
   statusEl.className = app.ended ? 'ended' : app.connected ? 'online' : 'offline';
 }
-setInterval(() => { updateStatus(); reconcileHidden(); }, 500);
+setInterval(() => { updateStatus(); mine.reconcile(); }, 500);
 
 let toastTimer = null;
 function toast(text) {
