@@ -34,23 +34,25 @@ struct BrowserBenchCommand: AsyncParsableCommand {
         #if DEBUG
         emit("warning: this is a debug build; run it from a release build for real figures")
         #endif
-        emit("board strokes  round trip  late join  snapshot  drawn  own ink p50/p99/max      remote ink p50/p99/max    render p50/p99/max     frame interval p50/p99  bytes/sample")
+        emit("board strokes  round trip  late join  snapshot  drawn  own ink p50/p99/max      remote ink p50/p99/max    render p50/p99/max     frame interval p50/p99  bytes/sample  cursor p50/p99/max (n)")
         let benchmark = BrowserBenchmark(seededStrokes: seededStrokes, drawnStrokes: draws)
         var motions: [(String, BrowserBenchmark.Motion)] = []
         try await benchmark.run(logger: logger) { row in
             emit(
                 String(
-                    format: "%13d  %7d ms  %6.0f ms  %5.1f MB  %5d  %5.1f / %5.1f / %5.1f ms  %6.1f / %5.1f / %5.1f ms  %5.2f / %5.2f / %5.1f ms  %6.1f / %5.1f ms  %8.1f",
+                    format: "%13d  %7d ms  %6.0f ms  %5.1f MB  %5d  %5.1f / %5.1f / %5.1f ms  %6.1f / %5.1f / %5.1f ms  %5.2f / %5.2f / %5.1f ms  %6.1f / %5.1f ms  %8.1f  %5.1f / %5.1f / %5.1f ms (%d)",
                     row.seededStrokes, row.roundTripMilliseconds, row.lateJoinMilliseconds, row.snapshotBytes / 1e6, row.strokesDrawn,
                     percentile(row.ownInk, 50), percentile(row.ownInk, 99), row.ownInk.max() ?? .nan,
                     percentile(row.latency, 50), percentile(row.latency, 99), row.latency.max() ?? .nan,
                     percentile(row.renderMilliseconds, 50), percentile(row.renderMilliseconds, 99), row.renderMilliseconds.max() ?? .nan,
-                    percentile(row.frameIntervals, 50), percentile(row.frameIntervals, 99), row.bytesPerSample))
+                    percentile(row.frameIntervals, 50), percentile(row.frameIntervals, 99), row.bytesPerSample,
+                    percentile(row.cursor, 50), percentile(row.cursor, 99), row.cursor.max() ?? .nan, row.cursor.count))
             if let pan = row.pan { motions.append(("panning a \(row.seededStrokes)-stroke board (wheel, 120 events)", pan)) }
             if let zoom = row.zoom { motions.append(("zooming a \(row.seededStrokes)-stroke board (Ctrl-wheel, 60 events)", zoom)) }
         }
         emit("")
         emit("own ink: the drawing page's pointer event to the end of the frame that drew it; remote ink: its first sample to the viewer's frame")
+        emit("cursor: the drawing page's hover dispatched (DevTools) to the viewer's presence message for it (drawn in the next frame)")
         for (label, motion) in motions {
             emit(
                 String(

@@ -40,6 +40,8 @@ struct BrowserBenchmark {
         var renderMilliseconds: [Double]
         var frameIntervals: [Double]
         var bytesPerSample: Double
+        /// Page A's hovering mouse to page B's `presence` for it (presence: no hub on the path).
+        var cursor: [Double]
     }
 
     var seededStrokes = 10_000
@@ -124,6 +126,7 @@ struct BrowserBenchmark {
         let intervals = try await numbers("touchsync.frameIntervals")
         let bytes = try await numbers("[touchsync.received.batchBytes, touchsync.received.batchSamples, touchsync.received.snapshotBytes]")
         let ownInk = (try await drawer.evaluate("touchsync.ownInk") as? [Any] ?? []).compactMap { ($0 as? Double) ?? ($0 as? Int).map(Double.init) }
+        let cursor = try await cursorLatency(from: drawer, to: viewer, top: top)
         var pan: Motion? = nil, zoom: Motion? = nil
         if seeded > 0 && roundTrip == 0 {
             pan = try await motion(of: viewer, steps: 120) { step in (step % 40 < 20 ? 12 : -12, step % 30 < 15 ? 8 : -8, 0) }
@@ -132,7 +135,28 @@ struct BrowserBenchmark {
         return Row(
             seededStrokes: seeded, roundTripMilliseconds: roundTrip, ownInk: ownInk, pan: pan, zoom: zoom, lateJoinMilliseconds: lateJoin,
             snapshotBytes: bytes[2], strokesDrawn: drawnStrokes, latency: latency, renderMilliseconds: render, frameIntervals: intervals,
-            bytesPerSample: bytes[1] > 0 ? bytes[0] / bytes[1] : 0)
+            bytesPerSample: bytes[1] > 0 ? bytes[0] / bytes[1] : 0, cursor: cursor)
+    }
+
+    /// Page A's mouse hovers to 40 points 70 ms apart (beyond the 50 ms pace, so each is sent); the
+    /// time from each dispatch to page B's `presence` for that point (both on this machine's clock).
+    private func cursorLatency(from drawer: BrowserPage, to viewer: BrowserPage, top: Double) async throws -> [Double] {
+        _ = try await viewer.evaluate("touchsync.cursorArrivals.length = 0")
+        var sent: [(x: Double, at: Double)] = []
+        for step in 0..<40 {
+            let (x, y) = (200 + Double(step) * 9, top + 400)
+            let boardX = try await drawer.evaluate("Math.round(touchsync.view.toBoard(\(x), \(y - top))[0] * 10) / 10") as? Double ?? .nan
+            sent.append((boardX, Date().timeIntervalSince1970 * 1000))
+            _ = try await drawer.send("Input.dispatchMouseEvent", ["type": "mouseMoved", "x": x, "y": y, "button": "none", "buttons": 0])
+            try await Task.sleep(for: .milliseconds(70))
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        let arrivals = (try await viewer.evaluate("touchsync.cursorArrivals") as? [[Any]] ?? []).compactMap { pair -> (x: Double, at: Double)? in
+            guard pair.count == 2, let x = (pair[0] as? Double) ?? (pair[0] as? Int).map(Double.init),
+                let at = (pair[1] as? Double) ?? (pair[1] as? Int).map(Double.init) else { return nil }
+            return (x, at)
+        }
+        return sent.compactMap { hover in arrivals.first { abs($0.x - hover.x) < 0.05 }.map { $0.at - hover.at } }
     }
 
     /// Wheel events 16 ms apart over the middle of `page` (a trackpad's scroll; with

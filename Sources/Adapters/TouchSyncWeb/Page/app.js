@@ -36,6 +36,8 @@ const app = window.touchsync = {
   latencies: [], seen: new Set(),
   // Milliseconds from a pointer event of this page to the end of the frame that drew its ink.
   ownInk: [],
+  // Others' cursors as they arrived: [x, ms since the epoch].
+  cursorArrivals: [],
   users: [], cursors: new Map(),
   // Laser trails by tab (yours: 'me'), each point {x, y, at}; the user whose view this page follows.
   lasers: new Map(), following: null,
@@ -156,6 +158,8 @@ function receive(m, bytes) {
     case 'presence': {
       // Another tab's pointer: shown until it leaves the board, or 10 s without news; its laser leaves a trail.
       const at = performance.now();
+      app.cursorArrivals.push([m.x, performance.timeOrigin + at]);
+      if (app.cursorArrivals.length > 4000) app.cursorArrivals.splice(0, 2000);
       if (m.x === null || m.x === undefined) app.cursors.delete(m.id);
       else app.cursors.set(m.id, { ...m, at });
       if (m.laser && m.x !== null && m.x !== undefined) trail(m.id).push({ x: m.x, y: m.y, at });
