@@ -415,6 +415,50 @@ extension BrowserTests {
         #expect(try await c.number("touchsync.colour") == cColour, "kept across visits")
     }
 
+    /// Through a 100 ms round trip, your stroke never vanishes: while you draw,
+    /// every point drawn so far is inked in the frame after each move (the
+    /// hub's echo arriving meanwhile changes nothing), and in every frame from
+    /// the release until the hub's accepted stroke has taken the local ink's
+    /// place and some frames after, the stroke's points stay inked.
+    @Test func ownInkNeverVanishesWhenTheHubsStrokeTakesItsPlace() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let link = try LinkEmulator(targetPort: rig.webPort, oneWayDelay: .milliseconds(50))
+        defer { link.stop() }
+        let page = try await rig.open("no-flicker", via: "http://127.0.0.1:\(link.port)")
+        let top = try await page.canvasTop()
+        var points: [(x: Double, y: Double)] = [(150, 300)]
+        try await page.pointer("mousePressed", x: 150, y: top + 300)
+        for step in 1...30 {
+            let point = (x: 150 + Double(step) * 12, y: 300 + 60 * sin(Double(step) / 5))
+            points.append(point)
+            try await page.pointer("mouseMoved", x: point.x, y: top + point.y)
+            let list = points.map { "[\($0.x), \($0.y)]" }.joined(separator: ",")
+            let missing = try await page.evaluate(
+                "touchsync.nextFrame().then(() => [\(list)].filter(([x, y]) => touchsync.pixelAt(x, y)[3] === 0).length)") as? Int ?? -1
+            #expect(missing == 0, "move \(step): \(missing) of \(points.count) points not inked")
+        }
+        try await page.pointer("mouseReleased", x: points.last!.x, y: top + points.last!.y)
+        // Every frame from the release until 10 frames after the hub's stroke took the local ink's place.
+        let sampled = [points[3], points[15], points[29]].map { "[\($0.x), \($0.y)]" }.joined(separator: ",")
+        let watch = try await page.evaluate(
+            """
+            new Promise(resolve => {
+              let frames = 0, misses = 0, after = 0;
+              const look = () => {
+                frames++;
+                misses += [\(sampled)].filter(([x, y]) => touchsync.pixelAt(x, y)[3] === 0).length;
+                const handedOver = touchsync.finished.length === 0 && touchsync.board.accepted.length === 1;
+                if (handedOver) after++;
+                if (after >= 10 || frames > 600) resolve({ frames, misses, after }); else requestAnimationFrame(look);
+              };
+              requestAnimationFrame(look);
+            })
+            """) as? [String: Int] ?? [:]
+        #expect(watch["after"] == 10 && watch["misses"] == 0, "the stroke stayed on screen through the hand-over: \(watch)")
+        #expect((watch["frames"] ?? 0) > 10, "watched over the round trip: \(watch)")
+    }
+
     /// Presence: a mouse hovering over one page is an arrow with the person's
     /// name and colour on the other page, where it points on the board; when
     /// it leaves the board, or the page closes, the arrow goes.
