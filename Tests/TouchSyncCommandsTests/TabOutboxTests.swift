@@ -45,6 +45,30 @@ struct TabOutboxTests {
     }
 }
 
+extension TabOutboxTests {
+    /// Another tab's pointer replaces its previous one still queued, keeps its
+    /// place among the batches, and never overflows the queue into a resync.
+    @Test func pointersReplaceTheirWaitingOnesAndNeverCauseAResync() {
+        let outbox = TabOutbox(limit: 4)
+        outbox.post(presence: "ann at 1", from: 1)
+        outbox.post("batch 1")
+        outbox.post(presence: "ben at 1", from: 2)
+        outbox.post(presence: "ann at 2", from: 1)
+        outbox.post(presence: "ann at 3", from: 1)
+        guard case .messages(let first) = outbox.take() else { Issue.record("queued"); return }
+        #expect(first == ["ann at 3", "batch 1", "ben at 1"], "the latest of each, where the first stood")
+        // Taken: the next pointer queues anew.
+        outbox.post(presence: "ann at 4", from: 1)
+        outbox.post("batch 2")
+        outbox.post("batch 3")
+        outbox.post("batch 4")
+        outbox.post(presence: "ben at 2", from: 2)  // the queue is full: the pointer waits, no resync
+        #expect(outbox.overflows == 0)
+        guard case .messages(let second) = outbox.take() else { Issue.record("queued"); return }
+        #expect(second == ["ann at 4", "batch 2", "batch 3", "batch 4"])
+    }
+}
+
 extension TabOutbox.Next: Equatable {
     public static func == (lhs: Self, rhs: Self) -> Bool {
         switch (lhs, rhs) {

@@ -55,6 +55,8 @@ final class TabOutbox: Sendable {
         var overflows = 0
         /// The tab's access was revoked: said to it (code, message), then its socket closes.
         var revoked: (code: String, message: String)? = nil
+        /// Where each other tab's pointer waits in `queue` (by presence id): a newer one takes its place.
+        var presence: [UInt64: Int] = [:]
     }
     private let state = Mutex(State())
     let limit: Int
@@ -97,6 +99,7 @@ final class TabOutbox: Sendable {
             if state.needsSnapshot { return (nil, false) }  // everything before the snapshot is moot
             if state.queue.count >= limit {
                 state.queue.removeAll()
+                state.presence.removeAll()
                 state.needsSnapshot = true
                 state.overflows += 1
             } else {
@@ -108,10 +111,30 @@ final class TabOutbox: Sendable {
         return accepted
     }
 
+    /// Another tab's pointer (`presence`, by its id): it replaces the same tab's
+    /// pointer still waiting in the queue, so pointers never make a slow tab
+    /// fall behind (a person hovering cannot cost the others a resync).
+    func post(presence text: String, from id: UInt64) {
+        let waker: (@Sendable () -> Void)? = state.withLock { state in
+            guard !state.closed, !state.needsSnapshot else { return nil }
+            if let index = state.presence[id] {
+                state.queue[index] = .text(text)
+                return nil
+            }
+            // A full queue drops the pointer (its next move, or the page forgetting it after 10 s, makes up for it).
+            guard state.queue.count < limit else { return nil }
+            state.presence[id] = state.queue.count
+            state.queue.append(.text(text))
+            return state.takeWaker()
+        }
+        waker?()
+    }
+
     /// Replaces whatever is queued by a resync (the tab is then sent a snapshot).
     func requestSnapshot() {
         let waker = state.withLock { state in
             state.queue.removeAll()
+            state.presence.removeAll()
             state.needsSnapshot = true
             return state.takeWaker()
         }
@@ -122,6 +145,7 @@ final class TabOutbox: Sendable {
         let waker = state.withLock { state in
             state.closed = true
             state.queue.removeAll()
+            state.presence.removeAll()
             return state.takeWaker()
         }
         waker?()
@@ -132,6 +156,7 @@ final class TabOutbox: Sendable {
         let waker = state.withLock { state in
             state.revoked = (code, message)
             state.queue.removeAll()
+            state.presence.removeAll()
             return state.takeWaker()
         }
         waker?()
@@ -161,6 +186,7 @@ final class TabOutbox: Sendable {
             if !state.queue.isEmpty {
                 let messages = state.queue
                 state.queue.removeAll(keepingCapacity: true)
+                state.presence.removeAll(keepingCapacity: true)
                 return .messages(messages)
             }
             state.wakeDue = false

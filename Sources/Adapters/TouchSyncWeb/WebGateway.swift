@@ -551,7 +551,7 @@ public final class WebGateway: Service, Sendable {
             return (BrowserMessage.presence(presence).json, state.tabs.values.filter { $0.board == tab.board && $0.outbox !== tab.outbox }.map(\.outbox))
         }
         guard let message else { return }
-        for outbox in outboxes { outbox.post(message) }
+        for outbox in outboxes { outbox.post(presence: message, from: id) }
     }
 
     /// A tab's `style` with a colour: its users' list shows it.
