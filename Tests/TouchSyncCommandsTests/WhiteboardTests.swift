@@ -470,11 +470,8 @@ extension BrowserTests {
         _ = try await ann.evaluate(
             "document.getElementById('name-input').value = 'Ann'; document.getElementById('name-form').requestSubmit()")
         let top = try await ann.canvasTop()
-        func hover(_ page: BrowserPage, _ x: Double, _ y: Double) async throws {
-            _ = try await page.send("Input.dispatchMouseEvent", ["type": "mouseMoved", "x": x, "y": y, "button": "none", "buttons": 0])
-        }
-        try await hover(ann, 400, top + 300)
-        try await hover(ann, 420, top + 310)
+        try await ann.hover(x: 400, y: top + 300)
+        try await ann.hover(x: 420, y: top + 310)
         try await ben.waitFor("[...touchsync.cursors.values()].some(c => c.name === 'Ann' && Math.abs(c.x - 420) < 1 && Math.abs(c.y - 310) < 1)")
         // Ben's view is panned: the arrow is where the board point is on his screen, in Ann's colour.
         _ = try await ben.evaluate("touchsync.view.panBy(-100, -50); touchsync.requestRender(true)")
@@ -485,9 +482,9 @@ extension BrowserTests {
         #expect(pixel[3] > 200 && zip(pixel.prefix(3), expected).allSatisfy { abs($0 - $1) < 30 }, "the arrow in Ann's colour: \(pixel), \(expected)")
         #expect(try await ann.number("touchsync.cursors.size") == 0, "Ann does not see her own pointer")
 
-        try await hover(ann, 400, top - 20)  // onto the toolbar: off the board
+        try await ann.hover(x: 400, y: top - 20)  // onto the toolbar: off the board
         try await ben.waitFor("touchsync.cursors.size === 0")
-        try await hover(ann, 500, top + 300)
+        try await ann.hover(x: 500, y: top + 300)
         try await ben.waitFor("touchsync.cursors.size === 1")
         try await ann.close()
         try await ben.waitFor("touchsync.cursors.size === 0")
@@ -523,7 +520,7 @@ extension BrowserTests {
         _ = try await ben.evaluate("document.querySelector('#users li[data-user=\"\(annUser)\"]').click()")
         #expect(try await ben.evaluate("touchsync.following") as? String == annUser)
         try await ann.press(key: "p", code: "KeyP")
-        _ = try await ann.send("Input.dispatchMouseEvent", ["type": "mouseMoved", "x": 640, "y": top + 300, "button": "none", "buttons": 0])
+        try await ann.hover(x: 640, y: top + 300)
         try await ann.wheel(x: 640, y: top + 300, deltaY: -300, modifiers: 2)
         try await ann.wheel(x: 640, y: top + 300, deltaX: 120, deltaY: 80)
         let annView = try await ann.evaluate("touchsync.view.visible(touchsync.renderer.width, touchsync.renderer.height)") as? [Double] ?? []

@@ -276,19 +276,27 @@ final class BoardFanout: BoardFeed, Sendable {
             return Array(state.tabs.values)
         }
         guard !tabs.isEmpty else { return }
-        // Encoded once per wire its tabs read, the same frame for each of them.
-        var frames: [TabWire: TabFrame] = [:]
+        // Encoded once per wire its tabs read (at the first tab that reads it), the same frame for each of them.
+        var text: TabFrame? = nil, binary: TabFrame? = nil, packed: TabFrame? = nil
         for tab in tabs {
-            let wire = tab.wire
-            if frames[wire] == nil {
-                switch wire {
-                case .json: frames[wire] = .text(BrowserWire.batch(batch, after: board))
-                case .binary: frames[wire] = .binary(BrowserBinary.encode(BrowserWire.model(batch, after: board)))
-                case .packed: frames[wire] = .binary(PackedBatch.encode(batch, after: board))
-                }
+            switch tab.wire {
+            case .json:
+                text = text ?? .text(BrowserWire.batch(batch, after: board))
+                tab.post(frame: text!)
+            case .binary:
+                binary = binary ?? .binary(BrowserBinary.encode(BrowserWire.model(batch, after: board)))
+                tab.post(frame: binary!)
+            case .packed:
+                packed = packed ?? .binary(PackedBatch.encode(batch, after: board))
+                tab.post(frame: packed!)
             }
-            tab.post(frame: frames[wire]!)
         }
+    }
+
+    /// A tab's pointer (`presence` text) for the board's other tabs (docs/protocol.md, "Presence").
+    func post(presence text: String, from id: UInt64, except sender: TabOutbox) {
+        let tabs = state.withLock { Array($0.tabs.values) }
+        for tab in tabs where tab !== sender { tab.post(presence: text, from: id) }
     }
 
     func failed(_ reason: String) {

@@ -323,7 +323,7 @@ final class TabConnection: TabSocketReceiver {
         cursorDue = nil
         lastCursorSent = .now()
         cursorShown = point != nil
-        gateway.cursor(of: id, session: session, at: point)
+        gateway.cursor(of: id, session: session, on: fanout, outbox: outbox, at: point)
     }
 
     static let cursorInterval = TimeAmount.milliseconds(50)
@@ -335,7 +335,7 @@ final class TabConnection: TabSocketReceiver {
         backlog.removeAll()
         cursorTimer?.cancel()
         // The board's other tabs stop showing this tab's pointer.
-        if cursorShown { gateway.cursor(of: id, session: session, at: nil) }
+        if cursorShown { gateway.cursor(of: id, session: session, on: fanout, outbox: outbox, at: nil) }
         gateway.tabLeft(id, session: session, board: fanout, outbox: outbox, saidGoodbye: saidGoodbye)
     }
 }

@@ -542,16 +542,14 @@ public final class WebGateway: Service, Sendable {
     /// A tab's pointer at board point `point` (nil: it left the board), for
     /// the board's other tabs at this gateway (docs/protocol.md, "Presence"):
     /// ephemeral, never sent to the hub.
-    func cursor(of id: GatewayCore.Connection, session: TabSession?, at point: BrowserMessage.Cursor?) {
-        let (message, outboxes) = state.withLock { state -> (String?, [TabOutbox]) in
-            guard let session, let tab = state.tabs[id], let core = state.core.session(session.resumeToken) else { return (nil, []) }
-            let presence = BrowserMessage.Presence(
-                id: id, user: session.namespace, name: core.displayName, rgba: core.colour, x: point?.x, y: point?.y,
-                laser: point?.laser == true ? true : nil, view: point?.view)
-            return (BrowserMessage.presence(presence).json, state.tabs.values.filter { $0.board == tab.board && $0.outbox !== tab.outbox }.map(\.outbox))
-        }
-        guard let message else { return }
-        for outbox in outboxes { outbox.post(presence: message, from: id) }
+    func cursor(of id: GatewayCore.Connection, session: TabSession?, on board: BoardFanout?, outbox: TabOutbox, at point: BrowserMessage.Cursor?) {
+        guard let session, let board else { return }
+        // The name and colour the users list shows, from the core; the board's tabs from its fan-out.
+        guard let (name, rgba) = state.withLock({ $0.core.session(session.resumeToken).map { ($0.displayName, $0.colour) } }) else { return }
+        let presence = BrowserMessage.Presence(
+            id: id, user: session.namespace, name: name, rgba: rgba, x: point?.x, y: point?.y, laser: point?.laser == true ? true : nil,
+            view: point?.view)
+        board.post(presence: BrowserMessage.presence(presence).json, from: id, except: outbox)
     }
 
     /// A tab's `style` with a colour: its users' list shows it.

@@ -26,8 +26,8 @@ public enum PackedTouch {
         let most = BrowserMessage.maxSamplesPerList
         guard coalesced.count <= most, predicted.count <= most else { throw BrowserWireError("TOO_MANY_SAMPLES", "at most \(most) samples per list") }
         guard touch.n >= 1, touch.n <= UInt64(Int64.max) else { throw BrowserWireError("MALFORMED", "numbers are 1 to 2^63 − 1") }
-        let force = (coalesced + predicted).contains { $0.force != nil }
-        let angles = (coalesced + predicted).contains { $0.azimuth != nil }
+        let force = coalesced.contains { $0.force != nil } || predicted.contains { $0.force != nil }
+        let angles = coalesced.contains { $0.azimuth != nil } || predicted.contains { $0.azimuth != nil }
         var out = BrowserBinary.Writer()
         out.byte(kind | (force ? 1 : 0) | (angles ? 2 : 0))
         out.zigzag(Int64(touch.n) - Int64(chains.number) - 1)

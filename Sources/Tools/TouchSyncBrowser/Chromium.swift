@@ -305,6 +305,11 @@ public struct BrowserPage: Sendable {
         try await send("Input.dispatchMouseEvent", parameters)
     }
 
+    /// The mouse moved to (x, y) with no button down (hovering).
+    public func hover(x: Double, y: Double) async throws {
+        _ = try await send("Input.dispatchMouseEvent", ["type": "mouseMoved", "x": x, "y": y, "button": "none", "buttons": 0])
+    }
+
     /// Resizes the page's viewport (a window resized, a phone rotated).
     public func resize(width: Int, height: Int, deviceScaleFactor: Double = 1, mobile: Bool = false) async throws {
         try await send(

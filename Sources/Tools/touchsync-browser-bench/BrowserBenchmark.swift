@@ -147,7 +147,7 @@ struct BrowserBenchmark {
             let (x, y) = (200 + Double(step) * 9, top + 400)
             let boardX = try await drawer.evaluate("Math.round(touchsync.view.toBoard(\(x), \(y - top))[0] * 10) / 10") as? Double ?? .nan
             sent.append((boardX, Date().timeIntervalSince1970 * 1000))
-            _ = try await drawer.send("Input.dispatchMouseEvent", ["type": "mouseMoved", "x": x, "y": y, "button": "none", "buttons": 0])
+            try await drawer.hover(x: x, y: y)
             try await Task.sleep(for: .milliseconds(70))
         }
         try await Task.sleep(for: .milliseconds(500))
