@@ -388,6 +388,8 @@ extension BrowserTests {
         var hub = try await rig.hubBoard("people")
         #expect(Set(hub.acceptedStrokes.map(\.owner)).count == 2, "two tabs, two sessions at the hub")
         #expect(Set(hub.acceptedStrokes.map(\.style.rgba)).count == 1, "one person, one colour")
+        let names = [try await a.evaluate("touchsync.name") as? String, try await b.evaluate("touchsync.name") as? String]
+        #expect(names[0] != nil && names[0] == names[1], "one person, one name, before the prompt was answered: \(names)")
 
         // A colour and a name chosen in tab B: tab A follows, and so does a reload of A.
         let other = try await b.evaluate("touchsync.PALETTE.find(c => c !== touchsync.colour)") as? Int ?? 0

@@ -50,7 +50,8 @@ if (invited) { localStorage.setItem('touchsync-token', invited); history.replace
 const token = localStorage.getItem('touchsync-token');
 let name = localStorage.getItem('touchsync-name');
 const firstVisit = !name;
-if (!name) name = 'Guest ' + Math.floor(100 + Math.random() * 900);
+// A first visit's guest name is the person's at once: tabs opened before it answers the prompt share it.
+if (!name) { name = 'Guest ' + Math.floor(100 + Math.random() * 900); localStorage.setItem('touchsync-name', name); }
 // A first visit picks a colour from the palette at random; choosing another keeps it for the next visits and tabs.
 function personColour() {
   const kept = localStorage.getItem('touchsync-colour');
