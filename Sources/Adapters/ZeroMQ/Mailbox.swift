@@ -65,8 +65,10 @@ public final class Mailbox<Command: Sendable>: Sendable {
     /// later with `take`). Until then no post writes a wake-up byte: the
     /// queue is not empty, so the owner must take it at a time of its own.
     public func clearSignal() {
-        var sink = [UInt8](repeating: 0, count: 64)
-        while read(fileDescriptor, &sink, sink.count) > 0 {}
+        // On the stack: a wake-up costs no allocation.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { sink in
+            while read(fileDescriptor, sink.baseAddress, sink.count) > 0 {}
+        }
     }
 
     /// Takes every queued command, oldest first, after `clearSignal` (on the owning thread).
