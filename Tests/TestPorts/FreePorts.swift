@@ -12,7 +12,10 @@ import Darwin
 /// stopped server (a TCP self-connect) can take one meanwhile. Each is
 /// checked by binding it with a plain socket (closed at once, so the port is
 /// free again on return; a ZeroMQ socket would release it later, on its I/O
-/// thread), and none is handed out twice in this test process: every test
+/// thread) and close-on-exec (a child spawned by another test in that
+/// moment would otherwise keep it bound for its whole life, and the hub
+/// given the port later fails with "Address already in use": seen in CI),
+/// and none is handed out twice in this test process: every test
 /// target picks from this one registry (two registries once handed the same
 /// port to a relay test and to a child hub).
 public func freeLoopbackPorts(_ count: Int) -> [Int] {
@@ -29,7 +32,7 @@ private let handedOutPorts = Mutex<Set<UInt16>>([])
 
 private func canBind(port: UInt16) -> Bool {
     #if canImport(Glibc)
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     #else
     let descriptor = socket(AF_INET, SOCK_STREAM, 0)
     #endif

@@ -372,8 +372,9 @@ final class ChildProcesses {
 
     /// A hub whose command line `arguments` builds from loopback `ports`,
     /// ready; the ports it listens on. Ports picked in advance can still be
-    /// taken by another process before the hub binds them (busy runs saw it
-    /// twice, cause not found): then it starts again on as many fresh ones.
+    /// taken by another process before the hub binds them (busy runs saw it;
+    /// one cause, a probing socket inherited by a child, is closed now):
+    /// then it starts again on as many fresh ones.
     func startHub(ports: [Int], _ arguments: ([Int]) -> [String]) async throws -> (ports: [Int], hub: Child, output: ChildOutput, text: String) {
         var ports = ports
         for attempt in 1...3 {

@@ -322,7 +322,7 @@ final class UDPSender: Sendable {
     let descriptor: Int32
 
     init(port: UInt16 = 0, from host: String = "127.0.0.1") throws {
-        descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian

@@ -156,7 +156,7 @@ func sample(_ x: Int32, _ y: Int32, t: Int64) -> Sample { Sample(x: x, y: y, tim
 /// Whether something accepts TCP connections on 127.0.0.1:`port`, seen as
 /// a client sees it: a connect that succeeds (closed at once) or is refused.
 func isListening(port: UInt16) -> Bool {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard descriptor >= 0 else { return false }
     defer { close(descriptor) }
     return withLoopbackAddress(port: port) { connect(descriptor, $0, $1) == 0 }

@@ -76,7 +76,8 @@ final class TCPFaultProxy: Sendable {
             if fds[0].revents & Int16(POLLIN) != 0 {
                 let client = accept(listener, nil, nil)
                 if client >= 0 {
-                    let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                    _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                    let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
                     var address = LinkEmulator.loopback(port: targetPort)
                     let connected = withUnsafePointer(to: &address) {
                         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {

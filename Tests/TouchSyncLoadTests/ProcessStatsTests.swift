@@ -11,7 +11,7 @@ import TouchSyncLoad
 struct ProcessStatsTests {
     /// A TCP socket listening on 127.0.0.1, on a port the kernel picks.
     static func listener() throws -> Int32 {
-        let descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

@@ -82,7 +82,7 @@ public final class UDPSocket: Sendable {
     public let descriptor: Int32
 
     public init(binding address: UDPAddress?, receiveTimeout: Duration = .milliseconds(100)) throws(UDPSetupError) {
-        descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        descriptor = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw UDPSetupError("cannot make a UDP socket: \(String(cString: strerror(errno)))") }
         var timeout = timeval(tv_sec: 0, tv_usec: Int(receiveTimeout.components.attoseconds / 1_000_000_000_000))
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))

@@ -63,6 +63,7 @@ public final class LinkEmulator: Sendable {
                 if errno == EINTR { continue }
                 return
             }
+            _ = fcntl(client, F_SETFD, FD_CLOEXEC)  // Chromium, spawned meanwhile, must not keep it
             let refuse = state.withLock { state in
                 state.connections += 1
                 return state.down || state.stopped
@@ -71,7 +72,7 @@ public final class LinkEmulator: Sendable {
                 close(client)
                 continue
             }
-            let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             var address = Self.loopback(port: targetPort)
             let connected = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -102,7 +103,7 @@ public final class LinkEmulator: Sendable {
 
     /// A TCP socket listening on 127.0.0.1 at a free port, and that port.
     public static func listenOnLoopback(backlog: Int32) throws -> (descriptor: Int32, port: UInt16) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var yes: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
         var address = loopback(port: 0)

@@ -259,7 +259,7 @@ private func freeLoopbackPorts(_ count: Int) throws -> [Int] {
     var sockets: [Int32] = []
     defer { for descriptor in sockets { close(descriptor) } }
     return try (0..<count).map { _ in
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw BenchmarkFailure("no socket for a port") }
         sockets.append(descriptor)
         var address = sockaddr_in()
