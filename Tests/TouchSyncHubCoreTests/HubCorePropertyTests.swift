@@ -120,7 +120,7 @@ struct HubCorePropertyTests {
                             Issue.record("the reference refused valid input: \(error)")
                         }
                     case .clear(let scope): reference.clear(scope, by: agent.user, into: &scratch)
-                    case .invalid, .undo, .redo, .erase: break  // not generated here
+                    case .invalid, .undo, .redo, .erase, .edit: break  // not generated here
                     }
                 }
                 process(hub.message(agent.peer, .numbered(sequence: sequence, request)))

@@ -305,6 +305,29 @@ public final class TouchAgent: Sendable {
         postNumbered(.erase(message))
     }
 
+    /// Moves, scales, recolours, deletes or copies accepted strokes as one
+    /// operation (undone by one `undo`): the same strokes `erase` may name.
+    public func edit(_ edit: StrokeEdit) {
+        var message = Touchsync_V1_Edit()
+        message.strokeIds = edit.strokes.map(\.rawValue)
+        func transform(_ transform: StrokeTransform) -> Touchsync_V1_Transform {
+            var proto = Touchsync_V1_Transform()
+            proto.offsetX = transform.offsetX
+            proto.offsetY = transform.offsetY
+            proto.scale = transform.scale == 1 ? 0 : Float(transform.scale)
+            proto.originX = transform.originX
+            proto.originY = transform.originY
+            return proto
+        }
+        switch edit.change {
+        case .transform(let move): message.change = .transform(transform(move))
+        case .duplicate(let move): message.change = .duplicate(transform(move))
+        case .recolour(let rgba): message.change = .rgba(rgba)
+        case .delete: message.change = .delete(true)
+        }
+        postNumbered(.edit(message))
+    }
+
     /// Removes accepted strokes: this user's, or the whole board's.
     public func clear(_ scope: ClearScope) {
         var message = Touchsync_V1_Clear()

@@ -728,10 +728,12 @@ public final class WebGateway: Service, Sendable {
         switch message {
         case .clear(_, "board"):
             throw BrowserWireError("FORBIDDEN", "clearing the whole board needs the admin role (your role: \(role))")
-        case .erase(_, let strokes):
+        case .erase, .edit:
+            let strokes: [UInt64]? = if case .erase(_, let ids) = message { ids } else if case .edit(let edit) = message { edit.strokes } else { nil }
             let named = Set(strokes ?? [])
             if let board, let other = board.acceptedStrokes.first(where: { named.contains($0.id.rawValue) && $0.owner.rawValue != user }) {
-                throw BrowserWireError("FORBIDDEN", "stroke \(other.id.rawValue) is another user's: erasing it needs the admin role (your role: \(role))")
+                throw BrowserWireError(
+                    "FORBIDDEN", "stroke \(other.id.rawValue) is another user's: erasing or editing it needs the admin role (your role: \(role))")
             }
         default:
             return
@@ -784,6 +786,8 @@ public final class WebGateway: Service, Sendable {
                 throw BrowserWireError("MALFORMED", "erase has strokes: 1 to \(BoardState.maxErasedStrokes) stroke ids")
             }
             agent.erase(strokes.map(StrokeID.init))
+        case .edit(let edit):
+            agent.edit(try edit.strokeEdit())
         case .clear(_, let scope):
             switch scope {
             case "mine": agent.clear(.own)

@@ -20,6 +20,8 @@ public enum TouchInputError: Error, Hashable, Sendable, CustomStringConvertible 
     case unknownStroke(StrokeID)
     /// An erase of another user's stroke by a user who may not clear the board.
     case notYours(StrokeID)
+    /// An edit that cannot be made as asked (no stroke, a scale out of range, ink leaving the board).
+    case invalidEdit(String)
 
     /// A stable name for the error, the same one the wire carries.
     public var code: ErrorCode {
@@ -35,6 +37,7 @@ public enum TouchInputError: Error, Hashable, Sendable, CustomStringConvertible 
         case .boardFull: .boardFull
         case .unknownStroke: .unknownStroke
         case .notYours: .forbidden
+        case .invalidEdit: .invalidValue
         }
     }
 
@@ -53,7 +56,8 @@ public enum TouchInputError: Error, Hashable, Sendable, CustomStringConvertible 
         case .boardFull(let limit):
             "the board holds its maximum of \(limit) samples: no new stroke until strokes are cleared (strokes in progress may end)"
         case .unknownStroke(let id): "stroke \(id) is not an accepted stroke of this board (or is named twice)"
-        case .notYours(let id): "stroke \(id) is another user's: erasing it needs the right to clear the board"
+        case .notYours(let id): "stroke \(id) is another user's: erasing or editing it needs the right to clear the board"
+        case .invalidEdit(let reason): "edit refused: \(reason)"
         }
     }
 }

@@ -37,6 +37,8 @@ extension AgentRequest {
             self = .numbered(sequence: sequence, .redo)
         case .erase(let erase):
             self = .numbered(sequence: sequence, .erase(erase.strokeIds.map(StrokeID.init)))
+        case .edit(let edit):
+            self = .numbered(sequence: sequence, StrokeEdit(edit).map { .edit($0) } ?? .invalid(WireError(.invalidValue, "an edit has one change: transform, rgba, delete or duplicate")))
         case .heartbeat:
             self = .heartbeat
         case .goodbye:
@@ -51,6 +53,29 @@ extension AgentRequest {
     }
 }
 
+
+extension StrokeEdit {
+    /// The core's edit, or nil when the message names no change (`delete` must be true).
+    package init?(_ proto: Touchsync_V1_Edit) {
+        let change: Change
+        switch proto.change {
+        case .transform(let transform): change = .transform(StrokeTransform(transform))
+        case .duplicate(let transform): change = .duplicate(StrokeTransform(transform))
+        case .rgba(let rgba): change = .recolour(rgba: rgba)
+        case .delete(true): change = .delete
+        case .delete(false), nil: return nil
+        }
+        self.init(strokes: proto.strokeIds.map(StrokeID.init), change: change)
+    }
+}
+
+extension StrokeTransform {
+    package init(_ proto: Touchsync_V1_Transform) {
+        self.init(
+            offsetX: proto.offsetX, offsetY: proto.offsetY, scale: proto.scale == 0 ? 1 : Double(proto.scale),
+            originX: proto.originX, originY: proto.originY)
+    }
+}
 
 extension AgentRequest {
     /// Decodes one agent message (one ZeroMQ frame) into a request: frames,

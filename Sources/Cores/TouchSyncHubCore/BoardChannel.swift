@@ -89,6 +89,11 @@ package struct BoardChannel: Sendable {
         try state.erase(ids, by: user, anyOwner: anyOwner, into: &scratch)
     }
 
+    package mutating func edit(_ edit: StrokeEdit, by user: UserNamespace, anyOwner: Bool) throws(TouchInputError) {
+        defer { coalescer.add(draining: &scratch) }
+        try history.edit(edit, by: user, anyOwner: anyOwner, on: &state, into: &scratch)
+    }
+
     /// Cancels a user's live touches; returns how many.
     @discardableResult
     package mutating func cancelTouches(of user: UserNamespace) -> Int {

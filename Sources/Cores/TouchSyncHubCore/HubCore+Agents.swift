@@ -160,6 +160,25 @@ extension HubCore {
             } catch {
                 refuse(session.peer, HubRefusal(error.code, error.description, sequence: sequence), into: &actions)
             }
+        case .edit(let edit):
+            let (user, anyOwner) = (session.principal, session.role >= .admin)
+            if case .duplicate = edit.change, !quotas.mayBeginStroke(user, inProgress: channels[session.boardSlot].state.activeSamples(of: user)) {
+                refuse(
+                    session.peer,
+                    HubRefusal(
+                        .boardFull,
+                        "\(user) stores its maximum of \(configuration.maxSamplesPerUser) samples over this hub's boards: clear or erase some to copy more",
+                        sequence: sequence),
+                    into: &actions)
+                return
+            }
+            do {
+                try change(session.boardSlot, accepted: anyOwner ? .anyone : .of(user)) { (channel: inout BoardChannel) throws(TouchInputError) in
+                    try channel.edit(edit, by: user, anyOwner: anyOwner)
+                }
+            } catch {
+                refuse(session.peer, HubRefusal(error.code, error.description, sequence: sequence), into: &actions)
+            }
         case .invalid(let error):
             refuse(session.peer, HubRefusal(error.code, error.reason, sequence: sequence), into: &actions)
         }

@@ -88,6 +88,8 @@ public enum NumberedRequest: Sendable {
     case redo
     /// Remove these accepted strokes (own ones, or anyone's with the right to clear the board).
     case erase([StrokeID])
+    /// Moves, scales, recolours, deletes or copies accepted strokes (one undoable operation).
+    case edit(StrokeEdit)
     /// Numbered, but its body does not decode into the model: it still takes
     /// its place in the numbering (refused, never resent).
     case invalid(WireError)

@@ -1,4 +1,5 @@
 import Foundation
+import TouchSyncCore
 
 /// Every message of the browser wire, both directions (docs/protocol.md, "The
 /// browser wire"): the gateway decodes what tabs send and encodes what it
@@ -16,6 +17,7 @@ public enum BrowserMessage: Sendable, Equatable {
     case undo(n: UInt64)
     case redo(n: UInt64)
     case erase(n: UInt64, strokes: [UInt64]?)
+    case edit(Edit)
     case clear(n: UInt64, scope: String?)
     case ping(at: Double)
     case resync
@@ -71,6 +73,36 @@ public enum BrowserMessage: Sendable, Equatable {
             self.y = y
             self.laser = laser
             self.view = view
+        }
+    }
+
+    /// An edit of accepted strokes (docs/protocol.md, "The browser wire"):
+    /// `op` is `move` (by `dx`, `dy` and `scale` about `ox`, `oy`, in board
+    /// points), `recolour` (to `rgba`), `delete` or `duplicate` (copies, moved
+    /// as for `move`). Fields stay optional so that a bad edit is refused by number.
+    public struct Edit: Sendable, Equatable {
+        public var n: UInt64
+        public var strokes: [UInt64]?
+        public var op: String?
+        public var dx: Double?
+        public var dy: Double?
+        public var scale: Double?
+        public var ox: Double?
+        public var oy: Double?
+        public var rgba: UInt32?
+        public init(
+            n: UInt64, strokes: [UInt64]?, op: String?, dx: Double? = nil, dy: Double? = nil, scale: Double? = nil, ox: Double? = nil,
+            oy: Double? = nil, rgba: UInt32? = nil
+        ) {
+            self.n = n
+            self.strokes = strokes
+            self.op = op
+            self.dx = dx
+            self.dy = dy
+            self.scale = scale
+            self.ox = ox
+            self.oy = oy
+            self.rgba = rgba
         }
     }
 
@@ -160,11 +192,12 @@ public enum BrowserMessage: Sendable, Equatable {
     /// The most samples a touch message may carry in `s`, and in `p` (docs/protocol.md, "The browser wire").
     public static let maxSamplesPerList = 1024
 
-    /// The number of a numbered message (touch, style, undo, redo, erase, clear).
+    /// The number of a numbered message (touch, style, undo, redo, erase, edit, clear).
     public var number: UInt64? {
         switch self {
         case .touch(let touch): touch.n
         case .style(let n, _, _), .undo(let n), .redo(let n), .erase(let n, _), .clear(let n, _): n
+        case .edit(let edit): edit.n
         default: nil
         }
     }
@@ -178,6 +211,7 @@ public enum BrowserMessage: Sendable, Equatable {
         case .undo: "undo"
         case .redo: "redo"
         case .erase: "erase"
+        case .edit: "edit"
         case .clear: "clear"
         case .ping: "ping"
         case .resync: "resync"
@@ -200,6 +234,41 @@ public enum BrowserMessage: Sendable, Equatable {
 
 /// A message that is not one of the wire's, with the browser wire's error
 /// name for it (`MALFORMED`) and what was wrong, in words.
+extension BrowserMessage.Edit {
+    /// The hub's edit (board points to sample units), or why it is malformed.
+    public func strokeEdit() throws(BrowserWireError) -> StrokeEdit {
+        guard let strokes, !strokes.isEmpty, strokes.count <= StrokeEdit.maxStrokes else {
+            throw BrowserWireError("MALFORMED", "edit has strokes: 1 to \(StrokeEdit.maxStrokes) stroke ids")
+        }
+        let ids = strokes.map(StrokeID.init)
+        func units(_ value: Double?, _ name: String) throws(BrowserWireError) -> Int32 {
+            let value = value ?? 0
+            guard value.isFinite, abs(value) <= 2 * Sample.maxCoordinatePoints else {
+                throw BrowserWireError("MALFORMED", "edit: \(name) is a number of points within ±\(Int(2 * Sample.maxCoordinatePoints))")
+            }
+            return Int32((value * Double(Sample.unitsPerPoint)).rounded())
+        }
+        func transform() throws(BrowserWireError) -> StrokeTransform {
+            let scale = scale ?? 1
+            guard scale.isFinite, StrokeTransform.scales.contains(scale) else {
+                throw BrowserWireError("MALFORMED", "edit: scale is a number from 1/64 to 64")
+            }
+            return StrokeTransform(
+                offsetX: try units(dx, "dx"), offsetY: try units(dy, "dy"), scale: scale, originX: try units(ox, "ox"), originY: try units(oy, "oy"))
+        }
+        switch op {
+        case "move": return StrokeEdit(strokes: ids, change: .transform(try transform()))
+        case "duplicate": return StrokeEdit(strokes: ids, change: .duplicate(try transform()))
+        case "delete": return StrokeEdit(strokes: ids, change: .delete)
+        case "recolour":
+            guard let rgba else { throw BrowserWireError("MALFORMED", "edit: recolour needs rgba (an integer 0xRRGGBBAA)") }
+            return StrokeEdit(strokes: ids, change: .recolour(rgba: rgba))
+        default:
+            throw BrowserWireError("MALFORMED", "edit: op is move, duplicate, recolour or delete")
+        }
+    }
+}
+
 public struct BrowserWireError: Error, Sendable, CustomStringConvertible {
     public var code: String
     public var message: String
@@ -214,6 +283,7 @@ extension BrowserMessage: Codable {
     private enum Key: String, CodingKey {
         case t, n, board, resume, name, token, phase, id, s, p, rgba, width, strokes, scope, at
         case user, acked, role, code, message, from, state, retry_after_ms, list, wire, x, y, laser, view
+        case op, dx, dy, scale, ox, oy
     }
 
     public init(from decoder: any Decoder) throws {
@@ -264,6 +334,12 @@ extension BrowserMessage: Codable {
         case "undo": self = .undo(n: try required(UInt64.self, .n))
         case "redo": self = .redo(n: try required(UInt64.self, .n))
         case "erase": self = .erase(n: try required(UInt64.self, .n), strokes: try field([UInt64].self, .strokes))
+        case "edit":
+            self = .edit(
+                Edit(
+                    n: try required(UInt64.self, .n), strokes: try field([UInt64].self, .strokes), op: try field(String.self, .op),
+                    dx: try field(Double.self, .dx), dy: try field(Double.self, .dy), scale: try field(Double.self, .scale),
+                    ox: try field(Double.self, .ox), oy: try field(Double.self, .oy), rgba: try field(UInt32.self, .rgba)))
         case "clear": self = .clear(n: try required(UInt64.self, .n), scope: try field(String.self, .scope))
         case "ping": self = .ping(at: try field(Double.self, .at) ?? 0)
         case "resync": self = .resync
@@ -375,6 +451,14 @@ extension BrowserMessage: Codable {
         case .erase(let n, let strokes):
             try object.encode(n, forKey: .n)
             try object.encodeIfPresent(strokes, forKey: .strokes)
+        case .edit(let edit):
+            try object.encode(edit.n, forKey: .n)
+            try object.encodeIfPresent(edit.strokes, forKey: .strokes)
+            try object.encodeIfPresent(edit.op, forKey: .op)
+            for (value, key) in [(edit.dx, Key.dx), (edit.dy, .dy), (edit.scale, .scale), (edit.ox, .ox), (edit.oy, .oy)] {
+                try object.encodeIfPresent(value, forKey: key)
+            }
+            try object.encodeIfPresent(edit.rgba, forKey: .rgba)
         case .clear(let n, let scope):
             try object.encode(n, forKey: .n)
             try object.encodeIfPresent(scope, forKey: .scope)

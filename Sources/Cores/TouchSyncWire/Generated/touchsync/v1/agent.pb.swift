@@ -125,6 +125,15 @@ public nonisolated struct Touchsync_V1_AgentMessage: Sendable {
     set {body = .erase(newValue)}
   }
 
+  /// numbered
+  public var edit: Touchsync_V1_Edit {
+    get {
+      if case .edit(let v)? = body {return v}
+      return Touchsync_V1_Edit()
+    }
+    set {body = .edit(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Body: Equatable, Sendable {
@@ -140,6 +149,8 @@ public nonisolated struct Touchsync_V1_AgentMessage: Sendable {
     case redo(Touchsync_V1_Redo)
     /// numbered
     case erase(Touchsync_V1_Erase)
+    /// numbered
+    case edit(Touchsync_V1_Edit)
 
   }
 
@@ -549,13 +560,113 @@ public nonisolated struct Touchsync_V1_Erase: Sendable {
   public init() {}
 }
 
+/// Edit accepted strokes as one operation (the whiteboard's selection): move
+/// and scale them, recolour them, delete them, or add transformed copies of
+/// them. The same strokes a user may erase (the user's own, or anyone's for a
+/// user who may clear the board); refused whole (UNKNOWN_STROKE, FORBIDDEN,
+/// INVALID_VALUE, BOARD_FULL) otherwise. At most 1024 ids.
+///
+/// A changed stroke keeps its id, owner and place in the acceptance order:
+/// subscribers see StrokeRemoved then StrokeRestored with the new samples or
+/// style. A copy is a new accepted stroke of the editing user (StrokeBegan on
+/// a touch id of 2^32 or above, StrokeAppended, StrokeAccepted), in the order
+/// the ids are named. Undo takes the user's latest operation, a stroke or an
+/// edit, whichever came last: an edit's undo puts back the strokes as they
+/// were (the ones it deleted too) and removes its copies, skipping strokes
+/// that are gone since; redo does the edit again.
+public nonisolated struct Touchsync_V1_Edit: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var strokeIds: [UInt64] = []
+
+  public var change: Touchsync_V1_Edit.OneOf_Change? = nil
+
+  /// the strokes move and scale
+  public var transform: Touchsync_V1_Transform {
+    get {
+      if case .transform(let v)? = change {return v}
+      return Touchsync_V1_Transform()
+    }
+    set {change = .transform(newValue)}
+  }
+
+  /// the strokes take this colour (0xRRGGBBAA)
+  public var rgba: UInt32 {
+    get {
+      if case .rgba(let v)? = change {return v}
+      return 0
+    }
+    set {change = .rgba(newValue)}
+  }
+
+  /// the strokes are removed (must be true)
+  public var delete: Bool {
+    get {
+      if case .delete(let v)? = change {return v}
+      return false
+    }
+    set {change = .delete(newValue)}
+  }
+
+  /// transformed copies are added
+  public var duplicate: Touchsync_V1_Transform {
+    get {
+      if case .duplicate(let v)? = change {return v}
+      return Touchsync_V1_Transform()
+    }
+    set {change = .duplicate(newValue)}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_Change: Equatable, Sendable {
+    /// the strokes move and scale
+    case transform(Touchsync_V1_Transform)
+    /// the strokes take this colour (0xRRGGBBAA)
+    case rgba(UInt32)
+    /// the strokes are removed (must be true)
+    case delete(Bool)
+    /// transformed copies are added
+    case duplicate(Touchsync_V1_Transform)
+
+  }
+
+  public init() {}
+}
+
+/// Each sample's position p becomes origin + (p - origin) * scale + offset,
+/// rounded to the nearest unit (units: 1/64 point, as samples). Widths do not
+/// change. scale 0 means 1; otherwise it is finite, 1/64 to 64; every result
+/// must stay within ±1,000,000 points, as samples do (INVALID_VALUE).
+public nonisolated struct Touchsync_V1_Transform: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var offsetX: Int32 = 0
+
+  public var offsetY: Int32 = 0
+
+  public var scale: Float = 0
+
+  public var originX: Int32 = 0
+
+  public var originY: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "touchsync.v1"
 
 nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AgentMessage"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}hello\0\u{1}frame\0\u{1}style\0\u{1}clear\0\u{1}heartbeat\0\u{1}goodbye\0\u{1}undo\0\u{1}redo\0\u{1}erase\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}hello\0\u{1}frame\0\u{1}style\0\u{1}clear\0\u{1}heartbeat\0\u{1}goodbye\0\u{1}undo\0\u{1}redo\0\u{1}erase\0\u{1}edit\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -681,6 +792,19 @@ nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftPro
           self.body = .erase(v)
         }
       }()
+      case 11: try {
+        var v: Touchsync_V1_Edit?
+        var hadOneofValue = false
+        if let current = self.body {
+          hadOneofValue = true
+          if case .edit(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.body = .edit(v)
+        }
+      }()
       default: break
       }
     }
@@ -730,6 +854,10 @@ nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftPro
     case .erase?: try {
       guard case .erase(let v)? = self.body else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+    }()
+    case .edit?: try {
+      guard case .edit(let v)? = self.body else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
     }()
     case nil: break
     }
@@ -1387,6 +1515,152 @@ nonisolated extension Touchsync_V1_Erase: SwiftProtobuf.Message, SwiftProtobuf._
 
   public static func ==(lhs: Touchsync_V1_Erase, rhs: Touchsync_V1_Erase) -> Bool {
     if lhs.strokeIds != rhs.strokeIds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_Edit: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Edit"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}stroke_ids\0\u{1}transform\0\u{1}rgba\0\u{1}delete\0\u{1}duplicate\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedUInt64Field(value: &self.strokeIds) }()
+      case 2: try {
+        var v: Touchsync_V1_Transform?
+        var hadOneofValue = false
+        if let current = self.change {
+          hadOneofValue = true
+          if case .transform(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.change = .transform(v)
+        }
+      }()
+      case 3: try {
+        var v: UInt32?
+        try decoder.decodeSingularFixed32Field(value: &v)
+        if let v = v {
+          if self.change != nil {try decoder.handleConflictingOneOf()}
+          self.change = .rgba(v)
+        }
+      }()
+      case 4: try {
+        var v: Bool?
+        try decoder.decodeSingularBoolField(value: &v)
+        if let v = v {
+          if self.change != nil {try decoder.handleConflictingOneOf()}
+          self.change = .delete(v)
+        }
+      }()
+      case 5: try {
+        var v: Touchsync_V1_Transform?
+        var hadOneofValue = false
+        if let current = self.change {
+          hadOneofValue = true
+          if case .duplicate(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.change = .duplicate(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.strokeIds.isEmpty {
+      try visitor.visitPackedUInt64Field(value: self.strokeIds, fieldNumber: 1)
+    }
+    switch self.change {
+    case .transform?: try {
+      guard case .transform(let v)? = self.change else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .rgba?: try {
+      guard case .rgba(let v)? = self.change else { preconditionFailure() }
+      try visitor.visitSingularFixed32Field(value: v, fieldNumber: 3)
+    }()
+    case .delete?: try {
+      guard case .delete(let v)? = self.change else { preconditionFailure() }
+      try visitor.visitSingularBoolField(value: v, fieldNumber: 4)
+    }()
+    case .duplicate?: try {
+      guard case .duplicate(let v)? = self.change else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_Edit, rhs: Touchsync_V1_Edit) -> Bool {
+    if lhs.strokeIds != rhs.strokeIds {return false}
+    if lhs.change != rhs.change {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Touchsync_V1_Transform: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Transform"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}offset_x\0\u{3}offset_y\0\u{1}scale\0\u{3}origin_x\0\u{3}origin_y\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularSInt32Field(value: &self.offsetX) }()
+      case 2: try { try decoder.decodeSingularSInt32Field(value: &self.offsetY) }()
+      case 3: try { try decoder.decodeSingularFloatField(value: &self.scale) }()
+      case 4: try { try decoder.decodeSingularSInt32Field(value: &self.originX) }()
+      case 5: try { try decoder.decodeSingularSInt32Field(value: &self.originY) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.offsetX != 0 {
+      try visitor.visitSingularSInt32Field(value: self.offsetX, fieldNumber: 1)
+    }
+    if self.offsetY != 0 {
+      try visitor.visitSingularSInt32Field(value: self.offsetY, fieldNumber: 2)
+    }
+    if self.scale.bitPattern != 0 {
+      try visitor.visitSingularFloatField(value: self.scale, fieldNumber: 3)
+    }
+    if self.originX != 0 {
+      try visitor.visitSingularSInt32Field(value: self.originX, fieldNumber: 4)
+    }
+    if self.originY != 0 {
+      try visitor.visitSingularSInt32Field(value: self.originY, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Touchsync_V1_Transform, rhs: Touchsync_V1_Transform) -> Bool {
+    if lhs.offsetX != rhs.offsetX {return false}
+    if lhs.offsetY != rhs.offsetY {return false}
+    if lhs.scale != rhs.scale {return false}
+    if lhs.originX != rhs.originX {return false}
+    if lhs.originY != rhs.originY {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -128,7 +128,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
   /// more samples in one stroke than the limit
   case strokeTooLong // = 11
 
-  /// too many changes, samples or predictions in one frame, or more than 1,024 ids in one erase
+  /// too many changes, samples or predictions in one frame, or more than 1,024 ids in one erase or edit
   case frameTooLarge // = 12
 
   /// a message over the hub's size limit (a numbered one still takes its number)
@@ -164,7 +164,7 @@ public nonisolated enum Touchsync_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
   /// the authenticated user's role on this board does not allow it (drawing as a watcher, clearing a board without admin, watching a board not granted)
   case forbidden // = 22
 
-  /// an erase naming a stroke that is not an accepted stroke of the board, or naming one twice
+  /// an erase or edit naming a stroke that is not an accepted stroke of the board, or naming one twice
   case unknownStroke // = 24
   case UNRECOGNIZED(Int)
 
