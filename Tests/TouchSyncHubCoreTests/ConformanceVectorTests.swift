@@ -93,6 +93,33 @@ struct ConformanceVectorTests {
         var missing = Touchsync_V1_Erase()
         missing.strokeIds = [999]
         numbered("user-1", .erase(missing), "erasing a stroke that is not on the board: UNKNOWN_STROKE")
+        func edit(_ ids: [UInt64], _ change: Touchsync_V1_Edit.OneOf_Change?) -> Touchsync_V1_AgentMessage.OneOf_Body {
+            var edit = Touchsync_V1_Edit()
+            edit.strokeIds = ids
+            edit.change = change
+            return .edit(edit)
+        }
+        numbered("user-1", .frame(TouchFrame(changes: [60, 61].map { touch in
+            TouchChange(touch: touch, phase: .began, samples: (0..<3).map { Sample(x: Int32(touch) * 640 + $0 * 320, y: 1280 + $0 * 64, time: 20_000_000 + Int64($0) * 8000) })
+        }).proto(format)), "user-1 begins two strokes (ids 10 and 11)")
+        numbered("user-1", .frame(TouchFrame(changes: [60, 61].map { TouchChange(touch: $0, phase: .ended) }).proto(format)), "and ends them")
+        var move = Touchsync_V1_Transform()
+        (move.offsetX, move.offsetY, move.scale, move.originX, move.originY) = (640, -320, 1.5, 1000, 2000)
+        numbered("user-1", edit([10, 11], .transform(move)), "user-1 moves strokes 10 and 11 and scales them 1.5 times about (1000, 2000): removed, then restored in place")
+        numbered("user-1", edit([11], .rgba(0x2E7D_32FF)), "user-1 recolours stroke 11")
+        var copy = Touchsync_V1_Transform()
+        copy.offsetY = 6400
+        numbered("user-1", edit([11, 10], .duplicate(copy)), "user-1 copies strokes 11 and 10, 100 points lower: two new strokes of its own")
+        numbered("user-1", .undo(Touchsync_V1_Undo()), "user-1's undo takes its latest operation, the copy")
+        numbered("user-1", .undo(Touchsync_V1_Undo()), "and then the recolour")
+        numbered("user-1", .redo(Touchsync_V1_Redo()), "user-1 redoes the recolour")
+        numbered("user-0", edit([10], .delete(true)), "user-0 deletes stroke 10 as an edit (undoable, unlike an erase)")
+        numbered("user-0", .undo(Touchsync_V1_Undo()), "user-0's undo puts stroke 10 back as it was")
+        numbered("user-1", edit([999], .delete(true)), "editing a stroke that is not on the board: UNKNOWN_STROKE")
+        numbered("user-1", edit([10], nil), "an edit without a change: INVALID_VALUE")
+        var huge = Touchsync_V1_Transform()
+        huge.scale = 100
+        numbered("user-1", edit([10], .transform(huge)), "a scale above 64: INVALID_VALUE")
         var clear = Touchsync_V1_Clear()
         clear.scope = .own
         numbered("user-0", .clear(clear), "user-0 clears its accepted strokes")
