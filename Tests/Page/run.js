@@ -1,7 +1,7 @@
 // Runs every module's tests (each exports `tests`: [name, function] pairs) and
 // leaves the outcome in window.results for the Swift test that opened the
 // page (PageUnitTests), and on the page for a person.
-const modules = ['board', 'wire', 'ink', 'view', 'gestures', 'localink'];
+const modules = ['board', 'wire', 'ink', 'view', 'gestures', 'localink', 'selection'];
 const results = { passed: [], failed: [] };
 for (const module of modules) {
   let tests;

@@ -818,7 +818,7 @@ struct BrowserTests {
         let failed = try await page.evaluate("window.results.failed") as? [String] ?? []
         #expect(failed.isEmpty, "\(failed)")
         #expect(passed.count >= 20, "\(passed)")
-        #expect(Set(passed.map { $0.prefix { $0 != ":" } }) == ["board", "wire", "ink", "view", "gestures", "localink"], "\(passed)")
+        #expect(Set(passed.map { $0.prefix { $0 != ":" } }) == ["board", "wire", "ink", "view", "gestures", "localink", "selection"], "\(passed)")
     }
 
     /// The replay fits the whole board at desktop and phone sizes, its

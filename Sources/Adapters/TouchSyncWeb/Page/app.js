@@ -12,6 +12,7 @@ import { attachWheel, PanPinch } from './gestures.js';
 import { outline, pathData, inkPoints } from './ink.js';
 import { Connection, WIRES } from './connection.js';
 import { LocalInk } from './localink.js';
+import { Selection, unionBounds, touchesRect, handleAt, inside, scaleFor } from './selection.js';
 
 const boardName = decodeURIComponent(location.pathname.split('/')[2] || 'demo');
 const canvas = document.getElementById('board');
@@ -86,6 +87,8 @@ const link = new Connection({
 const mine = new LocalInk({
   board, user: () => app.user, acked: () => link.acked, post, toast,
   render: rebuild => requestRender(rebuild), dropped: pointer => down.delete(pointer),
+  // A copy a duplicate of this tab asked for: selected as it arrives (the copies replace the selection).
+  copied: stroke => { selection.add([stroke.id]); requestRender(); },
 });
 const isHidden = stroke => mine.isHidden(stroke);
 Object.assign(app, { local: mine.local, finished: mine.finished, hidden: mine.hidden, overlay: mine.overlay });
@@ -218,14 +221,18 @@ function requestRender(rebuild = false) {
     if (app.frameIntervals.length > 4000) app.frameIntervals.splice(0, 2000);
     lastFrame = now;
     const fresh = [...board.active.values(), ...(board.changedAccepted === 'all' ? [] : board.changedAccepted)];
-    const hiding = mine.hidden.size > 0 || mine.clearing.length > 0;
+    const lifted = drag && drag.kind !== 'marquee';   // the selection being moved or scaled: drawn apart from the cached layer
+    const hiding = mine.hidden.size > 0 || mine.clearing.length > 0 || mine.editing.size > 0 || lifted;
     renderer.render(board, {
-      hidden: hiding ? isHidden : null,
+      hidden: hiding ? (lifted ? s => isHidden(s) || selection.has(s.id) : isHidden) : null,
       rebuild: rebuildQueued,
       own: app.user,
       ownTouches: mine.touches,
       local: mine.drawn,
-      overlay: [...mine.overlay.values()].map(entry => entry.stroke),
+      overlay: lifted ? mine.overlayStrokes.filter(s => !selection.has(s.id)) : mine.overlayStrokes,
+      moving: lifted ? { strokes: drag.strokes.map(shown), transform: dragTransform(drag) } : null,
+      selection: selectionBox(),
+      marquee: drag?.kind === 'marquee' ? [...drag.from, ...drag.to] : null,
       names: new Map(app.users.map(u => [u.user, u.name])),
       cursors: [...app.cursors.values()],
       lasers: [...app.lasers.values()].map(points => points.map(p => ({ x: p.x, y: p.y, age: (now - p.at) / LASER_FADE }))),
@@ -261,6 +268,7 @@ const down = new Map();   // pointerId -> last time sent (ms)
 const moving = new PanPinch(view);   // pointers that pan and zoom instead of drawing
 let eraser = false;
 let laser = false;   // the laser pointer: a fading trail others see, never ink
+let select = false;  // the selection tool: select, move, scale, recolour, delete and copy strokes
 let spaceHeld = false;
 let penSeenAt = -Infinity;
 // Two fingers pan and zoom (as in tldraw and Excalidraw), unless every finger is to draw (the seeds' multi-touch).
@@ -433,6 +441,7 @@ canvas.addEventListener('pointerdown', e => {
   }
   if (eraser) { erase(e); down.set(e.pointerId, 0); return; }
   if (laser) { down.set(e.pointerId, 0); laserAt(e); return; }
+  if (select) { selectDown(e); return; }
   down.set(e.pointerId, 0);
   lastScreen.set(e.pointerId, screenPoint(e));
   const s = samplesOf(e, []);
@@ -448,6 +457,7 @@ canvas.addEventListener('pointerdown', e => {
 });
 canvas.addEventListener('pointermove', e => {
   if (moving.move(e.pointerId, ...screenPoint(e))) { requestRender(); return; }
+  if (drag && drag.pointer === e.pointerId) { drag.to = boardPoint(e); requestRender(); return; }
   if (!down.has(e.pointerId)) return;
   if (eraser) { erase(e); return; }
   if (laser) { laserAt(e); return; }
@@ -472,6 +482,7 @@ function pointerEnds(e, cancelled) {
     if (moving.size === 0) canvas.classList.remove('panning');
     return;
   }
+  if (drag && drag.pointer === e.pointerId) { if (!cancelled) drag.to = boardPoint(e); selectUp(cancelled); return; }
   if (!down.has(e.pointerId)) return;
   if (eraser || laser) { down.delete(e.pointerId); return; }
   if (cancelled) { cancelInk(e.pointerId); return; }   // a palm or a system gesture: abandoned (seed 003)
@@ -486,6 +497,7 @@ function pointerEnds(e, cancelled) {
     ink.complete = true;
     ink.numbers.push(n);
     mine.finished.push(ink);
+    mine.ended();
     inputTimes.push(e.timeStamp);
     requestRender();
   }
@@ -493,6 +505,87 @@ function pointerEnds(e, cancelled) {
 canvas.addEventListener('pointerup', e => pointerEnds(e, false));
 canvas.addEventListener('pointercancel', e => pointerEnds(e, true));
 attachWheel(canvas, view, () => requestRender());
+
+// --- Select and edit (V; docs/protocol.md, "Edits"): a click or a marquee selects your strokes
+// (anyone's for an admin), a drag inside the selection moves it, its corner handle scales it; Delete,
+// Ctrl-D (copies), a colour and the arrow keys act on it. Each change is one edit the hub orders and
+// undoes; the page shows it at once (localink.js) and while dragging draws the selection apart.
+const selection = new Selection();
+let drag = null;   // {pointer, kind: 'move', 'scale' or 'marquee', from, to (board points), bounds, strokes}
+const shown = s => mine.editing.get(s.id)?.stroke ?? s;   // a stroke as this page shows it (an edit's preview)
+const gone = s => mine.hidden.has(s.id) || (isHidden(s) && !mine.editing.has(s.id));
+const editable = s => (s.owner === app.user || app.role === 'admin') && !gone(s);
+const selected = () => selection.strokes(board).filter(s => !gone(s));
+Object.assign(app, { selection, selectionBounds: () => unionBounds(selected().map(shown)) });
+
+function strokeUnder([x, y]) {
+  const slop = 6 / view.zoom;
+  for (let i = board.accepted.length - 1; i >= 0; i--) {
+    const s = board.accepted[i];
+    if (!editable(s)) continue;
+    const { s: samples, w } = shown(s);
+    const reach = (w / 2 + slop * UNITS) ** 2;
+    for (let k = 0; k < samples.length; k += 4) {
+      const dx = samples[k] - x * UNITS, dy = samples[k + 1] - y * UNITS;
+      if (dx * dx + dy * dy <= reach) return s;
+    }
+  }
+  return null;
+}
+function selectDown(e) {
+  const p = boardPoint(e);
+  let strokes = selected();
+  let bounds = unionBounds(strokes.map(shown));
+  let kind = 'marquee';
+  if (bounds && inside(p, handleAt(bounds, view.zoom))) kind = 'scale';
+  else if (bounds && inside(p, bounds)) kind = 'move';
+  else {
+    const hit = strokeUnder(p);
+    if (!e.shiftKey) selection.clear();
+    if (hit) {
+      selection.add([hit.id]);
+      strokes = selected();
+      bounds = unionBounds(strokes.map(shown));
+      kind = 'move';
+    }
+  }
+  drag = { pointer: e.pointerId, kind, from: p, to: p, bounds, strokes };
+  requestRender(true);   // the lifted strokes leave the cached layer
+}
+function dragTransform(d) {
+  if (d.kind === 'scale') return { dx: 0, dy: 0, scale: scaleFor(d.bounds, d.from, d.to), ox: d.bounds[0], oy: d.bounds[1] };
+  return { dx: d.to[0] - d.from[0], dy: d.to[1] - d.from[1], scale: 1, ox: 0, oy: 0 };
+}
+function selectUp(cancelled) {
+  const d = drag;
+  drag = null;
+  if (!cancelled && d.kind === 'marquee') {
+    const rect = [...d.from, ...d.to];
+    selection.add(board.accepted.filter(s => editable(s) && touchesRect(shown(s), rect)).map(s => s.id));
+  } else if (!cancelled) {
+    const t = dragTransform(d);
+    if (t.scale !== 1 || t.dx !== 0 || t.dy !== 0) editSelection('move', t);
+  }
+  requestRender(true);
+}
+// The selection's box as drawn: while dragging, where the drag takes it.
+function selectionBox() {
+  if (selection.size === 0) return null;
+  const b = drag && drag.kind !== 'marquee' ? drag.bounds : unionBounds(selected().map(shown));
+  if (!b) return null;
+  if (!drag || drag.kind === 'marquee') return b;
+  const t = dragTransform(drag);
+  const at = (x, o, d) => o + (x - o) * t.scale + d;
+  return [at(b[0], t.ox, t.dx), at(b[1], t.oy, t.dy), at(b[2], t.ox, t.dx), at(b[3], t.oy, t.dy)];
+}
+function editSelection(op, fields = {}) {
+  const strokes = selected();
+  if (strokes.length === 0) return;
+  const n = mine.edit({ t: 'edit', op, strokes: strokes.map(s => s.id), ...fields }, strokes);
+  if (n !== null && (op === 'delete' || op === 'duplicate')) selection.clear();   // copies are selected as they arrive
+  requestRender(true);
+}
+app.editSelection = editSelection;
 
 // --- Undo, redo and clear of your own strokes: at once, then as the hub says (localink.js).
 const undo = () => mine.undo();
@@ -511,16 +604,22 @@ function showStyle() {
   $('colour').style.setProperty('--swatch', cssColor(colour));
   for (const b of document.querySelectorAll('#palette button')) b.classList.toggle('on', Number(b.dataset.rgba) === colour);
   for (const b of document.querySelectorAll('#widths button')) b.classList.toggle('on', Number(b.dataset.width) === width);
-  $('pen').classList.toggle('on', !eraser && !laser);
   $('eraser').classList.toggle('on', eraser);
   $('laser').classList.toggle('on', laser);
+  $('select').classList.toggle('on', select);
+  $('pen').classList.toggle('on', !eraser && !laser && !select);
+  canvas.classList.toggle('selecting', select);
 }
 $('palette').replaceChildren(...PALETTE.map(rgba => {
   const b = document.createElement('button');
   b.dataset.rgba = String(rgba);
   b.title = cssColor(rgba);
   b.style.setProperty('--swatch', cssColor(rgba));
-  b.addEventListener('click', () => { colour = rgba; sendStyle(); showStyle(); closeMenus(); });
+  b.addEventListener('click', () => {
+    // With a selection, the colour is the selection's too (and the pen's, as in tldraw).
+    if (select && selection.size > 0) editSelection('recolour', { rgba });
+    colour = rgba; sendStyle(); showStyle(); closeMenus();
+  });
   return b;
 }));
 $('widths').replaceChildren(...WIDTHS.map(w => {
@@ -540,7 +639,12 @@ function toggleMenu(id) {
 function closeMenus() { for (const m of document.querySelectorAll('.menu')) m.hidden = true; }
 $('colour').addEventListener('click', () => toggleMenu('style-menu'));
 $('more').addEventListener('click', () => toggleMenu('more-menu'));
-function useTool(name) { eraser = name === 'eraser'; laser = name === 'laser'; showStyle(); }
+function useTool(name) {
+  eraser = name === 'eraser'; laser = name === 'laser'; select = name === 'select';
+  if (!select && selection.size > 0) { selection.clear(); requestRender(); }
+  showStyle();
+}
+$('select').addEventListener('click', () => useTool('select'));
 $('pen').addEventListener('click', () => useTool('pen'));
 $('eraser').addEventListener('click', () => useTool('eraser'));
 $('laser').addEventListener('click', () => useTool('laser'));
@@ -582,19 +686,34 @@ document.addEventListener('keydown', e => {
   const key = e.key.toLowerCase();
   if (command && e.code === 'KeyZ') { e.preventDefault(); (e.shiftKey ? redo : undo)(); return; }
   if (command && e.code === 'KeyY') { e.preventDefault(); redo(); return; }
+  if (command && e.code === 'KeyD' && selection.size > 0) { e.preventDefault(); editSelection('duplicate', { dx: 16, dy: 16 }); return; }
+  if (command && e.code === 'KeyA') {
+    e.preventDefault();
+    useTool('select');
+    selection.set(board.accepted.filter(editable).map(s => s.id));
+    requestRender();
+    return;
+  }
   if (command) return;
+  if (selection.size > 0) {
+    const step = e.shiftKey ? 10 : 1;
+    const nudge = { arrowleft: [-step, 0], arrowright: [step, 0], arrowup: [0, -step], arrowdown: [0, step] }[key];
+    if (nudge) { e.preventDefault(); editSelection('move', { dx: nudge[0], dy: nudge[1] }); return; }
+    if (key === 'delete' || key === 'backspace') { e.preventDefault(); editSelection('delete'); return; }
+  }
   const centre = [renderer.width / 2, renderer.height / 2];
   switch (key) {
     case ' ': spaceHeld = true; canvas.classList.add('pan-ready'); e.preventDefault(); break;
     case 'e': useTool('eraser'); break;
     case 'p': case 'd': useTool('pen'); break;
     case 'l': useTool('laser'); break;
+    case 'v': useTool('select'); break;
     case '+': case '=': view.zoomAt(1.25, ...centre); requestRender(); break;
     case '-': case '_': view.zoomAt(0.8, ...centre); requestRender(); break;
     case '0': fitBoard(); break;
     case '1': view.zoomAt(1 / view.zoom, ...centre); requestRender(); break;
     case '?': $('help-overlay').hidden = !$('help-overlay').hidden; break;
-    case 'escape': closeMenus(); $('help-overlay').hidden = true; follow(null); break;
+    case 'escape': closeMenus(); $('help-overlay').hidden = true; follow(null); selection.clear(); requestRender(); break;
   }
 });
 document.addEventListener('keyup', e => { if (e.key === ' ') { spaceHeld = false; canvas.classList.remove('pan-ready'); } });

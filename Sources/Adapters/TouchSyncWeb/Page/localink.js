@@ -2,29 +2,44 @@
 // them (docs/architecture.md, "Local ink"): strokes in progress (by pointer),
 // finished strokes until the board's diffs accept them, strokes an undo,
 // erase or clear of yours hides until the hub removes them too, and strokes a
-// redo shows again until the hub restores them. Each waits for the hub's
+// redo shows again until the hub restores them, and the strokes an edit of
+// yours moved, recoloured or copied (a preview of the hub's result, the
+// originals hidden) until the hub's diffs replace them. Each waits for the hub's
 // acknowledgement of its message, then a little for the diffs: past that the
 // hub did not do it and the board shows what it has. No DOM here.
 import { UNITS } from './board.js';
+import { editedStroke } from './selection.js';
+
+// Copies an edit makes are drawn on touch ids from 2^32 up (docs/protocol.md, "Edits").
+export const COPY_TOUCH = 2 ** 32;
 
 export class LocalInk {
   // board: the replica; user(): your namespace; acked(): the last number the hub acknowledged;
   // post(message): numbers and sends it (null when the page may not);
   // toast(text), render(rebuild), dropped(pointer): a stroke in progress ended without its pointer.
-  constructor({ board, user, acked, post, toast, render, dropped }) {
-    Object.assign(this, { board, user, acked, post, toast, render, dropped });
+  // copied(stroke): a copy an edit of this tab asked for arrived.
+  constructor({ board, user, acked, post, toast, render, dropped, copied }) {
+    Object.assign(this, { board, user, acked, post, toast, render, dropped, copied });
     this.local = new Map();    // pointer id -> ink in progress
     this.finished = [];        // ended ink, until the hub accepts it
     this.hidden = new Map();   // stroke id -> {n, ackedAt}: undone or erased here
     this.overlay = new Map();  // stroke id -> {stroke, n, ackedAt}: redone here
     this.clearing = [];        // {owner (null: everyone), through: accept position, n, ackedAt}
-    this.undone = [];          // {ink or stroke}: what this tab undid, newest last, for an immediate redo
+    this.undone = [];          // {ink or stroke, or edit: true}: what this tab undid, newest last, for an immediate redo
+    this.editing = new Map();  // stroke id -> {stroke: its preview, original: the board's stroke it replaces, n, ackedAt}
+    this.copies = [];          // {stroke: a copy's preview, n, ackedAt}
+    this.claimed = new Set();  // copies' ids already matched to a preview
+    this.history = [];         // 'stroke' or 'edit': this tab's operations in order, for what an undo takes back
     board.onAccepted = stroke => this.accepted(stroke);
     board.onCancelled = stroke => this.cancelled(stroke);
   }
 
   // The ink to draw over the board: finished strokes not undone, then those in progress.
   get drawn() { return [...this.finished.filter(ink => !ink.hiddenBy), ...this.local.values()]; }
+  // Replica strokes drawn over the board: redone ones and edits' previews.
+  get overlayStrokes() {
+    return [...this.overlay.values(), ...this.editing.values(), ...this.copies].map(entry => entry.stroke);
+  }
   // Touches the local ink draws (the replica's strokes of yours on them are not drawn twice).
   get touches() { return new Set([...this.local.values(), ...this.finished].map(ink => ink.touch)); }
 
@@ -75,13 +90,17 @@ export class LocalInk {
     for (const ink of [...this.finished]) if (ink.numbers.includes(number)) this.removeFinished(ink);
     for (const [id, entry] of this.hidden) if (entry.n === number) this.hidden.delete(id);
     for (const [id, entry] of this.overlay) if (entry.n === number) this.overlay.delete(id);
+    for (const [id, entry] of this.editing) if (entry.n === number) this.editing.delete(id);
+    this.copies = this.copies.filter(entry => entry.n !== number);
     this.render(true);
   }
 
   // The hub acknowledged every message numbered up to `through` (at `now`).
   acknowledged(through, now) {
     for (const entry of this.hidden.values()) if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
-    for (const entry of this.overlay.values()) if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
+    for (const entry of [...this.overlay.values(), ...this.editing.values(), ...this.copies]) {
+      if (entry.ackedAt === null && entry.n <= through) entry.ackedAt = now;
+    }
     for (const ink of this.finished) {
       if (ink.ackedAt === null && ink.numbers[ink.numbers.length - 1] <= through) ink.ackedAt = now;
       if (ink.hiddenBy && ink.hiddenBy.ackedAt === null && ink.hiddenBy.n <= through) ink.hiddenBy.ackedAt = now;
@@ -92,7 +111,10 @@ export class LocalInk {
   // A new session numbered the waiting messages afresh: what waits for them follows (`follow`: old to new, 0 if done).
   renumber(follow) {
     for (const ink of [...this.local.values(), ...this.finished]) ink.numbers = ink.numbers.map(follow);
-    const entries = new Set([...this.hidden.values(), ...this.overlay.values(), ...this.clearing, ...this.finished.map(ink => ink.hiddenBy)]);
+    const entries = new Set([
+      ...this.hidden.values(), ...this.overlay.values(), ...this.editing.values(), ...this.copies, ...this.clearing,
+      ...this.finished.map(ink => ink.hiddenBy),
+    ]);
     for (const entry of entries) if (entry) entry.n = follow(entry.n);
   }
 
@@ -109,6 +131,22 @@ export class LocalInk {
     for (const [id, entry] of this.overlay) {
       if ((present.has(id) && entry.ackedAt !== null) || (entry.ackedAt !== null && now - entry.ackedAt > 2000)) { this.overlay.delete(id); changed = true; }
     }
+    // An edited stroke's preview ends when the board holds another version of it (or none).
+    if (this.editing.size) {
+      const current = new Map(this.board.accepted.map(s => [s.id, s]));
+      for (const [id, entry] of this.editing) {
+        if (entry.ackedAt === null) continue;
+        if (current.get(id) !== entry.original || now - entry.ackedAt > 2000) { this.editing.delete(id); changed = true; }
+      }
+    }
+    for (let i = this.copies.length - 1; i >= 0; i--) {
+      const entry = this.copies[i];
+      if (entry.ackedAt === null) continue;
+      const arrived = this.board.accepted.find(s => s.owner === this.user() && s.touch >= COPY_TOUCH && !this.claimed.has(s.id) && sameSamples(s.s, entry.stroke.s));
+      if (arrived) { this.claimed.add(arrived.id); this.copied?.(arrived); }
+      if (arrived || now - entry.ackedAt > 2000) { this.copies.splice(i, 1); changed = true; }
+    }
+    if (!this.copies.length) this.claimed.clear();
     for (let i = this.clearing.length - 1; i >= 0; i--) {
       const c = this.clearing[i];
       const left = this.board.accepted.some(s => s.pos <= c.through && (c.owner === null || s.owner === c.owner));
@@ -127,12 +165,42 @@ export class LocalInk {
 
   isHidden(stroke) {
     if (this.hidden.has(stroke.id)) return true;
+    if (this.editing.get(stroke.id)?.original === stroke) return true;
     for (const c of this.clearing) if (stroke.pos <= c.through && (c.owner === null || stroke.owner === c.owner)) return true;
     return false;
   }
 
+  // --- Edits of the selection (docs/protocol.md, "Edits"): shown at once, then as the hub says.
+  // `message`: {t: 'edit', op, strokes, ...}; `strokes`: the board's strokes it names. The number, or null.
+  edit(message, strokes) {
+    const n = this.post(message);
+    if (n === null) return null;
+    for (const stroke of strokes) {
+      const shown = this.editing.get(stroke.id)?.stroke ?? stroke;
+      if (message.op === 'delete') this.hidden.set(stroke.id, { n, ackedAt: null });
+      else if (message.op === 'duplicate') this.copies.push({ stroke: { ...editedStroke(shown, message), id: -1 - this.copies.length, owner: this.user() }, n, ackedAt: null });
+      else this.editing.set(stroke.id, { stroke: editedStroke(shown, message), original: stroke, n, ackedAt: null });
+    }
+    this.history.push('edit');
+    this.undone.length = 0;
+    this.render(true);
+    return n;
+  }
+
+  // A stroke of this tab ended (for what an undo takes back).
+  ended() { this.history.push('stroke'); }
+
   // --- Undo, redo and clear of your own strokes: at once, then as the hub says.
   undo() {
+    if (this.history[this.history.length - 1] === 'edit') {
+      // The hub takes back the edit: its diffs show it (one round trip).
+      const n = this.post({ t: 'undo' });
+      if (n === null) return;
+      this.history.pop();
+      this.undone.push({ edit: true });
+      return;
+    }
+    this.history.pop();
     const ink = [...this.finished].reverse().find(candidate => !candidate.hiddenBy);
     const n = this.post({ t: 'undo' });
     if (n === null) return;
@@ -154,6 +222,7 @@ export class LocalInk {
     const n = this.post({ t: 'redo' });
     if (n === null) return;
     const last = this.undone.pop();
+    this.history.push(last?.edit ? 'edit' : 'stroke');
     if (last?.ink) last.ink.hiddenBy = null;
     else if (last?.stroke) {
       this.hidden.delete(last.stroke.id);
@@ -170,6 +239,13 @@ export class LocalInk {
     this.clearing.push({ owner: scope === 'mine' ? this.user() : null, through, n, ackedAt: null });
     for (const ink of this.finished) ink.hiddenBy = ink.hiddenBy ?? { n, ackedAt: null };
     this.undone.length = 0;
+    this.history = this.history.filter(entry => entry === 'stroke');   // a clear ends what edits can be undone
     this.render(true);
   }
+}
+
+function sameSamples(a, b) {
+  if (a.length !== b.length) return false;
+  for (let k = 0; k < a.length; k += 4) if (a[k] !== b[k] || a[k + 1] !== b[k + 1]) return false;
+  return true;
 }

@@ -8,6 +8,7 @@ import { outline, pathData, inkPoints, bounds } from './ink.js';
 export const UNITS = 64;
 const IN_PROGRESS_ALPHA = 0.55;   // strokes in progress and unacknowledged ink: lighter (seed 001)
 const REBUILD_AFTER_MS = 140;     // a zoom redraws sharp once the view rested this long
+const SELECTION_COLOUR = 'rgb(30,136,229)';
 
 // In dark mode (the system's prefers-color-scheme) the board is dark, and a
 // colour too dark to see on it (the palette's black) is drawn inverted, light,
@@ -132,7 +133,10 @@ export class Renderer {
   // `scene`: {hidden: a predicate, accepted strokes not to draw, own: the user whose
   // replica strokes in progress are drawn from local ink instead (with
   // `ownTouches`, a Set of their touch ids), local: local ink to draw,
-  // overlay: replica strokes drawn on top (a redo not yet echoed), names: user -> name}.
+  // overlay: replica strokes drawn on top (a redo not yet echoed, an edit's preview), names: user -> name,
+  // moving: {strokes, transform {dx, dy, scale, ox, oy}} a selection being dragged (its cached outlines
+  // drawn through the transform: no outline is computed while it moves), selection: its box [x0, y0, x1, y1]
+  // in points, marquee: the rectangle being dragged out}.
   render(board, scene = {}) {
     const started = performance.now();
     const { ctx, ratio, view } = this;
@@ -166,6 +170,19 @@ export class Renderer {
       const shape = shapeOf(stroke, true);
       ctx.fillStyle = cssColor(stroke.rgba);
       ctx.fill(shape.path);
+    }
+    if (scene.moving) {
+      const { strokes, transform: t } = scene.moving;
+      ctx.save();
+      ctx.translate(t.ox + t.dx, t.oy + t.dy);   // p ↦ origin + (p − origin) × scale + offset
+      ctx.scale(t.scale, t.scale);
+      ctx.translate(-t.ox, -t.oy);
+      for (const stroke of strokes) {
+        if (stroke.s.length === 0) continue;
+        ctx.fillStyle = cssColor(stroke.rgba);
+        ctx.fill(shapeOf(stroke, true).path);
+      }
+      ctx.restore();
     }
     const spots = [];
     for (const stroke of board.active.values()) {
@@ -205,6 +222,28 @@ export class Renderer {
         ctx.fillStyle = isDark() ? 'rgba(220,220,224,0.9)' : 'rgba(60,60,60,0.9)';
         ctx.fillText(spot.name, x + 18, y - 14);
       }
+    }
+    // The selection's box with its scale handle, and a marquee being dragged out (the same size at any zoom).
+    if (scene.selection) {
+      const [x0, y0] = view.toScreen(scene.selection[0], scene.selection[1]);
+      const [x1, y1] = view.toScreen(scene.selection[2], scene.selection[3]);
+      ctx.strokeStyle = SELECTION_COLOUR;
+      ctx.lineWidth = 1;
+      ctx.setLineDash([5, 3]);
+      ctx.strokeRect(Math.round(x0) - 0.5, Math.round(y0) - 0.5, Math.round(x1 - x0) + 1, Math.round(y1 - y0) + 1);
+      ctx.setLineDash([]);
+      ctx.fillStyle = 'white';
+      ctx.fillRect(x1 - 6, y1 - 6, 12, 12);
+      ctx.strokeRect(x1 - 6 + 0.5, y1 - 6 + 0.5, 11, 11);
+    }
+    if (scene.marquee) {
+      const [x0, y0] = view.toScreen(scene.marquee[0], scene.marquee[1]);
+      const [x1, y1] = view.toScreen(scene.marquee[2], scene.marquee[3]);
+      ctx.fillStyle = 'rgba(30,136,229,0.10)';
+      ctx.fillRect(Math.min(x0, x1), Math.min(y0, y1), Math.abs(x1 - x0), Math.abs(y1 - y0));
+      ctx.strokeStyle = SELECTION_COLOUR;
+      ctx.lineWidth = 1;
+      ctx.strokeRect(Math.min(x0, x1) + 0.5, Math.min(y0, y1) + 0.5, Math.abs(x1 - x0), Math.abs(y1 - y0));
     }
     // Laser trails: a red line that fades over a second, thicker where newer
     // (segments end flat, so their overlaps do not darken; a dot at the head).

@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+import TouchSyncBrowser
+import TouchSyncCore
+
+extension BrowserTests {
+    /// Select and move ink as a person does it (issue 38, item 5): a marquee
+    /// selects one of two strokes; dragging it moves it, the corner handle
+    /// scales it, a colour recolours it, Ctrl-D copies it (the copy is then
+    /// selected), Delete removes the copy, and undo and redo take the edits
+    /// back and forth. After each step the hub's board is checked sample for
+    /// sample, and another person's page shows the same board, in its
+    /// replica and in pixels; that person cannot select the strokes (not
+    /// theirs, not an admin).
+    @Test func selectMoveScaleRecolourCopyAndDeleteInk() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let a = try await rig.page("select")
+        let b = try await rig.page("select")
+        try await a.drag(from: (100, 120))
+        try await a.drag(from: (100, 330))
+        try await a.settled()
+        let drawn = try await rig.hubBoard("select")
+        try #require(drawn.acceptedStrokes.count == 2)
+        let (first, second) = (drawn.acceptedStrokes[0], drawn.acceptedStrokes[1])
+        let top = try await a.number("document.getElementById('board').getBoundingClientRect().top")
+
+        /// The hub's board once both pages show its latest batch (with `strokes` accepted strokes).
+        func agreed(strokes: Int) async throws -> BoardState {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while true {
+                let hub = try await rig.hubBoard("select")
+                if hub.acceptedStrokes.count == strokes {
+                    try await a.waitFor("touchsync.board.seq === \(hub.sequence)")
+                    try await b.waitFor("touchsync.board.seq === \(hub.sequence)")
+                    #expect(try await PageBoard(b) == PageBoard(hub))
+                    return hub
+                }
+                guard ContinuousClock.now < deadline else { throw TestFailure("the hub holds \(hub.acceptedStrokes.count) strokes, not \(strokes)") }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        func moved(_ stroke: Stroke, by dx: Int32, _ dy: Int32) -> [[Int32]] { stroke.samples.map { [$0.x + dx, $0.y + dy] } }
+        func xy(_ stroke: Stroke?) -> [[Int32]] { stroke?.samples.map { [$0.x, $0.y] } ?? [] }
+        func inked(_ page: BrowserPage, at point: (x: Double, y: Double)) async throws -> Bool {
+            let png = try await page.screenshot()
+            let pixel = try await page.screenshotPixel(x: Int(point.x.rounded()), y: Int((point.y + top).rounded()), png: png)
+            return pixel.count == 3 && pixel != [255, 255, 255]
+        }
+
+        // V, then a marquee around the first stroke only.
+        try await a.press(key: "v", code: "KeyV")
+        try await a.pointer("mousePressed", x: 60, y: 80)
+        try await a.pointer("mouseMoved", x: 200, y: 200)
+        try await a.pointer("mouseMoved", x: 300, y: 260)
+        try await a.pointer("mouseReleased", x: 300, y: 260)
+        #expect(try await a.evaluate("[...touchsync.selection.ids]") as? [Int] == [Int(first.id.rawValue)])
+
+        // Drag it 200 points right and 40 down.
+        let middle = first.samples[5]
+        let grab = (x: middle.xInPoints, y: middle.yInPoints + top)
+        try await a.pointer("mousePressed", x: grab.x, y: grab.y)
+        for step in 1...10 { try await a.pointer("mouseMoved", x: grab.x + Double(step) * 20, y: grab.y + Double(step) * 4) }
+        try await a.pointer("mouseReleased", x: grab.x + 200, y: grab.y + 40)
+        var hub = try await agreed(strokes: 2)
+        #expect(xy(hub.acceptedStrokes.first { $0.id == first.id }) == moved(first, by: 200 * 64, 40 * 64), "every sample moved, in the hub's board")
+        #expect(xy(hub.acceptedStrokes.first { $0.id == second.id }) == xy(second), "the other stroke stayed")
+        #expect(hub.acceptedStrokes.map(\.id) == [first.id, second.id], "the moved stroke keeps its place")
+        #expect(try await inked(b, at: (middle.xInPoints + 200, middle.yInPoints + 40)), "the other page draws it where it went")
+        #expect(try await !inked(b, at: (middle.xInPoints, middle.yInPoints)), "and nothing where it was")
+
+        // The corner handle: dragged twice as far from the box's top left, the stroke is twice as large.
+        let box = try #require(try await a.evaluate("touchsync.selectionBounds()") as? [Double])
+        let corner = (x: box[2], y: box[3] + top)
+        try await a.pointer("mousePressed", x: corner.x, y: corner.y)
+        try await a.pointer("mouseMoved", x: corner.x + (box[2] - box[0]) / 2, y: corner.y + (box[3] - box[1]) / 2)
+        try await a.pointer("mouseReleased", x: corner.x + box[2] - box[0], y: corner.y + box[3] - box[1])
+        hub = try await agreed(strokes: 2)
+        let scaled = try #require(hub.acceptedStrokes.first { $0.id == first.id })
+        let span = { (stroke: Stroke) in (stroke.samples.map(\.x).max()! - stroke.samples.map(\.x).min()!) }
+        #expect(abs(Double(span(scaled)) / Double(span(first)) - 2) < 0.01, "twice as wide: \(span(scaled)) against \(span(first))")
+        #expect(abs(try await a.number("touchsync.selectionBounds()[2] - touchsync.selectionBounds()[0]") - 2 * (box[2] - box[0])) < 8)
+
+        // A colour recolours the selection (and becomes the pen's).
+        let red = first.style.rgba == 0xE539_35FF ? 0x43A0_47FF : 0xE539_35FF  // a colour it does not have yet
+        _ = try await a.evaluate("document.querySelector('#palette button[data-rgba=\"\(red)\"]').click()")
+        try await a.settled()
+        hub = try await agreed(strokes: 2)
+        #expect(hub.acceptedStrokes.first { $0.id == first.id }?.style.rgba == UInt32(red))
+        #expect(hub.acceptedStrokes.first { $0.id == second.id }?.style.rgba == second.style.rgba)
+
+        // Ctrl-D copies it 16 points lower right: a third stroke of A's, selected once it arrives.
+        try await a.press(key: "d", code: "KeyD", modifiers: 2)
+        hub = try await agreed(strokes: 3)
+        let copy = hub.acceptedStrokes[2]
+        #expect(copy.owner == hub.acceptedStrokes[0].owner && copy.style.rgba == UInt32(red))
+        #expect(xy(copy) == moved(scaled, by: 16 * 64, 16 * 64))
+        try await a.waitFor("touchsync.selection.has(\(copy.id.rawValue)) && touchsync.selection.size === 1")
+        // Delete removes the copy.
+        try await a.press(key: "Delete", code: "Delete")
+        hub = try await agreed(strokes: 2)
+        #expect(!hub.acceptedStrokes.contains { $0.id == copy.id })
+
+        // Undo: the delete (the copy is back), the copy (gone), the recolour; redo: the recolour again.
+        try await a.press(key: "z", code: "KeyZ", modifiers: 2)
+        hub = try await agreed(strokes: 3)
+        try await a.press(key: "z", code: "KeyZ", modifiers: 2)
+        hub = try await agreed(strokes: 2)
+        try await a.press(key: "z", code: "KeyZ", modifiers: 2)
+        try await a.settled()
+        hub = try await agreed(strokes: 2)
+        #expect(hub.acceptedStrokes.first { $0.id == first.id }?.style.rgba == first.style.rgba, "the recolour undone")
+        #expect(xy(hub.acceptedStrokes.first { $0.id == first.id }) == xy(scaled), "the scale kept")
+        try await a.press(key: "z", code: "KeyZ", modifiers: 10)
+        try await a.settled()
+        hub = try await agreed(strokes: 2)
+        #expect(hub.acceptedStrokes.first { $0.id == first.id }?.style.rgba == UInt32(red), "the recolour redone")
+
+        // The other person selects nothing of A's: not theirs, and not an admin.
+        try await b.press(key: "v", code: "KeyV")
+        try await b.pointer("mousePressed", x: 20, y: 70)
+        try await b.pointer("mouseMoved", x: 900, y: 700)
+        try await b.pointer("mouseReleased", x: 900, y: 700)
+        #expect(try await b.number("touchsync.selection.size") == 0)
+        #expect(try await a.evaluate("touchsync.refusals.length") as? Int == 0)
+    }
+}
