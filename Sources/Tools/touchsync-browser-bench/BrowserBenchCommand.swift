@@ -17,11 +17,13 @@ struct BrowserBenchCommand: AsyncParsableCommand {
 
     @Option(parsing: .unconditional, help: "Accepted strokes on the seeded board.") var seededStrokes = 10_000
     @Option(parsing: .unconditional, help: "Strokes page A draws while page B watches.") var draws = 300
+    @Option(parsing: .unconditional, help: "Seeded strokes page B selects and drags.") var selected = 1_000
     @Flag(help: "Log the hub's and the gateway's notices.") var verbose = false
 
     func validate() throws {
         guard seededStrokes >= 0 else { throw ValidationError("--seeded-strokes must be 0 or more") }
         guard draws >= 1 else { throw ValidationError("--draws must be at least 1") }
+        guard selected >= 1 else { throw ValidationError("--selected must be at least 1") }
     }
 
     var logger: Logger {
@@ -35,7 +37,7 @@ struct BrowserBenchCommand: AsyncParsableCommand {
         emit("warning: this is a debug build; run it from a release build for real figures")
         #endif
         emit("board strokes  round trip  late join  snapshot  drawn  own ink p50/p99/max      remote ink p50/p99/max    render p50/p99/max     frame interval p50/p99  bytes/sample  cursor p50/p99/max (n)")
-        let benchmark = BrowserBenchmark(seededStrokes: seededStrokes, drawnStrokes: draws)
+        let benchmark = BrowserBenchmark(seededStrokes: seededStrokes, drawnStrokes: draws, selectedStrokes: selected)
         var motions: [(String, BrowserBenchmark.Motion)] = []
         try await benchmark.run(logger: logger) { row in
             emit(
@@ -49,6 +51,9 @@ struct BrowserBenchCommand: AsyncParsableCommand {
                     percentile(row.cursor, 50), percentile(row.cursor, 99), row.cursor.max() ?? .nan, row.cursor.count))
             if let pan = row.pan { motions.append(("panning a \(row.seededStrokes)-stroke board (wheel, 120 events)", pan)) }
             if let zoom = row.zoom { motions.append(("zooming a \(row.seededStrokes)-stroke board (Ctrl-wheel, 60 events)", zoom)) }
+            if let move = row.move {
+                motions.append(("dragging \(min(selected, row.seededStrokes)) selected strokes on the \(row.seededStrokes)-stroke board (120 moves)", move))
+            }
         }
         emit("")
         emit("own ink: the drawing page's pointer event to the end of the frame that drew it; remote ink: its first sample to the viewer's frame")

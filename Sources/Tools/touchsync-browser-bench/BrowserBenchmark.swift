@@ -33,6 +33,8 @@ struct BrowserBenchmark {
         /// The viewer panning (wheel) and zooming (Ctrl-wheel), on the seeded board.
         var pan: Motion?
         var zoom: Motion?
+        /// Dragging a selection of the seeded strokes across the board.
+        var move: Motion?
         var lateJoinMilliseconds: Double
         var snapshotBytes: Double
         var strokesDrawn: Int
@@ -46,6 +48,7 @@ struct BrowserBenchmark {
 
     var seededStrokes = 10_000
     var drawnStrokes = 300
+    var selectedStrokes = 1_000
 
     var roundTrips = [0, 100]
 
@@ -127,13 +130,14 @@ struct BrowserBenchmark {
         let bytes = try await numbers("[touchsync.received.batchBytes, touchsync.received.batchSamples, touchsync.received.snapshotBytes]")
         let ownInk = (try await drawer.evaluate("touchsync.ownInk") as? [Any] ?? []).compactMap { ($0 as? Double) ?? ($0 as? Int).map(Double.init) }
         let cursor = try await cursorLatency(from: drawer, to: viewer, top: top)
-        var pan: Motion? = nil, zoom: Motion? = nil
+        var pan: Motion? = nil, zoom: Motion? = nil, move: Motion? = nil
         if seeded > 0 && roundTrip == 0 {
+            move = try await selectionDrag(of: viewer, strokes: min(selectedStrokes, seeded), top: top)
             pan = try await motion(of: viewer, steps: 120) { step in (step % 40 < 20 ? 12 : -12, step % 30 < 15 ? 8 : -8, 0) }
             zoom = try await motion(of: viewer, steps: 60) { step in (0, step % 30 < 15 ? -12 : 12, 2) }
         }
         return Row(
-            seededStrokes: seeded, roundTripMilliseconds: roundTrip, ownInk: ownInk, pan: pan, zoom: zoom, lateJoinMilliseconds: lateJoin,
+            seededStrokes: seeded, roundTripMilliseconds: roundTrip, ownInk: ownInk, pan: pan, zoom: zoom, move: move, lateJoinMilliseconds: lateJoin,
             snapshotBytes: bytes[2], strokesDrawn: drawnStrokes, latency: latency, renderMilliseconds: render, frameIntervals: intervals,
             bytesPerSample: bytes[1] > 0 ? bytes[0] / bytes[1] : 0, cursor: cursor)
     }
@@ -157,6 +161,32 @@ struct BrowserBenchmark {
             return (x, at)
         }
         return sent.compactMap { hover in arrivals.first { abs($0.x - hover.x) < 0.05 }.map { $0.at - hover.at } }
+    }
+
+    /// The first `strokes` seeded strokes selected (the page told it may edit anyone's, as an
+    /// admin's may; the edit it sends at the end is the gateway's to refuse), then dragged by the
+    /// mouse with moves 16 ms apart for two seconds: the frames drawn meanwhile.
+    private func selectionDrag(of page: BrowserPage, strokes: Int, top: Double) async throws -> Motion {
+        _ = try await page.evaluate(
+            """
+            touchsync.role = 'admin';
+            document.dispatchEvent(new KeyboardEvent('keydown', { key: 'v', code: 'KeyV' }));
+            touchsync.selection.set(touchsync.board.accepted.slice(0, \(strokes)).map(s => s.id));
+            touchsync.renderer.frameTimes.length = 0; touchsync.frameIntervals.length = 0
+            """)
+        let (x, y) = (500.0, top + 360)
+        try await page.pointer("mousePressed", x: x, y: y)
+        for step in 1...120 {
+            try await page.pointer("mouseMoved", x: x + Double(step % 40) * 3, y: y + Double(step % 30) * 2)
+            try await Task.sleep(for: .milliseconds(16))
+        }
+        func numbers(_ expression: String) async throws -> [Double] {
+            (try await page.evaluate(expression) as? [Any] ?? []).compactMap { ($0 as? Double) ?? ($0 as? Int).map(Double.init) }
+        }
+        let motion = Motion(
+            renderMilliseconds: try await numbers("touchsync.renderer.frameTimes"), frameIntervals: try await numbers("touchsync.frameIntervals"))
+        try await page.pointer("mouseReleased", x: x, y: y)
+        return motion
     }
 
     /// Wheel events 16 ms apart over the middle of `page` (a trackpad's scroll; with
