@@ -13,6 +13,8 @@ struct BrowserMessageTests {
         .touch(.init(n: 3, phase: "moved", id: 9, s: [[1.5, 2, 1000.25, 0.5, nil, nil], [2, 3, 1016]], p: [[3, 4, 1030]])),
         .style(n: 1, rgba: 0xFF00_00FF, width: 2.5),
         .undo(n: 4), .redo(n: 5), .erase(n: 6, strokes: [1, 2]), .clear(n: 7, scope: "mine"),
+        .edit(.init(n: 8, strokes: [3, 1], op: "move", dx: 12.5, dy: -3, scale: 1.5, ox: 100, oy: 200)),
+        .edit(.init(n: 9, strokes: [2], op: "recolour", rgba: 0x43A0_47FF)),
         .ping(at: 17.5), .resync, .name("Émile \"the\" artist"), .bye,
         .welcome(.init(user: "web:abc", resume: "r", board: "b-1", acked: 12, role: "draw", name: "Ann")),
         .welcome(.init(user: nil, resume: nil, board: "b-1", acked: 0, role: "watch", name: nil)),

@@ -422,11 +422,20 @@ struct BrowserTests {
             """) as? String
         #expect(attempt == "refused", "a page of http://localhost:\(port) opened the WebSocket of http://127.0.0.1:\(port): \(attempt ?? "nil")")
 
-        // The other tab, a guest too, may neither clear the board nor erase the owner's stroke.
-        _ = try await other.evaluate("touchsync.post({t: 'clear', scope: 'board'}); touchsync.post({t: 'erase', strokes: [\(stroke)]})")
-        try await other.waitFor("touchsync.refusals.filter(r => r.code === 'FORBIDDEN').length === 2")
+        // The other tab, a guest too, may neither clear the board, nor erase, move or delete the owner's stroke,
+        // and an edit it cannot read is refused by its number.
+        _ = try await other.evaluate(
+            """
+            touchsync.post({t: 'clear', scope: 'board'}); touchsync.post({t: 'erase', strokes: [\(stroke)]});
+            touchsync.post({t: 'edit', op: 'move', strokes: [\(stroke)], dx: 50}); touchsync.post({t: 'edit', op: 'delete', strokes: [\(stroke)]});
+            touchsync.post({t: 'edit', op: 'fold', strokes: [999]}); touchsync.post({t: 'edit', op: 'move', strokes: [999], scale: 1e9})
+            """)
+        try await other.waitFor("touchsync.refusals.length === 6")
+        let codes = try await other.evaluate("touchsync.refusals.map(r => r.code + ': ' + r.message)") as? [String] ?? []
+        #expect(codes.filter { $0.hasPrefix("FORBIDDEN") }.count == 4 && codes.filter { $0.hasPrefix("MALFORMED") }.count == 2, "\(codes)")
         try await other.waitFor("touchsync.pending.length === 0")  // refused, and acknowledged like the others
-        #expect(try await rig.hubBoard("guarded").acceptedStrokes.map(\.id.rawValue) == [stroke], "the owner's stroke is still there")
+        let kept = try await rig.hubBoard("guarded").acceptedStrokes
+        #expect(kept.map(\.id.rawValue) == [stroke], "the owner's stroke is still there")
     }
 
     /// The gateway fails gracefully at its cap (it fell over at a few hundred
