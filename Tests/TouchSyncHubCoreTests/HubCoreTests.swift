@@ -503,6 +503,38 @@ struct HubCoreTests {
         #expect(restarted.message(ann, .numbered(sequence: 1, began(1))).errors(to: ann).first?.code == .boardFull, "board a still holds 3 accepted")
     }
 
+    /// Edits through the hub (issue 38): copies count against the editing
+    /// user's quota (at it, a copy is BOARD_FULL), and an undo that puts back
+    /// another user's stroke an edit deleted counts it for its owner again.
+    @Test func editsKeepEveryUsersQuota() {
+        let hub = CoreHarness { $0.maxSamplesPerUser = 6 }
+        let (ann, bob) = (peer("ann"), peer("bob"))
+        hub.hello(ann, board: "a")
+        hub.hello(bob, board: "a")
+        _ = hub.message(ann, .numbered(sequence: 1, began(1)))
+        _ = hub.message(ann, .numbered(sequence: 2, moved(1, x: 1, t: 1)))
+        _ = hub.message(ann, .numbered(sequence: 3, ended(1, x: 2, t: 2)))  // stroke 1: ann's, 3 samples
+        _ = hub.message(bob, .numbered(sequence: 1, began(1)))
+        _ = hub.message(bob, .numbered(sequence: 2, moved(1, x: 1, t: 1)))
+        _ = hub.message(bob, .numbered(sequence: 3, ended(1, x: 2, t: 2)))  // stroke 2: bob's, 3 samples
+        let copy = StrokeEdit(strokes: [StrokeID(1)], change: .duplicate(StrokeTransform(offsetX: 64)))
+        #expect(hub.message(ann, .numbered(sequence: 4, .edit(copy))).errors(to: ann).isEmpty, "3 of 6: the copy fits")
+        #expect(hub.message(ann, .numbered(sequence: 5, .edit(copy))).errors(to: ann).first?.code == .boardFull, "6 of 6: no more copies")
+        // On a hub without an access list ann may edit bob's stroke: she deletes it, then undoes that.
+        let delete = StrokeEdit(strokes: [StrokeID(2)], change: .delete)
+        #expect(hub.message(ann, .numbered(sequence: 6, .edit(delete))).errors(to: ann).isEmpty)
+        #expect(hub.core.board("a")?.acceptedStrokes.map(\.id.rawValue) == [1, 3])
+        _ = hub.message(ann, .numbered(sequence: 7, .undo))
+        #expect(hub.core.board("a")?.acceptedStrokes.map(\.id.rawValue) == [1, 2, 3], "bob's stroke is back in its place")
+        // bob holds 3 again: a stroke of 3 more fits, and then no other begins.
+        _ = hub.message(bob, .numbered(sequence: 4, began(2, x: 9, t: 9)))
+        _ = hub.message(bob, .numbered(sequence: 5, moved(2, x: 10, t: 10)))
+        #expect(hub.message(bob, .numbered(sequence: 6, ended(2, x: 11, t: 11))).errors(to: bob).isEmpty)
+        #expect(hub.message(bob, .numbered(sequence: 7, began(3, x: 20, t: 20))).errors(to: bob).first?.code == .boardFull, "bob's undone stroke counts again")
+        let bad = StrokeEdit(strokes: [StrokeID(1)], change: .transform(StrokeTransform(scale: .nan)))
+        #expect(hub.message(ann, .numbered(sequence: 8, .edit(bad))).errors(to: ann).first?.code == .invalidValue)
+    }
+
     @Test func heartbeatsEveryIntervalAndAtOnceForANewSubscriber() {
         let hub = CoreHarness { $0.heartbeatInterval = .seconds(1) }
         let pen = peer("pen")

@@ -146,11 +146,12 @@ extension HubCore {
             let user = session.principal
             change(session.boardSlot, accepted: scope == .own ? .of(user) : .anyone) { $0.clear(scope, by: user) }
         case .undo:
+            // An edit's undo or redo may put back or take away anyone's strokes it named: count them all.
             let user = session.principal
-            change(session.boardSlot, accepted: .of(user)) { $0.undo(by: user) }
+            change(session.boardSlot, accepted: .anyone) { $0.undo(by: user) }
         case .redo:
             let user = session.principal
-            change(session.boardSlot, accepted: .of(user)) { $0.redo(by: user) }
+            change(session.boardSlot, accepted: .anyone) { $0.redo(by: user) }
         case .erase(let ids):
             let (user, anyOwner) = (session.principal, session.role >= .admin)
             do {

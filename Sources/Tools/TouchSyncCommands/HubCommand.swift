@@ -45,10 +45,11 @@ struct HubCommand: AsyncParsableCommand {
             "The board store").
             """)
 
-    @Option(help: "Endpoint for agents (ROUTER).") var ingest = "tcp://127.0.0.1:5570"
-    @Option(help: "Endpoint for subscribers (XPUB).") var publish = "tcp://127.0.0.1:5571"
-    @Option(help: "Endpoint for snapshot requests (ROUTER).") var snapshot = "tcp://127.0.0.1:5572"
-    @Option(help: "Endpoint for history requests (ROUTER; served when journaling or on a board store).") var history = "tcp://127.0.0.1:5573"
+    @Option(help: "Endpoint for agents (ROUTER; default tcp://127.0.0.1:5570, or this hub's in the --cluster file).") var ingest: String?
+    @Option(help: "Endpoint for subscribers (XPUB; default tcp://127.0.0.1:5571, or the cluster file's).") var publish: String?
+    @Option(help: "Endpoint for snapshot requests (ROUTER; default tcp://127.0.0.1:5572, or the cluster file's).") var snapshot: String?
+    @Option(help: "Endpoint for history requests (ROUTER; served when journaling or on a board store; default tcp://127.0.0.1:5573, or the cluster file's).")
+    var history: String?
     @Flag(help: "Listen on every interface (tcp://*:5570, 5571, 5572, 5573) instead of loopback.") var `public` = false
     @Option(parsing: .unconditional, help: "Seconds of silence after which an agent is reported silent (its touches are kept, stalled).")
     var livenessTimeout = 3.0
@@ -119,10 +120,9 @@ struct HubCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        try validateEndpoint(ingest, option: "--ingest", binds: true)
-        try validateEndpoint(publish, option: "--publish", binds: true)
-        try validateEndpoint(snapshot, option: "--snapshot", binds: true)
-        try validateEndpoint(history, option: "--history", binds: true)
+        for (endpoint, option) in [(ingest, "--ingest"), (publish, "--publish"), (snapshot, "--snapshot"), (history, "--history")] {
+            if let endpoint { try validateEndpoint(endpoint, option: option, binds: true) }
+        }
         guard FsyncPolicy(argument: fsync) != nil else {
             throw ValidationError("--fsync must be batch, never, or an interval such as 20ms or 1s")
         }
@@ -168,7 +168,7 @@ struct HubCommand: AsyncParsableCommand {
         guard (key == nil) == (access == nil) else {
             throw ValidationError("--key and --access go together: the hub's key file and the access list")
         }
-        let endpoints = `public` ? ["tcp://*:5570"] : [ingest, publish, snapshot, history]
+        let endpoints = try bindEndpoints()
         if key == nil && !insecure, let open = endpoints.first(where: { !isLoopback($0) }) {
             throw ValidationError(
                 "\(open) accepts other machines, and without --key and --access anyone there could claim any user's namespace. "
@@ -187,10 +187,9 @@ struct HubCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.logger("touchsync.hub")
         var configuration = HubConfiguration()
-        configuration.ingestEndpoint = `public` ? "tcp://*:5570" : ingest
-        configuration.publishEndpoint = `public` ? "tcp://*:5571" : publish
-        configuration.snapshotEndpoint = `public` ? "tcp://*:5572" : snapshot
-        configuration.historyEndpoint = `public` ? "tcp://*:5573" : history
+        let binds = try bindEndpoints()
+        (configuration.ingestEndpoint, configuration.publishEndpoint) = (binds[0], binds[1])
+        (configuration.snapshotEndpoint, configuration.historyEndpoint) = (binds[2], binds[3])
         configuration.livenessTimeout = Duration(secondsValue: livenessTimeout)
         configuration.abandonTimeout = Duration(secondsValue: abandonTimeout)
         configuration.heartbeatInterval = Duration(secondsValue: heartbeat)
@@ -319,6 +318,27 @@ struct HubCommand: AsyncParsableCommand {
 }
 
 extension HubCommand {
+    /// What the hub binds (ingest, publish, snapshot, history): every interface
+    /// with --public; else each endpoint given, or this hub's in the --cluster
+    /// file (so `--cluster FILE --name b` serves where the file sends clients),
+    /// or the loopback default.
+    func bindEndpoints() throws -> [String] {
+        if `public` { return ["tcp://*:5570", "tcp://*:5571", "tcp://*:5572", "tcp://*:5573"] }
+        var listed: ClusterMap.Hub? = nil
+        if let cluster, let name {
+            let map: ClusterMap
+            do { map = try ClusterMap.load(from: cluster) } catch { throw ValidationError(error.description) }
+            guard let hub = map.hubs.first(where: { $0.name == name }) else {
+                throw ValidationError("\(cluster) has no hub named \(name) (it lists \(map.hubs.map(\.name).joined(separator: ", ")))")
+            }
+            listed = hub
+        }
+        return [
+            ingest ?? listed?.ingest ?? "tcp://127.0.0.1:5570", publish ?? listed?.publish ?? "tcp://127.0.0.1:5571",
+            snapshot ?? listed?.snapshot ?? "tcp://127.0.0.1:5572", history ?? listed?.history ?? "tcp://127.0.0.1:5573",
+        ]
+    }
+
     /// The host's name and the ingest port: the same after a restart on this
     /// machine (so the hub takes its leases back at once), and a valid hub name.
     /// `endpoint` as clients are told it: a wildcard bind host (`*`, `0.0.0.0`) replaced by `host`.
