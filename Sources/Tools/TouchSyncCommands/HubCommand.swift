@@ -333,10 +333,34 @@ extension HubCommand {
             }
             listed = hub
         }
+        func fromFile(_ endpoint: String?) throws -> String? { try endpoint.map { try Self.bindable($0) } }
         return [
-            ingest ?? listed?.ingest ?? "tcp://127.0.0.1:5570", publish ?? listed?.publish ?? "tcp://127.0.0.1:5571",
-            snapshot ?? listed?.snapshot ?? "tcp://127.0.0.1:5572", history ?? listed?.history ?? "tcp://127.0.0.1:5573",
+            try ingest ?? fromFile(listed?.ingest) ?? "tcp://127.0.0.1:5570", try publish ?? fromFile(listed?.publish) ?? "tcp://127.0.0.1:5571",
+            try snapshot ?? fromFile(listed?.snapshot) ?? "tcp://127.0.0.1:5572", try history ?? fromFile(listed?.history) ?? "tcp://127.0.0.1:5573",
         ]
+    }
+
+    /// A cluster file's endpoint as ZeroMQ binds it: libzmq binds an address
+    /// or an interface, not a host name, so `tcp://hub-b:5570` becomes the
+    /// IPv4 address hub-b resolves to here (the interface its clients reach).
+    static func bindable(_ endpoint: String) throws -> String {
+        guard endpoint.hasPrefix("tcp://"), let colon = endpoint.lastIndex(of: ":"), colon > endpoint.index(endpoint.startIndex, offsetBy: 6) else {
+            return endpoint
+        }
+        let host = String(endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6)..<colon])
+        guard host != "*", host.contains(where: { $0.isLetter }) else { return endpoint }
+        var hints = addrinfo()
+        hints.ai_family = AF_INET
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>? = nil
+        guard getaddrinfo(host, nil, &hints, &found) == 0, let first = found else {
+            throw ValidationError("the cluster file's \(endpoint): \(host) does not resolve to an IPv4 address here")
+        }
+        defer { freeaddrinfo(found) }
+        var address = first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        guard inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil else { return endpoint }
+        return "tcp://" + String(cString: text) + endpoint[colon...]
     }
 
     /// The host's name and the ingest port: the same after a restart on this
