@@ -125,3 +125,43 @@ extension BrowserTests {
         #expect(try await a.evaluate("touchsync.refusals.length") as? Int == 0)
     }
 }
+
+extension BrowserTests {
+    /// The select tool on a phone (390 x 844, touch): a finger draws a
+    /// stroke, the toolbar's select button (on screen) is clicked, a tap on the stroke
+    /// selects it, and a finger dragged from it moves it by as much at the
+    /// hub, sample for sample.
+    @Test func aFingerSelectsAndMovesInkOnAPhone() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let phone = try await rig.open("select-phone", width: 390, height: 844, scale: 3, mobile: true)
+        let top = try await phone.canvasTop()
+        try await phone.touch("touchStart", [(60, top + 200, 1)])
+        for step in 1...8 { try await phone.touch("touchMove", [(60 + Double(step) * 20, top + 200 + Double(step * step), 1)]) }
+        try await phone.touch("touchEnd", [])
+        try await phone.settled()
+        let drawn = try #require(try await rig.hubBoard("select-phone").acceptedStrokes.first)
+
+        let button = try #require(try await phone.evaluate(
+            "(() => { const r = document.getElementById('select').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2, r.right]; })()")
+            as? [Double])
+        #expect(button[2] <= 390, "the select button is on screen")
+        _ = try await phone.evaluate("document.elementFromPoint(\(button[0]), \(button[1])).closest('button').click()")  // a tap on what is there
+        try await phone.waitFor("document.getElementById('select').classList.contains('on')")
+
+        let sample = drawn.samples[4]
+        let at = (x: sample.xInPoints, y: sample.yInPoints + top)
+        try await phone.touch("touchStart", [(at.x, at.y, 3)])
+        try await phone.touch("touchEnd", [])
+        try await phone.waitFor("touchsync.selection.size === 1")
+        try await phone.keepScreenshot("select-phone")
+        try await phone.touch("touchStart", [(at.x, at.y, 4)])
+        for step in 1...6 { try await phone.touch("touchMove", [(at.x + Double(step) * 10, at.y + Double(step) * 15, 4)]) }
+        try await phone.touch("touchEnd", [])
+        try await phone.settled()
+        let hub = try await rig.hubBoard("select-phone")
+        let moved = try #require(hub.acceptedStrokes.first { $0.id == drawn.id })
+        #expect(moved.samples.map { [$0.x, $0.y] } == drawn.samples.map { [$0.x + 60 * 64, $0.y + 90 * 64] }, "moved 60 right and 90 down")
+        #expect(hub.acceptedStrokes.count == 1)
+    }
+}

@@ -441,6 +441,14 @@ canvas.addEventListener('pointerdown', e => {
   }
   if (eraser) { erase(e); down.set(e.pointerId, 0); return; }
   if (laser) { down.set(e.pointerId, 0); laserAt(e); return; }
+  if (select && drag && e.pointerType === 'touch') {
+    // A second finger: the drag is dropped (nothing sent) and this finger pans and zooms.
+    drag = null;
+    moving.add(e.pointerId, ...screenPoint(e));
+    canvas.classList.add('panning');
+    requestRender(true);
+    return;
+  }
   if (select) { selectDown(e); return; }
   down.set(e.pointerId, 0);
   lastScreen.set(e.pointerId, screenPoint(e));
@@ -537,7 +545,7 @@ function selectDown(e) {
   let strokes = selected();
   let bounds = unionBounds(strokes.map(shown));
   let kind = 'marquee';
-  if (bounds && inside(p, handleAt(bounds, view.zoom))) kind = 'scale';
+  if (bounds && inside(p, handleAt(bounds, view.zoom, e.pointerType === 'touch' ? 32 : 12))) kind = 'scale';   // a finger gets a larger target
   else if (bounds && inside(p, bounds)) kind = 'move';
   else {
     const hit = strokeUnder(p);
