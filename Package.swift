@@ -458,3 +458,10 @@ if ProcessInfo.processInfo.environment["TOUCHSYNC_FUZZ"] != nil {
                 name: name, dependencies: ["FuzzSupport"] + dependencies, path: "Fuzz/Sources/\(name)", swiftSettings: swiftSettings))
     }
 }
+
+// An image build copies Package.swift, Sources and proto only (Dockerfile,
+// .dockerignore): without Tests/ the package is its products alone (the test
+// targets and the test-only modules under Tests/ would name missing folders).
+if !FileManager.default.fileExists(atPath: Context.packageDirectory + "/Tests") {
+    package.targets.removeAll { $0.type == .test || ($0.path?.hasPrefix("Tests/") ?? false) }
+}
