@@ -197,6 +197,30 @@ struct ProcessTests {
     /// agents reconnecting and resending) ends with nothing lost and nothing
     /// duplicated, and a hub killed once more recovers exactly the digest the
     /// subscribers ended with.
+    /// A second `load` with the same seed on a journaling hub (issue 39: it
+    /// reported "duplicated 861, converged NO", counting the first run's
+    /// strokes on the same boards): it checks only the strokes it began,
+    /// finds nothing lost or duplicated, and says the board held strokes.
+    @Test func aSecondLoadOnTheSameBoardsChecksOnlyItsOwnStrokes() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let data = try temporaryFolder("second-load")
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let (ports, _, _, _) = try await children.startHub(ports: try Self.freePorts(4)) { ports in
+            ["hub", "--data", data] + zip(["--ingest", "--publish", "--snapshot", "--history"], ports).flatMap { [$0, "tcp://127.0.0.1:\($1)"] }
+        }
+        let load = [
+            "load", "--hub", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])",
+            "--users", "3", "--fingers", "2", "--duration", "1", "--seed", "7",
+        ]
+        let first = try await touchsync(load, limit: 60)
+        #expect(first.status == 0 && first.output.contains("lost / duplicated   0 / 0"), "\(first.output) \(first.errors)")
+        let second = try await touchsync(load, limit: 60)
+        #expect(second.status == 0, "\(second.output) \(second.errors)")
+        #expect(second.output.contains("lost / duplicated   0 / 0") && second.output.contains("converged           yes"), "\(second.output)")
+        #expect(second.errors.contains("the board already holds strokes: only this run's are checked"), "\(second.errors)")
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func hubKilledMidRunRecoversEveryAcknowledgedSample() async throws {
         let children = ChildProcesses()

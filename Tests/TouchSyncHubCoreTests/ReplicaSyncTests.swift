@@ -231,4 +231,58 @@ struct ReplicaSyncTests {
         #expect(live.heartbeat(heartbeat, now: start).contains { if case .resyncing = $0 { true } else { false } })
         #expect(state.sequence == 4)
     }
+
+    /// Following a board over several hubs (issue 39): a silent hub, a
+    /// snapshot that does not come and a WRONG_HUB without an owner each send
+    /// the sync to the next hub; a WRONG_HUB naming a hub not given adds it and
+    /// goes there; with one hub, silence is only reported (the transport's
+    /// hub is kept), as before.
+    @Test func aBoardIsFollowedOverSeveralHubs() throws {
+        let start = ContinuousClock.now
+        let hubs = ["a", "b", "c"].map { ReplicaSync.Hub(publish: "tcp://\($0):1", snapshot: "tcp://\($0):2", name: "hub-\($0)") }
+        var (sync, first) = ReplicaSync.start(board: "b", hubs: hubs + [hubs[0]], now: start)
+        #expect(first == [.requestSnapshot(requestID: 1)] && sync.hubs == hubs, "asks the first; each hub once")
+        let empty = BoardState()
+        func snapshot(_ request: UInt64) -> [SnapshotChunkContents] {
+            var chunks: [SnapshotChunkContents] = []
+            SnapshotCodec.encodeReplies(of: empty.snapshot(), board: "b", digest: empty.digest, requestID: request) { bytes in
+                chunks.append(try! SnapshotChunkContents(try! WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes).chunk))
+                return true
+            }
+            return chunks
+        }
+        for chunk in snapshot(1) { _ = sync.chunk(chunk, for: 1, now: start) }
+        #expect(sync.isLive)
+        // hub-a falls silent (it died): reported, and hub-b is asked.
+        let silent = sync.tick(now: start + .seconds(4))
+        #expect(silent.first == .silent)
+        #expect(silent.contains(.redirect(publish: "tcp://b:1", snapshot: "tcp://b:2", hub: "hub-b")) && silent.contains(.requestSnapshot(requestID: 2)))
+        #expect(sync.followed == 1 && !sync.isLive)
+        // hub-b does not answer within the snapshot time-out: hub-c.
+        let slow = sync.tick(now: start + .seconds(7))
+        #expect(slow.contains(.redirect(publish: "tcp://c:1", snapshot: "tcp://c:2", hub: "hub-c")) && slow.contains(.requestSnapshot(requestID: 3)))
+        // hub-c names hub-d, which was not given: it is learned and asked.
+        var owner = Touchsync_V1_HubAddress()
+        (owner.name, owner.publish, owner.snapshot) = ("hub-d", "tcp://d:1", "tcp://d:2")
+        let named = sync.snapshotRefused(3, code: .wrongHub, message: "served by hub-d", owner: owner, now: start + .seconds(7))
+        #expect(named.first == .redirect(publish: "tcp://d:1", snapshot: "tcp://d:2", hub: "hub-d") && named.contains(.requestSnapshot(requestID: 4)))
+        #expect(sync.hubs.count == 4 && sync.followed == 3)
+        // hub-d says WRONG_HUB without knowing the owner: round to hub-a; a WRONG_HUB naming hub-b goes back to it.
+        let unnamed = sync.snapshotRefused(4, code: .wrongHub, message: "not here", now: start + .seconds(7))
+        #expect(unnamed.contains(.redirect(publish: "tcp://a:1", snapshot: "tcp://a:2", hub: "hub-a")) && sync.followed == 0)
+        (owner.name, owner.publish, owner.snapshot) = ("hub-b", "tcp://b:1", "tcp://b:2")
+        _ = sync.snapshotRefused(5, code: .wrongHub, message: "served by hub-b", owner: owner, now: start + .seconds(7))
+        #expect(sync.followed == 1 && sync.hubs.count == 4)
+        // Many WRONG_HUBs in a row never end a sync that follows several hubs (a failover takes a lease's time).
+        for request in UInt64(6)...20 {
+            #expect(!sync.snapshotRefused(request, code: .wrongHub, message: "not here", now: start).contains { if case .failed = $0 { true } else { false } })
+        }
+        for chunk in snapshot(21) { _ = sync.chunk(chunk, for: 21, now: start + .seconds(8)) }
+        #expect(sync.isLive)
+
+        // One hub: silence is reported and nothing moves.
+        var single = ReplicaSync.start(board: "b", hubs: [hubs[0]], now: start).0
+        for chunk in snapshot(1) { _ = single.chunk(chunk, for: 1, now: start) }
+        #expect(single.tick(now: start + .seconds(4)) == [.silent])
+    }
 }

@@ -55,6 +55,17 @@ public struct SubscriberConfiguration: Sendable {
     /// 10,000 unread events, batches with their samples, stay in memory.
     public var reportsEvents = true
 
+    /// The hubs the board is followed over: `publishEndpoint` and
+    /// `snapshotEndpoint` may each list several hubs, comma-separated, in
+    /// the same order (issue 39): when the hub followed falls silent or stops
+    /// answering, the next is asked, and a WRONG_HUB naming the board's hub
+    /// goes there (`ReplicaSync.hubs`). One pair keeps its hub, as before.
+    public var hubs: [ReplicaSync.Hub] {
+        let publishes = publishEndpoint.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let snapshots = snapshotEndpoint.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        return zip(publishes, snapshots).map { ReplicaSync.Hub(publish: $0, snapshot: $1) }
+    }
+
     public init(
         board: String, publishEndpoint: String = "tcp://127.0.0.1:5571",
         snapshotEndpoint: String = "tcp://127.0.0.1:5572"
@@ -259,13 +270,15 @@ final class SubscriberLoop {
         monitor = try? ZMQHandshakeMonitor(snapshots, context: context)
         try subscriber.setReceiveHighWaterMark(configuration.receiveHighWaterMark)
         if configuration.receiveBufferBytes > 0 { try subscriber.setReceiveBuffer(bytes: configuration.receiveBufferBytes) }
-        try subscriber.connect(configuration.publishEndpoint)
+        let hubs = configuration.hubs
+        let home = hubs.first ?? ReplicaSync.Hub(publish: configuration.publishEndpoint, snapshot: configuration.snapshotEndpoint)
+        try subscriber.connect(home.publish)
         try subscriber.subscribe(topic)
-        try snapshots.connect(configuration.snapshotEndpoint)
-        endpoints = (configuration.publishEndpoint, configuration.snapshotEndpoint)
+        try snapshots.connect(home.snapshot)
+        endpoints = (home.publish, home.snapshot)
         let (sync, first) = ReplicaSync.start(
             board: configuration.board, predictions: topic.last == PublishStream.v1.rawValue || configuration.predictions,
-            snapshotTimeout: configuration.snapshotTimeout, silenceTimeout: configuration.silenceTimeout,
+            snapshotTimeout: configuration.snapshotTimeout, silenceTimeout: configuration.silenceTimeout, hubs: hubs,
             now: clock.now)
         self.sync = sync
         perform(first)

@@ -37,8 +37,32 @@ public struct ReplicaSync: Sendable {
     }
 
     /// Redirects followed without a snapshot before a WRONG_HUB is final (hubs disagreeing).
+    /// Only with one hub given: a sync given several keeps going round them.
     public static let maxRedirects = 8
     private var redirects = 0
+
+    /// A hub the board can be followed on: where its stream and snapshots are.
+    public struct Hub: Sendable, Hashable {
+        public var publish: String
+        public var snapshot: String
+        public var name: String
+        public init(publish: String, snapshot: String, name: String = "") {
+            self.publish = publish
+            self.snapshot = snapshot
+            self.name = name.isEmpty ? publish : name
+        }
+    }
+
+    /// The hubs known to serve boards (issue 39: a board moves when its hub
+    /// dies): those given, then those a WRONG_HUB named. With two or more,
+    /// the sync follows the board: when the hub followed falls silent, or a
+    /// snapshot does not come, or it says WRONG_HUB without naming the
+    /// owner, the next one is asked (a `redirect`), and a WRONG_HUB naming
+    /// the owner goes there. With one or none, the transport's hub is kept.
+    public private(set) var hubs: [Hub]
+    /// The index in `hubs` of the hub followed now.
+    public private(set) var followed = 0
+    private var following: Bool { hubs.count >= 2 }
 
     public let board: String
     /// Whether the replica keeps predicted tails (its stream carries them).
@@ -60,11 +84,16 @@ public struct ReplicaSync: Sendable {
     private var staleHeartbeatsUntil: ContinuousClock.Instant? = nil
 
     /// Starts syncing: the first action asks for a snapshot.
+    /// `hubs`: the hubs to follow the board over (the transport connects to
+    /// the first); none or one keeps the transport's hub (see `hubs`).
     public static func start(
         board: String, predictions: Bool = true, snapshotTimeout: Duration = .seconds(2), silenceTimeout: Duration = .seconds(3),
-        now: ContinuousClock.Instant
+        hubs: [Hub] = [], now: ContinuousClock.Instant
     ) -> (ReplicaSync, [Action]) {
         var sync = ReplicaSync(board: board, snapshotTimeout: snapshotTimeout, silenceTimeout: silenceTimeout, lastHeard: now)
+        var unique: [Hub] = []
+        for hub in hubs where !unique.contains(where: { $0.publish == hub.publish && $0.snapshot == hub.snapshot }) { unique.append(hub) }
+        sync.hubs = unique
         sync.predictions = predictions
         var actions: [Action] = []
         sync.requestSnapshot(reason: nil, now: now, into: &actions)
@@ -77,6 +106,7 @@ public struct ReplicaSync: Sendable {
         self.silenceTimeout = silenceTimeout
         self.lastHeard = lastHeard
         phase = .live(BoardState())
+        hubs = []
     }
 
     /// The replica, while live.
@@ -113,6 +143,23 @@ public struct ReplicaSync: Sendable {
         _ requestID: UInt64, code: ErrorCode?, message: String, owner: Touchsync_V1_HubAddress? = nil, now: ContinuousClock.Instant
     ) -> [Action] {
         guard case .syncing(let request, _, _, _) = phase, requestID == request else { return [] }
+        if following, code == .wrongHub {
+            var actions: [Action] = []
+            if let owner, !owner.publish.isEmpty, !owner.snapshot.isEmpty {
+                let hub = Hub(publish: owner.publish, snapshot: owner.snapshot, name: owner.name)
+                if let known = hubs.firstIndex(where: { $0.publish == hub.publish && $0.snapshot == hub.snapshot }) {
+                    followed = known
+                } else {
+                    hubs.append(hub)
+                    followed = hubs.count - 1
+                }
+                actions.append(.redirect(publish: hub.publish, snapshot: hub.snapshot, hub: hubs[followed].name))
+                requestSnapshot(reason: "board served by hub \(hubs[followed].name) (WRONG_HUB)", now: now, into: &actions)
+            } else {
+                moveOn(reason: "hub \(hubs[followed].name) does not hold the board (WRONG_HUB)", now: now, into: &actions)
+            }
+            return actions
+        }
         if code == .wrongHub, let owner, !owner.publish.isEmpty, !owner.snapshot.isEmpty, redirects < Self.maxRedirects {
             redirects += 1
             var actions: [Action] = [.redirect(publish: owner.publish, snapshot: owner.snapshot, hub: owner.name)]
@@ -202,16 +249,32 @@ public struct ReplicaSync: Sendable {
     }
 
     /// Time passed: a snapshot that did not come is asked for again; silence is reported once.
+    /// Following several hubs, a snapshot that does not come or a silent hub sends the sync to the next one.
     public mutating func tick(now: ContinuousClock.Instant) -> [Action] {
         var actions: [Action] = []
         if case .syncing(_, _, _, let deadline) = phase, now >= deadline {
-            requestSnapshot(reason: "no complete snapshot within \(snapshotTimeout)", now: now, into: &actions)
+            if following {
+                moveOn(reason: "no complete snapshot from hub \(hubs[followed].name) within \(snapshotTimeout)", now: now, into: &actions)
+            } else {
+                requestSnapshot(reason: "no complete snapshot within \(snapshotTimeout)", now: now, into: &actions)
+            }
         }
         if !reportedSilence && now - lastHeard > silenceTimeout {
             reportedSilence = true
             actions.append(.silent)
+            if following, isLive {
+                moveOn(reason: "nothing from hub \(hubs[followed].name) for \(silenceTimeout)", now: now, into: &actions)
+            }
         }
         return actions
+    }
+
+    /// The next known hub: the transport connects there, and the snapshot request that follows goes to it.
+    private mutating func moveOn(reason: String, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        followed = (followed + 1) % hubs.count
+        let hub = hubs[followed]
+        actions.append(.redirect(publish: hub.publish, snapshot: hub.snapshot, hub: hub.name))
+        requestSnapshot(reason: "\(reason): asking hub \(hub.name)", now: now, into: &actions)
     }
 
     /// Asks for a new snapshot (a gap the transport saw, a user's request).

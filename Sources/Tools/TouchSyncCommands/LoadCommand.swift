@@ -55,8 +55,9 @@ struct LoadCommand: AsyncParsableCommand {
     var agentThreads = 2
     @Option(name: .customLong("hub"), help: "An external hub's ingest endpoint (default: an embedded hub).")
     var ingest: String?
-    @Option(help: "The external hub's publish endpoint (default: the --hub port + 1).") var publish: String?
-    @Option(help: "The external hub's snapshot endpoint (default: the --hub port + 2).") var snapshot: String?
+    @Option(help: "The external hub's publish endpoint (default: the --hub port + 1; with several hubs listed, each one's), or a comma-separated list: subscribers follow each board to the hub that holds it.")
+    var publish: String?
+    @Option(help: "The external hub's snapshot endpoint (default: the --hub port + 2, each listed hub's), or a list as for --publish.") var snapshot: String?
     @Option(parsing: .unconditional, help: "The embedded hub's shortest milliseconds between two batches of a board (0: as soon as input is drained).")
     var publishIntervalMs = 0
     @Option(help: "Journal the embedded hub's boards into this folder (default: memory only).") var data: String?
@@ -100,8 +101,12 @@ struct LoadCommand: AsyncParsableCommand {
         }
         try validateNoPredictions(noPredictions, wire: wire)
         if let ingest { try validateHubList(ingest) }
-        if let publish { try validateEndpoint(publish, option: "--publish") }
-        if let snapshot { try validateEndpoint(snapshot, option: "--snapshot") }
+        // Lists (hubs sharing a board store): the subscribers follow each board to whichever holds it.
+        for endpoint in publish?.split(separator: ",", omittingEmptySubsequences: false) ?? [] { try validateEndpoint(String(endpoint), option: "--publish") }
+        for endpoint in snapshot?.split(separator: ",", omittingEmptySubsequences: false) ?? [] { try validateEndpoint(String(endpoint), option: "--snapshot") }
+        if let publish, let snapshot, publish.split(separator: ",").count != snapshot.split(separator: ",").count {
+            throw ValidationError("--publish and --snapshot list different numbers of hubs: list each hub in both, in the same order")
+        }
         guard (1...5000).contains(users) else { throw ValidationError("--users must be 1 to 5000") }
         guard (1...10).contains(fingerCount) else { throw ValidationError("--fingers must be 1 to 10") }
         guard eventRate > 0 && eventRate <= 1000 else { throw ValidationError("--hz must be above 0 and at most 1000") }
@@ -179,10 +184,13 @@ struct LoadCommand: AsyncParsableCommand {
             }
         }
         if let ingest {
-            let base = ingest.split(separator: ":").dropLast().joined(separator: ":")
-            let port = Self.port(of: ingest) ?? 0
-            configuration.hub = HubEndpoints(
-                ingest: ingest, publish: publish ?? "\(base):\(port + 1)", snapshot: snapshot ?? "\(base):\(port + 2)")
+            // Each listed hub's publish and snapshot endpoints default to its ingest port + 1 and + 2.
+            func derived(_ offset: Int) -> String {
+                ingest.split(separator: ",").map { endpoint in
+                    "\(endpoint.split(separator: ":").dropLast().joined(separator: ":")):\((Self.port(of: String(endpoint)) ?? 0) + offset)"
+                }.joined(separator: ",")
+            }
+            configuration.hub = HubEndpoints(ingest: ingest, publish: publish ?? derived(1), snapshot: snapshot ?? derived(2))
         }
         emit(
             "load: \(users) users x \(fingerCount) fingers at \(Int(eventRate)) Hz (\(samplesPerEvent) samples per event, \(predicted) predicted), "

@@ -129,6 +129,7 @@ struct HealthCommand: AsyncParsableCommand {
 
     func validate() throws {
         try validateBoard(board)
+        try hub.requireOneHub("health")
         guard timeout > 0 && timeout <= 300 else { throw ValidationError("--timeout must be above 0 and at most 300 seconds") }
     }
 

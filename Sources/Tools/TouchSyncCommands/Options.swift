@@ -58,9 +58,11 @@ func validateHubList(_ list: String) throws {
 /// Where the hub is, for the commands that only read boards (spectators,
 /// renderers, relays, health checks): its publish and snapshot endpoints.
 struct SubscriberAddressOptions: ParsableArguments {
-    @Option(name: .customLong("publish"), help: "The hub's publish endpoint (subscribers).")
+    @Option(
+        name: .customLong("publish"),
+        help: "The hub's publish endpoint (subscribers); hubs sharing a board store may be listed, comma-separated, with --snapshot in the same order: the board is followed to whichever holds it.")
     var publish = "tcp://127.0.0.1:5571"
-    @Option(name: .customLong("snapshot"), help: "The hub's snapshot endpoint (subscribers).")
+    @Option(name: .customLong("snapshot"), help: "The hub's snapshot endpoint (subscribers); a list as for --publish.")
     var snapshot = "tcp://127.0.0.1:5572"
 
     @OptionGroup var keys: ClientKeyOptions
@@ -86,8 +88,20 @@ struct SubscriberAddressOptions: ParsableArguments {
     }
 
     func validate() throws {
-        try validateEndpoint(publish, option: "--publish")
-        try validateEndpoint(snapshot, option: "--snapshot")
+        let publishes = publish.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        let snapshots = snapshot.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        for endpoint in publishes { try validateEndpoint(endpoint, option: "--publish") }
+        for endpoint in snapshots { try validateEndpoint(endpoint, option: "--snapshot") }
+        guard publishes.count == snapshots.count else {
+            throw ValidationError("--publish lists \(publishes.count) hub(s) and --snapshot \(snapshots.count): list each hub in both, in the same order")
+        }
+    }
+
+    /// For commands that ask one hub (health, a relay's upstream): one endpoint each.
+    func requireOneHub(_ command: String) throws {
+        guard !publish.contains(","), !snapshot.contains(",") else {
+            throw ValidationError("\(command) asks one hub: give --publish and --snapshot one endpoint each")
+        }
     }
 }
 

@@ -44,6 +44,7 @@ struct RelayCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
+        try hub.requireOneHub("relay (its other hubs go in --hub-feed)")
         try validateEndpoint(servePublish, option: "--serve-publish", binds: true)
         try validateEndpoint(serveSnapshot, option: "--serve-snapshot", binds: true)
         for name in board where !name.hasSuffix("*") { try validateBoard(name) }

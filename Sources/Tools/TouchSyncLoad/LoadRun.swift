@@ -109,6 +109,19 @@ public struct LoadRun: Sendable {
                 throw LoadError.unreachable("no snapshot from \(endpoints.snapshot) within 10 s")
             }
         }
+        // A board that already holds strokes (a run before this one, the same
+        // names): only the strokes this run begins are checked (stroke ids only grow).
+        var firstStrokeID = Array(repeating: StrokeID(1), count: boards.count)
+        for (board, subscriber, _) in subscribers where firstStrokeID[board] == StrokeID(1) {
+            guard let replica = await subscriber.replica(), replica.nextStrokeID > StrokeID(1) else { continue }
+            firstStrokeID[board] = replica.nextStrokeID
+            let held = replica.acceptedStrokes.count + replica.liveTouchCount
+            if held > 0 {
+                logger.notice(
+                    "the board already holds strokes: only this run's are checked",
+                    metadata: ["board": "\(boards[board])", "strokes": "\(held)", "from_stroke": "\(replica.nextStrokeID.rawValue)"])
+            }
+        }
 
         // Users are spread over the boards; each board has its own simulator.
         let step = 1 / configuration.hz
@@ -290,7 +303,8 @@ public struct LoadRun: Sendable {
             if index < subscribers.count { boardDigests[boards[board]] = "\(replica.digest)" }
             let shownByOwner = Dictionary(grouping: replica.orderedActiveStrokes + replica.acceptedStrokes, by: \.owner)
             for (local, user) in members[board].enumerated() {
-                let shown = (shownByOwner[simulators[board].users[local]] ?? []).sorted { $0.id < $1.id }.map { Array($0.samples) }
+                let shown = (shownByOwner[simulators[board].users[local]] ?? []).filter { $0.id >= firstStrokeID[board] }.sorted { $0.id < $1.id }
+                    .map { Array($0.samples) }
                 let (missing, extra) = drawn[user].compare(with: shown)
                 lost += missing
                 duplicated += extra
