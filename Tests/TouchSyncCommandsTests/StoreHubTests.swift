@@ -223,7 +223,8 @@ struct StoreHubTests {
     /// the lease time-out and a renewal the other takes the board (a new
     /// epoch), loaded whole, with nobody restarting anything, and draws on it;
     /// the first hub, back under its name, sends agents of the board to the
-    /// hub that holds it now.
+    /// hub that holds it now. A spectator given both hubs follows the board
+    /// from the dead hub to the live one and agrees with it at the latest batch.
     @Test func aLiveHubTakesTheBoardsOfAHubThatDied() async throws {
         try await withServer { server in
             let children = ChildProcesses()
@@ -245,6 +246,13 @@ struct StoreHubTests {
             let followed = try await touchsync(["draw", "--board", board, "--seconds", "0.2"] + b.client)
             #expect(followed.status == 0 && followed.errors.contains("following it") && followed.errors.contains("to=\(a.endpoints[0])"), "\(followed.errors)")
             let sequence = try await count(server, "SELECT max(sequence) FROM touchsync_batches WHERE board = '\(board)'")
+            // A spectator given both hubs, following the board on hub-a (issue 39: it was stranded there).
+            let (spectator, watched) = try children.run(
+                ["spectate", "--board", board, "--json", "--duration", "40", "--publish", "\(a.endpoints[1]),\(b.endpoints[1])",
+                 "--snapshot", "\(a.endpoints[2]),\(b.endpoints[2])"], limit: 60)
+            var seen = ""
+            await readUntil(watched, into: &seen) { $0.contains("\"event\":\"synced\"") }
+            #expect(seen.contains("\"sequence\":\(sequence)"), "the spectator synced on hub-a at \(sequence): \(seen)")
 
             kill(hubA.processIdentifier, SIGKILL)
             let killed = ContinuousClock.now
@@ -263,6 +271,15 @@ struct StoreHubTests {
             let more = try await touchsync(["draw", "--board", board, "--seconds", "0.3"] + b.client)
             #expect(more.status == 0, "\(more.errors)")
             #expect(try await count(server, "SELECT min(sequence) FROM touchsync_batches WHERE board = '\(board)' AND epoch = 2") == sequence + 1)
+            // The spectator followed the board to hub-b: a heartbeat there agrees with its replica at the latest sequence.
+            let latest = try await count(server, "SELECT max(sequence) FROM touchsync_batches WHERE board = '\(board)'")
+            let agreesAtLatest = { (line: Substring) in
+                line.contains("\"event\":\"heartbeat\"") && line.contains("\"sequence\":\(latest)") && line.contains("\"agrees\":true")
+            }
+            await readUntil(watched, into: &seen) { $0.split(separator: "\n").contains(where: agreesAtLatest) }
+            spectator.interrupt()
+            let agreed = seen.split(separator: "\n").contains(where: agreesAtLatest)
+            #expect(agreed && seen.contains("asking hub"), "the spectator did not follow the board to hub-b at \(latest): \(seen.suffix(3000)) \(watched.errors)")
 
             let (_, _, startedA) = try await children.startHub(a.arguments)
             #expect(startedA.contains("0 board(s) loaded"), "\(startedA)")
