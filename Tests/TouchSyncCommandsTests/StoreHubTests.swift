@@ -301,7 +301,8 @@ struct TwoHubsAndAGateway {
     /// The gateway's port on 127.0.0.1.
     let port: Int
 
-    init(server: PostgresServer, children: ChildProcesses, boards prefix: String, webArguments: [String] = []) async throws {
+    /// `listsBoth`: the gateway is given both hubs' feeds, the board's holder (hub-b) first.
+    init(server: PostgresServer, children: ChildProcesses, boards prefix: String, webArguments: [String] = [], listsBoth: Bool = false) async throws {
         a = try StoreHubTests.StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
         b = try StoreHubTests.StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
         _ = try await children.startHub(a.arguments)
@@ -315,9 +316,12 @@ struct TwoHubsAndAGateway {
         }
         self.board = board
         try await Task.sleep(for: .milliseconds(600))  // each hub sees the other live (renewals every 0.25 s)
+        let feeds = listsBoth
+            ? ["--publish", "\(b.endpoints[1]),\(a.endpoints[1])", "--snapshot", "\(b.endpoints[2]),\(a.endpoints[2])"]
+            : ["--publish", a.endpoints[1], "--snapshot", a.endpoints[2]]
         let (_, output) = try children.run(
-            ["web", "--listen", "127.0.0.1:0", "--hub", "\(a.endpoints[0]),\(b.endpoints[0])", "--publish", a.endpoints[1],
-             "--snapshot", a.endpoints[2], "--history", a.endpoints[3]] + webArguments, limit: 150)
+            ["web", "--listen", "127.0.0.1:0", "--hub", "\(a.endpoints[0]),\(b.endpoints[0])"] + feeds + ["--history", a.endpoints[3]] + webArguments,
+            limit: 150)
         var text = ""
         while !text.contains("Ctrl-C stops it.") {
             let chunk = await output.nextChunk()
@@ -498,5 +502,67 @@ struct StorePartitionTests {
         // The drawing is whole in the store: hub-b's board after the agent's resend is what a late spectator loads.
         let final = try await touchsync(["spectate", "--board", "cut", "--json", "--duration", "0.5"] + b.client.dropFirst(2), inNamespace: network.agents)
         #expect(final.output.contains("\"event\":\"synced\""), "\(final.output) \(final.errors)")
+    }
+}
+
+extension StoreGatewayTests {
+    /// The gateway given both hubs' feeds, the board's holder first (issue 39:
+    /// when the hub named by `--publish` died, watching tabs froze until it
+    /// came back): SIGKILL the holder, and the watcher's tab shows the stroke
+    /// drawn after the failover, from the successor.
+    @Test func aGatewayGivenEveryHubFollowsItsBoardsWhenTheFirstDies() async throws {
+        let server = try await PostgresServer()
+        let children = ChildProcesses()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { children.killAll() }
+        do {
+            let rig = try await TwoHubsAndAGateway(server: server, children: children, boards: "gwlist", listsBoth: true)
+            let drawer = try await GatewayWireTests.Tab.open(port: rig.port, group: group)
+            let watcher = try await GatewayWireTests.Tab.open(port: rig.port, group: group)
+            for (tab, name) in [(drawer, "Ann"), (watcher, "Bob")] {
+                tab.send(.hello(.init(board: rig.board, name: name)))
+                _ = try await tab.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+            }
+            var replica = BrowserReplica()
+            try replica.apply(try await watcher.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } })
+            func stroke(_ first: Int, touch: Int) {
+                drawer.send(.touch(.init(n: UInt64(first), phase: "began", id: UInt64(touch), s: [GatewayWireTests.sample(10, 20, 1000)])))
+                drawer.send(.touch(.init(n: UInt64(first + 1), phase: "moved", id: UInt64(touch), s: [GatewayWireTests.sample(30, 40, 1016)])))
+                drawer.send(.touch(.init(n: UInt64(first + 2), phase: "ended", id: UInt64(touch), s: [GatewayWireTests.sample(50, 60, 1033)])))
+            }
+            func watch(until count: Int) async throws {
+                while replica.accepted.count < count {
+                    let message = try await watcher.next("stroke \(count)", timeout: .seconds(40)) { message -> BrowserMessage? in
+                        switch message {
+                        case .snapshot, .batch: message
+                        default: nil
+                        }
+                    }
+                    switch message {
+                    case .snapshot(let snapshot): try replica.apply(snapshot)
+                    case .batch(let batch): _ = try replica.apply(batch)
+                    default: break
+                    }
+                }
+            }
+            stroke(1, touch: 1)
+            _ = try await drawer.next("ack 3") { if case .ack(let n) = $0, n >= 3 { n } else { nil } }
+            try await watch(until: 1)
+            kill(rig.hubB.processIdentifier, SIGKILL)
+            await rig.hubB.exited()
+            stroke(4, touch: 2)
+            _ = try await drawer.next("ack 6 from the new holder", timeout: .seconds(40)) { if case .ack(let n) = $0, n >= 6 { n } else { nil } }
+            try await watch(until: 2)
+            #expect(replica.accepted.count == 2)
+            #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(rig.board)' AND hub = 'hub-a'") == 1)
+            await drawer.connection.close()
+            await watcher.connection.close()
+        } catch {
+            try? await group.shutdownGracefully()
+            await server.stop()
+            throw error
+        }
+        try? await group.shutdownGracefully()
+        await server.stop()
     }
 }

@@ -262,8 +262,14 @@ public final class SubscriptionHost: Sendable {
         }
 
         /// Returns whether sockets were added (the poller is then made again).
-        private func follow(_ board: String, hub: HubFeedEndpoints, feed: any BoardFeed) {
+        private func follow(_ board: String, hub given: HubFeedEndpoints, feed: any BoardFeed) {
             guard boards[board] == nil else { return }
+            // Several hubs listed (comma-separated, publish and snapshot in the same order): the sync
+            // follows the board over them (`ReplicaSync.hubs`), starting with the first.
+            let listed = zip(given.publish.split(separator: ","), given.snapshot.split(separator: ",")).map {
+                ReplicaSync.Hub(publish: $0.trimmingCharacters(in: .whitespaces), snapshot: $1.trimmingCharacters(in: .whitespaces))
+            }
+            let hub = listed.first.map { HubFeedEndpoints(publish: $0.publish, snapshot: $0.snapshot, curve: given.curve) } ?? given
             let snapshots: ZMQSocket
             do {
                 if links[hub] == nil {
@@ -283,7 +289,7 @@ public final class SubscriptionHost: Sendable {
             }
             links[hub]!.boards.insert(board)
             let (sync, actions) = ReplicaSync.start(
-                board: board, snapshotTimeout: settings.snapshotTimeout, silenceTimeout: settings.silenceTimeout, now: clock.now)
+                board: board, snapshotTimeout: settings.snapshotTimeout, silenceTimeout: settings.silenceTimeout, hubs: listed, now: clock.now)
             boards[board] = Followed(
                 sync: sync, feed: feed, hub: hub, home: hub, topic: topic, snapshots: snapshots, watch: watch(snapshots, as: .board(board)))
             perform(actions, board: board)
@@ -390,7 +396,9 @@ public final class SubscriptionHost: Sendable {
                     logger.notice("another hub serves the board: following it", metadata: ["board": "\(board)", "hub": "\(hub)", "publish": "\(publish)"])
                     move(board, to: HubFeedEndpoints(publish: publish, snapshot: snapshot, curve: followed.hub.curve))
                 case .silent:
-                    // The hub went quiet on this board (it died, or the board moved): ask again, at home if away.
+                    // The hub went quiet on this board (it died, or the board moved): ask again, at home if
+                    // away. A sync following several hubs asks the next one itself (a `redirect`).
+                    guard followed.sync.hubs.count < 2 else { break }
                     if followed.hub != followed.home { move(board, to: followed.home) }
                     change(board) { $0.resync(reason: "nothing from the hub for \(settings.silenceTimeout)", now: clock.now) }
                 case .heartbeat:

@@ -877,8 +877,16 @@ public final class WebGateway: Service, Sendable {
             } else {
                 let hub = configuration.hub(board)
                 do {
-                    let replica = try await BoardDirectory.snapshot(
-                        of: board, endpoint: hub.snapshot, context: self.context, timeout: .seconds(3), curve: hub.curve, host: requests)
+                    // Several hubs listed (the board follows whichever holds it): the first that has it answers.
+                    var answer: BoardState? = nil
+                    var failure: (any Error)? = nil
+                    for endpoint in hub.snapshot.split(separator: ",") where answer == nil {
+                        do {
+                            answer = try await BoardDirectory.snapshot(
+                                of: board, endpoint: String(endpoint), context: self.context, timeout: .seconds(3), curve: hub.curve, host: requests)
+                        } catch { failure = error }
+                    }
+                    guard let replica = answer else { throw failure ?? BrowserWireError("HUB_UNAVAILABLE", "no hub listed") }
                     svg = Self.thumbnail(of: replica)
                     thumbnails.withLock { cache in
                         if cache.count >= 256 { cache.removeAll() }

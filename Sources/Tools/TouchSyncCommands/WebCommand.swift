@@ -124,6 +124,16 @@ struct WebCommand: AsyncParsableCommand {
             gatewayHub.curve = curve
             return gatewayHub
         }
+        let publishes = addresses.publish.split(separator: ",").map(String.init)
+        let snapshots = addresses.snapshot.split(separator: ",").map(String.init)
+        if cluster == nil && publishes.count > 1 {
+            // Several hubs listed: each board is followed to whichever holds it, and each hub lists its own boards.
+            configuration.boardListHubs = zip(publishes, snapshots).map { publish, snapshot in
+                var listed = GatewayHub(ingest: addresses.ingest, publish: publish, snapshot: snapshot, history: historyEndpoint)
+                listed.curve = curve
+                return listed
+            }
+        }
         if let cluster {
             configuration.boardListHubs = cluster.hubs.map { entry in
                 var listed = GatewayHub(
