@@ -105,6 +105,33 @@ final class PostgresServer {
 /// first part): created, versioned, checked, refused when it is not usable.
 @Suite("Board store: schema", .timeLimit(.minutes(3)))
 struct StoreTests {
+    /// A newcomer's PostgreSQL (issue 39): scripts/local-postgres.sh starts a
+    /// throw-away server as the tests do and prints the --store URL, a store
+    /// migrates there, and Ctrl-C stops it and removes its folder; a store
+    /// nobody listens at afterwards is refused in words that say what to do.
+    @Test func aThrowAwayStoreStartsForTryingAndGoesAway() async throws {
+        let port = try ProcessTests.freePorts(1)[0]
+        let output = try ChildOutput()
+        let errors = open(output.errorLog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        defer { close(errors) }
+        let script = DeploymentTests.root.path + "/scripts/local-postgres.sh"
+        let child = try Child.spawn("/bin/bash", [script, "\(port)"], output: output.writeEnd, errors: errors)
+        output.closeWriteEnd()
+        defer { if child.isRunning { kill(child.processIdentifier, SIGKILL) } }
+        var text = ""
+        await readUntil(output, into: &text) { $0.contains("Ctrl-C stops it") }
+        let url = "postgres://touchsync@127.0.0.1:\(port)/touchsync"
+        #expect(text.contains("touchsync hub --store \(url)"), "\(text) \(output.errors)")
+        let migrated = try await touchsync(["store", "migrate", "--store", url])
+        #expect(migrated.status == 0, "\(migrated.output) \(migrated.errors)")
+        let folder = try #require(text.range(of: #"/tmp/touchsync-postgres-[A-Za-z0-9]+"#, options: .regularExpression).map { String(text[$0]) })
+        child.interrupt()
+        await child.exited()
+        #expect(!FileManager.default.fileExists(atPath: folder), "\(folder) is left")
+        let after = try await touchsync(["store", "check", "--store", url])
+        #expect(after.status != 0 && after.errors.contains("nothing listens at 127.0.0.1:\(port) (connection refused)"), "\(after.errors)")
+    }
+
     @Test func migrateCreatesTheSchemaOnceAndCheckReportsIt() async throws {
         let server = try await PostgresServer()
         let store = ["--store", server.url]

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import NIOSSL
 import PostgresNIO
 
@@ -162,15 +163,49 @@ public struct BoardStoreAdmin: Sendable {
         try await address.withConnection(logger: logger, body)
     }
 
-    /// A PostgresNIO error in words: the server's message when it sent one.
+    /// A PostgresNIO error in words, with what to do: the server's message
+    /// when it sent one (and a hint for the common ones), else what failed.
     static func storeError(_ error: any Error) -> StoreError {
         if let error = error as? StoreError { return error }
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] {
-                return .refused("\(message)" + (error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""))
+                let state = error.serverInfo?[.sqlState]
+                let hint: String =
+                    switch state {
+                    case "28000": ": the user does not exist there; name another in the URL (postgres://USER@HOST:PORT/DATABASE) or create it (createuser)"
+                    case "28P01": ": the password is wrong; set PGPASSWORD or --store-password-file to the user's password"
+                    case "3D000": ": create it (createdb -h HOST -p PORT -U USER DATABASE) or name another in the URL"
+                    case "42501": ": the user may not do this; grant it the rights on the database, or use its owner"
+                    default: ""
+                    }
+                return .refused("\(message)" + (state.map { " (SQLSTATE \($0))" } ?? "") + hint)
             }
-            if let underlying = error.underlying { return .unreachable("\(underlying)") }
+            switch error.code {
+            case .authMechanismRequiresPassword:
+                return .refused("the server asks for a password: set PGPASSWORD or --store-password-file to the user's password")
+            case .sslUnsupported:
+                return .refused("the server does not speak TLS, which the URL requires (sslmode): drop ?sslmode=require or enable TLS on the server")
+            default:
+                break
+            }
+            if let underlying = error.underlying { return storeError(underlying) }
             return .unreachable("\(error.code)")
+        }
+        if let error = error as? NIOConnectionError {
+            let address = "\(error.host):\(error.port)"
+            if error.dnsAError != nil || error.dnsAAAAError != nil {
+                return .unreachable("\(error.host) does not resolve to an address here: check the host in the URL")
+            }
+            let refused = error.connectionErrors.contains { ($0.error as? IOError)?.errnoCode == ECONNREFUSED }
+            if refused {
+                return .unreachable(
+                    "nothing listens at \(address) (connection refused): is PostgreSQL running there, on that port? "
+                        + "(scripts/local-postgres.sh starts a throw-away one to try)")
+            }
+            return .unreachable("no connection to \(address): \(error.connectionErrors.map { "\($0.error)" }.joined(separator: "; "))")
+        }
+        if let error = error as? ChannelError, case .connectTimeout(let after) = error {
+            return .unreachable("no answer within \(after.nanoseconds / 1_000_000_000) s: is the host reachable, and PostgreSQL listening on it (listen_addresses)?")
         }
         return .unreachable("\(error)")
     }
