@@ -2,6 +2,7 @@ import Foundation
 import NIOPosix
 import TouchSyncWebWire
 import Testing
+import TouchSyncWire
 import TouchSyncAccess
 
 /// Hubs on the PostgreSQL board store (issue 25): real hub and load
@@ -564,5 +565,44 @@ extension StoreGatewayTests {
         }
         try? await group.shutdownGracefully()
         await server.stop()
+    }
+}
+
+extension StoreHubTests {
+    /// Reads fenced (issue 39: a hub cut off from the store kept serving
+    /// snapshots and heartbeats past its commits): with the store down longer
+    /// than three quarters of its 2 s lease, the hub refuses the board's
+    /// snapshot with STORAGE_UNAVAILABLE and publishes no heartbeat of it;
+    /// when the store is back the board is restored and its snapshot is the
+    /// store's sequence again.
+    @Test func aHubThatCannotRenewItsLeasesStopsServingItsBoards() async throws {
+        try await withServer { server in
+            let children = ChildProcesses()
+            defer { children.killAll() }
+            let hub = try StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
+            _ = try await children.startHub(hub.arguments)
+            let drawn = try await touchsync(["draw", "--board", "fenced", "--seconds", "0.3"] + hub.client)
+            #expect(drawn.status == 0, "\(drawn.errors)")
+            let stored = try await count(server, "SELECT max(sequence) FROM touchsync_batches WHERE board = 'fenced'")
+            #expect(try snapshotReply(endpoint: hub.endpoints[2], board: "fenced")?.chunk.sequence == UInt64(stored))
+
+            try await server.crash()
+            try await Task.sleep(for: .seconds(3.5))  // past three quarters of the lease, and a renewal's attempt
+            let during = try #require(try snapshotReply(endpoint: hub.endpoints[2], board: "fenced"), "no answer during the outage")
+            #expect(during.error.code == .storageUnavailable, "\(during)")
+            let watched = try await touchsync(["spectate", "--board", "fenced", "--json", "--duration", "2"] + hub.client, limit: 30)
+            #expect(!watched.output.contains("\"event\":\"heartbeat\"") && !watched.output.contains("\"event\":\"synced\""), "\(watched.output)")
+            try await server.startAgain()
+
+            var after: Touchsync_V1_SnapshotReply? = nil
+            let deadline = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < deadline {
+                after = try snapshotReply(endpoint: hub.endpoints[2], board: "fenced")
+                if case .chunk = after?.body { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let restored = try await count(server, "SELECT coalesce(max(sequence), 0) FROM touchsync_snapshots WHERE board = 'fenced'")
+            #expect(after?.chunk.sequence == UInt64(max(stored, restored)), "after the outage: \(String(describing: after)); stored \(stored), snapshot \(restored)")
+        }
     }
 }

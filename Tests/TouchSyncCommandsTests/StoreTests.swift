@@ -83,11 +83,18 @@ final class PostgresServer {
 
     /// Stops the server as a crash would (immediate: no checkpoint) and starts it again after `downFor`.
     func restart(downFor: Duration) async throws {
+        try await crash()
+        try await Task.sleep(for: downFor)
+        try await startAgain()
+    }
+
+    /// Stops the server as a crash would (immediate: no checkpoint), until `startAgain`.
+    func crash() async throws {
         let stop = try await run("pg_ctl", ["-D", folder + "/data", "-m", "immediate", "-w", "stop"])
         guard stop.status == 0 else { throw TestFailure("pg_ctl stop: \(stop.output) \(stop.errors)") }
-        try await Task.sleep(for: downFor)
-        try await startServer()
     }
+
+    func startAgain() async throws { try await startServer() }
 
     /// Stops the server at once, blocking (for a `defer`).
     func stopNow() {

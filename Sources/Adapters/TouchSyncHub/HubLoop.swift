@@ -179,7 +179,7 @@ final class HubLoop {
             case .publish(let publication):
                 if held.waiting {
                     held.hold(.publication(publication))
-                } else {
+                } else if !held.broken.contains(publication.board) {
                     send(publication)
                 }
             case .appendToJournal(let append):
@@ -256,6 +256,14 @@ final class HubLoop {
     }
 
     private func sendSnapshot(to peer: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest) {
+        guard !held.broken.contains(board) else {
+            // Reads fenced: the board's storage or lease is failing, so its state here may not be the store's.
+            packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID))
+            snapshotService.sendError(
+                to: peer.bytes, requestID: requestID, code: .storageUnavailable,
+                "board \(board) cannot be served here now: this hub cannot reach the board store (or renew its lease); ask again, or another hub", owner: nil)
+            return
+        }
         let packed = packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID)) != nil
         let delivered = snapshotService.send(
             state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,

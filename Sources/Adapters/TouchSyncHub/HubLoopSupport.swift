@@ -33,7 +33,8 @@ struct HeldPublications {
     private var head = 0
     private var lastAppended: UInt64 = 0
     private var committed: UInt64 = 0
-    /// Boards whose commits fail (or that moved): their batches are never published.
+    /// Boards whose commits or lease renewals fail (or that moved): their batches and heartbeats are never
+    /// published, their snapshots refused (reads fenced: what they hold may not be what the store has).
     var broken: Set<String> = []
 
     /// Some append is not committed yet: a publication now must wait.
@@ -50,7 +51,8 @@ struct HeldPublications {
         while head < queue.count, queue[head].ticket <= committed {
             let output = queue[head].output
             head += 1
-            if case .publication(let publication) = output, case .batch = publication.kind, broken.contains(publication.board) { continue }
+            // A broken board's batches, and its heartbeats (their sequence may not be stored), never go out.
+            if case .publication(let publication) = output, broken.contains(publication.board) { continue }
             released.append(output)
         }
         if head == queue.count {

@@ -129,6 +129,9 @@ public final class BoardStoreWriter: Sendable {
         var sinceSnapshot: [String: Int] = [:]
         /// The live hubs last reported.
         var members: ClusterMap? = nil
+        /// When the last renewal that succeeded began: past three quarters of
+        /// the lease without another, the boards are reported failed (reads fenced).
+        var renewedAt = ContinuousClock.now
     }
 
     /// - Parameters:
@@ -426,6 +429,7 @@ public final class BoardStoreWriter: Sendable {
     /// Every lease this hub holds extended, and its heartbeat; a lease whose
     /// epoch changed (or that is gone) was taken by another hub.
     private func renew(boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]) async {
+        let started = ContinuousClock.now
         do {
             _ = try await connection.query(
                 """
@@ -445,6 +449,7 @@ public final class BoardStoreWriter: Sendable {
             for (board, epoch) in boards.epochs where held[board] != epoch {
                 await lost(board, boards: &boards, connection: &connection, into: &reports)
             }
+            boards.renewedAt = started
             // Who is live, and the lapsed boards whose owner among them is this hub.
             let members = try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection)
             if let members, members != boards.members {
@@ -458,6 +463,17 @@ public final class BoardStoreWriter: Sendable {
             }
         } catch {
             logger.warning("board leases not renewed", metadata: ["error": "\(error)"])
+            // Reads fenced (issue 39): a lease that may lapse before the next renewal could pass to another
+            // hub, whose board this one would then serve stale. Its boards are failed: no snapshot or
+            // heartbeat of them goes out, agents are not acknowledged, and a restart brings them back
+            // (or finds them moved) once the store answers.
+            let since = ContinuousClock.now - boards.renewedAt
+            guard since >= configuration.leaseTimeout * 3 / 4 else { return }
+            for board in boards.epochs.keys.sorted() where !boards.broken.contains(board) && !boards.moved.contains(board) {
+                boards.broken.insert(board)
+                reports.append(
+                    .failed(board: board, reason: "its lease was not renewed for \(since.formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1)))) (\(error)): it may pass to another hub"))
+            }
         }
     }
 
