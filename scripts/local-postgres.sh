@@ -34,7 +34,9 @@ folder=$(mktemp -d /tmp/touchsync-postgres-XXXXXX)
 as_owner=()
 if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$folder"; as_owner=(runuser -u postgres --); fi
 chmod 0700 "$folder"
+sleeper=
 stop() {
+  if [ -n "$sleeper" ]; then kill "$sleeper" 2>/dev/null || true; fi
   "${as_owner[@]}" "$bin/pg_ctl" -D "$folder/data" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$folder"
   echo "stopped; $folder removed"
@@ -55,4 +57,4 @@ echo "PostgreSQL (throw-away) on 127.0.0.1:$port, folder $folder"
 echo "  touchsync hub --store $url"
 echo "Ctrl-C stops it and removes its boards."
 # (a sleep in the background and `wait`: a signal to this script alone interrupts the wait at once)
-while :; do sleep 3600 & wait $!; done
+while :; do sleep 3600 & sleeper=$!; wait "$sleeper"; done

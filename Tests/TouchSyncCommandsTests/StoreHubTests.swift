@@ -359,39 +359,11 @@ struct StoreGatewayTests {
             var relayText = ""
             await readUntil(relayOutput, into: &relayText) { $0.contains("Ctrl-C stops it.") }
 
-            let drawer = try await GatewayWireTests.Tab.open(port: port, group: group)
-            let watcher = try await GatewayWireTests.Tab.open(port: port, group: group)
-            drawer.send(.hello(.init(board: board, name: "Ann")))
-            _ = try await drawer.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
-            watcher.send(.hello(.init(board: board, name: "Bob")))
-            _ = try await watcher.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
-            var replica = BrowserReplica()
-            try replica.apply(try await watcher.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } })
-
-            func stroke(_ first: Int, touch: Int) {
-                drawer.send(.touch(.init(n: UInt64(first), phase: "began", id: UInt64(touch), s: [GatewayWireTests.sample(10, 20, 1000)])))
-                drawer.send(.touch(.init(n: UInt64(first + 1), phase: "moved", id: UInt64(touch), s: [GatewayWireTests.sample(30, 40, 1016)])))
-                drawer.send(.touch(.init(n: UInt64(first + 2), phase: "ended", id: UInt64(touch), s: [GatewayWireTests.sample(50, 60, 1033)])))
-            }
-            /// The watcher's board once it shows `count` accepted strokes (snapshots and batches applied in order).
-            func watch(until count: Int) async throws {
-                while replica.accepted.count < count {
-                    let message = try await watcher.next("stroke \(count)", timeout: .seconds(30)) { message -> BrowserMessage? in
-                        switch message {
-                        case .snapshot, .batch: message
-                        default: nil
-                        }
-                    }
-                    switch message {
-                    case .snapshot(let snapshot): try replica.apply(snapshot)
-                    case .batch(let batch): _ = try replica.apply(batch)
-                    default: break
-                    }
-                }
-            }
-            stroke(1, touch: 1)
+            let tabs = try await DrawerAndWatcher(port: port, group: group, board: board)
+            let drawer = tabs.drawer
+            tabs.stroke(1, touch: 1)
             _ = try await drawer.next("ack 3") { if case .ack(let n) = $0, n >= 3 { n } else { nil } }
-            try await watch(until: 1)
+            try await tabs.watch(until: 1)
             #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-b'") == 1)
             // The relay, started on hub-a's feed, serves the board hub-b holds.
             let atB = try await touchsync(["spectate", "--board", board, "--duration", "1.5"] + b.client)
@@ -401,19 +373,18 @@ struct StoreGatewayTests {
 
             kill(hubB.processIdentifier, SIGKILL)
             await hubB.exited()
-            stroke(4, touch: 2)
+            tabs.stroke(4, touch: 2)
             let acked = try await drawer.next("ack 6 from the new holder", timeout: .seconds(30)) { if case .ack(let n) = $0, n >= 6 { n } else { nil } }
             #expect(acked == 6)
-            try await watch(until: 2)
-            #expect(replica.accepted.count == 2)
+            try await tabs.watch(until: 2)
+            #expect(tabs.replica.accepted.count == 2)
             #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-a'") == 1)
             // The relay followed the board from hub-b to hub-a: its spectator shows hub-a's board.
             let atHub = try await touchsync(["spectate", "--board", board, "--duration", "1.5"] + a.client)
             let hubDigest = try #require(DeploymentTests().lastDigest(atHub.output), "\(atHub.output) \(atHub.errors)")
             let atRelay = try await touchsync(["spectate", "--board", board, "--duration", "1.5", "--publish", relayPorts[0], "--snapshot", relayPorts[1]])
             #expect(DeploymentTests().lastDigest(atRelay.output) == hubDigest, "relay: \(atRelay.output) \(atRelay.errors); hub: \(atHub.output)")
-            await drawer.connection.close()
-            await watcher.connection.close()
+            await tabs.close()
         } catch {
             try? await group.shutdownGracefully()
             await server.stop()
@@ -518,46 +489,18 @@ extension StoreGatewayTests {
         defer { children.killAll() }
         do {
             let rig = try await TwoHubsAndAGateway(server: server, children: children, boards: "gwlist", listsBoth: true)
-            let drawer = try await GatewayWireTests.Tab.open(port: rig.port, group: group)
-            let watcher = try await GatewayWireTests.Tab.open(port: rig.port, group: group)
-            for (tab, name) in [(drawer, "Ann"), (watcher, "Bob")] {
-                tab.send(.hello(.init(board: rig.board, name: name)))
-                _ = try await tab.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
-            }
-            var replica = BrowserReplica()
-            try replica.apply(try await watcher.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } })
-            func stroke(_ first: Int, touch: Int) {
-                drawer.send(.touch(.init(n: UInt64(first), phase: "began", id: UInt64(touch), s: [GatewayWireTests.sample(10, 20, 1000)])))
-                drawer.send(.touch(.init(n: UInt64(first + 1), phase: "moved", id: UInt64(touch), s: [GatewayWireTests.sample(30, 40, 1016)])))
-                drawer.send(.touch(.init(n: UInt64(first + 2), phase: "ended", id: UInt64(touch), s: [GatewayWireTests.sample(50, 60, 1033)])))
-            }
-            func watch(until count: Int) async throws {
-                while replica.accepted.count < count {
-                    let message = try await watcher.next("stroke \(count)", timeout: .seconds(40)) { message -> BrowserMessage? in
-                        switch message {
-                        case .snapshot, .batch: message
-                        default: nil
-                        }
-                    }
-                    switch message {
-                    case .snapshot(let snapshot): try replica.apply(snapshot)
-                    case .batch(let batch): _ = try replica.apply(batch)
-                    default: break
-                    }
-                }
-            }
-            stroke(1, touch: 1)
-            _ = try await drawer.next("ack 3") { if case .ack(let n) = $0, n >= 3 { n } else { nil } }
-            try await watch(until: 1)
+            let tabs = try await DrawerAndWatcher(port: rig.port, group: group, board: rig.board)
+            tabs.stroke(1, touch: 1)
+            _ = try await tabs.drawer.next("ack 3") { if case .ack(let n) = $0, n >= 3 { n } else { nil } }
+            try await tabs.watch(until: 1)
             kill(rig.hubB.processIdentifier, SIGKILL)
             await rig.hubB.exited()
-            stroke(4, touch: 2)
-            _ = try await drawer.next("ack 6 from the new holder", timeout: .seconds(40)) { if case .ack(let n) = $0, n >= 6 { n } else { nil } }
-            try await watch(until: 2)
-            #expect(replica.accepted.count == 2)
+            tabs.stroke(4, touch: 2)
+            _ = try await tabs.drawer.next("ack 6 from the new holder", timeout: .seconds(40)) { if case .ack(let n) = $0, n >= 6 { n } else { nil } }
+            try await tabs.watch(until: 2, timeout: .seconds(40))
+            #expect(tabs.replica.accepted.count == 2)
             #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(rig.board)' AND hub = 'hub-a'") == 1)
-            await drawer.connection.close()
-            await watcher.connection.close()
+            await tabs.close()
         } catch {
             try? await group.shutdownGracefully()
             await server.stop()
@@ -604,5 +547,52 @@ extension StoreHubTests {
             let restored = try await count(server, "SELECT coalesce(max(sequence), 0) FROM touchsync_snapshots WHERE board = 'fenced'")
             #expect(after?.chunk.sequence == UInt64(max(stored, restored)), "after the outage: \(String(describing: after)); stored \(stored), snapshot \(restored)")
         }
+    }
+}
+
+/// A drawer's and a watcher's tab on one board through a gateway (the
+/// browser wire, JSON), and the watcher's replica of the board.
+final class DrawerAndWatcher {
+    let drawer: GatewayWireTests.Tab
+    let watcher: GatewayWireTests.Tab
+    private(set) var replica = BrowserReplica()
+
+    init(port: Int, group: MultiThreadedEventLoopGroup, board: String) async throws {
+        drawer = try await GatewayWireTests.Tab.open(port: port, group: group)
+        watcher = try await GatewayWireTests.Tab.open(port: port, group: group)
+        for (tab, name) in [(drawer, "Ann"), (watcher, "Bob")] {
+            tab.send(.hello(.init(board: board, name: name)))
+            _ = try await tab.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+        }
+        try replica.apply(try await watcher.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } })
+    }
+
+    /// A three-sample stroke on `touch`, numbered from `first`.
+    func stroke(_ first: Int, touch: Int) {
+        drawer.send(.touch(.init(n: UInt64(first), phase: "began", id: UInt64(touch), s: [GatewayWireTests.sample(10, 20, 1000)])))
+        drawer.send(.touch(.init(n: UInt64(first + 1), phase: "moved", id: UInt64(touch), s: [GatewayWireTests.sample(30, 40, 1016)])))
+        drawer.send(.touch(.init(n: UInt64(first + 2), phase: "ended", id: UInt64(touch), s: [GatewayWireTests.sample(50, 60, 1033)])))
+    }
+
+    /// Returns once the watcher shows `count` accepted strokes (snapshots and batches applied in order).
+    func watch(until count: Int, timeout: Duration = .seconds(30)) async throws {
+        while replica.accepted.count < count {
+            let message = try await watcher.next("stroke \(count)", timeout: timeout) { message -> BrowserMessage? in
+                switch message {
+                case .snapshot, .batch: message
+                default: nil
+                }
+            }
+            switch message {
+            case .snapshot(let snapshot): try replica.apply(snapshot)
+            case .batch(let batch): _ = try replica.apply(batch)
+            default: break
+            }
+        }
+    }
+
+    func close() async {
+        await drawer.connection.close()
+        await watcher.connection.close()
     }
 }
