@@ -457,10 +457,19 @@ public final class BoardStoreWriter: Sendable {
                 reports.append(.membership(members))
             }
             guard let members else { return }
+            // A dead hub's boards (issue 39: loaded one at a time, they delayed this hub's own renewals
+            // and grew the failover with the board count): every lease taken here at once, the boards
+            // then loaded in parallel, each on a connection of its own.
+            var adopting: [(board: String, epoch: Int64)] = []
             for (board, holder) in try await BoardStoreMembership.lapsedBoards(connection: &connection)
             where boards.epochs[board] == nil && BoardStoreMembership.successor(for: board, after: holder, among: members).name == configuration.hubName {
-                await claim(board, .adoption, boards: &boards, connection: &connection, into: &reports)
+                do {
+                    if let epoch = try await takeLease(board, connection: &connection) { adopting.append((board, epoch)) }
+                } catch {
+                    reports.append(.failed(board: board, reason: "claiming its lease: \(error)"))
+                }
             }
+            await load(adopting, boards: &boards, into: &reports)
         } catch {
             logger.warning("board leases not renewed", metadata: ["error": "\(error)"])
             // Reads fenced (issue 39): a lease that may lapse before the next renewal could pass to another
@@ -477,6 +486,75 @@ public final class BoardStoreWriter: Sendable {
         }
     }
 
+    /// The board's lease, if it is free, lapsed or this hub's: its new epoch, or nil (another hub holds it).
+    private func takeLease(_ board: String, connection: inout StoreSession) async throws -> Int64? {
+        let rows = try await connection.query(
+            """
+            INSERT INTO touchsync_leases (board, hub, epoch, expires_at)
+            SELECT board, \(configuration.hubName), 1, now() + make_interval(secs => \(configuration.leaseSeconds))
+            FROM touchsync_boards WHERE board = \(board)
+            ON CONFLICT (board) DO UPDATE
+                SET hub = excluded.hub, epoch = touchsync_leases.epoch + 1, expires_at = excluded.expires_at
+                WHERE touchsync_leases.hub = excluded.hub OR touchsync_leases.expires_at < now()
+            RETURNING epoch
+            """)
+        return try rows.first?.decode(Int64.self)
+    }
+
+    /// Boards whose leases this hub just took, loaded in parallel (at most
+    /// four connections at once, each opened for it) and reported adopted.
+    private func load(_ adopting: [(board: String, epoch: Int64)], boards: inout Boards, into reports: inout [BoardStoreReport]) async {
+        guard !adopting.isEmpty else { return }
+        let (address, limits, logger) = (configuration.address, configuration.limits, logger)
+        typealias Loaded = (board: String, epoch: Int64, result: Result<(RecoveredBoard, [UserNamespace: AgentProgress]), StoreError>)
+        var results: [Loaded] = []
+        await withTaskGroup(of: Loaded.self) { group in
+            var next = 0
+            func start() {
+                guard next < adopting.count else { return }
+                let (board, epoch) = adopting[next]
+                next += 1
+                group.addTask {
+                    var session = StoreSession(address: address, logger: logger)
+                    let result: Result<(RecoveredBoard, [UserNamespace: AgentProgress]), StoreError>
+                    do throws(StoreError) {
+                        result = .success(try await session.load(board, limits: limits))
+                    } catch {
+                        result = .failure(error)
+                    }
+                    await session.close()
+                    return (board, epoch, result)
+                }
+            }
+            for _ in 0..<min(4, adopting.count) { start() }
+            while let loaded = await group.next() {
+                results.append(loaded)
+                start()
+            }
+        }
+        for (board, epoch, result) in results {
+            switch result {
+            case .success(let (loaded, agents)):
+                adopted(loaded, epoch: epoch, agents: agents, boards: &boards, into: &reports)
+            case .failure(let error):
+                reports.append(.failed(board: board, reason: "loading it after taking its lease: \(error)"))
+            }
+        }
+    }
+
+    private func adopted(
+        _ loaded: RecoveredBoard, epoch: Int64, agents: [UserNamespace: AgentProgress], boards: inout Boards, into reports: inout [BoardStoreReport]
+    ) {
+        let board = loaded.name
+        boards.epochs[board] = epoch
+        boards.progress[board] = agents
+        boards.moved.remove(board)
+        boards.broken.remove(board)
+        boards.sinceSnapshot[board] = 0
+        logger.notice("board lease taken", metadata: ["board": "\(board)", "epoch": "\(epoch)", "sequence": "\(loaded.state.sequence)"])
+        reports.append(.adopted(loaded))
+    }
+
     /// Takes the board's lease if it is free, lapsed or this hub's (for a
     /// hello, also a board the store does not have yet), and loads it.
     private func claim(
@@ -484,17 +562,7 @@ public final class BoardStoreWriter: Sendable {
     ) async {
         do {
             if kind == .hello { _ = try await connection.query("INSERT INTO touchsync_boards (board) VALUES (\(board)) ON CONFLICT DO NOTHING") }
-            let rows = try await connection.query(
-                """
-                INSERT INTO touchsync_leases (board, hub, epoch, expires_at)
-                SELECT board, \(configuration.hubName), 1, now() + make_interval(secs => \(configuration.leaseSeconds))
-                FROM touchsync_boards WHERE board = \(board)
-                ON CONFLICT (board) DO UPDATE
-                    SET hub = excluded.hub, epoch = touchsync_leases.epoch + 1, expires_at = excluded.expires_at
-                    WHERE touchsync_leases.hub = excluded.hub OR touchsync_leases.expires_at < now()
-                RETURNING epoch
-                """)
-            guard let epoch = try rows.first?.decode(Int64.self) else {
+            guard let epoch = try await takeLease(board, connection: &connection) else {
                 switch kind {
                 case .hello:
                     await lost(board, boards: &boards, connection: &connection, into: &reports)
@@ -510,13 +578,7 @@ public final class BoardStoreWriter: Sendable {
                 return
             }
             let (loaded, agents) = try await connection.load(board, limits: configuration.limits)
-            boards.epochs[board] = epoch
-            boards.progress[board] = agents
-            boards.moved.remove(board)
-            boards.broken.remove(board)
-            boards.sinceSnapshot[board] = 0
-            logger.notice("board lease taken", metadata: ["board": "\(board)", "epoch": "\(epoch)", "sequence": "\(loaded.state.sequence)"])
-            reports.append(.adopted(loaded))
+            adopted(loaded, epoch: epoch, agents: agents, boards: &boards, into: &reports)
         } catch {
             reports.append(.failed(board: board, reason: "claiming its lease: \(error)"))
         }
