@@ -48,6 +48,8 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "With --failover: hubs killed, one after another.") var kills = 20
     @Option(parsing: .unconditional, help: "With --failover: the hubs' --lease-timeout in seconds.") var leaseTimeout = 5.0
     @Option(parsing: .unconditional, help: "With --failover: the agent's silence time-out in seconds (its hubTimeout).") var hubTimeout = 3.0
+    @Option(parsing: .unconditional, help: "With --failover: boards drawn on, an agent each, spread over the hubs (a kill's figure is the slowest board the killed hub held).")
+    var failoverBoards = 1
     @Flag(help: "Instead: fan-out: one board to 10, 100 and 300 subscribers, on the hub itself, through 1 relay, through 4 (the hub's CPU per batch).")
     var fanout = false
     @Flag(help: ArgumentHelp("Moved: the browser benchmark is its own tool, touchsync-browser-bench.", visibility: .hidden))
@@ -59,6 +61,7 @@ struct BenchCommand: AsyncParsableCommand {
         guard (1...1_000_000).contains(storeWindow) else { throw ValidationError("--store-window must be 1 to 1000000") }
         guard !failover || stored.store != nil else { throw ValidationError("--failover needs --store URL") }
         guard (1...1000).contains(kills) else { throw ValidationError("--kills must be 1 to 1000") }
+        guard (1...200).contains(failoverBoards) else { throw ValidationError("--failover-boards must be 1 to 200") }
         guard (1...600).contains(leaseTimeout) else { throw ValidationError("--lease-timeout must be 1 to 600 seconds") }
         guard (0.2...60).contains(hubTimeout) else { throw ValidationError("--hub-timeout must be 0.2 to 60 seconds") }
         guard !browser else {
@@ -286,7 +289,10 @@ struct BenchCommand: AsyncParsableCommand {
         benchmark.kills = kills
         benchmark.leaseTimeout = .seconds(leaseTimeout)
         benchmark.hubTimeout = .seconds(hubTimeout)
-        emit("failover on \(address): 3 hubs, lease \(leaseTimeout) s, agent silence time-out \(hubTimeout) s, \(kills) kills of the board's holder (SIGKILL)")
+        benchmark.boards = failoverBoards
+        emit(
+            "failover on \(address): 3 hubs, lease \(leaseTimeout) s, agent silence time-out \(hubTimeout) s, \(failoverBoards) board(s), "
+                + "\(kills) kills of the first board's holder (SIGKILL)")
         let figures = try await benchmark.run(logger: logging.logger("touchsync.bench")) { emit("  " + $0) }
         let seconds = figures.failovers.map(\.seconds).sorted()
         func percentile(_ p: Double) -> Double { seconds[min(seconds.count - 1, Int((Double(seconds.count) * p).rounded(.up)) - 1)] }
@@ -294,7 +300,11 @@ struct BenchCommand: AsyncParsableCommand {
             String(
                 format: "  failover (SIGKILL to the first acknowledgement on the new holder): p50 %.2f s, p99 %.2f s, min %.2f s, max %.2f s over %d kills",
                 percentile(0.5), percentile(0.99), seconds.first ?? 0, seconds.last ?? 0, seconds.count))
-        emit("  messages posted \(figures.posted), acknowledged \(figures.acknowledged); the lease's epoch at the end \(figures.epoch)")
+        if failoverBoards > 1 {
+            let moved = figures.boardsMoved
+            emit("  boards the killed hub held: \(moved.min() ?? 0) to \(moved.max() ?? 0), mean \(String(format: "%.1f", Double(moved.reduce(0, +)) / Double(max(moved.count, 1))))")
+        }
+        emit("  messages posted \(figures.posted), acknowledged \(figures.acknowledged); the highest lease epoch at the end \(figures.epoch)")
         guard figures.acknowledged >= figures.posted else { throw CommandFailure("\(figures.posted - figures.acknowledged) message(s) never acknowledged") }
     }
 

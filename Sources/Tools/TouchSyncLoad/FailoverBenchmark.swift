@@ -29,6 +29,9 @@ public struct FailoverBenchmark: Sendable {
     public var rate = 120
     /// How long a failover may take before the run gives up.
     public var giveUpAfter: Duration = .seconds(60)
+    /// Boards drawn on, an agent each (spread over the three hubs): a kill's
+    /// failover is that of the slowest of the boards the killed hub held.
+    public var boards = 1
 
     public init(address: StoreAddress, executable: String) {
         self.address = address
@@ -36,8 +39,10 @@ public struct FailoverBenchmark: Sendable {
     }
 
     public struct Figures: Sendable {
-        /// Kill to first acknowledgement on the new owner, per kill.
+        /// Kill to first acknowledgement on the new owner, per kill (the slowest board the killed hub held).
         public var failovers: [Duration]
+        /// Boards the killed hub held, per kill.
+        public var boardsMoved: [Int]
         /// Messages posted and acknowledged at the end (all must be).
         public var posted: UInt64
         public var acknowledged: UInt64
@@ -57,55 +62,73 @@ public struct FailoverBenchmark: Sendable {
         // Every hub knows the others live before the board is first claimed.
         try await Task.sleep(for: leaseTimeout / 4)
 
-        let board = "failover-\(run)"
+        let boardNames = (0..<max(1, boards)).map { boards == 1 ? "failover-\(run)" : "failover-\(run)-\($0)" }
         let context = try ZMQContext()
-        var configuration = AgentConfiguration(board: board, hubEndpoint: hubs.map(\.ingest).joined(separator: ","))
-        configuration.clientName = "touchsync-bench-failover"
-        configuration.hubTimeout = hubTimeout
-        configuration.reconnectDelay = .milliseconds(50) ... .milliseconds(500)
-        let agent = try TouchAgent(configuration: configuration, context: context, logger: logger)
-        let acknowledgements = AcknowledgementTimes()
-        agent.start()
-        let listening = Task {
-            for await event in agent.events {
-                if case .acknowledged(let through) = event { acknowledgements.heard(through, at: .now) }
-            }
+        var drawers: [(board: String, agent: TouchAgent, acknowledgements: AcknowledgementTimes)] = []
+        var tasks: [Task<Void, Never>] = []
+        defer { for task in tasks { task.cancel() } }
+        for board in boardNames {
+            var configuration = AgentConfiguration(board: board, hubEndpoint: hubs.map(\.ingest).joined(separator: ","))
+            configuration.clientName = "touchsync-bench-failover"
+            configuration.hubTimeout = hubTimeout
+            configuration.reconnectDelay = .milliseconds(50) ... .milliseconds(500)
+            let agent = try TouchAgent(configuration: configuration, context: context, logger: logger)
+            let acknowledgements = AcknowledgementTimes()
+            agent.start()
+            tasks.append(Task {
+                for await event in agent.events {
+                    if case .acknowledged(let through) = event { acknowledgements.heard(through, at: .now) }
+                }
+            })
+            drawers.append((board, agent, acknowledgements))
         }
-        let drawing = Task { await draw(agent) }
-        defer {
-            drawing.cancel()
-            listening.cancel()
-        }
+        let drawing = drawers.map { drawer in Task { await draw(drawer.agent) } }
+        defer { for task in drawing { task.cancel() } }
         let admin = BoardStoreAdmin(address: address, logger: logger)
-        try await acknowledgements.waitBeyond(0, within: giveUpAfter)
+        for drawer in drawers { try await drawer.acknowledgements.waitBeyond(0, within: giveUpAfter) }
 
         var failovers: [Duration] = []
+        var boardsMoved: [Int] = []
         for kill in 1...kills {
-            guard let holder = try await admin.lease(of: board)?.hub, let victim = hubs.first(where: { $0.name == holder }) else {
-                throw BenchmarkFailure("no hub holds the board's lease")
+            guard let holder = try await admin.lease(of: boardNames[0])?.hub, let victim = hubs.first(where: { $0.name == holder }) else {
+                throw BenchmarkFailure("no hub holds the first board's lease")
             }
-            // The acknowledgements the victim sent may still be on their way: the
+            var held: [Int] = []
+            for (index, board) in boardNames.enumerated() where try await admin.lease(of: board)?.hub == holder { held.append(index) }
+            // The acknowledgements the victim sent may still be on their way: a board's
             // failover is over at one beyond what was acknowledged a moment after the kill.
             victim.kill()
             let killed = ContinuousClock.now
             try await Task.sleep(for: .milliseconds(20))
-            let before = acknowledgements.through
-            let after = try await acknowledgements.waitBeyond(before, within: giveUpAfter)
-            let took = after - killed
-            failovers.append(took)
-            let newHolder = try await admin.lease(of: board)?.hub ?? "?"
-            progress(String(format: "kill %2d: %@ killed, %@ acknowledging after %.2f s", kill, holder, newHolder, took.seconds))
+            let before = held.map { drawers[$0].acknowledgements.through }
+            var slowest: Duration = .zero
+            for (index, through) in zip(held, before) {
+                let after = try await drawers[index].acknowledgements.waitBeyond(through, within: giveUpAfter)
+                slowest = max(slowest, after - killed)
+            }
+            failovers.append(slowest)
+            boardsMoved.append(held.count)
+            let newHolder = try await admin.lease(of: boardNames[0])?.hub ?? "?"
+            progress(
+                String(format: "kill %2d: %@ killed holding %d board(s), %@ acknowledging the slowest after %.2f s", kill, holder, held.count, newHolder, slowest.seconds))
             try await victim.start()
             // The restarted hub is live for the others before the next kill.
             try await Task.sleep(for: leaseTimeout / 4 + .milliseconds(500))
         }
-        drawing.cancel()
-        _ = await drawing.result
-        let posted = agent.postedCount
-        try await acknowledgements.waitBeyond(posted - 1, within: giveUpAfter)
-        let epoch = try await admin.lease(of: board)?.epoch ?? 0
-        await agent.stop()
-        return Figures(failovers: failovers, posted: posted, acknowledged: agent.acknowledged.through, epoch: epoch)
+        for task in drawing { task.cancel() }
+        for task in drawing { _ = await task.result }
+        var posted: UInt64 = 0
+        var acknowledged: UInt64 = 0
+        for drawer in drawers {
+            let count = drawer.agent.postedCount
+            try await drawer.acknowledgements.waitBeyond(count - 1, within: giveUpAfter)
+            posted += count
+            acknowledged += drawer.agent.acknowledged.through
+        }
+        var epochs: Int64 = 0
+        for board in boardNames { epochs = max(epochs, try await admin.lease(of: board)?.epoch ?? 0) }
+        for drawer in drawers { await drawer.agent.stop() }
+        return Figures(failovers: failovers, boardsMoved: boardsMoved, posted: posted, acknowledged: acknowledged, epoch: epochs)
     }
 
     /// One finger drawing strokes of a second each at `rate` events a second.
