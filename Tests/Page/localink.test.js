@@ -75,4 +75,44 @@ export const tests = [
     equal([...mine.local.keys()], [], 'the stroke in progress went');
     equal(dropped, [7], 'its pointer is let go');
   }],
+  ['an edit shows its preview at once, the original hidden, until the hub\'s version replaces it', () => {
+    const { board, mine } = setUp();
+    board.applyBatch(['b', 1, [['b', 1, 'web:me', 1, 255, 256], ['a', 1, 0, [640, 1280, 0, 0]], ['A', 1, 1]]]);
+    const original = board.accepted[0];
+    const n = mine.edit({ t: 'edit', op: 'move', strokes: [1], dx: 5, dy: 0 }, [original]);
+    ok(mine.isHidden(original), 'the original is hidden');
+    equal(mine.overlayStrokes.map(s => s.s.slice(0, 2)), [[960, 1280]], 'the preview, 5 points right');
+    mine.acknowledged(n, performance.now());
+    equal(mine.overlayStrokes.length, 1, 'acknowledged, but the board still has the old version');
+    board.applyBatch(['b', 2, [['r', 1], ['R', { id: 1, owner: 'web:me', touch: 1, rgba: 255, w: 256, pos: 1, s: [960, 1280, 0, 0], p: [] }]]]);
+    mine.reconcile();
+    equal(mine.overlayStrokes.length, 0, 'the preview ends');
+    ok(!mine.isHidden(board.accepted[0]), 'the hub\'s version is drawn');
+  }],
+  ['a copy is a preview until the hub\'s copy arrives, which is then reported (to be selected)', () => {
+    const { board, mine } = setUp();
+    const copied = [];
+    mine.copied = stroke => copied.push(stroke.id);
+    board.applyBatch(['b', 1, [['b', 1, 'web:me', 1, 255, 256], ['a', 1, 0, [640, 1280, 0, 0]], ['A', 1, 1]]]);
+    const n = mine.edit({ t: 'edit', op: 'duplicate', strokes: [1], dx: 16, dy: 0 }, [board.accepted[0]]);
+    equal(mine.overlayStrokes.map(s => s.s.slice(0, 2)), [[1664, 1280]], 'the copy\'s preview');
+    ok(!mine.isHidden(board.accepted[0]), 'the original stays');
+    mine.acknowledged(n, performance.now());
+    board.applyBatch(['b', 2, [['b', 2, 'web:me', 2 ** 32, 255, 256], ['a', 2, 0, [1664, 1280, 0, 0]], ['A', 2, 2]]]);
+    mine.reconcile();
+    equal(copied, [2], 'the copy arrived');
+    equal(mine.overlayStrokes.length, 0, 'no preview left');
+  }],
+  ['a refused edit shows the board as it is; an undo after an edit hides nothing itself', () => {
+    const { board, mine, sent } = setUp();
+    board.applyBatch(['b', 1, [['b', 1, 'web:me', 1, 255, 256], ['a', 1, 0, [640, 1280, 0, 0]], ['A', 1, 1]]]);
+    const n = mine.edit({ t: 'edit', op: 'delete', strokes: [1] }, [board.accepted[0]]);
+    ok(mine.isHidden(board.accepted[0]), 'deleted at once');
+    mine.refused(n, 'FORBIDDEN');
+    ok(!mine.isHidden(board.accepted[0]), 'back when refused');
+    mine.edit({ t: 'edit', op: 'recolour', strokes: [1], rgba: 0xFF0000FF }, [board.accepted[0]]);
+    mine.undo();
+    equal(sent.map(m => m.t), ['edit', 'edit', 'undo'], 'sent');
+    equal(mine.hidden.size, 0, 'the hub\'s diffs undo the recolour, not a guess here');
+  }],
 ];
