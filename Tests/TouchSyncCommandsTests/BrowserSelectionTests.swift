@@ -25,8 +25,10 @@ extension BrowserTests {
         let (first, second) = (drawn.acceptedStrokes[0], drawn.acceptedStrokes[1])
         let top = try await a.number("document.getElementById('board').getBoundingClientRect().top")
 
-        /// The hub's board once both pages show its latest batch (with `strokes` accepted strokes).
+        /// The hub's board once both pages show its latest batch (with `strokes` accepted strokes): A's
+        /// messages acknowledged first, so the hub's board is read after A's last change, never before it.
         func agreed(strokes: Int) async throws -> BoardState {
+            try await a.settled()
             let deadline = ContinuousClock.now + .seconds(10)
             while true {
                 let hub = try await rig.hubBoard("select")
