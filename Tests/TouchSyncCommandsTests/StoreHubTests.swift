@@ -24,6 +24,14 @@ struct StoreHubTests {
 
         /// The endpoints as clients name them.
         var client: [String] { ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]] }
+
+        /// Two hubs as a cluster map names them (which of them a board belongs to).
+        static func members(_ a: StoreHub, _ b: StoreHub) throws -> ClusterMap {
+            try ClusterMap(hubs: [
+                .init(name: "hub-a", ingest: a.endpoints[0], publish: a.endpoints[1], snapshot: a.endpoints[2]),
+                .init(name: "hub-b", ingest: b.endpoints[0], publish: b.endpoints[1], snapshot: b.endpoints[2]),
+            ])
+        }
     }
 
     /// Runs `body` with a server of its own, stopped and removed however the body ends.
@@ -235,10 +243,7 @@ struct StoreHubTests {
             let (hubA, _, _) = try await children.startHub(a.arguments)
             _ = try await children.startHub(b.arguments)
             // A board that hub-a owns among the two.
-            let members = try ClusterMap(hubs: [
-                .init(name: "hub-a", ingest: a.endpoints[0], publish: a.endpoints[1], snapshot: a.endpoints[2]),
-                .init(name: "hub-b", ingest: b.endpoints[0], publish: b.endpoints[1], snapshot: b.endpoints[2]),
-            ])
+            let members = try StoreHubTests.StoreHub.members(a, b)
             let board = try #require((0..<64).map { "shared-\($0)" }.first { members.hub(for: $0).name == "hub-a" })
             // hub-b sees hub-a live within a renewal (a quarter second at a 2 s lease).
             try await Task.sleep(for: .milliseconds(600))
@@ -308,10 +313,7 @@ struct TwoHubsAndAGateway {
         b = try StoreHubTests.StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
         _ = try await children.startHub(a.arguments)
         (hubB, _, _) = try await children.startHub(b.arguments)
-        let members = try ClusterMap(hubs: [
-            .init(name: "hub-a", ingest: a.endpoints[0], publish: a.endpoints[1], snapshot: a.endpoints[2]),
-            .init(name: "hub-b", ingest: b.endpoints[0], publish: b.endpoints[1], snapshot: b.endpoints[2]),
-        ])
+        let members = try StoreHubTests.StoreHub.members(a, b)
         guard let board = (0..<64).map({ "\(prefix)-\($0)" }).first(where: { members.hub(for: $0).name == "hub-b" }) else {
             throw TestFailure("no board of 64 goes to hub-b")
         }
@@ -610,10 +612,7 @@ extension StoreHubTests {
             let b = try StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
             let (hubA, _, _) = try await children.startHub(a.arguments)
             _ = try await children.startHub(b.arguments)
-            let members = try ClusterMap(hubs: [
-                .init(name: "hub-a", ingest: a.endpoints[0], publish: a.endpoints[1], snapshot: a.endpoints[2]),
-                .init(name: "hub-b", ingest: b.endpoints[0], publish: b.endpoints[1], snapshot: b.endpoints[2]),
-            ])
+            let members = try StoreHubTests.StoreHub.members(a, b)
             let boards = Array((0..<200).map { "many-\($0)" }.filter { members.hub(for: $0).name == "hub-a" }.prefix(6))
             try #require(boards.count == 6)
             try await Task.sleep(for: .milliseconds(600))  // each hub sees the other live

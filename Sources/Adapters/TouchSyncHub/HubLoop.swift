@@ -179,7 +179,7 @@ final class HubLoop {
             case .publish(let publication):
                 if held.waiting {
                     held.hold(.publication(publication))
-                } else if !held.broken.contains(publication.board) {
+                } else if held.broken.isEmpty || !held.broken.contains(publication.board) {  // no hash per batch while all is well
                     send(publication)
                 }
             case .appendToJournal(let append):
@@ -256,7 +256,7 @@ final class HubLoop {
     }
 
     private func sendSnapshot(to peer: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest) {
-        guard !held.broken.contains(board) else {
+        guard held.broken.isEmpty || !held.broken.contains(board) else {
             // Reads fenced: the board's storage or lease is failing, so its state here may not be the store's.
             packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID))
             snapshotService.sendError(

@@ -160,7 +160,7 @@ final class TabConnection: TabSocketReceiver {
             guard let session else {
                 return socket.send(text: BrowserMessage.refused(n: number, code: "FORBIDDEN", message: "you may only watch this board").json)
             }
-            if decoded.kind == "erase" || decoded.kind == "edit", role < .admin, let fanout {
+            if decoded.namedStrokes != nil, role < .admin, let fanout {
                 // Who owns the strokes an erase or edit names: the board's replica (only then, and only below admin).
                 return runTask {
                     let owners = await fanout.snapshot()

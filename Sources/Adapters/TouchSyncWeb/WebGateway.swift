@@ -729,8 +729,7 @@ public final class WebGateway: Service, Sendable {
         case .clear(_, "board"):
             throw BrowserWireError("FORBIDDEN", "clearing the whole board needs the admin role (your role: \(role))")
         case .erase, .edit:
-            let strokes: [UInt64]? = if case .erase(_, let ids) = message { ids } else if case .edit(let edit) = message { edit.strokes } else { nil }
-            let named = Set(strokes ?? [])
+            let named = Set(message.namedStrokes ?? [])
             if let board, let other = board.acceptedStrokes.first(where: { named.contains($0.id.rawValue) && $0.owner.rawValue != user }) {
                 throw BrowserWireError(
                     "FORBIDDEN", "stroke \(other.id.rawValue) is another user's: erasing or editing it needs the admin role (your role: \(role))")
