@@ -506,7 +506,9 @@ extension BrowserTests {
         #expect(try await ann.evaluate("document.getElementById('laser').classList.contains('on')") as? Bool == true, "L is the laser")
         try await ann.pointer("mousePressed", x: 300, y: top + 300)
         for step in 1...12 { try await ann.pointer("mouseMoved", x: 300 + Double(step) * 20, y: top + 300) }
-        try await ben.waitFor("touchsync.lasers.size === 1 && [...touchsync.lasers.values()][0].length >= 3")
+        // The pixel read below is at x = 500: wait for the trail to have passed it (a loaded run once read it
+        // when only the first points had arrived).
+        try await ben.waitFor("touchsync.lasers.size === 1 && [...touchsync.lasers.values()][0].some(p => p.x >= 520)")
         let benTop = try await ben.canvasTop()
         let red = try await ben.inkAfterNextFrame(x: 500, y: benTop + 300)
         #expect(red[0] > 150 && red[1] < 120 && red[3] > 100, "a red trail on Ben's page: \(red)")
