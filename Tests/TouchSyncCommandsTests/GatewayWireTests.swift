@@ -398,7 +398,7 @@ struct GatewayWireTests {
     /// and its threads do not grow with its tabs or boards.
     @Test(arguments: ["packed", "binary", "json"])
     func aWebLoadConverges(wire: String) async throws {
-        let rig = try await Rig(webArguments: ["--max-tabs", "64"])
+        let rig = try await Rig(webArguments: ["--max-tabs", "64", "--max-tabs-per-address", "0"])
         defer { rig.close() }
         var configuration = WebLoadConfiguration()
         configuration.port = rig.port

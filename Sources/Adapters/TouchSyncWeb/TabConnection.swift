@@ -44,11 +44,20 @@ final class TabConnection: TabSocketReceiver {
     /// A snapshot is being fetched for the tab: its queue waits behind it.
     private var fetchingSnapshot = false
     private let decoder = JSONDecoder()
+    /// What the tab may still send now (docs/security.md); past it reading pauses until there is room.
+    private var allowance: TabAllowance
+    private var throttled = false
+    private var lastLimitNotice = ContinuousClock.Instant.now - .seconds(2)
+    private var helloTimer: Scheduled<Void>? = nil
+    private var saidHello = false
+    /// The peer's address, for the per-address seat limit.
+    private var address = "unknown"
 
     init(gateway: WebGateway, id: GatewayCore.Connection, queueLimit: Int) {
         self.gateway = gateway
         self.id = id
         self.outbox = TabOutbox(limit: queueLimit)
+        allowance = TabAllowance(gateway.configuration.tabAllowance, now: .now)
     }
 
     private var maxMessageBytes: Int { gateway.configuration.maxMessageBytes }
@@ -57,10 +66,19 @@ final class TabConnection: TabSocketReceiver {
 
     func opened(_ socket: TabWebSocket<TabConnection>) {
         self.socket = socket
+        address = socket.remoteAddress
         guard let loop = socket.eventLoop else { return }
         let bound = NIOLoopBound(self, eventLoop: loop)
         let group = gateway.flushGroup(for: loop)
         outbox.wake { group.schedule(bound) }
+        // A WebSocket that never says hello would hold a connection for nothing.
+        let timeout = gateway.configuration.helloTimeout
+        helloTimer = loop.scheduleTask(in: TimeAmount(timeout)) {
+            let connection = bound.value
+            guard !connection.saidHello else { return }
+            connection.sendError("NOT_WELCOMED", "no hello within \(timeout)")
+            connection.socket?.close(code: .policyViolation, reason: "NOT_WELCOMED")
+        }
     }
 
     func received(_ message: TabSocketMessage) {
@@ -71,6 +89,7 @@ final class TabConnection: TabSocketReceiver {
     func writable() { drainOutbox() }
 
     func closed() {
+        helloTimer?.cancel()
         socketClosed = true
         socket = nil
         outbox.close()
@@ -81,6 +100,11 @@ final class TabConnection: TabSocketReceiver {
 
     private func handle(_ message: TabSocketMessage) {
         guard let socket, !socketClosed else { return }
+        // Every message counts, malformed ones too; past the allowance the
+        // rest is refused and reading pauses (the flood waits in the kernel).
+        let now = ContinuousClock.now
+        let limited = !allowance.message(now: now)
+        if limited { throttle(now: now) }
         guard message.size <= maxMessageBytes else {
             sendError("TOO_LARGE", "a message is at most \(maxMessageBytes) bytes")
             socket.close(code: .messageTooLarge, reason: "TOO_LARGE")
@@ -112,21 +136,19 @@ final class TabConnection: TabSocketReceiver {
             }
         } catch let refused as BrowserMessage.RefusedByNumber {
             // Refused by its number, like any message the hub never saw.
-            guard welcomed, let session else { return sendError(refused.code, refused.message) }
-            if let refusal = gateway.handle(refused.number, of: session, { (_: TouchAgent) throws(BrowserWireError) in
-                throw BrowserWireError(refused.code, refused.message)
-            }) {
-                socket.send(text: refusal)
-            }
-            return
+            guard welcomed else { return sendError(refused.code, refused.message) }
+            return refuse(refused.number, refused.code, refused.message)
         } catch {
+            if limited { return noticeLimit(Self.overAllowance, now: now) }
             return sendError("MALFORMED", (error as? BrowserWireError)?.message ?? "\(error)")
         }
         if case .hello(let hello) = decoded {
-            guard !welcomed else { return sendError("MALFORMED", "hello twice on one connection") }
-            return runTask { [gateway, id, outbox] in
+            guard !saidHello else { return sendError("MALFORMED", "hello twice on one connection") }
+            saidHello = true
+            helloTimer?.cancel()
+            return runTask { [gateway, id, outbox, address] in
                 do throws(BrowserWireError) {
-                    let opened = try await gateway.open(hello, connection: id, outbox: outbox)
+                    let opened = try await gateway.open(hello, connection: id, address: address, outbox: outbox)
                     return { connection in connection.welcome(hello, opened) }
                 } catch {
                     return { connection in
@@ -137,10 +159,18 @@ final class TabConnection: TabSocketReceiver {
             }
         }
         guard welcomed else { return sendError("NOT_WELCOMED", "say hello first") }
+        if limited {
+            if case .bye = decoded {} else {
+                if let number = decoded.number { return refuse(number, "RATE_LIMITED", Self.overAllowance) }
+                return noticeLimit(Self.overAllowance, now: now)
+            }
+        }
         switch decoded {
         case .ping(let at):
             socket.send(text: BrowserMessage.pong(at: at).json)
         case .resync:
+            // Each costs the whole board: a few a second.
+            guard allowance.resync(now: now) else { return noticeLimit("a tab may ask for the board again once a second", now: now) }
             outbox.requestSnapshot()
         case .bye:
             saidGoodbye = true
@@ -171,6 +201,38 @@ final class TabConnection: TabSocketReceiver {
         }
     }
 
+    static let overAllowance = "this tab sends more messages than a page does: slow down"
+
+    /// Refuses page message `number` here (its number is used, as the hub's refusals use it).
+    private func refuse(_ number: UInt64, _ code: String, _ message: String) {
+        guard let session else { return sendError(code, message) }
+        if let refusal = gateway.handle(number, of: session, { (_: TouchAgent) throws(BrowserWireError) in throw BrowserWireError(code, message) }) {
+            socket?.send(text: refusal)
+        }
+    }
+
+    /// A `RATE_LIMITED` error for unnumbered messages, at most once a second (the notices must not be a flood of their own).
+    private func noticeLimit(_ message: String, now: ContinuousClock.Instant) {
+        guard now - lastLimitNotice >= .seconds(1) else { return }
+        lastLimitNotice = now
+        sendError("RATE_LIMITED", message)
+    }
+
+    /// Stops reading until the allowance has room again.
+    private func throttle(now: ContinuousClock.Instant) {
+        guard !throttled, let loop = socket?.eventLoop else { return }
+        throttled = true
+        socket?.pauseReading()
+        // At least 50 ms: a flood is read in slices, not a message at a time.
+        let wait = max(allowance.nextMessage(now: now) - now, .milliseconds(50))
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        loop.scheduleTask(in: TimeAmount(wait)) {
+            let connection = bound.value
+            connection.throttled = false
+            if !connection.waiting, !connection.socketClosed { connection.socket?.resumeReading() }
+        }
+    }
+
     /// Hands a numbered message to the session's agent (or refuses it).
     private func post(_ decoded: BrowserMessage, number: UInt64, of session: TabSession, owners: BoardState?) {
         let role = self.role
@@ -193,7 +255,7 @@ final class TabConnection: TabSocketReceiver {
         role = identity.role
         // The name others see: the invited user's, or the one this tab's hello gave (null for a nameless watcher).
         let facts = gateway.welcomeFacts(of: session)
-        let name = facts.displayName ?? identity.user ?? hello.name.map { String($0.prefix(40)) }
+        let name = facts.displayName ?? identity.user ?? hello.name.flatMap(DisplayName.cleaned)
         let wire = TabWire(hello: hello.wire)
         outbox.speak(wire)
         let welcome = BrowserMessage.Welcome(
@@ -224,7 +286,7 @@ final class TabConnection: TabSocketReceiver {
     private func taskDone() {
         waiting = false
         guard !socketClosed else { return release() }
-        socket?.resumeReading()
+        if !throttled { socket?.resumeReading() }
         while !waiting, !backlog.isEmpty { handle(backlog.removeFirst()) }
         socket?.flush()
     }

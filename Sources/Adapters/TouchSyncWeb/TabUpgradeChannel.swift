@@ -11,7 +11,7 @@ import ServiceLifecycle
 /// The gateway's child channel: HTTP/1 for the page and its API (Hummingbird's
 /// responder), and the WebSocket upgrade at `path` handing the connection to
 /// a `TabWebSocket` in the pipeline (no async stream or task per tab). The
-/// request-head deadline sits in front of both.
+/// request-head guard (deadline, Host, Origin, no bodies) sits in front of both.
 struct TabUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     enum UpgradeResult: Sendable {
         /// A tab's WebSocket; `goingAway` closes it when the gateway stops.
@@ -35,26 +35,26 @@ struct TabUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
     /// The largest WebSocket frame read (larger ones close the connection, 1009).
     let maxFrameSize: Int
     let headDeadline: TimeAmount
-    let upgradeRefusal: RequestHeadDeadlineHandler.UpgradeRefusal?
+    let refusal: RequestHeadDeadlineHandler.Refusal?
     let installTab: InstallTab
 
     init(
         responder: @escaping HTTPChannelHandler.Responder, path: String, http1: HTTP1Channel.Configuration, maxFrameSize: Int,
-        headDeadline: TimeAmount, upgradeRefusal: RequestHeadDeadlineHandler.UpgradeRefusal?, installTab: @escaping InstallTab
+        headDeadline: TimeAmount, refusal: RequestHeadDeadlineHandler.Refusal?, installTab: @escaping InstallTab
     ) {
         self.responder = Self.redirectingLateUpgrades(responder)
         self.path = path
         self.http1 = http1
         self.maxFrameSize = maxFrameSize
         self.headDeadline = headDeadline
-        self.upgradeRefusal = upgradeRefusal
+        self.refusal = refusal
         self.installTab = installTab
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(
-                RequestHeadDeadlineHandler(deadline: headDeadline, upgradeRefusal: upgradeRefusal), position: .first)
+                RequestHeadDeadlineHandler(deadline: headDeadline, refusal: refusal), position: .first)
             let upgradeAttempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
             let (path, installTab, http1) = (path, installTab, http1)
             let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(

@@ -65,6 +65,8 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
     }
 
     var eventLoop: (any EventLoop)? { context?.eventLoop }
+    /// The peer's IP address (what per-address limits count), or "unknown".
+    var remoteAddress: String { context?.channel.remoteAddress?.ipAddress ?? "unknown" }
     var isWritable: Bool { context?.channel.isWritable ?? false }
     var allocator: ByteBufferAllocator { context?.channel.allocator ?? ByteBufferAllocator() }
 
@@ -134,6 +136,18 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
     func channelInactive(context: ChannelHandlerContext) {
         end()
         context.fireChannelInactive()
+    }
+
+    /// The server allows half-closed connections (for HTTP), so a tab that
+    /// went away shows as its input closing, not as an inactive channel: a
+    /// WebSocket has nothing more to say after that, and its seat is freed now
+    /// rather than at the ping time-out.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .inputClosed? = event as? ChannelEvent {
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

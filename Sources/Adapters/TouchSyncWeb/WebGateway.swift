@@ -83,12 +83,29 @@ public struct WebConfiguration: Sendable {
     /// draw: drawing, undo, clearing and erasing its own strokes; admin also
     /// clears the board and erases others' strokes.
     public var guestRole: Role = .draw
-    /// Tabs (agent sessions, also those waiting for a dropped tab to come
-    /// back) this gateway keeps; a hello for one more is refused
-    /// `GATEWAY_FULL`. Default 256: each costs a thread and a few descriptors.
+    /// Tabs connected at once (watchers too); a hello for one more is refused
+    /// `GATEWAY_FULL`. A tab whose connection dropped frees its seat at once;
+    /// its session waits the reconnect grace. Default 256.
     public var maxTabs = 256
-    /// Tabs one invited user may have at once (`TOO_MANY_TABS` past it). Default 16.
+    /// Tabs one invited user may have at once, watchers too (`TOO_MANY_TABS` past it). Default 16.
     public var maxTabsPerUser = 16
+    /// Tabs one remote address may have at once (`TOO_MANY_TABS`), so that
+    /// one client cannot hold every seat; nil: no limit (behind a proxy that
+    /// is the only address). Default a quarter of `maxTabs`.
+    public var maxTabsPerAddress: Int?? = nil
+    /// Agent sessions kept, also those waiting for their dropped tab (the
+    /// longest-waiting is ended for a new one). Default twice `maxTabs`.
+    public var maxSessions: Int? = nil
+    /// What one tab may send (every message; resyncs apart); past it
+    /// `RATE_LIMITED` and reading pauses until there is room.
+    public var tabAllowance = TabAllowance.Limits()
+    /// A WebSocket that has not said hello this long after its upgrade is closed. Default 10 s.
+    public var helloTimeout: Duration = .seconds(10)
+    /// Host names (the `Host` header) the gateway answers besides loopback
+    /// names, IP addresses, its `--listen` name and the machine's name; `*`
+    /// any. Anything else is 403 (DNS rebinding: a page whose name now
+    /// points at this address must not read or draw on it).
+    public var allowedHosts: [String] = []
     /// HTTP connections at once (more wait to be accepted). Default 512.
     public var maxConnections = 512
     /// An HTTP connection that sends nothing for this long is closed (a
@@ -147,6 +164,8 @@ public final class WebGateway: Service, Sendable {
     private let connectionIdentity = "web-gateway-" + WebGateway.randomName(8)
     /// Signalled when the server listens or fails to (`waitUntilListening` waits on it).
     private let listening = ConditionWaiters()
+    /// The Host names requests may carry.
+    private let hostNames: HostNames
     /// Thumbnails of boards the gateway does not watch, drawn from one hub snapshot, with when.
     private let thumbnails = Mutex<[String: (svg: String, made: ContinuousClock.Instant)]>([:])
 
@@ -159,10 +178,13 @@ public final class WebGateway: Service, Sendable {
         var rules = GatewayCore.Configuration()
         rules.maxTabs = configuration.maxTabs
         rules.maxTabsPerUser = configuration.maxTabsPerUser
+        rules.maxTabsPerAddress = configuration.maxTabsPerAddress ?? max(1, configuration.maxTabs / 4)
+        rules.maxSessions = configuration.maxSessions ?? 2 * configuration.maxTabs
         rules.reconnectGrace = configuration.reconnectGrace
         rules.boardIdleGrace = configuration.boardIdleGrace
         state = Mutex(State(core: GatewayCore(configuration: rules)))
         page = try PageFiles(directory: configuration.pageDirectory)
+        hostNames = HostNames(listening: configuration.host, allowed: configuration.allowedHosts)
         agents = try AgentHost(
             threads: max(1, configuration.agentThreads), context: self.context, logger: logger, gatherInterval: configuration.hubFlushInterval)
         boards = try SubscriptionHost(context: self.context, logger: logger)
@@ -198,8 +220,8 @@ public final class WebGateway: Service, Sendable {
                     responder: responder, path: "/ws", http1: http1,
                     // Frames up to twice the largest message, so one just over it gets a reason; larger ones close the connection.
                     maxFrameSize: 2 * configuration.maxMessageBytes, headDeadline: headerTimeout,
-                    // Another site's page is refused 403 with the reason before the upgrade (which can only say 400).
-                    upgradeRefusal: { [self] origin, host in originRefusal(origin: origin, host: host) },
+                    // Unknown hosts, bodies and other sites' WebSockets are refused with the reason before Hummingbird sees them.
+                    refusal: { [self] head in refusal(of: head) },
                     installTab: { [self] channel in try installTab(on: channel) })
             },
             configuration: .init(
@@ -277,6 +299,21 @@ public final class WebGateway: Service, Sendable {
     }
 
     private func isShuttingDown() -> Bool { state.withLock { $0.stopped } }
+
+    /// Why a request is refused before it is served, or nil: a Host the
+    /// gateway does not answer to (DNS rebinding), a body (no route takes
+    /// one), another site's WebSocket.
+    func refusal(of head: RequestHead) -> (status: Int, reason: String)? {
+        if let host = head.host, !hostNames.allows(host) {
+            return (
+                403,
+                "this gateway does not answer to the name \(host) (a page whose name was pointed at this address must not reach it); the operator may allow it with --allow-host"
+            )
+        }
+        if head.hasBody { return (413, "the gateway takes no request bodies") }
+        if head.upgrade, let reason = originRefusal(origin: head.origin, host: head.host) { return (403, reason) }
+        return nil
+    }
 
     /// Why a WebSocket from `origin` is refused, or nil: browsers send the
     /// page's origin, so a page of another site is told apart from ours
@@ -511,6 +548,7 @@ public final class WebGateway: Service, Sendable {
         let ended: [GatewayCore.Action] = state.withLock { state in
             _ = state.invitedTabs.removeValue(forKey: id)
             _ = state.tabs.removeValue(forKey: id)
+            state.core.unseat(id)
             if let board = fanout?.board { state.core.leave(id, board: board, now: .now) }
             guard let session else { return [] }
             if saidGoodbye || outbox.isRevoked { return state.core.close(session.resumeToken) }  // a closed tab: its touches are cancelled at once
@@ -530,7 +568,7 @@ public final class WebGateway: Service, Sendable {
 
     /// A tab's `name`: nil, or why it is refused.
     func rename(_ session: TabSession?, to name: String?) -> BrowserWireError? {
-        switch state.withLock({ $0.core.rename(session?.resumeToken ?? "", to: name ?? "") }) {
+        switch state.withLock({ $0.core.rename(session?.resumeToken ?? "", to: name ?? "", now: .now) }) {
         case .success(let actions):
             performSoon(actions)
             return nil
@@ -628,14 +666,16 @@ public final class WebGateway: Service, Sendable {
 
     /// Finds the tab's session (a resume) or starts a new agent for it; nil
     /// for a tab that may only watch (it gets the board, and no agent).
-    func open(_ hello: BrowserMessage.Hello, connection: GatewayCore.Connection, outbox: TabOutbox) async throws(BrowserWireError) -> (
-        TabSession?, BoardFanout, TabIdentity
-    ) {
+    func open(_ hello: BrowserMessage.Hello, connection: GatewayCore.Connection, address: String, outbox: TabOutbox) async throws(BrowserWireError)
+        -> (TabSession?, BoardFanout, TabIdentity)
+    {
         guard let board = hello.board, isValidBoardName(board) else {
             throw BrowserWireError("UNKNOWN_BOARD", boardNameRule)
         }
         let identity = try identify(token: hello.token, board: board)
         if isShuttingDown() { throw BrowserWireError("SHUTTING_DOWN", "the gateway is stopping") }
+        // The seat first, before anything waits: hellos at once cannot overshoot the limits.
+        try state.withLock { $0.core.seat(connection, user: identity.user, address: address) }.get()
         let fanout = self.fanout(for: board)
         guard identity.role >= .draw else { return (nil, fanout, identity) }
         if let resume = hello.resume {
@@ -650,11 +690,11 @@ public final class WebGateway: Service, Sendable {
         }
         // A full gateway first makes room by ending the tab that has waited longest
         // for its connection to come back: closed tabs must not keep new ones out.
-        switch state.withLock({ $0.core.admit(user: identity.user, now: .now) }) {
+        switch state.withLock({ $0.core.admit(user: identity.user, address: address, now: .now) }) {
         case .success(let evictions): await perform(evictions)
         case .failure(let refusal): throw refusal
         }
-        let name = identity.user ?? String((hello.name ?? "guest").prefix(40))
+        let name = identity.user ?? hello.name.flatMap(DisplayName.cleaned) ?? "guest"
         let namespace = identity.namespacePrefix + Self.randomName(identity.user == nil ? 10 : 6)
         var settings = AgentConfiguration(board: board, hubEndpoint: configuration.hub(board).ingest)
         settings.clientName = "touchsync web"
@@ -675,10 +715,12 @@ public final class WebGateway: Service, Sendable {
             events.session?.deliver(event) { self.pushAcks(of: $0) }
         }
         do { agent = try TouchAgent(configuration: settings, context: context, logger: logger, host: agents, onEvent: onEvent) } catch {
+            state.withLock { $0.core.cancelAdmission(user: identity.user, address: address) }
             throw BrowserWireError("HUB_UNAVAILABLE", "cannot reach the hub: \(error)")
         }
         agent.start()
         guard await agent.waitUntilWelcomed(timeout: .seconds(10)) else {
+            state.withLock { $0.core.cancelAdmission(user: identity.user, address: address) }
             let why = agent.helloRefusal ?? "the hub at \(settings.hubEndpoint) did not answer within 10 s"
             await agent.stop(goodbye: true)
             throw BrowserWireError("HUB_REFUSED", why)
@@ -689,7 +731,8 @@ public final class WebGateway: Service, Sendable {
         let opened = state.withLock { state in
             state.sessions[session.resumeToken] = session
             return state.core.open(
-                token: session.resumeToken, namespace: namespace, board: board, user: identity.user, displayName: name, connection: connection)
+                token: session.resumeToken, namespace: namespace, board: board, user: identity.user, address: address, displayName: name,
+                connection: connection)
         }
         await perform(opened.filter { if case .usersChanged = $0 { false } else { true } })  // the welcome comes first; users follow it
         logger.info("tab joined", metadata: ["user": "\(namespace)", "board": "\(board)", "name": "\(name)"])

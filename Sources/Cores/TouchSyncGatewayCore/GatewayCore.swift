@@ -16,10 +16,17 @@ public struct GatewayCore: Sendable {
     public typealias Connection = UInt64
 
     public struct Configuration: Sendable {
-        /// Sessions kept (also those waiting for a dropped tab); one more is `GATEWAY_FULL`.
+        /// Seats: tabs connected at once, watchers too; one more is `GATEWAY_FULL`.
         public var maxTabs = 256
-        /// Sessions one invited user may have (`TOO_MANY_TABS`).
+        /// Seats one invited user may hold, watchers too (`TOO_MANY_TABS`).
         public var maxTabsPerUser = 16
+        /// Seats one remote address may hold (`TOO_MANY_TABS`), so that one
+        /// client cannot take every seat; nil: no limit (a gateway behind a
+        /// proxy sees one address). Default a quarter of `maxTabs`.
+        public var maxTabsPerAddress: Int? = 64
+        /// Agent sessions kept, also those waiting for their dropped tab: past
+        /// it the longest-waiting one is ended for a new one. Default 2 × 256.
+        public var maxSessions = 512
         /// How long a session waits for its dropped tab to come back.
         public var reconnectGrace: Duration = .seconds(30)
         /// How long a board no tab uses is still followed.
@@ -35,6 +42,8 @@ public struct GatewayCore: Sendable {
         public let board: String
         /// The invited user it acts for (nil: a guest on a plain-text hub).
         public let user: String?
+        /// Whose allowance the session counts in: the user, or a guest's remote address.
+        let owner: String
         public fileprivate(set) var displayName: String
         /// The colour of the tab's last style (0xRRGGBBAA).
         public fileprivate(set) var colour: UInt32? = nil
@@ -90,6 +99,20 @@ public struct GatewayCore: Sendable {
     public let configuration: Configuration
     private(set) var sessions: [String: Session] = [:]
     private var boards: [String: FollowedBoard] = [:]
+    /// Connected tabs (watchers too), by connection: who holds each seat.
+    private var seats: [Connection: Seat] = [:]
+    private var seatsByUser: [String: Int] = [:]
+    private var seatsByAddress: [String: Int] = [:]
+    /// Sessions admitted whose agent the hub has not welcomed yet (by owner; counted as sessions).
+    private var reserved: [String: Int] = [:]
+    private var reservedCount = 0
+    /// Renames each session may still make now (`NameAllowance`).
+    private var renames: [String: TokenBucket] = [:]
+
+    struct Seat: Sendable {
+        var user: String?
+        var address: String
+    }
 
     struct FollowedBoard: Sendable {
         var tabs: Set<Connection> = []
@@ -129,34 +152,94 @@ public struct GatewayCore: Sendable {
 
     public func tabCount(of board: String) -> Int { boards[board]?.tabs.count ?? 0 }
 
+    // MARK: Seats
+
+    /// A tab's WebSocket said hello: it takes a seat (before any waiting, so
+    /// hellos at once never overshoot), or is refused naming the limit.
+    /// `user`: the invited user (nil: a guest); `address`: the remote address.
+    public mutating func seat(_ connection: Connection, user: String?, address: String) -> Result<Void, BrowserWireError> {
+        guard seats[connection] == nil else { return .success(()) }
+        guard seats.count < configuration.maxTabs else {
+            return .failure(BrowserWireError("GATEWAY_FULL", "this gateway serves its maximum of \(configuration.maxTabs) tabs (--max-tabs): try again later"))
+        }
+        if let user, seatsByUser[user, default: 0] >= configuration.maxTabsPerUser {
+            return .failure(
+                BrowserWireError("TOO_MANY_TABS", "\(user) has \(configuration.maxTabsPerUser) tabs open here already (--max-tabs-per-user): close one"))
+        }
+        if let limit = configuration.maxTabsPerAddress, seatsByAddress[address, default: 0] >= limit {
+            return .failure(
+                BrowserWireError("TOO_MANY_TABS", "\(limit) tabs are open here from your address already (--max-tabs-per-address): close one"))
+        }
+        seats[connection] = Seat(user: user, address: address)
+        if let user { seatsByUser[user, default: 0] += 1 }
+        seatsByAddress[address, default: 0] += 1
+        return .success(())
+    }
+
+    /// The tab's WebSocket closed: its seat is free at once (its session, if
+    /// any, waits the reconnect grace without one).
+    public mutating func unseat(_ connection: Connection) {
+        guard let seat = seats.removeValue(forKey: connection) else { return }
+        if let user = seat.user { seatsByUser[user] = seatsByUser[user]! > 1 ? seatsByUser[user]! - 1 : nil }
+        seatsByAddress[seat.address] = seatsByAddress[seat.address]! > 1 ? seatsByAddress[seat.address]! - 1 : nil
+    }
+
+    public var seatCount: Int { seats.count }
+
     // MARK: Sessions
 
-    /// Room for one more session of `user`: the session that has waited
-    /// longest for its tab is ended when the gateway is full (closed tabs must
-    /// not keep new ones out); then `GATEWAY_FULL` or `TOO_MANY_TABS`.
-    public mutating func admit(user: String?, now: Instant) -> Result<[Action], BrowserWireError> {
+    /// Room for one more session of `user` (or of a guest at `address`),
+    /// reserved until `open` or `cancelAdmission`: past the owner's share
+    /// (`maxTabsPerUser`, or `maxTabsPerAddress` for guests) its own session
+    /// that has waited longest for its tab is ended, past `maxSessions` the
+    /// gateway's (closed tabs must not keep new ones out); `GATEWAY_FULL` or
+    /// `TOO_MANY_TABS` when none waits.
+    public mutating func admit(user: String?, address: String, now: Instant) -> Result<[Action], BrowserWireError> {
+        let owner = Self.owner(user: user, address: address)
         var actions: [Action] = []
-        if sessions.count >= configuration.maxTabs,
-            let oldest = sessions.values.filter({ $0.detachedAt != nil }).min(by: { $0.detachedAt! < $1.detachedAt! })
-        {
+        func evictLongestWaiting(_ candidates: some Sequence<Session>) -> Bool {
+            guard let oldest = candidates.filter({ $0.detachedAt != nil }).min(by: { $0.detachedAt! < $1.detachedAt! }) else { return false }
             sessions[oldest.token] = nil
+            renames[oldest.token] = nil
             actions.append(.endAgent(token: oldest.token, namespace: oldest.namespace, why: .evicted))
             actions.append(.usersChanged(board: oldest.board))
+            return true
         }
-        guard sessions.count < configuration.maxTabs else {
-            return .failure(BrowserWireError("GATEWAY_FULL", "this gateway serves its maximum of \(configuration.maxTabs) tabs: try again later"))
+        let ownerLimit = user != nil ? configuration.maxTabsPerUser : (configuration.maxTabsPerAddress ?? Int.max)
+        let owned = sessions.values.filter { $0.owner == owner }
+        if owned.count + reserved[owner, default: 0] >= ownerLimit, !evictLongestWaiting(owned) {
+            return .failure(BrowserWireError("TOO_MANY_TABS", "\(user ?? "your address") has \(ownerLimit) tabs here already: close one"))
         }
-        if let user, sessions.values.count(where: { $0.user == user }) >= configuration.maxTabsPerUser {
-            return .failure(BrowserWireError("TOO_MANY_TABS", "\(user) has \(configuration.maxTabsPerUser) tabs open here already: close one"))
+        if sessions.count + reservedCount >= configuration.maxSessions, !evictLongestWaiting(sessions.values) {
+            return .failure(BrowserWireError("GATEWAY_FULL", "this gateway keeps its maximum of \(configuration.maxSessions) tab sessions: try again later"))
         }
+        reserved[owner, default: 0] += 1
+        reservedCount += 1
         return .success(actions)
     }
 
-    /// A new session, its agent welcomed by the hub, spoken for by `connection`.
+    /// An admitted session will not open (its agent was refused, the tab left).
+    public mutating func cancelAdmission(user: String?, address: String) {
+        release(reservationOf: Self.owner(user: user, address: address))
+    }
+
+    private mutating func release(reservationOf owner: String) {
+        guard let count = reserved[owner] else { return }
+        reserved[owner] = count > 1 ? count - 1 : nil
+        reservedCount -= 1
+    }
+
+    static func owner(user: String?, address: String) -> String { user.map { "user " + $0 } ?? "address " + address }
+
+    /// A new session, its agent welcomed by the hub, spoken for by
+    /// `connection` (its admission's reservation is used up).
     public mutating func open(
-        token: String, namespace: String, board: String, user: String?, displayName: String, connection: Connection
+        token: String, namespace: String, board: String, user: String?, address: String, displayName: String, connection: Connection
     ) -> [Action] {
-        sessions[token] = Session(token: token, namespace: namespace, board: board, user: user, displayName: displayName, connection: connection)
+        let owner = Self.owner(user: user, address: address)
+        release(reservationOf: owner)
+        sessions[token] = Session(
+            token: token, namespace: namespace, board: board, user: user, owner: owner, displayName: displayName, connection: connection)
         return [.usersChanged(board: board)]
     }
 
@@ -184,12 +267,16 @@ public struct GatewayCore: Sendable {
     /// The tab said goodbye or lost its access: the session ends now.
     public mutating func close(_ token: String) -> [Action] {
         guard let session = sessions.removeValue(forKey: token) else { return [] }
+        renames[token] = nil
         return [.endAgent(token: token, namespace: session.namespace, why: .closed), .usersChanged(board: session.board)]
     }
 
     /// Ends every session (the gateway stops); their tokens and namespaces.
     public mutating func closeAll() -> [Action] {
-        defer { sessions.removeAll() }
+        defer {
+            sessions.removeAll()
+            renames.removeAll()
+        }
         return sessions.values.map { .endAgent(token: $0.token, namespace: $0.namespace, why: .closed) }
     }
 
@@ -232,20 +319,29 @@ public struct GatewayCore: Sendable {
 
     // MARK: Who is on a board
 
-    /// A guest's new name (an invited user's is the invitation's: `NAME_FIXED`).
-    public mutating func rename(_ token: String, to name: String) -> Result<[Action], BrowserWireError> {
+    /// A guest's new name (an invited user's is the invitation's: `NAME_FIXED`):
+    /// `DisplayName`'s rules, a few renames a second (`RATE_LIMITED`), and the
+    /// board's tabs told only when it changed.
+    public mutating func rename(_ token: String, to name: String, now: Instant) -> Result<[Action], BrowserWireError> {
         guard let session = sessions[token], session.user == nil else {
             return .failure(BrowserWireError("NAME_FIXED", "an invited user's name is the invitation's; a watcher has none"))
         }
-        let chosen = name.trimmingPrefix(while: \.isWhitespace)
-        guard !chosen.isEmpty, !chosen.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            return .failure(BrowserWireError("MALFORMED", "name has a name: 1 to 40 characters, no control characters"))
+        guard let chosen = DisplayName.cleaned(name) else {
+            return .failure(BrowserWireError("MALFORMED", "a name is \(DisplayName.rule)"))
         }
-        var trimmed = String(chosen)
-        while trimmed.last?.isWhitespace == true { trimmed.removeLast() }
-        sessions[token]!.displayName = String(trimmed.prefix(40))
+        guard chosen != session.displayName else { return .success([]) }
+        var allowance = renames[token] ?? TokenBucket(rate: Self.renamesPerSecond, burst: Self.renameBurst, now: now)
+        guard allowance.take(now: now) else {
+            renames[token] = allowance
+            return .failure(BrowserWireError("RATE_LIMITED", "a tab may rename itself \(Int(Self.renameBurst)) times at once, then once a second"))
+        }
+        renames[token] = allowance
+        sessions[token]!.displayName = chosen
         return .success([.usersChanged(board: session.board)])
     }
+
+    static let renamesPerSecond = 1.0
+    static let renameBurst = 5.0
 
     /// The tab's style chose a colour (shown in the users list).
     public mutating func colour(_ token: String, _ rgba: UInt32) -> [Action] {
@@ -269,6 +365,7 @@ public struct GatewayCore: Sendable {
         for session in sessions.values {
             guard let detachedAt = session.detachedAt, now - detachedAt >= configuration.reconnectGrace else { continue }
             sessions[session.token] = nil
+            renames[session.token] = nil
             actions.append(.endAgent(token: session.token, namespace: session.namespace, why: .didNotComeBack))
             actions.append(.usersChanged(board: session.board))
         }

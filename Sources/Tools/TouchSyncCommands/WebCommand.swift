@@ -50,10 +50,20 @@ struct WebCommand: AsyncParsableCommand {
     var allowOrigin: [String] = []
     @Option(help: "Role of a guest tab without --access: watch, draw (its own strokes) or admin (also clear the board and erase others' strokes).")
     var guestRole = "draw"
-    @Option(parsing: .unconditional, help: "Tabs this gateway keeps at once (each an agent of the hub); more are refused GATEWAY_FULL.")
+    @Option(parsing: .unconditional, help: "Tabs connected at once, watchers too; more are refused GATEWAY_FULL.")
     var maxTabs = 256
-    @Option(parsing: .unconditional, help: "Tabs one invited user may have open at once (TOO_MANY_TABS past it).")
+    @Option(parsing: .unconditional, help: "Tabs one invited user may have open at once, watchers too (TOO_MANY_TABS past it).")
     var maxTabsPerUser = 16
+    @Option(
+        parsing: .unconditional,
+        help: "Tabs one remote address may have open at once (TOO_MANY_TABS past it); default a quarter of --max-tabs; 0: no limit (behind a proxy, or for load tests).")
+    var maxTabsPerAddress: Int?
+    @Option(parsing: .unconditional, help: "Messages one tab may send a second (twice that at once); past it RATE_LIMITED and the tab's reading pauses.")
+    var maxTabMessagesPerSecond = 1000.0
+    @Option(
+        parsing: .singleValue,
+        help: "Answer requests for this host name too (repeatable; * for any). IP addresses, localhost, the --listen name and this machine's name always work; others get 403 (DNS rebinding).")
+    var allowHost: [String] = []
     @Option(parsing: .unconditional, help: "Threads that carry every tab's connection to the hub (not one thread per tab).")
     var agentThreads = 2
     @Option(parsing: .unconditional, help: "Seconds a board stays followed (its subscriber and replica) after its last tab left.")
@@ -62,6 +72,8 @@ struct WebCommand: AsyncParsableCommand {
     var maxConnections: Int?
     @Option(parsing: .unconditional, help: "Seconds a connection has to send its first request head before it is closed (slowloris).")
     var headerTimeout = 10.0
+    @Option(parsing: .unconditional, help: "Seconds a WebSocket has to say hello before it is closed.")
+    var helloTimeout = 10.0
     @OptionGroup var logging: LoggingOptions
 
     var hostAndPort: (host: String, port: Int)? {
@@ -75,7 +87,19 @@ struct WebCommand: AsyncParsableCommand {
         guard (1...100_000).contains(maxTabs) else { throw ValidationError("--max-tabs must be 1 to 100000") }
         if let maxConnections, !(8...1_000_000).contains(maxConnections) { throw ValidationError("--max-connections must be 8 to 1000000") }
         guard headerTimeout > 0 && headerTimeout <= 600 else { throw ValidationError("--header-timeout must be above 0 and at most 600 seconds") }
+        guard helloTimeout > 0 && helloTimeout <= 600 else { throw ValidationError("--hello-timeout must be above 0 and at most 600 seconds") }
         guard (1...10_000).contains(maxTabsPerUser) else { throw ValidationError("--max-tabs-per-user must be 1 to 10000") }
+        if let maxTabsPerAddress, !(0...100_000).contains(maxTabsPerAddress) {
+            throw ValidationError("--max-tabs-per-address must be 0 (no limit) to 100000")
+        }
+        guard maxTabMessagesPerSecond.isFinite, (10...1_000_000).contains(maxTabMessagesPerSecond) else {
+            throw ValidationError("--max-tab-messages-per-second must be 10 to 1000000")
+        }
+        for name in allowHost where name != "*" {
+            guard !name.isEmpty, !name.contains("/"), !name.contains(":") || name.hasPrefix("[") else {
+                throw ValidationError("--allow-host \(name): a host name without scheme or port, e.g. board.example.com")
+            }
+        }
         guard (1...64).contains(agentThreads) else { throw ValidationError("--agent-threads must be 1 to 64") }
         guard idleBoardSeconds.isFinite, idleBoardSeconds >= 0, idleBoardSeconds <= 86_400 else {
             throw ValidationError("--idle-board-seconds must be 0 to 86400")
@@ -147,10 +171,15 @@ struct WebCommand: AsyncParsableCommand {
         configuration.guestRole = Role(rawValue: guestRole) ?? .draw
         configuration.maxTabs = maxTabs
         configuration.maxTabsPerUser = maxTabsPerUser
+        if let maxTabsPerAddress { configuration.maxTabsPerAddress = .some(maxTabsPerAddress == 0 ? nil : maxTabsPerAddress) }
+        configuration.tabAllowance.messagesPerSecond = maxTabMessagesPerSecond
+        configuration.tabAllowance.messageBurst = 2 * maxTabMessagesPerSecond
+        configuration.allowedHosts = allowHost
         configuration.agentThreads = agentThreads
         configuration.boardIdleGrace = .milliseconds(Int64(idleBoardSeconds * 1000))
         configuration.maxConnections = maxConnections ?? max(512, 2 * maxTabs)
         configuration.headerTimeout = .milliseconds(Int64(headerTimeout * 1000))
+        configuration.helloTimeout = .milliseconds(Int64(helloTimeout * 1000))
         if let access {
             do { _ = try AccessList.load(from: access) } catch { throw CommandFailure(error.description) }
         }

@@ -259,13 +259,23 @@ public struct WebLoadRun: Sendable {
             for tab in tabs { await tab.close() }
             throw WebLoadError.unreachable("\(error)")
         }
-        guard await signal.wait(timeout: .seconds(60), until: { tabs.allSatisfy { $0.isWelcomed && $0.sequence != nil } ? true : nil }) != nil else {
+        // Done when every tab has its board, or was refused for good (a full gateway, a limit).
+        let finalRefusals: Set<String> = ["GATEWAY_FULL", "TOO_MANY_TABS", "UNAUTHORIZED", "FORBIDDEN", "UNKNOWN_BOARD"]
+        let allHeard = await signal.wait(timeout: .seconds(60)) {
+            tabs.allSatisfy { tab in
+                (tab.isWelcomed && tab.sequence != nil) || tab.state.withLock { !finalRefusals.isDisjoint(with: $0.errors.keys) }
+            } ? true : nil
+        }
+        guard allHeard != nil, tabs.allSatisfy({ $0.isWelcomed && $0.sequence != nil }) else {
             let missing = tabs.filter { !$0.isWelcomed }.count
             let errors = tabs.reduce(into: [String: Int]()) { all, tab in all.merge(tab.state.withLock { $0.errors }) { $0 + $1 } }
             for tab in tabs { await tab.close() }
             throw WebLoadError.notWelcomed(
                 "\(missing) of \(c.tabs) tabs not welcomed (or without the board's snapshot) within 60 s"
-                    + (errors.isEmpty ? "" : "; errors: " + errors.map { "\($0.key) \($0.value)" }.sorted().joined(separator: ", ")))
+                    + (errors.isEmpty ? "" : "; errors: " + errors.map { "\($0.key) \($0.value)" }.sorted().joined(separator: ", "))
+                    + (errors["TOO_MANY_TABS"] != nil || errors["GATEWAY_FULL"] != nil
+                        ? " (a gateway seats a quarter of --max-tabs per address: for a load test start it with a --max-tabs above --users and --max-tabs-per-address 0)"
+                        : ""))
         }
         let connectTime = ContinuousClock.now - connecting
         let connected = gatewayPID.flatMap { ProcessStats.read(pid: $0) }

@@ -283,6 +283,7 @@ final class WebTab: Sendable {
             }
         case .error(let code, _, _):
             state.withLock { $0.errors[code, default: 0] += 1 }
+            changed()  // a refused hello is news too: the run stops waiting for it
         case .hub(.busy):
             state.withLock { $0.busyNotices += 1 }
         case .snapshot(let snapshot):

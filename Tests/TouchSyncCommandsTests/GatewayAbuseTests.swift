@@ -1,0 +1,192 @@
+import Foundation
+import Testing
+import TouchSyncWebWire
+
+/// Hostile tabs against a real `touchsync web` in front of a real hub, on
+/// loopback (docs/security.md, "Limits and quotas"): each attack is bounded in
+/// count and time, and asserts what the attacker was refused and that honest
+/// tabs were served with nothing lost. Honest latency during each attack is
+/// printed beside the idle figure (never asserted: shared machines are noisy).
+@Suite("Gateway under attack", .timeLimit(.minutes(2)))
+struct GatewayAbuseTests {
+    typealias Rig = GatewayWireTests.Rig
+    typealias Tab = GatewayWireTests.Tab
+
+    static func welcome(_ tab: Tab, board: String, name: String? = nil) async throws -> BrowserMessage.Welcome {
+        tab.send(.hello(.init(board: board, name: name)))
+        return try await tab.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
+    }
+
+    /// Round trips of `count` pings from `tab`, in milliseconds, sorted.
+    static func pings(_ tab: Tab, count: Int) async throws -> [Double] {
+        var times: [Double] = []
+        for index in 0..<count {
+            let sent = ContinuousClock.now
+            tab.send(.ping(at: Double(index)))
+            _ = try await tab.next("pong \(index)") { if case .pong(let at) = $0, at == Double(index) { true } else { nil } }
+            let elapsed = ContinuousClock.now - sent
+            times.append(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+        }
+        return times.sorted()
+    }
+
+    /// An honest tab draws `strokes` strokes of three samples; every one must be acknowledged.
+    static func draw(_ tab: Tab, strokes: Int, from first: UInt64 = 1) async throws -> UInt64 {
+        var n = first
+        for stroke in 0..<strokes {
+            let id = UInt64(stroke + 1)
+            for (phase, x) in [("began", 1.0), ("moved", 2.0), ("ended", 3.0)] {
+                tab.send(.touch(.init(n: n, phase: phase, id: id, s: [[x, Double(stroke), Double(n)]])))
+                n += 1
+            }
+        }
+        let last = n - 1
+        _ = try await tab.next("ack \(last)", timeout: .seconds(30)) { if case .ack(let a) = $0, a >= last { a } else { nil } }
+        return n
+    }
+
+    /// One remote address gets a quarter of the seats (here 4 of 16), also
+    /// when its hellos all arrive at once; a closed WebSocket frees its seat
+    /// at once, while its session waits for it.
+    @Test func oneAddressCannotTakeEverySeatAndClosedTabsFreeTheirsAtOnce() async throws {
+        let rig = try await Rig(webArguments: ["--max-tabs", "16", "--max-tabs-per-address", "4", "--reconnect-grace", "60"])
+        defer { rig.close() }
+        var tabs: [Tab] = []
+        for _ in 0..<12 { tabs.append(try await rig.tab()) }
+        for (index, tab) in tabs.enumerated() { tab.send(.hello(.init(board: "seats-\(index % 3)"))) }
+        var welcomed: [Tab] = []
+        var refusals: [String] = []
+        for tab in tabs {
+            let outcome = try await tab.next("welcome or refusal") { message -> String? in
+                switch message {
+                case .welcome: "welcome"
+                case .error(let code, let text, _): "\(code): \(text)"
+                default: nil
+                }
+            }
+            if outcome == "welcome" { welcomed.append(tab) } else { refusals.append(outcome) }
+        }
+        #expect(welcomed.count == 4, "\(welcomed.count) welcomed; refused: \(refusals)")
+        #expect(refusals.count == 8 && refusals.allSatisfy { $0.hasPrefix("TOO_MANY_TABS") && $0.contains("--max-tabs-per-address") }, "\(refusals)")
+        // Dropped without a goodbye: the sessions wait 60 s for their tabs, the seats are free now.
+        for tab in welcomed { await tab.connection.drop() }
+        // The gateway hears the drops a moment later: a new tab asks until then (each refusal closes its socket).
+        let deadline = ContinuousClock.now + .seconds(10)
+        var welcome: BrowserMessage.Welcome? = nil
+        var again: Tab? = nil
+        while welcome == nil, ContinuousClock.now < deadline {
+            let tab = try await rig.tab()
+            tab.send(.hello(.init(board: "seats-0")))
+            welcome = try await tab.next("welcome or refusal") { message -> BrowserMessage.Welcome?? in
+                switch message {
+                case .welcome(let w): return .some(w)
+                case .error: return .some(nil)
+                default: return nil
+                }
+            }
+            again = tab
+            if welcome == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(welcome != nil, "a new tab is seated while the dropped tabs' sessions wait their grace")
+        print("a new tab seated \(ContinuousClock.now - (deadline - .seconds(10))) after four tabs dropped")
+        await again?.connection.close()
+        for tab in tabs { await tab.connection.close() }
+    }
+
+    /// One tab flooding names, malformed text, resyncs and pings is slowed
+    /// to its allowance and told RATE_LIMITED; a name of one huge character
+    /// is refused (it was 0.96 MB to every tab); the honest tab beside it
+    /// draws with every stroke acknowledged and hears a bounded number of
+    /// users lists.
+    @Test func aFloodingTabIsSlowedAndOthersKeepDrawing() async throws {
+        let rig = try await Rig(webArguments: ["--max-tab-messages-per-second", "200"])
+        defer { rig.close() }
+        let honest = try await rig.tab()
+        _ = try await Self.welcome(honest, board: "flood", name: "honest")
+        let idle = try await Self.pings(honest, count: 40)
+
+        let attacker = try await rig.tab()
+        _ = try await Self.welcome(attacker, board: "flood", name: "attacker")
+        let heavy = "e" + String(repeating: "\u{301}", count: 12_000)
+        attacker.send(.name(heavy))
+        #expect(try await attacker.next("heavy name refused") { if case .error("MALFORMED", let m, _) = $0 { m.contains("120 bytes") } else { nil } })
+        let usersBefore = honest.received { if case .users = $0 { true } else { false } }
+        // 20,000 messages as fast as the socket takes them: renames, garbage, resyncs.
+        let flood = Task {
+            for index in 0..<20_000 {
+                switch index % 3 {
+                case 0: attacker.send(.name("n\(index)"))
+                case 1: attacker.connection.send("{not json \(index)")
+                default: attacker.send(.resync)
+                }
+                if index % 500 == 0 { await Task.yield() }
+            }
+        }
+        let during = try await Self.pings(honest, count: 40)
+        _ = try await Self.draw(honest, strokes: 20)
+        await flood.value
+        let limited = try await attacker.next("RATE_LIMITED") { if case .error("RATE_LIMITED", let m, _) = $0 { m } else { nil } }
+        #expect(!limited.isEmpty)
+        // Renames: 5 at once then one a second, and only changes are sent: a few lists, not thousands.
+        let users = honest.received { if case .users = $0 { true } else { false } } - usersBefore
+        #expect(users < 40, "\(users) users lists reached the honest tab")
+        let attackerErrors = attacker.received { if case .error = $0 { true } else { false } }
+        #expect(attackerErrors < 2_000, "\(attackerErrors) errors answered: refusals are paced too")
+        print(
+            "flood from one tab: honest ping p50 \(idle[20]) ms idle, \(during[20]) ms during (ratio \(during[20] / max(idle[20], 0.001))); "
+                + "users lists \(users), attacker's errors \(attackerErrors)")
+        await attacker.connection.close()
+        await honest.connection.close()
+    }
+
+    /// A WebSocket that never says hello is closed; a request with a body is
+    /// refused at once (the gateway takes none, so a body sent a byte at a
+    /// time cannot hold a connection).
+    @Test func silentWebSocketsAndRequestBodiesDoNotHoldConnections() async throws {
+        let rig = try await Rig(webArguments: ["--hello-timeout", "1"])
+        defer { rig.close() }
+        let silent = try await rig.tab()
+        let notWelcomed = try await silent.next("NOT_WELCOMED") { if case .error("NOT_WELCOMED", let m, _) = $0 { m } else { nil } }
+        #expect(notWelcomed.contains("no hello"))
+        #expect(await silent.waitUntilClosed(timeout: .seconds(10)))
+        let body = try httpExchange(
+            port: UInt16(rig.port), "GET /api/boards HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000000\r\n\r\nx")
+        #expect(body.hasPrefix("HTTP/1.1 413"), "\(body.prefix(120))")
+        let chunked = try httpExchange(port: UInt16(rig.port), "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n")
+        #expect(chunked.hasPrefix("HTTP/1.1 413"), "\(chunked.prefix(120))")
+        // A tab that says hello in time stays.
+        let tab = try await rig.tab()
+        _ = try await Self.welcome(tab, board: "silent")
+        try await Task.sleep(for: .seconds(2))  // past the hello time-out: proves the welcomed tab is not closed by it
+        tab.send(.ping(at: 1))
+        #expect(try await tab.next("pong") { if case .pong = $0 { true } else { nil } })
+        await tab.connection.close()
+    }
+
+    /// DNS rebinding: a request naming a host the gateway does not answer to
+    /// is 403, page and WebSocket alike; IP addresses, localhost and
+    /// `--allow-host` names are served; another origin's WebSocket is 403 too.
+    @Test func unknownHostNamesAreRefusedAgainstDNSRebinding() async throws {
+        let rig = try await Rig(webArguments: ["--allow-host", "board.example"])
+        defer { rig.close() }
+        func get(host: String, extra: String = "") throws -> String {
+            try httpExchange(port: UInt16(rig.port), "GET / HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\(extra)\r\n")
+        }
+        let port = rig.port
+        let evil = try get(host: "evil.example:\(port)")
+        #expect(evil.hasPrefix("HTTP/1.1 403") && evil.contains("--allow-host"), "\(evil.prefix(200))")
+        let upgrade = try get(
+            host: "evil.example:\(port)",
+            extra: "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nOrigin: http://evil.example:\(port)\r\n")
+        #expect(upgrade.hasPrefix("HTTP/1.1 403"), "\(upgrade.prefix(200))")
+        for host in ["127.0.0.1:\(port)", "localhost:\(port)", "LOCALHOST.:\(port)", "[::1]:\(port)", "board.example:\(port)", "app.localhost"] {
+            let page = try get(host: host)
+            #expect(page.hasPrefix("HTTP/1.1 200"), "\(host): \(page.prefix(120))")
+        }
+        // Another origin against a name the gateway answers to: 403 as documented (not 400).
+        let otherOrigin = try get(
+            host: "127.0.0.1:\(port)",
+            extra: "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nOrigin: http://localhost:\(port)\r\n")
+        #expect(otherOrigin.hasPrefix("HTTP/1.1 403") && otherOrigin.contains("own origin only"), "\(otherOrigin.prefix(200))")
+    }
+}
