@@ -25,7 +25,7 @@ for TABS in "$@"; do
   sleep 1
   "$GATEWAY" web --listen 127.0.0.1:$((PORT + 10)) --hub tcp://127.0.0.1:$PORT --publish tcp://127.0.0.1:$((PORT + 1)) \
     --snapshot tcp://127.0.0.1:$((PORT + 2)) --history tcp://127.0.0.1:$((PORT + 3)) \
-    --max-tabs $((TABS + 100)) --max-connections $((2 * TABS + 100)) ${WEB_ARGS:-} > "$DATA/web.log" 2>&1 &
+    --max-tabs $((TABS + 100)) --max-tabs-per-address 0 --max-connections $((2 * TABS + 100)) ${WEB_ARGS:-} > "$DATA/web.log" 2>&1 &
   WEB_PID=$!
   sleep 2
   echo "=== $TABS tabs, gateway $GATEWAY"

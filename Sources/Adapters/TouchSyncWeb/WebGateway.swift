@@ -91,7 +91,7 @@ public struct WebConfiguration: Sendable {
     public var maxTabsPerUser = 16
     /// Tabs one remote address may have at once (`TOO_MANY_TABS`), so that
     /// one client cannot hold every seat; nil: no limit (behind a proxy that
-    /// is the only address). Default a quarter of `maxTabs`.
+    /// is the only address). Default a quarter of `maxTabs`, at least 16.
     public var maxTabsPerAddress: Int?? = nil
     /// Agent sessions kept, also those waiting for their dropped tab (the
     /// longest-waiting is ended for a new one). Default twice `maxTabs`.
@@ -178,7 +178,7 @@ public final class WebGateway: Service, Sendable {
         var rules = GatewayCore.Configuration()
         rules.maxTabs = configuration.maxTabs
         rules.maxTabsPerUser = configuration.maxTabsPerUser
-        rules.maxTabsPerAddress = configuration.maxTabsPerAddress ?? max(1, configuration.maxTabs / 4)
+        rules.maxTabsPerAddress = configuration.maxTabsPerAddress ?? max(configuration.maxTabs / 4, min(configuration.maxTabs, 16))
         rules.maxSessions = configuration.maxSessions ?? 2 * configuration.maxTabs
         rules.reconnectGrace = configuration.reconnectGrace
         rules.boardIdleGrace = configuration.boardIdleGrace

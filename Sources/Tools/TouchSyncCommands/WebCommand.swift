@@ -56,7 +56,7 @@ struct WebCommand: AsyncParsableCommand {
     var maxTabsPerUser = 16
     @Option(
         parsing: .unconditional,
-        help: "Tabs one remote address may have open at once (TOO_MANY_TABS past it); default a quarter of --max-tabs; 0: no limit (behind a proxy, or for load tests).")
+        help: "Tabs one remote address may have open at once (TOO_MANY_TABS past it); default a quarter of --max-tabs, at least 16; 0: no limit (behind a proxy, or for load tests).")
     var maxTabsPerAddress: Int?
     @Option(parsing: .unconditional, help: "Messages one tab may send a second (twice that at once); past it RATE_LIMITED and the tab's reading pauses.")
     var maxTabMessagesPerSecond = 1000.0

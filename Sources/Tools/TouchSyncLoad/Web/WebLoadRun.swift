@@ -274,7 +274,7 @@ public struct WebLoadRun: Sendable {
                 "\(missing) of \(c.tabs) tabs not welcomed (or without the board's snapshot) within 60 s"
                     + (errors.isEmpty ? "" : "; errors: " + errors.map { "\($0.key) \($0.value)" }.sorted().joined(separator: ", "))
                     + (errors["TOO_MANY_TABS"] != nil || errors["GATEWAY_FULL"] != nil
-                        ? " (a gateway seats a quarter of --max-tabs per address: for a load test start it with a --max-tabs above --users and --max-tabs-per-address 0)"
+                        ? " (a gateway seats a quarter of --max-tabs per address, at least 16: for a load test start it with a --max-tabs above --users and --max-tabs-per-address 0)"
                         : ""))
         }
         let connectTime = ContinuousClock.now - connecting
