@@ -153,7 +153,7 @@ let package = Package(
         ),
         .target(
             name: "TouchSyncClientCore",
-            dependencies: ["TouchSyncCore", "TouchSyncWire"],
+            dependencies: ["TouchSyncCore", "TouchSyncWire", "TouchSyncAccessModel"],
             swiftSettings: swiftSettings
         ),
         .target(

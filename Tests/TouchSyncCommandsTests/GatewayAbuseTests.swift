@@ -139,6 +139,58 @@ struct GatewayAbuseTests {
         await honest.connection.close()
     }
 
+    /// A guest may not erase or edit another's strokes, also while they are
+    /// being drawn (the gateway's copy then did not know the owner yet, and
+    /// 24 of 40 such erases went through): each tab's session tells the hub
+    /// its role, and the hub, which owns the order, refuses. The owner's
+    /// strokes all stay; a board clear is refused too.
+    @Test func guestsCannotEraseOthersStrokesWhateverTheGatewaysCopySays() async throws {
+        let rig = try await Rig()
+        defer { rig.close() }
+        let owner = try await rig.tab()
+        let ownerWelcome = try await Self.welcome(owner, board: "erase-race")
+        let attacker = try await rig.tab()
+        _ = try await Self.welcome(attacker, board: "erase-race")
+        var replica = BrowserReplica()
+        try replica.apply(try await attacker.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } })
+        var ownerNumber: UInt64 = 1
+        var attackerNumber: UInt64 = 1
+        var refusals: [String] = []
+        for stroke in 0..<10 {
+            let touch = UInt64(stroke + 1)
+            owner.send(.touch(.init(n: ownerNumber, phase: "began", id: touch, s: [[1, Double(stroke), Double(ownerNumber)]])))
+            ownerNumber += 1
+            // The attacker erases the stroke the moment it appears, still in progress, and then once more after it ends.
+            var id: UInt64? = nil
+            while id == nil {
+                let batch = try await attacker.next("stroke \(stroke) begun") { if case .batch(let b) = $0 { b } else { nil } }
+                _ = try replica.apply(batch)
+                id = replica.active.values.first { $0.owner == ownerWelcome.user && $0.touch == touch }?.id
+            }
+            guard let id else { return }
+            attacker.send(.erase(n: attackerNumber, strokes: [id]))
+            attacker.send(.edit(.init(n: attackerNumber + 1, strokes: [id], op: "delete")))
+            owner.send(.touch(.init(n: ownerNumber, phase: "ended", id: touch, s: [[2, Double(stroke), Double(ownerNumber)]])))
+            ownerNumber += 1
+            attacker.send(.erase(n: attackerNumber + 2, strokes: [id]))
+            for number in attackerNumber...(attackerNumber + 2) {
+                refusals.append(try await attacker.next("refusal of \(number)") { if case .refused(number, let code, _) = $0 { code } else { nil } })
+            }
+            attackerNumber += 3
+        }
+        attacker.send(.clear(n: attackerNumber, scope: "board"))
+        let clear = try await attacker.next("clear refused") { if case .refused(attackerNumber, let code, _) = $0 { code } else { nil } }
+        #expect(clear == "FORBIDDEN")
+        #expect(Set(refusals).isSubset(of: ["FORBIDDEN", "UNKNOWN_STROKE"]) && refusals.contains("FORBIDDEN"), "\(refusals)")
+        let lastOwned = ownerNumber - 1
+        _ = try await owner.next("ack \(lastOwned)") { if case .ack(let n) = $0, n >= lastOwned { n } else { nil } }
+        let watcher = try await rig.tab()
+        _ = try await Self.welcome(watcher, board: "erase-race")
+        var check = BrowserReplica()
+        try check.apply(try await watcher.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } })
+        #expect(check.accepted.filter { $0.owner == ownerWelcome.user }.count == 10, "every one of the owner's strokes stays")
+    }
+
     /// A WebSocket that never says hello is closed; a request with a body is
     /// refused at once (the gateway takes none, so a body sent a byte at a
     /// time cannot hold a connection).

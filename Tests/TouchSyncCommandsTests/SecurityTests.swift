@@ -176,7 +176,7 @@ struct SecurityTests {
         let refusals = Task {
             var count = 0
             for await event in agent.events {
-                if case .refused(_, .forbidden?, _) = event { count += 1 }
+                if case .refused(_, .forbidden?, _, _) = event { count += 1 }
             }
             return count
         }

@@ -82,6 +82,22 @@ struct GatewayCoreTests {
         #expect(core.session("t1") == nil && core.resume("t1", board: "b", user: nil, on: 5) == nil)
     }
 
+    /// A hub refusal names the agent's post; the tab hears it as a refusal of the page number that made it.
+    @Test func aHubRefusalIsTiedToThePageNumberThatPostedIt() {
+        var core = Self.core()
+        _ = Self.open(&core, "t1", connection: 1)
+        for (page, posted) in [(1, 1), (2, 1), (3, 2), (4, 3)] as [(UInt64, UInt64)] {
+            _ = core.number(page, of: "t1")
+            core.handed(page, of: "t1", agentMessages: posted)  // page 2 was refused by the gateway: it posted nothing
+        }
+        #expect(core.page(of: "t1", posted: 1) == 1)
+        #expect(core.page(of: "t1", posted: 2) == 3)
+        #expect(core.page(of: "t1", posted: 3) == 4)
+        #expect(core.page(of: "t1", posted: 4) == nil, "not posted yet")
+        _ = core.acknowledged("t1", agentThrough: 2)
+        #expect(core.page(of: "t1", posted: 1) == nil && core.page(of: "t1", posted: 3) == 4, "acknowledged pages are done")
+    }
+
     @Test func aFullGatewayEndsTheLongestWaitingSessionThenRefuses() {
         var core = Self.core {
             $0.maxSessions = 3

@@ -77,7 +77,7 @@ struct AgentProtocolTests {
                         toHub.append((step + Int(random.next() % 3), bytes))
                         if Double.random(in: 0..<1, using: &random) < duplication { toHub.append((step + Int(random.next() % 4), bytes)) }
                     case .acknowledged(let count): acknowledged += count
-                    case .refused(let sequence, let code, let message):
+                    case .refused(let sequence, let code, let message, _):
                         if code != .outOfOrder && code != .notWelcomed && code != .cannotResume {
                             failures.append("refused \(sequence): \(String(describing: code)) \(message)")
                         }
@@ -346,3 +346,34 @@ struct AgentRedirectTests {
     }
 }
 
+
+/// A refusal says which post it was, so a gateway can tell its tab which of
+/// its numbered messages the hub refused; and a hello can ask for less than
+/// the hub grants (`role_limit`).
+@Suite("AgentProtocol refusals and role limits")
+struct AgentRefusalTests {
+    @Test func aRefusalOfAMessageHoldingOnePostSaysWhichPostItWas() throws {
+        let start = ContinuousClock.now
+        var settings = AgentProtocol.Settings(board: "b")
+        settings.roleLimit = .draw
+        var agent = AgentProtocol(settings: settings, now: start, seed: 1) { Array("session".utf8) }
+        _ = agent.tick(now: start)
+        let hello = agent.connected(now: start)
+        guard case .send(let bytes) = try #require(hello.first) else { Issue.record("no hello"); return }
+        #expect(try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes).hello.roleLimit == .draw)
+        var welcome = Touchsync_V1_HubReply()
+        welcome.welcome.user = "ann"
+        _ = agent.received(welcome, now: start)
+        var erase = Touchsync_V1_Erase()
+        erase.strokeIds = [7]
+        for _ in 0..<3 { _ = agent.queue(.erase(erase), now: start) }  // sequences 1, 2, 3: one post each
+        var ack = Touchsync_V1_HubReply()
+        ack.ack.through = 1
+        _ = agent.received(ack, now: start)
+        var refusal = Touchsync_V1_HubReply()
+        refusal.error = Touchsync_V1_Error(code: .forbidden, message: "stroke 7 is another user's", sequence: 3)
+        let actions = agent.received(refusal, now: start)
+        // Post 1 is acknowledged; sequence 3 is the second post past it.
+        #expect(actions.contains(.refused(sequence: 3, code: .forbidden, message: "stroke 7 is another user's", postedAhead: 2)), "\(actions)")
+    }
+}

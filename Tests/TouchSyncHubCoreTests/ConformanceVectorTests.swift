@@ -120,6 +120,20 @@ struct ConformanceVectorTests {
         var huge = Touchsync_V1_Transform()
         huge.scale = 100
         numbered("user-1", edit([10], .transform(huge)), "a scale above 64: INVALID_VALUE")
+        // A session that asks for less than the hub grants (a gateway's guest tab: Hello.role_limit DRAW).
+        var guest = Touchsync_V1_AgentMessage()
+        guest.hello.protocolVersion = UInt32(format.rawValue)
+        guest.hello.board = "conformance"
+        guest.hello.sessionID = Data("user-2".utf8)
+        guest.hello.roleLimit = .draw
+        inputs.append(("user-2 says hello with role_limit DRAW: on this hub (no access list) it would otherwise be admin", "user-2", guest))
+        var others = Touchsync_V1_Erase()
+        others.strokeIds = [11]
+        numbered("user-2", .erase(others), "user-2 erases user-1's stroke 11: FORBIDDEN (another's stroke needs admin)")
+        numbered("user-2", edit([11], .delete(true)), "user-2 deletes user-1's stroke 11 as an edit: FORBIDDEN")
+        var wholeBoard = Touchsync_V1_Clear()
+        wholeBoard.scope = .board
+        numbered("user-2", .clear(wholeBoard), "user-2 clears the board: FORBIDDEN (needs admin)")
         var clear = Touchsync_V1_Clear()
         clear.scope = .own
         numbered("user-0", .clear(clear), "user-0 clears its accepted strokes")

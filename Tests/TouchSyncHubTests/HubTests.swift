@@ -295,7 +295,7 @@ struct HubTests {
         #expect(stroke.samples.map(\.x) == [640])
         await mallory.stop()
         var codes: [ErrorCode?] = []
-        for await event in mallory.events { if case .refused(_, let code, _) = event { codes.append(code) } }
+        for await event in mallory.events { if case .refused(_, let code, _, _) = event { codes.append(code) } }
         #expect(codes == [.unknownTouch, .unknownTouch, .unknownTouch])
         await alice.stop()
         await test.hub.stop()

@@ -130,6 +130,7 @@ final class AgentConnection {
             hubTimeout: configuration.hubTimeout, reconnectDelay: configuration.reconnectDelay, maxInFlight: configuration.maxInFlight,
             delegation: configuration.delegation, wireFormat: configuration.wireFormat)
         settings.multiplexed = configuration.multiplexed
+        settings.roleLimit = configuration.roleLimit
         rules = AgentProtocol(settings: settings, now: .now, seed: UInt64.random(in: 0...UInt64.max), newSessionID: Self.newSessionID)
     }
 
@@ -203,8 +204,9 @@ final class AgentConnection {
             case .busy(let retry):
                 shared.progress.withLock { $0.busyNotices += 1 }
                 report(.busy(retryAfter: retry))
-            case .refused(let sequence, let code, let message):
-                report(.refused(sequence: sequence, code: code, message: message))
+            case .refused(let sequence, let code, let message, let postedAhead):
+                let posted = postedAhead.map { ahead in shared.progress.withLock { $0.acknowledged } + UInt64(ahead) }
+                report(.refused(sequence: sequence, code: code, message: message, posted: posted))
             case .helloRefused(let why):
                 shared.helloRefusal.withLock { $0 = why }
                 shared.waiters.signal()
@@ -353,7 +355,7 @@ final class AgentConnection {
     func handshakeFailed(_ problem: String) {
         shared.helloRefusal.withLock { $0 = problem }
         shared.waiters.signal()
-        report(.refused(sequence: 0, code: nil, message: problem))
+        report(.refused(sequence: 0, code: nil, message: problem, posted: nil))
     }
 
     /// A handshake event in words, or nil when it is no problem (yet: one failure may be a network blip).

@@ -61,7 +61,7 @@ public final class AgentPool: Sendable {
 
     private func count(_ event: AgentEvent) {
         switch event {
-        case .refused(_, let code, _):
+        case .refused(_, let code, _, _):
             counts.withLock { $0.refused[code.map { "\($0)" } ?? "unknown", default: 0] += 1 }
             welcomes.signal()
         case .disconnected: counts.withLock { $0.disconnected += 1 }

@@ -58,6 +58,11 @@ public struct AgentConfiguration: Sendable {
     /// (shared by its agents) and the namespace comes from `delegation`'s
     /// `actAs`. Only through an `AgentHost`. Default false.
     public var multiplexed = false
+    /// The most the session asks to do on its board, below what the hub
+    /// grants (docs/protocol.md, `Hello.role_limit`). A gateway's guest tabs
+    /// on a plain-text hub say `.draw`, so the hub refuses their board clears
+    /// and erasing others' strokes. Default nil: what the hub grants.
+    public var roleLimit: Role? = nil
     /// A multiplexed agent's shared connection's routing id on a plain-text
     /// hub (the first agent of a link names it). Default: `mux-` and 12 random letters.
     public var connectionIdentity: String? = nil
@@ -114,7 +119,10 @@ public enum AgentEvent: Sendable, Equatable {
     /// The hub accepted the connection: our namespace and what it had applied.
     case welcomed(user: String, appliedThrough: UInt64)
     /// The hub refused message `sequence` (nothing of it was applied).
-    case refused(sequence: UInt64, code: ErrorCode?, message: String)
+    /// `posted`: which post it was, counted as `postedCount` counts (1: the
+    /// first), when the message held one post (a frame merged with others
+    /// holds several: nil).
+    case refused(sequence: UInt64, code: ErrorCode?, message: String, posted: UInt64?)
     /// The hub went quiet; the agent reconnects and will resend.
     case disconnected
     /// The hub is behind: our messages are queued, not lost; the agent keeps

@@ -14,10 +14,9 @@ import TouchSyncWebWire
 /// the pump between them and the socket.
 ///
 /// Most messages are handled where they are read, in the same turn of the
-/// event loop. The few that wait on something (a hello starts an agent and
-/// waits for the hub's welcome; a non-admin's erase looks up the strokes'
-/// owners) run as a task, and the messages read meanwhile wait in order
-/// (reading pauses until the task is done).
+/// event loop. A hello waits on something (it starts an agent and waits for
+/// the hub's welcome): it runs as a task, and the messages read meanwhile
+/// wait in order (reading pauses until the task is done).
 final class TabConnection: TabSocketReceiver {
     private let gateway: WebGateway
     let id: GatewayCore.Connection
@@ -190,14 +189,7 @@ final class TabConnection: TabSocketReceiver {
             guard let session else {
                 return socket.send(text: BrowserMessage.refused(n: number, code: "FORBIDDEN", message: "you may only watch this board").json)
             }
-            if decoded.namedStrokes != nil, role < .admin, let fanout {
-                // Who owns the strokes an erase or edit names: the board's replica (only then, and only below admin).
-                return runTask {
-                    let owners = await fanout.snapshot()
-                    return { connection in connection.post(decoded, number: number, of: session, owners: owners) }
-                }
-            }
-            post(decoded, number: number, of: session, owners: nil)
+            post(decoded, number: number, of: session)
         }
     }
 
@@ -234,10 +226,10 @@ final class TabConnection: TabSocketReceiver {
     }
 
     /// Hands a numbered message to the session's agent (or refuses it).
-    private func post(_ decoded: BrowserMessage, number: UInt64, of session: TabSession, owners: BoardState?) {
+    private func post(_ decoded: BrowserMessage, number: UInt64, of session: TabSession) {
         let role = self.role
         let refusal = gateway.handle(number, of: session) { (agent: TouchAgent) throws(BrowserWireError) in
-            try WebGateway.authorize(decoded, role: role, user: session.namespace, board: owners)
+            try WebGateway.authorize(decoded, role: role)
             try WebGateway.post(decoded, to: agent)
         }
         if let refusal {

@@ -35,12 +35,17 @@ final class TabSession: Sendable {
 
     /// Passes what the agent heard from the hub to the tab (while it is
     /// connected): refusals as typed errors, and the hub's state; an
-    /// acknowledgement goes to `acknowledged`. On the agent's thread.
-    func deliver(_ event: AgentEvent, acknowledged: (TabSession) -> Void) {
+    /// acknowledgement goes to `acknowledged`; `page` finds the page number
+    /// of a refused post (its refusal then takes that number). On the agent's thread.
+    func deliver(_ event: AgentEvent, page: (TabSession, UInt64) -> UInt64?, acknowledged: (TabSession) -> Void) {
         let message: BrowserMessage
         switch event {
-        case .refused(_, let code, let text):
-            message = .error(code: code?.protocolName ?? "REFUSED", message: text, fromHub: true)
+        case .refused(_, let code, let text, let posted):
+            if let posted, let number = page(self, posted) {
+                message = .refused(n: number, code: code?.protocolName ?? "REFUSED", message: text)
+            } else {
+                message = .error(code: code?.protocolName ?? "REFUSED", message: text, fromHub: true)
+            }
         case .busy(let retryAfter):
             message = .hub(.busy(retryAfterMilliseconds: Int64(retryAfter / .milliseconds(1))))
         case .disconnected:

@@ -707,12 +707,17 @@ public final class WebGateway: Service, Sendable {
         settings.identity = namespace
         // The hub checks the token and the namespace again; a plain-text hub takes the namespace as named.
         settings.delegation = (namespace, identity.token ?? "")
+        // The hub, which owns the order, checks what the tab's role allows (a plain-text
+        // hub would otherwise let a guest clear the board or erase anyone's strokes).
+        settings.roleLimit = identity.role
         let agent: TouchAgent
         // The agent's news go straight to the tab from the agent's thread: no task or stream per tab.
         let events = TabAgentEvents()
         let onEvent: @Sendable (AgentEvent) -> Void = { [weak self] event in
             guard let self else { return }
-            events.session?.deliver(event) { self.pushAcks(of: $0) }
+            events.session?.deliver(event, page: { session, posted in self.state.withLock { $0.core.page(of: session.resumeToken, posted: posted) } }) {
+                self.pushAcks(of: $0)
+            }
         }
         do { agent = try TouchAgent(configuration: settings, context: context, logger: logger, host: agents, onEvent: onEvent) } catch {
             state.withLock { $0.core.cancelAdmission(user: identity.user, address: address) }
@@ -762,24 +767,13 @@ public final class WebGateway: Service, Sendable {
 
     // MARK: Tab messages to agent calls
 
-    /// What the tab's role allows: below admin, no board clear and no erasing
-    /// of another user's strokes (`board`: the gateway's replica, for owners).
-    /// The hub checks the same for an invited user's agent; a guest's agent
-    /// on a plain-text hub may do anything, so the gateway is where it is told no.
-    static func authorize(_ message: BrowserMessage, role: Role, user: String, board: BoardState?) throws(BrowserWireError) {
-        guard role < .admin else { return }
-        switch message {
-        case .clear(_, "board"):
-            throw BrowserWireError("FORBIDDEN", "clearing the whole board needs the admin role (your role: \(role))")
-        case .erase, .edit:
-            let named = Set(message.namedStrokes ?? [])
-            if let board, let other = board.acceptedStrokes.first(where: { named.contains($0.id.rawValue) && $0.owner.rawValue != user }) {
-                throw BrowserWireError(
-                    "FORBIDDEN", "stroke \(other.id.rawValue) is another user's: erasing or editing it needs the admin role (your role: \(role))")
-            }
-        default:
-            return
-        }
+    /// A board clear below admin is refused here, without a trip to the hub.
+    /// Whose strokes an erase or edit may touch is the hub's to say (it owns
+    /// the order: the gateway's copy may not have a stroke finished yet);
+    /// every tab's session tells it the tab's role (`roleLimit`).
+    static func authorize(_ message: BrowserMessage, role: Role) throws(BrowserWireError) {
+        guard role < .admin, case .clear(_, "board") = message else { return }
+        throw BrowserWireError("FORBIDDEN", "clearing the whole board needs the admin role (your role: \(role))")
     }
 
     static func post(_ message: BrowserMessage, to agent: TouchAgent) throws(BrowserWireError) {

@@ -1,4 +1,5 @@
 import Foundation
+import TouchSyncAccessModel
 import TouchSyncCore
 import TouchSyncWire
 
@@ -32,6 +33,9 @@ public struct AgentProtocol: Sendable {
         /// this session sends none and does not watch for silence itself;
         /// acknowledgements that stall still make it say hello again.
         public var multiplexed = false
+        /// The most the session asks to do on its board (`Hello.role_limit`;
+        /// nil: what the hub grants). A gateway's guest tabs say `.draw`.
+        public var roleLimit: Role? = nil
 
         public init(
             board: String, clientName: String = "touchsync-agent", heartbeatInterval: Duration = .seconds(1),
@@ -65,7 +69,10 @@ public struct AgentProtocol: Sendable {
         /// The hub is behind: nothing is lost, keep waiting at least `retryAfter`.
         case busy(retryAfter: Duration)
         /// The hub refused message `sequence` (0: the hello or an unnumbered one).
-        case refused(sequence: UInt64, code: ErrorCode?, message: String)
+        /// `postedAhead`: when that message holds exactly one posted message,
+        /// how many posted messages past those acknowledged so far it is (1:
+        /// the next), so that the caller can tell which of its posts was refused.
+        case refused(sequence: UInt64, code: ErrorCode?, message: String, postedAhead: Int?)
         /// The hub refused the hello for good (a limit, a bad board, another version): retrying will not help.
         case helloRefused(String)
         /// The hub cannot resume the session: a new one numbers the waiting messages from 1.
@@ -308,7 +315,13 @@ public struct AgentProtocol: Sendable {
             {
                 actions.append(.helloRefused("\(code): \(error.message)"))
             }
-            actions.append(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message))
+            var postedAhead: Int? = nil
+            if error.sequence > 0, let index = unacknowledged.firstIndex(where: { $0.sequence == error.sequence }),
+                unacknowledged[index].posted == 1
+            {
+                postedAhead = unacknowledged[...index].reduce(0) { $0 + $1.posted }
+            }
+            actions.append(.refused(sequence: error.sequence, code: ErrorCode(error.code), message: error.message, postedAhead: postedAhead))
             if error.code == .outOfOrder {
                 for entry in unacknowledged { transmit(entry.bytes, now: now, into: &actions) }
             } else if error.code == .cannotResume {
@@ -376,6 +389,12 @@ public struct AgentProtocol: Sendable {
         if let delegation = settings.delegation {
             hello.actAs = delegation.actAs
             hello.token = delegation.token
+        }
+        switch settings.roleLimit {
+        case nil: hello.roleLimit = .unspecified
+        case .watch: hello.roleLimit = .watch
+        case .draw: hello.roleLimit = .draw
+        case .admin: hello.roleLimit = .admin
         }
         var message = Touchsync_V1_AgentMessage()
         message.hello = hello

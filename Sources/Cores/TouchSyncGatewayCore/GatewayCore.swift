@@ -296,6 +296,20 @@ public struct GatewayCore: Sendable {
         sessions[token]?.waiting.append(.init(page: number, agentMessages: agentMessages))
     }
 
+    /// The page number of the session's message that made the agent's post
+    /// `posted` (as `handed` counted them), while it waits for the hub: a hub
+    /// refusal of that post is told to the tab as a refusal of that number.
+    public func page(of token: String, posted: UInt64) -> UInt64? {
+        guard let session = sessions[token] else { return nil }
+        for index in session.waitingStart..<session.waiting.count where session.waiting[index].agentMessages >= posted {
+            let before = index > session.waitingStart ? session.waiting[index - 1].agentMessages : nil
+            // Only a message that posted (one more than the one before it) can be the one refused.
+            guard session.waiting[index].agentMessages == posted, before.map({ $0 == posted - 1 }) ?? true else { return nil }
+            return session.waiting[index].page
+        }
+        return nil
+    }
+
     /// The hub has acknowledged `agentThrough` of the session's agent's
     /// messages: the page numbers they cover are acknowledged to its tab.
     public mutating func acknowledged(_ token: String, agentThrough: UInt64) -> [Action] {

@@ -85,6 +85,20 @@ public enum Admission {
     public static func admit(
         _ hello: AgentHello, from authenticated: Peer, acting: Peer, access: AccessList?, routing: BoardRouting, heldHere: Bool
     ) -> Result<Admitted, HubRefusal> {
+        // The hello may ask for less than the hub grants (a guest gateway's tabs: draw).
+        if hello.roleLimit == .watch {
+            return .failure(HubRefusal(.forbidden, "a session limited to watch cannot draw (a watcher needs no agent: subscribe)"))
+        }
+        return grant(hello, from: authenticated, acting: acting, access: access, routing: routing, heldHere: heldHere).map { admitted in
+            var limited = admitted
+            if let limit = hello.roleLimit { limited.role = min(admitted.role, limit) }
+            return limited
+        }
+    }
+
+    private static func grant(
+        _ hello: AgentHello, from authenticated: Peer, acting: Peer, access: AccessList?, routing: BoardRouting, heldHere: Bool
+    ) -> Result<Admitted, HubRefusal> {
         guard touchSyncProtocolVersions.contains(hello.protocolVersion) else {
             return .failure(
                 HubRefusal(

@@ -1,3 +1,4 @@
+import TouchSyncAccessModel
 import TouchSyncCore
 import TouchSyncWire
 
@@ -15,7 +16,8 @@ extension AgentRequest {
             self = .hello(
                 AgentHello(
                     protocolVersion: hello.protocolVersion, board: hello.board, clientName: hello.clientName,
-                    resumeAfter: hello.resumeAfter, sessionID: Array(hello.sessionID), actAs: hello.actAs, token: hello.token))
+                    resumeAfter: hello.resumeAfter, sessionID: Array(hello.sessionID), actAs: hello.actAs, token: hello.token,
+                    roleLimit: Role(hello.roleLimit)))
         case .frame(let proto):
             do {
                 self = .numbered(sequence: sequence, .frame(try TouchFrame(proto, sequence: sequence)))
@@ -84,5 +86,18 @@ extension AgentRequest {
     public static func decode(_ bytes: UnsafeRawBufferPointer) -> Result<AgentRequest, WireError> {
         if let frame = AgentFrameDecoder.decode(bytes) { return .success(.numbered(sequence: frame.sequence, .frame(frame))) }
         return Result { () throws(WireError) in AgentRequest(try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: bytes)) }
+    }
+}
+
+extension Role {
+    /// A hello's role limit (nil: none; a value this hub does not know limits to watch, the least).
+    init?(_ limit: Touchsync_V1_SessionRole) {
+        switch limit {
+        case .unspecified: return nil
+        case .watch: self = .watch
+        case .draw: self = .draw
+        case .admin: self = .admin
+        case .UNRECOGNIZED: self = .watch
+        }
     }
 }

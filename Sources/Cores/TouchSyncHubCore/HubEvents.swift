@@ -61,11 +61,14 @@ public struct AgentHello: Sendable, Equatable {
     /// Delegation: the namespace a gateway asks to act as, for the holder of `token` (empty: none).
     public var actAs: String
     public var token: String
+    /// The most the session asks to do (nil: what the hub grants).
+    public var roleLimit: Role?
 
     public init(
         protocolVersion: UInt32 = 1, board: String, clientName: String = "", resumeAfter: UInt64 = 0,
-        sessionID: [UInt8] = [], actAs: String = "", token: String = ""
+        sessionID: [UInt8] = [], actAs: String = "", token: String = "", roleLimit: Role? = nil
     ) {
+        self.roleLimit = roleLimit
         self.protocolVersion = protocolVersion
         self.board = board
         self.clientName = clientName

@@ -202,15 +202,6 @@ public enum BrowserMessage: Sendable, Equatable {
         }
     }
 
-    /// The accepted strokes an erase or an edit names (whose owners a gateway checks), or nil for other messages.
-    public var namedStrokes: [UInt64]? {
-        switch self {
-        case .erase(_, let strokes): strokes ?? []
-        case .edit(let edit): edit.strokes ?? []
-        default: nil
-        }
-    }
-
     /// The `t` of an object message (`b` for a batch).
     public var kind: String {
         switch self {

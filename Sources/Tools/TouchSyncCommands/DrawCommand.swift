@@ -51,7 +51,7 @@ struct DrawCommand: AsyncParsableCommand {
             for await event in agent.events {
                 // OUT_OF_ORDER and NOT_WELCOMED refuse nothing: they ask for a resend (or a
                 // hello), which the agent does; the acknowledgements say whether all arrived.
-                if case .refused(let sequence, let code, let message) = event, code != .outOfOrder, code != .notWelcomed {
+                if case .refused(let sequence, let code, let message, _) = event, code != .outOfOrder, code != .notWelcomed {
                     refused.append("message \(sequence): \(code.map { "\($0)" } ?? "?"): \(message)")
                 }
             }

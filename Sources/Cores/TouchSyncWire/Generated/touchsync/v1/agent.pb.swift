@@ -37,6 +37,57 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
+/// A role on a board (docs/security.md): each includes the ones before it.
+public nonisolated enum Touchsync_V1_SessionRole: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+
+  /// no limit (Hello.role_limit)
+  case unspecified // = 0
+
+  /// subscribe, snapshots, history
+  case watch // = 1
+
+  /// also draw, undo and redo, erase, edit and clear its own strokes
+  case draw // = 2
+
+  /// also clear the board, erase and edit anyone's strokes
+  case admin // = 3
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .watch
+    case 2: self = .draw
+    case 3: self = .admin
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .watch: return 1
+    case .draw: return 2
+    case .admin: return 3
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Touchsync_V1_SessionRole] = [
+    .unspecified,
+    .watch,
+    .draw,
+    .admin,
+  ]
+
+}
+
 public nonisolated struct Touchsync_V1_AgentMessage: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -198,6 +249,14 @@ public nonisolated struct Touchsync_V1_Hello: Sendable {
   public var actAs: String = String()
 
   public var token: String = String()
+
+  /// The most this session may do on its board, below what the hub would
+  /// grant: the session's role is the lower of the two. A gateway for guests
+  /// of a plain-text hub (where every session is otherwise ADMIN) says DRAW
+  /// for each tab, so that the hub itself, which owns the order, refuses a
+  /// board clear and erasing or editing another user's strokes (FORBIDDEN).
+  /// UNSPECIFIED: no limit. WATCH is refused FORBIDDEN (watchers need no agent).
+  public var roleLimit: Touchsync_V1_SessionRole = .unspecified
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -664,6 +723,10 @@ public nonisolated struct Touchsync_V1_Transform: Sendable {
 
 fileprivate nonisolated let _protobuf_package = "touchsync.v1"
 
+nonisolated extension Touchsync_V1_SessionRole: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SESSION_ROLE_UNSPECIFIED\0\u{1}SESSION_ROLE_WATCH\0\u{1}SESSION_ROLE_DRAW\0\u{1}SESSION_ROLE_ADMIN\0")
+}
+
 nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AgentMessage"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sequence\0\u{1}hello\0\u{1}frame\0\u{1}style\0\u{1}clear\0\u{1}heartbeat\0\u{1}goodbye\0\u{1}undo\0\u{1}redo\0\u{1}erase\0\u{1}edit\0")
@@ -874,7 +937,7 @@ nonisolated extension Touchsync_V1_AgentMessage: SwiftProtobuf.Message, SwiftPro
 
 nonisolated extension Touchsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Hello"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{1}board\0\u{3}client_name\0\u{3}resume_after\0\u{3}session_id\0\u{3}act_as\0\u{1}token\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}protocol_version\0\u{1}board\0\u{3}client_name\0\u{3}resume_after\0\u{3}session_id\0\u{3}act_as\0\u{1}token\0\u{3}role_limit\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -889,6 +952,7 @@ nonisolated extension Touchsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._
       case 5: try { try decoder.decodeSingularBytesField(value: &self.sessionID) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.actAs) }()
       case 7: try { try decoder.decodeSingularStringField(value: &self.token) }()
+      case 8: try { try decoder.decodeSingularEnumField(value: &self.roleLimit) }()
       default: break
       }
     }
@@ -916,6 +980,9 @@ nonisolated extension Touchsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._
     if !self.token.isEmpty {
       try visitor.visitSingularStringField(value: self.token, fieldNumber: 7)
     }
+    if self.roleLimit != .unspecified {
+      try visitor.visitSingularEnumField(value: self.roleLimit, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -927,6 +994,7 @@ nonisolated extension Touchsync_V1_Hello: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.sessionID != rhs.sessionID {return false}
     if lhs.actAs != rhs.actAs {return false}
     if lhs.token != rhs.token {return false}
+    if lhs.roleLimit != rhs.roleLimit {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
