@@ -373,7 +373,8 @@ struct BrowserTests {
         #expect(second.contains("MALFORMED") && second.contains("OUT_OF_ORDER"), "\(second)")
         #expect(second.contains("UNKNOWN_TOUCH"), "the hub's refusal of a move for a touch that is not down: \(second)")
         #expect(second.contains("TOO_LARGE"), "\(second)")
-        #expect(replies?["refusedNumbers"] as? [Int] == [1, 3, 3, 4, 5, 6], "each refusal names its message")
+        // The gateway's refusals, and the hub's of number 2 (a move for a touch that is not down), in whatever order they arrive.
+        #expect((replies?["refusedNumbers"] as? [Int])?.sorted() == [1, 2, 3, 3, 4, 5, 6], "each refusal names its message")
         #expect(second.contains("INVALID_SAMPLE"), "force 1.5: \(second)")
         #expect(replies?["welcomeName"] as? String == "Zoë", "the welcome names the tab as its hello did")
         #expect(replies?["secondClose"] as? Int == 1009, "a message over the limit closes with 'message too big'")

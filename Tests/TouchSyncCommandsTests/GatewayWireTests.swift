@@ -115,6 +115,9 @@ struct GatewayWireTests {
         func send(_ message: BrowserMessage) { connection.send(message.json) }
         func send(bytes: [UInt8]) { connection.send(bytes: bytes) }
 
+        /// Every message received so far, in order.
+        var receivedMessages: [BrowserMessage] { received.state.withLock { $0.messages } }
+
         /// How many messages received so far match.
         func received(where matches: (BrowserMessage) -> Bool) -> Int { received.state.withLock { $0.messages.filter(matches).count } }
 
@@ -137,7 +140,11 @@ struct GatewayWireTests {
                     return state.closed ? .some(nil) : nil
                 }
             }
-            guard let found, let value = found else { throw TestFailure("no \(what) within \(timeout)") }
+            guard let found, let value = found else {
+                // What did come, to tell a slow machine from a wrong answer.
+                let last = received.state.withLock { state in state.messages.suffix(3).map { "\($0.kind)" } + (state.closed ? ["(closed)"] : []) }
+                throw TestFailure("no \(what) within \(timeout); the last received: \(last)")
+            }
             return value
         }
     }

@@ -104,7 +104,10 @@ public struct WebConfiguration: Sendable {
     /// Host names (the `Host` header) the gateway answers besides loopback
     /// names, IP addresses, its `--listen` name and the machine's name; `*`
     /// any. Anything else is 403 (DNS rebinding: a page whose name now
-    /// points at this address must not read or draw on it).
+    /// points at this address must not read or draw on it). Checked on a
+    /// guest gateway, and on an authenticated one when a list is given (there
+    /// every read and every tab needs an invitation token, which a page of
+    /// another name cannot have). Default none.
     public var allowedHosts: [String] = []
     /// HTTP connections at once (more wait to be accepted). Default 512.
     public var maxConnections = 512
@@ -184,7 +187,9 @@ public final class WebGateway: Service, Sendable {
         rules.boardIdleGrace = configuration.boardIdleGrace
         state = Mutex(State(core: GatewayCore(configuration: rules)))
         page = try PageFiles(directory: configuration.pageDirectory)
-        hostNames = HostNames(listening: configuration.host, allowed: configuration.allowedHosts)
+        hostNames = HostNames(
+            listening: configuration.host,
+            allowed: configuration.accessList == nil || !configuration.allowedHosts.isEmpty ? configuration.allowedHosts : ["*"])
         agents = try AgentHost(
             threads: max(1, configuration.agentThreads), context: self.context, logger: logger, gatherInterval: configuration.hubFlushInterval)
         boards = try SubscriptionHost(context: self.context, logger: logger)

@@ -62,7 +62,7 @@ struct WebCommand: AsyncParsableCommand {
     var maxTabMessagesPerSecond = 1000.0
     @Option(
         parsing: .singleValue,
-        help: "Answer requests for this host name too (repeatable; * for any). IP addresses, localhost, the --listen name and this machine's name always work; others get 403 (DNS rebinding).")
+        help: "Answer requests for this host name too (repeatable; * for any). IP addresses, localhost, the --listen name and this machine's name always work; others get 403 (DNS rebinding). Checked without --access, and with it once a name is given.")
     var allowHost: [String] = []
     @Option(parsing: .unconditional, help: "Threads that carry every tab's connection to the hub (not one thread per tab).")
     var agentThreads = 2
