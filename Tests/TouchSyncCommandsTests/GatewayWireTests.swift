@@ -142,7 +142,11 @@ struct GatewayWireTests {
             }
             guard let found, let value = found else {
                 // What did come, to tell a slow machine from a wrong answer.
-                let last = received.state.withLock { state in state.messages.suffix(3).map { "\($0.kind)" } + (state.closed ? ["(closed)"] : []) }
+                let last = received.state.withLock { state in
+                    state.messages.suffix(3).map { message in
+                        if case .error(let code, let text, _) = message { "error \(code): \(text)" } else { message.kind }
+                    } + (state.closed ? ["(closed)"] : [])
+                }
                 throw TestFailure("no \(what) within \(timeout); the last received: \(last)")
             }
             return value

@@ -226,6 +226,49 @@ struct StoreHubTests {
         }
     }
 
+    /// A hub name belongs to one live process: a second hub started under a
+    /// live hub's name at other endpoints is refused in words (it took the
+    /// leases and agents bounced between the two); a process whose name was
+    /// taken while its heartbeat had lapsed hears its heartbeats refused and
+    /// sends its agents to the new holder, where they draw on.
+    @Test func aHubNameBelongsToOneLiveProcess() async throws {
+        try await withServer { server in
+            let children = ChildProcesses()
+            defer { children.killAll() }
+            let first = try StoreHub(server: server, name: "hub-a")
+            let (_, firstOutput, _) = try await children.startHub(first.arguments)
+            let drawn = try await touchsync(["draw", "--board", "named", "--seconds", "0.3"] + first.client)
+            #expect(drawn.status == 0, "\(drawn.errors)")
+
+            let impostor = try StoreHub(server: server, name: "hub-a")
+            let refused = try await touchsync(impostor.arguments, limit: 30)
+            #expect(refused.status != 0, "\(refused.output)")
+            #expect(refused.errors.contains("hub name hub-a belongs to a live hub at \(first.endpoints[0])"), "\(refused.errors)")
+            #expect(try await count(server, "SELECT epoch FROM touchsync_leases WHERE board = 'named'") == 1, "the leases stay the live hub's")
+            let again = try await touchsync(["draw", "--board", "named", "--seconds", "0.3"] + first.client)
+            #expect(again.status == 0, "\(again.errors)")
+
+            // The first hub's heartbeat lapses (as when cut off from the store); a new process takes the name.
+            _ = try await server.sql("UPDATE touchsync_hubs SET heartbeat_at = now() - interval '1 hour' WHERE name = 'hub-a'")
+            let successor = try StoreHub(server: server, name: "hub-a")
+            _ = try await children.startHub(successor.arguments)
+            #expect(try await count(server, "SELECT epoch FROM touchsync_leases WHERE board = 'named'") == 2)
+            // The first hub hears its next heartbeat refused (within a renewal, an eighth of the lease).
+            let deadline = ContinuousClock.now + .seconds(15)
+            while !firstOutput.errors.contains("another process took this hub's name"), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))  // a log file another process writes: nothing to wait on
+            }
+            #expect(firstOutput.errors.contains("another process took this hub's name"), "\(firstOutput.errors.suffix(600))")
+            let before = try await count(server, "SELECT count(*) FROM touchsync_batches WHERE board = 'named'")
+            // Through the first hub's address: it sends the agent to the name's new holder.
+            let followed = try await touchsync(["draw", "--board", "named", "--seconds", "0.3"] + first.client)
+            #expect(followed.status == 0, "\(followed.output) \(followed.errors)")
+            #expect(try await count(server, "SELECT count(*) FROM touchsync_batches WHERE board = 'named' AND epoch = 2") > 0)
+            #expect(try await count(server, "SELECT count(*) FROM touchsync_batches WHERE board = 'named'") > before)
+            #expect(try await count(server, "SELECT count(*) FROM touchsync_batches WHERE board = 'named' AND epoch = 1 AND sequence > 0") <= before)
+        }
+    }
+
     /// Failover: two live hubs on one store; a board belongs to the one with
     /// the highest rendezvous weight, and the other answers WRONG_HUB naming
     /// it and its endpoints, which the agent follows. SIGKILL that hub: within

@@ -152,13 +152,13 @@ struct StoreTests {
             async let third = touchsync(["store", "migrate"] + store)
             let migrations = try await [first, second, third]
             #expect(migrations.allSatisfy { $0.status == 0 }, "\(migrations.map(\.errors))")
-            #expect(migrations.count { $0.output.contains("schema at version 1 (was none)") } == 1, "\(migrations.map(\.output))")
-            #expect(migrations.count { $0.output.contains("schema already at version 1") } == 2, "\(migrations.map(\.output))")
+            #expect(migrations.count { $0.output.contains("schema at version 2 (was none)") } == 1, "\(migrations.map(\.output))")
+            #expect(migrations.count { $0.output.contains("schema already at version 2") } == 2, "\(migrations.map(\.output))")
             let versions = try await server.sql("SELECT count(*) FROM touchsync_schema")
-            #expect(versions.output.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(versions.output) \(versions.errors)")
+            #expect(versions.output.trimmingCharacters(in: .whitespacesAndNewlines) == "2", "each version once: \(versions.output) \(versions.errors)")
 
             let check = try await touchsync(["store", "check"] + store)
-            #expect(check.status == 0 && check.output.contains("schema version 1; 0 board(s), 0 batch(es), 0 live hub(s)"), "\(check.output) \(check.errors)")
+            #expect(check.status == 0 && check.output.contains("schema version 2; 0 board(s), 0 batch(es), 0 live hub(s)"), "\(check.output) \(check.errors)")
             // The tables hold what they are for: a batch needs its board, a lease a positive epoch.
             let orphan = try await server.sql("INSERT INTO touchsync_batches VALUES ('nowhere', 1, 1, 0, '\\x00')")
             #expect(orphan.status != 0 && orphan.errors.contains("foreign key"), "\(orphan.errors)")
@@ -168,7 +168,7 @@ struct StoreTests {
             // A store migrated by a newer touchsync is refused, not written.
             _ = try await server.sql("INSERT INTO touchsync_schema (version) VALUES (99)")
             let newer = try await touchsync(["store", "check"] + store)
-            #expect(newer.status == 1 && newer.errors.contains("version 99, newer than this touchsync knows (1)"), "\(newer.errors)")
+            #expect(newer.status == 1 && newer.errors.contains("version 99, newer than this touchsync knows (2)"), "\(newer.errors)")
             let downgrade = try await touchsync(["store", "migrate"] + store)
             #expect(downgrade.status == 1 && downgrade.errors.contains("upgrade touchsync"), "\(downgrade.errors)")
         } catch {

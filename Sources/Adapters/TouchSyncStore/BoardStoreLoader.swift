@@ -30,11 +30,26 @@ public enum BoardStoreLoader {
         configuration: BoardStoreConfiguration, limits: BoardLimits, connection: PostgresConnection, logger: Logger
     ) async throws(StoreError) -> Loaded {
         do {
-            try await connection.query(
+            // The name: this process's unless a live hub at other endpoints holds it (the same
+            // endpoints are this hub restarted: its ports cannot be bound twice on one machine).
+            let claimed = try await connection.query(
                 """
-                INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at) VALUES (\(configuration.hubName), \(configuration.endpoints), now())
-                ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at
-                """, logger: logger)
+                INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at, instance)
+                VALUES (\(configuration.hubName), \(configuration.endpoints), now(), \(configuration.instance))
+                ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at, instance = excluded.instance
+                WHERE touchsync_hubs.endpoints = excluded.endpoints
+                   OR touchsync_hubs.heartbeat_at < now() - make_interval(secs => \(configuration.leaseSeconds))
+                RETURNING name
+                """, logger: logger
+            ).collect()
+            if claimed.isEmpty {
+                let holder = try await connection.query(
+                    """
+                    SELECT endpoints, extract(epoch FROM now() - heartbeat_at)::float8 FROM touchsync_hubs WHERE name = \(configuration.hubName)
+                    """, logger: logger
+                ).collect().first?.decode((String, Double).self)
+                throw StoreError.nameTaken(name: configuration.hubName, endpoints: holder?.0 ?? "unknown", heardSecondsAgo: holder?.1 ?? 0)
+            }
             // The boards to take: this hub's own leases (a restart under the
             // same name takes them back at once), and lapsed ones whose owner
             // among the live hubs is this hub. Each under a new epoch.

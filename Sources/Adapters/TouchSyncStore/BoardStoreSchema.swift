@@ -47,7 +47,12 @@ public enum BoardStoreSchema {
                 endpoints text NOT NULL,
                 heartbeat_at timestamptz NOT NULL)
             """,
-        ]
+        ],
+        // 2: which process holds each hub name (one live process per name;
+        // a second under a live hub's name is refused, its heartbeats too).
+        [
+            "ALTER TABLE touchsync_hubs ADD COLUMN instance text NOT NULL DEFAULT ''"
+        ],
     ]
 
     /// The newest version this build knows.

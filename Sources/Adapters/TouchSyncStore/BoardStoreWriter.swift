@@ -15,6 +15,10 @@ public struct BoardStoreConfiguration: Sendable {
     /// The hub's endpoints as other hubs and clients reach them (ingest,
     /// publish, snapshot), written beside its heartbeat.
     public var endpoints: String
+    /// This process's mark beside its heartbeat: one live process per hub
+    /// name (a second one at other endpoints is refused at start, and a
+    /// process whose name another took hears its heartbeats refused).
+    public var instance = BoardStoreConfiguration.newInstance()
     /// A lease not renewed for this long is free for another hub. Default 5 s.
     public var leaseTimeout: Duration = .seconds(5)
     /// At most this many batches go into one commit (the rest into the
@@ -38,6 +42,11 @@ public struct BoardStoreConfiguration: Sendable {
     /// Renewed this often: an eighth of the time-out, so seven renewals may
     /// fail before it lapses, and a lapsed lease is noticed within it.
     var renewInterval: Duration { leaseTimeout / 8 }
+
+    static func newInstance() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<4).map { _ in String(generator.next() as UInt64, radix: 36) }.joined(separator: "-")
+    }
     var leaseSeconds: Double { Double(leaseTimeout.components.seconds) + Double(leaseTimeout.components.attoseconds) / 1e18 }
 }
 
@@ -431,11 +440,27 @@ public final class BoardStoreWriter: Sendable {
     private func renew(boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]) async {
         let started = ContinuousClock.now
         do {
-            _ = try await connection.query(
+            // The heartbeat, only while the name is this process's (or its holder's lease lapsed).
+            let heartbeat = try await connection.query(
                 """
-                INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at) VALUES (\(configuration.hubName), \(configuration.endpoints), now())
-                ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at
+                INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at, instance)
+                VALUES (\(configuration.hubName), \(configuration.endpoints), now(), \(configuration.instance))
+                ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at, instance = excluded.instance
+                WHERE touchsync_hubs.instance = excluded.instance
+                   OR touchsync_hubs.heartbeat_at < now() - make_interval(secs => \(configuration.leaseSeconds))
+                RETURNING name
                 """)
+            guard !heartbeat.isEmpty else {
+                // Another process holds this hub's name now: its boards are that one's (their leases are under the name).
+                logger.error("another process took this hub's name in the board store: its boards go to it", metadata: ["name": "\(configuration.hubName)"])
+                // The name's endpoints are the new holder's now: agents are sent there.
+                if let members = try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection), members != boards.members {
+                    boards.members = members
+                    reports.append(.membership(members))
+                }
+                for board in boards.epochs.keys.sorted() { await lost(board, boards: &boards, connection: &connection, into: &reports) }
+                return
+            }
             let rows = try await connection.query(
                 """
                 UPDATE touchsync_leases SET expires_at = now() + make_interval(secs => \(configuration.leaseSeconds))

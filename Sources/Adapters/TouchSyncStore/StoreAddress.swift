@@ -61,6 +61,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     case newerSchema(found: Int, known: Int)
     /// The store holds nothing of this board.
     case noBoard(String)
+    /// A live hub (another process, at other endpoints) holds this hub name.
+    case nameTaken(name: String, endpoints: String, heardSecondsAgo: Double)
 
     public var description: String {
         switch self {
@@ -72,6 +74,8 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
         case .newerSchema(let found, let known):
             "the board store's schema is at version \(found), newer than this touchsync knows (\(known)): upgrade touchsync"
         case .noBoard(let board): "board \"\(board)\" is not in the store"
+        case .nameTaken(let name, let endpoints, let ago):
+            "hub name \(name) belongs to a live hub at \(endpoints) (heard \(String(format: "%.1f", ago)) s ago): give this hub another --name, or stop that one (its name is free a lease after its last heartbeat)"
         }
     }
 }
