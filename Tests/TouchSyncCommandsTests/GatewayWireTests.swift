@@ -33,9 +33,11 @@ struct GatewayWireTests {
             }
             let endpoints = ports.prefix(4).map { "tcp://127.0.0.1:\($0)" }
             metricsPort = UInt16(ports[4])
+            // A test's tab may say hello long after connecting on a loaded machine: a minute, unless the test says otherwise.
+            let helloTimeout = webArguments.contains("--hello-timeout") ? [] : ["--hello-timeout", "60"]
             (port, gatewayPID) = try await Self.startGateway(
                 children,
-                ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]] + webArguments)
+                ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]] + helloTimeout + webArguments)
         }
 
         /// `touchsync web` on a free port with `arguments`, once it says it is ready: its port and pid.

@@ -236,7 +236,7 @@ struct StoreHubTests {
             let children = ChildProcesses()
             defer { children.killAll() }
             let first = try StoreHub(server: server, name: "hub-a")
-            let (_, firstOutput, _) = try await children.startHub(first.arguments)
+            let (firstHub, firstOutput, _) = try await children.startHub(first.arguments)
             let drawn = try await touchsync(["draw", "--board", "named", "--seconds", "0.3"] + first.client)
             #expect(drawn.status == 0, "\(drawn.errors)")
 
@@ -248,10 +248,12 @@ struct StoreHubTests {
             let again = try await touchsync(["draw", "--board", "named", "--seconds", "0.3"] + first.client)
             #expect(again.status == 0, "\(again.errors)")
 
-            // The first hub's heartbeat lapses (as when cut off from the store); a new process takes the name.
+            // The first hub is frozen (as when cut off from the store) and its heartbeat lapses; a new process takes the name.
+            kill(firstHub.processIdentifier, SIGSTOP)
             _ = try await server.sql("UPDATE touchsync_hubs SET heartbeat_at = now() - interval '1 hour' WHERE name = 'hub-a'")
             let successor = try StoreHub(server: server, name: "hub-a")
             _ = try await children.startHub(successor.arguments)
+            kill(firstHub.processIdentifier, SIGCONT)
             #expect(try await count(server, "SELECT epoch FROM touchsync_leases WHERE board = 'named'") == 2)
             // The first hub hears its next heartbeat refused (within a renewal, an eighth of the lease).
             let deadline = ContinuousClock.now + .seconds(15)
