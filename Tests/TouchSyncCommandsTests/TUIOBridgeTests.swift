@@ -150,7 +150,7 @@ struct TUIOBridgeTests {
     @Test func sourcesShareThreads() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }
-        let run = try await BridgeRun.start(board: "crowd", sourceTimeout: 20, children: children)
+        let run = try await BridgeRun.start(board: "crowd", sourceTimeout: 20, children: children, extra: ["--max-sources-per-address", "40"])
         defer { Task { await run.subscriber.stop() } }
         func threads() throws -> Int {
             try FileManager.default.contentsOfDirectory(atPath: "/proc/\(run.bridge.processIdentifier)/task").count
@@ -169,6 +169,51 @@ struct TUIOBridgeTests {
         run.bridge.interrupt()
         await run.bridge.exited()
         #expect(run.bridge.terminationStatus == 0)
+    }
+
+    /// Spoofing from another address cannot lock a real tracker out: 64
+    /// sources each holding a cursor (they took every place and locked a new
+    /// tracker out) get 8 places from their address, and frames naming the
+    /// real tracker's source with its numbering jumped by 2^29 (which made
+    /// its own frames look old) are another source, since a source is its
+    /// sender's address and port: the real tracker begins and ends strokes
+    /// throughout.
+    @Test func spoofedSourcesAndJumpsDoNotLockARealTrackerOut() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let run = try await BridgeRun.start(board: "spoofed", sourceTimeout: 20, children: children)
+        defer { Task { await run.subscriber.stop() } }
+        let tracker = try UDPSender()
+        let spoofer = try UDPSender(from: "127.0.0.2")
+        var fseq: Int32 = 1
+        // The real tracker first: its touch is down.
+        let began = try await run.repeating({
+            tracker.send(RawTUIO.cursors(source: "table", alive: [1], sets: [(1, 0.1, 0.1)], fseq: fseq), port: run.port)
+            fseq += 1
+        }, until: { $0.orderedActiveStrokes.contains { $0.owner.rawValue == "tuio-table" } })
+        #expect(began != nil, "the real tracker never drew")
+        // The flood: 64 sources holding a cursor, and the real source's name with its numbering jumped.
+        for round in 0..<5 {
+            for index in 0..<64 {
+                spoofer.send(RawTUIO.cursors(source: "spoof-\(index)", alive: [1], sets: [(1, 0.5, 0.5)], fseq: Int32(round + 1)), port: run.port)
+            }
+            spoofer.send(RawTUIO.cursors(source: "table", alive: [], sets: [], fseq: fseq + (1 << 29) + Int32(round)), port: run.port)
+        }
+        // The real tracker ends touch 1 and draws touch 2 after it.
+        let drawn = try await run.repeating({
+            tracker.send(RawTUIO.cursors(source: "table", alive: [2], sets: [(2, 0.2, 0.3)], fseq: fseq), port: run.port)
+            fseq += 1
+        }, until: { board in
+            board.acceptedStrokes.contains { $0.owner.rawValue == "tuio-table" }
+                && board.orderedActiveStrokes.contains { $0.owner.rawValue == "tuio-table" && $0.touch == 2 }
+        })
+        let board = try #require(drawn, "the real tracker was locked out")
+        let spoofers = Set(board.orderedActiveStrokes.map(\.owner.rawValue)).filter { $0.hasPrefix("tuio-spoof") }
+        #expect(spoofers.count <= 8, "\(spoofers.count) spoofed sources drew from one address")
+        run.bridge.interrupt()
+        let text = run.text + String(decoding: await run.output.readToEnd(), as: UTF8.self)
+        await run.bridge.exited()
+        #expect(text.contains("frames of sources past --max-sources or --max-sources-per-address"), "\(text)")
     }
 
     /// With --allow, datagrams from other senders are dropped and counted

@@ -118,26 +118,52 @@ struct TUIOTests {
     }
 
     /// One spoofed datagram naming a source with fseq + 2^30 - 10 made the
-    /// tracker drop the next 240 honest frames: a frame far ahead is taken
-    /// only when the next one agrees with it, and after a silence
-    /// (`resynchronize`) any number is taken.
-    @Test func aFarJumpNeedsTheNextFrameToAgree() throws {
+    /// tracker drop the next 240 honest frames, and two that agreed locked
+    /// it out: a sequence far from the current one is taken only after 30
+    /// frames in a row while the current one has been quiet for half a
+    /// second; after a silence (`resynchronize`) any number is taken.
+    @Test func aFarJumpIsTakenOnlyWhenSustainedAndTheCurrentSequenceIsQuiet() throws {
         var tracker = TUIOSourceTracker(width: 1000, height: 500)
-        func frame(_ fseq: Int32) -> TUIOFrame {
-            TUIOFrame(source: "table", sequence: Int64(fseq), timeTag: nil, alive: [1], updates: [.init(id: 1, x: 0.5, y: 0.5)])
+        func frame(_ fseq: Int64) -> TUIOFrame {
+            TUIOFrame(source: "table", sequence: fseq, timeTag: nil, alive: [1], updates: [.init(id: 1, x: 0.5, y: 0.5)])
         }
         #expect(tracker.apply(frame(100), arrival: 1) != nil)
-        #expect(tracker.apply(frame(100 + (1 << 30) - 10), arrival: 2) == nil, "the spoofed jump is not taken")
-        for fseq in Int32(101)...340 { #expect(tracker.apply(frame(fseq), arrival: 3) != nil, "honest frame \(fseq)") }
+        // Forged frames far ahead, 40 of them agreeing, interleaved with the honest tracker's: none is taken.
+        var time = 1.0
+        for step in Int64(1)...240 {
+            time += 0.008
+            if step <= 40 { #expect(tracker.apply(frame(100 + (1 << 29) + step), arrival: time) == nil, "forged frame \(step)") }
+            #expect(tracker.apply(frame(100 + step), arrival: time) != nil, "honest frame \(100 + step)")
+        }
         #expect(tracker.lastSequence == 340)
-        // A real skip ahead (two frames that agree) is taken.
-        #expect(tracker.apply(frame(50_000), arrival: 4) == nil)
-        #expect(tracker.apply(frame(50_001), arrival: 5) != nil)
-        #expect(tracker.lastSequence == 50_001)
+        // Far behind (as a wrap would look) is no shortcut either.
+        #expect(tracker.apply(frame(340 - (1 << 31)), arrival: time) == nil)
+        #expect(tracker.apply(frame(341), arrival: time) != nil)
+        // A tracker that restarted at 50,000 and keeps sending while the old numbering stopped: taken after 30 frames.
+        var taken: Int64? = nil
+        for fseq in Int64(50_000)..<50_060 {
+            time += 0.02
+            if tracker.apply(frame(fseq), arrival: time) != nil, taken == nil { taken = fseq }
+        }
+        #expect(taken == 50_029, "the 30th frame of the new numbering, half a second after the last old one")
+        #expect(tracker.lastSequence == 50_059)
         // A restarted tracker after a silence.
         tracker.resynchronize()
-        #expect(tracker.apply(frame(1), arrival: 6) != nil)
-        #expect(tracker.apply(frame(2), arrival: 7) != nil)
+        #expect(tracker.apply(frame(1), arrival: time + 10) != nil)
+        #expect(tracker.apply(frame(2), arrival: time + 10) != nil)
+    }
+
+    /// One source cannot hold more than its cursor limit down: the rest begin nothing.
+    @Test func aSourceHoldsAtMostItsCursorLimit() throws {
+        var tracker = TUIOSourceTracker(width: 1000, height: 500, maxCursors: 3)
+        let updates = (1...10).map { TUIOFrame.Cursor(id: Int32($0), x: 0.1, y: 0.1) }
+        let first = tracker.apply(TUIOFrame(sequence: 1, alive: Array(1...10), updates: updates), arrival: 1)
+        let (changes, alive) = try #require(first)
+        #expect(changes.count == 3 && alive.count == 3 && tracker.ignoredCursors == 7)
+        // One lifts: another may begin.
+        let second = tracker.apply(TUIOFrame(sequence: 2, alive: [2, 3, 4], updates: [.init(id: 4, x: 0.2, y: 0.2)]), arrival: 2)
+        let next = try #require(second)
+        #expect(next.changes.map(\.phase) == [.began, .ended] && tracker.down == [2, 3, 4])
     }
 
     @Test func readsTUIO2Pointers() throws {

@@ -16,8 +16,10 @@ public final class TUIOBridge: Sendable {
         public var dropped = 0
         public var malformed = 0
         public var sources = 0
-        /// Frames of sources refused past --max-sources.
+        /// Frames of sources refused past --max-sources or --max-sources-per-address.
         public var refusedSources = 0
+        /// Cursors past a source's limit of touches down (their frames' other cursors are taken).
+        public var ignoredCursors = 0
         /// Datagrams from senders not on --allow.
         public var refusedSenders = 0
     }
@@ -33,20 +35,28 @@ public final class TUIOBridge: Sendable {
     /// takes the place of the longest-silent source with no touch down, or is
     /// dropped (1,500 spoofed sources made 1,508 threads and used up ZeroMQ's sockets).
     private let maxSources: Int
+    /// Sources one sender address may have at once (any port): spoofed
+    /// sources from one machine cannot take every place.
+    private let maxSourcesPerAddress: Int
+    /// Cursors one source may hold down.
+    private let maxCursors: Int
     private let allowed: SenderAllowList
     private let logger: Logger
     private let context: ZMQContext
     private let stopping = Mutex(false)
     private let finished = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
     private let host: AgentHost
-    private let agents = Mutex<[String: AgentHost.Agent]>([:])
+    private let agents = Mutex<[SourceKey: AgentHost.Agent]>([:])
     private let counts = Mutex(Counts())
 
     public init(
         address: UDPAddress, board: String, hubEndpoint: String, curve: CurveClientKeys?, width: Double, height: Double,
-        sourceTimeout: Duration, maxSources: Int = 64, allowed: SenderAllowList = .anyone, logger: Logger
+        sourceTimeout: Duration, maxSources: Int = 64, maxSourcesPerAddress: Int = 8, maxCursors: Int = 20, allowed: SenderAllowList = .anyone,
+        logger: Logger
     ) throws {
         self.maxSources = maxSources
+        self.maxSourcesPerAddress = maxSourcesPerAddress
+        self.maxCursors = maxCursors
         self.allowed = allowed
         socket = try UDPSocket(binding: address)
         self.board = board
@@ -71,7 +81,10 @@ public final class TUIOBridge: Sendable {
             }
             for waiter in waiters { waiter.resume() }
         }
-        var trackers: [String: (tracker: TUIOSourceTracker, lastHeard: ContinuousClock.Instant)] = [:]
+        // By sender (address and port) and source name: a datagram from elsewhere naming the same
+        // source is another source, so it cannot move this one's frame numbers.
+        var trackers: [SourceKey: (tracker: TUIOSourceTracker, lastHeard: ContinuousClock.Instant)] = [:]
+        var sourcesByAddress: [Substring: Int] = [:]
         var buffer = [UInt8](repeating: 0, count: 65536)
         let clock = ContinuousClock()
         var malformedSinceLog = 0
@@ -123,48 +136,77 @@ public final class TUIOBridge: Sendable {
             let arrival = Date().timeIntervalSince1970  // a frame without a time tag happened now
             let (frames, problems) = TUIOParser.frames(in: packet)
             if problems > 0 { counts.withLock { $0.malformed += problems } }
+            let senderAddress = sender.split(separator: ":").first ?? Substring(sender)
             for frame in frames {
-                let source = frame.source ?? sender
-                if trackers[source] == nil && trackers.count >= maxSources {
-                    // Full: the longest-silent source with no touch down makes room, or this one is dropped.
-                    let idle = trackers.filter { now - $0.value.lastHeard > sourceTimeout && $0.value.tracker.down.isEmpty }
-                    guard let evicted = idle.min(by: { $0.value.lastHeard < $1.value.lastHeard })?.key else {
-                        counts.withLock { $0.refusedSources += 1 }
-                        if clock.now - lastLog >= .seconds(10) {
-                            logger.warning("TUIO source refused: the bridge serves its maximum of sources", metadata: ["source": "\(source)", "max": "\(maxSources)"])
-                            lastLog = clock.now
+                let source = SourceKey(sender: sender, name: frame.source)
+                if trackers[source] == nil {
+                    // Full (the bridge, or this sender's address): the longest-silent source with no touch
+                    // down (of that address, when it is the address that is full) makes room, or this one is dropped.
+                    let addressFull = sourcesByAddress[senderAddress, default: 0] >= maxSourcesPerAddress
+                    if addressFull || trackers.count >= maxSources {
+                        let idle = trackers.filter { key, entry in
+                            now - entry.lastHeard > sourceTimeout && entry.tracker.down.isEmpty && (!addressFull || key.address == senderAddress)
                         }
-                        continue
+                        guard let evicted = idle.min(by: { $0.value.lastHeard < $1.value.lastHeard })?.key else {
+                            counts.withLock { $0.refusedSources += 1 }
+                            if clock.now - lastLog >= .seconds(10) {
+                                logger.warning(
+                                    "TUIO source refused: \(addressFull ? "its address has" : "the bridge serves") its maximum of sources",
+                                    metadata: ["source": "\(source)", "max": "\(addressFull ? maxSourcesPerAddress : maxSources)"])
+                                lastLog = clock.now
+                            }
+                            continue
+                        }
+                        trackers[evicted] = nil
+                        sourcesByAddress[evicted.address]! -= 1
+                        if let agent = agents.withLock({ $0.removeValue(forKey: evicted) }) { host.remove(agent) }
                     }
-                    trackers[evicted] = nil
-                    if let agent = agents.withLock({ $0.removeValue(forKey: evicted) }) { host.remove(agent) }
+                    sourcesByAddress[senderAddress, default: 0] += 1
                 }
-                var entry = trackers[source] ?? (TUIOSourceTracker(width: width, height: height), now)
+                var entry = trackers[source] ?? (TUIOSourceTracker(width: width, height: height, maxCursors: maxCursors), now)
                 if trackers[source] == nil { counts.withLock { $0.sources += 1 } }
                 // Silent for longer than the time-out: its numbering starts over (a restarted tracker).
                 if now - entry.lastHeard > sourceTimeout { entry.tracker.resynchronize() }
                 entry.lastHeard = clock.now
+                let ignoredBefore = entry.tracker.ignoredCursors
                 guard let (changes, alive) = entry.tracker.apply(frame, arrival: arrival) else {
                     trackers[source] = entry
                     counts.withLock { $0.dropped += 1 }
                     continue
                 }
                 trackers[source] = entry
-                counts.withLock { $0.frames += 1 }
+                counts.withLock {
+                    $0.frames += 1
+                    $0.ignoredCursors += entry.tracker.ignoredCursors - ignoredBefore
+                }
                 if !changes.isEmpty, let agent = agent(for: source) { host.send(agent, changes, alive: alive) }
             }
         }
     }
 
-    /// The agent of a TUIO source, made on first use: its namespace is `tuio-` and the source's name.
-    private func agent(for source: String) -> AgentHost.Agent? {
+    /// A TUIO source: the sender's address and port, and the name its frames give (nil: none).
+    struct SourceKey: Hashable, CustomStringConvertible {
+        var sender: String
+        var name: String?
+        var address: Substring { sender.split(separator: ":").first ?? Substring(sender) }
+        var description: String { name.map { "\($0) from \(sender)" } ?? sender }
+    }
+
+    /// The agent of a TUIO source, made on first use: its namespace is `tuio-`
+    /// and the source's name (its sender when it has none; a second sender
+    /// giving the same name gets its address and port after it).
+    private func agent(for source: SourceKey) -> AgentHost.Agent? {
         if let existing = agents.withLock({ $0[source] }) { return existing }
         var configuration = AgentConfiguration(board: board, hubEndpoint: hubEndpoint)
-        let allowed = source.unicodeScalars.map { scalar -> Character in
-            (scalar.properties.isAlphabetic && scalar.isASCII) || ("0"..."9").contains(scalar) || scalar == "-" || scalar == "_" || scalar == "."
-                ? Character(scalar) : "-"
+        func sanitized(_ text: String) -> String {
+            String(text.unicodeScalars.map { scalar -> Character in
+                (scalar.properties.isAlphabetic && scalar.isASCII) || ("0"..."9").contains(scalar) || scalar == "-" || scalar == "_" || scalar == "."
+                    ? Character(scalar) : "-"
+            })
         }
-        configuration.identity = String(("tuio-" + String(allowed)).prefix(64))
+        let named = source.name.map { name in agents.withLock { $0.keys.contains { $0.name == name && $0 != source } } } ?? false
+        let label = source.name.map { named ? $0 + "-" + source.sender : $0 } ?? source.sender
+        configuration.identity = String(("tuio-" + sanitized(label)).prefix(64))
         configuration.clientName = "touchsync tuio"
         configuration.curve = curve
         let agent = host.add(configuration)

@@ -120,27 +120,43 @@ public enum TUIOParser {
 /// (once it has a position), its `set`s move it (several in one frame are
 /// coalesced samples), leaving the alive set ends it, even if its own
 /// packets were lost. Frames older than the last one seen are dropped.
+///
+/// Frame numbers are a window a spoofed datagram must not move: a number
+/// within `maxForwardJump` ahead is taken; one far ahead or far behind (a
+/// tracker that restarted, or a forgery) starts a candidate sequence, taken
+/// only after `framesToConfirmJump` frames that follow one another while
+/// the current sequence has been quiet for `quietBeforeJump` seconds. Two
+/// forged datagrams (or a thousand, while the real tracker keeps sending)
+/// cannot lock the real tracker out.
 public struct TUIOSourceTracker: Sendable {
     /// The canvas TUIO's 0–1 coordinates are scaled to, in points.
     public var width: Double
     public var height: Double
+    /// Cursors one source may hold down at once; more are ignored (counted in `ignoredCursors`).
+    public var maxCursors: Int
     public private(set) var lastSequence: Int64? = nil
-    /// A frame number far ahead of the last one (a spoofed datagram, or a
-    /// tracker that restarted or skipped): taken only when the next frame
-    /// agrees with it, so one datagram cannot make the honest frames look old.
-    private var jumpedTo: Int64? = nil
-    /// How far ahead of the last frame a frame is taken without confirmation:
-    /// 1,000 frames, 8 s at 120 fps.
+    /// When the last frame of the current sequence was taken (`apply`'s arrival).
+    private var lastTaken: Double? = nil
+    /// A sequence far from the current one: its first and latest number, and its frames so far.
+    private var candidate: (latest: Int64, frames: Int)? = nil
+    /// How far ahead of the last frame a frame is taken at once: 1,000
+    /// frames, 8 s at 120 fps (packet loss skips a few).
     public static let maxForwardJump: Int64 = 1_000
+    /// Frames a new sequence needs in a row before it replaces the current one.
+    public static let framesToConfirmJump = 30
+    /// Seconds the current sequence must have been quiet for a new one to replace it.
+    public static let quietBeforeJump = 0.5
     /// Session ids with a touch down.
     public private(set) var down: Set<Int32> = []
     /// The last sample time given, so times never go backwards within the source.
     private var lastTime: Double = 0
     public private(set) var droppedFrames = 0
+    public private(set) var ignoredCursors = 0
 
-    public init(width: Double, height: Double) {
+    public init(width: Double, height: Double, maxCursors: Int = 20) {
         self.width = width
         self.height = height
+        self.maxCursors = maxCursors
     }
 
     public static func touchID(_ sessionID: Int32) -> TouchID { TouchID(UInt32(bitPattern: sessionID)) }
@@ -149,27 +165,36 @@ public struct TUIOSourceTracker: Sendable {
     /// (a tracker that restarted counts from the beginning again).
     public mutating func resynchronize() {
         lastSequence = nil
-        jumpedTo = nil
+        candidate = nil
     }
 
     /// The changes `frame` makes, and the touches down after it; nil when the frame is dropped (old or repeated).
     /// - Parameter arrival: seconds (any origin, steady) when the frame arrived: its time when it carries none.
     public mutating func apply(_ frame: TUIOFrame, arrival: Double) -> (changes: [TouchChange], alive: [TouchID])? {
         if let sequence = frame.sequence, sequence != -1 {
-            if let last = lastSequence, sequence <= last, last - sequence < 1 << 30 {
-                droppedFrames += 1
-                return nil
-            }
-            if let last = lastSequence, sequence - last > Self.maxForwardJump {
-                // Far ahead: taken only if it follows an earlier far-ahead frame closely.
-                guard let jumped = jumpedTo, sequence > jumped, sequence - jumped <= Self.maxForwardJump else {
-                    jumpedTo = sequence
-                    droppedFrames += 1
+            if let last = lastSequence {
+                let ahead = sequence - last
+                if ahead <= 0, -ahead < 1 << 30 {
+                    droppedFrames += 1  // old or repeated
                     return nil
                 }
+                if ahead > Self.maxForwardJump || ahead <= 0 {
+                    // Far ahead, or far behind (a restart or a wrap): far from the current sequence, a candidate until it is sustained and the current one quiet.
+                    if let current = candidate, sequence > current.latest, sequence - current.latest <= Self.maxForwardJump {
+                        candidate = (sequence, current.frames + 1)
+                    } else {
+                        candidate = (sequence, 1)
+                    }
+                    let quiet = lastTaken.map { arrival - $0 >= Self.quietBeforeJump } ?? true
+                    guard candidate!.frames >= Self.framesToConfirmJump, quiet else {
+                        droppedFrames += 1
+                        return nil
+                    }
+                }
             }
-            jumpedTo = nil
+            candidate = nil
             lastSequence = sequence
+            lastTaken = arrival
         }
         var time = frame.timeTag.map(OSCTime.unixSeconds) ?? arrival
         time = max(time, lastTime)
@@ -186,7 +211,16 @@ public struct TUIOSourceTracker: Sendable {
         }
         let alive = frame.alive.map(Set.init) ?? down.union(order)
         var changes: [TouchChange] = []
+        // A source holds at most `maxCursors` down (those that stay, and those this frame begins).
+        var held = down.count { alive.contains($0) }
         for id in order where alive.contains(id) {
+            if !down.contains(id) {
+                guard held < maxCursors else {
+                    ignoredCursors += 1  // a flood of cursor ids begins nothing more
+                    continue
+                }
+                held += 1
+            }
             var samples = samplesByID[id]!
             for index in samples.indices.dropLast() { samples[index].flags.insert(.coalesced) }
             changes.append(

@@ -26,10 +26,13 @@ struct TUIOCommand: AsyncParsableCommand {
             one agent per TUIO source (its source name, or its address), so every \
             table draws in its own namespace. Cursor ids are touch ids: entering the \
             alive set begins a stroke, each set adds a sample, leaving ends it; 0-1 \
-            coordinates are scaled to --size. Old and repeated frames (fseq) are \
-            dropped, and so is a frame more than 1,000 ahead of the last until the next \
-            one agrees with it; a source silent for --source-timeout has its touches \
-            cancelled and its numbering starts over. At most --max-sources sources at once.
+            coordinates are scaled to --size. A source is its sender's address and \
+            port with the name its frames give. Old and repeated frames (fseq) are \
+            dropped, and a numbering far from the current one (a restarted tracker) \
+            is taken only after 30 frames in a row with the old one quiet for half a \
+            second; a source silent for --source-timeout has its touches cancelled and \
+            its numbering starts over. At most --max-sources sources at once, \
+            --max-sources-per-address from one address, --max-cursors down per source.
 
             TUIO over UDP trusts its network: anyone who can send datagrams to the \
             port can draw as any source. Listen on an interface only trackers reach \
@@ -51,6 +54,8 @@ struct TUIOCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Seconds without a packet from a source before its touches are cancelled.")
     var sourceTimeout = 3.0
     @Option(parsing: .unconditional, help: "Sources served at once (each an agent of the hub).") var maxSources = 64
+    @Option(parsing: .unconditional, help: "Sources one sender address may have at once (any port).") var maxSourcesPerAddress = 8
+    @Option(parsing: .unconditional, help: "Cursors one source may hold down at once; more are ignored.") var maxCursors = 20
     @Option(parsing: .singleValue, help: "Take datagrams only from this IPv4 address or network (ADDRESS or ADDRESS/BITS; repeatable). Default: anyone who can reach the port.")
     var allow: [String] = []
     @Option(parsing: .unconditional, help: "With --emit: bundles per second.") var fps = 60.0
@@ -64,6 +69,8 @@ struct TUIOCommand: AsyncParsableCommand {
         guard Self.parseSize(size) != nil else { throw ValidationError("--size must be WIDTHxHEIGHT in points, e.g. 1920x1080") }
         guard sourceTimeout > 0 else { throw ValidationError("--source-timeout must be above 0") }
         guard (1...10_000).contains(maxSources) else { throw ValidationError("--max-sources must be 1 to 10000") }
+        guard (1...10_000).contains(maxSourcesPerAddress) else { throw ValidationError("--max-sources-per-address must be 1 to 10000") }
+        guard (1...1_000).contains(maxCursors) else { throw ValidationError("--max-cursors must be 1 to 1000") }
         _ = try validated { try SenderAllowList(allow) }
         guard fps > 0 && fps <= 1000 else { throw ValidationError("--fps must be above 0 and at most 1000") }
     }
@@ -82,7 +89,8 @@ struct TUIOCommand: AsyncParsableCommand {
             let address = try validated { try UDPAddress(listen, option: "--listen") }
             let bridge = try listening { try TUIOBridge(
                 address: address, board: board, hubEndpoint: hub.ingest, curve: try hub.keys.curve(), width: width, height: height,
-                sourceTimeout: Duration(secondsValue: sourceTimeout), maxSources: maxSources, allowed: try validated { try SenderAllowList(allow) },
+                sourceTimeout: Duration(secondsValue: sourceTimeout), maxSources: maxSources, maxSourcesPerAddress: maxSourcesPerAddress,
+                maxCursors: maxCursors, allowed: try validated { try SenderAllowList(allow) },
                 logger: logger) }
             emit("TUIO bridge: \(listen) -> board \"\(board)\" at \(hub.ingest), canvas \(size) points (Ctrl-C stops)")
             let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
@@ -92,7 +100,8 @@ struct TUIOCommand: AsyncParsableCommand {
             for await _ in signals { break }
             let counts = await bridge.stop()
             emit("TUIO bridge stopped: \(counts.frames) frames from \(counts.sources) source(s), \(counts.dropped) old or repeated, \(counts.malformed) malformed packets"
-                    + (counts.refusedSources > 0 ? ", \(counts.refusedSources) frames of sources past --max-sources" : "")
+                    + (counts.refusedSources > 0 ? ", \(counts.refusedSources) frames of sources past --max-sources or --max-sources-per-address" : "")
+                    + (counts.ignoredCursors > 0 ? ", \(counts.ignoredCursors) cursors past --max-cursors ignored" : "")
                     + (counts.refusedSenders > 0 ? ", \(counts.refusedSenders) datagrams from senders not on --allow" : ""))
         } else if let emitTo {
             let address = try validated { try UDPAddress(emitTo, option: "--emit") }
