@@ -435,6 +435,28 @@ struct HubCoreTests {
         #expect(hub.core.board("b5") == nil && hub.core.board("theirs") != nil)
     }
 
+    /// On a plain hub a user is a connection: one client with a new routing id
+    /// per board filled the 10,000-board table in 3.5 minutes. Its address is
+    /// counted too, at four times a user's quota; another address is not held back.
+    @Test func boardsCreatedAreBoundedPerAddressOnAPlainHub() {
+        let hub = CoreHarness {
+            $0.maxBoardsCreatedPerUser = 5
+            $0.maxBoardsCreatedPerUserPerMinute = 2
+        }
+        func create(_ index: Int, from address: String) -> HubRefusal? {
+            var hello = AgentHello(board: "\(address)-\(index)", sessionID: Array("s\(index)".utf8))
+            hello.remoteAddress = address
+            let flooder = peer("conn-\(address)-\(index)")
+            return hub.send(.agentMessage(from: flooder, .hello(hello), bytes: 40)).errors(to: flooder).last
+        }
+        #expect((0..<8).map { create($0, from: "10.0.0.9") == nil } == Array(repeating: true, count: 8), "8 connections, one board each")
+        let refused = create(8, from: "10.0.0.9")
+        #expect(refused?.code == .rateLimited && refused?.message.contains("address 10.0.0.9 created 8 boards") == true, "\(String(describing: refused))")
+        #expect(create(0, from: "10.0.0.10") == nil, "another address is not held back")
+        hub.advance(.seconds(60))
+        #expect((9..<21).map { create($0, from: "10.0.0.9") == nil }.filter { $0 }.count == 8, "then 8 a minute, 20 in all")
+    }
+
     /// Hellos alone do not fill the board table: a board nobody drew on, with
     /// no agent and no subscriber for the idle time-out, is forgotten and its
     /// place taken by the next; drawn boards, and boards with an agent or a

@@ -520,3 +520,27 @@ struct HubTests {
         #expect(await eventually(timeout: .seconds(2)) { ports.allSatisfy { !isListening(port: $0) } })
     }
 }
+
+/// A plain hub counts the boards created from one remote address (the
+/// transport's `Peer-Address`), whatever routing ids its connections take.
+@Suite("Hub: boards created per address")
+struct BoardsPerAddressTests {
+    @Test func oneAddressWithARoutingIDPerBoardIsRateLimited() async throws {
+        let test = try await TestHub.start { $0.maxBoardsCreatedPerUserPerMinute = 2 }
+        var refusals: [String] = []
+        var welcomed = 0
+        for index in 0..<10 {
+            let raw = try RawAgent(test, identity: "flood-\(index)")
+            try raw.hello(board: "flood-\(index)", session: "s\(index)")
+            let reply = try #require(try raw.reply(), "no answer to hello \(index)")
+            switch reply.body {
+            case .welcome: welcomed += 1
+            case .error(let error): refusals.append("\(error.code): \(error.message)")
+            default: break
+            }
+        }
+        #expect(welcomed == 8, "four times the user's 2 a minute from 127.0.0.1: \(refusals)")
+        #expect(refusals.count == 2 && refusals.allSatisfy { $0.contains("address 127.0.0.1 created 8 boards in the last minute") }, "\(refusals)")
+        await test.hub.stop()
+    }
+}

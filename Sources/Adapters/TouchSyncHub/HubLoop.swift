@@ -416,6 +416,9 @@ final class HubLoop {
             }
         } else {
             switch message.withUnsafeBytes(AgentRequest.decode) {
+            case .success(.hello(var hello)):
+                hello.remoteAddress = message.peerAddress  // per-address quotas (a plain hub's users are connections)
+                handle(.agentMessage(from: peer, .hello(hello), bytes: message.count))
             case .success(let request): handle(.agentMessage(from: peer, request, bytes: message.count))
             case .failure(let error): handle(.undecodable(from: peer, error))
             }

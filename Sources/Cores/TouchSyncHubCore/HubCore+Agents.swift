@@ -209,7 +209,8 @@ extension HubCore {
                 refuse(peer.id, HubRefusal(.unknownBoard, "this hub holds its maximum of \(configuration.maxBoards) boards"), into: &actions)
                 return
             }
-            if let refusal = quotas.createBoard(by: peer.principal, now: now) {
+            // On a plain hub a user is a connection: its address is counted too.
+            if let refusal = quotas.createBoard(by: peer.principal, from: access == nil ? hello.remoteAddress : nil, now: now) {
                 refuse(peer.id, refusal, into: &actions)
                 return
             }

@@ -63,6 +63,9 @@ public struct AgentHello: Sendable, Equatable {
     public var token: String
     /// The most the session asks to do (nil: what the hub grants).
     public var roleLimit: Role?
+    /// The connection's remote IP address, as the transport knows it (never
+    /// from the wire): a plain hub counts board creation per address too.
+    public var remoteAddress: String? = nil
 
     public init(
         protocolVersion: UInt32 = 1, board: String, clientName: String = "", resumeAfter: UInt64 = 0,

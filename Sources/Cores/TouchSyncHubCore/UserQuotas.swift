@@ -9,8 +9,15 @@ struct UserQuotas {
     let maxBoardsPerUserPerMinute: Int
     /// Samples in each user's accepted strokes over all boards (users with none are absent).
     private var stored: [UserNamespace: Int] = [:]
-    /// Boards each user created here (at most one entry per board created).
-    private var created: [UserNamespace: (total: Int, minuteStart: Moment, inMinute: Int)] = [:]
+    /// Boards each user (and, on a plain hub, each remote address) created here.
+    private var created: [Creator: (total: Int, minuteStart: Moment, inMinute: Int)] = [:]
+
+    enum Creator: Hashable {
+        case user(UserNamespace)
+        /// A plain hub's users are connections: one machine opening a connection per board is
+        /// counted by its address too, at four times a user's quota (a few people behind one NAT, a gateway's guests).
+        case address(String)
+    }
 
     init(maxSamplesPerUser: Int, maxBoardsPerUser: Int, maxBoardsPerUserPerMinute: Int) {
         self.maxSamplesPerUser = maxSamplesPerUser
@@ -31,17 +38,23 @@ struct UserQuotas {
         stored[user] = total == 0 ? nil : total
     }
 
-    /// `user` creates a board now: counted, or the refusal past a quota.
-    mutating func createBoard(by user: UserNamespace, now: Moment) -> HubRefusal? {
-        var entry = created[user] ?? (total: 0, minuteStart: now, inMinute: 0)
-        if now - entry.minuteStart >= .seconds(60) { entry = (entry.total, now, 0) }
-        guard entry.total < maxBoardsPerUser else {
-            return HubRefusal(.rateLimited, "\(user) has created its maximum of \(maxBoardsPerUser) boards on this hub")
+    /// `user` (from `address`, on a plain hub) creates a board now: counted, or the refusal past a quota.
+    mutating func createBoard(by user: UserNamespace, from address: String? = nil, now: Moment) -> HubRefusal? {
+        let creators: [(Creator, String, Int)] =
+            [(.user(user), "\(user)", 1)] + (address.map { [(.address($0), "address \($0)", 4)] } ?? [])
+        var entries: [(Creator, (total: Int, minuteStart: Moment, inMinute: Int))] = []
+        for (creator, name, factor) in creators {
+            var entry = created[creator] ?? (total: 0, minuteStart: now, inMinute: 0)
+            if now - entry.minuteStart >= .seconds(60) { entry = (entry.total, now, 0) }
+            guard entry.total < factor * maxBoardsPerUser else {
+                return HubRefusal(.rateLimited, "\(name) has created its maximum of \(factor * maxBoardsPerUser) boards on this hub")
+            }
+            guard entry.inMinute < factor * maxBoardsPerUserPerMinute else {
+                return HubRefusal(.rateLimited, "\(name) created \(factor * maxBoardsPerUserPerMinute) boards in the last minute: wait")
+            }
+            entries.append((creator, entry))
         }
-        guard entry.inMinute < maxBoardsPerUserPerMinute else {
-            return HubRefusal(.rateLimited, "\(user) created \(maxBoardsPerUserPerMinute) boards in the last minute: wait")
-        }
-        created[user] = (entry.total + 1, entry.minuteStart, entry.inMinute + 1)
+        for (creator, entry) in entries { created[creator] = (entry.total + 1, entry.minuteStart, entry.inMinute + 1) }
         return nil
     }
 }
