@@ -24,12 +24,38 @@ struct GatewayWireTests {
         /// The hub's Prometheus port (`hub --metrics`).
         let metricsPort: UInt16
 
-        init(webArguments: [String] = []) async throws {
+        /// With `invitee`, the hub authenticates (keys and an access list made with
+        /// `touchsync keys`), the gateway acts for invited users, and `token` is
+        /// the invitee's invitation (draw on every board).
+        private(set) var token: String? = nil
+
+        init(webArguments: [String] = [], hubArguments: [String] = [], invitee: String? = nil) async throws {
             let data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-gw-\(UUID().uuidString)").path
             self.data = data
+            var hubSecurity: [String] = []
+            var webSecurity: [String] = []
+            if let invitee {
+                let keys = data + "/keys"
+                let access = keys + "/access.json"
+                for name in ["hub", "gateway"] {
+                    let made = try await touchsync(["keys", "generate", name, "--dir", keys])
+                    guard made.status == 0 else { throw TestFailure("keys generate: \(made.errors)") }
+                }
+                let allowed = try await touchsync(
+                    ["keys", "allow", "gateway", "--boards", "*", "--role", "admin", "--acts-for", "web:", "--access", access, "--dir", keys])
+                guard allowed.status == 0 else { throw TestFailure("keys allow: \(allowed.errors)") }
+                let invited = try await touchsync(["keys", "invite", invitee, "--boards", "*", "--role", "draw", "--access", access])
+                guard invited.status == 0, let range = invited.output.range(of: #"#token=[A-Za-z0-9]+"#, options: .regularExpression) else {
+                    throw TestFailure("keys invite: \(invited.output) \(invited.errors)")
+                }
+                token = String(invited.output[range].dropFirst(7))
+                hubSecurity = ["--key", keys + "/hub.key", "--access", access]
+                webSecurity = ["--key", keys + "/gateway.key", "--hub-key", keys + "/hub.pub", "--access", access]
+            }
             let (ports, _, _, _) = try await children.startHub(ports: try ProcessTests.freePorts(5)) { ports in
                 ["hub", "--data", data, "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
                  "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])", "--metrics", "127.0.0.1:\(ports[4])"]
+                    + hubSecurity + hubArguments
             }
             let endpoints = ports.prefix(4).map { "tcp://127.0.0.1:\($0)" }
             metricsPort = UInt16(ports[4])
@@ -37,7 +63,8 @@ struct GatewayWireTests {
             let helloTimeout = webArguments.contains("--hello-timeout") ? [] : ["--hello-timeout", "60"]
             (port, gatewayPID) = try await Self.startGateway(
                 children,
-                ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]] + helloTimeout + webArguments)
+                ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]] + helloTimeout + webSecurity
+                    + webArguments)
         }
 
         /// `touchsync web` on a free port with `arguments`, once it says it is ready: its port and pid.

@@ -46,6 +46,35 @@ struct TabOutboxTests {
 }
 
 extension TabOutboxTests {
+    /// Acks are never dropped by a snapshot that is due or an overflow (a tab's
+    /// first stroke on a new board, drawn while its snapshot waited, was never
+    /// acknowledged), and they go while the snapshot is fetched: the latest
+    /// stands for those before it.
+    @Test func acksSurviveSnapshotsAndGoWhileOneIsFetched() {
+        let outbox = TabOutbox(limit: 2)
+        let wakes = Atomic(0)
+        outbox.wake { wakes.add(1, ordering: .relaxed) }
+        outbox.requestSnapshot()  // a new tab: its snapshot is due
+        outbox.postAck(1)
+        outbox.post("batch moot before the snapshot")
+        outbox.postAck(2)
+        guard case .snapshot = outbox.take() else { Issue.record("the snapshot first"); return }
+        // While the snapshot is fetched, a new ack wakes the tab and is taken on its own.
+        let wakesBefore = wakes.load(ordering: .relaxed)
+        outbox.postAck(3)
+        #expect(wakes.load(ordering: .relaxed) == wakesBefore + 1, "an ack wakes the tab during the fetch")
+        #expect(outbox.takeAck() == .text(#"{"t":"ack","n":3}"#), "the latest ack, standing for 1 and 2")
+        #expect(outbox.takeAck() == nil)
+        // An overflow drops batches, never the ack.
+        outbox.post("b1")
+        outbox.post("b2")
+        outbox.postAck(4)
+        #expect(!outbox.post("b3"))
+        guard case .snapshot = outbox.take() else { Issue.record("an overflow resyncs"); return }
+        guard case .messages(let after) = outbox.take() else { Issue.record("the ack after the snapshot"); return }
+        #expect(after == [.text(#"{"t":"ack","n":4}"#)])
+    }
+
     /// Another tab's pointer replaces its previous one still queued, keeps its
     /// place among the batches, and never overflows the queue into a resync.
     @Test func pointersReplaceTheirWaitingOnesAndNeverCauseAResync() {

@@ -57,6 +57,11 @@ final class TabOutbox: Sendable {
         var revoked: (code: String, message: String)? = nil
         /// Where each other tab's pointer waits in `queue` (by presence id): a newer one takes its place.
         var presence: [UInt64: Int] = [:]
+        /// The latest acknowledgement not yet taken. Apart from the queue: a
+        /// snapshot due or an overflow drops batches, never acks (a tab's first
+        /// stroke on a new board, drawn while its snapshot waited, once went
+        /// unacknowledged for good).
+        var ackDue: UInt64? = nil
     }
     private let state = Mutex(State())
     let limit: Int
@@ -88,8 +93,27 @@ final class TabOutbox: Sendable {
     @discardableResult
     func post(_ text: String) -> Bool { post(frame: .text(text)) }
 
-    /// An acknowledgement, in the tab's wire.
-    func postAck(_ n: UInt64) { post(frame: binary ? .binary(BrowserBinary.ack(n)) : .text(BrowserMessage.ack(n: n).json)) }
+    /// An acknowledgement (acks are cumulative: the latest stands for those before).
+    func postAck(_ n: UInt64) {
+        let waker: (@Sendable () -> Void)? = state.withLock { state in
+            guard !state.closed else { return nil }
+            state.ackDue = max(state.ackDue ?? 0, n)
+            return state.takeWaker()
+        }
+        waker?()
+    }
+
+    /// The acknowledgement due, in the tab's wire, taken (also while a snapshot is being fetched).
+    func takeAck() -> TabFrame? {
+        guard let n = state.withLock({ state -> UInt64? in
+            defer {
+                state.ackDue = nil
+                state.wakeDue = false  // the next post wakes the tab again
+            }
+            return state.closed ? nil : state.ackDue
+        }) else { return nil }
+        return binary ? .binary(BrowserBinary.ack(n)) : .text(BrowserMessage.ack(n: n).json)
+    }
 
     /// Queues a frame; false when the queue overflowed (a snapshot is then due instead).
     @discardableResult
@@ -181,10 +205,15 @@ final class TabOutbox: Sendable {
             }
             if state.needsSnapshot {
                 state.needsSnapshot = false
+                state.wakeDue = false  // what is posted while the snapshot is fetched wakes the tab (its acks go at once)
                 return .snapshot
             }
-            if !state.queue.isEmpty {
-                let messages = state.queue
+            if !state.queue.isEmpty || state.ackDue != nil {
+                var messages = state.queue
+                if let n = state.ackDue {
+                    messages.append(binary ? .binary(BrowserBinary.ack(n)) : .text(BrowserMessage.ack(n: n).json))
+                    state.ackDue = nil
+                }
                 state.queue.removeAll(keepingCapacity: true)
                 state.presence.removeAll(keepingCapacity: true)
                 return .messages(messages)
@@ -199,7 +228,7 @@ final class TabOutbox: Sendable {
 }
 
 extension TabOutbox.State {
-    fileprivate var hasWork: Bool { closed || revoked != nil || needsSnapshot || !queue.isEmpty }
+    fileprivate var hasWork: Bool { closed || revoked != nil || needsSnapshot || !queue.isEmpty || ackDue != nil }
 
     /// The waker, when it is due now (once until the queue is taken empty).
     fileprivate mutating func takeWaker() -> (@Sendable () -> Void)? {

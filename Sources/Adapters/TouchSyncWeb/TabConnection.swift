@@ -294,7 +294,18 @@ final class TabConnection: TabSocketReceiver {
     /// outbox is empty or the socket cannot take more (its writability wakes
     /// this again; the outbox meanwhile overflows into a snapshot).
     func drainOutbox() {
-        guard let socket, !fetchingSnapshot else { return }
+        guard let socket else { return }
+        guard !fetchingSnapshot else {
+            // Acks do not wait for the board: the tab hears them while its snapshot is fetched.
+            if let ack = outbox.takeAck() {
+                switch ack {
+                case .binary(let buffer): socket.send(binary: buffer)
+                case .text(let text): socket.send(text: text)
+                }
+                socket.flush()
+            }
+            return
+        }
         while socket.isWritable, let next = outbox.take() {
             switch next {
             case .closed:
