@@ -141,4 +141,25 @@ import TouchSyncWire
         // Ann may not clear the board (draw role) even through the gateway's admin key.
         #expect(hub.message(gateway, .numbered(sequence: 1, .clear(.board))).errors(to: gateway).map(\.code) == [.forbidden])
     }
+
+    /// Boards an invited user creates count against that user, whichever tab
+    /// (namespace) creates them: one invitee's tabs created 400 boards in 54 s.
+    @Test func boardsCreatedThroughAGatewayCountAgainstTheInvitedUser() throws {
+        let token = String(repeating: "t", count: 32)
+        let access = try AccessList(users: [
+            "gateway": AccessEntry(key: String(repeating: "g", count: 40), boards: ["*": .admin], actsFor: "web:"),
+            "ann": AccessEntry(token: token, boards: ["*": .draw]),
+            "bob": AccessEntry(token: String(repeating: "u", count: 32), boards: ["*": .draw]),
+        ])
+        let hub = CoreHarness({ $0.maxBoardsCreatedPerUserPerMinute = 3 }, access: access)
+        func tab(_ channel: UInt32, of user: String, token: String, board: String) -> [HubRefusal] {
+            let peer = Peer(id: PeerID(Array("gw".utf8), channel: channel), principal: UserNamespace("gateway"))
+            let hello = AgentHello(board: board, sessionID: Array("s\(channel)".utf8), actAs: "web:\(user):tab\(channel)", token: token)
+            return hub.message(peer, .hello(hello), bytes: 40).errors(to: peer)
+        }
+        #expect((1...3).map { tab(UInt32($0), of: "ann", token: token, board: "ann-\($0)").isEmpty } == [true, true, true])
+        let fourth = tab(4, of: "ann", token: token, board: "ann-4")
+        #expect(fourth.first?.code == .rateLimited && fourth.first?.message.contains("ann created 3 boards") == true, "\(fourth)")
+        #expect(tab(5, of: "bob", token: String(repeating: "u", count: 32), board: "bob-1").isEmpty, "another invitee is not held back")
+    }
 }
