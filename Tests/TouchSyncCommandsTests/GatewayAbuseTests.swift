@@ -225,6 +225,43 @@ struct GatewayAbuseTests {
         for tab in tabs { await tab.connection.close() }
     }
 
+    /// The gateway asks the hub for each user's thumbnails, lists and
+    /// histories on that user's behalf: a watch-only invitee flooding
+    /// thumbnail requests uses up her own allowance, not the gateway's (which
+    /// every tab's board needs): the honest user's thumbnail right after is
+    /// answered, and her new tab gets its board and draws.
+    @Test func oneUsersRequestFloodCountsAgainstThatUserOnly() async throws {
+        let rig = try await Rig(hubArguments: ["--max-snapshots-per-second", "3"], invitee: "ann", watchers: ["eve"])
+        defer { rig.close() }
+        let ann = try await rig.tab()
+        _ = try await Self.welcome(ann, board: "ann-board", token: rig.token)
+        ann.send(.touch(.init(n: 1, phase: "began", id: 1, s: [[1, 1, 1]])))
+        ann.send(.touch(.init(n: 2, phase: "ended", id: 1, s: [[2, 2, 2]])))
+        _ = try await ann.next("ack 2") { if case .ack(let n) = $0, n >= 2 { n } else { nil } }
+        let port = UInt16(rig.port)
+        func thumbnail(_ board: String, token: String) throws -> String {
+            let response = try httpExchange(
+                port: port, "GET /api/boards/\(board)/thumbnail.svg HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nConnection: close\r\n\r\n")
+            return String(response.prefix(12))
+        }
+        let eve = try #require(rig.watcherTokens["eve"])
+        // Thumbnails of boards nobody follows here (each one a hub snapshot), all at once.
+        let flood = try await withThrowingTaskGroup(of: String.self) { group in
+            for index in 0..<30 { group.addTask { try thumbnail("random-\(index)", token: eve) } }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(flood.contains { $0.hasSuffix("503") }, "eve's flood met her allowance: \(flood)")
+        let annThumbnail = try thumbnail("other-\(UUID().uuidString.prefix(8))", token: try #require(rig.token))
+        #expect(annThumbnail.hasSuffix("200"), "ann's request is hers, not the gateway's: \(annThumbnail)")
+        // Ann's new tab on a new board gets its board (the gateway's own allowance) and draws.
+        let second = try await rig.tab()
+        _ = try await Self.welcome(second, board: "ann-second", token: rig.token)
+        _ = try await second.next("snapshot") { if case .snapshot(let s) = $0 { s } else { nil } }
+        second.send(.touch(.init(n: 1, phase: "began", id: 1, s: [[1, 1, 1]])))
+        _ = try await second.next("ack 1") { if case .ack(let n) = $0, n >= 1 { n } else { nil } }
+        print("30 thumbnails from one watcher: \(flood.filter { $0.hasSuffix("503") }.count) refused as hers; the other user's answered")
+    }
+
     /// A WebSocket that never says hello is closed; a request with a body is
     /// refused at once (the gateway takes none, so a body sent a byte at a
     /// time cannot hold a connection).

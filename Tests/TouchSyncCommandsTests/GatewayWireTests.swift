@@ -28,8 +28,10 @@ struct GatewayWireTests {
         /// `touchsync keys`), the gateway acts for invited users, and `token` is
         /// the invitee's invitation (draw on every board).
         private(set) var token: String? = nil
+        /// The `watchers`' invitation tokens (watch every board).
+        private(set) var watcherTokens: [String: String] = [:]
 
-        init(webArguments: [String] = [], hubArguments: [String] = [], invitee: String? = nil) async throws {
+        init(webArguments: [String] = [], hubArguments: [String] = [], invitee: String? = nil, watchers: [String] = []) async throws {
             let data = FileManager.default.temporaryDirectory.appendingPathComponent("touchsync-gw-\(UUID().uuidString)").path
             self.data = data
             var hubSecurity: [String] = []
@@ -44,11 +46,13 @@ struct GatewayWireTests {
                 let allowed = try await touchsync(
                     ["keys", "allow", "gateway", "--boards", "*", "--role", "admin", "--acts-for", "web:", "--access", access, "--dir", keys])
                 guard allowed.status == 0 else { throw TestFailure("keys allow: \(allowed.errors)") }
-                let invited = try await touchsync(["keys", "invite", invitee, "--boards", "*", "--role", "draw", "--access", access])
-                guard invited.status == 0, let range = invited.output.range(of: #"#token=[A-Za-z0-9]+"#, options: .regularExpression) else {
-                    throw TestFailure("keys invite: \(invited.output) \(invited.errors)")
+                for (name, role) in [(invitee, "draw")] + watchers.map({ ($0, "watch") }) {
+                    let invited = try await touchsync(["keys", "invite", name, "--boards", "*", "--role", role, "--access", access])
+                    guard invited.status == 0, let range = invited.output.range(of: #"#token=[A-Za-z0-9]+"#, options: .regularExpression) else {
+                        throw TestFailure("keys invite: \(invited.output) \(invited.errors)")
+                    }
+                    if name == invitee { token = String(invited.output[range].dropFirst(7)) } else { watcherTokens[name] = String(invited.output[range].dropFirst(7)) }
                 }
-                token = String(invited.output[range].dropFirst(7))
                 hubSecurity = ["--key", keys + "/hub.key", "--access", access]
                 webSecurity = ["--key", keys + "/gateway.key", "--hub-key", keys + "/hub.pub", "--access", access]
             }

@@ -163,3 +163,63 @@ import TouchSyncWire
         #expect(tab(5, of: "bob", token: String(repeating: "u", count: 32), board: "bob-1").isEmpty, "another invitee is not held back")
     }
 }
+
+/// Snapshot and board-list requests a gateway makes for its users count in
+/// those users' allowances, and are allowed as them (docs/protocol.md,
+/// "Requests on behalf of a user").
+@Suite struct RequestsOnBehalfTests {
+    static let annToken = String(repeating: "t", count: 32)
+    static let eveToken = String(repeating: "e", count: 32)
+
+    static func hub() throws -> CoreHarness {
+        let access = try AccessList(users: [
+            "gateway": AccessEntry(key: String(repeating: "g", count: 40), boards: ["*": .admin], actsFor: "web:"),
+            "ann": AccessEntry(token: annToken, boards: ["*": .draw]),
+            "eve": AccessEntry(token: eveToken, boards: ["public-*": .watch]),
+        ])
+        return CoreHarness({ $0.maxSnapshotsPerSecond = 3 }, access: access)
+    }
+
+    /// The outcome of one snapshot request from the gateway's connection: "ok" or the refusal's code.
+    static func snapshot(_ hub: CoreHarness, _ board: String, token: String?, id: UInt64) -> String {
+        let gateway = PeerID(Array("gateway-connection".utf8))
+        let onBehalf = token.map { OnBehalf(actAs: "", token: $0) }
+        for action in hub.send(.snapshotRequested(by: gateway, user: UserNamespace("gateway"), board: board, requestID: id, onBehalf: onBehalf)) {
+            if case .sendSnapshot = action { return "ok" }
+            if case .refuseSnapshot(_, _, let refusal) = action { return "\(refusal.code)" }
+        }
+        return "nothing"
+    }
+
+    @Test func oneUsersRequestsDoNotUseUpTheGatewaysAllowance() throws {
+        let hub = try Self.hub()
+        // eve asks past her allowance (3 a second here): refused, as eve.
+        let eve = (1...5).map { Self.snapshot(hub, "public-\($0)", token: Self.eveToken, id: UInt64($0)) }
+        #expect(eve == ["ok", "ok", "ok", "rateLimited", "rateLimited"])
+        // The gateway's own requests (the boards its tabs follow) and ann's are untouched.
+        #expect(Self.snapshot(hub, "team", token: nil, id: 10) == "ok")
+        #expect(Self.snapshot(hub, "team", token: Self.annToken, id: 11) == "ok")
+        // Allowed as the user: eve may not watch "team", whatever the gateway may; a token the list does not hold is refused.
+        hub.advance(.seconds(1))
+        #expect(Self.snapshot(hub, "team", token: Self.eveToken, id: 12) == "forbidden")
+        #expect(Self.snapshot(hub, "team", token: String(repeating: "x", count: 32), id: 13) == "forbidden")
+    }
+
+    @Test func aBoardListOnBehalfOfAUserListsWhatThatUserMayWatch() throws {
+        let hub = try Self.hub()
+        let ann = Peer(id: PeerID(Array("gw".utf8), channel: 1), principal: UserNamespace("gateway"))
+        for board in ["public-1", "team"] {
+            _ = hub.message(ann, .hello(AgentHello(board: board, sessionID: Array(board.utf8), actAs: "web:ann:x", token: Self.annToken)), bytes: 40)
+        }
+        let gateway = PeerID(Array("gateway-connection".utf8))
+        var listed: [String] = []
+        for action in hub.send(
+            .boardListRequested(
+                by: gateway, user: UserNamespace("gateway"), prefix: "", after: "", limit: 0, requestID: 1,
+                onBehalf: OnBehalf(actAs: "", token: Self.eveToken)))
+        {
+            if case .sendBoardList(_, _, let boards, _) = action { listed = boards.map(\.board) }
+        }
+        #expect(listed == ["public-1"])
+    }
+}

@@ -36,9 +36,10 @@ public enum HistoryError: Error, Sendable, CustomStringConvertible {
 public enum HistoryClient {
     public static func fetch(
         board: String, endpoint: String, context: ZMQContext? = nil, timeout: Duration = .seconds(10), curve: CurveClientKeys? = nil,
-        host: HubRequestHost? = nil, logger: Logger
+        host: HubRequestHost? = nil, onBehalf: (actAs: String, token: String)? = nil, logger: Logger
     ) async throws -> RecordedHistory {
         var request = Touchsync_V1_HistoryRequest()
+        if let onBehalf { (request.actAs, request.token) = onBehalf }
         request.board = board
         request.requestID = host?.newRequestID() ?? UInt64.random(in: 1...UInt64.max)
         let id = request.requestID

@@ -84,12 +84,16 @@ public enum BoardDirectory {
         public var more: Bool
     }
 
-    /// - Parameter host: send it from `host`'s thread (nil: a thread of its own).
+    /// - Parameters:
+    ///   - host: send it from `host`'s thread (nil: a thread of its own).
+    ///   - onBehalf: a gateway asking for one of its users (docs/protocol.md, "Requests on behalf of a user").
     public static func list(
         endpoint: String, prefix: String = "", after: String = "", limit: Int = 0, context: ZMQContext? = nil,
-        timeout: Duration = .seconds(5), curve: CurveClientKeys? = nil, host: HubRequestHost? = nil
+        timeout: Duration = .seconds(5), curve: CurveClientKeys? = nil, host: HubRequestHost? = nil,
+        onBehalf: (actAs: String, token: String)? = nil
     ) async throws -> Page {
         var request = Touchsync_V1_SnapshotRequest()
+        if let onBehalf { (request.actAs, request.token) = onBehalf }
         request.listBoards = true
         request.board = prefix
         request.after = after
@@ -141,9 +145,10 @@ extension BoardDirectory {
     /// live, use `BoardSubscriber`.
     public static func snapshot(
         of board: String, endpoint: String, context: ZMQContext? = nil, timeout: Duration = .seconds(5), curve: CurveClientKeys? = nil,
-        host: HubRequestHost? = nil
+        host: HubRequestHost? = nil, onBehalf: (actAs: String, token: String)? = nil
     ) async throws -> BoardState {
         var request = Touchsync_V1_SnapshotRequest()
+        if let onBehalf { (request.actAs, request.token) = onBehalf }
         request.board = board
         request.requestID = host?.newRequestID() ?? UInt64.random(in: 1...UInt64.max)
         let chunks = Mutex<[Touchsync_V1_SnapshotChunk]>([])

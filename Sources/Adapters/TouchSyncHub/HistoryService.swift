@@ -1,3 +1,4 @@
+import TouchSyncHubCore
 import Dispatch
 import Glibc
 import Synchronization
@@ -95,17 +96,26 @@ final class HistoryService {
                 sendError(to: peer, requestID: 0, code: .malformed, "not a HistoryRequest")
                 continue
             }
-            guard admit(user.map { Array($0.utf8) } ?? peer, now: .now) else {
+            // Whose request it is: the connection's user, or the user a gateway asks for (counted as that user).
+            let party: RequestParty
+            switch RequestParty.resolve(user: access == nil ? nil : user, actAs: request.actAs, token: request.token, access: access?.current) {
+            case .success(let resolved): party = resolved
+            case .failure(let refusal):
+                sendError(to: peer, requestID: request.requestID, code: refusal.code, refusal.message)
+                continue
+            }
+            let requester = party.allowanceKey.map { Array($0.utf8) } ?? peer
+            guard admit(requester, now: .now) else {
                 sendError(
                     to: peer, requestID: request.requestID, code: .rateLimited,
                     "more than \(Self.maxRequestsPerWindow) history requests in \(Self.requestWindow.components.seconds) s")
                 continue
             }
-            if let why = access?.refusal(for: user, board: request.board) {
-                sendError(to: peer, requestID: request.requestID, code: .forbidden, why)
+            if access != nil, !party.mayWatch(request.board, access: access?.current) {
+                sendError(to: peer, requestID: request.requestID, code: .forbidden, "\(party.user ?? "this peer") may not watch board \(request.board)")
                 continue
             }
-            serve(request, to: peer, requester: user.map { Array($0.utf8) } ?? peer)
+            serve(request, to: peer, requester: requester)
         }
     }
 

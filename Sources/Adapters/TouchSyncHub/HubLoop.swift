@@ -487,7 +487,8 @@ final class HubLoop {
                 handle(
                     .boardListRequested(
                         by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, prefix: request.board,
-                        after: request.after, limit: Int(request.limit), requestID: request.requestID))
+                        after: request.after, limit: Int(request.limit), requestID: request.requestID,
+                        onBehalf: OnBehalf(actAs: request.actAs, token: request.token)))
             case .success(let request):
                 if request.packedSamples {
                     // Bounded: requests refused or never answered would otherwise pile up (forgetting one only costs v1).
@@ -497,7 +498,7 @@ final class HubLoop {
                 handle(
                     .snapshotRequested(
                         by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, board: request.board,
-                        requestID: request.requestID))
+                        requestID: request.requestID, onBehalf: OnBehalf(actAs: request.actAs, token: request.token)))
             case .failure:
                 snapshotService.sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
             }

@@ -875,7 +875,8 @@ public final class WebGateway: Service, Sendable {
             for hub in configuration.boardListHubs.isEmpty ? [configuration.hub("")] : configuration.boardListHubs {
                 do {
                     let page = try await BoardDirectory.list(
-                        endpoint: hub.snapshot, limit: 1_000, context: self.context, timeout: .seconds(3), curve: hub.curve, host: requests)
+                        endpoint: hub.snapshot, limit: 1_000, context: self.context, timeout: .seconds(3), curve: hub.curve, host: requests,
+                        onBehalf: onBehalf(of: request))
                     for board in page.boards {
                         merged[board.board] = (
                             0, board.sequence, Int(board.acceptedStrokes), Int(board.agents), board.lastChangeTime > 0 ? board.lastChangeTime / 1000 : nil,
@@ -924,7 +925,8 @@ public final class WebGateway: Service, Sendable {
                     for endpoint in hub.snapshot.split(separator: ",") where answer == nil {
                         do {
                             answer = try await BoardDirectory.snapshot(
-                                of: board, endpoint: String(endpoint), context: self.context, timeout: .seconds(3), curve: hub.curve, host: requests)
+                                of: board, endpoint: String(endpoint), context: self.context, timeout: .seconds(3), curve: hub.curve, host: requests,
+                                onBehalf: onBehalf(of: request))
                         } catch { failure = error }
                     }
                     guard let replica = answer else { throw failure ?? BrowserWireError("HUB_UNAVAILABLE", "no hub listed") }
@@ -945,7 +947,7 @@ public final class WebGateway: Service, Sendable {
         router.get("/api/boards/:board/history") { [self] request, context in
             let board = try context.parameters.require("board")
             if let refusal = refusalToRead(board, request) { return refusal }
-            return await history(of: board)
+            return await history(of: board, onBehalf: onBehalf(of: request))
         }
     }
 
@@ -954,6 +956,15 @@ public final class WebGateway: Service, Sendable {
         var renderer = BoardRenderer()
         renderer.spotDiameter = 0
         return renderer.svg(of: board)
+    }
+
+    /// Whom an HTTP request asks the hub for: on an authenticated hub the
+    /// invited user whose token it carries, so the hub counts it in that
+    /// user's allowance and not in the gateway's, which every tab's board
+    /// needs (docs/protocol.md, "Requests on behalf of a user"); nil for guests.
+    private func onBehalf(of request: Request) -> (actAs: String, token: String)? {
+        guard configuration.accessList != nil, let token = Self.bearer(request) else { return nil }
+        return ("", token)
     }
 
     /// Why `request` may not read `board` (a bad name, no or a wrong invitation token), or nil.
@@ -969,11 +980,12 @@ public final class WebGateway: Service, Sendable {
     }
 
     /// The board's recorded history for the replay view: the oldest checkpoint, then every batch with its hub time.
-    private func history(of board: String) async -> Response {
+    private func history(of board: String, onBehalf: (actAs: String, token: String)?) async -> Response {
         let hub = configuration.hub(board)
         do {
             let recorded = try await HistoryClient.fetch(
-                board: board, endpoint: hub.history, context: context, timeout: .seconds(10), curve: hub.curve, host: requests, logger: logger)
+                board: board, endpoint: hub.history, context: context, timeout: .seconds(10), curve: hub.curve, host: requests, onBehalf: onBehalf,
+                logger: logger)
             var out = "{\"board\":\(BrowserWire.quoted(board)),\"start\":" + BrowserWire.snapshot(recorded.start) + ",\"batches\":["
             var state = recorded.start
             for (index, recordedBatch) in recorded.batches.enumerated() {

@@ -10,13 +10,13 @@ extension HubCore {
     public static let maxBoardsListed = 1_000
 
     /// Boards whose names start with `prefix` and sort after `after` (UTF-8
-    /// bytes), that `user` may watch on an authenticated hub, in name order.
-    func boardList(prefix: String, after: String, limit: Int, for user: UserNamespace?) -> ([BoardSummary], more: Bool) {
+    /// bytes), that `party` may watch on an authenticated hub, in name order.
+    func boardList(prefix: String, after: String, limit: Int, for party: RequestParty) -> ([BoardSummary], more: Bool) {
         let limit = limit <= 0 || limit > Self.maxBoardsListed ? Self.maxBoardsListed : limit
         let afterBytes = Array(after.utf8)
         var names: [(name: String, slot: Int)] = []
         for (name, slot) in channels.slotsByName where name.hasPrefix(prefix) && (after.isEmpty || afterBytes.lexicographicallyPrecedes(Array(name.utf8))) {
-            if let access, user.flatMap({ access.role(of: $0.rawValue, on: name) }) == nil { continue }
+            if access != nil, !party.mayWatch(name, access: access) { continue }
             names.append((name, slot))
         }
         names.sort { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
@@ -33,12 +33,26 @@ extension HubCore {
         return (boards, more)
     }
 
-    /// Counts a snapshot or board list request in its requester's allowance
-    /// (its user, or its connection); past it, refuses it and returns false.
+    /// Who a snapshot or board list request is for, or nil after refusing it.
+    mutating func party(
+        of peer: PeerID, user: UserNamespace?, _ onBehalf: OnBehalf?, requestID: UInt64, into actions: inout [HubAction]
+    ) -> RequestParty? {
+        switch RequestParty.resolve(user: user?.rawValue, actAs: onBehalf?.actAs ?? "", token: onBehalf?.token ?? "", access: access) {
+        case .success(let party):
+            return party
+        case .failure(let refusal):
+            counters.refused(refusal.code)
+            actions.append(.refuseSnapshot(to: peer, requestID: requestID, refusal))
+            return nil
+        }
+    }
+
+    /// Counts a snapshot or board list request in its party's allowance (its
+    /// user, the user it asks for, or its connection); past it, refuses it and returns false.
     mutating func admitSnapshot(
-        by peer: PeerID, user: UserNamespace?, requestID: UInt64, now: Moment, into actions: inout [HubAction]
+        by peer: PeerID, party: RequestParty, requestID: UInt64, now: Moment, into actions: inout [HubAction]
     ) -> Bool {
-        guard snapshotAllowance.admit(user.map { Array($0.rawValue.utf8) } ?? peer.bytes, now: now) else {
+        guard snapshotAllowance.admit(party.allowanceKey.map { Array($0.utf8) } ?? peer.bytes, now: now) else {
             counters.refused(.rateLimited)
             actions.append(
                 .refuseSnapshot(

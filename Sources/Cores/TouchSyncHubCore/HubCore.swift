@@ -241,25 +241,29 @@ public struct HubCore {
             if subscriptions[topic] == nil, let name = PublishStream.parse(topic: topic)?.board, let slot = channels.slot(of: name) {
                 updateWireFormats(slot: slot, now: now, into: &actions)
             }
-        case .snapshotRequested(let peer, let user, let board, let requestID):
-            guard admitSnapshot(by: peer, user: user, requestID: requestID, now: now, into: &actions) else { return }
+        case .snapshotRequested(let peer, let user, let board, let requestID, let onBehalf):
+            guard let party = party(of: peer, user: user, onBehalf, requestID: requestID, into: &actions),
+                admitSnapshot(by: peer, party: party, requestID: requestID, now: now, into: &actions)
+            else { return }
             if let wrong = wrongHub(for: board) {
                 counters.refused(.wrongHub)
                 actions.append(.refuseSnapshot(to: peer, requestID: requestID, wrong))
                 return
             }
-            if let access, user.flatMap({ access.role(of: $0.rawValue, on: board) }) == nil {
+            guard party.mayWatch(board, access: access) else {
                 counters.refused(.forbidden)
                 actions.append(
                     .refuseSnapshot(
                         to: peer, requestID: requestID,
-                        HubRefusal(.forbidden, "\(user?.rawValue ?? "this peer") may not watch board \(board)")))
+                        HubRefusal(.forbidden, "\(party.user ?? "this peer") may not watch board \(board)")))
                 return
             }
             snapshot(board, for: peer, requestID: requestID, now: now, into: &actions)
-        case .boardListRequested(let peer, let user, let prefix, let after, let limit, let requestID):
-            guard admitSnapshot(by: peer, user: user, requestID: requestID, now: now, into: &actions) else { return }
-            let (boards, more) = boardList(prefix: prefix, after: after, limit: limit, for: user)
+        case .boardListRequested(let peer, let user, let prefix, let after, let limit, let requestID, let onBehalf):
+            guard let party = party(of: peer, user: user, onBehalf, requestID: requestID, into: &actions),
+                admitSnapshot(by: peer, party: party, requestID: requestID, now: now, into: &actions)
+            else { return }
+            let (boards, more) = boardList(prefix: prefix, after: after, limit: limit, for: party)
             actions.append(.sendBoardList(to: peer, requestID: requestID, boards: boards, more: more))
         case .accessChanged(let list):
             accessChanged(list, into: &actions)

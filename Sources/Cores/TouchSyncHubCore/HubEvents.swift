@@ -102,6 +102,16 @@ public enum NumberedRequest: Sendable {
 }
 
 /// What the transport tells the core.
+/// A request's `act_as` and `token` (docs/protocol.md, "Requests on behalf of a user").
+public struct OnBehalf: Sendable, Equatable {
+    public var actAs: String
+    public var token: String
+    public init(actAs: String, token: String) {
+        self.actAs = actAs
+        self.token = token
+    }
+}
+
 public enum HubEvent: Sendable {
     /// A decoded agent message; `bytes` is its size on the wire (the byte quota pays for it).
     case agentMessage(from: Peer, AgentRequest, bytes: Int)
@@ -114,9 +124,10 @@ public enum HubEvent: Sendable {
     /// core decides: `allowSubscription`, or nothing).
     case subscribed(topic: [UInt8], by: UserNamespace?)
     case unsubscribed(topic: [UInt8], by: UserNamespace?)
-    case snapshotRequested(by: PeerID, user: UserNamespace?, board: String, requestID: UInt64)
+    case snapshotRequested(by: PeerID, user: UserNamespace?, board: String, requestID: UInt64, onBehalf: OnBehalf? = nil)
     /// A list of the boards whose names start with `prefix`, after `after`, at most `limit`.
-    case boardListRequested(by: PeerID, user: UserNamespace?, prefix: String, after: String, limit: Int, requestID: UInt64)
+    case boardListRequested(
+        by: PeerID, user: UserNamespace?, prefix: String, after: String, limit: Int, requestID: UInt64, onBehalf: OnBehalf? = nil)
     /// The access list was reloaded (authenticated hubs only).
     case accessChanged(AccessList)
     /// The journal actions carried out so far: appends through `writtenThrough`

@@ -40,6 +40,12 @@ public nonisolated struct Touchsync_V1_HistoryRequest: Sendable {
   /// Chosen by the requester and echoed in every reply.
   public var requestID: UInt64 = 0
 
+  /// On behalf of a user, as in SnapshotRequest (docs/protocol.md, "Requests
+  /// on behalf of a user"): allowed as and counted against that user.
+  public var actAs: String = String()
+
+  public var token: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -141,7 +147,7 @@ fileprivate nonisolated let _protobuf_package = "touchsync.v1"
 
 nonisolated extension Touchsync_V1_HistoryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".HistoryRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{3}request_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{3}request_id\0\u{3}act_as\0\u{1}token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -151,6 +157,8 @@ nonisolated extension Touchsync_V1_HistoryRequest: SwiftProtobuf.Message, SwiftP
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.board) }()
       case 2: try { try decoder.decodeSingularUInt64Field(value: &self.requestID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.actAs) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.token) }()
       default: break
       }
     }
@@ -163,12 +171,20 @@ nonisolated extension Touchsync_V1_HistoryRequest: SwiftProtobuf.Message, SwiftP
     if self.requestID != 0 {
       try visitor.visitSingularUInt64Field(value: self.requestID, fieldNumber: 2)
     }
+    if !self.actAs.isEmpty {
+      try visitor.visitSingularStringField(value: self.actAs, fieldNumber: 3)
+    }
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Touchsync_V1_HistoryRequest, rhs: Touchsync_V1_HistoryRequest) -> Bool {
     if lhs.board != rhs.board {return false}
     if lhs.requestID != rhs.requestID {return false}
+    if lhs.actAs != rhs.actAs {return false}
+    if lhs.token != rhs.token {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

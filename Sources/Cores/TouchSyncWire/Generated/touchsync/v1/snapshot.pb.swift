@@ -59,6 +59,18 @@ public nonisolated struct Touchsync_V1_SnapshotRequest: Sendable {
   /// not speak it ignores the field and answers in v1.
   public var packedSamples: Bool = false
 
+  /// On behalf of a user (docs/protocol.md, "Requests on behalf of a user"),
+  /// as in Hello: on an authenticated hub, a principal with acts_for gives the
+  /// user's invitation token (act_as optional, in the user's namespace); the
+  /// request is allowed as that user through the principal (the lower role)
+  /// and counts in that user's allowance, not the principal's. A token the
+  /// list does not hold, or act_as outside it: FORBIDDEN. On a plain-text hub
+  /// act_as (1 to 128 letters, digits, '-', '.', '_', ':') names whose
+  /// allowance it counts in. Empty: the requester itself.
+  public var actAs: String = String()
+
+  public var token: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -280,7 +292,7 @@ fileprivate nonisolated let _protobuf_package = "touchsync.v1"
 
 nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SnapshotRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{3}request_id\0\u{3}list_boards\0\u{1}limit\0\u{1}after\0\u{3}packed_samples\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}board\0\u{3}request_id\0\u{3}list_boards\0\u{1}limit\0\u{1}after\0\u{3}packed_samples\0\u{3}act_as\0\u{1}token\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -294,6 +306,8 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
       case 4: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.after) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.packedSamples) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.actAs) }()
+      case 8: try { try decoder.decodeSingularStringField(value: &self.token) }()
       default: break
       }
     }
@@ -318,6 +332,12 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
     if self.packedSamples != false {
       try visitor.visitSingularBoolField(value: self.packedSamples, fieldNumber: 6)
     }
+    if !self.actAs.isEmpty {
+      try visitor.visitSingularStringField(value: self.actAs, fieldNumber: 7)
+    }
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -328,6 +348,8 @@ nonisolated extension Touchsync_V1_SnapshotRequest: SwiftProtobuf.Message, Swift
     if lhs.limit != rhs.limit {return false}
     if lhs.after != rhs.after {return false}
     if lhs.packedSamples != rhs.packedSamples {return false}
+    if lhs.actAs != rhs.actAs {return false}
+    if lhs.token != rhs.token {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
