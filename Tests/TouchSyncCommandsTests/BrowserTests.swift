@@ -431,7 +431,8 @@ struct BrowserTests {
             touchsync.post({t: 'edit', op: 'move', strokes: [\(stroke)], dx: 50}); touchsync.post({t: 'edit', op: 'delete', strokes: [\(stroke)]});
             touchsync.post({t: 'edit', op: 'fold', strokes: [999]}); touchsync.post({t: 'edit', op: 'move', strokes: [999], scale: 1e9})
             """)
-        try await other.waitFor("touchsync.refusals.length === 6")
+        // Four are the hub's (it decides whose strokes a guest may touch): a round trip each, slow on a loaded machine.
+        try await other.waitFor("touchsync.refusals.length === 6", timeout: .seconds(45))
         let codes = try await other.evaluate("touchsync.refusals.map(r => r.code + ': ' + r.message)") as? [String] ?? []
         #expect(codes.filter { $0.hasPrefix("FORBIDDEN") }.count == 4 && codes.filter { $0.hasPrefix("MALFORMED") }.count == 2, "\(codes)")
         try await other.waitFor("touchsync.pending.length === 0")  // refused, and acknowledged like the others

@@ -25,7 +25,7 @@ public struct RequestParty: Sendable, Equatable {
     /// its key's name) asking on behalf of `actAs` / `token` (both empty: itself).
     public static func resolve(user: String?, actAs: String, token: String, access: AccessList?) -> Result<RequestParty, HubRefusal> {
         guard let access else {
-            guard !actAs.isEmpty else { return .success(RequestParty(allowanceKey: nil, user: nil)) }
+            guard !actAs.isEmpty else { return .success(RequestParty(allowanceKey: user.map { "user " + $0 }, user: nil)) }
             guard actAs.utf8.count <= 128, Admission.isPrintableNamespace(actAs) else {
                 return .failure(HubRefusal(.malformed, "act_as is at most 128 letters, digits, '-', '.', '_' and ':', not \(actAs)"))
             }
