@@ -544,3 +544,86 @@ struct BoardsPerAddressTests {
         await test.hub.stop()
     }
 }
+
+/// Snapshot memory is bounded by what the requesters read: a connection
+/// that never reads its snapshot (300 such connections of one key took a hub
+/// from 47 to 794 MiB) uses up its owner's unread budget, so that owner's
+/// next request is refused, and once the patience is over the connection is
+/// shut down and the budget is free again.
+@Suite("Hub: unread snapshots")
+struct UnreadSnapshotTests {
+    @Test func aConnectionThatDoesNotReadItsSnapshotIsClosedAndItsBudgetFreed() async throws {
+        let test = try await TestHub.start { configuration in
+            configuration.unreadSnapshots.maxBytesPerOwner = 16 << 10
+            configuration.unreadSnapshots.patience = .seconds(1)
+            configuration.maxSnapshotsPerSecond = 1_000
+            configuration.snapshotSamplesPerChunk = 500  // many chunks: more than the attacker's one-message queue takes
+        }
+        // A board of some 300 KB: more than a small receive buffer takes.
+        let agent = try test.agent(board: "big")
+        for stroke in 0..<40 {
+            let touch = TouchID(UInt32(stroke + 1))
+            try agent.touchesBegan([TouchInput(id: touch, coalesced: [point(0, Double(stroke), 0)])])
+            for step in 1..<500 { try agent.touchesMoved([TouchInput(id: touch, coalesced: [point(Double(step), Double(stroke), Double(step))])]) }
+            try agent.touchesEnded([TouchInput(id: touch, coalesced: [point(500, Double(stroke), 500)])])
+        }
+        #expect(await agent.flush(timeout: .seconds(30)))
+
+        func request(_ socket: ZMQSocket, id: UInt64) throws {
+            var request = Touchsync_V1_SnapshotRequest()
+            request.board = "big"
+            request.requestID = id
+            try socket.send(WireCodec.encode(request))
+        }
+        // The attacker: a small receive buffer, one message in its queue, and it never reads.
+        let attacker = try ZMQSocket(test.context, type: .dealer)
+        try attacker.setReceiveBuffer(bytes: 4096)
+        try attacker.setReceiveHighWaterMark(1)
+        try attacker.setLinger(milliseconds: 0)
+        try attacker.connect(test.endpoints.snapshot)
+        try request(attacker, id: 1)
+        // Its snapshot has gone out once its first chunk is here; the rest waits unread.
+        let first = try #require(try attacker.receiveBytes(timeoutMilliseconds: 10_000))
+        guard case .chunk(let firstChunk) = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: first[0]).body else {
+            Issue.record("the attacker's first reply is not a chunk")
+            return
+        }
+
+        // An honest requester at the same address (127.0.0.1): refused while the snapshot lies unread, served once it is closed.
+        let honest = try ZMQSocket(test.context, type: .dealer)
+        try honest.setLinger(milliseconds: 0)
+        try honest.connect(test.endpoints.snapshot)
+        var outcomes: [String] = []
+        var served = false
+        let deadline = ContinuousClock.now + .seconds(30)
+        var id: UInt64 = 100
+        while !served, ContinuousClock.now < deadline {
+            id += 1
+            try request(honest, id: id)
+            while let parts = try honest.receiveBytes(timeoutMilliseconds: 2000) {
+                let reply = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
+                guard reply.requestID == id else { continue }
+                if case .error(let error) = reply.body {
+                    outcomes.append("\(error.code): \(error.message)")
+                    break
+                }
+                if case .chunk(let chunk) = reply.body, chunk.index + 1 == chunk.count {
+                    served = true
+                    break
+                }
+            }
+            if !served { try await Task.sleep(for: .milliseconds(200)) }  // another request after a moment: the hub's sweep is what is awaited
+        }
+        #expect(outcomes.first?.contains("earlier snapshots are still unread") == true, "\(outcomes.prefix(3))")
+        #expect(served, "the budget was never freed: \(outcomes.suffix(3))")
+        #expect(outcomes.count >= 2, "refused until the patience was over: \(outcomes.count)")
+        // The attacker's connection was shut down: what the hub still held for it is gone, so it never gets the whole snapshot.
+        var chunks = 1
+        while try attacker.receiveBytes(timeoutMilliseconds: 500) != nil { chunks += 1 }
+        #expect(chunks < Int(firstChunk.count), "\(chunks) of \(firstChunk.count) chunks reached the connection that did not read")
+        attacker.close()
+        honest.close()
+        await agent.stop()
+        await test.hub.stop()
+    }
+}

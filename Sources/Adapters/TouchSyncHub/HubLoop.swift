@@ -140,6 +140,7 @@ final class HubLoop {
                 },
                 turnEnded: {
                     subscriberConnections?.update()
+                    snapshotReaders.sweepIfDue(now: clock.now)
                     handle(.turnEnded(inputWaiting: ingestWaiting))
                     ingestWaiting = false
                     metrics.export(core.counters, liveTouchChanges: core.takeLiveTouchChanges())
@@ -265,9 +266,10 @@ final class HubLoop {
             return
         }
         let packed = packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID)) != nil
-        let delivered = snapshotService.send(
+        let (delivered, bytes) = snapshotService.send(
             state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,
             samplesPerChunk: configuration.snapshotSamplesPerChunk, packedSamples: packed)
+        snapshotReaders.sent(to: peer, bytes: bytes, now: clock.now)
         if !delivered {
             if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
             notReading[peer] = clock.now
@@ -461,6 +463,7 @@ final class HubLoop {
     /// read), with when: their requests are refused without encoding a board
     /// for `notReadingPenalty` (the queue is what bounds memory; this bounds the work).
     private var notReading: [PeerID: ContinuousClock.Instant] = [:]
+    private lazy var snapshotReaders = SnapshotReaders(limits: configuration.unreadSnapshots, logger: logger)
     private static let notReadingPenalty: Duration = .seconds(10)
 
     /// Snapshot requests that asked for packed samples (wire format v2), until
@@ -473,7 +476,14 @@ final class HubLoop {
 
     private func drainSnapshotRequests() throws(ZMQError) {
         for _ in 0..<configuration.maxMessagesPerTurn {
-            guard let (peer, user, decoded) = try snapshotService.next() else { return }
+            guard let (peer, user, decoded, descriptor, address) = try snapshotService.next() else { return }
+            // Snapshot memory is bounded per owner and in all: not while its earlier snapshots lie unread.
+            guard snapshotReaders.admit(PeerID(peer), descriptor: descriptor, user: authenticated ? user : nil, address: address) else {
+                let requestID = (try? decoded.get())?.requestID ?? 0
+                snapshotService.sendError(
+                    to: peer, requestID: requestID, code: .rateLimited, "your earlier snapshots are still unread: read them, or ask again later")
+                continue
+            }
             if let since = notReading[PeerID(peer)] {
                 if clock.now - since < Self.notReadingPenalty {
                     snapshotService.sendError(

@@ -19,13 +19,20 @@ struct RequestReceiver {
     func next<Request: SwiftProtobuf.Message>(_ type: Request.Type) throws(ZMQError)
         -> (peer: [UInt8], user: String?, request: Result<Request, WireError>)?
     {
+        try nextWithConnection(type).map { ($0.peer, $0.user, $0.request) }
+    }
+
+    /// The same, with the connection's descriptor and remote address (what bounds a peer's unread snapshots).
+    func nextWithConnection<Request: SwiftProtobuf.Message>(_ type: Request.Type) throws(ZMQError)
+        -> (peer: [UInt8], user: String?, request: Result<Request, WireError>, descriptor: Int32?, address: String?)?
+    {
         while try socket.receive(into: routing, dontWait: true) {
             guard routing.hasMore, try socket.receive(into: payload, dontWait: true) else { continue }
             while payload.hasMore { _ = try socket.receive(into: payload, dontWait: true) }
             let decoded = payload.withUnsafeBytes { bytes in
                 Result { () throws(WireError) in try WireCodec.decode(type, from: bytes) }
             }
-            return (routing.bytes, payload.userID, decoded)
+            return (routing.bytes, payload.userID, decoded, payload.sourceDescriptor, payload.peerAddress)
         }
         return nil
     }
@@ -87,22 +94,25 @@ struct SnapshotService {
         }
     }
 
-    /// The next waiting request (nil: none), decoded, or why it is not one.
-    func next() throws(ZMQError) -> (peer: [UInt8], user: String?, request: Result<Touchsync_V1_SnapshotRequest, WireError>)? {
-        try receiver.next(Touchsync_V1_SnapshotRequest.self)
+    /// The next waiting request (nil: none), decoded, or why it is not one, with its connection.
+    func next() throws(ZMQError) -> (
+        peer: [UInt8], user: String?, request: Result<Touchsync_V1_SnapshotRequest, WireError>, descriptor: Int32?, address: String?
+    )? {
+        try receiver.nextWithConnection(Touchsync_V1_SnapshotRequest.self)
     }
 
     /// Sends `snapshot` in chunks, each written in one pass and sent as soon
     /// as it is written (`SnapshotCodec.encodeReplies`): the subscriber
     /// reads one chunk while the hub writes the next.
     /// Returns false when the peer's queue is full (it is not reading) and
-    /// the rest of the snapshot was dropped.
+    /// the rest of the snapshot was dropped, and the bytes queued.
     @discardableResult
     func send(
         _ snapshot: BoardSnapshot, digest: BoardDigest, requestID: UInt64, to peer: [UInt8], board: String,
         samplesPerChunk: Int = SnapshotCodec.defaultSamplesPerChunk, packedSamples: Bool = false
-    ) -> Bool {
+    ) -> (delivered: Bool, bytes: Int) {
         var delivered = true
+        var bytes = 0
         SnapshotCodec.encodeReplies(
             of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk,
             packedSamples: packedSamples
@@ -113,6 +123,7 @@ struct SnapshotService {
                     delivered = false
                     return false
                 }
+                bytes += reply.count
                 return true
             } catch {
                 logger.debug("snapshot not delivered", metadata: ["error": "\(error)"])
@@ -120,7 +131,7 @@ struct SnapshotService {
                 return false
             }
         }
-        return delivered
+        return (delivered, bytes)
     }
 
     /// Answers a board list request.

@@ -90,4 +90,10 @@ public final class ZMQMessage {
 
     /// The peer's IP address, for tcp connections (`Peer-Address`).
     public var peerAddress: String? { property("Peer-Address") }
+
+    /// The descriptor of the connection a received message came on (`ZMQ_SRCFD`), or nil.
+    public var sourceDescriptor: Int32? {
+        let descriptor = zmq_msg_get(raw, ZMQ_SRCFD)
+        return descriptor >= 0 ? descriptor : nil
+    }
 }

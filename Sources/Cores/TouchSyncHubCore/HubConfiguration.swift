@@ -116,6 +116,10 @@ public struct HubConfiguration: Sendable {
     public var boardLimits = BoardLimits()
     /// Samples per snapshot chunk. Default 65,536.
     public var snapshotSamplesPerChunk = 65_536
+    /// Snapshot bytes a requester (user, or a plain hub's remote address) and
+    /// the hub may have unread, and how long a connection may leave one
+    /// unread before it is closed (`UnreadSnapshots`).
+    public var unreadSnapshots = UnreadSnapshots.Limits()
 
     /// Messages queued per subscriber before the hub drops that subscriber's
     /// messages (it then resyncs): a slow subscriber never slows anyone else. Default 10,000.

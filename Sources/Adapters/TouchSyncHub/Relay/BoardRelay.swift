@@ -344,7 +344,7 @@ final class RelayLoop {
 
     private func drainSnapshotRequests() throws(ZMQError) {
         for _ in 0..<256 {
-            guard let (peer, user, decoded) = try snapshotService.next() else { return }
+            guard let (peer, user, decoded, _, _) = try snapshotService.next() else { return }
             guard case .success(let request) = decoded else {
                 snapshotService.sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
                 continue
