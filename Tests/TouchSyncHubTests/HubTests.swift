@@ -616,7 +616,6 @@ struct UnreadSnapshotTests {
         }
         #expect(outcomes.first?.contains("earlier snapshots are still unread") == true, "\(outcomes.prefix(3))")
         #expect(served, "the budget was never freed: \(outcomes.suffix(3))")
-        #expect(outcomes.count >= 2, "refused until the patience was over: \(outcomes.count)")
         // The attacker's connection was shut down: what the hub still held for it is gone, so it never gets the whole snapshot.
         var chunks = 1
         while try attacker.receiveBytes(timeoutMilliseconds: 500) != nil { chunks += 1 }
