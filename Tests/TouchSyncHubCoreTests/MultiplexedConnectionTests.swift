@@ -205,6 +205,33 @@ import TouchSyncWire
         #expect(Self.snapshot(hub, "team", token: String(repeating: "x", count: 32), id: 13) == "forbidden")
     }
 
+    /// The samples per second of an invited user are one allowance over all
+    /// the tabs a gateway opens for that user (each tab is a session).
+    @Test func anInvitedUsersTabsShareOneSampleAllowance() throws {
+        let access = try AccessList(users: [
+            "gateway": AccessEntry(key: String(repeating: "g", count: 40), boards: ["*": .admin], actsFor: "web:"),
+            "ann": AccessEntry(token: Self.annToken, boards: ["*": .draw]),
+            "eve": AccessEntry(token: Self.eveToken, boards: ["*": .draw]),
+        ])
+        let hub = CoreHarness({ $0.maxSamplesPerSecond = 100 }, access: access)  // 200 at once
+        func tab(_ channel: UInt32, _ user: String, _ token: String) -> Peer {
+            let peer = Peer(id: PeerID(Array("gw".utf8), channel: channel), principal: UserNamespace("gateway"))
+            _ = hub.message(peer, .hello(AgentHello(board: "b", sessionID: Array("s\(channel)".utf8), actAs: "web:\(user):\(channel)", token: token)), bytes: 40)
+            return peer
+        }
+        func stroke(_ peer: Peer, samples: Int) -> [HubRefusal] {
+            let frame = TouchFrame(changes: [
+                TouchChange(touch: 1, phase: .began, samples: (0..<samples).map { Sample(x: Int32($0), y: 0, time: Int64($0)) })
+            ])
+            return hub.message(peer, .numbered(sequence: 1, .frame(frame)), bytes: 40).errors(to: peer)
+        }
+        let (first, second, other) = (tab(1, "ann", Self.annToken), tab(2, "ann", Self.annToken), tab(3, "eve", Self.eveToken))
+        #expect(stroke(first, samples: 150).isEmpty)
+        let refused = stroke(second, samples: 100)
+        #expect(refused.first?.code == .rateLimited && refused.first?.message.contains("samples per second") == true, "\(refused)")
+        #expect(stroke(other, samples: 150).isEmpty, "another invitee has an allowance of her own")
+    }
+
     @Test func aBoardListOnBehalfOfAUserListsWhatThatUserMayWatch() throws {
         let hub = try Self.hub()
         let ann = Peer(id: PeerID(Array("gw".utf8), channel: 1), principal: UserNamespace("gateway"))

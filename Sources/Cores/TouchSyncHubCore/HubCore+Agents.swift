@@ -38,7 +38,7 @@ extension HubCore {
         if session.isSilent { channels[session.boardSlot].silentUsers.remove(session.principal) }
         session.heard(at: now)
         let overMessages = !session.bucket.take(now: now)
-        if overMessages || !session.byteBucket.take(bytes, now: now) {
+        if overMessages || !takeBytes(bytes, of: &session, now: now) {
             var sequence: UInt64 = 0
             if case .numbered(let number, _) = request {
                 sequence = number
@@ -103,7 +103,7 @@ extension HubCore {
             let (user, style) = (session.principal, session.style)
             var samples = 0
             for index in frame.changes.indices { samples += frame.changes[index].samples.count }  // no copy of each change
-            guard session.sampleBucket.take(samples, now: now) else {
+            guard takeSamples(samples, of: &session, now: now) else {
                 refuse(
                     session.peer,
                     HubRefusal(.rateLimited, "more than \(configuration.maxSamplesPerSecond) samples per second: frame refused", sequence: sequence),
@@ -342,5 +342,33 @@ extension HubCore {
         guard !sessions.ackQueue.isEmpty, force || now >= nextAck else { return }
         nextAck = now + configuration.ackInterval
         sessions.acknowledge(into: &actions)
+    }
+
+    // MARK: Per-user rates
+
+    /// The user a session's samples and bytes count against when it is not
+    /// the session itself: the invited user a gateway's tab acts for (one
+    /// invitee's 16 tabs would otherwise have 16 allowances).
+    private func invitedUser(of session: AgentSession) -> String? {
+        guard let user = session.delegation?.user, !user.isEmpty else { return nil }
+        return user
+    }
+
+    mutating func takeBytes(_ bytes: Int, of session: inout AgentSession, now: Moment) -> Bool {
+        guard let user = invitedUser(of: session) else { return session.byteBucket.take(bytes, now: now) }
+        var rates = invitedUserRates[user] ?? newInvitedUserRates(now: now)
+        defer { invitedUserRates[user] = rates }
+        return rates.bytes.take(bytes, now: now)
+    }
+
+    mutating func takeSamples(_ samples: Int, of session: inout AgentSession, now: Moment) -> Bool {
+        guard let user = invitedUser(of: session) else { return session.sampleBucket.take(samples, now: now) }
+        var rates = invitedUserRates[user] ?? newInvitedUserRates(now: now)
+        defer { invitedUserRates[user] = rates }
+        return rates.samples.take(samples, now: now)
+    }
+
+    private func newInvitedUserRates(now: Moment) -> (samples: TokenBucket, bytes: TokenBucket) {
+        (TokenBucket(rate: configuration.maxSamplesPerSecond, now: now), TokenBucket(rate: configuration.maxBytesPerSecond, now: now))
     }
 }

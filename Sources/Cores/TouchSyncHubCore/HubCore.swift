@@ -51,6 +51,9 @@ public struct HubCore {
     var quotas: UserQuotas
     /// Snapshot and board-list requests per requester and second.
     var snapshotAllowance: SnapshotAllowance
+    /// The sample and byte allowances of each invited user a gateway acts
+    /// for, shared by all its tabs (each tab is a session of its own).
+    var invitedUserRates: [String: (samples: TokenBucket, bytes: TokenBucket)] = [:]
 
     /// Users with touches down on a recovered board and no session yet: if
     /// they do not resume within the abandon time-out, their touches are
