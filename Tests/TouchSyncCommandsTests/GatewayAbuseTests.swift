@@ -290,6 +290,36 @@ struct GatewayAbuseTests {
         await tab.connection.close()
     }
 
+    /// Every connection slot taken by WebSockets that never say hello (600 of
+    /// them, or of trickling request bodies, once held the gateway's 512
+    /// connections for as long as they liked): they are closed at the hello
+    /// deadline, so an honest request waiting for a slot is served (bodies
+    /// are refused at their head: `silentWebSocketsAndRequestBodiesDoNotHoldConnections`).
+    @Test func connectionSlotsHeldByIdlersAreGivenBack() async throws {
+        let rig = try await Rig(webArguments: ["--max-connections", "8", "--hello-timeout", "1"])
+        defer { rig.close() }
+        let port = UInt16(rig.port)
+        var held: [Int32] = []
+        defer { for descriptor in held { close(descriptor) } }
+        for index in 0..<8 {
+            let descriptor = try connectedSocket(port: port)
+            held.append(descriptor)
+            let request =
+                "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            _ = Array(request.utf8).withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
+            // Each holds its slot: the upgrade answered 101 (the WebSocket is open).
+            var answer = [UInt8](repeating: 0, count: 256)
+            let count = recv(descriptor, &answer, answer.count, 0)
+            let status = String(decoding: answer.prefix(max(0, count)), as: UTF8.self).prefix(12)
+            #expect(status.hasSuffix("101"), "connection \(index): \(status)")
+        }
+        // Served once the gateway gives the slots back (the idlers never send another byte).
+        let started = ContinuousClock.now
+        let page = try httpExchange(port: port, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        #expect(page.hasPrefix("HTTP/1.1 200"), "\(page.prefix(80))")
+        print("8 connection slots held by silent WebSockets (hello deadline 1 s): an honest request served after \(ContinuousClock.now - started)")
+    }
+
     /// DNS rebinding: a request naming a host the gateway does not answer to
     /// is 403, page and WebSocket alike; IP addresses, localhost and
     /// `--allow-host` names are served; another origin's WebSocket is 403 too.
