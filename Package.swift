@@ -307,10 +307,11 @@ let package = Package(
             path: "Tests/PropertyChecks",
             swiftSettings: swiftSettings
         ),
-        // Test support: free loopback ports from one registry for every test target.
+        // Test support shared by the test targets: free loopback ports from one
+        // registry, TestFailure, eventually, temporary folders.
         .target(
-            name: "TestPorts",
-            path: "Tests/TestPorts",
+            name: "TestSupport",
+            path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -355,7 +356,7 @@ let package = Package(
                 "TouchSyncHub",
                 "TouchSyncHubCore",
                 "TouchSyncClient",
-                "TestPorts",
+                "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -408,7 +409,7 @@ let package = Package(
                 "TouchSyncClient",
                 "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ", "TouchSyncBrowser", "TouchSyncWeb", "TouchSyncWebWire", "TouchSyncLoad", "TouchSyncSimulation",
                 "TouchSyncJournal",
-                "TestPorts",
+                "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

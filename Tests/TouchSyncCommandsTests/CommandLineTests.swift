@@ -1,3 +1,4 @@
+import TestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -44,11 +45,6 @@ func runToEnd(_ executable: String, _ arguments: [String], limit: Double = 60) a
         errors: String(decoding: errData, as: UTF8.self))
 }
 
-func temporaryFolder(_ name: String) throws -> String {
-    let folder = NSTemporaryDirectory() + "touchsync-\(name)-\(UUID().uuidString.prefix(8))"
-    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-    return folder
-}
 
 /// The command line as a careful user meets it (issue 16): every rough edge
 /// found by trying the commands by hand, through the real binary.

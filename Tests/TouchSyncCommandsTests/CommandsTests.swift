@@ -2,7 +2,7 @@ import Foundation
 import TouchSyncAccess
 import Logging
 import Synchronization
-import TestPorts
+import TestSupport
 import Testing
 import TouchSyncCommands
 import TouchSyncCore
@@ -415,11 +415,6 @@ final class ChildProcesses {
     func killAll() {
         for process in started where process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// The bytes of every file below `path`.

@@ -1,3 +1,4 @@
+import TestSupport
 import TouchSyncHubCore
 import Foundation
 import Logging

@@ -1,5 +1,5 @@
 import Foundation
-import TestPorts
+import TestSupport
 import Testing
 import TouchSyncWire
 

@@ -1,3 +1,4 @@
+import TestSupport
 import CoreMetrics
 import Foundation
 import Logging

@@ -2,7 +2,7 @@ import CoreMetrics
 import Foundation
 import Logging
 import Synchronization
-import TestPorts
+import TestSupport
 import Testing
 import TouchSyncClient
 import TouchSyncCore
@@ -81,20 +81,6 @@ struct TestHub {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// Waits for `condition`, polling; false when `timeout` passes first.
-func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return try await condition()
-}
 
 /// A raw DEALER speaking the protocol by hand, to send what no well-behaved agent would.
 final class RawAgent {
