@@ -441,6 +441,22 @@ for target in package.targets where target.type != .test && target.path == nil {
     }
     target.path = "Sources/\(layer)/\(target.name)"
 }
+// A core depends only on cores and on pure libraries (no I/O, no clock):
+// checked whenever the package is read, so a core that reaches for an
+// adapter (a file reader, a socket) does not build.
+let coreProducts: Set<String> = ["SwiftProtobuf"]
+for target in package.targets where layers["Cores"]!.contains(target.name) {
+    for dependency in target.dependencies {
+        switch dependency {
+        case .targetItem(let name, _), .byNameItem(let name, _):
+            if !layers["Cores"]!.contains(name) { fatalError("core \(target.name) depends on \(name), which is not a core (Package.swift `layers`)") }
+        case .productItem(let name, _, _, _):
+            if !coreProducts.contains(name) { fatalError("core \(target.name) depends on product \(name): a core may use only \(coreProducts.sorted())") }
+        @unknown default:
+            fatalError("core \(target.name): a kind of dependency this check does not know")
+        }
+    }
+}
 
 // Fuzz targets (Fuzz/): built only for `make fuzz` (TOUCHSYNC_FUZZ=1, every
 // module compiled with -sanitize=fuzzer,address in its own build folder), so

@@ -131,6 +131,7 @@ final class AgentConnection {
             delegation: configuration.delegation, wireFormat: configuration.wireFormat)
         settings.multiplexed = configuration.multiplexed
         settings.roleLimit = configuration.roleLimit
+        settings.wallClock = { Int64(Date().timeIntervalSince1970 * 1e6) }
         rules = AgentProtocol(settings: settings, now: .now, seed: UInt64.random(in: 0...UInt64.max), newSessionID: Self.newSessionID)
     }
 

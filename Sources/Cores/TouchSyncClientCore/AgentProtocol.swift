@@ -33,6 +33,9 @@ public struct AgentProtocol: Sendable {
         /// this session sends none and does not watch for silence itself;
         /// acknowledgements that stall still make it say hello again.
         public var multiplexed = false
+        /// The wall clock in microseconds since 1970, for `Heartbeat.agent_time`
+        /// (the core reads no clock; nil: 0 is sent). The transport gives it.
+        public var wallClock: (@Sendable () -> Int64)? = nil
         /// The most the session asks to do on its board (`Hello.role_limit`;
         /// nil: what the hub grants). A gateway's guest tabs say `.draw`.
         public var roleLimit: Role? = nil
@@ -359,7 +362,7 @@ public struct AgentProtocol: Sendable {
         var actions: [Action] = []
         if isWelcomed && !settings.multiplexed && now - lastSent >= settings.heartbeatInterval {
             var heartbeat = Touchsync_V1_Heartbeat()
-            heartbeat.agentTime = Int64(Date().timeIntervalSince1970 * 1e6)
+            heartbeat.agentTime = settings.wallClock?() ?? 0
             var message = Touchsync_V1_AgentMessage()
             message.heartbeat = heartbeat
             transmit(WireCodec.encode(message), now: now, into: &actions)
