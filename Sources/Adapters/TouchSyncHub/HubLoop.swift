@@ -8,7 +8,6 @@ import TouchSyncStore
 import TouchSyncWire
 import ZeroMQ
 
-
 /// What other threads may ask of the hub loop (every case is answered).
 enum HubLoopCommand: Sendable {
     /// Publish what is pending, close the sockets and return from `run`.
@@ -31,35 +30,50 @@ enum HubLoopCommand: Sendable {
 /// it appends and never waits on the disk; batches are published once the
 /// journal reports them written (synced, under `--fsync batch`).
 final class HubLoop {
-    private let configuration: HubConfiguration
-    private let logger: Logger
-    private var core: HubCore
-    private var metrics: HubMetricsExporter
-    private let journal: JournalThread?
+    let configuration: HubConfiguration
+    let logger: Logger
+    var core: HubCore
+    var metrics: HubMetricsExporter
+    let journal: JournalThread?
     /// With a board store, batches are published only once committed.
-    private let store: BoardStoreWriter?
+    let store: BoardStoreWriter?
     /// Publications waiting for the journal or the store to have their batches.
-    private var held = HeldPublications()
-    private let mailbox: Mailbox<HubLoopCommand>
-    private let ingest: ZMQSocket
-    private let publish: ZMQSocket
-    private let subscriberConnections: ZMQAcceptedConnections?
-    private let snapshotService: SnapshotService
+    var held = HeldPublications()
+    let mailbox: Mailbox<HubLoopCommand>
+    let ingest: ZMQSocket
+    let publish: ZMQSocket
+    let subscriberConnections: ZMQAcceptedConnections?
+    let snapshotService: SnapshotService
     let endpoints: HubEndpoints
 
     /// Peers by routing id: the principal is derived once per connection, not per message.
-    private var peers: [[UInt8]: Peer] = [:]
+    var peers: [[UInt8]: Peer] = [:]
     /// Reused for every turn and receive: no allocation per message.
-    private var actions: [HubAction] = []
-    private let routing = ZMQMessage()
-    private let payload = ZMQMessage()
+    var actions: [HubAction] = []
+    let routing = ZMQMessage()
+    let payload = ZMQMessage()
     /// A multiplexed connection's agent messages (`payload` holds their channel parts).
-    private let channelMessage = ZMQMessage()
-    private let clock = ContinuousClock()
+    let channelMessage = ZMQMessage()
+    let clock = ContinuousClock()
     /// CURVE + ZAP: principals are authenticated users.
-    private let authenticated: Bool
+    let authenticated: Bool
     /// The last ingest drain stopped at the per-turn limit with messages left.
-    private var ingestWaiting = false
+    var ingestWaiting = false
+
+    /// Connections whose last snapshot found their queue full (they do not
+    /// read), with when: their requests are refused without encoding a board
+    /// for `notReadingPenalty` (the queue is what bounds memory; this bounds the work).
+    var notReading: [PeerID: ContinuousClock.Instant] = [:]
+    lazy var snapshotReaders = SnapshotReaders(limits: configuration.unreadSnapshots, logger: logger)
+    static let notReadingPenalty: Duration = .seconds(10)
+
+    /// Snapshot requests that asked for packed samples (wire format v2), until
+    /// answered: the format is the transport's concern, not the core's.
+    var packedSnapshotRequests: Set<SnapshotRequestKey> = []
+    struct SnapshotRequestKey: Hashable {
+        let peer: PeerID
+        let requestID: UInt64
+    }
 
     init(
         configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, store: BoardStoreWriter?,
@@ -155,14 +169,14 @@ final class HubLoop {
     /// Hands `event` to the core and carries out what it returns. Storage
     /// answers later, through the mailbox (the journal thread's rounds, the
     /// store's commits), never from inside `perform`.
-    private func handle(_ event: HubEvent) {
+    func handle(_ event: HubEvent) {
         actions.removeAll(keepingCapacity: true)
         core.handle(event, now: clock.now, into: &actions)
         if !actions.isEmpty { perform(actions) }
     }
 
     /// Carries out `actions` in order.
-    private func perform(_ actions: [HubAction]) {
+    func perform(_ actions: [HubAction]) {
         defer { flushChannelReplies() }
         for action in actions {
             if case .reply(let peer, let reply) = action, peer.channel != nil {
@@ -233,50 +247,7 @@ final class HubLoop {
         }
     }
 
-    /// The journal thread's reports of one round, in order: failures and
-    /// restarts, then its progress, which lets out the publications waiting
-    /// for it (written; synced under `--fsync batch`) before the core acknowledges.
-    private func journalReported(_ events: [HubEvent]) {
-        for event in events {
-            if case .journalProgress(let written, let synced) = event {
-                send(held.release(through: configuration.journal?.fsync == .everyBatch ? synced : written))
-            }
-            handle(event)
-        }
-    }
-
-    private func send(_ released: [HeldOutput]) {
-        for output in released {
-            switch output {
-            case .publication(let publication):
-                send(publication)
-            case .snapshot(let peer, let requestID, let board, let state, let digest):
-                sendSnapshot(to: peer, requestID: requestID, board: board, state: state, digest: digest)
-            }
-        }
-    }
-
-    private func sendSnapshot(to peer: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest) {
-        guard held.broken.isEmpty || !held.broken.contains(board) else {
-            // Reads fenced: the board's storage or lease is failing, so its state here may not be the store's.
-            packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID))
-            snapshotService.sendError(
-                to: peer.bytes, requestID: requestID, code: .storageUnavailable,
-                "board \(board) cannot be served here now: this hub cannot reach the board store (or renew its lease); ask again, or another hub", owner: nil)
-            return
-        }
-        let packed = packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID)) != nil
-        let (delivered, bytes) = snapshotService.send(
-            state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,
-            samplesPerChunk: configuration.snapshotSamplesPerChunk, packedSamples: packed)
-        snapshotReaders.sent(to: peer, bytes: bytes, now: clock.now)
-        if !delivered {
-            if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
-            notReading[peer] = clock.now
-        }
-    }
-
-    private func send(_ publication: Publication) {
+    func send(_ publication: Publication) {
         do {
             try publish.send(multipart: [publication.topic, publication.bytes], dontWait: true)
         } catch {
@@ -284,40 +255,11 @@ final class HubLoop {
         }
     }
 
-    /// The store's reports, in order: failures and moves before the commit
-    /// that acknowledges; then what the commit lets out is published (a
-    /// batch of a board whose commit failed never is: its subscribers resync).
-    private func storeReported(_ reports: [BoardStoreReport]) {
-        for report in reports {
-            switch report {
-            case .failed(let board, let reason):
-                held.broken.insert(board)
-                handle(.journalFailed(board: board, reason: reason))
-            case .moved(let board, let owner):
-                held.broken.insert(board)
-                handle(.boardMoved(board: board, owner: owner))
-            case .restored(let board):
-                held.broken.remove(board)
-                handle(.journalRestored(board: board))
-            case .committed(let ticket):
-                send(held.release(through: ticket))
-                handle(.journalProgress(writtenThrough: ticket, syncedThrough: ticket))
-            case .adopted(let board):
-                held.broken.remove(board.name)
-                handle(.boardAdopted(board))
-            case .membership(let hubs):
-                handle(.membershipChanged(hubs))
-            case .absent(let board):
-                handle(.boardAbsent(board: board))
-            }
-        }
-    }
-
     /// Replies gathered for one multiplexed connection: its routing id, then channel and reply parts.
-    private var channelReplies: [[UInt8]] = []
+    var channelReplies: [[UInt8]] = []
 
     /// Sends the gathered channel replies as one message.
-    private func flushChannelReplies() {
+    func flushChannelReplies() {
         guard channelReplies.count > 1 else { return }
         defer { channelReplies.removeAll(keepingCapacity: true) }
         do {
@@ -327,7 +269,7 @@ final class HubLoop {
         }
     }
 
-    private func send(_ reply: HubReply, to peer: PeerID) {
+    func send(_ reply: HubReply, to peer: PeerID) {
         do {
             if let channel = peer.channel {
                 // A multiplexed connection: the channel part first.
@@ -341,177 +283,4 @@ final class HubLoop {
         }
     }
 
-    // MARK: Receiving
-
-    private func drainIngest() throws(ZMQError) {
-        var received = 0
-        while received < configuration.maxMessagesPerTurn {
-            guard try ingest.receive(into: routing, dontWait: true) else { return }
-            guard routing.hasMore, try ingest.receive(into: payload, dontWait: true) else {
-                continue  // a ROUTER always prefixes the routing id; a lone frame is not from a DEALER
-            }
-            received += 1
-            if !payload.hasMore {
-                // A connection that carries one session.
-                guard let peer = self.peer(routing.bytes, user: payload) else { continue }
-                receiveAgentMessage(payload, from: peer)
-            } else {
-                received += try receiveMultiplexed(from: routing.bytes)
-            }
-        }
-        ingestWaiting = true
-    }
-
-    /// A multiplexed connection's message (docs/protocol.md, "Multiplexed
-    /// connections"): pairs of parts, a channel (4 bytes, big-endian) and the
-    /// agent message for that channel's session; `payload` holds the first
-    /// channel part. Returns how many agent messages it carried.
-    private func receiveMultiplexed(from routingID: [UInt8]) throws(ZMQError) -> Int {
-        var carried = 0
-        while true {
-            let channel: UInt32? =
-                payload.withUnsafeBytes(ChannelPart.decode)
-            guard try ingest.receive(into: channelMessage, dontWait: true) else { return carried }  // parts arrive together
-            guard let connection = self.peer(routingID, user: channelMessage) else {
-                try skipRemainingParts(of: channelMessage)
-                return carried
-            }
-            guard let channel else {
-                handle(
-                    .undecodable(
-                        from: Peer(id: PeerID(routingID, channel: 0), principal: connection.principal),
-                        .malformed("a multiplexed message is pairs of parts: a channel of 4 bytes (big-endian), then an agent message")))
-                try skipRemainingParts(of: channelMessage)
-                return carried
-            }
-            carried += 1
-            receiveAgentMessage(channelMessage, from: Peer(id: PeerID(routingID, channel: channel), principal: connection.principal))
-            guard channelMessage.hasMore else { return carried }
-            guard try ingest.receive(into: payload, dontWait: true) else { return carried }
-            guard payload.hasMore else {
-                handle(
-                    .undecodable(
-                        from: Peer(id: PeerID(routingID, channel: 0), principal: connection.principal),
-                        .malformed("a multiplexed message has an even number of parts: its last channel part has no agent message")))
-                return carried
-            }
-        }
-    }
-
-    private func skipRemainingParts(of message: ZMQMessage) throws(ZMQError) {
-        while message.hasMore {
-            guard try ingest.receive(into: message, dontWait: true) else { return }
-        }
-    }
-
-    /// Decodes one agent message from `peer` and hands it to the core.
-    private func receiveAgentMessage(_ message: ZMQMessage, from peer: Peer) {
-        if message.count > configuration.maxMessageBytes {
-            let tooLarge = WireError(.messageTooLarge, "\(message.count) bytes, the limit is \(configuration.maxMessageBytes)")
-            // A numbered message still takes its number (read without decoding the body), so the next is not OUT_OF_ORDER.
-            if let header = message.withUnsafeBytes(AgentMessageHeader.scan), header.sequence > 0,
-                let body = header.body, AgentMessageHeader.numberedBodies.contains(body)
-            {
-                handle(.agentMessage(from: peer, .numbered(sequence: header.sequence, .invalid(tooLarge)), bytes: message.count))
-            } else {
-                handle(.undecodable(from: peer, tooLarge))
-            }
-        } else {
-            switch message.withUnsafeBytes(AgentRequest.decode) {
-            case .success(.hello(var hello)):
-                hello.remoteAddress = message.peerAddress  // per-address quotas (a plain hub's users are connections)
-                handle(.agentMessage(from: peer, .hello(hello), bytes: message.count))
-            case .success(let request): handle(.agentMessage(from: peer, request, bytes: message.count))
-            case .failure(let error): handle(.undecodable(from: peer, error))
-            }
-        }
-    }
-
-    /// The peer a message came from. Authenticated, its principal is the
-    /// user ZAP gave the connection (nil when there is none: not accepted);
-    /// otherwise the routing id's namespace.
-    private func peer(_ routingID: [UInt8], user message: ZMQMessage) -> Peer? {
-        guard authenticated else {
-            if let known = peers[routingID] { return known }
-            if peers.count >= 65_536 { peers.removeAll(keepingCapacity: true) }  // a cache: bounded against id floods
-            let peer = Peer(routingID: routingID)
-            peers[routingID] = peer
-            return peer
-        }
-        // A routing id may be reused by another connection (of another user) later: check the user each time.
-        if let known = peers[routingID], message.property("User-Id", equals: known.principal.rawValue) { return known }
-        guard let user = message.userID, !user.isEmpty else { return nil }
-        if peers.count >= 65_536 { peers.removeAll(keepingCapacity: true) }
-        let peer = Peer(id: PeerID(routingID), principal: UserNamespace(user))
-        peers[routingID] = peer
-        return peer
-    }
-
-    /// XPUB hands up subscribe (1) and unsubscribe (0) messages.
-    private func drainSubscriptions() throws(ZMQError) {
-        for _ in 0..<configuration.maxMessagesPerTurn {
-            guard try publish.receive(into: payload, dontWait: true) else { return }
-            let event = payload.bytes
-            guard let kind = event.first else { continue }
-            let topic = Array(event.dropFirst())
-            let user = authenticated ? payload.userID.map { UserNamespace($0) } : nil
-            handle(kind == 1 ? .subscribed(topic: topic, by: user) : .unsubscribed(topic: topic, by: user))
-        }
-    }
-
-    /// Connections whose last snapshot found their queue full (they do not
-    /// read), with when: their requests are refused without encoding a board
-    /// for `notReadingPenalty` (the queue is what bounds memory; this bounds the work).
-    private var notReading: [PeerID: ContinuousClock.Instant] = [:]
-    private lazy var snapshotReaders = SnapshotReaders(limits: configuration.unreadSnapshots, logger: logger)
-    private static let notReadingPenalty: Duration = .seconds(10)
-
-    /// Snapshot requests that asked for packed samples (wire format v2), until
-    /// answered: the format is the transport's concern, not the core's.
-    private var packedSnapshotRequests: Set<SnapshotRequestKey> = []
-    private struct SnapshotRequestKey: Hashable {
-        let peer: PeerID
-        let requestID: UInt64
-    }
-
-    private func drainSnapshotRequests() throws(ZMQError) {
-        for _ in 0..<configuration.maxMessagesPerTurn {
-            guard let (peer, user, decoded, descriptor, address) = try snapshotService.next() else { return }
-            // Snapshot memory is bounded per owner and in all: not while its earlier snapshots lie unread.
-            guard snapshotReaders.admit(PeerID(peer), descriptor: descriptor, user: authenticated ? user : nil, address: address) else {
-                let requestID = (try? decoded.get())?.requestID ?? 0
-                snapshotService.sendError(
-                    to: peer, requestID: requestID, code: .rateLimited, "your earlier snapshots are still unread: read them, or ask again later")
-                continue
-            }
-            if let since = notReading[PeerID(peer)] {
-                if clock.now - since < Self.notReadingPenalty {
-                    snapshotService.sendError(
-                        to: peer, requestID: 0, code: .rateLimited, "your previous snapshot was not read: no snapshot for 10 s")
-                    continue
-                }
-                notReading[PeerID(peer)] = nil
-            }
-            switch decoded {
-            case .success(let request) where request.listBoards:
-                handle(
-                    .boardListRequested(
-                        by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, prefix: request.board,
-                        after: request.after, limit: Int(request.limit), requestID: request.requestID,
-                        onBehalf: OnBehalf(actAs: request.actAs, token: request.token)))
-            case .success(let request):
-                if request.packedSamples {
-                    // Bounded: requests refused or never answered would otherwise pile up (forgetting one only costs v1).
-                    if packedSnapshotRequests.count >= 4096 { packedSnapshotRequests.removeAll() }
-                    packedSnapshotRequests.insert(SnapshotRequestKey(peer: PeerID(peer), requestID: request.requestID))
-                }
-                handle(
-                    .snapshotRequested(
-                        by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, board: request.board,
-                        requestID: request.requestID, onBehalf: OnBehalf(actAs: request.actAs, token: request.token)))
-            case .failure:
-                snapshotService.sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
-            }
-        }
-    }
 }

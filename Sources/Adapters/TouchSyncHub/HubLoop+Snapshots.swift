@@ -1,0 +1,69 @@
+import Logging
+import TouchSyncCore
+import TouchSyncHubCore
+import TouchSyncWire
+import ZeroMQ
+
+// HubLoop: snapshot requests in, snapshots out (bounded by what requesters read).
+extension HubLoop {
+    func sendSnapshot(to peer: PeerID, requestID: UInt64, board: String, state: BoardState, digest: BoardDigest) {
+        guard held.broken.isEmpty || !held.broken.contains(board) else {
+            // Reads fenced: the board's storage or lease is failing, so its state here may not be the store's.
+            packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID))
+            snapshotService.sendError(
+                to: peer.bytes, requestID: requestID, code: .storageUnavailable,
+                "board \(board) cannot be served here now: this hub cannot reach the board store (or renew its lease); ask again, or another hub", owner: nil)
+            return
+        }
+        let packed = packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID)) != nil
+        let (delivered, bytes) = snapshotService.send(
+            state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,
+            samplesPerChunk: configuration.snapshotSamplesPerChunk, packedSamples: packed)
+        snapshotReaders.sent(to: peer, bytes: bytes, now: clock.now)
+        if !delivered {
+            if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
+            notReading[peer] = clock.now
+        }
+    }
+
+    func drainSnapshotRequests() throws(ZMQError) {
+        for _ in 0..<configuration.maxMessagesPerTurn {
+            guard let (peer, user, decoded, descriptor, address) = try snapshotService.next() else { return }
+            // Snapshot memory is bounded per owner and in all: not while its earlier snapshots lie unread.
+            guard snapshotReaders.admit(PeerID(peer), descriptor: descriptor, user: authenticated ? user : nil, address: address) else {
+                let requestID = (try? decoded.get())?.requestID ?? 0
+                snapshotService.sendError(
+                    to: peer, requestID: requestID, code: .rateLimited, "your earlier snapshots are still unread: read them, or ask again later")
+                continue
+            }
+            if let since = notReading[PeerID(peer)] {
+                if clock.now - since < Self.notReadingPenalty {
+                    snapshotService.sendError(
+                        to: peer, requestID: 0, code: .rateLimited, "your previous snapshot was not read: no snapshot for 10 s")
+                    continue
+                }
+                notReading[PeerID(peer)] = nil
+            }
+            switch decoded {
+            case .success(let request) where request.listBoards:
+                handle(
+                    .boardListRequested(
+                        by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, prefix: request.board,
+                        after: request.after, limit: Int(request.limit), requestID: request.requestID,
+                        onBehalf: OnBehalf(actAs: request.actAs, token: request.token)))
+            case .success(let request):
+                if request.packedSamples {
+                    // Bounded: requests refused or never answered would otherwise pile up (forgetting one only costs v1).
+                    if packedSnapshotRequests.count >= 4096 { packedSnapshotRequests.removeAll() }
+                    packedSnapshotRequests.insert(SnapshotRequestKey(peer: PeerID(peer), requestID: request.requestID))
+                }
+                handle(
+                    .snapshotRequested(
+                        by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, board: request.board,
+                        requestID: request.requestID, onBehalf: OnBehalf(actAs: request.actAs, token: request.token)))
+            case .failure:
+                snapshotService.sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
+            }
+        }
+    }
+}
