@@ -117,6 +117,8 @@ final class RelayLoop {
     private var replicas: [String: ReplicaSync] = [:]
     /// Downstream snapshot requests waiting for a replica to be whole.
     private var waiting: [String: [(peer: [UInt8], requestID: UInt64)]] = [:]
+    /// Subscribers' unread snapshots (a relay serves snapshots as the hub does).
+    private lazy var snapshotReaders = SnapshotReaders(logger: logger)
     /// Upstream snapshot requests (one DEALER for every board): by the id sent, the board and its sync's own id.
     private var requests: [UInt64: (board: String, local: UInt64)] = [:]
     private var nextRequest: UInt64 = 1
@@ -198,7 +200,10 @@ final class RelayLoop {
                     default: try self.drainSnapshotRequests()
                     }
                 },
-                turnEnded: { self.checkDeadlines() })
+                turnEnded: {
+                    self.checkDeadlines()
+                    self.snapshotReaders.sweepIfDue(now: .now)
+                })
         } catch let error as ZMQError where error.isTerminated {
             return
         } catch {
@@ -344,7 +349,14 @@ final class RelayLoop {
 
     private func drainSnapshotRequests() throws(ZMQError) {
         for _ in 0..<256 {
-            guard let (peer, user, decoded, _, _) = try snapshotService.next() else { return }
+            guard let (peer, user, decoded, descriptor, address) = try snapshotService.next() else { return }
+            // As on the hub: snapshot memory bounded by what the subscribers read.
+            guard snapshotReaders.admit(PeerID(peer), descriptor: descriptor, user: access == nil ? nil : user, address: address) else {
+                snapshotService.sendError(
+                    to: peer, requestID: (try? decoded.get())?.requestID ?? 0, code: .rateLimited,
+                    "your earlier snapshots are still unread: read them, or ask again later")
+                continue
+            }
             guard case .success(let request) = decoded else {
                 snapshotService.sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
                 continue
@@ -369,7 +381,8 @@ final class RelayLoop {
 
     private func serveSnapshot(_ board: String, to peer: [UInt8], requestID: UInt64) {
         guard let state = replicas[board]?.replica else { return }
-        snapshotService.send(state.snapshot(), digest: state.digest, requestID: requestID, to: peer, board: board)
+        let (_, bytes) = snapshotService.send(state.snapshot(), digest: state.digest, requestID: requestID, to: peer, board: board)
+        snapshotReaders.sent(to: PeerID(peer), bytes: bytes, now: .now)
         counters.value.withLock { $0.snapshotsServed += 1 }
     }
 
