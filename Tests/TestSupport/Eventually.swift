@@ -3,7 +3,7 @@ import Foundation
 /// Waits for `condition`, polling; false when `timeout` passes first. For
 /// conditions of other processes and threads that signal nothing.
 public func eventually(timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
+    let deadline = ContinuousClock.now + scaled(timeout)
     while ContinuousClock.now < deadline {
         if try await condition() { return true }
         try? await Task.sleep(for: .milliseconds(10))

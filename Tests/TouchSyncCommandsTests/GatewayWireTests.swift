@@ -157,12 +157,14 @@ struct GatewayWireTests {
 
         /// Whether the gateway closed the connection within `timeout`.
         func waitUntilClosed(timeout: Duration = .seconds(10)) async -> Bool {
+            let timeout = scaled(timeout)
             let received = self.received
             return await received.arrived.wait(timeout: timeout) { received.state.withLock { $0.closed ? true : nil } } ?? false
         }
 
         /// The next message that `matches`, skipping others; fails after `timeout` or when the connection closed.
         func next<T: Sendable>(_ what: String, timeout: Duration = .seconds(20), _ matches: @escaping @Sendable (BrowserMessage) -> T?) async throws -> T {
+            let timeout = scaled(timeout)
             let received = self.received
             let found: T?? = await received.arrived.wait(timeout: timeout) {
                 received.state.withLock { state -> T?? in

@@ -272,8 +272,10 @@ public struct BrowserPage: Sendable {
         return (result["result"] as? [String: Any])?["value"]
     }
 
-    /// Evaluates `expression` until it is true, or fails after `timeout`.
+    /// Evaluates `expression` until it is true, or fails after `timeout`
+    /// (times `TOUCHSYNC_TEST_SLOWNESS` when the test run says the machine is busy).
     public func waitFor(_ expression: String, timeout: Duration = .seconds(15)) async throws {
+        let timeout = timeout * Self.slowness
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if (try? await evaluate(expression)) as? Bool == true { return }
@@ -281,6 +283,12 @@ public struct BrowserPage: Sendable {
         }
         throw Chromium.Failure("not true within \(timeout): \(expression)")
     }
+
+    /// A busy machine's factor for waits (`scripts/run-tests.sh` measures it; 1 otherwise).
+    static let slowness: Double = {
+        guard let text = ProcessInfo.processInfo.environment["TOUCHSYNC_TEST_SLOWNESS"], let value = Double(text), value.isFinite else { return 1 }
+        return min(8, max(1, value))
+    }()
 
     /// One touch event: `type` touchStart, touchMove, touchEnd or touchCancel; points (x, y, id).
     public func touch(_ type: String, _ points: [(x: Double, y: Double, id: Int)]) async throws {
