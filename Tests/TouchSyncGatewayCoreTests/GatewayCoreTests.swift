@@ -94,6 +94,12 @@ struct GatewayCoreTests {
         #expect(core.page(of: "t1", posted: 2) == 3)
         #expect(core.page(of: "t1", posted: 3) == 4)
         #expect(core.page(of: "t1", posted: 4) == nil, "not posted yet")
+        // Handed as the post it is about to make (before the hub can refuse it), then refused here after all.
+        _ = core.number(5, of: "t1")
+        core.handed(5, of: "t1", agentMessages: 4)
+        #expect(core.page(of: "t1", posted: 4) == 5)
+        core.notPosted(5, of: "t1")
+        #expect(core.page(of: "t1", posted: 4) == nil)
         _ = core.acknowledged("t1", agentThrough: 2)
         #expect(core.page(of: "t1", posted: 1) == nil && core.page(of: "t1", posted: 3) == 4, "acknowledged pages are done")
     }

@@ -613,14 +613,18 @@ public final class WebGateway: Service, Sendable {
                 n: number, code: "OUT_OF_ORDER",
                 message: "message \(number) after \(expected - 1): messages are numbered 1, 2, 3… and resent in order").json
         case .next:
+            // Recorded before the agent can send it (a page message posts at most one, and only this
+            // tab's thread posts to its agent): the hub's refusal of it may come back before this
+            // thread goes on, and must find its page number.
+            let before = session.agent.postedCount
+            state.withLock { $0.core.handed(number, of: session.resumeToken, agentMessages: before + 1) }
             do throws(BrowserWireError) {
                 try body(session.agent)
             } catch {
                 // Refused here: nothing reached the hub, so it is done once what came before is.
                 refusal = BrowserMessage.refused(n: number, code: error.code, message: error.message).json
             }
-            let posted = session.agent.postedCount
-            state.withLock { $0.core.handed(number, of: session.resumeToken, agentMessages: posted) }
+            if session.agent.postedCount == before { state.withLock { $0.core.notPosted(number, of: session.resumeToken) } }
         }
         pushAcks(of: session)  // a refused or resent message may be done already
         return refusal

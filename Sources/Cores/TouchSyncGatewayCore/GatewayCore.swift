@@ -296,6 +296,13 @@ public struct GatewayCore: Sendable {
         sessions[token]?.waiting.append(.init(page: number, agentMessages: agentMessages))
     }
 
+    /// Page message `number`, just handed, posted nothing after all (refused
+    /// here, or a message that needs no post): it waits only for what came before.
+    public mutating func notPosted(_ number: UInt64, of token: String) {
+        guard let session = sessions[token], let last = session.waiting.indices.last, session.waiting[last].page == number else { return }
+        sessions[token]!.waiting[last].agentMessages -= 1
+    }
+
     /// The page number of the session's message that made the agent's post
     /// `posted` (as `handed` counted them), while it waits for the hub: a hub
     /// refusal of that post is told to the tab as a refusal of that number.
