@@ -36,7 +36,12 @@ struct AgentSession {
     var role: Role = .admin
     /// For a gateway acting for an invited user: who asked, for whom, with
     /// which token (an access-list reload checks all three again).
-    var delegation: Delegation? = nil
+    var delegation: Delegation? = nil {
+        // Derived once, not per message: whose sample and byte allowances the session draws on.
+        didSet { invitedUser = delegation.flatMap { $0.user.isEmpty ? nil : $0.user } }
+    }
+    /// The invited user a gateway's tab acts for (nil: the session is its own user).
+    private(set) var invitedUser: String? = nil
     /// When the agent was last told STORAGE_UNAVAILABLE (told at most once a second).
     var storageWarnedAt: Moment? = nil
 

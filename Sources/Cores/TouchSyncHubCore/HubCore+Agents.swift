@@ -346,23 +346,18 @@ extension HubCore {
 
     // MARK: Per-user rates
 
-    /// The user a session's samples and bytes count against when it is not
-    /// the session itself: the invited user a gateway's tab acts for (one
-    /// invitee's 16 tabs would otherwise have 16 allowances).
-    private func invitedUser(of session: AgentSession) -> String? {
-        guard let user = session.delegation?.user, !user.isEmpty else { return nil }
-        return user
-    }
-
+    /// A session's bytes and samples count against the invited user a
+    /// gateway's tab acts for, when it does (one invitee's 16 tabs would
+    /// otherwise have 16 allowances), else against the session.
     mutating func takeBytes(_ bytes: Int, of session: inout AgentSession, now: Moment) -> Bool {
-        guard let user = invitedUser(of: session) else { return session.byteBucket.take(bytes, now: now) }
+        guard let user = session.invitedUser else { return session.byteBucket.take(bytes, now: now) }
         var rates = invitedUserRates[user] ?? newInvitedUserRates(now: now)
         defer { invitedUserRates[user] = rates }
         return rates.bytes.take(bytes, now: now)
     }
 
     mutating func takeSamples(_ samples: Int, of session: inout AgentSession, now: Moment) -> Bool {
-        guard let user = invitedUser(of: session) else { return session.sampleBucket.take(samples, now: now) }
+        guard let user = session.invitedUser else { return session.sampleBucket.take(samples, now: now) }
         var rates = invitedUserRates[user] ?? newInvitedUserRates(now: now)
         defer { invitedUserRates[user] = rates }
         return rates.samples.take(samples, now: now)
