@@ -13,10 +13,11 @@ import TouchSyncWire
 /// the hub's board, and no batch was ever applied twice or out of order.
 @Suite("ReplicaSync over a faulty link")
 struct ReplicaSyncTests {
-    /// What travels from the hub to the subscriber.
+    /// What travels from the hub to the subscriber: the bytes, read by the
+    /// sync as every transport hands them over (`received`).
     enum Delivery {
-        case published(Touchsync_V1_PublishMessage)
-        case chunk(SnapshotChunkContents, requestID: UInt64)
+        case published([UInt8])
+        case snapshotReply([UInt8])
     }
 
     struct Link {
@@ -95,11 +96,10 @@ struct ReplicaSyncTests {
                 for action in actions {
                     switch action {
                     case .publish(let publication) where publication.topic == topic:
-                        link.send(.published(try! WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes)), step: step)
+                        link.send(.published(publication.bytes), step: step)
                     case .sendSnapshot(let to, let requestID, _, let state, let digest) where to == subscriber:
                         SnapshotCodec.encodeReplies(of: state.snapshot(), board: board, digest: digest, requestID: requestID, samplesPerChunk: 64) { bytes in
-                            let reply = try! WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes)
-                            link.send(.chunk(try! SnapshotChunkContents(reply.chunk), requestID: requestID), step: step)
+                            link.send(.snapshotReply(Array(bytes)), step: step)
                             return true
                         }
                     default: break
@@ -110,13 +110,10 @@ struct ReplicaSyncTests {
             func deliver(step: Int) {
                 for delivery in link.arrivals(step: step) {
                     switch delivery {
-                    case .published(let message):
-                        switch message.body {
-                        case .batch(let batch): carryOut(sync.batch(batch, now: hub.now), step: step)
-                        case .heartbeat(let heartbeat): carryOut(sync.heartbeat(heartbeat, now: hub.now), step: step)
-                        case nil: break
-                        }
-                    case .chunk(let chunk, let requestID): carryOut(sync.chunk(chunk, for: requestID, now: hub.now), step: step)
+                    case .published(let bytes):
+                        carryOut(bytes.withUnsafeBytes { sync.received(published: $0, now: hub.now) }, step: step)
+                    case .snapshotReply(let bytes):
+                        carryOut(bytes.withUnsafeBytes { sync.received(snapshotReply: $0, now: hub.now) }, step: step)
                     }
                 }
                 carryOut(sync.tick(now: hub.now), step: step)
@@ -284,5 +281,62 @@ struct ReplicaSyncTests {
         var single = ReplicaSync.start(board: "b", hubs: [hubs[0]], now: start).0
         for chunk in snapshot(1) { _ = single.chunk(chunk, for: 1, now: start) }
         #expect(single.tick(now: start + .seconds(4)) == [.silent])
+    }
+
+    /// What every transport hands over is bytes: a published batch and
+    /// heartbeat, a snapshot reply, an error reply and bytes that are no
+    /// protocol message are each read as the rules need; the sync's
+    /// `nextDeadline` says when `tick` has something to do (transports wait
+    /// for it rather than polling).
+    @Test func receivedBytesAreReadAndTheDeadlineIsTheSyncs() throws {
+        let hub = CoreHarness()
+        let pen = peer("pen")
+        hub.hello(pen, board: "b")
+        var published: [[UInt8]] = []
+        for (index, request) in [began(1, x: 1), moved(1, x: 2, t: 1)].enumerated() {
+            _ = hub.message(pen, .numbered(sequence: UInt64(index + 1), request))
+            published += hub.endTurn().publications.filter { $0.topic == PublishStream.v1.topic(board: "b") }.map(\.bytes)
+        }
+        #expect(published.count == 2)
+        let start = ContinuousClock.now
+        var (sync, _) = ReplicaSync.start(board: "b", snapshotTimeout: .seconds(2), silenceTimeout: .seconds(3), now: start)
+        #expect(sync.nextDeadline == start + .seconds(2), "syncing: the snapshot's time-out comes first")
+        let empty = BoardState()
+        let replies = SnapshotCodec.encodedReplies(of: empty.snapshot(), board: "b", digest: empty.digest, requestID: 1)
+        let read = try #require(replies[0].withUnsafeBytes { ReplicaSync.SnapshotReply.read($0) })
+        #expect(read.requestID == 1 && read.endsRequest)
+        let synced = replies[0].withUnsafeBytes { sync.received(snapshotReply: $0, now: start) }
+        #expect(synced.contains { if case .synced = $0 { true } else { false } })
+        #expect(sync.nextDeadline == start + .seconds(3), "live: the silence time-out")
+        // Batches through the bytes' hot path, heard at their time.
+        let later = start + .seconds(1)
+        for bytes in published {
+            let applied = bytes.withUnsafeBytes { sync.received(published: $0, now: later) }
+            #expect(applied.count == 1, "\(applied)")
+        }
+        #expect(sync.replica?.sequence == 2 && sync.nextDeadline == later + .seconds(3))
+        // A heartbeat as bytes, agreeing.
+        var heartbeat = Touchsync_V1_PublishMessage()
+        heartbeat.heartbeat.sequence = 2
+        heartbeat.heartbeat.digest = try #require(sync.replica).digest.rawValue
+        let agreed = WireCodec.encode(heartbeat).withUnsafeBytes { sync.received(published: $0, now: later) }
+        #expect(agreed == [.heartbeat(sequence: 2, agrees: true, silentUsers: [])])
+        // Silence: reported once at its deadline, then no deadline until something is heard.
+        #expect(sync.tick(now: later + .seconds(3)) == [.silent] && sync.nextDeadline == nil)
+        // Bytes that are no protocol message: the stream cannot be trusted, a snapshot is asked for.
+        let garbage: [UInt8] = [0xFF, 0xFF, 0xFF]
+        let resync = garbage.withUnsafeBytes { sync.received(published: $0, now: later + .seconds(4)) }
+        #expect(resync.contains(.requestSnapshot(requestID: 2)) && !sync.isLive)
+        // An error reply for the request: FORBIDDEN is final.
+        var refusal = Touchsync_V1_SnapshotReply()
+        refusal.requestID = 2
+        refusal.error.code = .forbidden
+        refusal.error.message = "no"
+        let refused = WireCodec.encode(refusal).withUnsafeBytes { sync.received(snapshotReply: $0, now: later + .seconds(4)) }
+        #expect(refused == [.failed("the hub refused this board (FORBIDDEN): no")])
+        // A reply to a request given up on changes nothing; bytes that are no reply are ignored.
+        let stale = replies[0].withUnsafeBytes { sync.received(snapshotReply: $0, now: later + .seconds(4)) }
+        #expect(stale.isEmpty && !sync.isLive)
+        #expect(garbage.withUnsafeBytes { sync.received(snapshotReply: $0, now: later + .seconds(4)) }.isEmpty)
     }
 }

@@ -295,9 +295,11 @@ final class SubscriberLoop {
         let subscriberIndex = try poller.add(subscriber)
         let snapshotIndex = try poller.add(snapshots)
         let mailboxIndex = poller.add(fileDescriptor: mailbox.fileDescriptor)
+        if let monitor { _ = try poller.add(monitor.socket) }
         while true {
             do {
-                try poller.poll(timeoutMilliseconds: 50)
+                // Woken by the sockets, the mailbox, the handshake monitor, or the sync's own deadline.
+                try poller.poll(timeoutMilliseconds: sync.nextDeadline.map { ZMQPoller.timeout(until: $0) } ?? -1)
             } catch {
                 if error.isTerminated { return }
                 throw error
@@ -328,11 +330,7 @@ final class SubscriberLoop {
         for action in actions {
             switch action {
             case .requestSnapshot(let requestID):
-                var message = Touchsync_V1_SnapshotRequest()
-                message.board = configuration.board
-                message.requestID = requestID
-                message.packedSamples = configuration.wireFormat == .v2
-                _ = try? snapshots.send(WireCodec.encode(message), dontWait: true)
+                _ = try? snapshots.send(sync.snapshotRequest(requestID, packedSamples: configuration.wireFormat == .v2), dontWait: true)
             case .resyncing(let reason):
                 logger.info("resyncing", metadata: ["board": "\(configuration.board)", "reason": "\(reason)"])
                 events.yield(.resyncing(reason: reason))
@@ -392,39 +390,18 @@ final class SubscriberLoop {
         }
     }
 
-    // MARK: Snapshot
+    // MARK: Received
 
     private func drainSnapshotReplies() throws(ZMQError) {
         while try snapshots.receive(into: part, dontWait: true) {
-            // The hot path: a chunk read in one pass into the model; errors and anything unusual through SwiftProtobuf.
-            if let (requestID, chunk) = part.withUnsafeBytes({ SnapshotReplyReader.read($0) }) {
-                perform(sync.chunk(chunk, for: requestID, now: clock.now))
-                continue
-            }
-            let decoded = part.withUnsafeBytes { bytes in
-                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes) }
-            }
-            guard case .success(let reply) = decoded else { continue }
-            switch reply.body {
-            case .error(let error):
-                logger.warning("snapshot refused", metadata: ["board": "\(configuration.board)", "error": "\(error.message)"])
-                perform(
-                    sync.snapshotRefused(
-                        reply.requestID, code: ErrorCode(error.code), message: error.message, owner: error.hasOwner ? error.owner : nil,
-                        now: clock.now))
-            case .chunk(let chunk):
-                do {
-                    perform(sync.chunk(try SnapshotChunkContents(chunk), for: reply.requestID, now: clock.now))
-                } catch {
-                    perform(sync.unusableSnapshot("\(error)", now: clock.now))
+            if let reply = part.withUnsafeBytes({ ReplicaSync.SnapshotReply.read($0) }) {
+                if case .refused(_, let message, _) = reply.body {
+                    logger.warning("snapshot refused", metadata: ["board": "\(configuration.board)", "error": "\(message)"])
                 }
-            case .boards, nil:  // a board list answers a list request, never ours
-                break
+                perform(sync.received(reply, now: clock.now))
             }
         }
     }
-
-    // MARK: Published messages
 
     private func drainPublished() throws(ZMQError) {
         while try subscriber.receive(into: part, dontWait: true) {
@@ -434,28 +411,7 @@ final class SubscriberLoop {
             let size = part.count + topic.count
             shared.status.withLock { $0.bytesReceived += size }
             let now = clock.now
-            // The hot path: a batch for the live replica, read in one pass from the received bytes.
-            let appliedInPlace: [ReplicaSync.Action]? = part.withUnsafeBytes { bytes in
-                guard sync.isLive, let (sequence, batch) = PublishedBatch.find(in: bytes) else { return nil }
-                return sync.liveBatch(sequence: sequence, now: now) { state throws(DiffStreamError) in try state.apply(encodedBatch: batch).batch }
-            }
-            if let appliedInPlace {
-                perform(appliedInPlace)
-                continue
-            }
-            let decoded = part.withUnsafeBytes { bytes in
-                Result { () throws(WireError) in try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bytes) }
-            }
-            guard case .success(let message) = decoded else {
-                sync.heard(now: now)
-                perform(sync.malformed(now: now))
-                continue
-            }
-            switch message.body {
-            case .batch(let batch): perform(sync.batch(batch, now: now))
-            case .heartbeat(let heartbeat): perform(sync.heartbeat(heartbeat, now: now))
-            case nil: sync.heard(now: now)
-            }
+            perform(part.withUnsafeBytes { sync.received(published: $0, now: now) })
         }
     }
 

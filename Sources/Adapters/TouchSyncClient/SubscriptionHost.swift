@@ -235,29 +235,25 @@ public final class SubscriptionHost: Sendable {
             }
         }
 
-        /// The earliest snapshot deadline, and the next silence check (one a
-        /// second for all boards, not a timer per board).
+        /// The earliest of the boards' own deadlines (a snapshot's time-out, a silence time-out).
         private var nextDeadline: ContinuousClock.Instant? {
-            var next: ContinuousClock.Instant? = boards.isEmpty ? nil : nextSilenceCheck
+            var next: ContinuousClock.Instant? = nil
             for followed in boards.values {
-                if case .syncing(_, _, _, let deadline) = followed.sync.phase { next = min(next ?? deadline, deadline) }
+                if let deadline = followed.sync.nextDeadline { next = min(next ?? deadline, deadline) }
             }
             return next
         }
-        private lazy var nextSilenceCheck = clock.now + .seconds(1)
 
         private func checkDeadlines() {
             let now = clock.now
-            let checkSilence = now >= nextSilenceCheck
-            if checkSilence { nextSilenceCheck = now + .seconds(1) }
-            for (board, followed) in boards {
-                if case .syncing(_, _, _, let deadline) = followed.sync.phase, now >= deadline {
+            let due = boards.compactMap { board, followed in followed.sync.nextDeadline.map { $0 <= now ? board : nil } ?? nil }
+            for board in due {
+                guard let followed = boards[board] else { continue }
+                if case .syncing(_, _, _, let deadline) = followed.sync.phase, now >= deadline, followed.hub != followed.home {
                     // A snapshot the hub named did not come: that hub may be gone; home names the owner now.
-                    if followed.hub != followed.home { move(board, to: followed.home) }
-                    change(board) { $0.tick(now: now) }
-                } else if checkSilence {
-                    change(board) { $0.tick(now: now) }
+                    move(board, to: followed.home)
                 }
+                change(board) { $0.tick(now: now) }
             }
         }
 
@@ -378,10 +374,7 @@ public final class SubscriptionHost: Sendable {
                 guard let followed = boards[board] else { return }
                 switch action {
                 case .requestSnapshot(let request):
-                    var message = Touchsync_V1_SnapshotRequest()
-                    message.board = board
-                    message.requestID = request
-                    _ = try? followed.snapshots.send(WireCodec.encode(message), dontWait: true)
+                    _ = try? followed.snapshots.send(followed.sync.snapshotRequest(request), dontWait: true)
                     unread.insert(board)  // the send may have taken the socket's read signal
                 case .resyncing(let reason):
                     logger.info("resyncing", metadata: ["board": "\(board)", "reason": "\(reason)"])
@@ -411,29 +404,9 @@ public final class SubscriptionHost: Sendable {
         private func drainSnapshots(_ socket: ZMQSocket, of board: String) throws(ZMQError) {
             while try socket.receive(into: body, dontWait: true) {
                 let now = clock.now
-                // The hot path: a chunk read in one pass into the model; errors through SwiftProtobuf.
-                if let (request, chunk) = body.withUnsafeBytes({ SnapshotReplyReader.read($0) }) {
-                    change(board) { $0.chunk(chunk, for: request, now: now) }
-                    continue
-                }
-                guard let reply = try? body.withUnsafeBytes({ try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }) else { continue }
-                switch reply.body {
-                case .chunk(let chunk):
-                    do {
-                        let contents = try SnapshotChunkContents(chunk)
-                        change(board) { $0.chunk(contents, for: reply.requestID, now: now) }
-                    } catch {
-                        change(board) { $0.unusableSnapshot("\(error)", now: now) }
-                    }
-                case .error(let error):
-                    // A WRONG_HUB naming the owner moves the board there (`redirect`).
-                    change(board) {
-                        $0.snapshotRefused(
-                            reply.requestID, code: ErrorCode(error.code), message: error.message, owner: error.hasOwner ? error.owner : nil, now: .now)
-                    }
-                case .boards, nil:
-                    break
-                }
+                // A WRONG_HUB naming the owner moves the board there (`redirect`).
+                guard let reply = body.withUnsafeBytes({ ReplicaSync.SnapshotReply.read($0) }) else { continue }
+                change(board) { $0.received(reply, now: now) }
             }
         }
 
@@ -447,32 +420,7 @@ public final class SubscriptionHost: Sendable {
                 }
                 guard let board, boards[board] != nil else { continue }
                 let now = clock.now
-                // The hot path: a batch for a live replica, read in one pass from the received bytes.
-                let inPlace: [ReplicaSync.Action]?? = body.withUnsafeBytes { bytes in
-                    guard boards[board]?.sync.isLive == true, let (sequence, batch) = PublishedBatch.find(in: bytes) else { return nil }
-                    guard var followed = boards.removeValue(forKey: board) else { return nil }
-                    let actions = followed.sync.liveBatch(sequence: sequence, now: now) { state throws(DiffStreamError) in
-                        try state.apply(encodedBatch: batch).batch
-                    }
-                    boards[board] = followed
-                    return .some(actions)
-                }
-                if let inPlace {
-                    perform(inPlace ?? [], board: board)
-                    continue
-                }
-                guard let message = try? body.withUnsafeBytes({ try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: $0) }) else {
-                    change(board) { $0.malformed(now: now) }
-                    continue
-                }
-                switch message.body {
-                case .batch(let batch): change(board) { $0.batch(batch, now: now) }
-                case .heartbeat(let heartbeat): change(board) { $0.heartbeat(heartbeat, now: now) }
-                case nil: change(board) { sync in
-                    sync.heard(now: now)
-                    return []
-                }
-                }
+                change(board) { sync in body.withUnsafeBytes { sync.received(published: $0, now: now) } }
             }
         }
     }

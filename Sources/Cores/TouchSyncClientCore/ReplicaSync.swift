@@ -75,8 +75,8 @@ public struct ReplicaSync: Sendable {
     public var silenceTimeout: Duration
     public private(set) var phase: Phase
     private var nextRequest: UInt64 = 1
-    private var lastHeard: ContinuousClock.Instant
-    private var reportedSilence = false
+    private(set) var lastHeard: ContinuousClock.Instant
+    private(set) var reportedSilence = false
     /// For a moment after a snapshot's load (until the publish stream shows
     /// its sequence, or a second has passed), a heartbeat behind the replica
     /// may be one queued on the publish connection before the snapshot, which
@@ -259,7 +259,7 @@ public struct ReplicaSync: Sendable {
                 requestSnapshot(reason: "no complete snapshot within \(snapshotTimeout)", now: now, into: &actions)
             }
         }
-        if !reportedSilence && now - lastHeard > silenceTimeout {
+        if !reportedSilence && now - lastHeard >= silenceTimeout {
             reportedSilence = true
             actions.append(.silent)
             if following, isLive {

@@ -211,18 +211,19 @@ final class RelayLoop {
         }
     }
 
+    /// The earliest of the replicas' own deadlines (snapshot time-outs; a relay's silence time-out is an hour).
     private var nextDeadline: ContinuousClock.Instant? {
         var next: ContinuousClock.Instant? = nil
-        for case .syncing(_, _, _, let deadline) in replicas.values.map(\.phase) { next = min(next ?? deadline, deadline) }
+        for sync in replicas.values {
+            if let deadline = sync.nextDeadline { next = min(next ?? deadline, deadline) }
+        }
         return next
     }
 
     private func checkDeadlines() {
         let now = clock.now
-        for board in Array(replicas.keys) {
-            guard case .syncing(_, _, _, let deadline)? = replicas[board]?.phase, now >= deadline else { continue }
-            change(board) { $0.tick(now: now) }
-        }
+        let due = replicas.compactMap { board, sync in sync.nextDeadline.map { $0 <= now ? board : nil } ?? nil }
+        for board in due { change(board) { $0.tick(now: now) } }
     }
 
     // MARK: Upstream
@@ -251,10 +252,8 @@ final class RelayLoop {
                 nextRequest += 1
                 requests = requests.filter { $0.value.board != board }  // earlier requests for the board are given up
                 requests[request] = (board, local)
-                var message = Touchsync_V1_SnapshotRequest()
-                message.board = board
-                message.requestID = request
-                _ = try? upstreamSnapshots.send(WireCodec.encode(message), dontWait: true)
+                guard let sync = replicas[board] else { continue }
+                _ = try? upstreamSnapshots.send(sync.snapshotRequest(request), dontWait: true)
             case .resyncing(let reason):
                 logger.info("relay resyncing", metadata: ["board": "\(board)", "reason": "\(reason)"])
                 counters.value.withLock { $0.resyncs += 1 }
@@ -285,51 +284,19 @@ final class RelayLoop {
                 follow(board)
             }
             let now = clock.now
-            // The hot path: a batch for a live replica, read in one pass.
-            var handled = false
-            if replicas[board]?.isLive == true {
-                bodyBytes.withUnsafeBytes { bytes in
-                    guard let (sequence, batch) = PublishedBatch.find(in: bytes) else { return }
-                    handled = true
-                    change(board) { sync in
-                        sync.liveBatch(sequence: sequence, now: now) { state throws(DiffStreamError) in try state.apply(encodedBatch: batch).batch } ?? []
-                    }
-                }
-            }
-            if handled { continue }
-            guard let message = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: bodyBytes) else { continue }
-            switch message.body {
-            case .batch(let batch): change(board) { $0.batch(batch, now: now) }
-            case .heartbeat(let heartbeat): change(board) { $0.heartbeat(heartbeat, now: now) }
-            case nil: break
-            }
+            change(board) { sync in bodyBytes.withUnsafeBytes { sync.received(published: $0, now: now) } }
         }
     }
 
     private func drainUpstreamSnapshots() throws(ZMQError) {
         while try upstreamSnapshots.receive(into: body, dontWait: true) {
-            guard let reply = try? body.withUnsafeBytes({ try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: $0) }),
-                let (board, local) = requests[reply.requestID]
+            guard let reply = body.withUnsafeBytes({ ReplicaSync.SnapshotReply.read($0) }), let (board, local) = requests[reply.requestID]
             else { continue }
+            if reply.endsRequest { requests[reply.requestID] = nil }
+            // A WRONG_HUB naming the owner asks again (`redirect`, then a request): with
+            // several hubs (`otherUpstreams`) the DEALER takes it to the next one.
             let now = clock.now
-            switch reply.body {
-            case .chunk(let chunk):
-                if Int(chunk.index) + 1 == Int(chunk.count) { requests[reply.requestID] = nil }
-                do {
-                    let contents = try SnapshotChunkContents(chunk)
-                    change(board) { $0.chunk(contents, for: local, now: now) }
-                } catch {
-                    change(board) { $0.unusableSnapshot("\(error)", now: now) }
-                }
-            case .error(let error):
-                // A WRONG_HUB naming the owner asks again (`redirect`, then a request): with
-                // several hubs (`otherUpstreams`) the DEALER takes it to the next one.
-                change(board) {
-                    $0.snapshotRefused(local, code: ErrorCode(error.code), message: error.message, owner: error.hasOwner ? error.owner : nil, now: .now)
-                }
-            case .boards, nil:
-                break
-            }
+            change(board) { $0.received(reply, requestID: local, now: now) }
         }
     }
 
