@@ -143,7 +143,7 @@ let package = Package(
                 "TouchSyncCore",
                 "TouchSyncWire",
                 "TouchSyncJournal",
-                "TouchSyncStore",
+                "TouchSyncStore", "TouchSyncStoreCore",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -214,7 +214,7 @@ let package = Package(
                 "TouchSyncAccess",
                 "TouchSyncCore",
                 "TouchSyncJournal",
-                "TouchSyncStore",
+                "TouchSyncStore", "TouchSyncStoreCore",
                 "TouchSyncWire",
                 "TouchSyncSimulation",
                 "TouchSyncHub",
@@ -231,12 +231,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The board store's lease rules, without I/O.
+        .target(
+            name: "TouchSyncStoreCore",
+            dependencies: ["TouchSyncAccessModel", "TouchSyncCore", "TouchSyncHubCore"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "TouchSyncStore",
             dependencies: [
                 "TouchSyncAccess",
                 "TouchSyncCore",
                 "TouchSyncHubCore",
+                "TouchSyncStoreCore",
                 "TouchSyncWire",
                 "TouchSyncJournal",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -397,6 +404,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TouchSyncStoreCoreTests",
+            dependencies: ["TouchSyncStoreCore", "TouchSyncAccessModel", "TouchSyncCore", "TouchSyncHubCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TouchSyncGatewayCoreTests",
             dependencies: ["TouchSyncGatewayCore", "TouchSyncWebWire"],
             swiftSettings: swiftSettings
@@ -427,7 +439,7 @@ let package = Package(
 let layers: [String: [String]] = [
     "Cores": [
         "TouchSyncCore", "TouchSyncSimulation", "TouchSyncWire", "TouchSyncHubCore", "TouchSyncClientCore", "TouchSyncWebWire",
-        "TouchSyncGatewayCore", "TouchSyncAccessModel", "TouchSyncRender", "TouchSyncTUIO",
+        "TouchSyncGatewayCore", "TouchSyncAccessModel", "TouchSyncRender", "TouchSyncTUIO", "TouchSyncStoreCore",
     ],
     "Adapters": [
         "CZeroMQ", "ZeroMQ", "TouchSyncAccess", "TouchSyncJournal", "TouchSyncStore", "TouchSyncHub", "TouchSyncClient", "TouchSyncWeb",

@@ -56,7 +56,7 @@ public enum BoardStoreLoader {
             var session = StoreSession(address: configuration.address, logger: logger, using: connection)
             let members = try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &session)
             var wanted = Set(try await BoardStoreMembership.lapsedBoards(connection: &session).filter { lapsed in
-                members.map { BoardStoreMembership.successor(for: lapsed.board, after: lapsed.holder, among: $0).name } == configuration.hubName
+                members.map { BoardLeases.successor(for: lapsed.board, after: lapsed.holder, among: $0).name } == configuration.hubName
             }.map(\.board))
             for try await board in try await connection.query(
                 "SELECT board FROM touchsync_leases WHERE hub = \(configuration.hubName)", logger: logger

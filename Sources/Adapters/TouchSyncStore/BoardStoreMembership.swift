@@ -29,15 +29,4 @@ enum BoardStoreMembership {
         let rows = try await connection.query("SELECT board, hub FROM touchsync_leases WHERE expires_at < now() ORDER BY board")
         return rows.compactMap { try? $0.decode((String, String).self) }
     }
-
-    /// Who should take a board whose lease `holder` let lapse: the live hub
-    /// with the highest weight other than `holder`. A hub's heartbeat and its
-    /// leases are renewed together, so a dead hub still counts as live for up
-    /// to a renewal after its leases lapsed; choosing it would leave the board
-    /// to the next renewal.
-    static func successor(for board: String, after holder: String, among members: ClusterMap) -> ClusterMap.Hub {
-        let others = members.hubs.filter { $0.name != holder }
-        guard !others.isEmpty, others.count < members.hubs.count, let map = try? ClusterMap(hubs: others) else { return members.hub(for: board) }
-        return map.hub(for: board)
-    }
 }

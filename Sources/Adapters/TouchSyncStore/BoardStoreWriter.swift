@@ -5,6 +5,7 @@ import Synchronization
 import TouchSyncAccess
 import TouchSyncCore
 import TouchSyncJournal
+@_exported import TouchSyncStoreCore
 
 /// How a hub uses the board store (docs/architecture.md, "The board store").
 public struct BoardStoreConfiguration: Sendable {
@@ -50,26 +51,6 @@ public struct BoardStoreConfiguration: Sendable {
     var leaseSeconds: Double { Double(leaseTimeout.components.seconds) + Double(leaseTimeout.components.attoseconds) / 1e18 }
 }
 
-/// What the writer tells the hub, in the order the hub must apply it:
-/// a board's failure or move before the commit that would acknowledge it.
-public enum BoardStoreReport: Sendable {
-    /// The board's batches could not be committed: its agents are not
-    /// acknowledged until a restart of it is (`restart`).
-    case failed(board: String, reason: String)
-    /// Another hub holds the board's lease now.
-    case moved(board: String, owner: String)
-    /// The restart of a failed board was committed: everything the hub holds of it is stored.
-    case restored(board: String)
-    /// Every append through this ticket is committed (or belongs to a board reported above).
-    case committed(through: UInt64)
-    /// This hub took the board's lease (a claim, or its hub stopped) and loaded it.
-    case adopted(RecoveredBoard)
-    /// A look-up (`lookUp`) found no such board in the store: nobody has drawn on it.
-    case absent(board: String)
-    /// The live hubs changed (names and endpoints).
-    case membership(ClusterMap)
-}
-
 /// The hub's side of the board store: batches go in through `append` (the
 /// hub's thread, never blocking), and one task (`run`) commits whatever
 /// has queued since its last commit in one statement (group commit: when
@@ -103,15 +84,7 @@ public final class BoardStoreWriter: Sendable {
         var hubTime: Int64
     }
 
-    /// Why a board's lease is claimed.
-    enum ClaimKind {
-        /// A hello: the board is created when the store lacks it.
-        case hello
-        /// A snapshot request: never created; `absent` when the store lacks it.
-        case lookUp
-        /// A lapsed lease this hub owns now (a renewal found it): nothing reported if another hub was quicker.
-        case adoption
-    }
+    typealias ClaimKind = BoardLeases.ClaimKind
 
     private struct Inbox {
         var appends: [Append] = []
@@ -122,25 +95,6 @@ public final class BoardStoreWriter: Sendable {
         var waiter: CheckedContinuation<Void, Never>? = nil
 
         var hasWork: Bool { !appends.isEmpty || !restarts.isEmpty || !claims.isEmpty || renewDue || stopping }
-    }
-
-    /// What only `run` touches: the leases this hub holds and each board's agents' progress.
-    private struct Boards {
-        /// Epoch of each lease held.
-        var epochs: [String: Int64]
-        /// Every agent's progress per board (a snapshot stores it).
-        var progress: [String: [UserNamespace: AgentProgress]]
-        /// Boards whose commit failed, until a restart of them commits.
-        var broken: Set<String> = []
-        /// Boards another hub took: nothing more is written for them.
-        var moved: Set<String> = []
-        /// Bytes of batches stored since each board's last snapshot.
-        var sinceSnapshot: [String: Int] = [:]
-        /// The live hubs last reported.
-        var members: ClusterMap? = nil
-        /// When the last renewal that succeeded began: past three quarters of
-        /// the lease without another, the boards are reported failed (reads fenced).
-        var renewedAt = ContinuousClock.now
     }
 
     /// - Parameters:
@@ -266,20 +220,22 @@ public final class BoardStoreWriter: Sendable {
     }
 
     private func commitLoop(_ loaded: BoardStoreLoader.Loaded, snapshotsDue: AsyncStream<SnapshotJob>.Continuation) async {
-        var boards = Boards(epochs: loaded.epochs, progress: loaded.progress)
+        var leases = BoardLeases(
+            hubName: configuration.hubName, leaseTimeout: configuration.leaseTimeout, snapshotEveryBytes: configuration.snapshotEveryBytes,
+            epochs: loaded.epochs, progress: loaded.progress, now: .now)
         var connection = StoreSession(address: configuration.address, logger: logger)
         connection.timeout = max(configuration.leaseTimeout, .seconds(2))
         while true {
             let work = await nextWork()
             var reports: [BoardStoreReport] = []
             // Renewal first: a claim or a move reported after it names hubs as they are now.
-            if work.renewDue { await renew(boards: &boards, connection: &connection, into: &reports) }
-            for restart in work.restarts { await self.restart(restart, boards: &boards, connection: &connection, into: &reports) }
-            for (board, kind) in work.claims where boards.epochs[board] == nil {  // held already: its adoption was reported
-                await claim(board, kind, boards: &boards, connection: &connection, into: &reports)
+            if work.renewDue { await renew(&leases, connection: &connection, into: &reports) }
+            for restart in work.restarts { await self.restart(restart, leases: &leases, connection: &connection, into: &reports) }
+            for (board, kind) in work.claims where leases.shouldClaim(board) {
+                await claim(board, kind, leases: &leases, connection: &connection, into: &reports)
             }
             if !work.appends.isEmpty {
-                await commit(work.appends, boards: &boards, connection: &connection, into: &reports) { snapshotsDue.yield($0) }
+                await commit(work.appends, leases: &leases, connection: &connection, into: &reports) { snapshotsDue.yield($0) }
             }
             if !reports.isEmpty { report(reports) }
             if work.stopping { break }
@@ -287,110 +243,89 @@ public final class BoardStoreWriter: Sendable {
         await connection.close()
     }
 
-    /// One group: new boards' leases taken, then every batch inserted in one
+    /// One group: every batch the rules let through inserted in one
     /// statement, fenced by epoch.
     private func commit(
-        _ appends: [Append], boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport],
+        _ appends: [Append], leases: inout BoardLeases, connection: inout StoreSession, into reports: inout [BoardStoreReport],
         snapshotDue: (SnapshotJob) -> Void
     ) async {
         let through = appends[appends.count - 1].ticket
         defer { reports.append(.committed(through: through)) }
-        var names: [String] = []
-        var sequences: [Int64] = []
-        var times: [Int64] = []
-        var records: [ByteBuffer] = []
-        var epochs: [Int64] = []
-        var written: [Int] = []  // indices into appends
-        var inGroup: Set<String> = []
-        for (index, append) in appends.enumerated() {
-            // A broken board writes nothing until its restart, which stores the board whole.
-            if boards.broken.contains(append.board) || boards.moved.contains(append.board) {
-                remember(append.agents, of: append.board, in: &boards)
-                continue
-            }
-            if boards.epochs[append.board] == nil {
-                // Not this hub's (every board the hub serves was claimed first): never written.
-                await lost(append.board, boards: &boards, connection: &connection, into: &reports)
-                continue
-            }
-            inGroup.insert(append.board)
-            names.append(append.board)
-            sequences.append(Int64(append.sequence))
-            times.append(append.hubTime)
-            records.append(ByteBuffer(bytes: JournalRecordCodec.batchPayload(encodedBatch: append.encodedBatch, agents: append.agents)))
-            epochs.append(boards.epochs[append.board]!)
-            written.append(index)
+        let rules = appends.map { BoardLeases.Append(board: $0.board, agents: $0.agents) }
+        let plan = leases.planCommit(rules)
+        for board in plan.notHeld {  // not this hub's (every board the hub serves was claimed first): never written
+            await lose(board, leases: &leases, connection: &connection, into: &reports)
         }
-        guard !written.isEmpty else { return }
+        guard !plan.written.isEmpty else { return }
+        let records = plan.written.map {
+            ByteBuffer(bytes: JournalRecordCodec.batchPayload(encodedBatch: appends[$0.index].encodedBatch, agents: appends[$0.index].agents))
+        }
         let inserted: [String: Int]
         do {
-            let rows = try await connection.query(
-                """
-                WITH held AS (
-                    SELECT board, epoch FROM touchsync_leases
-                    WHERE hub = \(configuration.hubName) AND board = ANY(\(Array(inGroup))) FOR SHARE)
-                INSERT INTO touchsync_batches (board, sequence, epoch, hub_time_us, batch)
-                SELECT b.board, b.sequence, b.epoch, b.hub_time_us, b.batch
-                FROM unnest(\(names)::text[], \(sequences)::bigint[], \(epochs)::bigint[], \(times)::bigint[], \(records)::bytea[])
-                    AS b(board, sequence, epoch, hub_time_us, batch)
-                JOIN held ON held.board = b.board AND held.epoch = b.epoch
-                RETURNING board
-                """)
-            var counts: [String: Int] = [:]
-            for row in rows { counts[try row.decode(String.self), default: 0] += 1 }
-            inserted = counts
+            inserted = try await insertBatches(plan, appends: appends, records: records, connection: &connection)
         } catch {
-            // Nothing of the group is known stored: its boards wait for a restart.
-            for board in inGroup.sorted() {
-                boards.broken.insert(board)
-                reports.append(.failed(board: board, reason: "\(error)"))
-            }
-            for index in written { remember(appends[index].agents, of: appends[index].board, in: &boards) }
+            reports += leases.commitFailed(plan, appends: rules, reason: "\(error)")
             return
         }
-        for board in inGroup where inserted[board] == nil {
-            // The lease moved: its epoch is no longer ours.
-            await lost(board, boards: &boards, connection: &connection, into: &reports)
-        }
-        for (position, index) in written.enumerated() where inserted[appends[index].board] != nil {
+        let (lost, due) = leases.committed(plan, appends: rules, inserted: inserted, bytes: records.map(\.readableBytes))
+        for board in lost { await lose(board, leases: &leases, connection: &connection, into: &reports) }  // its epoch is no longer ours
+        for (index, epoch) in due {
+            // Not needed for durability (the batches are in): stored aside, a failure only logged.
             let append = appends[index]
-            remember(append.agents, of: append.board, in: &boards)
-            boards.sinceSnapshot[append.board, default: 0] += records[position].readableBytes
-            if boards.sinceSnapshot[append.board]! >= configuration.snapshotEveryBytes, let epoch = boards.epochs[append.board] {
-                // Not needed for durability (the batches are in): stored aside, a failure only logged.
-                boards.sinceSnapshot[append.board] = 0
-                snapshotDue(
-                    SnapshotJob(
-                        board: append.board, state: append.state, hubTime: append.hubTime,
-                        agents: boards.progress[append.board].map { Array($0.values) } ?? [], epoch: epoch))
-            }
+            snapshotDue(
+                SnapshotJob(
+                    board: append.board, state: append.state, hubTime: append.hubTime,
+                    agents: leases.progress[append.board].map { Array($0.values) } ?? [], epoch: epoch))
         }
+    }
+
+    /// The group's insert: a batch is inserted only if its board's lease row
+    /// still has this hub's epoch, read `FOR SHARE` in the same statement.
+    /// Returns the rows inserted per board.
+    private func insertBatches(
+        _ plan: BoardLeases.CommitPlan, appends: [Append], records: [ByteBuffer], connection: inout StoreSession
+    ) async throws(StoreError) -> [String: Int] {
+        let written = plan.written.map { appends[$0.index] }
+        let rows = try await connection.query(
+            """
+            WITH held AS (
+                SELECT board, epoch FROM touchsync_leases
+                WHERE hub = \(configuration.hubName) AND board = ANY(\(Array(plan.boards))) FOR SHARE)
+            INSERT INTO touchsync_batches (board, sequence, epoch, hub_time_us, batch)
+            SELECT b.board, b.sequence, b.epoch, b.hub_time_us, b.batch
+            FROM unnest(\(written.map(\.board))::text[], \(written.map { Int64($0.sequence) })::bigint[], \(plan.written.map(\.epoch))::bigint[],
+                        \(written.map(\.hubTime))::bigint[], \(records)::bytea[])
+                AS b(board, sequence, epoch, hub_time_us, batch)
+            JOIN held ON held.board = b.board AND held.epoch = b.epoch
+            RETURNING board
+            """)
+        var counts: [String: Int] = [:]
+        for row in rows {
+            do { counts[try row.decode(String.self), default: 0] += 1 } catch { throw StoreError.refused("\(error)") }
+        }
+        return counts
     }
 
     /// A failed board back: its whole state stored as a snapshot under its lease.
     private func restart(
-        _ restart: Restart, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
+        _ restart: Restart, leases: inout BoardLeases, connection: inout StoreSession, into reports: inout [BoardStoreReport]
     ) async {
-        guard boards.broken.contains(restart.board), !boards.moved.contains(restart.board) else { return }
-        do {
-            guard boards.epochs[restart.board] != nil else {
-                await lost(restart.board, boards: &boards, connection: &connection, into: &reports)
-                return
+        switch leases.planRestart(restart.board) {
+        case .nothing: return
+        case .lose: await lose(restart.board, leases: &leases, connection: &connection, into: &reports)
+        case .store(let epoch, let agents):
+            do {
+                let stored = try await storeSnapshot(
+                    SnapshotJob(board: restart.board, state: restart.state, hubTime: restart.hubTime, agents: agents, epoch: epoch),
+                    connection: &connection)
+                if let restored = leases.restarted(restart.board, stored: stored) {
+                    reports.append(restored)
+                } else {
+                    await lose(restart.board, leases: &leases, connection: &connection, into: &reports)
+                }
+            } catch {
+                reports.append(.failed(board: restart.board, reason: "restart: \(error)"))
             }
-            let stored = try await storeSnapshot(
-                SnapshotJob(
-                    board: restart.board, state: restart.state, hubTime: restart.hubTime,
-                    agents: boards.progress[restart.board].map { Array($0.values) } ?? [], epoch: boards.epochs[restart.board] ?? 0),
-                connection: &connection)
-            guard stored else {
-                await lost(restart.board, boards: &boards, connection: &connection, into: &reports)
-                return
-            }
-            boards.broken.remove(restart.board)
-            boards.sinceSnapshot[restart.board] = 0
-            reports.append(.restored(board: restart.board))
-        } catch {
-            reports.append(.failed(board: restart.board, reason: "restart: \(error)"))
         }
     }
 
@@ -413,102 +348,84 @@ public final class BoardStoreWriter: Sendable {
         return !rows.isEmpty
     }
 
-    /// The board is another hub's: reported once, never written again.
-    private func lost(
-        _ board: String, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
+    /// The board is another hub's: its owner read (and the live hubs, to
+    /// tell the hub where the board went), reported once, never written again.
+    private func lose(
+        _ board: String, leases: inout BoardLeases, connection: inout StoreSession, into reports: inout [BoardStoreReport]
     ) async {
         let owner = (try? await connection.query("SELECT hub FROM touchsync_leases WHERE board = \(board)").first?.decode(String.self))
             ?? "unknown"
-        // The hub is told where the board went (its endpoints, for the agents to follow).
-        if boards.members?.hubs.contains(where: { $0.name == owner }) != true,
-            let members = try? await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection),
-            members != boards.members
-        {
-            boards.members = members
-            reports.append(.membership(members))
+        var members: ClusterMap? = nil
+        if leases.needsMembers(toName: owner) {
+            members = try? await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection)
         }
-        boards.epochs[board] = nil
-        boards.broken.remove(board)
-        boards.moved.insert(board)
-        boards.progress[board] = nil
         logger.warning("board lease lost: another hub serves it", metadata: ["board": "\(board)", "owner": "\(owner)"])
-        reports.append(.moved(board: board, owner: owner))
+        reports += leases.lose(board, to: owner, members: members)
     }
 
     /// Every lease this hub holds extended, and its heartbeat; a lease whose
     /// epoch changed (or that is gone) was taken by another hub.
-    private func renew(boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]) async {
+    private func renew(_ leases: inout BoardLeases, connection: inout StoreSession, into reports: inout [BoardStoreReport]) async {
         let started = ContinuousClock.now
         do {
-            // The heartbeat, only while the name is this process's (or its holder's lease lapsed).
-            let heartbeat = try await connection.query(
-                """
-                INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at, instance)
-                VALUES (\(configuration.hubName), \(configuration.endpoints), now(), \(configuration.instance))
-                ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at, instance = excluded.instance
-                WHERE touchsync_hubs.instance = excluded.instance
-                   OR touchsync_hubs.heartbeat_at < now() - make_interval(secs => \(configuration.leaseSeconds))
-                RETURNING name
-                """)
-            guard !heartbeat.isEmpty else {
+            guard try await renewHeartbeat(connection: &connection) else {
                 // Another process holds this hub's name now: its boards are that one's (their leases are under the name).
                 logger.error("another process took this hub's name in the board store: its boards go to it", metadata: ["name": "\(configuration.hubName)"])
                 // The name's endpoints are the new holder's now: agents are sent there.
-                if let members = try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection), members != boards.members {
-                    boards.members = members
-                    reports.append(.membership(members))
-                }
-                for board in boards.epochs.keys.sorted() { await lost(board, boards: &boards, connection: &connection, into: &reports) }
+                reports += leases.membersRead(try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection))
+                for board in leases.boardsToGive { await lose(board, leases: &leases, connection: &connection, into: &reports) }
                 return
             }
-            let rows = try await connection.query(
-                """
-                UPDATE touchsync_leases SET expires_at = now() + make_interval(secs => \(configuration.leaseSeconds))
-                WHERE hub = \(configuration.hubName) RETURNING board, epoch
-                """)
-            var held: [String: Int64] = [:]
-            for row in rows {
-                let (board, epoch) = try row.decode((String, Int64).self)
-                held[board] = epoch
-            }
-            for (board, epoch) in boards.epochs where held[board] != epoch {
-                await lost(board, boards: &boards, connection: &connection, into: &reports)
-            }
-            boards.renewedAt = started
+            let held = try await renewLeases(connection: &connection)
+            for board in leases.renewed(held, started: started) { await lose(board, leases: &leases, connection: &connection, into: &reports) }
             // Who is live, and the lapsed boards whose owner among them is this hub.
-            let members = try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection)
-            if let members, members != boards.members {
-                boards.members = members
-                reports.append(.membership(members))
-            }
-            guard let members else { return }
+            reports += leases.membersRead(try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection))
             // A dead hub's boards (issue 39: loaded one at a time, they delayed this hub's own renewals
             // and grew the failover with the board count): every lease taken here at once, the boards
             // then loaded in parallel, each on a connection of its own.
             var adopting: [(board: String, epoch: Int64)] = []
-            for (board, holder) in try await BoardStoreMembership.lapsedBoards(connection: &connection)
-            where boards.epochs[board] == nil && BoardStoreMembership.successor(for: board, after: holder, among: members).name == configuration.hubName {
+            for board in leases.adoptable(lapsed: try await BoardStoreMembership.lapsedBoards(connection: &connection)) {
                 do {
                     if let epoch = try await takeLease(board, connection: &connection) { adopting.append((board, epoch)) }
                 } catch {
                     reports.append(.failed(board: board, reason: "claiming its lease: \(error)"))
                 }
             }
-            await load(adopting, boards: &boards, into: &reports)
+            await load(adopting, leases: &leases, into: &reports)
         } catch {
             logger.warning("board leases not renewed", metadata: ["error": "\(error)"])
-            // Reads fenced (issue 39): a lease that may lapse before the next renewal could pass to another
-            // hub, whose board this one would then serve stale. Its boards are failed: no snapshot or
-            // heartbeat of them goes out, agents are not acknowledged, and a restart brings them back
-            // (or finds them moved) once the store answers.
-            let since = ContinuousClock.now - boards.renewedAt
-            guard since >= configuration.leaseTimeout * 3 / 4 else { return }
-            for board in boards.epochs.keys.sorted() where !boards.broken.contains(board) && !boards.moved.contains(board) {
-                boards.broken.insert(board)
-                reports.append(
-                    .failed(board: board, reason: "its lease was not renewed for \(since.formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1)))) (\(error)): it may pass to another hub"))
-            }
+            reports += leases.renewFailed(now: .now, reason: "\(error)")
         }
+    }
+
+    /// The hub's heartbeat, only while the name is this process's (or its
+    /// holder's lease lapsed); false: another process holds the name.
+    private func renewHeartbeat(connection: inout StoreSession) async throws(StoreError) -> Bool {
+        let rows = try await connection.query(
+            """
+            INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at, instance)
+            VALUES (\(configuration.hubName), \(configuration.endpoints), now(), \(configuration.instance))
+            ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at, instance = excluded.instance
+            WHERE touchsync_hubs.instance = excluded.instance
+               OR touchsync_hubs.heartbeat_at < now() - make_interval(secs => \(configuration.leaseSeconds))
+            RETURNING name
+            """)
+        return !rows.isEmpty
+    }
+
+    /// Every lease under this hub's name extended: board → epoch.
+    private func renewLeases(connection: inout StoreSession) async throws(StoreError) -> [String: Int64] {
+        let rows = try await connection.query(
+            """
+            UPDATE touchsync_leases SET expires_at = now() + make_interval(secs => \(configuration.leaseSeconds))
+            WHERE hub = \(configuration.hubName) RETURNING board, epoch
+            """)
+        var held: [String: Int64] = [:]
+        for row in rows {
+            guard let (board, epoch) = try? row.decode((String, Int64).self) else { continue }
+            held[board] = epoch
+        }
+        return held
     }
 
     /// The board's lease, if it is free, lapsed or this hub's: its new epoch, or nil (another hub holds it).
@@ -528,7 +445,7 @@ public final class BoardStoreWriter: Sendable {
 
     /// Boards whose leases this hub just took, loaded in parallel (at most
     /// four connections at once, each opened for it) and reported adopted.
-    private func load(_ adopting: [(board: String, epoch: Int64)], boards: inout Boards, into reports: inout [BoardStoreReport]) async {
+    private func load(_ adopting: [(board: String, epoch: Int64)], leases: inout BoardLeases, into reports: inout [BoardStoreReport]) async {
         guard !adopting.isEmpty else { return }
         let (address, limits, logger) = (configuration.address, configuration.limits, logger)
         typealias Loaded = (board: String, epoch: Int64, result: Result<(RecoveredBoard, [UserNamespace: AgentProgress]), StoreError>)
@@ -560,7 +477,7 @@ public final class BoardStoreWriter: Sendable {
         for (board, epoch, result) in results {
             switch result {
             case .success(let (loaded, agents)):
-                adopted(loaded, epoch: epoch, agents: agents, boards: &boards, into: &reports)
+                adopted(loaded, epoch: epoch, agents: agents, leases: &leases, into: &reports)
             case .failure(let error):
                 reports.append(.failed(board: board, reason: "loading it after taking its lease: \(error)"))
             }
@@ -568,50 +485,40 @@ public final class BoardStoreWriter: Sendable {
     }
 
     private func adopted(
-        _ loaded: RecoveredBoard, epoch: Int64, agents: [UserNamespace: AgentProgress], boards: inout Boards, into reports: inout [BoardStoreReport]
+        _ loaded: RecoveredBoard, epoch: Int64, agents: [UserNamespace: AgentProgress], leases: inout BoardLeases,
+        into reports: inout [BoardStoreReport]
     ) {
-        let board = loaded.name
-        boards.epochs[board] = epoch
-        boards.progress[board] = agents
-        boards.moved.remove(board)
-        boards.broken.remove(board)
-        boards.sinceSnapshot[board] = 0
-        logger.notice("board lease taken", metadata: ["board": "\(board)", "epoch": "\(epoch)", "sequence": "\(loaded.state.sequence)"])
-        reports.append(.adopted(loaded))
+        logger.notice("board lease taken", metadata: ["board": "\(loaded.name)", "epoch": "\(epoch)", "sequence": "\(loaded.state.sequence)"])
+        reports.append(leases.adopted(loaded, epoch: epoch, agents: agents))
     }
 
     /// Takes the board's lease if it is free, lapsed or this hub's (for a
     /// hello, also a board the store does not have yet), and loads it.
     private func claim(
-        _ board: String, _ kind: ClaimKind, boards: inout Boards, connection: inout StoreSession, into reports: inout [BoardStoreReport]
+        _ board: String, _ kind: ClaimKind, leases: inout BoardLeases, connection: inout StoreSession, into reports: inout [BoardStoreReport]
     ) async {
         do {
             if kind == .hello { _ = try await connection.query("INSERT INTO touchsync_boards (board) VALUES (\(board)) ON CONFLICT DO NOTHING") }
             guard let epoch = try await takeLease(board, connection: &connection) else {
-                switch kind {
-                case .hello:
-                    await lost(board, boards: &boards, connection: &connection, into: &reports)
-                case .lookUp:
+                switch leases.claimRefused(kind) {
+                case .lose:
+                    await lose(board, leases: &leases, connection: &connection, into: &reports)
+                case .checkExists:
                     if try await connection.query("SELECT 1 FROM touchsync_boards WHERE board = \(board)").isEmpty {
                         reports.append(.absent(board: board))
                     } else {
-                        await lost(board, boards: &boards, connection: &connection, into: &reports)
+                        await lose(board, leases: &leases, connection: &connection, into: &reports)
                     }
-                case .adoption:
+                case .nothing:
                     break
                 }
                 return
             }
             let (loaded, agents) = try await connection.load(board, limits: configuration.limits)
-            adopted(loaded, epoch: epoch, agents: agents, boards: &boards, into: &reports)
+            adopted(loaded, epoch: epoch, agents: agents, leases: &leases, into: &reports)
         } catch {
             reports.append(.failed(board: board, reason: "claiming its lease: \(error)"))
         }
-    }
-
-    private func remember(_ agents: [AgentProgress], of board: String, in boards: inout Boards) {
-        guard !agents.isEmpty else { return }
-        for agent in agents { boards.progress[board, default: [:]][agent.principal] = agent }
     }
 }
 
