@@ -85,6 +85,8 @@ public struct HubCore {
     /// monotonic `now`, so the core never reads a clock.
     let wallOrigin: Int64
     let origin: Moment
+    /// The instant the core started at: its `Moment`s count from it.
+    let epoch: ContinuousClock.Instant
 
     /// - Parameters:
     ///   - recovered: the boards the journal gave back (empty without one).
@@ -94,7 +96,8 @@ public struct HubCore {
         configuration: HubConfiguration, recovered: [RecoveredBoard] = [], now instant: ContinuousClock.Instant,
         wallClockMicroseconds: Int64, observer: (any HubObserver)? = nil, access: AccessList? = nil
     ) {
-        let now = Moment(instant)
+        epoch = instant
+        let now = Moment(nanoseconds: 0)
         self.configuration = configuration
         self.access = access
         routing = BoardRouting(cluster: configuration.cluster, storeCommits: configuration.storeCommits)
@@ -120,7 +123,7 @@ public struct HubCore {
         for board in recovered { install(board) }
         if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
         counters.boards = channels.count
-        nextDeadline = computedNextDeadline.instant
+        nextDeadline = computedNextDeadline.instant(since: epoch)
     }
 
     // MARK: Reading the state
@@ -158,15 +161,15 @@ public struct HubCore {
     }
 
     /// Wall-clock microseconds at `now`.
-    public func hubTime(at now: ContinuousClock.Instant) -> Int64 { hubTime(at: Moment(now)) }
+    public func hubTime(at now: ContinuousClock.Instant) -> Int64 { hubTime(at: Moment(now, since: epoch)) }
     func hubTime(at now: Moment) -> Int64 { wallOrigin + (now.nanoseconds &- origin.nanoseconds) / 1000 }
 
     // MARK: Events
 
     /// Handles one event at `now`, appending what to do to `actions`.
     public mutating func handle(_ event: HubEvent, now: ContinuousClock.Instant, into actions: inout [HubAction]) {
-        handle(event, at: Moment(now), into: &actions)
-        nextDeadline = computedNextDeadline.instant
+        handle(event, at: Moment(now, since: epoch), into: &actions)
+        nextDeadline = computedNextDeadline.instant(since: epoch)
     }
 
     mutating func handle(_ event: HubEvent, at now: Moment, into actions: inout [HubAction]) {

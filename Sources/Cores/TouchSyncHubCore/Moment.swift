@@ -1,5 +1,6 @@
-/// A point on the hub's monotonic clock, as nanoseconds since a process-wide
-/// epoch: the core's own time type. `ContinuousClock.Instant` is not frozen
+/// A point on the hub's monotonic clock, as nanoseconds since an epoch (the
+/// instant the core was started with: the core reads no clock): the core's
+/// own time type. `ContinuousClock.Instant` is not frozen
 /// (its layout is known only at run time), so every struct that holds one
 /// (a session, its rate buckets, the durability state, the core itself) is
 /// copied, compared and tested for nil through the runtime's value
@@ -11,12 +12,11 @@ package struct Moment: Comparable, Hashable, Sendable, CustomStringConvertible {
 
     package init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
 
-    /// The process's epoch: every conversion is relative to it.
-    private static let epoch = ContinuousClock.now
+    package init(_ instant: ContinuousClock.Instant, since epoch: ContinuousClock.Instant) {
+        nanoseconds = TouchSyncHubCore.nanoseconds(instant - epoch)
+    }
 
-    package init(_ instant: ContinuousClock.Instant) { nanoseconds = TouchSyncHubCore.nanoseconds(instant - Self.epoch) }
-
-    package var instant: ContinuousClock.Instant { Self.epoch + .nanoseconds(nanoseconds) }
+    package func instant(since epoch: ContinuousClock.Instant) -> ContinuousClock.Instant { epoch + .nanoseconds(nanoseconds) }
 
     package static func < (a: Moment, b: Moment) -> Bool { a.nanoseconds < b.nanoseconds }
 
