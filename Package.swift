@@ -74,7 +74,7 @@ let package = Package(
         ),
         .target(
             name: "ZeroMQ",
-            dependencies: ["CZeroMQ"],
+            dependencies: ["CZeroMQ", "TouchSyncWaiting"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -136,6 +136,7 @@ let package = Package(
         .target(
             name: "TouchSyncHub",
             dependencies: [
+                "TouchSyncWaiting",
                 "TouchSyncAccess",
                 "TouchSyncClientCore",
                 "TouchSyncHubCore",
@@ -159,6 +160,7 @@ let package = Package(
         .target(
             name: "TouchSyncClient",
             dependencies: [
+                "TouchSyncWaiting",
                 "TouchSyncAccess",
                 "ZeroMQ",
                 "TouchSyncCore",
@@ -182,6 +184,7 @@ let package = Package(
         .target(
             name: "TouchSyncWeb",
             dependencies: [
+                "TouchSyncWaiting",
                 "TouchSyncAccess",
                 "TouchSyncWebWire",
                 "TouchSyncGatewayCore",
@@ -211,6 +214,7 @@ let package = Package(
         .target(
             name: "TouchSyncLoad",
             dependencies: [
+                "TouchSyncWaiting",
                 "TouchSyncAccess",
                 "TouchSyncCore",
                 "TouchSyncJournal",
@@ -231,6 +235,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Awaiting what another thread or task provides: a value that arrives once, a consumer's queue.
+        .target(
+            name: "TouchSyncWaiting",
+            swiftSettings: swiftSettings
+        ),
         // The board store's lease rules, without I/O.
         .target(
             name: "TouchSyncStoreCore",
@@ -240,6 +249,7 @@ let package = Package(
         .target(
             name: "TouchSyncStore",
             dependencies: [
+                "TouchSyncWaiting",
                 "TouchSyncAccess",
                 "TouchSyncCore",
                 "TouchSyncHubCore",
@@ -256,6 +266,7 @@ let package = Package(
         .target(
             name: "TouchSyncTUIOBridge",
             dependencies: [
+                "TouchSyncWaiting",
                 "TouchSyncTUIO", "TouchSyncAccess", "TouchSyncClient", "TouchSyncCore", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -264,6 +275,7 @@ let package = Package(
         .target(
             name: "TouchSyncCommands",
             dependencies: [
+                "TouchSyncWaiting",
                 "TouchSyncAccess",
                 "TouchSyncTUIO",
                 "TouchSyncTUIOBridge",
@@ -404,6 +416,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "TouchSyncWaitingTests",
+            dependencies: ["TouchSyncWaiting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "TouchSyncStoreCoreTests",
             dependencies: ["TouchSyncStoreCore", "TouchSyncAccessModel", "TouchSyncCore", "TouchSyncHubCore"],
             swiftSettings: swiftSettings
@@ -416,6 +433,7 @@ let package = Package(
         .testTarget(
             name: "TouchSyncCommandsTests",
             dependencies: [
+                "TouchSyncWaiting",
                 "TouchSyncAccess",
                 "TouchSyncTUIO",
                 "TouchSyncClient",
@@ -442,7 +460,7 @@ let layers: [String: [String]] = [
         "TouchSyncGatewayCore", "TouchSyncAccessModel", "TouchSyncRender", "TouchSyncTUIO", "TouchSyncStoreCore",
     ],
     "Adapters": [
-        "CZeroMQ", "ZeroMQ", "TouchSyncAccess", "TouchSyncJournal", "TouchSyncStore", "TouchSyncHub", "TouchSyncClient", "TouchSyncWeb",
+        "CZeroMQ", "ZeroMQ", "TouchSyncWaiting", "TouchSyncAccess", "TouchSyncJournal", "TouchSyncStore", "TouchSyncHub", "TouchSyncClient", "TouchSyncWeb",
         "TouchSyncTUIOBridge",
     ],
     "Tools": ["TouchSyncLoad", "TouchSyncBrowser", "TouchSyncCommands", "touchsync", "touchsync-browser-bench"],

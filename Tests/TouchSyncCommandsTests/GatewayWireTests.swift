@@ -1,3 +1,4 @@
+import TouchSyncWaiting
 import TestSupport
 import Foundation
 import Logging

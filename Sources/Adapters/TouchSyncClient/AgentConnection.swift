@@ -1,3 +1,4 @@
+import TouchSyncWaiting
 import TouchSyncAccess
 import Foundation
 import HeapModule

@@ -1,3 +1,4 @@
+import TouchSyncWaiting
 import Logging
 import Synchronization
 import TouchSyncCore

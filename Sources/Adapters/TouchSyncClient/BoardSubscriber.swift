@@ -1,3 +1,4 @@
+import TouchSyncWaiting
 import TouchSyncAccess
 import Logging
 import Dispatch
@@ -178,11 +179,10 @@ public final class BoardSubscriber: Sendable {
     /// A copy of the replica (taken on the subscriber's thread between two batches).
     /// Nil before the first snapshot, while resyncing, and after `stop`.
     public func replica() async -> BoardState? {
-        await withCheckedContinuation { continuation in
-            if !mailbox.post(.inspect { continuation.resume(returning: $0) }) {
-                continuation.resume(returning: nil)
-            }
-        }
+        let copy = Completion<BoardState?>()
+        if !mailbox.post(.inspect { copy.complete($0) }) { return nil }
+        // Answered at the loop's next turn (or nil as it closes): also a cancelled task tidying up gets it.
+        return await copy.join()
     }
 
     /// Waits until the replica is live at `sequence` or later; false on time-out.

@@ -4,6 +4,7 @@ import TouchSyncAccess
 import TouchSyncClientCore
 import TouchSyncCore
 import TouchSyncWire
+import TouchSyncWaiting
 import ZeroMQ
 
 /// Where a hub publishes and serves snapshots, and how to reach it.
@@ -105,9 +106,10 @@ public final class SubscriptionHost: Sendable {
 
     /// The board's replica (a copy-on-write copy taken between two batches), or nil while it is not live.
     public func replica(of board: String) async -> BoardState? {
-        await withCheckedContinuation { continuation in
-            if !mailbox.post(.inspect(board, { continuation.resume(returning: $0) })) { continuation.resume(returning: nil) }
-        }
+        let copy = Completion<BoardState?>()
+        if !mailbox.post(.inspect(board, { copy.complete($0) })) { return nil }
+        // Answered at the loop's next turn (or nil as it closes): also a cancelled task tidying up gets it.
+        return await copy.join()
     }
 
     /// The host's thread: its sockets (a SUB per hub, a DEALER per board) and every board's sync.

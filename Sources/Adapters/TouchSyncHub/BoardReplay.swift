@@ -5,6 +5,7 @@ import Synchronization
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncJournal
+import TouchSyncWaiting
 import TouchSyncWire
 import ZeroMQ
 
@@ -70,7 +71,8 @@ public final class BoardReplay: Sendable {
     private let context: ZMQContext
     private let mailbox: Mailbox<StopCommand>
     private let thread = SocketThread(name: "touchsync-replay")
-    private let outcome = Mutex<(result: ReplayResult?, waiters: [CheckedContinuation<ReplayResult?, Never>])>((nil, []))
+    /// The replay's result: nil when it was stopped before the end.
+    private let outcome = Completion<ReplayResult?>()
     private let progressState = Mutex<(published: Int, sequence: UInt64)>((0, 0))
     private let authentication = Mutex<AuthenticationService?>(nil)
 
@@ -120,26 +122,11 @@ public final class BoardReplay: Sendable {
     /// Batches to publish in all (from `from` to `to`).
     public var total: Int { ReplayLoop.window(history, configuration).count }
 
-    private func finish(_ result: ReplayResult?) {
-        let waiters = outcome.withLock { state in
-            if state.result == nil, let result { state.result = result }
-            defer { state.waiters.removeAll() }
-            return state.waiters
-        }
-        let result = outcome.withLock { $0.result }
-        for waiter in waiters { waiter.resume(returning: result) }
-    }
+    private func finish(_ result: ReplayResult?) { outcome.complete(result) }
 
-    /// Waits until the last batch is out (nil if stopped before).
+    /// Waits until the last batch is out (nil if stopped before, or if the waiting task is cancelled).
     public func finished() async -> ReplayResult? {
-        await withCheckedContinuation { continuation in
-            let done = outcome.withLock { state -> ReplayResult?? in
-                if let result = state.result { return .some(result) }
-                state.waiters.append(continuation)
-                return .none
-            }
-            if let done { continuation.resume(returning: done) }
-        }
+        await outcome.wait() ?? nil
     }
 
     /// Stops serving and closes both sockets.

@@ -7,6 +7,7 @@ import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncJournal
 import TouchSyncStore
+import TouchSyncWaiting
 import ZeroMQ
 
 /// A board the hub recovered from its journal at start-up.
@@ -38,7 +39,8 @@ public final class TouchSyncHub: Service {
     /// before it returns (throwing `HubError.stoppedWhileStarting`).
     private enum State {
         case idle
-        case starting(stopRequested: Bool, waiters: [CheckedContinuation<Bool, Never>])
+        /// `started` completes when the start is done or undone.
+        case starting(stopRequested: Bool, started: Completion<Void>)
         case running(Running)
         case stopped
     }
@@ -117,7 +119,7 @@ public final class TouchSyncHub: Service {
     public func start() async throws -> HubEndpoints {
         let claimed = state.withLock { state in
             guard case .idle = state else { return false }
-            state = .starting(stopRequested: false, waiters: [])
+            state = .starting(stopRequested: false, started: Completion())
             return true
         }
         guard claimed else { throw HubError.alreadyStarted }
@@ -144,12 +146,12 @@ public final class TouchSyncHub: Service {
     /// Leaves `.starting` for the state `next` chooses (given whether a stop
     /// was requested), and releases every `stop()` that waited.
     private func finishStarting(as next: (Bool) -> State) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
-            guard case .starting(let stopRequested, let waiters) = state else { return [] }
+        let started = state.withLock { state -> Completion<Void>? in
+            guard case .starting(let stopRequested, let started) = state else { return nil }
             state = next(stopRequested)
-            return waiters
+            return started
         }
-        for waiter in waiters { waiter.resume(returning: true) }
+        started?.complete(())
     }
 
     private func launch() async throws -> Running {
@@ -239,7 +241,7 @@ public final class TouchSyncHub: Service {
     public func stop() async {
         enum Next {
             case stopRunning(Running)
-            case waitForStart
+            case waitForStart(Completion<Void>)
             case nothing
         }
         let next = state.withLock { state -> Next in
@@ -247,8 +249,9 @@ public final class TouchSyncHub: Service {
             case .idle:
                 state = .stopped
                 return .nothing
-            case .starting:
-                return .waitForStart
+            case .starting(_, let started):
+                state = .starting(stopRequested: true, started: started)  // start() undoes itself when it finishes
+                return .waitForStart(started)
             case .running(let running):
                 state = .stopped
                 return .stopRunning(running)
@@ -261,18 +264,8 @@ public final class TouchSyncHub: Service {
             return
         case .stopRunning(let running):
             await running.stop()
-        case .waitForStart:
-            let registered = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let waiter = state.withLock { state -> Bool in
-                    guard case .starting(_, var waiters) = state else { return false }
-                    waiters.append(continuation)
-                    state = .starting(stopRequested: true, waiters: waiters)
-                    return true
-                }
-                if !waiter { continuation.resume(returning: false) }
-            }
-            // The start finished before the request was seen: stop whatever it left.
-            if !registered { await stop() }
+        case .waitForStart(let started):
+            await started.join()
         }
     }
 
@@ -320,11 +313,10 @@ public final class TouchSyncHub: Service {
             if case .running(let running) = state { return running.mailbox }
             return nil
         }) else { return nil }
-        return await withCheckedContinuation { continuation in
-            if !mailbox.post(.inspect(board: board, reply: { continuation.resume(returning: $0) })) {
-                continuation.resume(returning: nil)
-            }
-        }
+        let copy = Completion<BoardState?>()
+        if !mailbox.post(.inspect(board: board, reply: { copy.complete($0) })) { return nil }
+        // Answered at the loop's next turn (or nil as it closes): also a cancelled task tidying up gets it.
+        return await copy.join()
     }
 }
 

@@ -5,6 +5,7 @@ import Synchronization
 import TouchSyncAccess
 import TouchSyncCore
 import TouchSyncJournal
+import TouchSyncWaiting
 @_exported import TouchSyncStoreCore
 
 /// How a hub uses the board store (docs/architecture.md, "The board store").
@@ -66,7 +67,7 @@ public final class BoardStoreWriter: Sendable {
     public let configuration: BoardStoreConfiguration
     private let logger: Logger
     private let report: @Sendable ([BoardStoreReport]) -> Void
-    private let inbox = Mutex(Inbox())
+    private let inbox = WorkQueue(Inbox())
 
     struct Append {
         var ticket: UInt64
@@ -92,7 +93,6 @@ public final class BoardStoreWriter: Sendable {
         var claims: [(board: String, kind: ClaimKind)] = []
         var renewDue = false
         var stopping = false
-        var waiter: CheckedContinuation<Void, Never>? = nil
 
         var hasWork: Bool { !appends.isEmpty || !restarts.isEmpty || !claims.isEmpty || renewDue || stopping }
     }
@@ -138,14 +138,7 @@ public final class BoardStoreWriter: Sendable {
     /// `run` commits what is queued, then returns.
     public func stop() { post { $0.stopping = true } }
 
-    private func post(_ change: (inout Inbox) -> Void) {
-        let waiter = inbox.withLock { inbox -> CheckedContinuation<Void, Never>? in
-            change(&inbox)
-            defer { inbox.waiter = nil }
-            return inbox.waiter
-        }
-        waiter?.resume()
-    }
+    private func post(_ change: (inout Inbox) -> Void) { inbox.post(change) }
 
     // MARK: The writer's task
 
@@ -189,33 +182,23 @@ public final class BoardStoreWriter: Sendable {
         var epoch: Int64
     }
 
-    private func nextWork() async -> Inbox {
-        while true {
-            let limit = configuration.maxBatchesPerCommit
-            let taken = inbox.withLock { inbox -> Inbox? in
-                guard inbox.hasWork else { return nil }
-                var taken = inbox
-                if inbox.appends.count > limit {
-                    taken.appends = Array(inbox.appends[..<limit])
-                    taken.stopping = false  // stops once the rest is committed too
-                    inbox.appends.removeFirst(limit)
-                } else {
-                    inbox.appends.removeAll(keepingCapacity: true)
-                }
-                inbox.restarts.removeAll()
-                inbox.claims.removeAll()
-                inbox.renewDue = false
-                return taken
+    /// Everything queued (at most `maxBatchesPerCommit` appends); nil when the task was cancelled.
+    private func nextWork() async -> Inbox? {
+        let limit = configuration.maxBatchesPerCommit
+        return await inbox.next { inbox -> Inbox? in
+            guard inbox.hasWork else { return nil }
+            var taken = inbox
+            if inbox.appends.count > limit {
+                taken.appends = Array(inbox.appends[..<limit])
+                taken.stopping = false  // stops once the rest is committed too
+                inbox.appends.removeFirst(limit)
+            } else {
+                inbox.appends.removeAll(keepingCapacity: true)
             }
-            if let taken { return taken }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let ready = inbox.withLock { inbox -> Bool in
-                    if inbox.hasWork { return true }
-                    inbox.waiter = continuation
-                    return false
-                }
-                if ready { continuation.resume() }
-            }
+            inbox.restarts.removeAll()
+            inbox.claims.removeAll()
+            inbox.renewDue = false
+            return taken
         }
     }
 
@@ -225,8 +208,7 @@ public final class BoardStoreWriter: Sendable {
             epochs: loaded.epochs, progress: loaded.progress, now: .now)
         var connection = StoreSession(address: configuration.address, logger: logger)
         connection.timeout = max(configuration.leaseTimeout, .seconds(2))
-        while true {
-            let work = await nextWork()
+        while let work = await nextWork() {
             var reports: [BoardStoreReport] = []
             // Renewal first: a claim or a move reported after it names hubs as they are now.
             if work.renewDue { await renew(&leases, connection: &connection, into: &reports) }

@@ -5,6 +5,7 @@ import TouchSyncAccess
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncTUIO
+import TouchSyncWaiting
 import ZeroMQ
 
 /// The receiving side: UDP in, one agent per TUIO source out, every agent on
@@ -44,7 +45,7 @@ public final class TUIOBridge: Sendable {
     private let logger: Logger
     private let context: ZMQContext
     private let stopping = Mutex(false)
-    private let finished = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let finished = Completion<Void>()
     private let host: AgentHost
     private let agents = Mutex<[SourceKey: AgentHost.Agent]>([:])
     private let counts = Mutex(Counts())
@@ -73,14 +74,7 @@ public final class TUIOBridge: Sendable {
 
     /// Receives until `stop()`.
     public func run() {
-        defer {
-            let waiters = finished.withLock { state in
-                state.done = true
-                defer { state.waiters.removeAll() }
-                return state.waiters
-            }
-            for waiter in waiters { waiter.resume() }
-        }
+        defer { finished.complete(()) }
         // By sender (address and port) and source name: a datagram from elsewhere naming the same
         // source is another source, so it cannot move this one's frame numbers.
         var trackers: [SourceKey: (tracker: TUIOSourceTracker, lastHeard: ContinuousClock.Instant)] = [:]
@@ -218,13 +212,7 @@ public final class TUIOBridge: Sendable {
     /// Stops receiving, lets every agent deliver what it holds and say goodbye.
     public func stop() async -> Counts {
         stopping.withLock { $0 = true }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = finished.withLock { state in
-                if !state.done { state.waiters.append(continuation) }
-                return state.done
-            }
-            if done { continuation.resume() }
-        }
+        await finished.join()
         for agent in agents.withLock({ Array($0.values) }) { _ = await host.flush(agent, timeout: .seconds(5)) }
         await host.stop()
         let counted = counts.withLock { $0 }

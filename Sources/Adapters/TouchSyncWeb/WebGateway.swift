@@ -1,3 +1,4 @@
+import TouchSyncWaiting
 import Foundation
 import HTTPTypes
 import Hummingbird

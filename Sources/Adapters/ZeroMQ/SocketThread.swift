@@ -1,13 +1,14 @@
 import CZeroMQ
 import Foundation
 import Synchronization
+import TouchSyncWaiting
 
 /// A dedicated thread for a loop that blocks in `zmq_poll` and owns its
 /// sockets from creation to close, and a way to await its end from Swift
 /// concurrency.
 public final class SocketThread: Sendable {
     private let name: String
-    private let completion = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let completion = Completion<Void>()
     private let threadID = Atomic<Int32>(0)
 
     /// The kernel's id of the thread (its /proc/self/task entry) once it runs; nil before.
@@ -25,12 +26,7 @@ public final class SocketThread: Sendable {
             czmq_name_current_thread(String(self.name.utf8.prefix(15))!)
             self.threadID.store(czmq_current_thread_id(), ordering: .releasing)
             body()
-            let waiters = self.completion.withLock { state in
-                state.done = true
-                defer { state.waiters.removeAll() }
-                return state.waiters
-            }
-            for waiter in waiters { waiter.resume() }
+            self.completion.complete(())
         }
         thread.name = name
         thread.start()
@@ -57,14 +53,10 @@ public final class SocketThread: Sendable {
         }
     }
 
-    /// Returns once the thread's body has returned.
+    /// Returns once the thread's body has returned. Not cut short by the
+    /// task's cancellation: a caller waits here after telling the thread to
+    /// stop, and returning before it has would leave its sockets open.
     public func finished() async {
-        await withCheckedContinuation { continuation in
-            let done = completion.withLock { state in
-                if !state.done { state.waiters.append(continuation) }
-                return state.done
-            }
-            if done { continuation.resume() }
-        }
+        await completion.join()
     }
 }

@@ -5,6 +5,7 @@ import TouchSyncHubCore
 import TouchSyncLoad
 import TouchSyncWire
 import Foundation
+import TouchSyncWaiting
 import Synchronization
 
 #if canImport(Glibc)
@@ -242,11 +243,8 @@ func untilInterrupted(_ body: @escaping @Sendable () async throws -> Void) async
 /// a demo that finished its scene, then died of the SIGINT sent at its start).
 /// The thread has unblocked them when `init` returns.
 private final class SignalWaiter: Sendable {
-    private struct State {
-        var byte: UInt8? = nil
-        var continuation: CheckedContinuation<UInt8, Never>? = nil
-    }
-    private let state = Mutex(State())
+    /// The byte read: a signal's number, or 0 when woken without one.
+    private let received = Completion<UInt8>()
 
     init() {
         let started = DispatchSemaphore(value: 0)
@@ -259,30 +257,17 @@ private final class SignalWaiter: Sendable {
             started.signal()
             var byte: UInt8 = 0
             while read(interruptPipe.read, &byte, 1) < 0 && errno == EINTR {}
-            let waiting = self.state.withLock { state in
-                state.byte = byte
-                return state.continuation.take()
-            }
-            waiting?.resume(returning: byte)  // resumed outside the lock
+            self.received.complete(byte)
         }
         started.wait()
     }
 
     /// The byte read: a signal's number, or 0 when the body ended first.
-    func byte() async -> UInt8 {
-        await withCheckedContinuation { (continuation: CheckedContinuation<UInt8, Never>) in
-            let ready = state.withLock { state -> UInt8? in
-                if let byte = state.byte { return byte }
-                state.continuation = continuation
-                return nil
-            }
-            if let ready { continuation.resume(returning: ready) }
-        }
-    }
+    func byte() async -> UInt8 { await received.join() }
 
     /// Ends the wait with "no signal" unless a byte was read already.
     func wakeIfWaiting() {
-        guard state.withLock({ $0.byte == nil }) else { return }
+        guard received.value == nil else { return }
         var none: UInt8 = 0
         _ = write(interruptPipe.write, &none, 1)
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TouchSyncWaiting
 import TouchSyncClient
 import TouchSyncCore
 import TouchSyncStore
@@ -162,59 +163,26 @@ public struct BenchmarkFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// When each acknowledgement came; waiters resumed outside the lock.
+/// When each acknowledgement came, and waits for one beyond a message.
 private final class AcknowledgementTimes: Sendable {
-    private struct Waiter {
-        var id: Int
-        var beyond: UInt64
-        var continuation: CheckedContinuation<ContinuousClock.Instant?, Never>
-    }
-    private struct State {
-        var through: UInt64 = 0
-        var nextID = 0
-        var waiters: [Waiter] = []
-    }
-    private let state = Mutex(State())
+    /// Each cumulative acknowledgement that went further, with when it came (in order).
+    private let heardAt = Mutex<[(through: UInt64, at: ContinuousClock.Instant)]>([])
+    private let waiters = ConditionWaiters()
 
-    var through: UInt64 { state.withLock { $0.through } }
+    var through: UInt64 { heardAt.withLock { $0.last?.through ?? 0 } }
 
     func heard(_ through: UInt64, at time: ContinuousClock.Instant) {
-        let ready = state.withLock { state -> [CheckedContinuation<ContinuousClock.Instant?, Never>] in
-            state.through = max(state.through, through)
-            let ready = state.waiters.filter { $0.beyond < state.through }.map(\.continuation)
-            state.waiters.removeAll { $0.beyond < state.through }
-            return ready
+        heardAt.withLock { heard in
+            if through > (heard.last?.through ?? 0) { heard.append((through, time)) }
         }
-        for continuation in ready { continuation.resume(returning: time) }
+        waiters.signal()
     }
 
-    private func expire(_ id: Int) {
-        let expired = state.withLock { state -> CheckedContinuation<ContinuousClock.Instant?, Never>? in
-            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-            return state.waiters.remove(at: index).continuation
-        }
-        expired?.resume(returning: nil)
-    }
-
-    /// When the acknowledgements first went beyond `beyond` (now, if they already have).
+    /// When the acknowledgements first went beyond `beyond`.
     @discardableResult
     func waitBeyond(_ beyond: UInt64, within limit: Duration) async throws -> ContinuousClock.Instant {
-        let id = state.withLock { state in
-            state.nextID += 1
-            return state.nextID
-        }
-        let timer = Task { [self] in
-            try await Task.sleep(for: limit)
-            expire(id)
-        }
-        defer { timer.cancel() }
-        let time = await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
-                if state.through > beyond { return true }
-                state.waiters.append(Waiter(id: id, beyond: beyond, continuation: continuation))
-                return false
-            }
-            if now { continuation.resume(returning: .now) }
+        let time = await waiters.wait(timeout: limit) { [self] in
+            self.heardAt.withLock { heard in heard.first { $0.through > beyond }?.at }
         }
         guard let time else { throw BenchmarkFailure("nothing acknowledged beyond message \(beyond) within \(limit)") }
         return time

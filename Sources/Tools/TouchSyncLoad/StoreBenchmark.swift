@@ -2,6 +2,7 @@ import TouchSyncHubCore
 import Foundation
 import Logging
 import Synchronization
+import TouchSyncWaiting
 import TouchSyncCore
 import TouchSyncJournal
 import TouchSyncStore
@@ -136,14 +137,14 @@ final class CommitCounter: Sendable {
         var commits = 0
         var adopted = 0
         var failure: String? = nil
-        var waiter: (done: @Sendable (UInt64, Int) -> Bool, continuation: CheckedContinuation<Void, any Error>)? = nil
     }
     private let state = Mutex(State())
+    private let waiters = ConditionWaiters()
 
     var commits: Int { state.withLock { $0.commits } }
 
     func take(_ reports: [BoardStoreReport]) {
-        let resume = state.withLock { state -> (CheckedContinuation<Void, any Error>, String?)? in
+        state.withLock { state in
             for report in reports {
                 switch report {
                 case .committed(let through):
@@ -155,28 +156,26 @@ final class CommitCounter: Sendable {
                 case .restored, .membership, .absent: break
                 }
             }
-            guard let waiter = state.waiter, waiter.done(state.through, state.adopted) || state.failure != nil else { return nil }
-            state.waiter = nil
-            return (waiter.continuation, state.failure)
         }
-        if let (continuation, failure) = resume {
-            if let failure { continuation.resume(throwing: JournalBenchmarkError(failure)) } else { continuation.resume() }
-        }
+        waiters.signal()
     }
 
     func wait(through ticket: UInt64) async throws { try await wait { through, _ in through >= ticket } }
 
     func wait(adopted boards: Int) async throws { try await wait { _, adopted in adopted >= boards } }
 
+    /// Until `done` holds or a board fails (thrown); a benchmark's waits have no time limit but cancellation.
     private func wait(until done: @escaping @Sendable (UInt64, Int) -> Bool) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let ready = state.withLock { state -> Result<Void, any Error>? in
-                if let failure = state.failure { return .failure(JournalBenchmarkError(failure)) }
-                if done(state.through, state.adopted) { return .success(()) }
-                state.waiter = (done, continuation)
-                return nil
+        let outcome = await waiters.wait(timeout: .seconds(86_400)) { [self] () -> String?? in
+            self.state.withLock { state in
+                if let failure = state.failure { return .some(failure) }
+                return done(state.through, state.adopted) ? .some(nil) : nil
             }
-            if let ready { continuation.resume(with: ready) }
+        }
+        switch outcome {
+        case .some(.some(let failure)): throw JournalBenchmarkError(failure)
+        case .some(.none): return
+        case .none: throw CancellationError()
         }
     }
 }

@@ -1,3 +1,4 @@
+import TouchSyncWaiting
 import Foundation
 import Logging
 import NIOCore

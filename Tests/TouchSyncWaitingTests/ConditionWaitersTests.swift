@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-import TouchSyncClient
+import TouchSyncWaiting
 
 /// Waiting without polling: a waiter wakes on the signal that makes its
 /// condition true (from another thread): its time-out here is an hour, so
