@@ -333,6 +333,39 @@ let package = Package(
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),
+        // Test support for tests that start processes: children, the built
+        // binary, shells, network namespaces, HTTP, a PostgreSQL of a test's own.
+        .target(
+            name: "ProcessTestSupport",
+            dependencies: ["TestSupport", "TouchSyncAccess", "TouchSyncWire", "ZeroMQ"],
+            path: "Tests/ProcessTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        // Test support for the gateway and the page: a tab over a WebSocket, a person's actions in Chromium.
+        .target(
+            name: "WebTestSupport",
+            dependencies: [
+                "TestSupport", "TouchSyncBrowser", "TouchSyncLoad", "TouchSyncWaiting", "TouchSyncWebWire",
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Tests/WebTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        // A HubCore driven by hand on a manual clock (the hub core's and the client core's tests).
+        .target(
+            name: "HubCoreHarness",
+            dependencies: ["TouchSyncAccess", "TouchSyncCore", "TouchSyncHubCore", "TouchSyncJournal", "TouchSyncWire"],
+            path: "Tests/HubCoreHarness",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TouchSyncClientCoreTests",
+            dependencies: [
+                "HubCoreHarness", "PropertyChecks",
+                "TouchSyncClientCore", "TouchSyncCore", "TouchSyncHubCore", "TouchSyncSimulation", "TouchSyncWire",
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "TouchSyncCoreTests",
             dependencies: [
@@ -355,6 +388,7 @@ let package = Package(
         .testTarget(
             name: "TouchSyncHubCoreTests",
             dependencies: [
+                "HubCoreHarness",
                 "TouchSyncClientCore",
                 "TouchSyncHubCore", "TouchSyncAccess", "TouchSyncCore", "TouchSyncJournal", "TouchSyncSimulation", "TouchSyncWire",
                 .product(name: "Logging", package: "swift-log"),
@@ -433,17 +467,44 @@ let package = Package(
         .testTarget(
             name: "TouchSyncCommandsTests",
             dependencies: [
-                "TouchSyncWaiting",
-                "TouchSyncAccess",
-                "TouchSyncTUIO",
-                "TouchSyncClient",
-                "TouchSyncCommands", "TouchSyncCore", "TouchSyncWire", "ZeroMQ", "TouchSyncBrowser", "TouchSyncWeb", "TouchSyncWebWire", "TouchSyncLoad", "TouchSyncSimulation",
-                "TouchSyncJournal",
-                "TestSupport",
+                "ProcessTestSupport", "TestSupport",
+                "TouchSyncAccess", "TouchSyncClient", "TouchSyncCommands", "TouchSyncCore", "TouchSyncHubCore", "TouchSyncJournal",
+                "TouchSyncLoad", "TouchSyncSimulation", "TouchSyncTUIO", "TouchSyncWire", "ZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The browser wire's codecs and replica (pure).
+        .testTarget(
+            name: "TouchSyncWebWireTests",
+            dependencies: ["TestSupport", "TouchSyncCore", "TouchSyncSimulation", "TouchSyncWeb", "TouchSyncWebWire", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+        // The gateway: its channel handlers on EmbeddedChannel, the real gateway through WebSockets, the page in Chromium.
+        .testTarget(
+            name: "TouchSyncWebTests",
+            dependencies: [
+                "WebTestSupport",
+                "ProcessTestSupport", "TestSupport", "TouchSyncWaiting",
+                "TouchSyncAccess", "TouchSyncBrowser", "TouchSyncClient", "TouchSyncCore", "TouchSyncLoad", "TouchSyncRender", "TouchSyncSimulation",
+                "TouchSyncWeb", "TouchSyncWebWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The board store against a PostgreSQL of each test's own: schema, hubs, failover, partitions, gateways.
+        .testTarget(
+            name: "TouchSyncStoreTests",
+            dependencies: [
+                "WebTestSupport",
+                "ProcessTestSupport", "TestSupport",
+                "TouchSyncAccess", "TouchSyncBrowser", "TouchSyncClient", "TouchSyncCore", "TouchSyncWebWire", "TouchSyncWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,50 +1,9 @@
+import ProcessTestSupport
 import TestSupport
 import Foundation
 import Synchronization
 import Testing
 import TouchSyncCommands
-
-/// What a command printed and how it ended.
-struct Outcome {
-    var status: Int32
-    var output: String
-    var errors: String
-}
-
-/// Runs the built `touchsync` to its end (killed after `limit` seconds), in
-/// `folder`. The waiting happens on threads of their own (see `exited()`).
-func touchsync(_ arguments: [String], in folder: String? = nil, limit: Double = 60) async throws -> Outcome {
-    if let folder { return try await runToEnd("/usr/bin/env", ["-C", folder, ProcessTests.binary.path] + arguments, limit: limit) }
-    return try await runToEnd(ProcessTests.binary.path, arguments, limit: limit)
-}
-
-/// `touchsync` run to its end inside network namespace `namespace` (a test host).
-func touchsync(_ arguments: [String], inNamespace namespace: String, limit: Double = 60) async throws -> Outcome {
-    try await runToEnd("/usr/bin/env", ["ip", "netns", "exec", namespace, ProcessTests.binary.path] + arguments, limit: limit)
-}
-
-/// Runs `executable` to its end (killed after `limit` seconds), reading both its outputs.
-func runToEnd(_ executable: String, _ arguments: [String], limit: Double = 60) async throws -> Outcome {
-    let output = try ChildOutput()
-    let errors = try ChildOutput()
-    let child = try Child.spawn(executable, arguments, output: output.writeEnd, errors: errors.writeEnd)
-    output.closeWriteEnd()
-    errors.closeWriteEnd()
-    let watchdog = Task {
-        try await Task.sleep(for: .seconds(limit))
-        kill(child.processIdentifier, SIGKILL)
-    }
-    // Both pipes are read while it runs, so neither fills up and blocks it.
-    async let out = output.readToEnd()
-    async let err = errors.readToEnd()
-    let (outData, errData) = await (out, err)
-    await child.exited()
-    watchdog.cancel()
-    return Outcome(
-        status: child.terminationStatus, output: String(decoding: outData, as: UTF8.self),
-        errors: String(decoding: errData, as: UTF8.self))
-}
-
 
 /// The command line as a careful user meets it (issue 16): every rough edge
 /// found by trying the commands by hand, through the real binary.
@@ -93,7 +52,7 @@ struct CommandLineTests {
         let folder = try temporaryFolder("render")
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let data = folder + "/data"
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let publishing = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
         let (hub, _, _) = try await children.startHub(
             ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--history", "tcp://127.0.0.1:\(ports[3])", "--data", data] + publishing)
@@ -139,7 +98,7 @@ struct CommandLineTests {
         #expect(second.status == 1 && second.errors.contains("cannot listen"), "\(second.errors)")
         #expect(!FileManager.default.fileExists(atPath: folder + "/second"))
         // The same when only its history endpoint is taken.
-        let others = try ProcessTests.freePorts(3)
+        let others = try TouchSyncProcess.freePorts(3)
         let third = try await touchsync([
             "hub", "--ingest", "tcp://127.0.0.1:\(others[0])", "--publish", "tcp://127.0.0.1:\(others[1])",
             "--snapshot", "tcp://127.0.0.1:\(others[2])", "--history", "tcp://127.0.0.1:\(ports[3])", "--data", folder + "/third",
@@ -165,7 +124,7 @@ struct CommandLineTests {
         defer { children.killAll() }
         let folder = try temporaryFolder("load")
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let ports = try ProcessTests.freePorts(3)
+        let ports = try TouchSyncProcess.freePorts(3)
         _ = try await children.startHub(
             ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
              "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--no-journal"])

@@ -1,3 +1,4 @@
+import ProcessTestSupport
 import Foundation
 import TouchSyncAccess
 import Logging
@@ -84,51 +85,11 @@ struct CommandsTests {
 /// The README's three shells, as three real processes of the built binary.
 @Suite("touchsync processes", .timeLimit(.minutes(2)))
 struct ProcessTests {
-    /// `.build/<triple>/debug/touchsync`, next to this test bundle.
-    static var binary: URL {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("touchsync")
-    }
-
-    /// Free loopback ports for children to listen on (see `freeLoopbackPorts`).
-    static func freePorts(_ count: Int) throws -> [Int] { freeLoopbackPorts(count) }
-
-    /// Starts the binary; a watchdog kills it after `limit` seconds, so a
-    /// hung child fails the test instead of hanging it (reads of its output
-    /// and waits for its exit then return).
-    static func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil, fileLimit: Int? = nil) throws -> (Child, ChildOutput) {
-        let output = try ChildOutput()
-        // Standard error to a file of the output's: a child that fails at start-up says why in the test's failure.
-        let null = open(output.errorLog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        defer { close(null) }
-        let child: Child
-        if let fileLimit {
-            // prlimit execs the binary in place with RLIMIT_NOFILE set (as `ulimit -n` would).
-            child = try Child.spawn("/usr/bin/prlimit", ["--nofile=\(fileLimit)", "--", binary.path] + arguments, output: output.writeEnd, errors: null)
-        } else if let namespace {
-            // `ip netns exec` execs the binary in place: the pid is still the command's.
-            child = try Child.spawn(
-                "/usr/bin/env", ["ip", "netns", "exec", namespace, binary.path] + arguments, output: output.writeEnd, errors: null)
-        } else {
-            child = try Child.spawn(binary.path, arguments, output: output.writeEnd, errors: null)
-        }
-        output.closeWriteEnd()
-        Thread.detachNewThread {
-            let deadline = Date().addingTimeInterval(limit)
-            while Date() < deadline {
-                if !child.isRunning { return }  // exited (and reaped: its pid is not ours to signal any more)
-                Thread.sleep(forTimeInterval: 0.1)
-            }
-            if child.isRunning { kill(child.processIdentifier, SIGKILL) }
-        }
-        return (child, output)
-    }
-
     @Test func hubDrawAndSpectateWorkTogether() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }  // none outlives the test, whatever fails
-        try #require(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build the touchsync product first (make test does)")
-        let ports = try Self.freePorts(3)
+        try #require(FileManager.default.isExecutableFile(atPath: TouchSyncProcess.binary.path), "build the touchsync product first (make test does)")
+        let ports = try TouchSyncProcess.freePorts(3)
         let hubAddress = ["--hub", "tcp://127.0.0.1:\(ports[0])"]
         let subscriberAddress = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
         let data = NSTemporaryDirectory() + "touchsync-processes-\(UUID().uuidString.prefix(8))"
@@ -206,7 +167,7 @@ struct ProcessTests {
         defer { children.killAll() }
         let data = try temporaryFolder("second-load")
         defer { try? FileManager.default.removeItem(atPath: data) }
-        let (ports, _, _, _) = try await children.startHub(ports: try Self.freePorts(4)) { ports in
+        let (ports, _, _, _) = try await children.startHub(ports: try TouchSyncProcess.freePorts(4)) { ports in
             ["hub", "--data", data] + zip(["--ingest", "--publish", "--snapshot", "--history"], ports).flatMap { [$0, "tcp://127.0.0.1:\($1)"] }
         }
         let load = [
@@ -225,8 +186,8 @@ struct ProcessTests {
     func hubKilledMidRunRecoversEveryAcknowledgedSample() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }  // none outlives the test, whatever fails
-        try #require(FileManager.default.isExecutableFile(atPath: Self.binary.path), "build the touchsync product first (make test does)")
-        let ports = try Self.freePorts(4)
+        try #require(FileManager.default.isExecutableFile(atPath: TouchSyncProcess.binary.path), "build the touchsync product first (make test does)")
+        let ports = try TouchSyncProcess.freePorts(4)
         let data = NSTemporaryDirectory() + "touchsync-kill-\(UUID().uuidString.prefix(8))"
         let report = data + "-report.json"
         defer {
@@ -296,7 +257,7 @@ struct ProcessTests {
         // The same journal, through the other commands (real processes): a
         // replay at full speed ends at that digest, a picture at a moment,
         // a time-lapse, compaction.
-        let replayPorts = try Self.freePorts(2)
+        let replayPorts = try TouchSyncProcess.freePorts(2)
         let (replay, replayOutput) = try children.run([
             "replay", "--data", data, "--board", "load-21-0", "--speed", "max", "--now", "--exit-at-end",
             "--publish", "tcp://127.0.0.1:\(replayPorts[0])", "--snapshot", "tcp://127.0.0.1:\(replayPorts[1])",
@@ -354,95 +315,3 @@ struct ProcessTests {
     }
 }
 
-/// The processes one test started, so that all of them end with it.
-final class ChildProcesses {
-    private var started: [Child] = []
-    /// Kept open as long as the test runs: a child whose output nobody reads
-    /// must not die of SIGPIPE (the pipe buffers what it writes).
-    private var outputs: [ChildOutput] = []
-
-    func run(_ arguments: [String], limit: Double = 60, namespace: String? = nil, fileLimit: Int? = nil) throws -> (Child, ChildOutput) {
-        let (process, output) = try ProcessTests.run(arguments, limit: limit, namespace: namespace, fileLimit: fileLimit)
-        started.append(process)
-        outputs.append(output)
-        return (process, output)
-    }
-
-    /// Starts a hub and waits until it is ready: it has printed its start-up
-    /// lines, which it does after binding every socket ("listening"), and
-    /// "Ctrl-C stops it.", which comes once SIGINT and SIGTERM reach its
-    /// handlers; returns what it printed so far. Fails with that text if it
-    /// exits first.
-    func startHub(_ arguments: [String], fileLimit: Int? = nil, namespace: String? = nil) async throws -> (Child, ChildOutput, String) {
-        let (hub, output) = try run(arguments, namespace: namespace, fileLimit: fileLimit)
-        var text = ""
-        // Blocks until the hub writes or exits (the watchdog bounds a hang).
-        while !text.contains("Ctrl-C stops it.") {
-            let chunk = await output.nextChunk()
-            if chunk.isEmpty { throw TestFailure("the hub exited before it was ready: \(text) \(output.errors)") }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
-        guard text.contains("TouchSync hub listening") else { throw TestFailure("the hub did not say it listens: \(text)") }
-        return (hub, output, text)
-    }
-
-    /// A hub without a journal on loopback `ports` (ingest, publish, snapshot), ready; its three endpoints.
-    func startPlainHub(ports: [Int]) async throws -> [String] {
-        let (ports, _, _, _) = try await startHub(ports: Array(ports.prefix(3))) { ports in
-            ["hub", "--no-journal"] + zip(["--ingest", "--publish", "--snapshot"], ports).flatMap { [$0, "tcp://127.0.0.1:\($1)"] }
-        }
-        return ports.map { "tcp://127.0.0.1:\($0)" }
-    }
-
-    /// A hub whose command line `arguments` builds from loopback `ports`,
-    /// ready; the ports it listens on. Ports picked in advance can still be
-    /// taken by another process before the hub binds them (busy runs saw it;
-    /// one cause, a probing socket inherited by a child, is closed now):
-    /// then it starts again on as many fresh ones.
-    func startHub(ports: [Int], _ arguments: ([Int]) -> [String]) async throws -> (ports: [Int], hub: Child, output: ChildOutput, text: String) {
-        var ports = ports
-        for attempt in 1...3 {
-            do {
-                let (hub, output, text) = try await startHub(arguments(ports))
-                return (ports, hub, output, text)
-            } catch let failure as TestFailure where failure.description.contains("Address already in use") && attempt < 3 {
-                ports = try ProcessTests.freePorts(ports.count)
-            }
-        }
-        throw TestFailure("unreachable: the last attempt throws")
-    }
-
-    func killAll() {
-        for process in started where process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
-}
-
-/// The bytes of every file below `path`.
-func directoryBytes(_ path: String) -> Int {
-    guard let files = FileManager.default.enumerator(atPath: path) else { return 0 }
-    var total = 0
-    for case let file as String in files {
-        total += (try? FileManager.default.attributesOfItem(atPath: path + "/" + file)[.size] as? Int) ?? 0
-    }
-    return total
-}
-
-/// Asks a snapshot endpoint for a board; the first reply, or nil within 5 s.
-func snapshotReply(endpoint: String, board: String, curve: CurveClientKeys? = nil) throws -> Touchsync_V1_SnapshotReply? {
-    let context = try ZMQContext()
-    let socket = try ZMQSocket(context, type: .dealer)
-    defer { socket.close() }
-    try socket.setLinger(milliseconds: 0)
-    if let curve {
-        try socket.setCurvePublicKey(curve.client.publicKey)
-        try socket.setCurveSecretKey(curve.client.secretKey)
-        try socket.setCurveServerKey(curve.serverPublicKey)
-    }
-    try socket.connect(endpoint)
-    var request = Touchsync_V1_SnapshotRequest()
-    request.board = board
-    request.requestID = 1
-    try socket.send(WireCodec.encode(request))
-    guard let parts = try socket.receiveBytes(timeoutMilliseconds: 5000) else { return nil }
-    return try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
-}

@@ -1,3 +1,4 @@
+import ProcessTestSupport
 import TestSupport
 import Foundation
 import Synchronization
@@ -11,7 +12,7 @@ import TouchSyncAccess
 /// files of the test.
 @Suite("Deployment: compose.yaml", .timeLimit(.minutes(3)))
 struct DeploymentTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = repositoryRoot
 
     @Test func composeFileIsValid() async throws {
         let compose = try await run(["docker-compose", "-f", Self.root.path + "/compose.yaml", "config", "-q"])
@@ -76,7 +77,7 @@ struct DeploymentTests {
         let services = try await composeServices()
         let keys = try temporaryFolder("compose-keys")
         defer { try? FileManager.default.removeItem(atPath: keys) }
-        let made = try await run(["env", "TOUCHSYNC=\(ProcessTests.binary.path)", Self.root.path + "/scripts/compose-keys.sh", keys])
+        let made = try await run(["env", "TOUCHSYNC=\(TouchSyncProcess.binary.path)", Self.root.path + "/scripts/compose-keys.sh", keys])
         try #require(made.status == 0, "scripts/compose-keys.sh: \(made.errors)")
         #expect(FileManager.default.fileExists(atPath: keys + "/store.password") && FileManager.default.fileExists(atPath: keys + "/gateway.key"))
 
@@ -124,7 +125,7 @@ struct DeploymentTests {
         for service in ["hub-a", "hub-b", "hub-c", "relay", "gateway"] {
             let test = try #require(checks[service] ?? nil, "\(service) has no health check of its own")
             #expect(test.first == "CMD")
-            let arguments = try command(service, test.dropFirst().map { $0 == "touchsync" ? ProcessTests.binary.path : $0 })
+            let arguments = try command(service, test.dropFirst().map { $0 == "touchsync" ? TouchSyncProcess.binary.path : $0 })
             var outcome = try await run(["ip", "netns", "exec", network.namespace(service)] + arguments)
             for _ in 0..<20 where outcome.status != 0 {  // compose retries within start_period too
                 try await Task.sleep(for: .milliseconds(250))
@@ -136,7 +137,7 @@ struct DeploymentTests {
         // The load profile, shortened.
         var load = try command("load")
         if let index = load.firstIndex(of: "--duration") { load[index + 1] = "3" }
-        let loadRun = try await run(["ip", "netns", "exec", network.namespace("load"), ProcessTests.binary.path] + load, limit: 120)
+        let loadRun = try await run(["ip", "netns", "exec", network.namespace("load"), TouchSyncProcess.binary.path] + load, limit: 120)
         #expect(loadRun.status == 0, "\(loadRun.output)\n\(loadRun.errors)")
         #expect(loadRun.output.contains("lost / duplicated   0 / 0"), "\(loadRun.output)")
 
@@ -145,10 +146,10 @@ struct DeploymentTests {
         let hubs = ["--hub", "tcp://hub-a:5570,tcp://hub-b:5570,tcp://hub-c:5570", "--publish", "tcp://hub-a:5571", "--snapshot", "tcp://hub-a:5572",
                     "--key", keys + "/alice.key", "--hub-key", keys + "/hub.pub"]
         let draw = try await run(
-            ["ip", "netns", "exec", network.namespace("spectator"), ProcessTests.binary.path, "draw", "--board", "demo", "--fast"] + hubs)
+            ["ip", "netns", "exec", network.namespace("spectator"), TouchSyncProcess.binary.path, "draw", "--board", "demo", "--fast"] + hubs)
         #expect(draw.status == 0, "\(draw.errors)")
         let atHub = try await run(
-            ["ip", "netns", "exec", network.namespace("spectator"), ProcessTests.binary.path, "spectate", "--board", "demo", "--duration", "2"] + hubs)
+            ["ip", "netns", "exec", network.namespace("spectator"), TouchSyncProcess.binary.path, "spectate", "--board", "demo", "--duration", "2"] + hubs)
         let hubDigest = try #require(lastDigest(atHub.output), "\(atHub.output) \(atHub.errors)")
         var spectatorText = ""
         await readUntil(spectatorOutput, into: &spectatorText) { $0.contains(hubDigest) }
@@ -202,7 +203,7 @@ struct DeploymentTests {
         }
         let client = network.namespace("client")
         let load = try await run(
-            ["ip", "netns", "exec", client, ProcessTests.binary.path, "load", "--cluster", folder + "/cluster.json",
+            ["ip", "netns", "exec", client, TouchSyncProcess.binary.path, "load", "--cluster", folder + "/cluster.json",
              "--boards", "30", "--users", "30", "--fingers", "1", "--duration", "2"], limit: 120)
         #expect(load.status == 0, "\(load.output)\n\(load.errors)")
         #expect(load.output.contains("lost / duplicated   0 / 0") && load.output.contains("converged           yes"), "\(load.output)")
@@ -210,24 +211,24 @@ struct DeploymentTests {
         // A board hub-c holds, drawn with a stale file that does not know hub-c.
         let moved = try #require(boards.first { map.hub(for: $0).name == "hub-c" })
         let redirected = try await run(
-            ["ip", "netns", "exec", client, ProcessTests.binary.path, "draw", "--board", moved, "--fast", "--cluster", folder + "/stale.json",
+            ["ip", "netns", "exec", client, TouchSyncProcess.binary.path, "draw", "--board", moved, "--fast", "--cluster", folder + "/stale.json",
              "--log-level", "notice"])
         #expect(redirected.status == 0, "\(redirected.errors)")
         #expect(redirected.errors.contains("another hub serves the board: following it") && redirected.errors.contains("tcp://hub-c:5570"), "\(redirected.errors)")
         let picture = folder + "/moved.svg"
         let drawn = try await run(
-            ["ip", "netns", "exec", client, ProcessTests.binary.path, "render", "--board", moved,
+            ["ip", "netns", "exec", client, TouchSyncProcess.binary.path, "render", "--board", moved,
              "--publish", "tcp://hub-c:5571", "--snapshot", "tcp://hub-c:5572", "-o", picture])
         #expect(drawn.status == 0, "\(drawn.errors)")
         #expect((try? String(contentsOfFile: picture, encoding: .utf8))?.contains("<path") == true)
-        let shown = try await run([ProcessTests.binary.path, "cluster", "show", "--cluster", folder + "/cluster.json", "--board", moved])
+        let shown = try await run([TouchSyncProcess.binary.path, "cluster", "show", "--cluster", folder + "/cluster.json", "--board", moved])
         #expect(shown.output.contains("\(moved): hub hub-c"), "\(shown.output)")
     }
 
     /// `hub --metrics`: Prometheus text over HTTP whose counters move with
     /// the load (frames, samples, batches) and count refused handshakes.
     @Test func metricsEndpointCountsWhatTheHubDoes() async throws {
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let children = ChildProcesses()
         defer { children.killAll() }
         let endpoints = ["--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
@@ -279,7 +280,7 @@ struct DeploymentTests {
     @Test func halfSentRequestsAreClosedAndHonestOnesServed() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }
-        let hub = try await children.startPlainHub(ports: try ProcessTests.freePorts(3))
+        let hub = try await children.startPlainHub(ports: try TouchSyncProcess.freePorts(3))
         // Port 0: a port picked in advance may be taken by a parallel test's process before the gateway binds it.
         let (_, output) = try children.run(
             ["web", "--listen", "127.0.0.1:0", "--hub", hub[0], "--publish", hub[1], "--snapshot", hub[2],
@@ -354,13 +355,7 @@ struct DeploymentTests {
         return checks.mapValues { $0 as? [String] }
     }
 
-    func lastDigest(_ text: String) -> String? {
-        text.split(separator: "\n").reversed().lazy.compactMap { line -> String? in
-            guard let range = line.range(of: "digest ") else { return nil }
-            let digest = line[range.upperBound...].prefix { $0 != " " }
-            return digest.count == 16 ? String(digest) : nil
-        }.first
-    }
+    func lastDigest(_ text: String) -> String? { spectatedDigest(text) }
 
     /// A system command, to its end.
     func run(_ arguments: [String], limit: Double = 60) async throws -> Outcome {
@@ -429,54 +424,13 @@ final class ServiceNetwork {
     deinit { remove() }
 }
 
-/// A plain HTTP GET on 127.0.0.1:`port`; the whole response body.
-/// A TCP connection to 127.0.0.1:`port` (close it when done).
-func connectedSocket(port: UInt16) throws -> Int32 {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard descriptor >= 0 else { throw TestFailure("socket failed") }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else {
-        close(descriptor)
-        throw TestFailure("cannot connect to port \(port)")
-    }
-    return descriptor
-}
-
-/// The whole response to `request` (raw HTTP/1.1) until the server closes.
-func httpExchange(port: UInt16, _ request: String) throws -> String {
-    let descriptor = try connectedSocket(port: port)
-    defer { close(descriptor) }
-    let bytes = Array(request.utf8)
-    _ = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, 0) }
-    var response = [UInt8]()
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = recv(descriptor, &buffer, buffer.count, 0)
-        if count <= 0 { break }
-        response += buffer[0..<count]
-    }
-    return String(decoding: response, as: UTF8.self)
-}
-
-func httpGet(port: UInt16, path: String, close closing: Bool = false) throws -> String {
-    let text = try httpExchange(port: port, "GET \(path) HTTP/1.1\r\nHost: localhost\r\n\(closing ? "Connection: close\r\n" : "")\r\n")
-    guard text.hasPrefix("HTTP/1.1 200"), let body = text.range(of: "\r\n\r\n") else { throw TestFailure("bad response: \(text.prefix(200))") }
-    return String(text[body.upperBound...])
-}
-
 /// `touchsync draw --undo N --redo M` through a real hub.
 @Suite("Draw: undo and redo", .timeLimit(.minutes(1)))
 struct DrawUndoTests {
     @Test func drawUndoesAndRedoes() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }
-        let endpoints = try await children.startPlainHub(ports: try ProcessTests.freePorts(3))
+        let endpoints = try await children.startPlainHub(ports: try TouchSyncProcess.freePorts(3))
         let draw = try await touchsync(
             ["draw", "--board", "u", "--fast", "--undo", "2", "--redo", "1", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
         #expect(draw.status == 0 && draw.output.contains("2 undone, 1 redone"), "\(draw.output) \(draw.errors)")

@@ -1,3 +1,4 @@
+import ProcessTestSupport
 import TestSupport
 import TouchSyncHubCore
 import Foundation
@@ -7,9 +8,6 @@ import TouchSyncCore
 import TouchSyncJournal
 import TouchSyncSimulation
 import TouchSyncWire
-
-/// Root can mount a read-only file system for a test; others cannot.
-let isRoot = getuid() == 0
 
 /// Faults a user meets with real processes (issue 11): the data folder.
 @Suite("Faults: the data folder", .timeLimit(.minutes(2)))
@@ -21,7 +19,7 @@ struct DataFolderFaultTests {
         defer { children.killAll() }
         let folder = try temporaryFolder("twohubs")
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let ports = try ProcessTests.freePorts(8)
+        let ports = try TouchSyncProcess.freePorts(8)
         func endpoints(_ base: Int) -> [String] {
             ["--ingest", "tcp://127.0.0.1:\(ports[base])", "--publish", "tcp://127.0.0.1:\(ports[base + 1])",
              "--snapshot", "tcp://127.0.0.1:\(ports[base + 2])", "--history", "tcp://127.0.0.1:\(ports[base + 3])"]
@@ -54,7 +52,7 @@ struct DataFolderFaultTests {
         defer { children.killAll() }
         let folder = try temporaryFolder("oneboard")
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let endpoints = hubEndpointArguments(ports)
         let data = folder + "/data"
         let (hub, _, _) = try await children.startHub(["hub", "--data", data, "--fsync", "batch", "--journal-retry", "1"] + endpoints)
@@ -100,7 +98,7 @@ struct DataFolderFaultTests {
         defer { children.killAll() }
         let folder = try temporaryFolder("longname")
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let endpoints = hubEndpointArguments(ports)
         let (hub, _, _) = try await children.startHub(["hub", "--data", folder + "/data"] + endpoints)
         let long = "team-" + String(repeating: ".", count: 123)
@@ -152,7 +150,7 @@ struct DataFolderFaultTests {
             try journal.sync()
             journal.close()
         }
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let endpoints = hubEndpointArguments(ports)
         let (hub, _, text) = try await children.startHub(["hub", "--data", data] + endpoints, fileLimit: 1024)
         #expect(text.contains("\(boards) board(s) recovered"), "\(text.prefix(2000))")
@@ -179,7 +177,7 @@ struct DataFolderFaultTests {
         let mount = try touchsyncShell(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", mountPoint])
         try #require(mount == 0, "could not mount a read-only tmpfs")
         defer { _ = try? touchsyncShell(["umount", mountPoint]) }
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let hub = try await touchsync([
             "hub", "--data", mountPoint + "/data", "--ingest", "tcp://127.0.0.1:\(ports[0])",
             "--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])",
@@ -227,97 +225,10 @@ struct EndpointFaultTests {
     }
 }
 
-/// Runs a system command (mount, ip, tc) and returns its exit status.
-@discardableResult
-func touchsyncShell(_ arguments: [String]) throws -> Int32 {
-    let null = nullDevice()
-    defer { close(null) }
-    let child = try Child.spawn("/usr/bin/env", arguments, output: null, errors: null)
-    while child.isRunning { usleep(5_000) }  // short-lived system commands: a brief wait
-    return child.terminationStatus
-}
-
-/// Two hosts on one machine: network namespaces joined by a veth pair,
-/// created by the test and removed after it. Root only.
-final class NamespacePair {
-    let hub: String
-    let agents: String
-    let hubAddress: String
-    private let hubLink: String
-    private let agentsLink: String
-
-    init(tag: String, subnet: Int) throws {
-        let suffix = "\(tag)\(Int.random(in: 1000...9999))"
-        hub = "tsh-\(testRunTag)-\(suffix)"
-        agents = "tsa-\(testRunTag)-\(suffix)"
-        hubLink = "th\(suffix)"
-        agentsLink = "ta\(suffix)"
-        hubAddress = "10.77.\(subnet).1"
-        let steps: [[String]] = [
-            ["ip", "netns", "add", hub], ["ip", "netns", "add", agents],
-            ["ip", "link", "add", hubLink, "type", "veth", "peer", "name", agentsLink],
-            ["ip", "link", "set", hubLink, "netns", hub], ["ip", "link", "set", agentsLink, "netns", agents],
-            ["ip", "-n", hub, "addr", "add", "\(hubAddress)/24", "dev", hubLink],
-            ["ip", "-n", agents, "addr", "add", "10.77.\(subnet).2/24", "dev", agentsLink],
-            ["ip", "-n", hub, "link", "set", "lo", "up"], ["ip", "-n", agents, "link", "set", "lo", "up"],
-            ["ip", "-n", hub, "link", "set", hubLink, "up"], ["ip", "-n", agents, "link", "set", agentsLink, "up"],
-        ]
-        for step in steps {
-            guard try touchsyncShell(step) == 0 else {
-                remove()
-                throw TestFailure("network namespace setup failed at: \(step.joined(separator: " "))")
-            }
-        }
-    }
-
-    /// The agents' side of the link down (nothing passes) or up again.
-    func link(up: Bool) throws {
-        try #require(try touchsyncShell(["ip", "-n", agents, "link", "set", agentsLink, up ? "up" : "down"]) == 0)
-    }
-
-    /// Random loss of `percent` of the packets both ways on the agents' side,
-    /// or none (nftables' `numgen random`: this kernel has no netem, so no delay).
-    func lose(percent: Int?) throws {
-        if let percent {
-            let rules = [
-                ["add", "table", "inet", "loss"],
-                ["add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }"],
-                ["add", "chain", "inet", "loss", "out", "{ type filter hook output priority 0; }"],
-                ["add", "rule", "inet", "loss", "in", "numgen", "random", "mod", "100", "<", "\(percent)", "drop"],
-                ["add", "rule", "inet", "loss", "out", "numgen", "random", "mod", "100", "<", "\(percent)", "drop"],
-            ]
-            for rule in rules { try #require(try touchsyncShell(["ip", "netns", "exec", agents, "nft"] + rule) == 0, "nft \(rule)") }
-        } else {
-            _ = try touchsyncShell(["ip", "netns", "exec", agents, "nft", "delete", "table", "inet", "loss"])
-        }
-    }
-
-    /// `touchsync ARGUMENTS` run inside namespace `namespace`.
-    func run(in namespace: String, _ arguments: [String], children: ChildProcesses) throws -> (Child, ChildOutput) {
-        try children.run(arguments, limit: 120, namespace: namespace)
-    }
-
-    func remove() {
-        _ = try? touchsyncShell(["ip", "netns", "del", hub])
-        _ = try? touchsyncShell(["ip", "netns", "del", agents])
-    }
-
-    deinit { remove() }
-}
-
-/// Reads a child's output until `condition` holds for it (or the child closes it).
 /// A journaling hub's four endpoints on loopback `ports`, as `hub` arguments.
 func hubEndpointArguments(_ ports: [Int]) -> [String] {
     ["--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
      "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])"]
-}
-
-func readUntil(_ output: ChildOutput, into text: inout String, _ condition: (String) -> Bool) async {
-    while !condition(text) {
-        let chunk = await output.nextChunk()
-        if chunk.isEmpty { return }
-        text += String(decoding: chunk, as: UTF8.self)
-    }
 }
 
 /// The seconds into drawing of the newest progress line of a load run ("   4.0 s   …").
@@ -405,7 +316,7 @@ struct FullDiskTests {
         defer { _ = try? touchsyncShell(["umount", small]) }
         let copy = try temporaryFolder("fulldisk-copy")
         defer { try? FileManager.default.removeItem(atPath: copy) }
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let endpoints = hubEndpointArguments(ports)
         let (hub, _, _) = try await children.startHub(["hub", "--data", small + "/data", "--fsync", "batch"] + endpoints)
         let (spectator, spectatorOutput) = try children.run(
@@ -470,7 +381,7 @@ struct FrozenHubTests {
         defer { children.killAll() }
         let folder = try temporaryFolder("frozen")
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let keeping = server.map { ["--store", $0.url, "--name", "frozen", "--lease-timeout", "2", "--history", "tcp://127.0.0.1:\(ports[3])"] } ?? ["--no-journal"]
         let (hub, _, _) = try await children.startHub(
             ["hub", "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
@@ -513,7 +424,7 @@ struct LimitTests {
     @Test func aRefusedHelloEndsDrawAndLoadWithTheHubsReason() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }
-        let ports = try ProcessTests.freePorts(3)
+        let ports = try TouchSyncProcess.freePorts(3)
         let publishing = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
         let (hub, _, _) = try await children.startHub(
             ["hub", "--no-journal", "--max-boards", "1", "--ingest", "tcp://127.0.0.1:\(ports[0])"] + publishing)

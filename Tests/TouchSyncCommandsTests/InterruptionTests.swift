@@ -1,3 +1,4 @@
+import ProcessTestSupport
 import Foundation
 import TestSupport
 import Testing
@@ -19,7 +20,7 @@ struct InterruptionTests {
     func drawStopsOnASignalAndEndsItsTouches(signal: Int32) async throws {
         let children = ChildProcesses()
         defer { children.killAll() }
-        let endpoints = try await children.startPlainHub(ports: try ProcessTests.freePorts(3))
+        let endpoints = try await children.startPlainHub(ports: try TouchSyncProcess.freePorts(3))
         let board = "interrupted-\(signal)"
         let (draw, output) = try children.run(["draw", "--board", board, "--seconds", "15", "--hub", endpoints[0]])
         var text = ""
@@ -51,7 +52,7 @@ struct InterruptionTests {
         let null = nullDevice()
         defer { close(null) }
         let demo = try Child.spawn(
-            "/usr/bin/python3", ["-c", script, ProcessTests.binary.path, "demo", "--steps", "3000", "--image", folder + "/board.svg"],
+            "/usr/bin/python3", ["-c", script, TouchSyncProcess.binary.path, "demo", "--steps", "3000", "--image", folder + "/board.svg"],
             output: output.writeEnd, errors: null)
         output.closeWriteEnd()
         var text = String(decoding: await output.readUntil("TouchSync demo:") { demo.interrupt() }, as: UTF8.self)
@@ -95,7 +96,7 @@ struct InterruptionTests {
         defer { children.killAll() }
         let data = try temporaryFolder("replay-signal")
         defer { try? FileManager.default.removeItem(atPath: data) }
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let endpoints = ports.map { "tcp://127.0.0.1:\($0)" }
         _ = try await children.startHub([
             "hub", "--data", data + "/journal", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2],
@@ -119,7 +120,7 @@ struct InterruptionTests {
 
     /// A gateway whose address is taken fails at once, in words, naming the address.
     @Test func webOnABusyPortFailsAtOnceInWords() async throws {
-        let port = try ProcessTests.freePorts(1)[0]
+        let port = try TouchSyncProcess.freePorts(1)[0]
         let holder = try listeningSocket(port: UInt16(port))
         defer { close(holder) }
         // (It used to wait 10 s for a server that would never listen, then print NIO's
@@ -161,7 +162,7 @@ struct InterruptionTests {
     @Test func aTestHubStartsAgainOnFreshPortsWhenOneIsTaken() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }
-        let given = try ProcessTests.freePorts(3)
+        let given = try TouchSyncProcess.freePorts(3)
         let taken = try listeningSocket(port: UInt16(given[1]))
         defer { close(taken) }
         let endpoints = try await children.startPlainHub(ports: given)
@@ -176,13 +177,3 @@ struct InterruptionTests {
     }
 }
 
-/// A plain TCP socket listening on 127.0.0.1:`port` (close it when done).
-func listeningSocket(port: UInt16) throws -> Int32 {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    let bound = withLoopbackAddress(port: port) { bind(descriptor, $0, $1) == 0 }
-    guard descriptor >= 0, bound, listen(descriptor, 16) == 0 else {
-        close(descriptor)
-        throw TestFailure("cannot listen on \(port): \(String(cString: strerror(errno)))")
-    }
-    return descriptor
-}

@@ -1,3 +1,4 @@
+import ProcessTestSupport
 import TestSupport
 import Foundation
 import Logging
@@ -46,7 +47,7 @@ struct SecurityTests {
         defer { try? FileManager.default.removeItem(atPath: data) }
         let children = ChildProcesses()
         defer { children.killAll() }
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let endpoints = (0..<4).map { "tcp://127.0.0.1:\(ports[$0])" }
         let (_, _, banner) = try await children.startHub(
             ["hub", "--key", keys + "/hub.key", "--access", keys + "/access.json", "--data", data,
@@ -103,7 +104,7 @@ struct SecurityTests {
         #expect(received[1] == 0 && received[2] == 0, "a refused subscription received \(received)")
 
         // A replay of the journal serves the same way: the watcher gets the board, carol and plain text do not.
-        let replayPorts = try ProcessTests.freePorts(2)
+        let replayPorts = try TouchSyncProcess.freePorts(2)
         let replayed = ["--publish", "tcp://127.0.0.1:\(replayPorts[0])", "--snapshot", "tcp://127.0.0.1:\(replayPorts[1])"]
         let (_, replayOutput) = try children.run(
             ["replay", "--data", data, "--board", board, "--speed", "max", "--now", "--key", keys + "/hub.key", "--access", keys + "/access.json"]
@@ -118,7 +119,7 @@ struct SecurityTests {
         #expect(plainRender.status == 1 && plainRender.errors.contains("CURVE"), "\(plainRender.errors)")
 
         // A relay that authenticates upstream (as tv) and serves downstream with keys: the same rules.
-        let relayPorts = try ProcessTests.freePorts(2)
+        let relayPorts = try TouchSyncProcess.freePorts(2)
         let relayed = ["--publish", "tcp://127.0.0.1:\(relayPorts[0])", "--snapshot", "tcp://127.0.0.1:\(relayPorts[1])"]
         let (_, relayOutput) = try children.run(
             ["relay", "--publish", endpoints[1], "--snapshot", endpoints[2], "--board", board, "--key", keys + "/tv.key"] + hubKey
@@ -199,7 +200,7 @@ struct SecurityTests {
     /// loopback ports: the process, its output, its endpoints (ingest,
     /// publish, snapshot) and the client arguments that reach it.
     static func startAuthenticatedHub(keys: String, children: ChildProcesses) async throws -> (Child, ChildOutput, [String], [String]) {
-        let ports = try ProcessTests.freePorts(3)
+        let ports = try TouchSyncProcess.freePorts(3)
         let endpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
         let (hub, output, _) = try await children.startHub(
             ["hub", "--key", keys + "/hub.key", "--access", keys + "/access.json", "--no-journal",
@@ -309,7 +310,7 @@ struct SecurityTests {
     @Test func misusesFailClearly() async throws {
         let keys = try await Self.prepareKeys(users: 1)
         defer { try? FileManager.default.removeItem(atPath: keys) }
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let endpoints = (0..<4).map { "tcp://127.0.0.1:\(ports[$0])" }
         let listen = ["--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]]
         // A hub open to the network without keys.

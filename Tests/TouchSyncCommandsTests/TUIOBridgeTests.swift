@@ -1,3 +1,4 @@
+import ProcessTestSupport
 import TestSupport
 import Foundation
 import Logging
@@ -240,7 +241,7 @@ struct TUIOBridgeTests {
 
     /// Garbage on the port is counted, not fatal.
     @Test func malformedPacketsAreCountedNotFatal() async throws {
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let children = ChildProcesses()
         defer { children.killAll() }
         let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
@@ -262,7 +263,7 @@ struct TUIOBridgeTests {
 
     /// The emitter sends a board's touches in progress as TUIO bundles a display can read.
     @Test func emitterSendsTheBoardsTouches() async throws {
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let children = ChildProcesses()
         defer { children.killAll() }
         let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
@@ -304,7 +305,7 @@ struct BridgeRun {
     let subscriber: BoardSubscriber
 
     static func start(board: String, sourceTimeout: Int, children: ChildProcesses, extra: [String] = []) async throws -> BridgeRun {
-        let ports = try ProcessTests.freePorts(4)
+        let ports = try TouchSyncProcess.freePorts(4)
         let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
         let (bridge, output) = try children.run(
             ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", board, "--source-timeout", "\(sourceTimeout)",

@@ -1,3 +1,4 @@
+import HubCoreHarness
 import Foundation
 import Testing
 import TouchSyncCore

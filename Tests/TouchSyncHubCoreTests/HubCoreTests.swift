@@ -1,3 +1,4 @@
+import HubCoreHarness
 import Testing
 import TouchSyncAccess
 import TouchSyncCore

@@ -1,4 +1,5 @@
 import TestSupport
+import WebTestSupport
 import Foundation
 import Testing
 import TouchSyncBrowser

@@ -1,3 +1,5 @@
+import WebTestSupport
+import ProcessTestSupport
 import Foundation
 import Testing
 import TouchSyncWebWire

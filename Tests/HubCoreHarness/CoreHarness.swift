@@ -5,31 +5,31 @@ import TouchSyncJournal
 import TouchSyncWire
 
 /// Keeps every observation the core reports.
-final class RecordingObserver: HubObserver {
-    private(set) var observations: [HubObservation] = []
-    func observe(_ observation: HubObservation) { observations.append(observation) }
+public final class RecordingObserver: HubObserver {
+    public private(set) var observations: [HubObservation] = []
+    public func observe(_ observation: HubObservation) { observations.append(observation) }
 }
 
 /// A `HubCore` driven by hand: a manual clock (an instant that only moves
 /// when the test says), every action it returns recorded, and a replica fed
 /// from its publications exactly as a subscriber would be. No sockets.
-final class CoreHarness {
-    var core: HubCore
-    let start: ContinuousClock.Instant
-    private(set) var now: ContinuousClock.Instant
+public final class CoreHarness {
+    public var core: HubCore
+    public let start: ContinuousClock.Instant
+    public private(set) var now: ContinuousClock.Instant
     /// Every action, in order, since the last `take()`.
-    private(set) var actions: [HubAction] = []
+    public private(set) var actions: [HubAction] = []
     /// Replicas of every board, fed from published batches.
-    private(set) var replicas: [String: BoardState] = [:]
+    public private(set) var replicas: [String: BoardState] = [:]
     /// Replicas that follow the boards' v2 topics, from a copy of the v1 replica when they subscribe (their snapshot).
-    private(set) var replicasV2: [String: BoardState] = [:]
+    public private(set) var replicasV2: [String: BoardState] = [:]
     /// Replicas that follow the boards' streams without predictions (their snapshot's tails removed).
-    private(set) var replicasWithoutPredictions: [String: BoardState] = [:]
-    private(set) var batches: [String: [UInt64]] = [:]
+    public private(set) var replicasWithoutPredictions: [String: BoardState] = [:]
+    public private(set) var batches: [String: [UInt64]] = [:]
     /// What the core reported for the logs.
-    let observer = RecordingObserver()
+    public let observer = RecordingObserver()
 
-    init(_ configure: (inout HubConfiguration) -> Void = { _ in }, recovered: [RecoveredBoard] = [], access: AccessList? = nil) {
+    public init(_ configure: (inout HubConfiguration) -> Void = { _ in }, recovered: [RecoveredBoard] = [], access: AccessList? = nil) {
         var configuration = HubConfiguration()
         configure(&configuration)
         start = ContinuousClock.now
@@ -41,12 +41,12 @@ final class CoreHarness {
     }
 
     /// Moves the manual clock on.
-    func advance(_ duration: Duration) { now += duration }
-    func advance(to instant: ContinuousClock.Instant) { now = instant }
+    public func advance(_ duration: Duration) { now += duration }
+    public func advance(to instant: ContinuousClock.Instant) { now = instant }
 
     /// Handles `event` now; records and returns its actions (replicas follow publications).
     @discardableResult
-    func send(_ event: HubEvent) -> [HubAction] {
+    public func send(_ event: HubEvent) -> [HubAction] {
         let produced = core.handle(event, now: now)
         for action in produced {
             guard case .publish(let publication) = action else { continue }
@@ -95,12 +95,12 @@ final class CoreHarness {
     }
 
     /// `bytes`: the message's size on the wire, as the transport reports it (the byte quota pays for it).
-    func message(_ peer: Peer, _ request: AgentRequest, bytes: Int = 100) -> [HubAction] {
+    public func message(_ peer: Peer, _ request: AgentRequest, bytes: Int = 100) -> [HubAction] {
         send(.agentMessage(from: peer, request, bytes: bytes))
     }
 
     @discardableResult
-    func hello(_ peer: Peer, board: String, resumeAfter: UInt64 = 0, session: String = "session-1") -> AgentWelcome? {
+    public func hello(_ peer: Peer, board: String, resumeAfter: UInt64 = 0, session: String = "session-1") -> AgentWelcome? {
         let replies = send(
             .agentMessage(from: peer, .hello(AgentHello(board: board, resumeAfter: resumeAfter, sessionID: Array(session.utf8))), bytes: 40))
         for case .reply(_, .welcome(let welcome)) in replies { return welcome }
@@ -109,45 +109,45 @@ final class CoreHarness {
 
     /// Ends a turn: what the loop does after each wake-up.
     @discardableResult
-    func endTurn(inputWaiting: Bool = false) -> [HubAction] { send(.turnEnded(inputWaiting: inputWaiting)) }
+    public func endTurn(inputWaiting: Bool = false) -> [HubAction] { send(.turnEnded(inputWaiting: inputWaiting)) }
 
     /// Takes the recorded actions.
-    func take() -> [HubAction] {
+    public func take() -> [HubAction] {
         defer { actions.removeAll() }
         return actions
     }
 }
 
 extension [HubAction] {
-    func replies(to peer: Peer) -> [HubReply] {
+    public func replies(to peer: Peer) -> [HubReply] {
         compactMap { action in
             guard case .reply(let to, let reply) = action, to == peer.id else { return nil }
             return reply
         }
     }
 
-    func acks(to peer: Peer) -> [UInt64] {
+    public func acks(to peer: Peer) -> [UInt64] {
         replies(to: peer).compactMap { if case .ack(let through) = $0 { through } else { nil } }
     }
 
-    func errors(to peer: Peer) -> [HubRefusal] {
+    public func errors(to peer: Peer) -> [HubRefusal] {
         replies(to: peer).compactMap { if case .error(let refusal) = $0 { refusal } else { nil } }
     }
 
-    var publications: [Publication] {
+    public var publications: [Publication] {
         compactMap { if case .publish(let publication) = $0 { publication } else { nil } }
     }
 
     /// The publications that carry a batch (not heartbeats).
-    var batchPublications: [Publication] {
+    public var batchPublications: [Publication] {
         publications.filter { if case .batch = $0.kind { true } else { false } }
     }
 
-    var batchSequences: [UInt64] {
+    public var batchSequences: [UInt64] {
         publications.compactMap { if case .batch(let sequence) = $0.kind { sequence } else { nil } }
     }
 
-    var heartbeats: [(board: String, sequence: UInt64, digest: BoardDigest, silent: [String])] {
+    public var heartbeats: [(board: String, sequence: UInt64, digest: BoardDigest, silent: [String])] {
         publications.compactMap { publication in
             guard case .heartbeat(let sequence, let digest) = publication.kind,
                 let message = try? WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes)
@@ -156,25 +156,25 @@ extension [HubAction] {
         }
     }
 
-    var journalAppends: [JournalAppend] {
+    public var journalAppends: [JournalAppend] {
         compactMap { if case .appendToJournal(let append) = $0 { append } else { nil } }
     }
 
-    var journalSyncs: [UInt64] {
+    public var journalSyncs: [UInt64] {
         compactMap { if case .syncJournal(let through) = $0 { through } else { nil } }
     }
 }
 
-func peer(_ name: String) -> Peer { Peer(routingID: Array(name.utf8)) }
+public func peer(_ name: String) -> Peer { Peer(routingID: Array(name.utf8)) }
 
-func began(_ touch: UInt64, x: Int32 = 0, t: Int64 = 0) -> NumberedRequest {
+public func began(_ touch: UInt64, x: Int32 = 0, t: Int64 = 0) -> NumberedRequest {
     .frame(TouchFrame(changes: [TouchChange(touch: TouchID(touch), phase: .began, samples: [Sample(x: x, y: 0, time: t)])]))
 }
 
-func moved(_ touch: UInt64, x: Int32, t: Int64) -> NumberedRequest {
+public func moved(_ touch: UInt64, x: Int32, t: Int64) -> NumberedRequest {
     .frame(TouchFrame(changes: [TouchChange(touch: TouchID(touch), phase: .moved, samples: [Sample(x: x, y: 0, time: t)])]))
 }
 
-func ended(_ touch: UInt64, x: Int32, t: Int64) -> NumberedRequest {
+public func ended(_ touch: UInt64, x: Int32, t: Int64) -> NumberedRequest {
     .frame(TouchFrame(changes: [TouchChange(touch: TouchID(touch), phase: .ended, samples: [Sample(x: x, y: 0, time: t)])]))
 }

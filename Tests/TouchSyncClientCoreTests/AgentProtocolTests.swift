@@ -1,3 +1,4 @@
+import HubCoreHarness
 import PropertyChecks
 import Testing
 import TouchSyncClientCore

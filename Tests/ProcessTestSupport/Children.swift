@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,7 +14,7 @@ import Glibc
 /// inherits another's pipes.
 /// Pipe creation (until its ends are close-on-exec) and spawning never
 /// overlap, so no child inherits another child's pipe.
-let spawnGate = Mutex(())
+public let spawnGate = Mutex(())
 
 /// Spawns every child on one thread that lives as long as the test process,
 /// each under `setpriv --pdeathsig KILL`: the kernel kills the child when
@@ -23,8 +23,8 @@ let spawnGate = Mutex(())
 /// on a test's normal end). The parent-death signal follows the spawning
 /// *thread*: spawning from the cooperative pool, whose threads come and go,
 /// would kill children early.
-final class SpawnerThread: Sendable {
-    static let shared = SpawnerThread()
+public final class SpawnerThread: Sendable {
+    public static let shared = SpawnerThread()
     private let jobs = Mutex<[@Sendable () -> Void]>([])
     private let wake = DispatchSemaphore(value: 0)
 
@@ -43,7 +43,7 @@ final class SpawnerThread: Sendable {
     }
 
     /// Runs `body` on the spawner thread and returns its result.
-    func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+    public func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
         let result = Mutex<T?>(nil)
         let done = DispatchSemaphore(value: 0)
         jobs.withLock {
@@ -62,15 +62,15 @@ final class SpawnerThread: Sendable {
 /// Names this test run's network namespaces carry (`make test` sets
 /// TOUCHSYNC_TEST_RUN and removes whatever still carries it afterwards,
 /// also after a crash; otherwise this process's id).
-let testRunTag = ProcessInfo.processInfo.environment["TOUCHSYNC_TEST_RUN"] ?? "p\(getpid())"
+public let testRunTag = ProcessInfo.processInfo.environment["TOUCHSYNC_TEST_RUN"] ?? "p\(getpid())"
 
 /// Where `setpriv` is (util-linux, on every Debian machine).
-let setprivPath = ["/usr/bin/setpriv", "/bin/setpriv"].first { FileManager.default.isExecutableFile(atPath: $0) }
+public let setprivPath = ["/usr/bin/setpriv", "/bin/setpriv"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
-final class Child: Sendable {
-    enum TerminationReason: Equatable { case exit, uncaughtSignal }
+public final class Child: Sendable {
+    public enum TerminationReason: Equatable { case exit, uncaughtSignal }
 
-    let processIdentifier: Int32
+    public let processIdentifier: Int32
     /// The raw wait status once reaped (nil: still running).
     private let reaped = Mutex<Int32?>(nil)
 
@@ -78,7 +78,7 @@ final class Child: Sendable {
 
     /// Spawns `executable` (a full path) with `arguments`; standard output
     /// and error go to the given descriptors (they are duplicated in the child).
-    static func spawn(_ executable: String, _ arguments: [String], output: Int32, errors: Int32) throws -> Child {
+    public static func spawn(_ executable: String, _ arguments: [String], output: Int32, errors: Int32) throws -> Child {
         // setpriv execs the command in place: the pid is the command's.
         let command = setprivPath.map { [$0, "--pdeathsig", "KILL", "--", executable] } ?? [executable]
         let (result, pid) = SpawnerThread.shared.perform { () -> (Int32, pid_t) in
@@ -126,10 +126,10 @@ final class Child: Sendable {
         }
     }
 
-    var isRunning: Bool { poll() == nil }
+    public var isRunning: Bool { poll() == nil }
 
     /// Waits for the child to end, polling on a thread of its own (never a cooperative one).
-    func exited() async {
+    public func exited() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             Thread.detachNewThread {
                 while self.poll() == nil { usleep(10_000) }
@@ -138,26 +138,26 @@ final class Child: Sendable {
         }
     }
 
-    func interrupt() { kill(processIdentifier, SIGINT) }
+    public func interrupt() { kill(processIdentifier, SIGINT) }
 
     private var status: Int32 { poll() ?? 0 }
-    var terminationReason: TerminationReason { status & 0x7F == 0 ? .exit : .uncaughtSignal }
+    public var terminationReason: TerminationReason { status & 0x7F == 0 ? .exit : .uncaughtSignal }
     /// The exit code, or the signal that ended it.
-    var terminationStatus: Int32 { status & 0x7F == 0 ? (status >> 8) & 0xFF : status & 0x7F }
+    public var terminationStatus: Int32 { status & 0x7F == 0 ? (status >> 8) & 0xFF : status & 0x7F }
 }
 
 /// The read end of a pipe from a child (close-on-exec; closed when dropped).
-final class ChildOutput: Sendable {
-    let descriptor: Int32
+public final class ChildOutput: Sendable {
+    public let descriptor: Int32
     /// The write end, handed to the child, closed here once it is spawned.
-    let writeEnd: Int32
+    public let writeEnd: Int32
     /// A file the child's standard error goes to (for failure messages), removed with this object.
-    let errorLog = NSTemporaryDirectory() + "touchsync-child-errors-\(UUID().uuidString.prefix(12))"
+    public let errorLog = NSTemporaryDirectory() + "touchsync-child-errors-\(UUID().uuidString.prefix(12))"
 
     /// What the child wrote to standard error so far.
-    var errors: String { (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? "" }
+    public var errors: String { (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? "" }
 
-    init() throws {
+    public init() throws {
         var ends: [Int32] = [0, 0]
         let created = spawnGate.withLock { _ in
             guard pipe(&ends) == 0 else { return false }
@@ -170,7 +170,7 @@ final class ChildOutput: Sendable {
         writeEnd = ends[1]
     }
 
-    func closeWriteEnd() { close(writeEnd) }
+    public func closeWriteEnd() { close(writeEnd) }
 
     deinit {
         close(descriptor)
@@ -178,7 +178,7 @@ final class ChildOutput: Sendable {
     }
 
     /// The next bytes the child writes (empty: it closed its end), read on a thread of its own.
-    func nextChunk() async -> Data {
+    public func nextChunk() async -> Data {
         await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
             Thread.detachNewThread { continuation.resume(returning: self.readOnce()) }
         }
@@ -189,7 +189,7 @@ final class ChildOutput: Sendable {
     /// from there is not held up by a busy test process's cooperative threads
     /// (seen: seconds late, after the child had finished what it was to be
     /// interrupted in). Returns what was read.
-    func readUntil(_ marker: String, then action: @escaping @Sendable () -> Void) async -> Data {
+    public func readUntil(_ marker: String, then action: @escaping @Sendable () -> Void) async -> Data {
         await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
             Thread.detachNewThread {
                 var data = Data()
@@ -205,7 +205,7 @@ final class ChildOutput: Sendable {
     }
 
     /// Everything the child writes until it closes its end.
-    func readToEnd() async -> Data {
+    public func readToEnd() async -> Data {
         await withCheckedContinuation { (continuation: CheckedContinuation<Data, Never>) in
             Thread.detachNewThread {
                 var data = Data()
@@ -229,10 +229,10 @@ final class ChildOutput: Sendable {
     }
 }
 
-struct ChildError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+public struct ChildError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// /dev/null for writing, close-on-exec.
-func nullDevice() -> Int32 { open("/dev/null", O_WRONLY | O_CLOEXEC) }
+public func nullDevice() -> Int32 { open("/dev/null", O_WRONLY | O_CLOEXEC) }

@@ -1,4 +1,6 @@
+import ProcessTestSupport
 import TestSupport
+import WebTestSupport
 import Foundation
 import Logging
 import Testing
@@ -60,7 +62,7 @@ final class WhiteboardRig {
             webSecurity = ["--key", keys + "/gateway.key", "--hub-key", keys + "/hub.pub", "--access", access]
             self.keys = keys
         }
-        let started = try await children.startHub(ports: try ProcessTests.freePorts(4)) { ports in
+        let started = try await children.startHub(ports: try TouchSyncProcess.freePorts(4)) { ports in
             ["hub", "--data", data] + zip(["--ingest", "--publish", "--snapshot", "--history"], ports).flatMap { [$0, "tcp://127.0.0.1:\($1)"] }
                 + hubSecurity
         }
@@ -145,63 +147,6 @@ struct PageBoard: Equatable, CustomStringConvertible {
         sequence = Int(board.sequence)
         accepted = board.acceptedStrokes.map { ["\($0.id.rawValue)", $0.owner.rawValue, "\($0.samples.count)"] }
         active = board.orderedActiveStrokes.map { Int($0.id.rawValue) }
-    }
-}
-
-extension BrowserPage {
-    func number(_ expression: String) async throws -> Double {
-        let value = try await evaluate(expression)
-        if let number = value as? Double { return number }
-        if let number = value as? Int { return Double(number) }
-        throw TestFailure("not a number: \(expression) is \(String(describing: value))")
-    }
-
-    /// Waits until the hub has acknowledged everything this page sent.
-    func settled() async throws {
-        try await waitFor("touchsync.connected && touchsync.pending.length === 0")
-    }
-
-    /// A touch stroke of several fingers at once: down, `steps` moves, up (or cancel).
-    func multiTouch(fingers: Int, at origin: (x: Double, y: Double), steps: Int = 8, cancel: Bool = false) async throws {
-        func points(_ step: Int) -> [(x: Double, y: Double, id: Int)] {
-            (0..<fingers).map { finger in
-                (origin.x + Double(finger) * 60 + Double(step) * 12, origin.y + Double(step) * 7 + Double(finger) * 15, finger)
-            }
-        }
-        try await touch("touchStart", points(0))
-        for step in 1...steps { try await touch("touchMove", points(step)) }
-        try await touch(cancel ? "touchCancel" : "touchEnd", cancel ? [] : [])
-    }
-
-    /// A mouse or pen stroke.
-    func drag(from: (x: Double, y: Double), steps: Int = 10, pointerType: String = "mouse", force: Double? = nil, tilt: Double? = nil)
-        async throws
-    {
-        try await pointer("mousePressed", x: from.x, y: from.y, pointerType: pointerType, force: force, tiltX: tilt, tiltY: tilt)
-        for step in 1...steps {
-            try await pointer(
-                "mouseMoved", x: from.x + Double(step) * 15, y: from.y + Double(step * step), pointerType: pointerType, force: force,
-                tiltX: tilt, tiltY: tilt)
-        }
-        try await pointer("mouseReleased", x: from.x + Double(steps) * 15, y: from.y + Double(steps * steps), pointerType: pointerType, force: force)
-    }
-
-    /// The colour of the pixel at (x, y) in a screenshot of the page, as [r, g, b].
-    func screenshotPixel(x: Int, y: Int, png: Data) async throws -> [Int] {
-        let value = try await evaluate(
-            """
-            (async () => {
-              const image = new Image();
-              image.src = 'data:image/png;base64,\(png.base64EncodedString())';
-              await image.decode();
-              const canvas = document.createElement('canvas');
-              canvas.width = image.width; canvas.height = image.height;
-              const context = canvas.getContext('2d');
-              context.drawImage(image, 0, 0);
-              return Array.from(context.getImageData(\(x), \(y), 1, 1).data.slice(0, 3));
-            })()
-            """)
-        return value as? [Int] ?? []
     }
 }
 
@@ -697,7 +642,7 @@ struct BrowserTests {
     @Test func thePagesBinaryFramesMatchTheVectors() async throws {
         let rig = try await WhiteboardRig()
         defer { rig.close() }
-        let vectors = String(decoding: try Data(contentsOf: BrowserBinaryTests.file), as: UTF8.self)
+        let vectors = String(decoding: try Data(contentsOf: repositoryRoot.appendingPathComponent("proto/conformance/v1/browser-binary.json")), as: UTF8.self)
         let page = try await rig.browser.openPage("\(rig.web)/")
         try await page.waitFor("document.readyState === 'complete'")
         let result = try await page.evaluate(
@@ -737,7 +682,7 @@ struct BrowserTests {
     @Test func thePagesPackedFramesMatchTheVectors() async throws {
         let rig = try await WhiteboardRig()
         defer { rig.close() }
-        let vectors = String(decoding: try Data(contentsOf: PackedWireTests.file), as: UTF8.self)
+        let vectors = String(decoding: try Data(contentsOf: repositoryRoot.appendingPathComponent("proto/conformance/v1/browser-packed.json")), as: UTF8.self)
         let page = try await rig.browser.openPage("\(rig.web)/")
         try await page.waitFor("document.readyState === 'complete'")
         let result = try await page.evaluate(
@@ -819,7 +764,7 @@ struct BrowserTests {
         }
         let children = ChildProcesses()
         defer { children.killAll() }
-        let nowhere = try ProcessTests.freePorts(4).map { "tcp://127.0.0.1:\($0)" }
+        let nowhere = try TouchSyncProcess.freePorts(4).map { "tcp://127.0.0.1:\($0)" }
         let (port, _) = try await GatewayWireTests.Rig.startGateway(
             children, ["--page", folder.path, "--hub", nowhere[0], "--publish", nowhere[1], "--snapshot", nowhere[2], "--history", nowhere[3]])
         let browser = try Chromium.launch(spawning: { body in spawnGate.withLock { _ in body() } })
@@ -896,7 +841,7 @@ struct BrowserTests {
         // A gateway whose hub is not there: the index says so.
         let children = ChildProcesses()
         defer { children.killAll() }
-        let dead = try ProcessTests.freePorts(4).map { "tcp://127.0.0.1:\($0)" }
+        let dead = try TouchSyncProcess.freePorts(4).map { "tcp://127.0.0.1:\($0)" }
         let (port, _) = try await GatewayWireTests.Rig.startGateway(
             children, ["--hub", dead[0], "--publish", dead[1], "--snapshot", dead[2], "--history", dead[3]])
         let lonely = try await rig.browser.openPage("http://127.0.0.1:\(port)/")

@@ -1,3 +1,4 @@
+import ProcessTestSupport
 import Foundation
 import Logging
 import Testing

@@ -1,4 +1,6 @@
+import ProcessTestSupport
 import TestSupport
+import WebTestSupport
 import Foundation
 import NIOPosix
 import TouchSyncWebWire
@@ -16,7 +18,7 @@ struct StoreHubTests {
         let endpoints: [String]
 
         init(server: PostgresServer, name: String, leaseTimeout: Double = 5, snapshotKib: Int = 4096, host: String = "127.0.0.1") throws {
-            endpoints = try ProcessTests.freePorts(4).map { "tcp://\(host):\($0)" }
+            endpoints = try TouchSyncProcess.freePorts(4).map { "tcp://\(host):\($0)" }
             arguments = [
                 "hub", "--store", server.url, "--name", name, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot",
                 endpoints[2], "--history", endpoints[3], "--journal-retry", "1", "--lease-timeout", "\(leaseTimeout)", "--store-snapshot-kib", "\(snapshotKib)",
@@ -127,7 +129,7 @@ struct StoreHubTests {
 
             // The recording, from the store: replayed to the digest, drawn at a moment.
             func replayed() async throws -> String {
-                let ports = try ProcessTests.freePorts(2)
+                let ports = try TouchSyncProcess.freePorts(2)
                 let replay = try await touchsync([
                     "replay", "--store", server.url, "--board", "load-31-0", "--speed", "max", "--now", "--exit-at-end",
                     "--publish", "tcp://127.0.0.1:\(ports[0])", "--snapshot", "tcp://127.0.0.1:\(ports[1])",
@@ -400,7 +402,7 @@ struct StoreGatewayTests {
             let rig = try await TwoHubsAndAGateway(server: server, children: children, boards: "gw")
             let (a, b, hubB, board, port) = (rig.a, rig.b, rig.hubB, rig.board, rig.port)
             // A relay given both hubs' feeds, in front of a spectator.
-            let relayPorts = try ProcessTests.freePorts(2).map { "tcp://127.0.0.1:\($0)" }
+            let relayPorts = try TouchSyncProcess.freePorts(2).map { "tcp://127.0.0.1:\($0)" }
             let (_, relayOutput) = try children.run(
                 ["relay", "--publish", a.endpoints[1], "--snapshot", a.endpoints[2], "--hub-feed", "\(b.endpoints[1]),\(b.endpoints[2])",
                  "--serve-publish", relayPorts[0], "--serve-snapshot", relayPorts[1], "--board", board], limit: 150)
@@ -415,9 +417,9 @@ struct StoreGatewayTests {
             #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-b'") == 1)
             // The relay, started on hub-a's feed, serves the board hub-b holds.
             let atB = try await touchsync(["spectate", "--board", board, "--duration", "1.5"] + b.client)
-            let digestB = try #require(DeploymentTests().lastDigest(atB.output), "\(atB.output) \(atB.errors)")
+            let digestB = try #require(spectatedDigest(atB.output), "\(atB.output) \(atB.errors)")
             let atRelayBefore = try await touchsync(["spectate", "--board", board, "--duration", "1.5", "--publish", relayPorts[0], "--snapshot", relayPorts[1]])
-            #expect(DeploymentTests().lastDigest(atRelayBefore.output) == digestB, "relay: \(atRelayBefore.output) \(atRelayBefore.errors)")
+            #expect(spectatedDigest(atRelayBefore.output) == digestB, "relay: \(atRelayBefore.output) \(atRelayBefore.errors)")
 
             kill(hubB.processIdentifier, SIGKILL)
             await hubB.exited()
@@ -429,9 +431,9 @@ struct StoreGatewayTests {
             #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(board)' AND hub = 'hub-a'") == 1)
             // The relay followed the board from hub-b to hub-a: its spectator shows hub-a's board.
             let atHub = try await touchsync(["spectate", "--board", board, "--duration", "1.5"] + a.client)
-            let hubDigest = try #require(DeploymentTests().lastDigest(atHub.output), "\(atHub.output) \(atHub.errors)")
+            let hubDigest = try #require(spectatedDigest(atHub.output), "\(atHub.output) \(atHub.errors)")
             let atRelay = try await touchsync(["spectate", "--board", board, "--duration", "1.5", "--publish", relayPorts[0], "--snapshot", relayPorts[1]])
-            #expect(DeploymentTests().lastDigest(atRelay.output) == hubDigest, "relay: \(atRelay.output) \(atRelay.errors); hub: \(atHub.output)")
+            #expect(spectatedDigest(atRelay.output) == hubDigest, "relay: \(atRelay.output) \(atRelay.errors); hub: \(atHub.output)")
             await tabs.close()
         } catch {
             try? await group.shutdownGracefully()
@@ -609,13 +611,13 @@ extension StoreHubTests {
 /// A drawer's and a watcher's tab on one board through a gateway (the
 /// browser wire, JSON), and the watcher's replica of the board.
 final class DrawerAndWatcher {
-    let drawer: GatewayWireTests.Tab
-    let watcher: GatewayWireTests.Tab
+    let drawer: TestTab
+    let watcher: TestTab
     private(set) var replica = BrowserReplica()
 
     init(port: Int, group: MultiThreadedEventLoopGroup, board: String) async throws {
-        drawer = try await GatewayWireTests.Tab.open(port: port, group: group)
-        watcher = try await GatewayWireTests.Tab.open(port: port, group: group)
+        drawer = try await TestTab.open(port: port, group: group)
+        watcher = try await TestTab.open(port: port, group: group)
         for (tab, name) in [(drawer, "Ann"), (watcher, "Bob")] {
             tab.send(.hello(.init(board: board, name: name)))
             _ = try await tab.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } }
@@ -625,9 +627,9 @@ final class DrawerAndWatcher {
 
     /// A three-sample stroke on `touch`, numbered from `first`.
     func stroke(_ first: Int, touch: Int) {
-        drawer.send(.touch(.init(n: UInt64(first), phase: "began", id: UInt64(touch), s: [GatewayWireTests.sample(10, 20, 1000)])))
-        drawer.send(.touch(.init(n: UInt64(first + 1), phase: "moved", id: UInt64(touch), s: [GatewayWireTests.sample(30, 40, 1016)])))
-        drawer.send(.touch(.init(n: UInt64(first + 2), phase: "ended", id: UInt64(touch), s: [GatewayWireTests.sample(50, 60, 1033)])))
+        drawer.send(.touch(.init(n: UInt64(first), phase: "began", id: UInt64(touch), s: [browserSample(10, 20, 1000)])))
+        drawer.send(.touch(.init(n: UInt64(first + 1), phase: "moved", id: UInt64(touch), s: [browserSample(30, 40, 1016)])))
+        drawer.send(.touch(.init(n: UInt64(first + 2), phase: "ended", id: UInt64(touch), s: [browserSample(50, 60, 1033)])))
     }
 
     /// Returns once the watcher shows `count` accepted strokes (snapshots and batches applied in order).

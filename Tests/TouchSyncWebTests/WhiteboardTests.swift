@@ -1,3 +1,4 @@
+import WebTestSupport
 import Foundation
 import Testing
 import TouchSyncBrowser
