@@ -367,3 +367,34 @@ extension HubCore {
         (TokenBucket(rate: configuration.maxSamplesPerSecond, now: now), TokenBucket(rate: configuration.maxBytesPerSecond, now: now))
     }
 }
+
+extension HubCore {
+    /// An agent's message: on channel 0 about the connection, a hello, or a session's request.
+    mutating func agentMessage(_ request: AgentRequest, bytes: Int, from peer: Peer, now: Moment, into actions: inout [HubAction]) {
+        counters.messages += 1
+        if peer.id.channel == 0 {
+            handleConnectionMessage(request, from: peer, now: now, into: &actions)
+        } else if case .hello(let hello) = request {
+            handleHello(hello, from: peer, now: now, into: &actions)
+        } else {
+            handle(request, bytes: bytes, from: sessions.acting(peer), now: now, into: &actions)
+        }
+    }
+
+    /// Bytes that are no agent message: refused to a known peer, or a stranger within its allowance.
+    mutating func undecodable(_ error: WireError, from authenticated: Peer, now: Moment, into actions: inout [HubAction]) {
+        counters.messages += 1
+        let peer = sessions.acting(authenticated)
+        if sessions.isCurrent(peer) || sessions.admitStranger(peer.id, now: now) {
+            refuse(peer.id, HubRefusal(error.code, error.reason), into: &actions)
+        }
+    }
+
+    /// The transport saw the connection close: its session ends.
+    mutating func peerGone(_ id: PeerID) {
+        if let principal = sessions.principal(connectedAs: id) {
+            end(principal, why: "its connection closed")
+        }
+        sessions.connectionClosed(id)
+    }
+}

@@ -122,3 +122,22 @@ extension HubCore {
         for parked in storeWaits.takeHellos(for: board) { refuse(parked.peer.id, refusal, into: &actions) }
     }
 }
+
+extension HubCore {
+    /// The journal or the store could not keep a board's batches (or could not claim it).
+    mutating func storageFailed(_ board: String, reason: String, now: Moment, into actions: inout [HubAction]) {
+        if storeWaits.isWaiting(for: board) && channels.slot(of: board) == nil {
+            claimFailed(board, reason: reason, into: &actions)
+            return
+        }
+        journalFailed(board: board, reason: reason, now: now, into: &actions)
+    }
+
+    /// A failed board's restart is durable: its agents waited, everything they sent is in it.
+    mutating func storageRestored(_ board: String, now: Moment, into actions: inout [HubAction]) {
+        guard journal?.restored(board) == true else { return }
+        observer?.observe(.journalRestored(board: board))
+        sessions.requestAcks(onBoard: board)
+        sendAcks(now: now, force: true, into: &actions)
+    }
+}

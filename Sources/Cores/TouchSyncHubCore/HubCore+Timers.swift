@@ -156,3 +156,20 @@ extension HubCore {
         counters.agents = sessions.count
     }
 }
+
+extension HubCore {
+    /// The transport's turn ended (`inputWaiting`: it stopped with input still
+    /// queued, so the hub is behind): publish, sync, acknowledge, run the timers.
+    mutating func turnEnded(inputWaiting: Bool, now: Moment, into actions: inout [HubAction]) {
+        if !inputWaiting {
+            if behindSince != nil && lastBusyNotice != nil { counters.behindSeconds = 0 }
+            behindSince = nil
+        } else if behindSince == nil {
+            behindSince = now
+        }
+        publishDirtyBoards(force: false, now: now, into: &actions)
+        syncJournalIfDue(force: false, now: now, into: &actions)
+        sendAcks(now: now, force: false, into: &actions)
+        runTimers(now: now, into: &actions)
+    }
+}

@@ -172,143 +172,32 @@ public struct HubCore {
         nextDeadline = computedNextDeadline.instant(since: epoch)
     }
 
+    /// Routes each event to its rule (the rules live in the extensions by concern:
+    /// `+Agents`, `+Subscriptions`, `+Snapshots`, `+Storage`, `+Publishing`, `+Timers`).
     mutating func handle(_ event: HubEvent, at now: Moment, into actions: inout [HubAction]) {
         switch event {
-        case .agentMessage(let peer, let request, let bytes):
-            counters.messages += 1
-            if peer.id.channel == 0 {
-                handleConnectionMessage(request, from: peer, now: now, into: &actions)
-            } else if case .hello(let hello) = request {
-                handleHello(hello, from: peer, now: now, into: &actions)
-            } else {
-                handle(request, bytes: bytes, from: sessions.acting(peer), now: now, into: &actions)
-            }
-        case .undecodable(let authenticated, let error):
-            counters.messages += 1
-            let peer = sessions.acting(authenticated)
-            if sessions.isCurrent(peer) || sessions.admitStranger(peer.id, now: now) {
-                refuse(peer.id, HubRefusal(error.code, error.reason), into: &actions)
-            }
-        case .peerGone(let id):
-            if let principal = sessions.principal(connectedAs: id) {
-                end(principal, why: "its connection closed")
-            }
-            sessions.connectionClosed(id)
-        case .subscribed(let topic, let user):
-            if let access {
-                // Only whole board topics (any stream), and only boards the user may watch.
-                guard let name = PublishStream.parse(topic: topic)?.board, let user, access.role(of: user.rawValue, on: name) != nil
-                else {
-                    counters.refused(.forbidden)
-                    observer?.observe(.subscriptionRefused(user: user))
-                    return
-                }
-                actions.append(.allowSubscription(topic: topic))
-                if watchedBoards[user, default: []].count < 1024 { watchedBoards[user, default: []].insert(name) }
-            }
-            subscriptions[topic, default: 0] += 1
-            counters.subscriptions = subscriptions.values.reduce(0, +)
-            if !isBoardTopic(topic) {
-                // A prefix may cover any board: every board is encoded in v1 again.
-                prefixSubscriptions += 1
-                for slot in channels.heldSlots where !channels[slot].publishesV1 { updateWireFormats(slot: slot, now: now, into: &actions) }
-            }
-            // Tell the newcomer where the board stands, so it can spot a gap at
-            // once, but at most once per interval per board (a flood of
-            // subscriptions must not become a flood of heartbeats to everyone).
-            let boardTopic = PublishStream.parse(topic: topic)
-            if let name = boardTopic?.board, let slot = channels.slot(of: name) {
-                // The streams its batches are encoded for may change (a first subscriber of one).
-                updateWireFormats(slot: slot, now: now, into: &actions)
-                if publisher.subscriberArrived(at: slot, now: now) {
-                    publishPending(slot: slot, now: now, into: &actions)
-                    publishHeartbeat(slot: slot, now: now, into: &actions)
-                }
-            } else if let (name, stream) = boardTopic, stream != .v1, !configuration.storeCommits, wrongHub(for: name) == nil {
-                // A board nobody drew on yet: one heartbeat at sequence 0 (the
-                // empty board) tells the v2 subscriber that this hub speaks v2.
-                var message = Touchsync_V1_PublishMessage()
-                message.heartbeat.board = name
-                message.heartbeat.hubTime = hubTime(at: now)
-                message.heartbeat.digest = BoardState.emptyDigest.rawValue
-                if !stream.carriesPredictions { message.heartbeat.digestWithoutPredictions = BoardState.emptyDigest.rawValue }
-                actions.append(
-                    .publish(
-                        Publication(
-                            board: name, kind: .heartbeat(sequence: 0, digest: BoardState.emptyDigest), topic: topic,
-                            bytes: WireCodec.encode(message))))
-            }
-        case .unsubscribed(let topic, _):
-            if access != nil { actions.append(.dropSubscription(topic: topic)) }
-            if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }
-            counters.subscriptions = subscriptions.values.reduce(0, +)
-            if !isBoardTopic(topic) { prefixSubscriptions = max(0, prefixSubscriptions - 1) }
-            // The last subscriber of a format gone: the board may stop encoding it.
-            if subscriptions[topic] == nil, let name = PublishStream.parse(topic: topic)?.board, let slot = channels.slot(of: name) {
-                updateWireFormats(slot: slot, now: now, into: &actions)
-            }
+        case .agentMessage(let peer, let request, let bytes): agentMessage(request, bytes: bytes, from: peer, now: now, into: &actions)
+        case .undecodable(let authenticated, let error): undecodable(error, from: authenticated, now: now, into: &actions)
+        case .peerGone(let id): peerGone(id)
+        case .subscribed(let topic, let user): subscribed(topic, by: user, now: now, into: &actions)
+        case .unsubscribed(let topic, _): unsubscribed(topic, now: now, into: &actions)
         case .snapshotRequested(let peer, let user, let board, let requestID, let onBehalf):
-            guard let party = party(of: peer, user: user, onBehalf, requestID: requestID, into: &actions),
-                admitSnapshot(by: peer, party: party, requestID: requestID, now: now, into: &actions)
-            else { return }
-            if let wrong = wrongHub(for: board) {
-                counters.refused(.wrongHub)
-                actions.append(.refuseSnapshot(to: peer, requestID: requestID, wrong))
-                return
-            }
-            guard party.mayWatch(board, access: access) else {
-                counters.refused(.forbidden)
-                actions.append(
-                    .refuseSnapshot(
-                        to: peer, requestID: requestID,
-                        HubRefusal(.forbidden, "\(party.user ?? "this peer") may not watch board \(board)")))
-                return
-            }
-            snapshot(board, for: peer, requestID: requestID, now: now, into: &actions)
+            snapshotRequested(board, by: peer, user: user, onBehalf: onBehalf, requestID: requestID, now: now, into: &actions)
         case .boardListRequested(let peer, let user, let prefix, let after, let limit, let requestID, let onBehalf):
-            guard let party = party(of: peer, user: user, onBehalf, requestID: requestID, into: &actions),
-                admitSnapshot(by: peer, party: party, requestID: requestID, now: now, into: &actions)
-            else { return }
-            let (boards, more) = boardList(prefix: prefix, after: after, limit: limit, for: party)
-            actions.append(.sendBoardList(to: peer, requestID: requestID, boards: boards, more: more))
-        case .accessChanged(let list):
-            accessChanged(list, into: &actions)
+            boardListRequested(prefix: prefix, after: after, limit: limit, by: peer, user: user, onBehalf: onBehalf, requestID: requestID, now: now, into: &actions)
+        case .accessChanged(let list): accessChanged(list, into: &actions)
         case .journalProgress(let written, let synced):
             journal?.progress(written: written, synced: synced)
             sendAcks(now: now, force: false, into: &actions)
-        case .journalFailed(let board, let reason):
-            if storeWaits.isWaiting(for: board) && channels.slot(of: board) == nil {
-                claimFailed(board, reason: reason, into: &actions)
-                return
-            }
-            journalFailed(board: board, reason: reason, now: now, into: &actions)
-        case .journalRestored(let board):
-            guard journal?.restored(board) == true else { return }
-            observer?.observe(.journalRestored(board: board))
-            // Its agents waited: everything they sent is in the checkpoint just made durable.
-            sessions.requestAcks(onBoard: board)
-            sendAcks(now: now, force: true, into: &actions)
-        case .boardMoved(let board, let owner):
-            boardMoved(board, to: owner, into: &actions)
-        case .boardAdopted(let board):
-            adopt(board, now: now, into: &actions)
-        case .boardAbsent(let board):
-            answerWaitingSnapshots(of: board, now: now, into: &actions)
+        case .journalFailed(let board, let reason): storageFailed(board, reason: reason, now: now, into: &actions)
+        case .journalRestored(let board): storageRestored(board, now: now, into: &actions)
+        case .boardMoved(let board, let owner): boardMoved(board, to: owner, into: &actions)
+        case .boardAdopted(let board): adopt(board, now: now, into: &actions)
+        case .boardAbsent(let board): answerWaitingSnapshots(of: board, now: now, into: &actions)
         case .membershipChanged(let map):
             if let name = configuration.storeHubName ?? routing.cluster?.name { routing.cluster = (map, name) }
-        case .turnEnded(let inputWaiting):
-            if !inputWaiting {
-                if behindSince != nil && lastBusyNotice != nil { counters.behindSeconds = 0 }
-                behindSince = nil
-            } else if behindSince == nil {
-                behindSince = now
-            }
-            publishDirtyBoards(force: false, now: now, into: &actions)
-            syncJournalIfDue(force: false, now: now, into: &actions)
-            sendAcks(now: now, force: false, into: &actions)
-            runTimers(now: now, into: &actions)
-        case .publishNow:
-            publishDirtyBoards(force: true, now: now, into: &actions)
+        case .turnEnded(let inputWaiting): turnEnded(inputWaiting: inputWaiting, now: now, into: &actions)
+        case .publishNow: publishDirtyBoards(force: true, now: now, into: &actions)
         case .stopping:
             publishDirtyBoards(force: true, now: now, into: &actions)
             syncJournalIfDue(force: true, now: now, into: &actions)
