@@ -21,9 +21,9 @@ struct AgentProtocolTests {
         await checkProperty(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 30...250)) { seed, steps in
             var random = SplitMix64(seed: seed)
             let hub = CoreHarness { configuration in
-                configuration.maxMessagesPerSecond = 1_000_000
-                configuration.livenessTimeout = .seconds(3600)
-                configuration.abandonTimeout = .seconds(3600)
+                configuration.limits.maxMessagesPerSecond = 1_000_000
+                configuration.timing.livenessTimeout = .seconds(3600)
+                configuration.timing.abandonTimeout = .seconds(3600)
             }
             let peer = Peer(routingID: Array("agent".utf8))
             var settings = AgentProtocol.Settings(board: "wall", hubTimeout: .milliseconds(300), maxInFlight: 1 + Int(seed % 8))

@@ -51,10 +51,10 @@ struct ReplicaSyncTests {
         await checkProperty(count: 40, input: Gen.uint64(in: 0...UInt64.max), Gen.int(in: 40...300)) { seed, steps in
             var random = SplitMix64(seed: seed)
             let hub = CoreHarness { configuration in
-                configuration.livenessTimeout = .seconds(3600)
-                configuration.maxMessagesPerSecond = 1_000_000
-                configuration.maxSnapshotsPerSecond = 1_000
-                configuration.heartbeatInterval = .milliseconds(100)
+                configuration.timing.livenessTimeout = .seconds(3600)
+                configuration.limits.maxMessagesPerSecond = 1_000_000
+                configuration.limits.maxSnapshotsPerSecond = 1_000
+                configuration.timing.heartbeatInterval = .milliseconds(100)
             }
             var link = Link(random: SplitMix64(seed: seed ^ 0x9E37), loss: [0, 0.05, 0.2][Int(seed % 3)])
             var profile = SimulationProfile()

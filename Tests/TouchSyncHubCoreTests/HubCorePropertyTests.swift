@@ -33,8 +33,8 @@ struct HubCorePropertyTests {
             var random = SplitMix64(seed: seed)
             let policy: FsyncPolicy? = [nil, .never, .everyBatch, .interval(.milliseconds(3))][Int(seed % 4)]
             let hub = CoreHarness { configuration in
-                configuration.livenessTimeout = .seconds(3600)  // nobody falls silent here: the stream stays valid
-                configuration.maxMessagesPerSecond = 1_000_000
+                configuration.timing.livenessTimeout = .seconds(3600)  // nobody falls silent here: the stream stays valid
+                configuration.limits.maxMessagesPerSecond = 1_000_000
                 configuration.journal = policy.map { policy in
                     var journal = JournalConfiguration(directory: "unused")
                     journal.fsync = policy

@@ -63,7 +63,7 @@ struct HubCoreTests {
     /// covering everything applied so far; the core asks to be woken when
     /// the next is due, and stopping sends what is owed at once.
     @Test func acksPerIntervalCoverEverythingAppliedSoFar() throws {
-        let hub = CoreHarness { $0.ackInterval = .milliseconds(5) }
+        let hub = CoreHarness { $0.timing.ackInterval = .milliseconds(5) }
         let ann = peer("ann")
         try #require(hub.hello(ann, board: "b") != nil)
         _ = hub.message(ann, .numbered(sequence: 1, began(1, x: 10)))
@@ -106,7 +106,7 @@ struct HubCoreTests {
     }
 
     @Test func rateLimitsRefuseFloodsAndRefill() {
-        let hub = CoreHarness { $0.maxMessagesPerSecond = 10 }
+        let hub = CoreHarness { $0.limits.maxMessagesPerSecond = 10 }
         let flood = peer("flood")
         hub.hello(flood, board: "b")
         var refused = 0
@@ -130,8 +130,8 @@ struct HubCoreTests {
     /// abandon time-out they are cancelled. Heard again before, it carries on.
     @Test func silenceKeepsTouchesUntilTheAbandonTimeout() throws {
         let hub = CoreHarness {
-            $0.livenessTimeout = .seconds(3)
-            $0.abandonTimeout = .seconds(30)
+            $0.timing.livenessTimeout = .seconds(3)
+            $0.timing.abandonTimeout = .seconds(30)
         }
         let sam = peer("sam")
         hub.hello(sam, board: "b")
@@ -171,8 +171,8 @@ struct HubCoreTests {
     /// back with the same session, and its strokes simply continue.
     @Test func aSilentAgentThatResumesContinuesItsStrokes() {
         let hub = CoreHarness {
-            $0.livenessTimeout = .seconds(3)
-            $0.abandonTimeout = .seconds(30)
+            $0.timing.livenessTimeout = .seconds(3)
+            $0.timing.abandonTimeout = .seconds(30)
         }
         let ann = peer("ann")
         hub.hello(ann, board: "b")
@@ -290,7 +290,7 @@ struct HubCoreTests {
         configuration.fsync = .everyBatch
         let hub = CoreHarness {
             $0.journal = configuration
-            $0.journalRetryInterval = .seconds(5)
+            $0.timing.journalRetryInterval = .seconds(5)
         }
         let ink = peer("ink")
         let pen = peer("pen")
@@ -386,7 +386,7 @@ struct HubCoreTests {
     /// 1.86 GB) is refused past its allowance per second, per requester: an
     /// authenticated user whatever its connections, else a connection; others are served.
     @Test func snapshotRequestsAreBoundedPerRequester() {
-        let hub = CoreHarness { $0.maxSnapshotsPerSecond = 5 }
+        let hub = CoreHarness { $0.limits.maxSnapshotsPerSecond = 5 }
         let flooder = PeerID(Array("flooder".utf8))
         let honest = PeerID(Array("honest".utf8))
         func outcomes(_ peer: PeerID, user: UserNamespace? = nil, _ count: Int) -> (sent: Int, limited: Int) {
@@ -419,8 +419,8 @@ struct HubCoreTests {
     /// other users create theirs.
     @Test func boardsCreatedAreBoundedPerUser() {
         let hub = CoreHarness {
-            $0.maxBoardsCreatedPerUser = 5
-            $0.maxBoardsCreatedPerUserPerMinute = 3
+            $0.limits.maxBoardsCreatedPerUser = 5
+            $0.limits.maxBoardsCreatedPerUserPerMinute = 3
         }
         let flooder = peer("flooder")
         func create(_ board: String) -> Bool { hub.hello(flooder, board: board, session: board) != nil }
@@ -441,8 +441,8 @@ struct HubCoreTests {
     /// counted too, at four times a user's quota; another address is not held back.
     @Test func boardsCreatedAreBoundedPerAddressOnAPlainHub() {
         let hub = CoreHarness {
-            $0.maxBoardsCreatedPerUser = 5
-            $0.maxBoardsCreatedPerUserPerMinute = 2
+            $0.limits.maxBoardsCreatedPerUser = 5
+            $0.limits.maxBoardsCreatedPerUserPerMinute = 2
         }
         func create(_ index: Int, from address: String) -> HubRefusal? {
             var hello = AgentHello(board: "\(address)-\(index)", sessionID: Array("s\(index)".utf8))
@@ -464,8 +464,8 @@ struct HubCoreTests {
     /// subscriber, stay.
     @Test func idleEmptyBoardsAreForgotten() {
         let hub = CoreHarness {
-            $0.maxBoards = 3
-            $0.idleEmptyBoardTimeout = .seconds(60)
+            $0.limits.maxBoards = 3
+            $0.timing.idleEmptyBoardTimeout = .seconds(60)
         }
         let (empty, drawn, watched, present) = (peer("empty"), peer("drawn"), peer("watched"), peer("present"))
         hub.hello(empty, board: "empty")
@@ -500,7 +500,7 @@ struct HubCoreTests {
     /// while a stroke under way may finish; clearing makes room; other users
     /// are not affected; a restarted hub counts what it recovered.
     @Test func samplesPerUserAreBoundedOverAllBoards() {
-        let hub = CoreHarness { $0.maxSamplesPerUser = 4 }
+        let hub = CoreHarness { $0.limits.maxSamplesPerUser = 4 }
         let ann = peer("ann")
         hub.hello(ann, board: "a")
         _ = hub.message(ann, .numbered(sequence: 1, began(1)))
@@ -521,7 +521,7 @@ struct HubCoreTests {
 
         // After a restart the quota counts what the journal gave back.
         let recovered = ["a", "b"].compactMap { name in hub.core.board(name).map { RecoveredBoard(name: name, state: $0, agents: []) } }
-        let restarted = CoreHarness({ $0.maxSamplesPerUser = 3 }, recovered: recovered)
+        let restarted = CoreHarness({ $0.limits.maxSamplesPerUser = 3 }, recovered: recovered)
         restarted.hello(ann, board: "c", session: "session-3")
         #expect(restarted.message(ann, .numbered(sequence: 1, began(1))).errors(to: ann).first?.code == .boardFull, "board a still holds 3 accepted")
     }
@@ -530,7 +530,7 @@ struct HubCoreTests {
     /// user's quota (at it, a copy is BOARD_FULL), and an undo that puts back
     /// another user's stroke an edit deleted counts it for its owner again.
     @Test func editsKeepEveryUsersQuota() {
-        let hub = CoreHarness { $0.maxSamplesPerUser = 6 }
+        let hub = CoreHarness { $0.limits.maxSamplesPerUser = 6 }
         let (ann, bob) = (peer("ann"), peer("bob"))
         hub.hello(ann, board: "a")
         hub.hello(bob, board: "a")
@@ -559,7 +559,7 @@ struct HubCoreTests {
     }
 
     @Test func heartbeatsEveryIntervalAndAtOnceForANewSubscriber() {
-        let hub = CoreHarness { $0.heartbeatInterval = .seconds(1) }
+        let hub = CoreHarness { $0.timing.heartbeatInterval = .seconds(1) }
         let pen = peer("pen")
         hub.hello(pen, board: "b")
         _ = hub.message(pen, .numbered(sequence: 1, began(1)))
@@ -591,8 +591,8 @@ struct HubCoreTests {
             damage: [], recordsApplied: 1)
         let hub = CoreHarness(
             {
-                $0.livenessTimeout = .seconds(3)
-                $0.abandonTimeout = .seconds(30)
+                $0.timing.livenessTimeout = .seconds(3)
+                $0.timing.abandonTimeout = .seconds(30)
             }, recovered: [recovered])
         // The same session resumes where the journal says; a stranger to the journal cannot claim more.
         #expect(hub.message(peer("back"), .hello(AgentHello(board: "b", resumeAfter: 8, sessionID: Array("session-1".utf8)))).errors(to: peer("back")).map(\.code) == [.cannotResume])
@@ -611,7 +611,7 @@ struct HubCoreTests {
     /// One user may not make the hub store more than its sample allowance,
     /// whatever its message rate: a frame beyond it is refused whole.
     @Test func sampleQuotaRefusesFloodsOfLargeFrames() {
-        let hub = CoreHarness { $0.maxSamplesPerSecond = 100 }  // a bucket of 200
+        let hub = CoreHarness { $0.limits.maxSamplesPerSecond = 100 }  // a bucket of 200
         let big = peer("big")
         hub.hello(big, board: "b")
         func frame(_ touch: UInt64, samples: Int, from start: Int) -> NumberedRequest {
@@ -630,9 +630,9 @@ struct HubCoreTests {
     /// room; with none abandoned a new session is refused.
     @Test func sessionsAreCappedAndReclaimed() {
         let hub = CoreHarness {
-            $0.maxSessions = 2
-            $0.livenessTimeout = .seconds(1)
-            $0.abandonTimeout = .seconds(2)
+            $0.limits.maxSessions = 2
+            $0.timing.livenessTimeout = .seconds(1)
+            $0.timing.abandonTimeout = .seconds(2)
         }
         hub.hello(peer("a"), board: "b")
         hub.hello(peer("b"), board: "b")
@@ -652,7 +652,7 @@ struct HubCoreTests {
     /// A flood of subscriptions to a board makes one heartbeat at once and
     /// one at the end of the interval, not one each.
     @Test func subscriptionFloodsDoNotFloodHeartbeats() {
-        let hub = CoreHarness { $0.subscribeHeartbeatInterval = .milliseconds(100) }
+        let hub = CoreHarness { $0.timing.subscribeHeartbeatInterval = .milliseconds(100) }
         hub.hello(peer("pen"), board: "b")
         _ = hub.message(peer("pen"), .numbered(sequence: 1, began(1)))
         var beats = 0
@@ -669,7 +669,7 @@ struct HubCoreTests {
     }
 
     @Test func boardLimitRefusesNewBoards() {
-        let hub = CoreHarness { $0.maxBoards = 1 }
+        let hub = CoreHarness { $0.limits.maxBoards = 1 }
         hub.hello(peer("a"), board: "one")
         let refusal = hub.message(peer("b"), .hello(AgentHello(board: "two", sessionID: [1]))).errors(to: peer("b")).first
         #expect(refusal?.code == .unknownBoard)
@@ -682,9 +682,9 @@ struct HubCoreTests {
     /// once per interval. Caught up, liveness resumes from what was heard.
     @Test func behindTheHubTellsAgentsBusyAndSilencesNobody() {
         let hub = CoreHarness {
-            $0.livenessTimeout = .seconds(3)
-            $0.busyAfter = .milliseconds(250)
-            $0.busyNoticeInterval = .seconds(1)
+            $0.timing.livenessTimeout = .seconds(3)
+            $0.timing.busyAfter = .milliseconds(250)
+            $0.timing.busyNoticeInterval = .seconds(1)
         }
         let (ann, bob) = (peer("ann"), peer("bob"))
         hub.hello(ann, board: "b")
@@ -722,7 +722,7 @@ struct HubCoreTests {
     }
 
     @Test func byteQuotaRefusesBigSendersAndCountsTheirPlace() {
-        let hub = CoreHarness { $0.maxBytesPerSecond = 10_000 }
+        let hub = CoreHarness { $0.limits.maxBytesPerSecond = 10_000 }
         let big = peer("big")
         hub.hello(big, board: "b")  // 40 bytes paid
         var codes: [ErrorCode] = []
@@ -740,7 +740,7 @@ struct HubCoreTests {
     }
 
     @Test func aFullBoardRefusesNewStrokesWithATypedError() throws {
-        let hub = CoreHarness { $0.boardLimits.maxSamplesPerBoard = 2 }
+        let hub = CoreHarness { $0.limits.boardLimits.maxSamplesPerBoard = 2 }
         let ann = peer("ann")
         hub.hello(ann, board: "b")
         _ = hub.message(ann, .numbered(sequence: 1, began(1)))
@@ -804,7 +804,7 @@ struct HubCoreTests {
             "ann": AccessEntry(key: keys[0], boards: ["*": .draw]),
             "tv": AccessEntry(key: keys[1], boards: ["team-*": .watch]),
         ])
-        let hub = CoreHarness({ $0.maxSnapshotsPerSecond = 4 }, access: list)
+        let hub = CoreHarness({ $0.limits.maxSnapshotsPerSecond = 4 }, access: list)
         let ann = peer("ann")
         for board in ["team-b", "白板", "team-a", "other"] { #expect(hub.hello(ann, board: board, session: board) != nil) }
         _ = hub.message(ann, .numbered(sequence: 1, began(1)))  // on "other", the last hello

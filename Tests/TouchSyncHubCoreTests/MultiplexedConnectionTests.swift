@@ -42,7 +42,7 @@ import TouchSyncWire
     }
 
     @Test func theConnectionsHeartbeatKeepsIdleChannelsLiveAndItsSilenceCancelsThem() throws {
-        let hub = CoreHarness { $0.livenessTimeout = .seconds(3); $0.abandonTimeout = .seconds(10) }
+        let hub = CoreHarness { $0.timing.livenessTimeout = .seconds(3); $0.timing.abandonTimeout = .seconds(10) }
         let one = Self.channel(1)
         let connection = Self.channel(0)
         _ = Self.hello(hub, one, actAs: "web:ann")
@@ -66,7 +66,7 @@ import TouchSyncWire
     }
 
     @Test func aSilentChannelIsLiveAgainWhenTheConnectionIsHeard() throws {
-        let hub = CoreHarness { $0.livenessTimeout = .seconds(3); $0.abandonTimeout = .seconds(30); $0.heartbeatInterval = .seconds(1) }
+        let hub = CoreHarness { $0.timing.livenessTimeout = .seconds(3); $0.timing.abandonTimeout = .seconds(30); $0.timing.heartbeatInterval = .seconds(1) }
         let one = Self.channel(1)
         _ = Self.hello(hub, one, actAs: "web:ann")
         _ = hub.message(one, .numbered(sequence: 1, began(1)))
@@ -152,7 +152,7 @@ import TouchSyncWire
             "ann": AccessEntry(token: token, boards: ["*": .draw]),
             "bob": AccessEntry(token: String(repeating: "u", count: 32), boards: ["*": .draw]),
         ])
-        let hub = CoreHarness({ $0.maxBoardsCreatedPerUserPerMinute = 3 }, access: access)
+        let hub = CoreHarness({ $0.limits.maxBoardsCreatedPerUserPerMinute = 3 }, access: access)
         func tab(_ channel: UInt32, of user: String, token: String, board: String) -> [HubRefusal] {
             let peer = Peer(id: PeerID(Array("gw".utf8), channel: channel), principal: UserNamespace("gateway"))
             let hello = AgentHello(board: board, sessionID: Array("s\(channel)".utf8), actAs: "web:\(user):tab\(channel)", token: token)
@@ -178,7 +178,7 @@ import TouchSyncWire
             "ann": AccessEntry(token: annToken, boards: ["*": .draw]),
             "eve": AccessEntry(token: eveToken, boards: ["public-*": .watch]),
         ])
-        return CoreHarness({ $0.maxSnapshotsPerSecond = 3 }, access: access)
+        return CoreHarness({ $0.limits.maxSnapshotsPerSecond = 3 }, access: access)
     }
 
     /// The outcome of one snapshot request from the gateway's connection: "ok" or the refusal's code.
@@ -214,7 +214,7 @@ import TouchSyncWire
             "ann": AccessEntry(token: Self.annToken, boards: ["*": .draw]),
             "eve": AccessEntry(token: Self.eveToken, boards: ["*": .draw]),
         ])
-        let hub = CoreHarness({ $0.maxSamplesPerSecond = 100 }, access: access)  // 200 at once
+        let hub = CoreHarness({ $0.limits.maxSamplesPerSecond = 100 }, access: access)  // 200 at once
         func tab(_ channel: UInt32, _ user: String, _ token: String) -> Peer {
             let peer = Peer(id: PeerID(Array("gw".utf8), channel: channel), principal: UserNamespace("gateway"))
             _ = hub.message(peer, .hello(AgentHello(board: "b", sessionID: Array("s\(channel)".utf8), actAs: "web:\(user):\(channel)", token: token)), bytes: 40)

@@ -46,7 +46,7 @@ struct StreamWithoutPredictionsTests {
     /// predictions keeps the replica at the board minus its tails, turn after
     /// turn, in fewer bytes than v2; v1 and v2 are what they would be without it.
     @Test func itsReplicaIsTheBoardWithoutPredictions() throws {
-        let hub = CoreHarness { $0.heartbeatInterval = .seconds(3600) }
+        let hub = CoreHarness { $0.timing.heartbeatInterval = .seconds(3600) }
         for stream in PublishStream.allCases { _ = hub.send(.subscribed(topic: Self.topic(stream), by: nil)) }
         var turnsWithTails = 0
         Self.draw(on: hub, frames: 400) {
@@ -74,7 +74,7 @@ struct StreamWithoutPredictionsTests {
         for (with, without) in zip(v2, lean) { #expect(without.bytes.count <= with.bytes.count) }
 
         // The same session on a hub with a v1 and a v2 subscriber only: the same bytes on those topics.
-        let plain = CoreHarness { $0.heartbeatInterval = .seconds(3600) }
+        let plain = CoreHarness { $0.timing.heartbeatInterval = .seconds(3600) }
         for stream in [PublishStream.v1, .v2] { _ = plain.send(.subscribed(topic: Self.topic(stream), by: nil)) }
         Self.draw(on: plain, frames: 400)
         for stream in [PublishStream.v1, .v2] {
@@ -88,7 +88,7 @@ struct StreamWithoutPredictionsTests {
     /// Heartbeats on the stream without predictions carry both digests; on
     /// v1 and v2 they stay as they were (no `digest_without_predictions`).
     @Test func itsHeartbeatsCarryTheDigestItsReplicasHold() throws {
-        let hub = CoreHarness { $0.heartbeatInterval = .seconds(1) }
+        let hub = CoreHarness { $0.timing.heartbeatInterval = .seconds(1) }
         for stream in PublishStream.allCases { _ = hub.send(.subscribed(topic: Self.topic(stream), by: nil)) }
         Self.draw(on: hub, frames: 61, framesPerTurn: 1)
         let board = hub.core.board("b")!
@@ -116,7 +116,7 @@ struct StreamWithoutPredictionsTests {
     /// A subscriber arriving mid-session starts from the snapshot without its
     /// tails and continues exactly; the last one leaving stops the stream.
     @Test func itStartsAndStopsWithItsSubscribers() {
-        let hub = CoreHarness { $0.heartbeatInterval = .seconds(3600) }
+        let hub = CoreHarness { $0.timing.heartbeatInterval = .seconds(3600) }
         _ = hub.send(.subscribed(topic: Self.topic(.v1), by: nil))
         var turns = 0
         var publishedWhileSubscribed = 0

@@ -9,7 +9,7 @@ import TouchSyncWire
 @Suite("Hub core: wire format v2 on its own topic")
 struct WireFormatV2Tests {
     @Test func aV2SubscriberGetsPackedBatchesAndHeartbeatsWhileSubscribed() {
-        let hub = CoreHarness { $0.heartbeatInterval = .seconds(1) }
+        let hub = CoreHarness { $0.timing.heartbeatInterval = .seconds(1) }
         let pen = peer("pen")
         let v1 = WireFormat.v1.topic(board: "b"), v2 = WireFormat.v2.topic(board: "b")
         _ = hub.send(.subscribed(topic: v1, by: nil))  // a v1 subscriber all along

@@ -12,7 +12,7 @@ import ZeroMQ
 @Suite("Hub requests on one thread", .timeLimit(.minutes(1)))
 struct HubRequestHostTests {
     @Test func manyRequestsAtOnceEachGetItsOwnAnswer() async throws {
-        let test = try await TestHub.start { $0.maxSnapshotsPerSecond = 1_000 }
+        let test = try await TestHub.start { $0.limits.maxSnapshotsPerSecond = 1_000 }
         for board in ["a", "b", "c"] {
             let agent = try test.agent(board: board, identity: "drawer-\(board)")
             for stroke in 0..<(board == "a" ? 1 : board == "b" ? 2 : 3) {

@@ -71,11 +71,11 @@ struct HubTests {
     /// batches; it notices (sequence gap or heartbeat ahead) and resyncs.
     @Test func stalledSubscriberDetectsTheGapAndResyncs() async throws {
         let test = try await TestHub.start {
-            $0.publishHighWaterMark = 4
-            $0.publishSendBufferBytes = 4096
+            $0.sockets.publishHighWaterMark = 4
+            $0.sockets.publishSendBufferBytes = 4096
             // One message per turn: a batch per frame however the machine
             // schedules the agent, so there are always far more than fit.
-            $0.maxMessagesPerTurn = 1
+            $0.sockets.maxMessagesPerTurn = 1
         }
         let subscriber = try test.subscriber(board: "b") {
             $0.receiveHighWaterMark = 2
@@ -211,8 +211,8 @@ struct HubTests {
             // PostgreSQL or two and dozens of other tests on two cores; 1.5 s
             // and then 5.5 s were missed there (a whole fresh-clone run saw
             // neither the silence report nor the touches kept).
-            $0.livenessTimeout = .milliseconds(500)
-            $0.abandonTimeout = .seconds(12)
+            $0.timing.livenessTimeout = .milliseconds(500)
+            $0.timing.abandonTimeout = .seconds(12)
         }
         let watcher = try test.subscriber(board: "b")
         let agent = try test.agent(board: "b", identity: "sleepy")
@@ -238,7 +238,7 @@ struct HubTests {
 
     /// An agent that stops (saying goodbye) has its touches cancelled at once.
     @Test func goodbyeCancelsTouchesAtOnce() async throws {
-        let test = try await TestHub.start { $0.abandonTimeout = .seconds(60) }
+        let test = try await TestHub.start { $0.timing.abandonTimeout = .seconds(60) }
         let agent = try test.agent(board: "b", identity: "leaving")
         try agent.touchesBegan([TouchInput(id: 1, coalesced: [point(1, 1, 1)])])
         #expect(await agent.flush())
@@ -306,8 +306,8 @@ struct HubTests {
     /// the same board is untouched and the hub keeps serving.
     @Test func badInputGetsTypedErrorsAndOthersCarryOn() async throws {
         let test = try await TestHub.start {
-            $0.maxMessageBytes = 2048
-            $0.maxMessagesPerSecond = 40
+            $0.limits.maxMessageBytes = 2048
+            $0.limits.maxMessagesPerSecond = 40
         }
         let good = try test.agent(board: "b", identity: "good")
         try good.touchesBegan([TouchInput(id: 1, coalesced: [point(10, 10, 1)])])
@@ -503,7 +503,7 @@ struct HubTests {
     /// As a service, the hub stops on graceful shutdown, and its ports are free again.
     @Test func gracefulShutdownStopsTheServiceAndFreesItsPorts() async throws {
         var configuration = HubConfiguration.loopbackEphemeral()
-        configuration.heartbeatInterval = .milliseconds(100)
+        configuration.timing.heartbeatInterval = .milliseconds(100)
         let hub = try TouchSyncHub(configuration: configuration, logger: testLogger("hub"))
         let endpoints = try await hub.start()
         let ports = [endpoints.ingest, endpoints.publish, endpoints.snapshot].map { UInt16($0.split(separator: ":").last!)! }
@@ -527,7 +527,7 @@ struct HubTests {
 @Suite("Hub: boards created per address")
 struct BoardsPerAddressTests {
     @Test func oneAddressWithARoutingIDPerBoardIsRateLimited() async throws {
-        let test = try await TestHub.start { $0.maxBoardsCreatedPerUserPerMinute = 2 }
+        let test = try await TestHub.start { $0.limits.maxBoardsCreatedPerUserPerMinute = 2 }
         var refusals: [String] = []
         var welcomed = 0
         for index in 0..<10 {
@@ -555,10 +555,10 @@ struct BoardsPerAddressTests {
 struct UnreadSnapshotTests {
     @Test func aConnectionThatDoesNotReadItsSnapshotIsClosedAndItsBudgetFreed() async throws {
         let test = try await TestHub.start { configuration in
-            configuration.unreadSnapshots.maxBytesPerOwner = 16 << 10
-            configuration.unreadSnapshots.patience = .seconds(1)
-            configuration.maxSnapshotsPerSecond = 1_000
-            configuration.snapshotSamplesPerChunk = 500  // many chunks: more than the attacker's one-message queue takes
+            configuration.limits.unreadSnapshots.maxBytesPerOwner = 16 << 10
+            configuration.limits.unreadSnapshots.patience = .seconds(1)
+            configuration.limits.maxSnapshotsPerSecond = 1_000
+            configuration.sockets.snapshotSamplesPerChunk = 500  // many chunks: more than the attacker's one-message queue takes
         }
         // A board of some 300 KB: more than a small receive buffer takes.
         let agent = try test.agent(board: "big")

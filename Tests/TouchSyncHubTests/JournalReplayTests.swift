@@ -52,8 +52,8 @@ struct JournalReplayTests {
         let again = try await TestHub.start {
             $0.journal = JournalConfiguration(directory: directory)
             // The recorded drawers' touches stay down however slow this machine is (not a liveness test).
-            $0.livenessTimeout = .seconds(3600)
-            $0.abandonTimeout = .seconds(3600)
+            $0.timing.livenessTimeout = .seconds(3600)
+            $0.timing.abandonTimeout = .seconds(3600)
         }
         defer { Task { await again.hub.stop() } }
         let recovered = try #require(again.hub.recovered.first)
@@ -99,7 +99,7 @@ struct JournalReplayTests {
         let directory = NSTemporaryDirectory() + "touchsync-behind-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = HubConfiguration.loopbackEphemeral()
-        configuration.heartbeatInterval = .milliseconds(200)
+        configuration.timing.heartbeatInterval = .milliseconds(200)
         configuration.journal = JournalConfiguration(directory: directory)
         // It comes back on the same ports.
         let ports = restartableEndpoints(3)

@@ -107,8 +107,8 @@ struct MultiplexedAgentsTests {
     /// down; a tab that stops saying goodbye has its touches cancelled at once.
     @Test func theConnectionKeepsIdleChannelsLive() async throws {
         let test = try await TestHub.start {
-            $0.livenessTimeout = .milliseconds(400)
-            $0.abandonTimeout = .seconds(2)
+            $0.timing.livenessTimeout = .milliseconds(400)
+            $0.timing.abandonTimeout = .seconds(2)
         }
         let host = try AgentHost(threads: 1, context: test.context, logger: testLogger("host"))
         host.start()

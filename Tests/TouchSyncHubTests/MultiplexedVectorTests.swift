@@ -89,7 +89,7 @@ struct MultiplexedVectorTests {
     }
 
     @Test func theHubAnswersAsTheVectorsSay() async throws {
-        let test = try await TestHub.start { $0.heartbeatInterval = .seconds(1) }  // the welcome carries the defaults
+        let test = try await TestHub.start { $0.timing.heartbeatInterval = .seconds(1) }  // the welcome carries the defaults
         let socket = try ZMQSocket(test.context, type: .dealer)
         defer { socket.close() }
         try socket.setRoutingID(Array("vector-gateway".utf8))

@@ -19,7 +19,7 @@ struct RelayTests {
         // The hub and the second relay come back on the same ports.
         let ports = restartableEndpoints(5)
         var hubConfiguration = HubConfiguration.loopbackEphemeral()
-        hubConfiguration.heartbeatInterval = .milliseconds(200)
+        hubConfiguration.timing.heartbeatInterval = .milliseconds(200)
         hubConfiguration.journal = JournalConfiguration(directory: data)
         (hubConfiguration.ingestEndpoint, hubConfiguration.publishEndpoint, hubConfiguration.snapshotEndpoint) = (ports[0], ports[1], ports[2])
         let context = try ZMQContext()

@@ -38,7 +38,7 @@ struct TestHub {
         async throws -> TestHub
     {
         var configuration = HubConfiguration.loopbackEphemeral()
-        configuration.heartbeatInterval = .milliseconds(200)
+        configuration.timing.heartbeatInterval = .milliseconds(200)
         configure(&configuration)
         let context = try ZMQContext()
         let hub = try TouchSyncHub(

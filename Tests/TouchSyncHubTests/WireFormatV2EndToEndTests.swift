@@ -19,7 +19,7 @@ struct WireFormatV2EndToEndTests {
     /// board minus its predicted tails, agree with the hub's heartbeats, and
     /// received fewer bytes still.
     @Test func v1AndV2SubscribersConvergeAndV2CarriesFewerBytes() async throws {
-        let test = try await TestHub.start { $0.heartbeatInterval = .milliseconds(200) }
+        let test = try await TestHub.start { $0.timing.heartbeatInterval = .milliseconds(200) }
         let board = "packed"
         let v1 = try test.subscriber(board: board)
         let v2 = try test.subscriber(board: board) { $0.wireFormat = .v2 }

@@ -23,8 +23,8 @@ import ZeroMQ
 struct HostilePeerTests {
     @Test func hostilePeersDoNotHurtHonestUsers() async throws {
         let (hub, endpoints, metrics, honest) = try await Self.hubWithAnHonestLoad(seed: 41) {
-            $0.maxBoards = 100
-            $0.maxSessions = 200
+            $0.limits.maxBoards = 100
+            $0.limits.maxSessions = 200
         }
         // The honest users are in before the attack fills the session cap (at the cap, newcomers are refused: by design).
         let sessions = try await waitForGauge(metrics, "touchsync_hub_agents", atLeast: 6)

@@ -9,7 +9,7 @@ extension HubLoop {
 
     func drainIngest() throws(ZMQError) {
         var received = 0
-        while received < configuration.maxMessagesPerTurn {
+        while received < configuration.sockets.maxMessagesPerTurn {
             guard try ingest.receive(into: routing, dontWait: true) else { return }
             guard routing.hasMore, try ingest.receive(into: payload, dontWait: true) else {
                 continue  // a ROUTER always prefixes the routing id; a lone frame is not from a DEALER
@@ -70,8 +70,8 @@ extension HubLoop {
 
     /// Decodes one agent message from `peer` and hands it to the core.
     func receiveAgentMessage(_ message: ZMQMessage, from peer: Peer) {
-        if message.count > configuration.maxMessageBytes {
-            let tooLarge = WireError(.messageTooLarge, "\(message.count) bytes, the limit is \(configuration.maxMessageBytes)")
+        if message.count > configuration.limits.maxMessageBytes {
+            let tooLarge = WireError(.messageTooLarge, "\(message.count) bytes, the limit is \(configuration.limits.maxMessageBytes)")
             // A numbered message still takes its number (read without decoding the body), so the next is not OUT_OF_ORDER.
             if let header = message.withUnsafeBytes(AgentMessageHeader.scan), header.sequence > 0,
                 let body = header.body, AgentMessageHeader.numberedBodies.contains(body)
@@ -113,7 +113,7 @@ extension HubLoop {
 
     /// XPUB hands up subscribe (1) and unsubscribe (0) messages.
     func drainSubscriptions() throws(ZMQError) {
-        for _ in 0..<configuration.maxMessagesPerTurn {
+        for _ in 0..<configuration.sockets.maxMessagesPerTurn {
             guard try publish.receive(into: payload, dontWait: true) else { return }
             let event = payload.bytes
             guard let kind = event.first else { continue }

@@ -18,7 +18,7 @@ extension HubLoop {
         let packed = packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID)) != nil
         let (delivered, bytes) = snapshotService.send(
             state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,
-            samplesPerChunk: configuration.snapshotSamplesPerChunk, packedSamples: packed)
+            samplesPerChunk: configuration.sockets.snapshotSamplesPerChunk, packedSamples: packed)
         snapshotReaders.sent(to: peer, bytes: bytes, now: clock.now)
         if !delivered {
             if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
@@ -27,7 +27,7 @@ extension HubLoop {
     }
 
     func drainSnapshotRequests() throws(ZMQError) {
-        for _ in 0..<configuration.maxMessagesPerTurn {
+        for _ in 0..<configuration.sockets.maxMessagesPerTurn {
             guard let (peer, user, decoded, descriptor, address) = try snapshotService.next() else { return }
             // Snapshot memory is bounded per owner and in all: not while its earlier snapshots lie unread.
             guard snapshotReaders.admit(PeerID(peer), descriptor: descriptor, user: authenticated ? user : nil, address: address) else {

@@ -64,7 +64,7 @@ final class HubLoop {
     /// read), with when: their requests are refused without encoding a board
     /// for `notReadingPenalty` (the queue is what bounds memory; this bounds the work).
     var notReading: [PeerID: ContinuousClock.Instant] = [:]
-    lazy var snapshotReaders = SnapshotReaders(limits: configuration.unreadSnapshots, logger: logger)
+    lazy var snapshotReaders = SnapshotReaders(limits: configuration.limits.unreadSnapshots, logger: logger)
     static let notReadingPenalty: Duration = .seconds(10)
 
     /// Snapshot requests that asked for packed samples (wire format v2), until

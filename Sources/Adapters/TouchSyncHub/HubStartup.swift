@@ -28,7 +28,7 @@ struct HubStartup {
             let jobs = try Mailbox<JournalThread.Job>()
             let journal = try Journal(configuration: journalConfiguration, logger: logger)
             let started = clock.now
-            recovered = try journal.recover(limits: configuration.boardLimits)
+            recovered = try journal.recover(limits: configuration.limits.boardLimits)
             for board in recovered {
                 summaries.append(
                     RecoveredBoardSummary(
@@ -85,19 +85,19 @@ struct HubSockets {
                 // A reconnecting agent keeps its routing id, and with it its namespace.
                 try ingest.setRouterHandover(true)
             }
-            try ingest.setMaxMessageSize(configuration.hardMessageLimit)
-            try ingest.setReceiveHighWaterMark(configuration.ingestHighWaterMark)
-            try ingest.setSendHighWaterMark(configuration.ingestHighWaterMark)
+            try ingest.setMaxMessageSize(configuration.limits.hardMessageLimit)
+            try ingest.setReceiveHighWaterMark(configuration.sockets.ingestHighWaterMark)
+            try ingest.setSendHighWaterMark(configuration.sockets.ingestHighWaterMark)
             try ingest.bind(configuration.ingestEndpoint)
 
             if configuration.security != nil { connections = try ZMQAcceptedConnections(publish, context: context) }
             try publish.setXPubVerbose(true)
-            try publish.setSendHighWaterMark(configuration.publishHighWaterMark)
-            if configuration.publishSendBufferBytes > 0 { try publish.setSendBuffer(bytes: configuration.publishSendBufferBytes) }
+            try publish.setSendHighWaterMark(configuration.sockets.publishHighWaterMark)
+            if configuration.sockets.publishSendBufferBytes > 0 { try publish.setSendBuffer(bytes: configuration.sockets.publishSendBufferBytes) }
             try publish.bind(configuration.publishEndpoint)
 
             try snapshots.setRouterMandatory(true)
-            try snapshots.setSendHighWaterMark(configuration.snapshotHighWaterMark)
+            try snapshots.setSendHighWaterMark(configuration.sockets.snapshotHighWaterMark)
             try snapshots.setMaxMessageSize(64 << 10)
             try snapshots.bind(configuration.snapshotEndpoint)
 

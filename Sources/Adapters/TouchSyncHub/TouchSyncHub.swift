@@ -85,7 +85,7 @@ public final class TouchSyncHub: Service {
             configuration.journal = nil
             configuration.storeCommits = true
             configuration.storeHubName = settings.hubName
-            settings.limits = configuration.boardLimits
+            settings.limits = configuration.limits.boardLimits
             store = settings
         }
         self.configuration = configuration
@@ -166,7 +166,7 @@ public final class TouchSyncHub: Service {
         let stored: (loaded: BoardStoreLoader.Loaded, writer: BoardStoreWriter)?
         do {
             stored = try await store.asyncMap { store in
-                let loaded = try await BoardStoreLoader.load(configuration: store, limits: configuration.boardLimits, logger: logger)
+                let loaded = try await BoardStoreLoader.load(configuration: store, limits: configuration.limits.boardLimits, logger: logger)
                 return (loaded, BoardStoreWriter(configuration: store, logger: logger) { reports in mailbox.post(.store(reports)) })
             }
         } catch {

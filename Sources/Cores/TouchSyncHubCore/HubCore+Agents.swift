@@ -48,8 +48,8 @@ extension HubCore {
             refuse(
                 peer.id,
                 overMessages
-                    ? HubRefusal(.rateLimited, "more than \(configuration.maxMessagesPerSecond) messages per second", sequence: sequence)
-                    : HubRefusal(.byteRateLimited, "more than \(configuration.maxBytesPerSecond) message bytes per second", sequence: sequence),
+                    ? HubRefusal(.rateLimited, "more than \(configuration.limits.maxMessagesPerSecond) messages per second", sequence: sequence)
+                    : HubRefusal(.byteRateLimited, "more than \(configuration.limits.maxBytesPerSecond) message bytes per second", sequence: sequence),
                 into: &actions)
             return
         }
@@ -106,7 +106,7 @@ extension HubCore {
             guard takeSamples(samples, of: &session, now: now) else {
                 refuse(
                     session.peer,
-                    HubRefusal(.rateLimited, "more than \(configuration.maxSamplesPerSecond) samples per second: frame refused", sequence: sequence),
+                    HubRefusal(.rateLimited, "more than \(configuration.limits.maxSamplesPerSecond) samples per second: frame refused", sequence: sequence),
                     into: &actions)
                 return
             }
@@ -119,7 +119,7 @@ extension HubCore {
                     session.peer,
                     HubRefusal(
                         .boardFull,
-                        "\(user) stores its maximum of \(configuration.maxSamplesPerUser) samples over this hub's boards: clear or erase some to draw more",
+                        "\(user) stores its maximum of \(configuration.limits.maxSamplesPerUser) samples over this hub's boards: clear or erase some to draw more",
                         sequence: sequence),
                     into: &actions)
                 return
@@ -168,7 +168,7 @@ extension HubCore {
                     session.peer,
                     HubRefusal(
                         .boardFull,
-                        "\(user) stores its maximum of \(configuration.maxSamplesPerUser) samples over this hub's boards: clear or erase some to copy more",
+                        "\(user) stores its maximum of \(configuration.limits.maxSamplesPerUser) samples over this hub's boards: clear or erase some to copy more",
                         sequence: sequence),
                     into: &actions)
                 return
@@ -205,8 +205,8 @@ extension HubCore {
         if let existing = channels.slot(of: hello.board) {
             slot = existing
         } else {
-            guard boardCount < configuration.maxBoards else {
-                refuse(peer.id, HubRefusal(.unknownBoard, "this hub holds its maximum of \(configuration.maxBoards) boards"), into: &actions)
+            guard boardCount < configuration.limits.maxBoards else {
+                refuse(peer.id, HubRefusal(.unknownBoard, "this hub holds its maximum of \(configuration.limits.maxBoards) boards"), into: &actions)
                 return
             }
             // A gateway's tab counts as its invited user (every tab has a namespace of its own:
@@ -227,7 +227,7 @@ extension HubCore {
                 }
                 return
             }
-            slot = channels.insert(BoardChannel(name: hello.board, limits: configuration.boardLimits), emptySince: now)
+            slot = channels.insert(BoardChannel(name: hello.board, limits: configuration.limits.boardLimits), emptySince: now)
             updateWireFormats(slot: slot, now: now, into: &actions)
             counters.boards = boardCount
             observer?.observe(.boardCreated(board: hello.board))
@@ -249,7 +249,7 @@ extension HubCore {
         case .resumed(let wasSilent):
             // The same session again (a reconnect): it resends everything after what we acknowledged.
             if wasSilent { channels[slot].silentUsers.remove(principal) }
-            sessions.expectHeard(by: now + configuration.livenessTimeout)
+            sessions.expectHeard(by: now + configuration.timing.livenessTimeout)
         case .notKnown:
             // A new session, or one the hub knows only from its journal (after a restart).
             let recorded = channels[slot].recoveredProgress[principal].flatMap { $0.sessionID == hello.sessionID ? $0 : nil }
@@ -265,10 +265,10 @@ extension HubCore {
                     into: &actions)
                 return
             }
-            guard sessions.makeRoom(for: principal, limit: configuration.maxSessions) else {
+            guard sessions.makeRoom(for: principal, limit: configuration.limits.maxSessions) else {
                 refuse(
                     peer.id,
-                    HubRefusal(.rateLimited, "this hub holds its maximum of \(configuration.maxSessions) agent sessions: try again later"),
+                    HubRefusal(.rateLimited, "this hub holds its maximum of \(configuration.limits.maxSessions) agent sessions: try again later"),
                     into: &actions)
                 return
             }
@@ -279,21 +279,21 @@ extension HubCore {
             }
             var session = AgentSession(
                 principal: principal, peer: peer.id, sessionID: hello.sessionID, board: hello.board, boardSlot: slot,
-                appliedThrough: appliedThrough, now: now, messagesPerSecond: configuration.maxMessagesPerSecond,
-                samplesPerSecond: configuration.maxSamplesPerSecond, bytesPerSecond: configuration.maxBytesPerSecond)
+                appliedThrough: appliedThrough, now: now, messagesPerSecond: configuration.limits.maxMessagesPerSecond,
+                samplesPerSecond: configuration.limits.maxSamplesPerSecond, bytesPerSecond: configuration.limits.maxBytesPerSecond)
             if let recorded { session.style = recorded.style }
             session.role = role
             session.delegation = delegation
-            sessions.open(session, liveness: configuration.livenessTimeout, now: now)
+            sessions.open(session, liveness: configuration.timing.livenessTimeout, now: now)
             counters.agents = sessions.count
             observer?.observe(.agentJoined(user: principal, board: hello.board, client: hello.clientName, resumed: recorded != nil))
         }
         let welcome = AgentWelcome(
             board: hello.board, user: principal, appliedThrough: sessions[principal]!.acknowledged,
-            heartbeatIntervalMilliseconds: UInt32(milliseconds(configuration.heartbeatInterval)),
-            livenessTimeoutMilliseconds: UInt32(milliseconds(configuration.livenessTimeout)),
-            maxLiveTouches: UInt32(configuration.boardLimits.maxLiveTouchesPerUser),
-            maxMessageBytes: UInt32(configuration.maxMessageBytes), protocolVersion: hello.protocolVersion)
+            heartbeatIntervalMilliseconds: UInt32(milliseconds(configuration.timing.heartbeatInterval)),
+            livenessTimeoutMilliseconds: UInt32(milliseconds(configuration.timing.livenessTimeout)),
+            maxLiveTouches: UInt32(configuration.limits.boardLimits.maxLiveTouchesPerUser),
+            maxMessageBytes: UInt32(configuration.limits.maxMessageBytes), protocolVersion: hello.protocolVersion)
         actions.append(.reply(to: peer.id, .welcome(welcome)))
     }
 
@@ -340,7 +340,7 @@ extension HubCore {
             guard publisher.dirtyBoards.isEmpty, journal.isDurable else { return }
         }
         guard !sessions.ackQueue.isEmpty, force || now >= nextAck else { return }
-        nextAck = now + configuration.ackInterval
+        nextAck = now + configuration.timing.ackInterval
         sessions.acknowledge(into: &actions)
     }
 
@@ -364,7 +364,7 @@ extension HubCore {
     }
 
     private func newInvitedUserRates(now: Moment) -> (samples: TokenBucket, bytes: TokenBucket) {
-        (TokenBucket(rate: configuration.maxSamplesPerSecond, now: now), TokenBucket(rate: configuration.maxBytesPerSecond, now: now))
+        (TokenBucket(rate: configuration.limits.maxSamplesPerSecond, now: now), TokenBucket(rate: configuration.limits.maxBytesPerSecond, now: now))
     }
 }
 

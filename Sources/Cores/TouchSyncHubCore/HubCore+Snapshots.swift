@@ -57,7 +57,7 @@ extension HubCore {
             actions.append(
                 .refuseSnapshot(
                     to: peer, requestID: requestID,
-                    HubRefusal(.rateLimited, "more than \(configuration.maxSnapshotsPerSecond) snapshot requests per second")))
+                    HubRefusal(.rateLimited, "more than \(configuration.limits.maxSnapshotsPerSecond) snapshot requests per second")))
             return false
         }
         return true

@@ -11,7 +11,7 @@ extension HubCore {
         switch journal!.failed(board, reason: reason, now: now) {
         case .first:
             counters.journalFailures += 1
-            observer?.observe(.journalFailed(board: board, reason: reason, retryInterval: configuration.journalRetryInterval))
+            observer?.observe(.journalFailed(board: board, reason: reason, retryInterval: configuration.timing.journalRetryInterval))
         case .again(let logIt):
             if logIt {
                 observer?.observe(.journalStillFailing(board: board, reason: reason))
@@ -34,7 +34,7 @@ extension HubCore {
                 session.peer,
                 HubRefusal(
                     .storageUnavailable,
-                    "the hub cannot make board \(session.board)'s frames durable (its journal failed: \(reason); retried every \(configuration.journalRetryInterval)): nothing after message \(session.acknowledged) is acknowledged; keep them",
+                    "the hub cannot make board \(session.board)'s frames durable (its journal failed: \(reason); retried every \(configuration.timing.journalRetryInterval)): nothing after message \(session.acknowledged) is acknowledged; keep them",
                     sequence: session.numbering.appliedThrough),
                 into: &actions)
         }
@@ -81,7 +81,7 @@ extension HubCore {
         routing.movedBoards[board.name] = nil
         if channels.slot(of: board.name) == nil {
             install(board, emptySince: board.state.sequence == 0 ? now : nil)
-            if !board.state.touches.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
+            if !board.state.touches.isEmpty { recoveredUntil = now + configuration.timing.abandonTimeout }
             counters.boards = boardCount
             observer?.observe(.boardAdopted(board: board.name, sequence: board.state.sequence))
         }
@@ -102,7 +102,7 @@ extension HubCore {
     @discardableResult
     mutating func install(_ board: RecoveredBoard, emptySince: Moment? = nil) -> Int {
         var state = board.state
-        state.limits = configuration.boardLimits  // this run's limits, not the defaults the reader used
+        state.limits = configuration.limits.boardLimits  // this run's limits, not the defaults the reader used
         var channel = BoardChannel(name: board.name, recovered: state)
         for agent in board.agents { channel.recoveredProgress[agent.principal] = agent }
         let slot = channels.insert(channel, emptySince: emptySince)

@@ -11,8 +11,8 @@ extension HubCore {
         // for us. Liveness (and the wait for users after a restart) resumes
         // once the queue is drained.
         if let behindSince {
-            if now - behindSince >= configuration.busyAfter,
-                lastBusyNotice.map({ now - $0 >= configuration.busyNoticeInterval }) ?? true
+            if now - behindSince >= configuration.timing.busyAfter,
+                lastBusyNotice.map({ now - $0 >= configuration.timing.busyNoticeInterval }) ?? true
             {
                 noticeBusy(behindFor: now - behindSince, into: &actions)
                 lastBusyNotice = now
@@ -24,7 +24,7 @@ extension HubCore {
         retryFailedJournals(now: now, into: &actions)
         if now >= nextReclaim {
             forgetIdleEmptyBoards(now: now)
-            nextReclaim = now + min(configuration.idleEmptyBoardTimeout, .seconds(10))
+            nextReclaim = now + min(configuration.timing.idleEmptyBoardTimeout, .seconds(10))
         }
         if now >= nextHousekeeping {
             forgetOldSessions(now: now)
@@ -83,7 +83,7 @@ extension HubCore {
     mutating func noticeBusy(behindFor behind: Duration, into actions: inout [HubAction]) {
         let behindMilliseconds = milliseconds(behind)
         counters.behindSeconds = Double(behindMilliseconds) / 1000
-        let hint = min(max(behind * 2, .seconds(1)), configuration.abandonTimeout)
+        let hint = min(max(behind * 2, .seconds(1)), configuration.timing.abandonTimeout)
         observer?.observe(.behind(milliseconds: behindMilliseconds))
         for session in sessions.all where !session.isAbandoned {
             counters.refused(.busy)
@@ -98,7 +98,7 @@ extension HubCore {
     /// time-out (touches kept, listed in heartbeats), abandoned after the
     /// abandon time-out (touches cancelled); finds the next such moment.
     mutating func checkLiveness(now: Moment) {
-        for transition in sessions.checkLiveness(now: now, liveness: configuration.livenessTimeout, abandon: configuration.abandonTimeout) {
+        for transition in sessions.checkLiveness(now: now, liveness: configuration.timing.livenessTimeout, abandon: configuration.timing.abandonTimeout) {
             switch transition {
             case .silent(let principal, let slot):
                 channels[slot].silentUsers.insert(principal)
@@ -137,7 +137,7 @@ extension HubCore {
         guard channels.mayForgetEmptyBoards else { return }
         let inUse = Set(sessions.all.map(\.boardSlot))
         let subscribed = subscriptions
-        let idle = channels.idleEmptyBoards(now: now, timeout: configuration.idleEmptyBoardTimeout) { slot, topics in
+        let idle = channels.idleEmptyBoards(now: now, timeout: configuration.timing.idleEmptyBoardTimeout) { slot, topics in
             inUse.contains(slot) || topics.contains { subscribed[$0] != nil }  // any stream
         }
         for slot in idle {
@@ -150,7 +150,7 @@ extension HubCore {
 
     /// Forgets sessions silent past the retention (their duplicate detection with them).
     mutating func forgetOldSessions(now: Moment) {
-        let forgotten = sessions.forgetOld(now: now, retention: configuration.sessionRetention)
+        let forgotten = sessions.forgetOld(now: now, retention: configuration.timing.sessionRetention)
         guard !forgotten.isEmpty else { return }
         for session in forgotten { channels[session.boardSlot].silentUsers.remove(session.principal) }
         counters.agents = sessions.count

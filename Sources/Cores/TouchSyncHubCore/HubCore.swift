@@ -101,27 +101,27 @@ public struct HubCore {
         self.configuration = configuration
         self.access = access
         routing = BoardRouting(cluster: configuration.cluster, storeCommits: configuration.storeCommits)
-        sessions = SessionTable(strangerRate: configuration.maxMessagesPerSecond)
+        sessions = SessionTable(strangerRate: configuration.limits.maxMessagesPerSecond)
         quotas = UserQuotas(
-            maxSamplesPerUser: configuration.maxSamplesPerUser, maxBoardsPerUser: configuration.maxBoardsCreatedPerUser,
-            maxBoardsPerUserPerMinute: configuration.maxBoardsCreatedPerUserPerMinute)
-        snapshotAllowance = SnapshotAllowance(perSecond: configuration.maxSnapshotsPerSecond)
+            maxSamplesPerUser: configuration.limits.maxSamplesPerUser, maxBoardsPerUser: configuration.limits.maxBoardsCreatedPerUser,
+            maxBoardsPerUserPerMinute: configuration.limits.maxBoardsCreatedPerUserPerMinute)
+        snapshotAllowance = SnapshotAllowance(perSecond: configuration.limits.maxSnapshotsPerSecond)
         self.observer = observer
         origin = now
         nextDeadline = instant  // computed once the rest is set up (below)
         wallOrigin = wallClockMicroseconds
         publisher = Publisher(
-            publishInterval: configuration.publishInterval, heartbeatInterval: configuration.heartbeatInterval,
-            subscribeHeartbeatInterval: configuration.subscribeHeartbeatInterval, now: now)
-        housekeepingInterval = min(configuration.livenessTimeout / 4, .milliseconds(250))
+            publishInterval: configuration.timing.publishInterval, heartbeatInterval: configuration.timing.heartbeatInterval,
+            subscribeHeartbeatInterval: configuration.timing.subscribeHeartbeatInterval, now: now)
+        housekeepingInterval = min(configuration.timing.livenessTimeout / 4, .milliseconds(250))
         nextHousekeeping = now + housekeepingInterval
-        nextReclaim = now + configuration.idleEmptyBoardTimeout
+        nextReclaim = now + configuration.timing.idleEmptyBoardTimeout
         nextAck = now
         if let policy = configuration.durability {
-            journal = Durability(policy: policy, retryInterval: configuration.journalRetryInterval, now: now)
+            journal = Durability(policy: policy, retryInterval: configuration.timing.journalRetryInterval, now: now)
         }
         for board in recovered { install(board) }
-        if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.abandonTimeout }
+        if !recoveredUsers.isEmpty { recoveredUntil = now + configuration.timing.abandonTimeout }
         counters.boards = channels.count
         nextDeadline = computedNextDeadline.instant(since: epoch)
     }
@@ -149,7 +149,7 @@ public struct HubCore {
         if channels.mayForgetEmptyBoards { deadline = min(deadline, nextReclaim) }
         if let due = sessions.livenessDue { deadline = min(deadline, due) }
         if let recoveredUntil { deadline = min(deadline, recoveredUntil) }
-        if !sessions.ackQueue.isEmpty && configuration.ackInterval > .zero { deadline = min(deadline, nextAck) }
+        if !sessions.ackQueue.isEmpty && configuration.timing.ackInterval > .zero { deadline = min(deadline, nextAck) }
         if let due = journal?.syncDue { deadline = min(deadline, due) }
         if let retry = journal?.nextRetry { deadline = min(deadline, retry) }
         return deadline

@@ -190,26 +190,26 @@ struct HubCommand: AsyncParsableCommand {
         let binds = try bindEndpoints()
         (configuration.ingestEndpoint, configuration.publishEndpoint) = (binds[0], binds[1])
         (configuration.snapshotEndpoint, configuration.historyEndpoint) = (binds[2], binds[3])
-        configuration.livenessTimeout = Duration(secondsValue: livenessTimeout)
-        configuration.abandonTimeout = Duration(secondsValue: abandonTimeout)
-        configuration.heartbeatInterval = Duration(secondsValue: heartbeat)
-        configuration.publishInterval = .milliseconds(publishIntervalMs)
-        configuration.ackInterval = .milliseconds(ackIntervalMs)
-        configuration.journalRetryInterval = Duration(secondsValue: journalRetry)
-        configuration.idleEmptyBoardTimeout = Duration(secondsValue: idleEmptyBoardSeconds)
-        configuration.maxMessageBytes = maxMessageBytes
-        configuration.boardLimits.maxLiveTouchesPerUser = maxTouches
-        configuration.maxMessagesPerSecond = maxMessagesPerSecond
-        configuration.maxSamplesPerSecond = maxSamplesPerSecond
-        configuration.maxBytesPerSecond = maxBytesPerSecond
-        configuration.boardLimits.maxSamplesPerBoard = maxBoardSamples
-        configuration.maxBoards = maxBoards
-        configuration.maxSamplesPerUser = maxUserSamples
-        configuration.maxSessions = maxSessions
+        configuration.timing.livenessTimeout = Duration(secondsValue: livenessTimeout)
+        configuration.timing.abandonTimeout = Duration(secondsValue: abandonTimeout)
+        configuration.timing.heartbeatInterval = Duration(secondsValue: heartbeat)
+        configuration.timing.publishInterval = .milliseconds(publishIntervalMs)
+        configuration.timing.ackInterval = .milliseconds(ackIntervalMs)
+        configuration.timing.journalRetryInterval = Duration(secondsValue: journalRetry)
+        configuration.timing.idleEmptyBoardTimeout = Duration(secondsValue: idleEmptyBoardSeconds)
+        configuration.limits.maxMessageBytes = maxMessageBytes
+        configuration.limits.boardLimits.maxLiveTouchesPerUser = maxTouches
+        configuration.limits.maxMessagesPerSecond = maxMessagesPerSecond
+        configuration.limits.maxSamplesPerSecond = maxSamplesPerSecond
+        configuration.limits.maxBytesPerSecond = maxBytesPerSecond
+        configuration.limits.boardLimits.maxSamplesPerBoard = maxBoardSamples
+        configuration.limits.maxBoards = maxBoards
+        configuration.limits.maxSamplesPerUser = maxUserSamples
+        configuration.limits.maxSessions = maxSessions
         configuration.metricsBoardLabels = metricsBoardLabels
-        configuration.maxSnapshotsPerSecond = maxSnapshotsPerSecond
-        configuration.maxBoardsCreatedPerUser = maxBoardsPerUser
-        configuration.maxBoardsCreatedPerUserPerMinute = maxNewBoardsPerMinute
+        configuration.limits.maxSnapshotsPerSecond = maxSnapshotsPerSecond
+        configuration.limits.maxBoardsCreatedPerUser = maxBoardsPerUser
+        configuration.limits.maxBoardsCreatedPerUserPerMinute = maxNewBoardsPerMinute
         if let cluster, let name {
             let map: ClusterMap
             do {

@@ -162,7 +162,7 @@ struct LoadCommand: AsyncParsableCommand {
         configuration.cancelRate = cancelRate
         configuration.seed = seed
         configuration.agentThreads = agentThreads
-        configuration.embeddedHub.publishInterval = .milliseconds(publishIntervalMs)
+        configuration.embeddedHub.timing.publishInterval = .milliseconds(publishIntervalMs)
         if let data {
             var journal = JournalConfiguration(directory: data)
             journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync

@@ -33,12 +33,12 @@ public struct CoreTurnBenchmark: Sendable {
 
     public func run() throws -> Figures {
         var configuration = HubConfiguration()
-        configuration.maxMessagesPerSecond = 100_000_000
-        configuration.maxSamplesPerSecond = 1_000_000_000
-        configuration.maxBytesPerSecond = 1 << 40
-        configuration.livenessTimeout = .seconds(3600)
-        configuration.abandonTimeout = .seconds(3600)
-        configuration.boardLimits.maxSamplesPerStroke = .max
+        configuration.limits.maxMessagesPerSecond = 100_000_000
+        configuration.limits.maxSamplesPerSecond = 1_000_000_000
+        configuration.limits.maxBytesPerSecond = 1 << 40
+        configuration.timing.livenessTimeout = .seconds(3600)
+        configuration.timing.abandonTimeout = .seconds(3600)
+        configuration.limits.boardLimits.maxSamplesPerStroke = .max
         var now = ContinuousClock.now
         var core = HubCore(configuration: configuration, now: now, wallClockMicroseconds: 1_700_000_000_000_000)
         var profile = SimulationProfile()

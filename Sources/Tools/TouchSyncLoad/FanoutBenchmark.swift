@@ -38,7 +38,7 @@ public struct FanoutBenchmark: Sendable {
     private func runOnce(subscribers: Int, relays: Int, logger: Logger) async throws -> Row {
         let hubContext = try ZMQContext()
         var configuration = HubConfiguration.loopbackEphemeral()
-        configuration.heartbeatInterval = .milliseconds(500)
+        configuration.timing.heartbeatInterval = .milliseconds(500)
         let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: hubContext)
         let endpoints = try await hub.start()
         let context = try ZMQContext(maxSockets: Int32(subscribers * 4 + relays * 8 + 64) * 2)

@@ -218,8 +218,8 @@ public struct JournalBenchmark: Sendable {
         hubConfiguration.journal = recovery
         // The recorded drawers never come back: their touches stay down while
         // the late joins are measured, however long a loaded machine takes.
-        hubConfiguration.livenessTimeout = .seconds(3600)
-        hubConfiguration.abandonTimeout = .seconds(3600)
+        hubConfiguration.timing.livenessTimeout = .seconds(3600)
+        hubConfiguration.timing.abandonTimeout = .seconds(3600)
         let hub = try TouchSyncHub(configuration: hubConfiguration, logger: logger, context: context)
         let hubEndpoints = try await hub.start()
         var lateJoins: [Double] = [], lateJoinsV2: [Double] = []

@@ -294,11 +294,11 @@ struct Bench: Sendable {
         switch target {
         case .hub:
             var configuration = HubConfiguration.loopbackEphemeral()
-            configuration.maxMessagesPerSecond = 10_000_000  // producers here send as fast as they can
-            configuration.boardLimits = limits
-            configuration.ingestHighWaterMark = 100_000
-            configuration.publishHighWaterMark = 100_000
-            configuration.ackInterval = ackInterval
+            configuration.limits.maxMessagesPerSecond = 10_000_000  // producers here send as fast as they can
+            configuration.limits.boardLimits = limits
+            configuration.sockets.ingestHighWaterMark = 100_000
+            configuration.sockets.publishHighWaterMark = 100_000
+            configuration.timing.ackInterval = ackInterval
             configuration.journal = journal
             let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: context)
             let endpoints = try await hub.start()
