@@ -47,7 +47,7 @@ public final class TUIOBridge: Sendable {
     private let stopping = Mutex(false)
     private let finished = Completion<Void>()
     private let host: AgentHost
-    private let agents = Mutex<[SourceKey: AgentHost.Agent]>([:])
+    private let agents = Mutex<[TUIOSourceID: AgentHost.Agent]>([:])
     private let counts = Mutex(Counts())
 
     public init(
@@ -72,20 +72,24 @@ public final class TUIOBridge: Sendable {
         host.start()
     }
 
-    /// Receives until `stop()`.
+    /// Receives until `stop()`. The rules (sources, their time-outs, room for
+    /// new ones) are `TUIOSources`'; this loop receives, sweeps when nothing
+    /// is waiting, and sends what the rules return. It sleeps in the socket
+    /// until a datagram, the next sweep due, or `stop()` (which shuts the
+    /// socket's reading down).
     public func run() {
         defer { finished.complete(()) }
-        // By sender (address and port) and source name: a datagram from elsewhere naming the same
-        // source is another source, so it cannot move this one's frame numbers.
-        var trackers: [SourceKey: (tracker: TUIOSourceTracker, lastHeard: ContinuousClock.Instant)] = [:]
-        var sourcesByAddress: [Substring: Int] = [:]
+        var sources = TUIOSources(
+            limits: TUIOSources.Limits(
+                width: width, height: height, sourceTimeout: sourceTimeout, maxSources: maxSources,
+                maxSourcesPerAddress: maxSourcesPerAddress, maxCursors: maxCursors))
         var buffer = [UInt8](repeating: 0, count: 65536)
         let clock = ContinuousClock()
         var malformedSinceLog = 0
         var lastLog = clock.now - .seconds(60)
         var datagramsSinceSweep = 0
         while !stopping.withLock({ $0 }) {
-            let received = socket.receive(into: &buffer)
+            let received = socket.receive(into: &buffer, timeout: sources.nextSweep.map { $0 - clock.now } ?? .seconds(86_400))
             // Silent sources: their touches are cancelled (the tracker stopped, or its network did).
             // Judged as of an instant at which nothing was waiting in the socket (datagrams queued
             // while this process was frozen or not scheduled count first: a receive can also come
@@ -100,10 +104,7 @@ public final class TUIOBridge: Sendable {
             }
             if let now = sweepAsOf {
                 datagramsSinceSweep = 0
-                for (source, entry) in trackers where now - entry.lastHeard > sourceTimeout && !entry.tracker.down.isEmpty {
-                    var tracker = entry.tracker
-                    let cancelled = tracker.cancelAll()
-                    trackers[source] = (tracker, entry.lastHeard)
+                for (source, cancelled) in sources.sweep(asOf: now) {
                     if let agent = agent(for: source) { host.send(agent, cancelled, alive: []) }
                     logger.info("TUIO source silent: its touches cancelled", metadata: ["source": "\(source)", "touches": "\(cancelled.count)"])
                 }
@@ -113,7 +114,6 @@ public final class TUIOBridge: Sendable {
                 counts.withLock { $0.refusedSenders += 1 }
                 continue
             }
-            let now = clock.now
             let packet: OSCPacket
             do {
                 packet = try OSCDecoder.decode(Array(buffer[0..<count]))
@@ -130,66 +130,46 @@ public final class TUIOBridge: Sendable {
             let arrival = Date().timeIntervalSince1970  // a frame without a time tag happened now
             let (frames, problems) = TUIOParser.frames(in: packet)
             if problems > 0 { counts.withLock { $0.malformed += problems } }
-            let senderAddress = sender.split(separator: ":").first ?? Substring(sender)
             for frame in frames {
-                let source = SourceKey(sender: sender, name: frame.source)
-                if trackers[source] == nil {
-                    // Full (the bridge, or this sender's address): the longest-silent source with no touch
-                    // down (of that address, when it is the address that is full) makes room, or this one is dropped.
-                    let addressFull = sourcesByAddress[senderAddress, default: 0] >= maxSourcesPerAddress
-                    if addressFull || trackers.count >= maxSources {
-                        let idle = trackers.filter { key, entry in
-                            now - entry.lastHeard > sourceTimeout && entry.tracker.down.isEmpty && (!addressFull || key.address == senderAddress)
-                        }
-                        guard let evicted = idle.min(by: { $0.value.lastHeard < $1.value.lastHeard })?.key else {
-                            counts.withLock { $0.refusedSources += 1 }
-                            if clock.now - lastLog >= .seconds(10) {
-                                logger.warning(
-                                    "TUIO source refused: \(addressFull ? "its address has" : "the bridge serves") its maximum of sources",
-                                    metadata: ["source": "\(source)", "max": "\(addressFull ? maxSourcesPerAddress : maxSources)"])
-                                lastLog = clock.now
-                            }
-                            continue
-                        }
-                        trackers[evicted] = nil
-                        sourcesByAddress[evicted.address]! -= 1
-                        if let agent = agents.withLock({ $0.removeValue(forKey: evicted) }) { host.remove(agent) }
+                let source = TUIOSourceID(sender: sender, name: frame.source)
+                switch sources.frame(frame, from: source, arrival: arrival, now: clock.now) {
+                case .refused(let addressFull):
+                    counts.withLock { $0.refusedSources += 1 }
+                    if clock.now - lastLog >= .seconds(10) {
+                        logger.warning(
+                            "TUIO source refused: \(addressFull ? "its address has" : "the bridge serves") its maximum of sources",
+                            metadata: ["source": "\(source)", "max": "\(addressFull ? maxSourcesPerAddress : maxSources)"])
+                        lastLog = clock.now
                     }
-                    sourcesByAddress[senderAddress, default: 0] += 1
+                case .dropped(let forgot, let new):
+                    forget(forgot)
+                    counts.withLock {
+                        $0.sources += new ? 1 : 0
+                        $0.dropped += 1
+                    }
+                case .applied(let changes, let alive, let forgot, let new, let ignoredCursors):
+                    forget(forgot)
+                    counts.withLock {
+                        $0.sources += new ? 1 : 0
+                        $0.frames += 1
+                        $0.ignoredCursors += ignoredCursors
+                    }
+                    if !changes.isEmpty, let agent = agent(for: source) { host.send(agent, changes, alive: alive) }
                 }
-                var entry = trackers[source] ?? (TUIOSourceTracker(width: width, height: height, maxCursors: maxCursors), now)
-                if trackers[source] == nil { counts.withLock { $0.sources += 1 } }
-                // Silent for longer than the time-out: its numbering starts over (a restarted tracker).
-                if now - entry.lastHeard > sourceTimeout { entry.tracker.resynchronize() }
-                entry.lastHeard = clock.now
-                let ignoredBefore = entry.tracker.ignoredCursors
-                guard let (changes, alive) = entry.tracker.apply(frame, arrival: arrival) else {
-                    trackers[source] = entry
-                    counts.withLock { $0.dropped += 1 }
-                    continue
-                }
-                trackers[source] = entry
-                counts.withLock {
-                    $0.frames += 1
-                    $0.ignoredCursors += entry.tracker.ignoredCursors - ignoredBefore
-                }
-                if !changes.isEmpty, let agent = agent(for: source) { host.send(agent, changes, alive: alive) }
             }
         }
     }
 
-    /// A TUIO source: the sender's address and port, and the name its frames give (nil: none).
-    struct SourceKey: Hashable, CustomStringConvertible {
-        var sender: String
-        var name: String?
-        var address: Substring { sender.split(separator: ":").first ?? Substring(sender) }
-        var description: String { name.map { "\($0) from \(sender)" } ?? sender }
+    /// A source forgotten to make room: its agent goes.
+    private func forget(_ source: TUIOSourceID?) {
+        guard let source, let agent = agents.withLock({ $0.removeValue(forKey: source) }) else { return }
+        host.remove(agent)
     }
 
     /// The agent of a TUIO source, made on first use: its namespace is `tuio-`
     /// and the source's name (its sender when it has none; a second sender
     /// giving the same name gets its address and port after it).
-    private func agent(for source: SourceKey) -> AgentHost.Agent? {
+    private func agent(for source: TUIOSourceID) -> AgentHost.Agent? {
         if let existing = agents.withLock({ $0[source] }) { return existing }
         var configuration = AgentConfiguration(board: board, hubEndpoint: hubEndpoint)
         func sanitized(_ text: String) -> String {
@@ -212,6 +192,7 @@ public final class TUIOBridge: Sendable {
     /// Stops receiving, lets every agent deliver what it holds and say goodbye.
     public func stop() async -> Counts {
         stopping.withLock { $0 = true }
+        socket.stopReceiving()  // wakes the receive at once
         await finished.join()
         for agent in agents.withLock({ Array($0.values) }) { _ = await host.flush(agent, timeout: .seconds(5)) }
         await host.stop()

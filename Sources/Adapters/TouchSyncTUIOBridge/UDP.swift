@@ -103,8 +103,16 @@ public final class UDPSocket: Sendable {
 
     deinit { close(descriptor) }
 
-    /// The next datagram and its sender ("ADDRESS:PORT"), or nil after the receive time-out.
-    public func receive(into buffer: inout [UInt8]) -> (count: Int, sender: String)? {
+    /// The next datagram and its sender ("ADDRESS:PORT"), or nil after the
+    /// receive time-out (`timeout` instead of the socket's, when given; at
+    /// most a day, at least a millisecond) or after `stopReceiving()`.
+    public func receive(into buffer: inout [UInt8], timeout: Duration? = nil) -> (count: Int, sender: String)? {
+        if let timeout {
+            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(min(max(timeout, .milliseconds(1)), .seconds(86_400)) / .milliseconds(1))
+            guard poll(&entry, 1, milliseconds) > 0 else { return nil }
+            if entry.revents & Int16(POLLIN) == 0 { return nil }
+        }
         var from = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let count = buffer.withUnsafeMutableBytes { bytes in
@@ -112,12 +120,15 @@ public final class UDPSocket: Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(descriptor, bytes.baseAddress, bytes.count, 0, $0, &length) }
             }
         }
-        guard count >= 0 else { return nil }
+        guard count > 0 || (count == 0 && length > 0 && from.sin_port != 0) else { return nil }
         var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
         inet_ntop(AF_INET, &from.sin_addr, &text, socklen_t(INET_ADDRSTRLEN))
         let address = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return (count, address + ":\(UInt16(bigEndian: from.sin_port))")
     }
+
+    /// Ends every receive at once, now and later (`shutdown` of the reading side).
+    public func stopReceiving() { shutdown(descriptor, Int32(SHUT_RD)) }
 
     /// Whether a datagram waits to be received (a receive can also come back
     /// empty-handed when interrupted, e.g. by SIGSTOP and SIGCONT).
