@@ -382,6 +382,30 @@ struct HubCoreTests {
         #expect(refusal.code == .unknownBoard)
     }
 
+    /// Many connections of one address, each within its own allowance (300
+    /// of them made a hub encode 1,500 snapshots a second for nobody), share
+    /// four times one requester's allowance on a plain hub; another address
+    /// is served meanwhile.
+    @Test func snapshotRequestsAreBoundedPerAddressOnAPlainHub() {
+        let hub = CoreHarness { $0.limits.maxSnapshotsPerSecond = 5 }
+        var sent = 0, limited: [String] = []
+        for index in 0..<300 {
+            let connection = PeerID(Array("hoarder-\(index)".utf8))
+            switch hub.send(.snapshotRequested(by: connection, user: nil, board: "b", requestID: 1, address: "10.0.0.7")).last {
+            case .sendSnapshot?: sent += 1
+            case .refuseSnapshot(_, _, let refusal)? where refusal.code == .rateLimited: limited.append(refusal.message)
+            default: break
+            }
+        }
+        #expect(sent == 20 && limited.count == 280, "\(sent) sent")
+        #expect(limited.first?.contains("from address 10.0.0.7") == true, "\(limited.first ?? "")")
+        let elsewhere = hub.send(.snapshotRequested(by: PeerID(Array("other".utf8)), user: nil, board: "b", requestID: 1, address: "10.0.0.8"))
+        #expect(elsewhere.contains { if case .sendSnapshot = $0 { true } else { false } }, "another address is served")
+        hub.advance(.seconds(1))
+        let later = hub.send(.snapshotRequested(by: PeerID(Array("hoarder-0".utf8)), user: nil, board: "b", requestID: 2, address: "10.0.0.7"))
+        #expect(later.contains { if case .sendSnapshot = $0 { true } else { false } }, "a new second, a new allowance")
+    }
+
     /// A watcher flooding snapshot requests (129,416 in 20 s took the hub to
     /// 1.86 GB) is refused past its allowance per second, per requester: an
     /// authenticated user whatever its connections, else a connection; others are served.

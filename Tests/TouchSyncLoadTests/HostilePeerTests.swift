@@ -310,3 +310,73 @@ func varint(_ value: UInt64) -> [UInt8] {
     bytes.append(UInt8(value))
     return bytes
 }
+
+extension HostilePeerTests {
+    /// 300 connections from one address ask for the honest board's snapshot
+    /// within their allowance (once a second) and never read what they get
+    /// (300 such connections of one key once took a hub from 47 to 794 MiB,
+    /// still 759 MiB after they closed). On a plain hub the address's
+    /// requests share four times one connection's allowance, and the unread
+    /// bytes are bounded per owner (the address; 256 KiB here so that a small
+    /// board reaches it): a reader at the same address is refused "still
+    /// unread" while they lie there and served once the hoarders close; the
+    /// honest run loses nothing.
+    @Test func snapshotsLeftUnreadByManyConnectionsAreBounded() async throws {
+        let (hub, endpoints, metrics, honest) = try await Self.hubWithAnHonestLoad(seed: 44) {
+            $0.snapshotEndpoint = "tcp://127.0.0.1:*"  // unread bytes are read off TCP connections (SIOCOUTQNSD)
+            $0.limits.unreadSnapshots.maxBytesPerOwner = 256 << 10
+        }
+        #expect(try await waitForGauge(metrics, "touchsync_hub_agents", atLeast: 6), "the honest users never all joined")
+        let context = try ZMQContext(maxSockets: 1024)
+        func request(_ number: UInt64) -> [UInt8] {
+            var request = Touchsync_V1_SnapshotRequest()
+            request.board = "load-44-0"
+            request.requestID = number
+            return WireCodec.encode(request)
+        }
+        var hoarders: [ZMQSocket] = []
+        for index in 0..<300 {
+            let socket = try ZMQSocket(context, type: .dealer)
+            try socket.setLinger(milliseconds: 0)
+            try socket.setReceiveHighWaterMark(1)  // what the hub sends waits in its queues and the kernel's
+            try socket.setReceiveBuffer(bytes: 4096)
+            try socket.setRoutingID(Array("hoarder-\(index)".utf8))
+            try socket.connect(endpoints.snapshot)
+            hoarders.append(socket)
+        }
+        let reader = try ZMQSocket(context, type: .dealer)
+        defer { reader.close() }
+        try reader.setLinger(milliseconds: 0)
+        try reader.connect(endpoints.snapshot)
+        func readerAsks(_ number: UInt64) throws -> String {
+            try reader.send(request(number))
+            // Replies to earlier asks may still come: read until this one's.
+            while let parts = try reader.receiveBytes(timeoutMilliseconds: 5000) {
+                let reply = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
+                guard reply.requestID == number else { continue }
+                if case .error(let error) = reply.body { return "refused: \(error.message)" }
+                return "served"
+            }
+            return "no answer"
+        }
+        for round in 0..<5 {
+            for socket in hoarders { _ = try socket.send(request(UInt64(round + 1)), dontWait: true) }
+            try await Task.sleep(for: .seconds(1))
+        }
+        let whileHoarded = try readerAsks(100)
+        for socket in hoarders { socket.close() }
+        hoarders.removeAll()
+        // Closed connections give their bytes back at the hub's next sweep of them.
+        var afterwards = "no answer"
+        for number in UInt64(101)...130 where afterwards != "served" {
+            afterwards = try readerAsks(number)
+            if afterwards != "served" { try await Task.sleep(for: .milliseconds(500)) }
+        }
+        let report = try await honest.value
+        #expect(report.lost == 0 && report.duplicated == 0 && report.converged, "\(report.text)")
+        #expect(whileHoarded.contains("still unread"), "the same address was served while 300 snapshots lay unread: \(whileHoarded)")
+        #expect(afterwards == "served", "the address was not served again once the hoarders closed: \(afterwards)")
+        print("300 hoarders: reader while hoarded \(whileHoarded); then \(afterwards); honest latency p99 \(report.latency.p99) µs; process peak RSS \(report.maxResidentBytes >> 20) MiB")
+        await hub.stop()
+    }
+}

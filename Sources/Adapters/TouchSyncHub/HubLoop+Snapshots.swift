@@ -50,7 +50,7 @@ extension HubLoop {
                     .boardListRequested(
                         by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, prefix: request.board,
                         after: request.after, limit: Int(request.limit), requestID: request.requestID,
-                        onBehalf: OnBehalf(actAs: request.actAs, token: request.token)))
+                        onBehalf: OnBehalf(actAs: request.actAs, token: request.token), address: address))
             case .success(let request):
                 if request.packedSamples {
                     // Bounded: requests refused or never answered would otherwise pile up (forgetting one only costs v1).
@@ -60,7 +60,7 @@ extension HubLoop {
                 handle(
                     .snapshotRequested(
                         by: PeerID(peer), user: authenticated ? user.map { UserNamespace($0) } : nil, board: request.board,
-                        requestID: request.requestID, onBehalf: OnBehalf(actAs: request.actAs, token: request.token)))
+                        requestID: request.requestID, onBehalf: OnBehalf(actAs: request.actAs, token: request.token), address: address))
             case .failure:
                 snapshotService.sendError(to: peer, requestID: 0, code: .malformed, "not a SnapshotRequest")
             }

@@ -61,10 +61,11 @@ extension HubCore {
     }
 
     mutating func snapshotRequested(
-        _ board: String, by peer: PeerID, user: UserNamespace?, onBehalf: OnBehalf?, requestID: UInt64, now: Moment, into actions: inout [HubAction]
+        _ board: String, by peer: PeerID, user: UserNamespace?, onBehalf: OnBehalf?, address: String?, requestID: UInt64, now: Moment,
+        into actions: inout [HubAction]
     ) {
         guard let party = party(of: peer, user: user, onBehalf, requestID: requestID, into: &actions),
-            admitSnapshot(by: peer, party: party, requestID: requestID, now: now, into: &actions)
+            admitSnapshot(by: peer, party: party, address: address, requestID: requestID, now: now, into: &actions)
         else { return }
         if let wrong = wrongHub(for: board) {
             counters.refused(.wrongHub)
@@ -83,11 +84,11 @@ extension HubCore {
     }
 
     mutating func boardListRequested(
-        prefix: String, after: String, limit: Int, by peer: PeerID, user: UserNamespace?, onBehalf: OnBehalf?, requestID: UInt64, now: Moment,
-        into actions: inout [HubAction]
+        prefix: String, after: String, limit: Int, by peer: PeerID, user: UserNamespace?, onBehalf: OnBehalf?, address: String?, requestID: UInt64,
+        now: Moment, into actions: inout [HubAction]
     ) {
         guard let party = party(of: peer, user: user, onBehalf, requestID: requestID, into: &actions),
-            admitSnapshot(by: peer, party: party, requestID: requestID, now: now, into: &actions)
+            admitSnapshot(by: peer, party: party, address: address, requestID: requestID, now: now, into: &actions)
         else { return }
         let (boards, more) = boardList(prefix: prefix, after: after, limit: limit, for: party)
         actions.append(.sendBoardList(to: peer, requestID: requestID, boards: boards, more: more))

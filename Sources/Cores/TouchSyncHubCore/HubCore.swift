@@ -51,6 +51,8 @@ public struct HubCore {
     var quotas: UserQuotas
     /// Snapshot and board-list requests per requester and second.
     var snapshotAllowance: SnapshotAllowance
+    /// On a plain hub, a remote address's requests over all its connections: four times one requester's.
+    var snapshotAllowancePerAddress: SnapshotAllowance
     /// The sample and byte allowances of each invited user a gateway acts
     /// for, shared by all its tabs (each tab is a session of its own).
     var invitedUserRates: [String: (samples: TokenBucket, bytes: TokenBucket)] = [:]
@@ -106,6 +108,7 @@ public struct HubCore {
             maxSamplesPerUser: configuration.limits.maxSamplesPerUser, maxBoardsPerUser: configuration.limits.maxBoardsCreatedPerUser,
             maxBoardsPerUserPerMinute: configuration.limits.maxBoardsCreatedPerUserPerMinute)
         snapshotAllowance = SnapshotAllowance(perSecond: configuration.limits.maxSnapshotsPerSecond)
+        snapshotAllowancePerAddress = SnapshotAllowance(perSecond: 4 * configuration.limits.maxSnapshotsPerSecond)
         self.observer = observer
         origin = now
         nextDeadline = instant  // computed once the rest is set up (below)
@@ -181,10 +184,12 @@ public struct HubCore {
         case .peerGone(let id): peerGone(id)
         case .subscribed(let topic, let user): subscribed(topic, by: user, now: now, into: &actions)
         case .unsubscribed(let topic, _): unsubscribed(topic, now: now, into: &actions)
-        case .snapshotRequested(let peer, let user, let board, let requestID, let onBehalf):
-            snapshotRequested(board, by: peer, user: user, onBehalf: onBehalf, requestID: requestID, now: now, into: &actions)
-        case .boardListRequested(let peer, let user, let prefix, let after, let limit, let requestID, let onBehalf):
-            boardListRequested(prefix: prefix, after: after, limit: limit, by: peer, user: user, onBehalf: onBehalf, requestID: requestID, now: now, into: &actions)
+        case .snapshotRequested(let peer, let user, let board, let requestID, let onBehalf, let address):
+            snapshotRequested(board, by: peer, user: user, onBehalf: onBehalf, address: address, requestID: requestID, now: now, into: &actions)
+        case .boardListRequested(let peer, let user, let prefix, let after, let limit, let requestID, let onBehalf, let address):
+            boardListRequested(
+                prefix: prefix, after: after, limit: limit, by: peer, user: user, onBehalf: onBehalf, address: address, requestID: requestID,
+                now: now, into: &actions)
         case .accessChanged(let list): accessChanged(list, into: &actions)
         case .journalProgress(let written, let synced):
             journal?.progress(written: written, synced: synced)

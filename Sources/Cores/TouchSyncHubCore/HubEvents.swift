@@ -124,10 +124,12 @@ public enum HubEvent: Sendable {
     /// core decides: `allowSubscription`, or nothing).
     case subscribed(topic: [UInt8], by: UserNamespace?)
     case unsubscribed(topic: [UInt8], by: UserNamespace?)
-    case snapshotRequested(by: PeerID, user: UserNamespace?, board: String, requestID: UInt64, onBehalf: OnBehalf? = nil)
+    /// `address`: the requester's remote address on a plain hub (its requests are counted per address too).
+    case snapshotRequested(by: PeerID, user: UserNamespace?, board: String, requestID: UInt64, onBehalf: OnBehalf? = nil, address: String? = nil)
     /// A list of the boards whose names start with `prefix`, after `after`, at most `limit`.
     case boardListRequested(
-        by: PeerID, user: UserNamespace?, prefix: String, after: String, limit: Int, requestID: UInt64, onBehalf: OnBehalf? = nil)
+        by: PeerID, user: UserNamespace?, prefix: String, after: String, limit: Int, requestID: UInt64, onBehalf: OnBehalf? = nil,
+        address: String? = nil)
     /// The access list was reloaded (authenticated hubs only).
     case accessChanged(AccessList)
     /// The journal actions carried out so far: appends through `writtenThrough`

@@ -75,7 +75,7 @@ struct HubCommand: AsyncParsableCommand {
     var maxBoardsPerUser = 1_000
     @Option(parsing: .unconditional, help: "Boards one user may create on this hub per minute (RATE_LIMITED past it).")
     var maxNewBoardsPerMinute = 60
-    @Option(parsing: .unconditional, help: "Snapshot requests per second from one user (authenticated) or connection; more get RATE_LIMITED.")
+    @Option(parsing: .unconditional, help: "Snapshot requests per second from one user (authenticated) or connection (without an access list, four times that per remote address); more get RATE_LIMITED.")
     var maxSnapshotsPerSecond = 5
     @Option(parsing: .unconditional, help: "Agent sessions this hub keeps (the longest-abandoned is forgotten to make room).")
     var maxSessions = 10_000
