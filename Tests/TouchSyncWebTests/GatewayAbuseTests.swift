@@ -104,6 +104,32 @@ struct GatewayAbuseTests {
     /// is refused (it was 0.96 MB to every tab); the honest tab beside it
     /// draws with every stroke acknowledged and hears a bounded number of
     /// users lists.
+    /// A tab that reconnects when it is limited carries on with the
+    /// allowance its address's last connection left, instead of a fresh burst
+    /// (reconnecting would otherwise multiply its rate): after exhausting it,
+    /// the new connection's pings are answered only as fast as it refills.
+    @Test func reconnectingDoesNotRefillATabsAllowance() async throws {
+        let rig = try await Rig(webArguments: ["--max-tab-messages-per-second", "10"])  // 20 at once: the least allowed
+        defer { rig.close() }
+        let first = try await rig.tab()
+        _ = try await Self.welcome(first, board: "again", name: "first")
+        for index in 0..<200 { first.send(.ping(at: Double(index))) }  // far past the burst of 20
+        _ = try await first.next("RATE_LIMITED") { if case .error("RATE_LIMITED", _, _) = $0 { true } else { nil } }
+        await first.connection.close()
+        let exhausted = ContinuousClock.now
+        let second = try await rig.tab()
+        _ = try await Self.welcome(second, board: "again", name: "second")  // its hello takes from the same allowance
+        for index in 0..<40 { second.send(.ping(at: Double(1000 + index))) }
+        _ = try await second.next("RATE_LIMITED") { if case .error("RATE_LIMITED", _, _) = $0 { true } else { nil } }
+        let elapsed = ContinuousClock.now - exhausted
+        let pongs = second.received { if case .pong = $0 { true } else { false } }
+        // Refilled at 10 a second since the first was exhausted (and 1 for rounding): a fresh burst would be 20.
+        let refilled = Int(10 * (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)) + 1
+        #expect(pongs <= refilled && pongs < 20, "\(pongs) pings answered after reconnecting within \(elapsed)")
+        print("reconnected after exhausting the allowance: \(pongs) of 40 pings answered within \(elapsed) (a fresh burst: 20)")
+        await second.connection.close()
+    }
+
     @Test func aFloodingTabIsSlowedAndOthersKeepDrawing() async throws {
         let rig = try await Rig(webArguments: ["--max-tab-messages-per-second", "200"])
         defer { rig.close() }

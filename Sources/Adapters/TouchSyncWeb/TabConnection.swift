@@ -66,6 +66,8 @@ final class TabConnection: TabSocketReceiver {
     func opened(_ socket: TabWebSocket<TabConnection>) {
         self.socket = socket
         address = socket.remoteAddress
+        // A reconnecting tab carries on with what its address's last connection had left.
+        if let left = gateway.allowances.take(for: address) { allowance = left }
         guard let loop = socket.eventLoop else { return }
         let bound = NIOLoopBound(self, eventLoop: loop)
         let group = gateway.flushGroup(for: loop)
@@ -88,6 +90,7 @@ final class TabConnection: TabSocketReceiver {
     func writable() { drainOutbox() }
 
     func closed() {
+        gateway.allowances.keep(allowance, for: address, now: .now)
         helloTimer?.cancel()
         socketClosed = true
         socket = nil
@@ -103,7 +106,11 @@ final class TabConnection: TabSocketReceiver {
         // rest is refused and reading pauses (the flood waits in the kernel).
         let now = ContinuousClock.now
         let limited = !allowance.message(now: now)
-        if limited { throttle(now: now) }
+        if limited {
+            throttle(now: now)
+            // Shelved at once too: a tab that reconnects the moment it is limited finds it spent.
+            gateway.allowances.keep(allowance, for: address, now: now)
+        }
         guard message.size <= maxMessageBytes else {
             sendError("TOO_LARGE", "a message is at most \(maxMessageBytes) bytes")
             socket.close(code: .messageTooLarge, reason: "TOO_LARGE")

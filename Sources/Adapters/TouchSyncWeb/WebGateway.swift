@@ -162,6 +162,8 @@ public final class WebGateway: Service, Sendable {
     private let state: Mutex<State>
     /// One per event loop that serves tabs (`flushGroup(for:)`).
     private let flushGroups = Mutex<[ObjectIdentifier: TabFlushGroup]>([:])
+    /// Closed tabs' allowances, for their addresses' next connections.
+    let allowances = AllowanceShelf()
     /// Wakes the timer task when the core's next deadline moved earlier.
     private let timerWake = ConditionWaiters()
     /// The routing id of the gateway's connection to a plain-text hub (its tabs are channels of it).
