@@ -33,14 +33,7 @@ public enum BoardStoreLoader {
             // The name: this process's unless a live hub at other endpoints holds it (the same
             // endpoints are this hub restarted: its ports cannot be bound twice on one machine).
             let claimed = try await connection.query(
-                """
-                INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at, instance)
-                VALUES (\(configuration.hubName), \(configuration.endpoints), now(), \(configuration.instance))
-                ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at, instance = excluded.instance
-                WHERE touchsync_hubs.endpoints = excluded.endpoints
-                   OR touchsync_hubs.heartbeat_at < now() - make_interval(secs => \(configuration.leaseSeconds))
-                RETURNING name
-                """, logger: logger
+                BoardStoreMembership.heartbeat(configuration: configuration, sameEndpoints: true), logger: logger
             ).collect()
             if claimed.isEmpty {
                 let holder = try await connection.query(

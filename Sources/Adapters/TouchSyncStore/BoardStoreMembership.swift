@@ -29,4 +29,21 @@ enum BoardStoreMembership {
         let rows = try await connection.query("SELECT board, hub FROM touchsync_leases WHERE expires_at < now() ORDER BY board")
         return rows.compactMap { try? $0.decode((String, String).self) }
     }
+
+    /// The hub's heartbeat under its name, written only while the name is
+    /// this process's, or its holder's heartbeat lapsed; at start-up
+    /// (`sameEndpoints`) also when the holder had these endpoints (this hub
+    /// restarted: its ports cannot be bound twice on one machine). It
+    /// returns a row when written; none: another live process holds the name.
+    static func heartbeat(configuration: BoardStoreConfiguration, sameEndpoints: Bool) -> PostgresQuery {
+        """
+        INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at, instance)
+        VALUES (\(configuration.hubName), \(configuration.endpoints), now(), \(configuration.instance))
+        ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at, instance = excluded.instance
+        WHERE touchsync_hubs.instance = excluded.instance
+           OR (\(sameEndpoints) AND touchsync_hubs.endpoints = excluded.endpoints)
+           OR touchsync_hubs.heartbeat_at < now() - make_interval(secs => \(configuration.leaseSeconds))
+        RETURNING name
+        """
+    }
 }

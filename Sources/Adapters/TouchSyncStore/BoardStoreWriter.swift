@@ -383,16 +383,7 @@ public final class BoardStoreWriter: Sendable {
     /// The hub's heartbeat, only while the name is this process's (or its
     /// holder's lease lapsed); false: another process holds the name.
     private func renewHeartbeat(connection: inout StoreSession) async throws(StoreError) -> Bool {
-        let rows = try await connection.query(
-            """
-            INSERT INTO touchsync_hubs (name, endpoints, heartbeat_at, instance)
-            VALUES (\(configuration.hubName), \(configuration.endpoints), now(), \(configuration.instance))
-            ON CONFLICT (name) DO UPDATE SET endpoints = excluded.endpoints, heartbeat_at = excluded.heartbeat_at, instance = excluded.instance
-            WHERE touchsync_hubs.instance = excluded.instance
-               OR touchsync_hubs.heartbeat_at < now() - make_interval(secs => \(configuration.leaseSeconds))
-            RETURNING name
-            """)
-        return !rows.isEmpty
+        !(try await connection.query(BoardStoreMembership.heartbeat(configuration: configuration, sameEndpoints: false)).isEmpty)
     }
 
     /// Every lease under this hub's name extended: board → epoch.

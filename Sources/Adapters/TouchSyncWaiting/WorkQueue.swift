@@ -8,7 +8,6 @@ public final class WorkQueue<Contents: Sendable>: Sendable {
     private struct State {
         var contents: Contents
         var waiter: CheckedContinuation<Void, Never>? = nil
-        var cancelled = false
     }
     private let state: Mutex<State>
 

@@ -101,7 +101,6 @@ public enum NumberedRequest: Sendable {
     case invalid(WireError)
 }
 
-/// What the transport tells the core.
 /// A request's `act_as` and `token` (docs/protocol.md, "Requests on behalf of a user").
 public struct OnBehalf: Sendable, Equatable {
     public var actAs: String
@@ -112,6 +111,7 @@ public struct OnBehalf: Sendable, Equatable {
     }
 }
 
+/// What the transport tells the core.
 public enum HubEvent: Sendable {
     /// A decoded agent message; `bytes` is its size on the wire (the byte quota pays for it).
     case agentMessage(from: Peer, AgentRequest, bytes: Int)

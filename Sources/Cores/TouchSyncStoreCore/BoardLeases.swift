@@ -86,18 +86,13 @@ public struct BoardLeases: Sendable {
     }
 
     /// What a commit group writes.
-    public struct CommitPlan: Sendable, Equatable {
+    public struct CommitPlan: Sendable {
         /// Indices of the appends to insert, each with its board's epoch.
         public var written: [(index: Int, epoch: Int64)]
         /// The boards written (their leases are read `FOR SHARE` with the insert).
         public var boards: Set<String>
         /// Boards appended to that this hub does not hold (never written): lost.
         public var notHeld: [String]
-
-        public static func == (a: Self, b: Self) -> Bool {
-            a.written.map(\.index) == b.written.map(\.index) && a.written.map(\.epoch) == b.written.map(\.epoch) && a.boards == b.boards
-                && a.notHeld == b.notHeld
-        }
     }
 
     /// Which appends go into the group's insert: not a broken or moved

@@ -103,6 +103,11 @@ public struct TUIOSources: Sendable {
     /// When `sweep` may next have something to do: just past the time-out of
     /// the source with touches down heard from longest ago (nil: none).
     public var nextSweep: ContinuousClock.Instant? {
-        sources.values.filter { !$0.tracker.down.isEmpty }.map(\.lastHeard).min().map { $0 + limits.sourceTimeout + .milliseconds(1) }
+        // Asked before every receive: one pass, no arrays.
+        var oldest: ContinuousClock.Instant? = nil
+        for entry in sources.values where !entry.tracker.down.isEmpty {
+            oldest = min(oldest ?? entry.lastHeard, entry.lastHeard)
+        }
+        return oldest.map { $0 + limits.sourceTimeout + .milliseconds(1) }
     }
 }

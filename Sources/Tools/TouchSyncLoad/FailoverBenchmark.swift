@@ -182,7 +182,15 @@ private final class AcknowledgementTimes: Sendable {
     @discardableResult
     func waitBeyond(_ beyond: UInt64, within limit: Duration) async throws -> ContinuousClock.Instant {
         let time = await waiters.wait(timeout: limit) { [self] in
-            self.heardAt.withLock { heard in heard.first { $0.through > beyond }?.at }
+            self.heardAt.withLock { heard in
+                // Ordered by `through`: the first beyond, by bisection (checked on every acknowledgement).
+                var (low, high) = (0, heard.count)
+                while low < high {
+                    let middle = (low + high) / 2
+                    if heard[middle].through > beyond { high = middle } else { low = middle + 1 }
+                }
+                return low < heard.count ? heard[low].at : nil
+            }
         }
         guard let time else { throw BenchmarkFailure("nothing acknowledged beyond message \(beyond) within \(limit)") }
         return time
