@@ -26,13 +26,17 @@ deps:
 # deployment tests validate compose.yaml with docker-compose (and read it
 # with the python3-yaml that comes with it); the browser tests drive
 # Debian's chromium headless; the board store tests start their own
-# PostgreSQL server (Debian's postgresql, run as its postgres user).
+# PostgreSQL server (Debian's postgresql, run as its postgres user);
+# scripts/compose-keys.sh gives the services' uids read access with setfacl (acl);
+# the TLS recipe's test runs Debian's caddy with deploy/Caddyfile.
 test-deps: deps
 	@missing=; command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v setfacl >/dev/null 2>&1 || missing="$$missing acl"; \
+	command -v caddy >/dev/null 2>&1 || missing="$$missing caddy"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing for the network, deployment and browser tests"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \

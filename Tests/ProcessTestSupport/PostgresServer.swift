@@ -61,11 +61,47 @@ public final class PostgresServer {
         try await startServer()
     }
 
+    /// A streaming standby of `primary` on loopback (pg_basebackup -R), its
+    /// `application_name` `name` (what `synchronous_standby_names` names).
+    public init(standbyOf primary: PostgresServer, name: String) async throws {
+        host = "127.0.0.1"
+        namespace = nil
+        binaries = primary.binaries
+        asPostgres = getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
+        folder = "/tmp/touchsync-postgres-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        port = try TouchSyncProcess.freePorts(1)[0]
+        extraOptions = " -c cluster_name=\(name)"
+        do {
+            if getuid() == 0 {
+                let chown = try await runToEnd("/usr/bin/chown", ["-R", "postgres:postgres", folder])
+                guard chown.status == 0 else { throw TestFailure("chown: \(chown.errors)") }
+            }
+            let copy = try await run(
+                "pg_basebackup", ["-h", primary.host, "-p", "\(primary.port)", "-U", "touchsync", "-D", folder + "/data", "-R", "-X", "stream", "--no-sync"],
+                limit: 120)
+            guard copy.status == 0 else { throw TestFailure("pg_basebackup failed: \(copy.output) \(copy.errors)") }
+            try await startServer()
+        } catch {
+            try? FileManager.default.removeItem(atPath: folder)
+            throw error
+        }
+    }
+
+    /// A standby becomes a primary (pg_ctl promote, waiting until it accepts writes).
+    public func promote() async throws {
+        let promote = try await run("pg_ctl", ["-D", folder + "/data", "-w", "-t", "60", "promote"], limit: 90)
+        guard promote.status == 0 else { throw TestFailure("pg_ctl promote: \(promote.output) \(promote.errors)") }
+    }
+
+    /// Server options beyond the common ones (a standby's name).
+    private var extraOptions = ""
+
     private func startServer() async throws {
         let start = try await run(
             "pg_ctl",
             ["-D", folder + "/data", "-l", folder + "/server.log", "-w", "-t", "60", "start", "-o",
-             "-p \(port) -k \(folder) -c listen_addresses=\(host) -c fsync=off -c full_page_writes=off"], limit: 90)
+             "-p \(port) -k \(folder) -c listen_addresses=\(host) -c fsync=off -c full_page_writes=off" + extraOptions], limit: 90)
         guard start.status == 0 else {
             let log = (try? String(contentsOfFile: folder + "/server.log", encoding: .utf8)) ?? ""
             throw TestFailure("PostgreSQL did not start: \(start.output) \(start.errors) \(log)")

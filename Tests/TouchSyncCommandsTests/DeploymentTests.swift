@@ -19,7 +19,8 @@ struct DeploymentTests {
         #expect(compose.status == 0, "docker-compose config (installed by make test): \(compose.errors)")
         let withLoad = try await run(["docker-compose", "-f", Self.root.path + "/compose.yaml", "--profile", "load", "config", "--services"])
         #expect(
-            withLoad.output.split(separator: "\n").sorted() == ["gateway", "hub-a", "hub-b", "hub-c", "load", "relay", "spectator", "store"],
+            withLoad.output.split(separator: "\n").sorted()
+                == ["gateway", "hub-a", "hub-b", "hub-c", "load", "proxy", "relay", "spectator", "store", "store-standby"],
             "\(withLoad.output)")
     }
 
@@ -62,6 +63,53 @@ struct DeploymentTests {
         #expect(resolved && described, "the build stage resolves, then builds")
     }
 
+    /// The secrets compose mounts (issue 39: created 0600 by root, the
+    /// services running as uid 10001 could not read them, and the load
+    /// profile mounted the whole keys folder, the hubs' secret key and the
+    /// store's password included). After scripts/compose-keys.sh, each file
+    /// a touchsync service mounts is readable by uid 10001, the store's
+    /// password also by PostgreSQL's uid, and none by another uid; the load
+    /// profile mounts its own folder read-only, without the hubs' secret key
+    /// or the store's password, and a load run against an external hub works
+    /// from it (the topology test below runs it).
+    @Test(.enabled(if: isRoot, "reading as other users needs root"))
+    func composeSecretsAreReadableByTheServicesThatMountThemOnly() async throws {
+        // Under /tmp itself, traversable by other uids (the tests' own folders are 0700).
+        let base = "/tmp/touchsync-secrets-\(testRunTag)-\(Int.random(in: 1000...9999))"
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o711])
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let keys = base + "/keys"
+        let made = try await run(["env", "TOUCHSYNC=\(TouchSyncProcess.binary.path)", Self.root.path + "/scripts/compose-keys.sh", keys])
+        try #require(made.status == 0, "scripts/compose-keys.sh: \(made.errors)")
+        // compose bind-mounts each file itself, so the folder's own mode does not
+        // matter there; here the other uids must pass through it to reach them.
+        try FileManager.default.setAttributes([.posixPermissions: 0o711], ofItemAtPath: keys)
+        func readable(_ path: String, by uid: Int) async throws -> Bool {
+            try await run(["setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "cat", path]).status == 0
+        }
+        let mounts = try await composeMounts()
+        let files = try #require(mounts.secrets as [String: String]?)
+        for (service, secrets) in mounts.services {
+            for secret in secrets {
+                let file = try #require(files[secret], "\(service) mounts an undeclared secret \(secret)")
+                let path = Self.root.path + "/" + file
+                let mapped = keys + "/" + URL(fileURLWithPath: path).lastPathComponent
+                let reader = service.hasPrefix("store") ? 999 : 10001  // PostgreSQL's image runs as its postgres user
+                #expect(try await readable(mapped, by: reader), "\(service) (uid \(reader)) cannot read its secret \(secret)")
+                #expect(try await !readable(mapped, by: 10002), "another uid reads \(secret)")
+            }
+        }
+        #expect(mounts.services["store"] == ["store_password"] && mounts.services["store-standby"] == ["store_password"], "PostgreSQL gets its password only: \(mounts.services)")
+        #expect(mounts.services["spectator"] ?? [] == [], "the spectator needs no secret")
+        // The load profile: its own folder, read-only, with what a load run needs and nothing else.
+        #expect(mounts.loadVolumes == ["./deploy/keys/load:/keys:ro"], "\(mounts.loadVolumes)")
+        let load = try FileManager.default.contentsOfDirectory(atPath: keys + "/load")
+        #expect(load.contains("hub.pub") && load.contains("load-watcher.key") && load.contains("load-0-19.key"), "\(load.sorted())")
+        #expect(!load.contains("hub.key") && !load.contains("store.password") && !load.contains("gateway.key"), "\(load.sorted())")
+        for file in load { #expect(try await readable(keys + "/load/" + file, by: 10001), "\(file)") }
+        #expect(try await !readable(keys + "/load/load-0-0.key", by: 10002))
+    }
+
     /// compose.yaml's services as it starts them, each in a namespace of its
     /// own on one bridge, reaching the others by their service names:
     /// PostgreSQL (Debian's, in place of the postgres image), three hubs on
@@ -100,7 +148,7 @@ struct DeploymentTests {
             return arguments.map { argument in
                 var mapped = argument
                 for (secret, file) in secrets { mapped = mapped.replacingOccurrences(of: "/run/secrets/\(secret)", with: keys + "/" + file) }
-                if mapped == "/keys" { mapped = keys }
+                if mapped == "/keys" { mapped = keys + "/load" }  // compose mounts deploy/keys/load there
                 return mapped
             }
         }
@@ -140,6 +188,8 @@ struct DeploymentTests {
         let loadRun = try await run(["ip", "netns", "exec", network.namespace("load"), TouchSyncProcess.binary.path] + load, limit: 120)
         #expect(loadRun.status == 0, "\(loadRun.output)\n\(loadRun.errors)")
         #expect(loadRun.output.contains("lost / duplicated   0 / 0"), "\(loadRun.output)")
+        // From its own folder (read-only in compose): nothing was made there, no hub key above all.
+        #expect(!FileManager.default.fileExists(atPath: keys + "/load/hub.key"), "load made a hub key of its own in its folder")
 
         // alice draws on demo (from the spectator's host) through hub-a, which sends her to the holder;
         // the spectator behind the relay shows the holder's board.
@@ -161,6 +211,79 @@ struct DeploymentTests {
             ["ip", "netns", "exec", network.namespace("spectator"), "/usr/bin/python3", "-c",
              "import urllib.request; print(urllib.request.urlopen('http://gateway:8080/', timeout=10).status)"])
         #expect(page.output.trimmingCharacters(in: .whitespacesAndNewlines) == "200", "\(page.output) \(page.errors)")
+    }
+
+    /// The TLS recipe (issue 39): compose's "tls" profile runs Caddy with
+    /// deploy/Caddyfile in front of the gateway. Here Debian's caddy runs
+    /// that file in a namespace of its own ("proxy"), reaching "gateway" by
+    /// its name as on the compose network; through it, over HTTPS with
+    /// Caddy's local certificate (the default site, localhost), the page
+    /// is served and a tab's WebSocket is upgraded and welcomed.
+    @Test(.enabled(if: isRoot, "network namespaces need root"))
+    func theTLSProxyRecipeServesThePageAndTabs() async throws {
+        let network = try ServiceNetwork(services: ["gateway", "proxy"])
+        defer { network.remove() }
+        let caddyHome = try temporaryFolder("caddy")
+        defer { try? FileManager.default.removeItem(atPath: caddyHome) }
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let ports = try TouchSyncProcess.freePorts(3)
+        let hub = ports.map { "tcp://127.0.0.1:\($0)" }
+        _ = try await children.startHub(
+            ["hub", "--no-journal", "--ingest", hub[0], "--publish", hub[1], "--snapshot", hub[2]], namespace: network.namespace("gateway"))
+        let (_, gatewayOutput) = try children.run(
+            ["web", "--listen", "0.0.0.0:8080", "--hub", hub[0], "--publish", hub[1], "--snapshot", hub[2], "--insecure"],
+            limit: 120, namespace: network.namespace("gateway"))
+        var gatewayText = ""
+        await readUntil(gatewayOutput, into: &gatewayText) { $0.contains("Ctrl-C stops it.") }
+        try #require(gatewayText.contains("Ctrl-C stops it."), "\(gatewayText) \(gatewayOutput.errors)")
+
+        let log = caddyHome + "/caddy.log"
+        let logFile = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let caddy = try Child.spawn(
+            "/usr/bin/env",
+            ["ip", "netns", "exec", network.namespace("proxy"), "env", "HOME=\(caddyHome)", "XDG_DATA_HOME=\(caddyHome)/data",
+             "XDG_CONFIG_HOME=\(caddyHome)/config", "caddy", "run", "--adapter", "caddyfile", "--config", Self.root.path + "/deploy/Caddyfile"],
+            output: logFile, errors: logFile)
+        close(logFile)
+        defer { kill(caddy.processIdentifier, SIGKILL) }
+        // A client beside the proxy: the page over HTTPS, then a tab's upgrade and hello.
+        let client = #"""
+            import json, os, socket, ssl, sys, time, urllib.request
+            context = ssl._create_unverified_context()  # Caddy's local CA, not trusted here
+            for attempt in range(100):
+                try:
+                    page = urllib.request.urlopen('https://localhost/', context=context, timeout=5)
+                    break
+                except Exception as error:
+                    last = error; time.sleep(0.2)
+            else:
+                sys.exit('no page through the proxy: %s' % last)
+            print('page', page.status, 'html' if b'<html' in page.read().lower() else 'no html')
+            raw = socket.create_connection(('localhost', 443), timeout=10)
+            tls = context.wrap_socket(raw, server_hostname='localhost')
+            tls.sendall(b'GET /ws HTTP/1.1\r\nHost: localhost\r\nOrigin: https://localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n'
+                        b'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n')
+            head = b''
+            while b'\r\n\r\n' not in head:
+                head += tls.recv(1)
+            print('upgrade', head.split(b'\r\n')[0].decode())
+            hello = json.dumps({'t': 'hello', 'board': 'tls', 'resume': None, 'name': 'tls'}).encode()
+            mask = os.urandom(4)
+            tls.sendall(bytes([0x81, 0x80 | len(hello)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(hello)))
+            first = tls.recv(2)
+            length = first[1] & 0x7F
+            if length == 126: length = int.from_bytes(tls.recv(2), 'big')
+            body = b''
+            while len(body) < length: body += tls.recv(length - len(body))
+            print('first', json.loads(body).get('t'))
+            """#
+        let outcome = try await run(["ip", "netns", "exec", network.namespace("proxy"), "/usr/bin/python3", "-c", client], limit: 90)
+        let caddyLog = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(outcome.status == 0, "\(outcome.output) \(outcome.errors) caddy: \(caddyLog.suffix(2000))")
+        #expect(outcome.output.contains("page 200 html"), "\(outcome.output)")
+        #expect(outcome.output.contains("upgrade HTTP/1.1 101"), "\(outcome.output)")
+        #expect(outcome.output.contains("first welcome"), "\(outcome.output) \(outcome.errors)")
     }
 
     /// Three hubs, each in its own namespace, hold the boards a cluster file
@@ -340,6 +463,21 @@ struct DeploymentTests {
             throw TestFailure("cannot read compose.yaml's services: \(read.errors)")
         }
         return services
+    }
+
+    /// Each service's secrets, the secrets' files, and the load profile's volumes.
+    func composeMounts() async throws -> (services: [String: [String]], secrets: [String: String], loadVolumes: [String]) {
+        let script = """
+            import json,sys,yaml; d=yaml.safe_load(open(sys.argv[1]))
+            print(json.dumps({'services': {k: [x if isinstance(x, str) else x['source'] for x in v.get('secrets', [])] for k, v in d['services'].items()},
+                              'secrets': {k: v['file'] for k, v in d['secrets'].items()}, 'load': d['services']['load'].get('volumes', [])}))
+            """
+        let read = try await run(["/usr/bin/python3", "-c", script, Self.root.path + "/compose.yaml"])
+        guard read.status == 0, let all = try JSONSerialization.jsonObject(with: Data(read.output.utf8)) as? [String: Any],
+            let services = all["services"] as? [String: [String]], let secrets = all["secrets"] as? [String: String],
+            let load = all["load"] as? [String]
+        else { throw TestFailure("cannot read compose.yaml's secrets: \(read.errors)") }
+        return (services, secrets, load)
     }
 
     /// Each service's health check `test` (the hubs' through the x-hub anchor), nil where it is disabled or absent.

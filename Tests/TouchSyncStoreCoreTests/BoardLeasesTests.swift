@@ -148,4 +148,14 @@ struct BoardLeasesTests {
         for board in leases.boardsToGive { _ = leases.lose(board, to: "hub-1") }
         #expect(leases.epochs.isEmpty && leases.moved == ["a", "b"] && leases.boardsToGive.isEmpty)
     }
+
+    @Test func aLeaseLapsingBeforeTheNextRenewalIsRenewedRightAfterIt() {
+        let interval = Duration.milliseconds(625)
+        // Lapsing 200 ms from now, before the regular renewal: just after the lapse.
+        #expect(BoardLeases.earlyRenewal(untilLapse: .milliseconds(200), interval: interval) == .milliseconds(200) + BoardLeases.pastLapse)
+        // A live hub's lease (renewed every interval, so seconds away), or one lapsing at the tick: the tick does it.
+        #expect(BoardLeases.earlyRenewal(untilLapse: .milliseconds(4_400), interval: interval) == nil)
+        #expect(BoardLeases.earlyRenewal(untilLapse: interval, interval: interval) == nil)
+        #expect(BoardLeases.earlyRenewal(untilLapse: .milliseconds(-1), interval: interval) == nil)
+    }
 }

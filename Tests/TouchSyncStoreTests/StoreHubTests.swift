@@ -702,4 +702,69 @@ extension StoreHubTests {
             }
         }
     }
+
+    /// The store's standby and backups (issue 39; docs/architecture.md,
+    /// "PostgreSQL: a standby and backups"): a streaming standby made with
+    /// pg_basebackup, named in the primary's `synchronous_standby_names`, so
+    /// a commit (and so an acknowledgement) waits until the standby has it.
+    /// A load run acknowledged in full, the primary crashes, the standby is
+    /// promoted, and a hub started on it loads the board at the load's
+    /// digest: nothing acknowledged was lost. Then a pg_dump of it restored
+    /// into a third, empty server loads to the same digest.
+    @Test func aSynchronousStandbyPromotedAndABackupRestoredHoldEveryAcknowledgedSample() async throws {
+        let primary = try await PostgresServer()
+        defer { primary.stopNow() }
+        let standby = try await PostgresServer(standbyOf: primary, name: "standby")
+        defer { standby.stopNow() }
+        let sync = try await primary.sql("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
+        try #require(sync.status == 0, "\(sync.errors)")
+        _ = try await primary.sql("SELECT pg_reload_conf()")
+        var state = ""
+        for _ in 0..<100 where state != "sync" {
+            state = try await primary.sql("SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby'").output
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            if state != "sync" { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try #require(state == "sync", "the standby never became synchronous: \(state)")
+
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let hub = try StoreHub(server: primary, name: "hub-a")
+        _ = try await children.startHub(hub.arguments)
+        let report = NSTemporaryDirectory() + "touchsync-standby-\(UUID().uuidString.prefix(8)).json"
+        defer { try? FileManager.default.removeItem(atPath: report) }
+        let load = try await touchsync(
+            ["load"] + hub.client + ["--users", "4", "--fingers", "2", "--duration", "3", "--seed", "39", "--json", report], limit: 120)
+        #expect(load.status == 0, "\(load.output) \(load.errors)")
+        let figures = try loadReport(report)
+        #expect(figures["lost"] as? Int == 0 && figures["converged"] as? Bool == true, "\(figures)")
+        let digest = try #require((figures["board_digests"] as? [String: String])?["load-39-0"])
+
+        // The primary's machine is gone: the standby takes over, and a hub on it has every acknowledged sample.
+        try await primary.crash()
+        children.killAll()
+        try await standby.promote()
+        // The same hub (name and endpoints: it restarted on this machine) on another store.
+        func sameHub(on server: PostgresServer) -> [String] { hub.arguments.map { $0 == primary.url ? server.url : $0 } }
+        let (started, _, text) = try await children.startHub(sameHub(on: standby))
+        #expect(text.contains("load-39-0: batch ") && text.contains("digest \(digest)"), "the promoted standby lacks acknowledged batches: \(text)")
+        started.interrupt()
+        await started.exited()
+
+        // A backup (pg_dump, custom format) restored into an empty server loads the same board.
+        let dump = standby.folder + "/touchsync.dump"
+        let dumped = try await standby.run("pg_dump", ["-h", "127.0.0.1", "-p", "\(standby.port)", "-U", "touchsync", "-Fc", "-f", dump, "postgres"])
+        try #require(dumped.status == 0, "pg_dump: \(dumped.errors)")
+        let restored = try await PostgresServer()
+        defer { restored.stopNow() }
+        let copied = try await runToEnd("/usr/bin/cp", [dump, restored.folder + "/touchsync.dump"])
+        try #require(copied.status == 0, "\(copied.errors)")
+        let restore = try await restored.run(
+            "pg_restore", ["-h", "127.0.0.1", "-p", "\(restored.port)", "-U", "touchsync", "-d", "postgres", "--no-owner", restored.folder + "/touchsync.dump"])
+        #expect(restore.status == 0, "pg_restore: \(restore.output) \(restore.errors)")
+        let (again, _, restoredText) = try await children.startHub(sameHub(on: restored))
+        #expect(restoredText.contains("load-39-0: batch ") && restoredText.contains("digest \(digest)"), "the backup lacks batches: \(restoredText)")
+        again.interrupt()
+        await again.exited()
+    }
 }

@@ -30,6 +30,18 @@ enum BoardStoreMembership {
         return rows.compactMap { try? $0.decode((String, String).self) }
     }
 
+    /// How long until the soonest lease that `hub` does not hold lapses
+    /// (nil: none is held, or all lapsed already).
+    static func soonestLapse(notHeldBy hub: String, connection: inout StoreSession) async throws(StoreError) -> Duration? {
+        let rows = try await connection.query(
+            """
+            SELECT extract(epoch FROM min(expires_at) - now())::float8 FROM touchsync_leases
+            WHERE hub <> \(hub) AND expires_at >= now()
+            """)
+        guard let seconds = try? rows.first?.decode(Double?.self) else { return nil }
+        return .microseconds(Int64(seconds * 1e6))
+    }
+
     /// The hub's heartbeat under its name, written only while the name is
     /// this process's, or its holder's heartbeat lapsed; at start-up
     /// (`sameEndpoints`) also when the holder had these endpoints (this hub

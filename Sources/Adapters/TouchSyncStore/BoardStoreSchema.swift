@@ -157,6 +157,22 @@ public struct BoardStoreAdmin: Sendable {
         }
     }
 
+    /// The hub time (wall clock, µs since 1970) of `board`'s first batch
+    /// committed under lease `epoch` (nil: none yet): when its new holder
+    /// first committed, as the failover benchmark measures it.
+    public func firstBatchTime(of board: String, epoch: Int64) async throws(StoreError) -> Int64? {
+        try await withConnection { connection throws(StoreError) in
+            do {
+                let rows = try await connection.query(
+                    "SELECT min(hub_time_us) FROM touchsync_batches WHERE board = \(board) AND epoch = \(epoch)", logger: logger
+                ).collect()
+                return try rows.first?.decode(Int64?.self)
+            } catch {
+                throw Self.storeError(error)
+            }
+        }
+    }
+
     /// Any number both sides agree on, the same for every touchsync: "TSYN".
     static let migrationLock: Int64 = 0x5453_594E
 

@@ -271,6 +271,21 @@ public struct BoardLeases: Sendable {
             .map(\.board)
     }
 
+    /// When to renew early, after a renewal that found a lease of another
+    /// hub lapsing in `lapse`: just after it lapses, when that comes before
+    /// the next regular renewal (`interval` away), so that a dead hub's
+    /// boards are adopted as soon as their leases allow (up to an interval
+    /// sooner); nil: the regular renewal will do. A hub that turns out not
+    /// to be the board's successor has renewed once more, which is harmless.
+    public static func earlyRenewal(untilLapse lapse: Duration, interval: Duration) -> Duration? {
+        guard lapse >= .zero, lapse < interval else { return nil }
+        return lapse + pastLapse
+    }
+
+    /// How long after a lease's lapse the early renewal comes: the store
+    /// says lapsed only once `expires_at < now()` by its own clock.
+    public static let pastLapse: Duration = .milliseconds(5)
+
     /// Who should take a board whose lease `holder` let lapse.
     public static func successor(for board: String, after holder: String, among members: ClusterMap) -> ClusterMap.Hub {
         let others = members.hubs.filter { $0.name != holder }

@@ -294,12 +294,15 @@ struct BenchCommand: AsyncParsableCommand {
             "failover on \(address): 3 hubs, lease \(leaseTimeout) s, agent silence time-out \(hubTimeout) s, \(failoverBoards) board(s), "
                 + "\(kills) kills of the first board's holder (SIGKILL)")
         let figures = try await benchmark.run(logger: logging.logger("touchsync.bench")) { emit("  " + $0) }
-        let seconds = figures.failovers.map(\.seconds).sorted()
-        func percentile(_ p: Double) -> Double { seconds[min(seconds.count - 1, Int((Double(seconds.count) * p).rounded(.up)) - 1)] }
-        emit(
-            String(
-                format: "  failover (SIGKILL to the first acknowledgement on the new holder): p50 %.2f s, p99 %.2f s, min %.2f s, max %.2f s over %d kills",
-                percentile(0.5), percentile(0.99), seconds.first ?? 0, seconds.last ?? 0, seconds.count))
+        for (what, durations) in [("the first commit under the new lease, from the store", figures.storeFailovers),
+                                  ("the first acknowledgement on the new holder", figures.failovers)] {
+            let seconds = durations.map(\.seconds).sorted()
+            func percentile(_ p: Double) -> Double { seconds[min(seconds.count - 1, Int((Double(seconds.count) * p).rounded(.up)) - 1)] }
+            emit(
+                String(
+                    format: "  failover (SIGKILL to %@): p50 %.2f s, p99 %.2f s, min %.2f s, max %.2f s over %d kills",
+                    what, percentile(0.5), percentile(0.99), seconds.first ?? 0, seconds.last ?? 0, seconds.count))
+        }
         if failoverBoards > 1 {
             let moved = figures.boardsMoved
             emit("  boards the killed hub held: \(moved.min() ?? 0) to \(moved.max() ?? 0), mean \(String(format: "%.1f", Double(moved.reduce(0, +)) / Double(max(moved.count, 1))))")

@@ -168,14 +168,6 @@ struct LoadCommand: AsyncParsableCommand {
             journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync
             configuration.embeddedHub.journal = journal
         }
-        if let accessDir {
-            do {
-                configuration.keys = try LoadKeys.prepare(in: accessDir, for: configuration)
-            } catch {
-                throw CommandFailure("cannot prepare the keys in \(accessDir): \(error)")
-            }
-            emit("CURVE: keys and access list in \(accessDir) (\(users) users, a watcher, the hub)")
-        }
         if let cluster {
             do {
                 configuration.cluster = try ClusterMap.load(from: cluster)
@@ -191,6 +183,15 @@ struct LoadCommand: AsyncParsableCommand {
                 }.joined(separator: ",")
             }
             configuration.hub = HubEndpoints(ingest: ingest, publish: publish ?? derived(1), snapshot: snapshot ?? derived(2))
+        }
+        // After the hubs are known: against external hubs only their public key is needed.
+        if let accessDir {
+            do {
+                configuration.keys = try LoadKeys.prepare(in: accessDir, for: configuration)
+            } catch {
+                throw CommandFailure("cannot prepare the keys in \(accessDir): \(error)")
+            }
+            emit("CURVE: keys and access list in \(accessDir) (\(users) users, a watcher, the hub)")
         }
         emit(
             "load: \(users) users x \(fingerCount) fingers at \(Int(eventRate)) Hz (\(samplesPerEvent) samples per event, \(predicted) predicted), "

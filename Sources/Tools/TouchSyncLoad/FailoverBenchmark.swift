@@ -42,6 +42,9 @@ public struct FailoverBenchmark: Sendable {
     public struct Figures: Sendable {
         /// Kill to first acknowledgement on the new owner, per kill (the slowest board the killed hub held).
         public var failovers: [Duration]
+        /// Kill to the first batch committed under the new lease epoch, as the store
+        /// records it (the new holder's wall clock), per kill (the slowest board).
+        public var storeFailovers: [Duration]
         /// Boards the killed hub held, per kill.
         public var boardsMoved: [Int]
         /// Messages posted and acknowledged at the end (all must be).
@@ -89,6 +92,7 @@ public struct FailoverBenchmark: Sendable {
         for drawer in drawers { try await drawer.acknowledgements.waitBeyond(0, within: giveUpAfter) }
 
         var failovers: [Duration] = []
+        var storeFailovers: [Duration] = []
         var boardsMoved: [Int] = []
         for kill in 1...kills {
             guard let holder = try await admin.lease(of: boardNames[0])?.hub, let victim = hubs.first(where: { $0.name == holder }) else {
@@ -100,6 +104,7 @@ public struct FailoverBenchmark: Sendable {
             // failover is over at one beyond what was acknowledged a moment after the kill.
             victim.kill()
             let killed = ContinuousClock.now
+            let killedAt = Int64(Date().timeIntervalSince1970 * 1e6)
             try await Task.sleep(for: .milliseconds(20))
             let before = held.map { drawers[$0].acknowledgements.through }
             var slowest: Duration = .zero
@@ -109,9 +114,19 @@ public struct FailoverBenchmark: Sendable {
             }
             failovers.append(slowest)
             boardsMoved.append(held.count)
+            // The same from the store: the first commit under each board's new epoch.
+            var slowestCommit: Duration = .zero
+            for index in held {
+                guard let lease = try await admin.lease(of: boardNames[index]),
+                    let first = try await admin.firstBatchTime(of: boardNames[index], epoch: lease.epoch)
+                else { throw BenchmarkFailure("\(boardNames[index]) has no batch under its new lease yet") }
+                slowestCommit = max(slowestCommit, .microseconds(first - killedAt))
+            }
+            storeFailovers.append(slowestCommit)
             let newHolder = try await admin.lease(of: boardNames[0])?.hub ?? "?"
             progress(
-                String(format: "kill %2d: %@ killed holding %d board(s), %@ acknowledging the slowest after %.2f s", kill, holder, held.count, newHolder, slowest.seconds))
+                String(format: "kill %2d: %@ killed holding %d board(s), %@ committing the slowest after %.2f s, acknowledging it after %.2f s", kill, holder,
+                    held.count, newHolder, slowestCommit.seconds, slowest.seconds))
             try await victim.start()
             // The restarted hub is live for the others before the next kill.
             try await Task.sleep(for: leaseTimeout / 4 + .milliseconds(500))
@@ -129,7 +144,7 @@ public struct FailoverBenchmark: Sendable {
         var epochs: Int64 = 0
         for board in boardNames { epochs = max(epochs, try await admin.lease(of: board)?.epoch ?? 0) }
         for drawer in drawers { await drawer.agent.stop() }
-        return Figures(failovers: failovers, boardsMoved: boardsMoved, posted: posted, acknowledged: acknowledged, epoch: epochs)
+        return Figures(failovers: failovers, storeFailovers: storeFailovers, boardsMoved: boardsMoved, posted: posted, acknowledged: acknowledged, epoch: epochs)
     }
 
     /// One finger drawing strokes of a second each at `rate` events a second.

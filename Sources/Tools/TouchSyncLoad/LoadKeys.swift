@@ -8,8 +8,13 @@ import ZeroMQ
 /// authenticated namespace is the one the run checks), a watcher for the
 /// subscribers, and an access list granting them, all kept in DIR (existing
 /// keys are reused, so an external hub started on DIR's files matches).
+/// Against external hubs DIR needs only the hub's public key (`hub.pub`):
+/// a folder holding the users' keys, the watcher's and `hub.pub` can be
+/// mounted read-only, without the hub's secret key (compose's load profile).
 public struct LoadKeys: Sendable {
-    public var hub: CurveKeyPair
+    /// The hub's pair: nil when only its public key is at hand (external hubs).
+    public var hub: CurveKeyPair?
+    public var hubPublicKey: String
     public var users: [String: CurveKeyPair]
     public var watcher: CurveKeyPair
     public var accessListPath: String
@@ -17,7 +22,8 @@ public struct LoadKeys: Sendable {
     public static let watcherName = "load-watcher"
 
     /// Makes (or reuses) the keys in `directory` for `configuration`'s users
-    /// and adds them to `directory/access.json` (other users in it are kept).
+    /// and adds them to `directory/access.json` (other users in it are kept;
+    /// the file is written only when something was added or changed).
     public static func prepare(in directory: String, for configuration: LoadConfiguration) throws -> LoadKeys {
         func pair(_ name: String) throws -> CurveKeyPair {
             let path = CurveKeyFiles.secretPath(name: name, directory: directory)
@@ -27,19 +33,32 @@ public struct LoadKeys: Sendable {
             try CurveKeyFiles.write(pair, name: name, directory: directory, force: false)
             return pair
         }
-        let hub = try pair("hub")
+        let externalHub = configuration.hub != nil || configuration.cluster != nil
+        let hubSecret = CurveKeyFiles.secretPath(name: "hub", directory: directory)
+        let hubPublic = CurveKeyFiles.publicPath(name: "hub", directory: directory)
+        let hub: CurveKeyPair?
+        let hubPublicKey: String
+        if externalHub && !FileManager.default.fileExists(atPath: hubSecret) && FileManager.default.fileExists(atPath: hubPublic) {
+            hub = nil
+            hubPublicKey = try CurveKeyFiles.readPublicKey(hubPublic)
+        } else {
+            let read = try pair("hub")
+            hub = read
+            hubPublicKey = read.publicKey
+        }
         let watcher = try pair(watcherName)
         var users: [String: CurveKeyPair] = [:]
         let accessListPath = directory + "/access.json"
-        var list = FileManager.default.fileExists(atPath: accessListPath) ? try AccessList.load(from: accessListPath) : try AccessList()
+        let existing = FileManager.default.fileExists(atPath: accessListPath) ? try AccessList.load(from: accessListPath) : nil
+        var list = try existing ?? AccessList()
         try list.set(watcherName, AccessEntry(key: watcher.publicKey, boards: ["load-*": .watch]))
         for name in configuration.userNames {
             let userPair = try pair(name)
             users[name] = userPair
             try list.set(name, AccessEntry(key: userPair.publicKey, boards: ["load-*": .draw]))
         }
-        try list.save(to: accessListPath)
-        return LoadKeys(hub: hub, users: users, watcher: watcher, accessListPath: accessListPath)
+        if list != existing { try list.save(to: accessListPath) }
+        return LoadKeys(hub: hub, hubPublicKey: hubPublicKey, users: users, watcher: watcher, accessListPath: accessListPath)
     }
 }
 

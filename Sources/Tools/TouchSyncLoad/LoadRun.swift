@@ -62,8 +62,8 @@ public struct LoadRun: Sendable {
         } else {
             // Its own context, so its I/O thread is its own, as a separate process's would be.
             var hubConfiguration = configuration.embeddedHub
-            if let keys = configuration.keys {
-                hubConfiguration.security = HubSecurity(serverKey: keys.hub, accessListPath: keys.accessListPath)
+            if let keys = configuration.keys, let hubPair = keys.hub {  // an embedded hub: prepare made the pair
+                hubConfiguration.security = HubSecurity(serverKey: hubPair, accessListPath: keys.accessListPath)
             }
             let hub = try TouchSyncHub(
                 configuration: hubConfiguration, logger: logger,
@@ -83,7 +83,7 @@ public struct LoadRun: Sendable {
             var settings = SubscriberConfiguration(
                 board: board, publishEndpoint: hubEndpoints(of: board).publish, snapshotEndpoint: hubEndpoints(of: board).snapshot)
             if let keys = configuration.keys {
-                settings.curve = CurveClientKeys(client: keys.watcher, serverPublicKey: keys.hub.publicKey)
+                settings.curve = CurveClientKeys(client: keys.watcher, serverPublicKey: keys.hubPublicKey)
             }
             settings.wireFormat = configuration.wireFormat
             settings.predictions = configuration.subscriberPredictions
@@ -162,7 +162,7 @@ public struct LoadRun: Sendable {
                 // One agent watches its handshake (they all share the hub and the key setup): two sockets, not two per user.
                 settings.monitorsHandshake = user == 0
                 if let keys = configuration.keys, let pair = keys.users[settings.identity!] {
-                    settings.curve = CurveClientKeys(client: pair, serverPublicKey: keys.hub.publicKey)
+                    settings.curve = CurveClientKeys(client: pair, serverPublicKey: keys.hubPublicKey)
                 }
                 return settings
             }, threads: configuration.agentThreads, context: context, logger: logger)
