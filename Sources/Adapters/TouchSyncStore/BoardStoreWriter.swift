@@ -363,14 +363,15 @@ public final class BoardStoreWriter: Sendable {
             // Who is live, and the lapsed boards whose owner among them is this hub.
             reports += leases.membersRead(try await BoardStoreMembership.liveHubs(configuration: configuration, connection: &connection))
             // A dead hub's boards (issue 39: loaded one at a time, they delayed this hub's own renewals
-            // and grew the failover with the board count): every lease taken here at once, the boards
-            // then loaded in parallel, each on a connection of its own.
+            // and grew the failover with the board count): every lease taken here in one statement,
+            // the boards then loaded in parallel, each on a connection of its own.
             var adopting: [(board: String, epoch: Int64)] = []
-            for board in leases.adoptable(lapsed: try await BoardStoreMembership.lapsedBoards(connection: &connection)) {
+            let adoptable = leases.adoptable(lapsed: try await BoardStoreMembership.lapsedBoards(connection: &connection))
+            if !adoptable.isEmpty {
                 do {
-                    if let epoch = try await takeLease(board, connection: &connection) { adopting.append((board, epoch)) }
+                    adopting = try await takeLeases(adoptable, connection: &connection)
                 } catch {
-                    reports.append(.failed(board: board, reason: "claiming its lease: \(error)"))
+                    for board in adoptable { reports.append(.failed(board: board, reason: "claiming its lease: \(error)")) }
                 }
             }
             await load(adopting, leases: &leases, into: &reports)
@@ -413,17 +414,24 @@ public final class BoardStoreWriter: Sendable {
 
     /// The board's lease, if it is free, lapsed or this hub's: its new epoch, or nil (another hub holds it).
     private func takeLease(_ board: String, connection: inout StoreSession) async throws -> Int64? {
+        try await takeLeases([board], connection: &connection).first?.epoch
+    }
+
+    /// The leases of `boards` that are free, lapsed or this hub's, taken in
+    /// one statement (one commit, however many a dead hub held): each taken
+    /// board with its new epoch (the others another hub was quicker to).
+    private func takeLeases(_ boards: [String], connection: inout StoreSession) async throws -> [(board: String, epoch: Int64)] {
         let rows = try await connection.query(
             """
             INSERT INTO touchsync_leases (board, hub, epoch, expires_at)
             SELECT board, \(configuration.hubName), 1, now() + make_interval(secs => \(configuration.leaseSeconds))
-            FROM touchsync_boards WHERE board = \(board)
+            FROM touchsync_boards WHERE board = ANY(\(boards))
             ON CONFLICT (board) DO UPDATE
                 SET hub = excluded.hub, epoch = touchsync_leases.epoch + 1, expires_at = excluded.expires_at
                 WHERE touchsync_leases.hub = excluded.hub OR touchsync_leases.expires_at < now()
-            RETURNING epoch
+            RETURNING board, epoch
             """)
-        return try rows.first?.decode(Int64.self)
+        return rows.compactMap { try? $0.decode((String, Int64).self) }.map { (board: $0.0, epoch: $0.1) }.sorted { $0.board < $1.board }
     }
 
     /// Boards whose leases this hub just took, loaded in parallel (at most
