@@ -33,7 +33,7 @@ for name in hub health relay gateway alice; do
 done
 access="$keys/access.json"
 "$touchsync" keys allow health --boards touchsync-health --role watch --access "$access" --dir "$keys" >/dev/null
-"$touchsync" keys allow relay --boards demo --role watch --access "$access" --dir "$keys" >/dev/null
+"$touchsync" keys allow relay --boards '*' --role watch --access "$access" --dir "$keys" >/dev/null
 "$touchsync" keys allow alice --boards demo --role draw --access "$access" --dir "$keys" >/dev/null
 "$touchsync" keys allow gateway --boards '*' --role admin --acts-for web: --access "$access" --dir "$keys" >/dev/null
 # The store's password: PostgreSQL's (POSTGRES_PASSWORD_FILE) and the hubs' (--store-password-file).

@@ -797,12 +797,19 @@ struct HubCoreTests {
         #expect(hub.message(ann, .numbered(sequence: 3, .clear(.own))).errors(to: ann).isEmpty)
         hub.hello(boss, board: "team-1")
         #expect(hub.message(boss, .numbered(sequence: 1, .clear(.board))).errors(to: boss).isEmpty)
-        // Subscriptions: only whole topics of boards the user may watch.
+        // Subscriptions: whole topics of boards the user may watch, or prefixes only such boards match.
         let topic = publishTopic(board: "team-1")
-        #expect(hub.send(.subscribed(topic: topic, by: UserNamespace("tv"))).contains { if case .allowSubscription(topic) = $0 { true } else { false } })
-        #expect(!hub.send(.subscribed(topic: publishTopic(board: "other"), by: UserNamespace("tv"))).contains { if case .allowSubscription = $0 { true } else { false } })
-        #expect(!hub.send(.subscribed(topic: [], by: UserNamespace("tv"))).contains { if case .allowSubscription = $0 { true } else { false } })
-        #expect(!hub.send(.subscribed(topic: topic, by: nil)).contains { if case .allowSubscription = $0 { true } else { false } })
+        func allowed(_ topic: [UInt8], _ user: String?) -> Bool {
+            hub.send(.subscribed(topic: topic, by: user.map(UserNamespace.init))).contains { if case .allowSubscription(topic) = $0 { true } else { false } }
+        }
+        #expect(allowed(topic, "tv"))
+        #expect(!allowed(publishTopic(board: "other"), "tv"))
+        #expect(!allowed([], "tv"), "every board: tv may watch team-* only")
+        #expect(!allowed(Array("team".utf8), "tv"), "team… also matches teammate-1")
+        #expect(allowed(Array("team-".utf8), "tv") && allowed(Array("team-1".utf8), "tv"), "only team-* boards start so")
+        #expect(!allowed(Array("team-1".utf8) + [0, 0x41], "tv"), "a stream byte inside: neither a board's topic nor a prefix of one")
+        #expect(allowed([], "boss") && allowed([0xC3], "boss"), "boss may watch every board, whatever the cut")
+        #expect(!allowed(topic, nil))
         // Snapshots.
         let refused = hub.send(.snapshotRequested(by: tv.id, user: UserNamespace("tv"), board: "other", requestID: 1))
         #expect(refused.contains { if case .refuseSnapshot(_, 1, let refusal) = $0 { refusal.code == .forbidden } else { false } })
@@ -813,6 +820,9 @@ struct HubCoreTests {
         hub.endTurn()
         #expect(hub.core.board("team-1")?.liveTouchCount == 0)
         #expect(hub.message(ann, .numbered(sequence: 4, began(2))).errors(to: ann).map(\.code) == [.forbidden])
+        // A watcher by prefix whose pattern is narrowed loses its stream (its subscriptions cannot be dropped one by one).
+        try list.set("tv", AccessEntry(key: keys[1], boards: ["team-1": .watch]))
+        #expect(hub.send(.accessChanged(list)).contains { if case .disconnectSubscribers(let users) = $0 { users == ["tv"] } else { false } })
         // Removed altogether: the session ends.
         list.remove("ann")
         hub.send(.accessChanged(list))

@@ -181,6 +181,17 @@ public struct AccessList: Sendable, Equatable {
         return min(own, gateway)
     }
 
+    /// Whether `user` may watch every board whose name starts with
+    /// `prefix` (a subscription by prefix: a relay following `team-*` or
+    /// every board): one of its patterns is a prefix pattern (`*`, `team-*`)
+    /// that every such name matches. Every role includes watching, so any
+    /// more specific pattern for one of those boards still lets it watch.
+    /// `prefix` is UTF-8 bytes, cut anywhere (a subscription is bytes).
+    public func mayWatchEvery(startingWith prefix: some Collection<UInt8>, user: String) -> Bool {
+        guard let entry = users[user] else { return false }
+        return entry.boards.keys.contains { text in text.hasSuffix("*") && prefix.starts(with: text.dropLast().utf8) }
+    }
+
     /// What `user` may do on `board` (nil: nothing, or no such user).
     public func role(of user: String, on board: String) -> Role? {
         guard let entry = users[user] else { return nil }

@@ -1,3 +1,4 @@
+import TouchSyncAccessModel
 import TouchSyncCore
 import TouchSyncWire
 
@@ -5,15 +6,15 @@ import TouchSyncWire
 extension HubCore {
     mutating func subscribed(_ topic: [UInt8], by user: UserNamespace?, now: Moment, into actions: inout [HubAction]) {
         if let access {
-            // Only whole board topics (any stream), and only boards the user may watch.
-            guard let name = PublishStream.parse(topic: topic)?.board, let user, access.role(of: user.rawValue, on: name) != nil
-            else {
+            // Whole board topics (any stream) of boards the user may watch, or a
+            // prefix (a relay following many boards) that only such boards can match.
+            guard let user, let watched = Self.watchable(topic, by: user, in: access) else {
                 counters.refused(.forbidden)
                 observer?.observe(.subscriptionRefused(user: user))
                 return
             }
             actions.append(.allowSubscription(topic: topic))
-            if watchedBoards[user, default: []].count < 1024 { watchedBoards[user, default: []].insert(name) }
+            if watchedBoards[user, default: []].count < 1024 { watchedBoards[user, default: []].insert(watched) }
         }
         subscriptions[topic, default: 0] += 1
         counters.subscriptions = subscriptions.values.reduce(0, +)
@@ -47,6 +48,20 @@ extension HubCore {
                         board: name, kind: .heartbeat(sequence: 0, digest: BoardState.emptyDigest), topic: topic,
                         bytes: WireCodec.encode(message))))
         }
+    }
+
+    /// What a subscription to `topic` lets `user` watch, as an access list
+    /// reload checks it again (`Watched`); nil when the list does not let
+    /// the user watch all of it.
+    static func watchable(_ topic: [UInt8], by user: UserNamespace, in access: AccessList) -> Watched? {
+        if let name = PublishStream.parse(topic: topic)?.board {
+            return access.role(of: user.rawValue, on: name) != nil ? .board(name) : nil
+        }
+        // A prefix of board names (no stream byte, which no name holds), in UTF-8 bytes cut anywhere.
+        guard topic.count <= 128, !topic.contains(where: { PublishStream(rawValue: $0) != nil }),
+            access.mayWatchEvery(startingWith: topic, user: user.rawValue)
+        else { return nil }
+        return .prefix(topic)
     }
 
     mutating func unsubscribed(_ topic: [UInt8], now: Moment, into actions: inout [HubAction]) {

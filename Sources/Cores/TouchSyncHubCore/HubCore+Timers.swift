@@ -47,7 +47,14 @@ extension HubCore {
     mutating func accessChanged(_ list: AccessList, into actions: inout [HubAction]) {
         access = list
         // Subscribers who lost a board they watch: their streams end (XPUB cannot drop one peer's subscription later).
-        let revoked = watchedBoards.filter { user, boards in boards.contains { list.role(of: user.rawValue, on: $0) == nil } }.keys
+        let revoked = watchedBoards.filter { user, watched in
+            watched.contains { watched in
+                switch watched {
+                case .board(let name): list.role(of: user.rawValue, on: name) == nil
+                case .prefix(let prefix): !list.mayWatchEvery(startingWith: prefix, user: user.rawValue)
+                }
+            }
+        }.keys
         if !revoked.isEmpty {
             for user in revoked { watchedBoards[user] = nil }
             observer?.observe(.watchersLostBoards(users: revoked.map(\.rawValue).sorted()))

@@ -44,9 +44,17 @@ public struct HubCore {
     /// Subscriptions that are not one board's topic (a relay's `*` or
     /// `team-*`: prefixes): they may want any board's v1 stream.
     var prefixSubscriptions = 0
-    /// Authenticated hubs: the boards each user subscribed to (up to 1,024
-    /// per user), so that a reload that takes a board away ends the stream.
-    var watchedBoards: [UserNamespace: Set<String>] = [:]
+    /// Authenticated hubs: the boards and prefixes each user subscribed to
+    /// (up to 1,024 per user), so that a reload that takes one away ends the stream.
+    var watchedBoards: [UserNamespace: Set<Watched>] = [:]
+
+    /// What one subscription of an authenticated hub watches.
+    enum Watched: Hashable {
+        /// One board's topic (any stream).
+        case board(String)
+        /// Every board whose name starts with these UTF-8 bytes (empty: every board).
+        case prefix([UInt8])
+    }
     /// Samples and boards each user holds here, against the per-user quotas.
     var quotas: UserQuotas
     /// Snapshot and board-list requests per requester and second.

@@ -17,7 +17,8 @@ struct RelayCommand: AsyncParsableCommand {
             itself, so subscribers pointed at --serve-publish and --serve-snapshot see \
             exactly the hub's boards (same sequence numbers and digests) while the \
             hub serves one connection. --board names boards or prefixes (team-*, or * \
-            for all; an authenticated hub needs whole names). Downstream is plain \
+            for all; from an authenticated hub a prefix needs a key that may watch \
+            every board it matches: team-* or *). Downstream is plain \
             text unless --serve-key and --access make it authenticate its \
             subscribers as a hub does; a plain non-loopback --serve endpoint needs --insecure.
 
