@@ -295,7 +295,8 @@ struct BenchCommand: AsyncParsableCommand {
                 + "\(kills) kills of the first board's holder (SIGKILL)")
         let figures = try await benchmark.run(logger: logging.logger("touchsync.bench")) { emit("  " + $0) }
         for (what, durations) in [("the first commit under the new lease, from the store", figures.storeFailovers),
-                                  ("the first acknowledgement on the new holder", figures.failovers)] {
+                                  ("the first acknowledgement on the new holder", figures.failovers),
+                                  ("each subscriber's first batch from the new holder", figures.subscriberFailovers)] {
             let seconds = durations.map(\.seconds).sorted()
             func percentile(_ p: Double) -> Double { seconds[min(seconds.count - 1, Int((Double(seconds.count) * p).rounded(.up)) - 1)] }
             emit(

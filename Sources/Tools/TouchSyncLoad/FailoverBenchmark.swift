@@ -45,6 +45,9 @@ public struct FailoverBenchmark: Sendable {
         /// Kill to the first batch committed under the new lease epoch, as the store
         /// records it (the new holder's wall clock), per kill (the slowest board).
         public var storeFailovers: [Duration]
+        /// Kill to the first batch a subscriber of the board (given all three
+        /// hubs) applied from the new holder, per kill (the slowest board).
+        public var subscriberFailovers: [Duration]
         /// Boards the killed hub held, per kill.
         public var boardsMoved: [Int]
         /// Messages posted and acknowledged at the end (all must be).
@@ -86,13 +89,30 @@ public struct FailoverBenchmark: Sendable {
             })
             drawers.append((board, agent, acknowledgements))
         }
+        // A subscriber per board, given every hub (as `spectate --publish A,B,C --snapshot A,B,C`).
+        var watchers: [(subscriber: BoardSubscriber, applied: AcknowledgementTimes)] = []
+        for board in boardNames {
+            let applied = AcknowledgementTimes()
+            var settings = SubscriberConfiguration(
+                board: board, publishEndpoint: hubs.map(\.publish).joined(separator: ","),
+                snapshotEndpoint: hubs.map(\.snapshot).joined(separator: ","))
+            settings.wireFormat = .v2
+            settings.reportsEvents = false
+            settings.onApplied = { batch in applied.heard(batch.sequence, at: .now) }
+            settings.onSynced = { state in applied.heard(state.sequence, at: .now) }
+            let subscriber = try BoardSubscriber(configuration: settings, context: context, logger: logger)
+            subscriber.start()
+            watchers.append((subscriber, applied))
+        }
         let drawing = drawers.map { drawer in Task { await draw(drawer.agent) } }
         defer { for task in drawing { task.cancel() } }
         let admin = BoardStoreAdmin(address: address, logger: logger)
         for drawer in drawers { try await drawer.acknowledgements.waitBeyond(0, within: giveUpAfter) }
+        for watcher in watchers { try await watcher.applied.waitBeyond(0, within: giveUpAfter) }
 
         var failovers: [Duration] = []
         var storeFailovers: [Duration] = []
+        var subscriberFailovers: [Duration] = []
         var boardsMoved: [Int] = []
         for kill in 1...kills {
             guard let holder = try await admin.lease(of: boardNames[0])?.hub, let victim = hubs.first(where: { $0.name == holder }) else {
@@ -107,6 +127,7 @@ public struct FailoverBenchmark: Sendable {
             let killedAt = Int64(Date().timeIntervalSince1970 * 1e6)
             try await Task.sleep(for: .milliseconds(20))
             let before = held.map { drawers[$0].acknowledgements.through }
+            let seen = held.map { watchers[$0].applied.through }
             var slowest: Duration = .zero
             for (index, through) in zip(held, before) {
                 let after = try await drawers[index].acknowledgements.waitBeyond(through, within: giveUpAfter)
@@ -114,6 +135,13 @@ public struct FailoverBenchmark: Sendable {
             }
             failovers.append(slowest)
             boardsMoved.append(held.count)
+            // The subscribers: live again once they apply a batch beyond what they had at the kill.
+            var slowestWatcher: Duration = .zero
+            for (index, sequence) in zip(held, seen) {
+                let after = try await watchers[index].applied.waitBeyond(sequence, within: giveUpAfter)
+                slowestWatcher = max(slowestWatcher, after - killed)
+            }
+            subscriberFailovers.append(slowestWatcher)
             // The same from the store: the first commit under each board's new epoch.
             var slowestCommit: Duration = .zero
             for index in held {
@@ -125,8 +153,8 @@ public struct FailoverBenchmark: Sendable {
             storeFailovers.append(slowestCommit)
             let newHolder = try await admin.lease(of: boardNames[0])?.hub ?? "?"
             progress(
-                String(format: "kill %2d: %@ killed holding %d board(s), %@ committing the slowest after %.2f s, acknowledging it after %.2f s", kill, holder,
-                    held.count, newHolder, slowestCommit.seconds, slowest.seconds))
+                String(format: "kill %2d: %@ killed holding %d board(s), %@ committing the slowest after %.2f s, acknowledging it after %.2f s; subscribers live after %.2f s",
+                    kill, holder, held.count, newHolder, slowestCommit.seconds, slowest.seconds, slowestWatcher.seconds))
             try await victim.start()
             // The restarted hub is live for the others before the next kill.
             try await Task.sleep(for: leaseTimeout / 4 + .milliseconds(500))
@@ -144,7 +172,9 @@ public struct FailoverBenchmark: Sendable {
         var epochs: Int64 = 0
         for board in boardNames { epochs = max(epochs, try await admin.lease(of: board)?.epoch ?? 0) }
         for drawer in drawers { await drawer.agent.stop() }
-        return Figures(failovers: failovers, storeFailovers: storeFailovers, boardsMoved: boardsMoved, posted: posted, acknowledged: acknowledged, epoch: epochs)
+        for watcher in watchers { await watcher.subscriber.stop() }
+        return Figures(
+            failovers: failovers, storeFailovers: storeFailovers, subscriberFailovers: subscriberFailovers, boardsMoved: boardsMoved, posted: posted, acknowledged: acknowledged, epoch: epochs)
     }
 
     /// One finger drawing strokes of a second each at `rate` events a second.
@@ -178,7 +208,7 @@ public struct BenchmarkFailure: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// When each acknowledgement came, and waits for one beyond a message.
+/// When each acknowledgement (or a subscriber's applied sequence) came, and waits for one beyond a number.
 private final class AcknowledgementTimes: Sendable {
     /// Each cumulative acknowledgement that went further, with when it came (in order).
     private let heardAt = Mutex<[(through: UInt64, at: ContinuousClock.Instant)]>([])
@@ -216,6 +246,8 @@ private final class AcknowledgementTimes: Sendable {
 private final class BenchHub: Sendable {
     let name: String
     let ingest: String
+    let publish: String
+    let snapshot: String
     private let arguments: [String]
     private let executable: String
     private let log: String
@@ -227,6 +259,8 @@ private final class BenchHub: Sendable {
         let ports = try freeLoopbackPorts(4)
         let endpoints = ports.map { "tcp://127.0.0.1:\($0)" }
         ingest = endpoints[0]
+        publish = endpoints[1]
+        snapshot = endpoints[2]
         log = directory + "/\(name).log"
         arguments = [
             "hub", "--store", address.description, "--name", name, "--ingest", endpoints[0], "--publish", endpoints[1],
