@@ -75,6 +75,20 @@ public struct ReplicaSync: Sendable {
     public var silenceTimeout: Duration
     public private(set) var phase: Phase
     private var nextRequest: UInt64 = 1
+    /// The hub left for its silence, and when (issue 39): the live hubs keep
+    /// naming a dead hub as the board's owner until its lease lapses, and
+    /// following them back there costs a snapshot time-out each time. For
+    /// twice the silence time-out such a WRONG_HUB is not followed and the
+    /// round of hubs passes it over, as an agent does (`AgentProtocol`).
+    private var silentHub: (index: Int, since: ContinuousClock.Instant)? = nil
+    /// How soon the next hub is asked after a WRONG_HUB naming the silent hub
+    /// (the others may know the new owner a renewal later).
+    public static let ownerSilentRetry: Duration = .milliseconds(200)
+
+    private func wentSilentLately(_ index: Int, now: ContinuousClock.Instant) -> Bool {
+        guard let silentHub, silentHub.index == index else { return false }
+        return now - silentHub.since < silenceTimeout * 2
+    }
     private(set) var lastHeard: ContinuousClock.Instant
     private(set) var reportedSilence = false
     /// For a moment after a snapshot's load (until the publish stream shows
@@ -147,6 +161,12 @@ public struct ReplicaSync: Sendable {
             var actions: [Action] = []
             if let owner, !owner.publish.isEmpty, !owner.snapshot.isEmpty {
                 let hub = Hub(publish: owner.publish, snapshot: owner.snapshot, name: owner.name)
+                if let known = hubs.firstIndex(where: { $0.publish == hub.publish && $0.snapshot == hub.snapshot }), wentSilentLately(known, now: now) {
+                    // The owner named went silent on us: the next hub shortly, not back there.
+                    actions.append(.resyncing(reason: "hub \(hubs[followed].name) names hub \(hub.name), which went silent: asking the next hub shortly"))
+                    phase = .syncing(request: request, chunks: [], queued: [], deadline: now + Self.ownerSilentRetry)
+                    return actions
+                }
                 if let known = hubs.firstIndex(where: { $0.publish == hub.publish && $0.snapshot == hub.snapshot }) {
                     followed = known
                 } else {
@@ -263,6 +283,7 @@ public struct ReplicaSync: Sendable {
             reportedSilence = true
             actions.append(.silent)
             if following, isLive {
+                silentHub = (followed, now)
                 moveOn(reason: "nothing from hub \(hubs[followed].name) for \(silenceTimeout)", now: now, into: &actions)
             }
         }
@@ -272,6 +293,7 @@ public struct ReplicaSync: Sendable {
     /// The next known hub: the transport connects there, and the snapshot request that follows goes to it.
     private mutating func moveOn(reason: String, now: ContinuousClock.Instant, into actions: inout [Action]) {
         followed = (followed + 1) % hubs.count
+        if wentSilentLately(followed, now: now) { followed = (followed + 1) % hubs.count }  // two or more hubs: another
         let hub = hubs[followed]
         actions.append(.redirect(publish: hub.publish, snapshot: hub.snapshot, hub: hub.name))
         requestSnapshot(reason: "\(reason): asking hub \(hub.name)", now: now, into: &actions)
