@@ -1,5 +1,5 @@
 import { Board } from './board.js';
-import { strokeBounds, unionBounds, touchesRect, transformSamples, editedStroke, handleAt, inside, scaleFor, Selection } from './selection.js';
+import { strokeBounds, unionBounds, touchesRect, touchesLasso, insidePolygon, transformSamples, editedStroke, handleAt, inside, scaleFor, Selection } from './selection.js';
 import { equal, ok } from './check.js';
 
 const stroke = (id, s, w = 128) => ({ id, owner: 'web:a', touch: 1, rgba: 255, w, pos: id, s, p: [] });
@@ -15,6 +15,18 @@ export const tests = [
     ok(touchesRect(s, [0, 0, 20, 20]), 'first sample inside');
     ok(touchesRect(s, [120, 120, 90, 90]), 'dragged up and left');
     ok(!touchesRect(s, [20, 20, 90, 90]), 'between the samples: none inside');
+  }],
+  ['a lasso picks strokes with a sample inside its loop, not those only inside its bounds', () => {
+    const triangle = [[0, 0], [100, 0], [0, 100]];
+    ok(insidePolygon([10, 10], triangle) && !insidePolygon([60, 60], triangle), 'the hypotenuse x + y = 100 divides them');
+    const near = stroke(1, [640, 640, 0, 0, 1280, 1280, 1, 0]);           // (10, 10) to (20, 20)
+    const corner = stroke(2, [3840, 3840, 0, 0, 4480, 4480, 1, 0]);       // (60, 60) to (70, 70): in the bounds, outside the loop
+    ok(touchesLasso(near, triangle), 'inside the loop');
+    ok(!touchesLasso(corner, triangle), 'inside its bounds only');
+    ok(touchesRect(corner, [0, 0, 100, 100]), 'which a marquee of those bounds would take');
+    ok(!touchesLasso(near, [[0, 0], [100, 0]]), 'fewer than three points: nothing');
+    const crossing = stroke(3, [-640, 3200, 0, 0, 640, 3200, 1, 0]);       // (-10, 50) to (10, 50): one sample inside
+    ok(touchesLasso(crossing, triangle), 'one sample inside is enough, as for a marquee');
   }],
   ['a transform is the hub\'s: about the origin, then the offset, rounded in units', () => {
     equal(transformSamples([640, 640, 5, 7], { dx: 1, dy: -1 }), [704, 576, 5, 7], 'moved one point, time and force kept');

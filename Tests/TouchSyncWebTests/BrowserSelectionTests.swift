@@ -131,6 +131,50 @@ extension BrowserTests {
 }
 
 extension BrowserTests {
+    /// A lasso (Alt held while dragging with the select tool, issue 38):
+    /// a triangle loop around one stroke selects it and not a second stroke
+    /// that lies inside the loop's bounds (a marquee of those bounds would
+    /// take both); while it is drawn the loop is tinted on screen; Delete
+    /// then removes only the lassoed stroke at the hub.
+    @Test func aLassoSelectsWhatAMarqueeCannotSingleOut() async throws {
+        let rig = try await WhiteboardRig()
+        defer { rig.close() }
+        let a = try await rig.page("lasso")
+        try await a.drag(from: (100, 120))  // to (250, 220): x + y stays below 500
+        try await a.drag(from: (300, 300))  // from x + y = 600: beyond the loop's long side
+        try await a.settled()
+        let drawn = try await rig.hubBoard("lasso")
+        try #require(drawn.acceptedStrokes.count == 2)
+        let (inner, outer) = (drawn.acceptedStrokes[0], drawn.acceptedStrokes[1])
+
+        try await a.press(key: "v", code: "KeyV")
+        let alt = 1
+        let loop: [(Double, Double)] = [(60, 80), (240, 80), (420, 80), (240, 260), (60, 440), (60, 260)]  // the long side: x + y = 500
+        try await a.pointer("mousePressed", x: loop[0].0, y: loop[0].1, modifiers: alt)
+        for (x, y) in loop.dropFirst() { try await a.pointer("mouseMoved", x: x, y: y, modifiers: alt) }
+        // While drawn: the loop's inside is tinted (a person sees what it will take).
+        _ = try await a.evaluate("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))")  // drawn
+        let png = try await a.screenshot()
+        let tint = try await a.screenshotPixel(x: 80, y: 300, png: png)
+        #expect(tint.count == 3 && tint != [255, 255, 255] && tint[2] > tint[0], "inside the loop: \(tint)")
+        try await a.pointer("mouseReleased", x: loop.last!.0, y: loop.last!.1, modifiers: alt)
+        #expect(try await a.evaluate("[...touchsync.selection.ids]") as? [Int] == [Int(inner.id.rawValue)])
+        // The loop's bounds hold a sample of the other stroke: a marquee would have taken it.
+        #expect(outer.samples.contains { $0.xInPoints >= 60 && $0.xInPoints <= 420 })
+
+        try await a.press(key: "Delete", code: "Delete")
+        try await a.settled()
+        let deadline = ContinuousClock.now + .seconds(10)
+        var hub = try await rig.hubBoard("lasso")
+        while hub.acceptedStrokes.count != 1, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            hub = try await rig.hubBoard("lasso")
+        }
+        #expect(hub.acceptedStrokes.map(\.id) == [outer.id], "only the lassoed stroke deleted")
+    }
+}
+
+extension BrowserTests {
     /// The select tool on a phone (390 x 844, touch): a finger draws a
     /// stroke, the toolbar's select button (on screen) is clicked, a tap on the stroke
     /// selects it, and a finger dragged from it moves it by as much at the

@@ -301,10 +301,13 @@ public struct BrowserPage: Sendable {
     }
 
     /// One mouse or pen event: `type` mousePressed, mouseMoved or mouseReleased.
+    /// `modifiers`: DevTools' bits, Alt 1, Ctrl 2, Meta 4, Shift 8.
     public func pointer(
-        _ type: String, x: Double, y: Double, pointerType: String = "mouse", force: Double? = nil, tiltX: Double? = nil, tiltY: Double? = nil
+        _ type: String, x: Double, y: Double, pointerType: String = "mouse", force: Double? = nil, tiltX: Double? = nil, tiltY: Double? = nil,
+        modifiers: Int = 0
     ) async throws {
         var parameters: [String: any Sendable] = ["type": type, "x": x, "y": y, "pointerType": pointerType, "button": "left"]
+        if modifiers != 0 { parameters["modifiers"] = modifiers }
         parameters["buttons"] = type == "mouseReleased" ? 0 : 1
         if type != "mouseMoved" { parameters["clickCount"] = 1 }
         if let force { parameters["force"] = force }

@@ -12,7 +12,7 @@ import { attachWheel, PanPinch } from './gestures.js';
 import { outline, pathData, inkPoints } from './ink.js';
 import { Connection, WIRES } from './connection.js';
 import { LocalInk } from './localink.js';
-import { Selection, unionBounds, touchesRect, handleAt, inside, scaleFor } from './selection.js';
+import { Selection, unionBounds, touchesRect, touchesLasso, handleAt, inside, scaleFor } from './selection.js';
 
 const boardName = decodeURIComponent(location.pathname.split('/')[2] || 'demo');
 const canvas = document.getElementById('board');
@@ -221,7 +221,7 @@ function requestRender(rebuild = false) {
     if (app.frameIntervals.length > 4000) app.frameIntervals.splice(0, 2000);
     lastFrame = now;
     const fresh = [...board.active.values(), ...(board.changedAccepted === 'all' ? [] : board.changedAccepted)];
-    const lifted = drag && drag.kind !== 'marquee';   // the selection being moved or scaled: drawn apart from the cached layer
+    const lifted = drag && drag.kind !== 'marquee' && drag.kind !== 'lasso';   // the selection being moved or scaled: drawn apart from the cached layer
     const hiding = mine.hidden.size > 0 || mine.clearing.length > 0 || mine.editing.size > 0 || lifted;
     renderer.render(board, {
       hidden: hiding ? (lifted ? s => isHidden(s) || selection.has(s.id) : isHidden) : null,
@@ -233,6 +233,7 @@ function requestRender(rebuild = false) {
       moving: lifted ? { strokes: drag.strokes.map(shown), transform: dragTransform(drag) } : null,
       selection: selectionBox(),
       marquee: drag?.kind === 'marquee' ? [...drag.from, ...drag.to] : null,
+      lasso: drag?.kind === 'lasso' ? drag.path : null,
       names: new Map(app.users.map(u => [u.user, u.name])),
       cursors: [...app.cursors.values()],
       lasers: [...app.lasers.values()].map(points => points.map(p => ({ x: p.x, y: p.y, age: (now - p.at) / LASER_FADE }))),
@@ -465,7 +466,12 @@ canvas.addEventListener('pointerdown', e => {
 });
 canvas.addEventListener('pointermove', e => {
   if (moving.move(e.pointerId, ...screenPoint(e))) { requestRender(); return; }
-  if (drag && drag.pointer === e.pointerId) { drag.to = boardPoint(e); requestRender(); return; }
+  if (drag && drag.pointer === e.pointerId) {
+    drag.to = boardPoint(e);
+    if (drag.kind === 'lasso') extendLasso(drag, drag.to);
+    requestRender();
+    return;
+  }
   if (!down.has(e.pointerId)) return;
   if (eraser) { erase(e); return; }
   if (laser) { laserAt(e); return; }
@@ -514,12 +520,12 @@ canvas.addEventListener('pointerup', e => pointerEnds(e, false));
 canvas.addEventListener('pointercancel', e => pointerEnds(e, true));
 attachWheel(canvas, view, () => requestRender());
 
-// --- Select and edit (V; docs/protocol.md, "Edits"): a click or a marquee selects your strokes
+// --- Select and edit (V; docs/protocol.md, "Edits"): a click, a marquee or (Alt held) a lasso selects your strokes
 // (anyone's for an admin), a drag inside the selection moves it, its corner handle scales it; Delete,
 // Ctrl-D (copies), a colour and the arrow keys act on it. Each change is one edit the hub orders and
 // undoes; the page shows it at once (localink.js) and while dragging draws the selection apart.
 const selection = new Selection();
-let drag = null;   // {pointer, kind: 'move', 'scale' or 'marquee', from, to (board points), bounds, strokes}
+let drag = null;   // {pointer, kind: 'move', 'scale', 'marquee' or 'lasso', from, to (board points), bounds, strokes, path (a lasso's points)}
 const shown = s => mine.editing.get(s.id)?.stroke ?? s;   // a stroke as this page shows it (an edit's preview)
 const gone = s => mine.hidden.has(s.id) || (isHidden(s) && !mine.editing.has(s.id));
 const editable = s => (s.owner === app.user || app.role === 'admin') && !gone(s);
@@ -544,8 +550,10 @@ function selectDown(e) {
   const p = boardPoint(e);
   let strokes = selected();
   let bounds = unionBounds(strokes.map(shown));
-  let kind = 'marquee';
-  if (bounds && inside(p, handleAt(bounds, view.zoom, e.pointerType === 'touch' ? 32 : 12))) kind = 'scale';   // a finger gets a larger target
+  let kind = e.altKey ? 'lasso' : 'marquee';   // Alt: a freehand loop instead of a rectangle, from anywhere
+  if (kind === 'lasso') {
+    if (!e.shiftKey) selection.clear();
+  } else if (bounds && inside(p, handleAt(bounds, view.zoom, e.pointerType === 'touch' ? 32 : 12))) kind = 'scale';   // a finger gets a larger target
   else if (bounds && inside(p, bounds)) kind = 'move';
   else {
     const hit = strokeUnder(p);
@@ -557,8 +565,13 @@ function selectDown(e) {
       kind = 'move';
     }
   }
-  drag = { pointer: e.pointerId, kind, from: p, to: p, bounds, strokes };
+  drag = { pointer: e.pointerId, kind, from: p, to: p, bounds, strokes, path: kind === 'lasso' ? [p] : null };
   requestRender(true);   // the lifted strokes leave the cached layer
+}
+// A lasso's next point, once the pointer moved two screen pixels from the last (bounded: 4,096 points).
+function extendLasso(d, p) {
+  const last = d.path[d.path.length - 1];
+  if (d.path.length < 4096 && Math.hypot(p[0] - last[0], p[1] - last[1]) * view.zoom >= 2) d.path.push(p);
 }
 function dragTransform(d) {
   if (d.kind === 'scale') return { dx: 0, dy: 0, scale: scaleFor(d.bounds, d.from, d.to), ox: d.bounds[0], oy: d.bounds[1] };
@@ -570,6 +583,8 @@ function selectUp(cancelled) {
   if (!cancelled && d.kind === 'marquee') {
     const rect = [...d.from, ...d.to];
     selection.add(board.accepted.filter(s => editable(s) && touchesRect(shown(s), rect)).map(s => s.id));
+  } else if (!cancelled && d.kind === 'lasso') {
+    selection.add(board.accepted.filter(s => editable(s) && touchesLasso(shown(s), d.path)).map(s => s.id));
   } else if (!cancelled) {
     const t = dragTransform(d);
     if (t.scale !== 1 || t.dx !== 0 || t.dy !== 0) editSelection('move', t);
@@ -579,9 +594,10 @@ function selectUp(cancelled) {
 // The selection's box as drawn: while dragging, where the drag takes it.
 function selectionBox() {
   if (selection.size === 0) return null;
-  const b = drag && drag.kind !== 'marquee' ? drag.bounds : unionBounds(selected().map(shown));
+  const choosing = drag && (drag.kind === 'marquee' || drag.kind === 'lasso');
+  const b = drag && !choosing ? drag.bounds : unionBounds(selected().map(shown));
   if (!b) return null;
-  if (!drag || drag.kind === 'marquee') return b;
+  if (!drag || choosing) return b;
   const t = dragTransform(drag);
   const at = (x, o, d) => o + (x - o) * t.scale + d;
   return [at(b[0], t.ox, t.dx), at(b[1], t.oy, t.dy), at(b[2], t.ox, t.dx), at(b[3], t.oy, t.dy)];

@@ -136,7 +136,7 @@ export class Renderer {
   // overlay: replica strokes drawn on top (a redo not yet echoed, an edit's preview), names: user -> name,
   // moving: {strokes, transform {dx, dy, scale, ox, oy}} a selection being dragged (its cached outlines
   // drawn through the transform: no outline is computed while it moves), selection: its box [x0, y0, x1, y1]
-  // in points, marquee: the rectangle being dragged out}.
+  // in points, marquee: the rectangle being dragged out, lasso: the loop being drawn, [x, y] points}.
   render(board, scene = {}) {
     const started = performance.now();
     const { ctx, ratio, view } = this;
@@ -244,6 +244,21 @@ export class Renderer {
       ctx.strokeStyle = SELECTION_COLOUR;
       ctx.lineWidth = 1;
       ctx.strokeRect(Math.min(x0, x1) + 0.5, Math.min(y0, y1) + 0.5, Math.abs(x1 - x0), Math.abs(y1 - y0));
+    }
+    if (scene.lasso && scene.lasso.length > 1) {
+      ctx.beginPath();
+      for (const [i, [x, y]] of scene.lasso.entries()) {
+        const [sx, sy] = view.toScreen(x, y);
+        if (i === 0) ctx.moveTo(sx, sy); else ctx.lineTo(sx, sy);
+      }
+      ctx.closePath();
+      ctx.fillStyle = 'rgba(30,136,229,0.10)';
+      ctx.fill();
+      ctx.strokeStyle = SELECTION_COLOUR;
+      ctx.lineWidth = 1;
+      ctx.setLineDash([4, 3]);
+      ctx.stroke();
+      ctx.setLineDash([]);
     }
     // Laser trails: a red line that fades over a second, thicker where newer
     // (segments end flat, so their overlaps do not darken; a dot at the head).

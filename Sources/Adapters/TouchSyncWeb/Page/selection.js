@@ -1,5 +1,5 @@
 // The selection: which accepted strokes are selected, their bounds, what a
-// marquee or a click picks, and the edits a drag makes (docs/protocol.md,
+// marquee, a lasso or a click picks, and the edits a drag makes (docs/protocol.md,
 // "Edits"). Positions are board points; strokes hold the hub's fixed point
 // (UNITS per point). No DOM here.
 import { UNITS } from './board.js';
@@ -38,6 +38,32 @@ export function touchesRect(stroke, rect) {
   const ux0 = x0 * UNITS, ux1 = x1 * UNITS, uy0 = y0 * UNITS, uy1 = y1 * UNITS;
   for (let k = 0; k < s.length; k += 4) {
     if (s[k] >= ux0 && s[k] <= ux1 && s[k + 1] >= uy0 && s[k + 1] <= uy1) return true;
+  }
+  return false;
+}
+
+// Whether a point [x, y] lies inside a polygon of [x, y] points (even-odd rule; closed implicitly).
+export function insidePolygon(point, polygon) {
+  const [x, y] = point;
+  let inside = false;
+  for (let i = 0, j = polygon.length - 1; i < polygon.length; j = i++) {
+    const [xi, yi] = polygon[i], [xj, yj] = polygon[j];
+    if ((yi > y) !== (yj > y) && x < (xj - xi) * (y - yi) / (yj - yi) + xi) inside = !inside;
+  }
+  return inside;
+}
+
+// Whether a stroke has a sample inside a lasso (a polygon of board points, at
+// least three), as `touchesRect` for a marquee: the lasso picks strokes a
+// rectangle cannot single out (one beside another, inside its corner).
+export function touchesLasso(stroke, polygon) {
+  if (polygon.length < 3) return false;
+  const s = stroke.s;
+  let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
+  for (const [x, y] of polygon) { x0 = Math.min(x0, x); y0 = Math.min(y0, y); x1 = Math.max(x1, x); y1 = Math.max(y1, y); }
+  for (let k = 0; k < s.length; k += 4) {
+    const p = [s[k] / UNITS, s[k + 1] / UNITS];
+    if (p[0] >= x0 && p[0] <= x1 && p[1] >= y0 && p[1] <= y1 && insidePolygon(p, polygon)) return true;
   }
   return false;
 }
