@@ -1117,4 +1117,34 @@ struct HubCoreStoreTests {
         let claimed = hub.message(carl, .hello(AgentHello(board: ours, sessionID: Array("t".utf8))))
         #expect(claimed.contains { if case .claimBoard(ours) = $0 { true } else { false } })
     }
+
+    /// A board this hub learned was hub-c's (a claim refused while hub-c held
+    /// its lease) is not sent back to hub-c once hub-c has left the live hubs
+    /// (it died): the live hubs decide again, naming the one the board now
+    /// belongs to, or claiming it here (issue 39: agents followed such
+    /// WRONG_HUBs to the dead hub, or, its endpoints gone, gave up).
+    @Test func aDeadOwnersBoardsAreDecidedByTheLiveHubsAgain() throws {
+        let hub = CoreHarness {
+            $0.storeCommits = true
+            $0.storeHubName = "hub-a"
+        }
+        let hubs = ["a", "b", "c"].map { ClusterMap.Hub(name: "hub-\($0)", ingest: "tcp://\($0):1", publish: "tcp://\($0):2", snapshot: "tcp://\($0):3") }
+        _ = hub.send(.membershipChanged(try ClusterMap(hubs: hubs)))
+        let live = try ClusterMap(hubs: Array(hubs.prefix(2)))
+        let boards = (0..<60).map { "board-\($0)" }
+        let theirs = try #require(boards.first { live.hub(for: $0).name == "hub-b" })
+        let ours = try #require(boards.first { live.hub(for: $0).name == "hub-a" })
+        for board in [theirs, ours] { _ = hub.send(.boardMoved(board: board, owner: "hub-c")) }
+        let ann = peer("ann")
+        let named = hub.message(ann, .hello(AgentHello(board: theirs, sessionID: Array("s".utf8)))).errors(to: ann)
+        #expect(named.first?.owner?.name == "hub-c", "while hub-c lives, the board is hub-c's")
+        // hub-c dies: it leaves the live hubs.
+        _ = hub.send(.membershipChanged(live))
+        let bob = peer("bob")
+        let refused = hub.message(bob, .hello(AgentHello(board: theirs, sessionID: Array("s".utf8)))).errors(to: bob)
+        #expect(refused.map(\.code) == [.wrongHub] && refused.first?.owner?.name == "hub-b" && refused.first?.owner?.ingest == "tcp://b:1", "\(refused)")
+        let carl = peer("carl")
+        let claimed = hub.message(carl, .hello(AgentHello(board: ours, sessionID: Array("t".utf8))))
+        #expect(claimed.contains { if case .claimBoard(ours) = $0 { true } else { false } }, "the board is this hub's to claim now")
+    }
 }

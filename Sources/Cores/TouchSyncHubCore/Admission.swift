@@ -18,6 +18,17 @@ public struct BoardRouting: Sendable {
         self.storeCommits = storeCommits
     }
 
+    /// The live hubs changed: a moved board whose owner is no longer among
+    /// them (it died, and its lease lapsed) is decided by the live hubs
+    /// again. Naming the dead owner would send agents and subscribers back to
+    /// it (issue 39: with its endpoints gone from the store, without any:
+    /// an agent took that WRONG_HUB as final).
+    public mutating func forgetOwnersNotAmong(_ members: ClusterMap) {
+        guard storeCommits, !movedBoards.isEmpty else { return }
+        let live = Set(members.hubs.map(\.name))
+        movedBoards = movedBoards.filter { live.contains($0.value) }
+    }
+
     /// The refusal for a board another hub serves (nil: this one).
     /// - Parameter heldHere: the board is loaded on this hub now.
     public func wrongHub(for board: String, heldHere: Bool) -> HubRefusal? {

@@ -209,6 +209,7 @@ public struct HubCore {
         case .boardAbsent(let board): answerWaitingSnapshots(of: board, now: now, into: &actions)
         case .membershipChanged(let map):
             if let name = configuration.storeHubName ?? routing.cluster?.name { routing.cluster = (map, name) }
+            routing.forgetOwnersNotAmong(map)
         case .turnEnded(let inputWaiting): turnEnded(inputWaiting: inputWaiting, now: now, into: &actions)
         case .publishNow: publishDirtyBoards(force: true, now: now, into: &actions)
         case .stopping:
