@@ -84,11 +84,6 @@ public struct ReplicaSync: Sendable {
     /// How soon the next hub is asked after a WRONG_HUB naming the silent hub
     /// (the others may know the new owner a renewal later).
     public static let ownerSilentRetry: Duration = .milliseconds(200)
-
-    private func wentSilentLately(_ index: Int, now: ContinuousClock.Instant) -> Bool {
-        guard let silentHub, silentHub.index == index else { return false }
-        return now - silentHub.since < silenceTimeout * 2
-    }
     private(set) var lastHeard: ContinuousClock.Instant
     private(set) var reportedSilence = false
     /// For a moment after a snapshot's load (until the publish stream shows
@@ -161,13 +156,14 @@ public struct ReplicaSync: Sendable {
             var actions: [Action] = []
             if let owner, !owner.publish.isEmpty, !owner.snapshot.isEmpty {
                 let hub = Hub(publish: owner.publish, snapshot: owner.snapshot, name: owner.name)
-                if let known = hubs.firstIndex(where: { $0.publish == hub.publish && $0.snapshot == hub.snapshot }), wentSilentLately(known, now: now) {
+                let known = hubs.firstIndex(where: { $0.publish == hub.publish && $0.snapshot == hub.snapshot })
+                if let known, wentSilentLately(known, now: now) {
                     // The owner named went silent on us: the next hub shortly, not back there.
                     actions.append(.resyncing(reason: "hub \(hubs[followed].name) names hub \(hub.name), which went silent: asking the next hub shortly"))
                     phase = .syncing(request: request, chunks: [], queued: [], deadline: now + Self.ownerSilentRetry)
                     return actions
                 }
-                if let known = hubs.firstIndex(where: { $0.publish == hub.publish && $0.snapshot == hub.snapshot }) {
+                if let known {
                     followed = known
                 } else {
                     hubs.append(hub)
@@ -288,6 +284,12 @@ public struct ReplicaSync: Sendable {
             }
         }
         return actions
+    }
+
+    /// Whether hub `index` is the one left for its silence within the last two silence time-outs.
+    private func wentSilentLately(_ index: Int, now: ContinuousClock.Instant) -> Bool {
+        guard let silentHub, silentHub.index == index else { return false }
+        return now - silentHub.since < silenceTimeout * 2
     }
 
     /// The next known hub: the transport connects there, and the snapshot request that follows goes to it.
