@@ -157,7 +157,10 @@ extension BrowserTests {
         let png = try await a.screenshot()
         let tint = try await a.screenshotPixel(x: 80, y: 300, png: png)
         #expect(tint.count == 3 && tint != [255, 255, 255] && tint[2] > tint[0], "inside the loop: \(tint)")
+        try await a.keepScreenshot("lasso-drawn")
         try await a.pointer("mouseReleased", x: loop.last!.0, y: loop.last!.1, modifiers: alt)
+        _ = try await a.evaluate("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))")
+        try await a.keepScreenshot("lasso-selected")
         #expect(try await a.evaluate("[...touchsync.selection.ids]") as? [Int] == [Int(inner.id.rawValue)])
         // The loop's bounds hold a sample of the other stroke: a marquee would have taken it.
         #expect(outer.samples.contains { $0.xInPoints >= 60 && $0.xInPoints <= 420 })
