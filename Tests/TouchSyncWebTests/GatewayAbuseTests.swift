@@ -47,6 +47,40 @@ struct GatewayAbuseTests {
         return n
     }
 
+    /// Behind a trusted proxy (`--trusted-proxy`), a tab counts as the
+    /// address the proxy appended last to `X-Forwarded-For`, so one browser
+    /// cannot take every seat there either; what the client wrote before it
+    /// does not count, and from a peer that is not a trusted proxy the header
+    /// is ignored (nobody can claim another address).
+    @Test func aTrustedProxysForwardedAddressIsTheTabsAddress() async throws {
+        func outcomes(_ rig: Rig, _ forwarded: [String]) async throws -> [String] {
+            var results: [String] = []
+            for (index, address) in forwarded.enumerated() {
+                let tab = try await rig.tab(headers: [("X-Forwarded-For", address)])
+                tab.send(.hello(.init(board: "proxied-\(index)")))
+                results.append(
+                    try await tab.next("welcome or refusal") { message -> String? in
+                        switch message {
+                        case .welcome: "welcome"
+                        case .error(let code, _, _): code
+                        default: nil
+                        }
+                    })
+            }
+            return results
+        }
+        let proxied = try await Rig(webArguments: ["--max-tabs-per-address", "1", "--trusted-proxy", "127.0.0.0/8"])
+        defer { proxied.close() }
+        // Two browsers behind the proxy each get their seat; the first browser's second tab does not, though
+        // its own header names another address first (the proxy appends the one it saw).
+        #expect(try await outcomes(proxied, ["203.0.113.5", "203.0.113.6", "198.51.100.1, 203.0.113.5"]) == ["welcome", "welcome", "TOO_MANY_TABS"])
+        let direct = try await Rig(webArguments: ["--max-tabs-per-address", "1"])
+        defer { direct.close() }
+        #expect(try await outcomes(direct, ["203.0.113.5", "203.0.113.6"]) == ["welcome", "TOO_MANY_TABS"], "the header from a peer not trusted")
+        let refused = try await touchsync(["web", "--trusted-proxy", "10.0.0.0/33"])
+        #expect(refused.status == 64 && refused.errors.contains("--trusted-proxy 10.0.0.0/33"), "\(refused.errors)")
+    }
+
     /// One remote address gets a quarter of the seats (here 4 of 16), also
     /// when its hellos all arrive at once; a closed WebSocket frees its seat
     /// at once, while its session waits for it.

@@ -100,7 +100,7 @@ struct GatewayWireTests {
             return errors
         }
 
-        func tab() async throws -> Tab { try await Tab.open(port: port, group: group) }
+        func tab(headers: [(String, String)] = []) async throws -> Tab { try await Tab.open(port: port, group: group, headers: headers) }
 
         func close() {
             children.killAll()

@@ -22,10 +22,11 @@ public final class TestTab: Sendable {
         self.received = received
     }
 
-    public static func open(port: Int, group: MultiThreadedEventLoopGroup) async throws -> TestTab {
+    /// `headers`: more request headers for the upgrade (a proxy's X-Forwarded-For).
+    public static func open(port: Int, group: MultiThreadedEventLoopGroup, headers: [(String, String)] = []) async throws -> TestTab {
         let received = Received()
         let connection = try await WebSocketConnection.connect(
-            host: "127.0.0.1", port: port, group: group,
+            host: "127.0.0.1", port: port, group: group, headers: headers,
             onText: { text in
                 let message = (try? BrowserMessage.decode(text)) ?? .error(code: "UNREADABLE", message: text, fromHub: false)
                 received.state.withLock { $0.messages.append(message) }

@@ -27,7 +27,8 @@ struct TabUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
 
     /// Puts the tab's handler in an upgraded channel's pipeline (on its event
     /// loop); returns what closes it with "going away".
-    typealias InstallTab = @Sendable (any Channel) throws -> @Sendable () -> Void
+    /// Installs a tab on an upgraded channel, given the request's `X-Forwarded-For` (all of its values, comma-joined).
+    typealias InstallTab = @Sendable (any Channel, String?) throws -> @Sendable () -> Void
 
     let responder: HTTPChannelHandler.Responder
     let path: String
@@ -64,9 +65,10 @@ struct TabUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
                     let target = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
                     return channel.eventLoop.makeSucceededFuture(target == path ? HTTPHeaders() : nil)
                 },
-                upgradePipelineHandler: { channel, _ in
-                    channel.eventLoop.makeCompletedFuture {
-                        .webSocket(channel, goingAway: try installTab(channel))
+                upgradePipelineHandler: { channel, head in
+                    let forwarded = head.headers["X-Forwarded-For"]
+                    return channel.eventLoop.makeCompletedFuture {
+                        .webSocket(channel, goingAway: try installTab(channel, forwarded.isEmpty ? nil : forwarded.joined(separator: ",")))
                     }
                 })
             let serverUpgrade = NIOTypedHTTPServerUpgradeConfiguration(

@@ -65,8 +65,10 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
     }
 
     var eventLoop: (any EventLoop)? { context?.eventLoop }
+    /// The client's address as a trusted proxy named it (set before the handler is added), if any.
+    var clientAddress: String? = nil
     /// The peer's IP address (what per-address limits count), or "unknown".
-    var remoteAddress: String { context?.channel.remoteAddress?.ipAddress ?? "unknown" }
+    var remoteAddress: String { clientAddress ?? context?.channel.remoteAddress?.ipAddress ?? "unknown" }
     var isWritable: Bool { context?.channel.isWritable ?? false }
     var allocator: ByteBufferAllocator { context?.channel.allocator ?? ByteBufferAllocator() }
 

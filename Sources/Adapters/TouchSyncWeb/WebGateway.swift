@@ -94,6 +94,9 @@ public struct WebConfiguration: Sendable {
     /// one client cannot hold every seat; nil: no limit (behind a proxy that
     /// is the only address). Default a quarter of `maxTabs`, at least 16.
     public var maxTabsPerAddress: Int?? = nil
+    /// Proxies whose `X-Forwarded-For` names the tab's address (per-address
+    /// seats and message allowances count it, not the proxy's). Default none.
+    public var trustedProxies = TrustedProxies()
     /// Agent sessions kept, also those waiting for their dropped tab (the
     /// longest-waiting is ended for a new one). Default twice `maxTabs`.
     public var maxSessions: Int? = nil
@@ -230,7 +233,7 @@ public final class WebGateway: Service, Sendable {
                     maxFrameSize: 2 * configuration.maxMessageBytes, headDeadline: headerTimeout,
                     // Unknown hosts, bodies and other sites' WebSockets are refused with the reason before Hummingbird sees them.
                     refusal: { [self] head in refusal(of: head) },
-                    installTab: { [self] channel in try installTab(on: channel) })
+                    installTab: { [self] channel, forwardedFor in try installTab(on: channel, forwardedFor: forwardedFor) })
             },
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "touchsync web",
@@ -284,13 +287,17 @@ public final class WebGateway: Service, Sendable {
 
     /// A tab's WebSocket: its connection's handler in the channel's pipeline
     /// (on its event loop); returns what closes it when the gateway stops.
-    private func installTab(on channel: any Channel) throws -> @Sendable () -> Void {
+    /// `forwardedFor`: the upgrade request's `X-Forwarded-For`, believed from a trusted proxy only.
+    private func installTab(on channel: any Channel, forwardedFor: String?) throws -> @Sendable () -> Void {
         let id = state.withLock { state in
             defer { state.nextConnection += 1 }
             return state.nextConnection
         }
         let connection = TabConnection(gateway: self, id: id, queueLimit: configuration.tabQueueLimit)
         let socket = TabWebSocket(receiver: connection, settings: .init(maxMessageBytes: 2 * configuration.maxMessageBytes))
+        if let peer = channel.remoteAddress?.ipAddress {
+            socket.clientAddress = configuration.trustedProxies.clientAddress(peer: peer, forwardedFor: forwardedFor)
+        }
         try channel.pipeline.syncOperations.addHandler(socket)
         let bound = NIOLoopBound(socket, eventLoop: channel.eventLoop)
         return { bound.value.close(code: .goingAway, reason: "the gateway is stopping") }

@@ -56,8 +56,12 @@ struct WebCommand: AsyncParsableCommand {
     var maxTabsPerUser = 16
     @Option(
         parsing: .unconditional,
-        help: "Tabs one remote address may have open at once (TOO_MANY_TABS past it); default a quarter of --max-tabs, at least 16; 0: no limit (behind a proxy, or for load tests).")
+        help: "Tabs one remote address may have open at once (TOO_MANY_TABS past it); default a quarter of --max-tabs, at least 16; 0: no limit (for load tests, or behind a proxy not given as --trusted-proxy).")
     var maxTabsPerAddress: Int?
+    @Option(
+        parsing: .singleValue,
+        help: "A proxy (address or range, e.g. 10.0.0.0/8; repeatable) whose X-Forwarded-For names the tab's address: per-address limits then count browsers, not the proxy. From anyone else the header is ignored.")
+    var trustedProxy: [String] = []
     @Option(parsing: .unconditional, help: "Messages one tab may send a second (twice that at once); past it RATE_LIMITED and the tab's reading pauses.")
     var maxTabMessagesPerSecond = 1000.0
     @Option(
@@ -89,6 +93,7 @@ struct WebCommand: AsyncParsableCommand {
         guard headerTimeout > 0 && headerTimeout <= 600 else { throw ValidationError("--header-timeout must be above 0 and at most 600 seconds") }
         guard helloTimeout > 0 && helloTimeout <= 600 else { throw ValidationError("--hello-timeout must be above 0 and at most 600 seconds") }
         guard (1...10_000).contains(maxTabsPerUser) else { throw ValidationError("--max-tabs-per-user must be 1 to 10000") }
+        do { _ = try TrustedProxies(trustedProxy) } catch { throw ValidationError(error.description) }
         if let maxTabsPerAddress, !(0...100_000).contains(maxTabsPerAddress) {
             throw ValidationError("--max-tabs-per-address must be 0 (no limit) to 100000")
         }
@@ -172,6 +177,7 @@ struct WebCommand: AsyncParsableCommand {
         configuration.maxTabs = maxTabs
         configuration.maxTabsPerUser = maxTabsPerUser
         if let maxTabsPerAddress { configuration.maxTabsPerAddress = .some(maxTabsPerAddress == 0 ? nil : maxTabsPerAddress) }
+        configuration.trustedProxies = try TrustedProxies(trustedProxy)
         configuration.tabAllowance.messagesPerSecond = maxTabMessagesPerSecond
         configuration.tabAllowance.messageBurst = 2 * maxTabMessagesPerSecond
         configuration.allowedHosts = allowHost

@@ -31,7 +31,7 @@ public final class WebSocketConnection: Sendable {
     /// Connects to `ws://host:port/path`. `onText` runs on the event loop for
     /// every text message; `onClose` once, when the connection ends.
     public static func connect(
-        host: String, port: Int, path: String = "/ws", group: any EventLoopGroup,
+        host: String, port: Int, path: String = "/ws", group: any EventLoopGroup, headers extra: [(String, String)] = [],
         onText: @escaping @Sendable (String) -> Void, onBinary: (@Sendable ([UInt8]) -> Void)? = nil,
         onClose: @escaping @Sendable () -> Void
     ) async throws -> WebSocketConnection {
@@ -56,6 +56,7 @@ public final class WebSocketConnection: Sendable {
                     var headers = HTTPHeaders()
                     headers.add(name: "Host", value: "\(host):\(port)")
                     headers.add(name: "Content-Length", value: "0")
+                    for (name, value) in extra { headers.add(name: name, value: value) }
                     let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)
                     let configuration = NIOTypedHTTPClientUpgradeConfiguration<Upgrade>(
                         upgradeRequestHead: head, upgraders: [upgrader],
