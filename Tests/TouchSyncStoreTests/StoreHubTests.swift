@@ -371,7 +371,8 @@ struct TwoHubsAndAGateway {
             ? ["--publish", "\(b.endpoints[1]),\(a.endpoints[1])", "--snapshot", "\(b.endpoints[2]),\(a.endpoints[2])"]
             : ["--publish", a.endpoints[1], "--snapshot", a.endpoints[2]]
         let (_, output) = try children.run(
-            ["web", "--listen", "127.0.0.1:0", "--hub", "\(a.endpoints[0]),\(b.endpoints[0])"] + feeds + ["--history", a.endpoints[3]] + webArguments,
+            ["web", "--listen", "127.0.0.1:0", "--hub", "\(a.endpoints[0]),\(b.endpoints[0])"] + feeds
+                + ["--history", listsBoth ? "\(b.endpoints[3]),\(a.endpoints[3])" : a.endpoints[3]] + webArguments,
             limit: 150)
         var text = ""
         while !text.contains("Ctrl-C stops it.") {
@@ -558,6 +559,9 @@ extension StoreGatewayTests {
             try await tabs.watch(until: 2, timeout: .seconds(40))
             #expect(tabs.replica.accepted.count >= 2)
             #expect(try await StoreHubTests().count(server, "SELECT count(*) FROM touchsync_leases WHERE board = '\(rig.board)' AND hub = 'hub-a'") == 1)
+            // The replay's history: the first hub listed (hub-b) is dead, the next reads it from the store.
+            let history = try await Task.detached { try httpGet(port: UInt16(rig.port), path: "/api/boards/\(rig.board)/history", close: true) }.value
+            #expect(history.contains("\"batches\":[[") && !history.contains("HISTORY_UNAVAILABLE"), "\(history.prefix(300))")
             await tabs.close()
         } catch {
             try? await group.shutdownGracefully()

@@ -994,12 +994,24 @@ public final class WebGateway: Service, Sendable {
     }
 
     /// The board's recorded history for the replay view: the oldest checkpoint, then every batch with its hub time.
+    /// `hub.history` may list several hubs of a board store, comma-separated
+    /// (any of them reads the board from the store): each is asked in turn,
+    /// within 10 s in all, until one answers (a dead hub is passed over).
     private func history(of board: String, onBehalf: (actAs: String, token: String)?) async -> Response {
         let hub = configuration.hub(board)
+        let endpoints = hub.history.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         do {
-            let recorded = try await HistoryClient.fetch(
-                board: board, endpoint: hub.history, context: context, timeout: .seconds(10), curve: hub.curve, host: requests, onBehalf: onBehalf,
-                logger: logger)
+            var fetched: RecordedHistory? = nil
+            for (index, endpoint) in endpoints.enumerated() where fetched == nil {
+                do {
+                    fetched = try await HistoryClient.fetch(
+                        board: board, endpoint: endpoint, context: context, timeout: .seconds(10) / max(1, endpoints.count), curve: hub.curve,
+                        host: requests, onBehalf: onBehalf, logger: logger)
+                } catch HistoryError.timedOut where index < endpoints.count - 1 {
+                    continue  // a silent hub: the next (a refusal would be every hub's)
+                }
+            }
+            guard let recorded = fetched else { throw HistoryError.timedOut(endpoint: hub.history) }
             var out = "{\"board\":\(BrowserWire.quoted(board)),\"start\":" + BrowserWire.snapshot(recorded.start) + ",\"batches\":["
             var state = recorded.start
             for (index, recordedBatch) in recorded.batches.enumerated() {

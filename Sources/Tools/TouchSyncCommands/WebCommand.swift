@@ -33,7 +33,8 @@ struct WebCommand: AsyncParsableCommand {
 
     @Option(help: "Where browsers connect: HOST:PORT (PORT 0 picks a free one).") var listen = "127.0.0.1:8080"
     @OptionGroup var hub: HubAddressOptions
-    @Option(help: "The hub's history endpoint (for the replay view).") var history = "tcp://127.0.0.1:5573"
+    @Option(help: "The hub's history endpoint (for the replay view); hubs sharing a board store may be listed, comma-separated: a silent one is passed over.")
+    var history = "tcp://127.0.0.1:5573"
     @Option(help: "Seconds a tab's agent waits for a dropped tab to come back before its live touches are cancelled.")
     var reconnectGrace: Double = 30
     @Option(help: "Milliseconds each event loop gathers its tabs' outgoing batches and acks before writing them (one write per tab; 0: at once).")
@@ -116,7 +117,7 @@ struct WebCommand: AsyncParsableCommand {
             }
         }
         guard let (host, _) = hostAndPort else { throw ValidationError("--listen is HOST:PORT with PORT 0 to 65535, not \(listen)") }
-        try validateEndpoint(history, option: "--history")
+        for endpoint in history.split(separator: ",") { try validateEndpoint(String(endpoint), option: "--history") }
         guard reconnectGrace.isFinite, reconnectGrace >= 0, reconnectGrace <= 3600 else {
             throw ValidationError("--reconnect-grace is 0 to 3600 seconds")
         }
