@@ -401,6 +401,17 @@ struct HubCoreTests {
         #expect(limited.first?.contains("from address 10.0.0.7") == true, "\(limited.first ?? "")")
         let elsewhere = hub.send(.snapshotRequested(by: PeerID(Array("other".utf8)), user: nil, board: "b", requestID: 1, address: "10.0.0.8"))
         #expect(elsewhere.contains { if case .sendSnapshot = $0 { true } else { false } }, "another address is served")
+        // A board another hub serves is answered WRONG_HUB all the same (no snapshot to spend the
+        // allowance on: followers ask round the hubs during a failover), also past the allowance.
+        let store = CoreHarness {
+            $0.storeCommits = true
+            $0.limits.maxSnapshotsPerSecond = 5
+        }
+        _ = store.send(.boardMoved(board: "theirs", owner: "hub-b"))
+        for index in 0..<40 {
+            let refused = store.send(.snapshotRequested(by: PeerID(Array("seeker-\(index)".utf8)), user: nil, board: "theirs", requestID: 1, address: "10.0.0.7"))
+            #expect(refused.contains { if case .refuseSnapshot(_, _, let refusal) = $0 { refusal.code == .wrongHub } else { false } }, "\(index): \(refused)")
+        }
         hub.advance(.seconds(1))
         let later = hub.send(.snapshotRequested(by: PeerID(Array("hoarder-0".utf8)), user: nil, board: "b", requestID: 2, address: "10.0.0.7"))
         #expect(later.contains { if case .sendSnapshot = $0 { true } else { false } }, "a new second, a new allowance")

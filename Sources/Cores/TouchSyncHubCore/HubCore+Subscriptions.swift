@@ -79,14 +79,16 @@ extension HubCore {
         _ board: String, by peer: PeerID, user: UserNamespace?, onBehalf: OnBehalf?, address: String?, requestID: UInt64, now: Moment,
         into actions: inout [HubAction]
     ) {
-        guard let party = party(of: peer, user: user, onBehalf, requestID: requestID, into: &actions),
-            admitSnapshot(by: peer, party: party, address: address, requestID: requestID, now: now, into: &actions)
-        else { return }
+        guard let party = party(of: peer, user: user, onBehalf, requestID: requestID, into: &actions) else { return }
+        // Before the allowance: a WRONG_HUB costs no snapshot, and followers looking for a
+        // board's new hub during a failover ask round the hubs (issue 39: 36 subscribers of one
+        // address spent its allowance on these refusals, then waited 2 s when the board came).
         if let wrong = wrongHub(for: board) {
             counters.refused(.wrongHub)
             actions.append(.refuseSnapshot(to: peer, requestID: requestID, wrong))
             return
         }
+        guard admitSnapshot(by: peer, party: party, address: address, requestID: requestID, now: now, into: &actions) else { return }
         guard party.mayWatch(board, access: access) else {
             counters.refused(.forbidden)
             actions.append(
