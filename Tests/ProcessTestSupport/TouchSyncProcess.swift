@@ -146,6 +146,20 @@ public func snapshotReply(endpoint: String, board: String, curve: CurveClientKey
     return try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
 }
 
+/// The board's snapshot reply, asked again every 100 ms until `done` holds
+/// for it or `limit` has passed (then the last one).
+public func snapshotReply(
+    endpoint: String, board: String, within limit: Duration, until done: (Touchsync_V1_SnapshotReply?) -> Bool
+) async throws -> Touchsync_V1_SnapshotReply? {
+    let deadline = ContinuousClock.now + limit
+    var reply = try snapshotReply(endpoint: endpoint, board: board)
+    while !done(reply), ContinuousClock.now < deadline {
+        try await Task.sleep(for: .milliseconds(100))
+        reply = try snapshotReply(endpoint: endpoint, board: board)
+    }
+    return reply
+}
+
 /// What a command printed and how it ended.
 public struct Outcome: Sendable {
     public var status: Int32

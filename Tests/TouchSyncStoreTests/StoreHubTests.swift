@@ -599,12 +599,8 @@ extension StoreHubTests {
             #expect(!watched.output.contains("\"event\":\"heartbeat\"") && !watched.output.contains("\"event\":\"synced\""), "\(watched.output)")
             try await server.startAgain()
 
-            var after: Touchsync_V1_SnapshotReply? = nil
-            let deadline = ContinuousClock.now + .seconds(20)
-            while ContinuousClock.now < deadline {
-                after = try snapshotReply(endpoint: hub.endpoints[2], board: "fenced")
-                if case .chunk = after?.body { break }
-                try await Task.sleep(for: .milliseconds(200))
+            let after = try await snapshotReply(endpoint: hub.endpoints[2], board: "fenced", within: .seconds(20)) { reply in
+                if case .chunk = reply?.body { true } else { false }
             }
             let restored = try await count(server, "SELECT coalesce(max(sequence), 0) FROM touchsync_snapshots WHERE board = 'fenced'")
             #expect(after?.chunk.sequence == UInt64(max(stored, restored)), "after the outage: \(String(describing: after)); stored \(stored), snapshot \(restored)")
@@ -696,12 +692,7 @@ extension StoreHubTests {
             print("six boards of a SIGKILLed hub held by its successor \(moved) after the kill (2 s lease)")  // a figure, not a bound
             for board in boards {
                 let stored = try await count(server, "SELECT max(sequence) FROM touchsync_batches WHERE board = '\(board)'")
-                var reply = try snapshotReply(endpoint: b.endpoints[2], board: board)
-                let deadline = ContinuousClock.now + .seconds(10)
-                while reply?.chunk.sequence != UInt64(stored), ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(100))
-                    reply = try snapshotReply(endpoint: b.endpoints[2], board: board)
-                }
+                let reply = try await snapshotReply(endpoint: b.endpoints[2], board: board, within: .seconds(10)) { $0?.chunk.sequence == UInt64(stored) }
                 #expect(reply?.chunk.sequence == UInt64(stored), "\(board): \(String(describing: reply)) against \(stored)")
             }
         }

@@ -484,6 +484,7 @@ extension BrowserTests {
             """) as? [String: Int] ?? [:]
         #expect(watch["after"] == 10 && watch["misses"] == 0, "the stroke stayed on screen through the hand-over: \(watch)")
         #expect((watch["frames"] ?? 0) > 10, "watched over the round trip: \(watch)")
+        try await page.keepScreenshot("own-ink-\(kind)")
     }
 
     /// Presence: a mouse hovering over one page is an arrow with the person's

@@ -48,9 +48,5 @@ struct HostNames: Sendable {
     }
 
     /// An IPv4 or IPv6 address (not a name).
-    static func isAddress(_ name: String) -> Bool {
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        return inet_pton(AF_INET, name, &v4) == 1 || inet_pton(AF_INET6, name, &v6) == 1
-    }
+    static func isAddress(_ name: String) -> Bool { TrustedProxies.bytes(of: name) != nil }
 }

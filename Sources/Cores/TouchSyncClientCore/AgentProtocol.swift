@@ -128,7 +128,7 @@ public struct AgentProtocol: Sendable {
     private var attempt = 0
     private var redirects = 0
     /// The hub endpoint that last went silent, and when (see `hubWentSilent`).
-    private var silentHub: (endpoint: String, since: ContinuousClock.Instant)? = nil
+    private var silentHub: SilentHub<String>? = nil
     private var connectedAt: ContinuousClock.Instant
     /// While the agent looks for a board's new hub (after a redirect, or a
     /// hub's silence), a hello unanswered this long is asked again on a new
@@ -137,7 +137,7 @@ public struct AgentProtocol: Sendable {
     /// can be lost. Otherwise (a first connection, a hub that may be busy) the
     /// silence time-out applies, so a loaded hub is not flooded with hellos.
     private func helloTimeout(now: ContinuousClock.Instant) -> Duration {
-        let searching = redirects > 0 || silentHub.map { now - $0.since < settings.hubTimeout * 2 } == true
+        let searching = redirects > 0 || silentHub?.isRecent(now: now, silenceTimeout: settings.hubTimeout) == true
         return searching ? settings.hubTimeout / 6 : settings.hubTimeout
     }
 
@@ -254,14 +254,13 @@ public struct AgentProtocol: Sendable {
     /// until its lease lapses, and following them back to it would cost
     /// another silence time-out.
     public mutating func hubWentSilent(_ endpoint: String, now: ContinuousClock.Instant) {
-        silentHub = (endpoint, now)
+        silentHub = SilentHub(key: endpoint, since: now)
     }
 
     /// Whether `endpoint` went silent within the last two hub time-outs (an
     /// agent given several hubs tries the others first).
     public func wentSilentLately(_ endpoint: String, now: ContinuousClock.Instant) -> Bool {
-        guard let silentHub, silentHub.endpoint == endpoint else { return false }
-        return now - silentHub.since < settings.hubTimeout * 2
+        silentHub?.covers(endpoint, now: now, silenceTimeout: settings.hubTimeout) == true
     }
 
     /// Something arrived from the hub that is not a reply it understands: the hub is alive.

@@ -75,12 +75,10 @@ public struct ReplicaSync: Sendable {
     public var silenceTimeout: Duration
     public private(set) var phase: Phase
     private var nextRequest: UInt64 = 1
-    /// The hub left for its silence, and when (issue 39): the live hubs keep
-    /// naming a dead hub as the board's owner until its lease lapses, and
-    /// following them back there costs a snapshot time-out each time. For
-    /// twice the silence time-out such a WRONG_HUB is not followed and the
-    /// round of hubs passes it over, as an agent does (`AgentProtocol`).
-    private var silentHub: (index: Int, since: ContinuousClock.Instant)? = nil
+    /// The hub (its index in `hubs`) left for its silence, and when: a
+    /// WRONG_HUB naming it is not followed and the round of hubs passes it
+    /// over for a while, as an agent does (`SilentHub`).
+    private var silentHub: SilentHub<Int>? = nil
     /// How soon the next hub is asked after a WRONG_HUB naming the silent hub
     /// (the others may know the new owner a renewal later).
     public static let ownerSilentRetry: Duration = .milliseconds(200)
@@ -279,17 +277,15 @@ public struct ReplicaSync: Sendable {
             reportedSilence = true
             actions.append(.silent)
             if following, isLive {
-                silentHub = (followed, now)
+                silentHub = SilentHub(key: followed, since: now)
                 moveOn(reason: "nothing from hub \(hubs[followed].name) for \(silenceTimeout)", now: now, into: &actions)
             }
         }
         return actions
     }
 
-    /// Whether hub `index` is the one left for its silence within the last two silence time-outs.
     private func wentSilentLately(_ index: Int, now: ContinuousClock.Instant) -> Bool {
-        guard let silentHub, silentHub.index == index else { return false }
-        return now - silentHub.since < silenceTimeout * 2
+        silentHub?.covers(index, now: now, silenceTimeout: silenceTimeout) == true
     }
 
     /// The next known hub: the transport connects there, and the snapshot request that follows goes to it.

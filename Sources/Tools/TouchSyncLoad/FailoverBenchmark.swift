@@ -71,7 +71,7 @@ public struct FailoverBenchmark: Sendable {
 
         let boardNames = (0..<max(1, boards)).map { boards == 1 ? "failover-\(run)" : "failover-\(run)-\($0)" }
         let context = try ZMQContext()
-        var drawers: [(board: String, agent: TouchAgent, acknowledgements: AcknowledgementTimes)] = []
+        var drawers: [(board: String, agent: TouchAgent, acknowledgements: ProgressTimes)] = []
         var tasks: [Task<Void, Never>] = []
         defer { for task in tasks { task.cancel() } }
         for board in boardNames {
@@ -80,7 +80,7 @@ public struct FailoverBenchmark: Sendable {
             configuration.hubTimeout = hubTimeout
             configuration.reconnectDelay = .milliseconds(50) ... .milliseconds(500)
             let agent = try TouchAgent(configuration: configuration, context: context, logger: logger)
-            let acknowledgements = AcknowledgementTimes()
+            let acknowledgements = ProgressTimes()
             agent.start()
             tasks.append(Task {
                 for await event in agent.events {
@@ -90,9 +90,9 @@ public struct FailoverBenchmark: Sendable {
             drawers.append((board, agent, acknowledgements))
         }
         // A subscriber per board, given every hub (as `spectate --publish A,B,C --snapshot A,B,C`).
-        var watchers: [(subscriber: BoardSubscriber, applied: AcknowledgementTimes)] = []
+        var watchers: [(subscriber: BoardSubscriber, applied: ProgressTimes)] = []
         for board in boardNames {
-            let applied = AcknowledgementTimes()
+            let applied = ProgressTimes()
             var settings = SubscriberConfiguration(
                 board: board, publishEndpoint: hubs.map(\.publish).joined(separator: ","),
                 snapshotEndpoint: hubs.map(\.snapshot).joined(separator: ","))
@@ -209,7 +209,7 @@ public struct BenchmarkFailure: Error, CustomStringConvertible {
 }
 
 /// When each acknowledgement (or a subscriber's applied sequence) came, and waits for one beyond a number.
-private final class AcknowledgementTimes: Sendable {
+private final class ProgressTimes: Sendable {
     /// Each cumulative acknowledgement that went further, with when it came (in order).
     private let heardAt = Mutex<[(through: UInt64, at: ContinuousClock.Instant)]>([])
     private let waiters = ConditionWaiters()
