@@ -702,10 +702,13 @@ extension StoreHubTests {
     /// "PostgreSQL: a standby and backups"): a streaming standby made with
     /// pg_basebackup, named in the primary's `synchronous_standby_names`, so
     /// a commit (and so an acknowledgement) waits until the standby has it.
+    /// The hub is given both servers, the standby first (`--store postgres://…@STANDBY,PRIMARY/…`).
     /// A load run acknowledged in full, the primary crashes, the standby is
-    /// promoted, and a hub started on it loads the board at the load's
-    /// digest: nothing acknowledged was lost. Then a pg_dump of it restored
-    /// into a third, empty server loads to the same digest.
+    /// promoted: the same hub process moves to it by itself (the standby was
+    /// refused while read-only) and a second load run is acknowledged in
+    /// full there. A hub started on the promoted server alone loads both
+    /// boards at their load's digests: nothing acknowledged was lost. Then a
+    /// pg_dump of it restored into a third, empty server loads the same.
     @Test func aSynchronousStandbyPromotedAndABackupRestoredHoldEveryAcknowledgedSample() async throws {
         let primary = try await PostgresServer()
         defer { primary.stopNow() }
@@ -725,24 +728,35 @@ extension StoreHubTests {
         let children = ChildProcesses()
         defer { children.killAll() }
         let hub = try StoreHub(server: primary, name: "hub-a")
-        _ = try await children.startHub(hub.arguments)
-        let report = NSTemporaryDirectory() + "touchsync-standby-\(UUID().uuidString.prefix(8)).json"
-        defer { try? FileManager.default.removeItem(atPath: report) }
-        let load = try await touchsync(
-            ["load"] + hub.client + ["--users", "4", "--fingers", "2", "--duration", "3", "--seed", "39", "--json", report], limit: 120)
-        #expect(load.status == 0, "\(load.output) \(load.errors)")
-        let figures = try loadReport(report)
-        #expect(figures["lost"] as? Int == 0 && figures["converged"] as? Bool == true, "\(figures)")
-        let digest = try #require((figures["board_digests"] as? [String: String])?["load-39-0"])
+        // The standby first: while it is read-only the hub must pass over it.
+        let bothServers = "postgres://touchsync@127.0.0.1:\(standby.port),127.0.0.1:\(primary.port)/postgres"
+        let (running, _, _) = try await children.startHub(hub.arguments.map { $0 == primary.url ? bothServers : $0 })
+        /// A load run of one board (`load-SEED-0`), acknowledged in full: its digest.
+        func acknowledgedLoad(seed: Int) async throws -> String {
+            let report = NSTemporaryDirectory() + "touchsync-standby-\(UUID().uuidString.prefix(8)).json"
+            defer { try? FileManager.default.removeItem(atPath: report) }
+            let load = try await touchsync(
+                ["load"] + hub.client + ["--users", "4", "--fingers", "2", "--duration", "3", "--seed", "\(seed)", "--json", report], limit: 120)
+            #expect(load.status == 0, "\(load.output) \(load.errors)")
+            let figures = try loadReport(report)
+            #expect(figures["lost"] as? Int == 0 && figures["converged"] as? Bool == true, "\(figures)")
+            return try #require((figures["board_digests"] as? [String: String])?["load-\(seed)-0"])
+        }
+        let digest = try await acknowledgedLoad(seed: 39)
 
-        // The primary's machine is gone: the standby takes over, and a hub on it has every acknowledged sample.
+        // The primary's machine is gone: the standby takes over, and the running hub follows it.
         try await primary.crash()
-        children.killAll()
         try await standby.promote()
-        // The same hub (name and endpoints: it restarted on this machine) on another store.
+        let after = try await acknowledgedLoad(seed: 40)
+        #expect(running.isRunning, "the hub did not outlive its store's failover")
+        running.interrupt()
+        await running.exited()
+
+        // The same hub (name and endpoints: it restarted on this machine) on the promoted server alone has every acknowledged sample.
         func sameHub(on server: PostgresServer) -> [String] { hub.arguments.map { $0 == primary.url ? server.url : $0 } }
         let (started, _, text) = try await children.startHub(sameHub(on: standby))
         #expect(text.contains("load-39-0: batch ") && text.contains("digest \(digest)"), "the promoted standby lacks acknowledged batches: \(text)")
+        #expect(text.contains("load-40-0: batch ") && text.contains("digest \(after)"), "batches acknowledged after the failover are missing: \(text)")
         started.interrupt()
         await started.exited()
 
@@ -758,7 +772,7 @@ extension StoreHubTests {
             "pg_restore", ["-h", "127.0.0.1", "-p", "\(restored.port)", "-U", "touchsync", "-d", "postgres", "--no-owner", restored.folder + "/touchsync.dump"])
         #expect(restore.status == 0, "pg_restore: \(restore.output) \(restore.errors)")
         let (again, _, restoredText) = try await children.startHub(sameHub(on: restored))
-        #expect(restoredText.contains("load-39-0: batch ") && restoredText.contains("digest \(digest)"), "the backup lacks batches: \(restoredText)")
+        #expect(restoredText.contains("digest \(digest)") && restoredText.contains("digest \(after)"), "the backup lacks batches: \(restoredText)")
         again.interrupt()
         await again.exited()
     }

@@ -2,6 +2,7 @@ import ProcessTestSupport
 import TestSupport
 import Foundation
 import Testing
+import TouchSyncStore
 
 @Suite("Board store: schema", .timeLimit(.minutes(3)))
 struct StoreTests {
@@ -69,6 +70,24 @@ struct StoreTests {
             throw error
         }
         await server.stop()
+    }
+
+    /// A primary and its standbys as libpq writes them (issue 39): every
+    /// server in order, default ports, IPv6 in brackets; bad lists in words.
+    @Test func aStoreAddressNamesSeveralServers() throws {
+        let both = try StoreAddress("postgres://touchsync@db-a:5433,db-b,[fd00::7]:6000/boards?sslmode=require", environment: [:])
+        #expect(both.servers.map(\.description) == ["db-a:5433", "db-b:5432", "[fd00::7]:6000"])
+        #expect(both.user == "touchsync" && both.database == "boards" && both.tls == .require)
+        #expect(both.description == "postgres://touchsync@db-a:5433,db-b:5432,[fd00::7]:6000/boards?sslmode=require")
+        let one = try StoreAddress("postgresql://me@127.0.0.1/db", environment: ["PGPASSWORD": "x"])
+        #expect(one.servers == [.init(host: "127.0.0.1", port: 5432)] && one.password == "x")
+        for (text, words) in [
+            ("postgres://me@db-a,/db", "no host"), ("postgres://me@db-a:http/db", "bad port"), ("postgres://me@db-a:70000/db", "not 1-65535"),
+            ("postgres://me@[fd00::7/db", "unclosed ["), ("postgres://db-a,db-b/db", "no user"), ("postgres://me:pw@db-a,db-b/db", "no password in the URL"),
+        ] {
+            #expect(throws: StoreError.self, "\(text)") { try StoreAddress(text, environment: [:]) }
+            do { _ = try StoreAddress(text, environment: [:]) } catch { #expect("\(error)".contains(words), "\(text): \(error)") }
+        }
     }
 
     @Test func badAddressesAndUnreachableStoresSayWhy() async throws {

@@ -19,7 +19,7 @@ struct StoreCommand: AsyncParsableCommand {
         subcommands: [Migrate.self, Check.self])
 
     struct StoreOptions: ParsableArguments {
-        @Option(help: "The board store, postgres://USER@HOST:PORT/DATABASE[?sslmode=disable|prefer|require].")
+        @Option(help: "The board store, postgres://USER@HOST:PORT/DATABASE[?sslmode=disable|prefer|require]; HOST:PORT,HOST:PORT for a primary and its standbys (the first that accepts writes).")
         var store: String
         @Option(help: "A file holding the store's password (default: PGPASSWORD).")
         var storePasswordFile: String?
@@ -71,7 +71,7 @@ struct StoreCommand: AsyncParsableCommand {
 /// `--store URL` where a command may read or keep boards in the board store
 /// instead of a journal folder (hub, replay, render, compact).
 struct BoardStoreOptions: ParsableArguments {
-    @Option(help: "The PostgreSQL board store, postgres://USER@HOST:PORT/DATABASE[?sslmode=disable|prefer|require], instead of a journal folder.")
+    @Option(help: "The PostgreSQL board store, postgres://USER@HOST:PORT/DATABASE[?sslmode=disable|prefer|require], instead of a journal folder; HOST:PORT,HOST:PORT for a primary and its standbys (the first that accepts writes).")
     var store: String?
     @Option(help: "A file holding the store's password (default: PGPASSWORD).") var storePasswordFile: String?
 
