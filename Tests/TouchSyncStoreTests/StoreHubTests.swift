@@ -730,14 +730,14 @@ extension StoreHubTests {
         let hub = try StoreHub(server: primary, name: "hub-a")
         // The standby first: while it is read-only the hub must pass over it.
         let bothServers = "postgres://touchsync@127.0.0.1:\(standby.port),127.0.0.1:\(primary.port)/postgres"
-        let (running, _, _) = try await children.startHub(hub.arguments.map { $0 == primary.url ? bothServers : $0 })
+        let (running, runningOutput, _) = try await children.startHub(hub.arguments.map { $0 == primary.url ? bothServers : $0 })
         /// A load run of one board (`load-SEED-0`), acknowledged in full: its digest.
         func acknowledgedLoad(seed: Int) async throws -> String {
             let report = NSTemporaryDirectory() + "touchsync-standby-\(UUID().uuidString.prefix(8)).json"
             defer { try? FileManager.default.removeItem(atPath: report) }
             let load = try await touchsync(
                 ["load"] + hub.client + ["--users", "4", "--fingers", "2", "--duration", "3", "--seed", "\(seed)", "--json", report], limit: 120)
-            #expect(load.status == 0, "\(load.output) \(load.errors)")
+            try #require(load.status == 0, "\(load.output) \(load.errors)\nthe hub's log: \(runningOutput.errors.suffix(6000))")
             let figures = try loadReport(report)
             #expect(figures["lost"] as? Int == 0 && figures["converged"] as? Bool == true, "\(figures)")
             return try #require((figures["board_digests"] as? [String: String])?["load-\(seed)-0"])

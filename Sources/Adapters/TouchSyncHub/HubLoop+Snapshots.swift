@@ -15,15 +15,50 @@ extension HubLoop {
                 "board \(board) cannot be served here now: this hub cannot reach the board store (or renew its lease); ask again, or another hub", owner: nil)
             return
         }
+        let key = SnapshotJobKey(peer: peer, requestID: requestID)
         let packed = packedSnapshotRequests.remove(SnapshotRequestKey(peer: peer, requestID: requestID)) != nil
-        let (delivered, bytes) = snapshotService.send(
-            state.snapshot(), digest: digest, requestID: requestID, to: peer.bytes, board: board,
-            samplesPerChunk: configuration.sockets.snapshotSamplesPerChunk, packedSamples: packed)
-        snapshotReaders.sent(to: peer, bytes: bytes, now: clock.now)
-        if !delivered {
-            if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
-            notReading[peer] = clock.now
+        guard snapshotsEncoding[key] == nil else {
+            snapshotService.sendError(
+                to: peer.bytes, requestID: requestID, code: .rateLimited, "request \(requestID) is still being answered: give each request its own id")
+            return
         }
+        guard snapshotsEncoding.count < Self.maxSnapshotsEncoding, let snapshotEncoder else {
+            snapshotService.sendError(
+                to: peer.bytes, requestID: requestID, code: .rateLimited,
+                "this hub is encoding \(Self.maxSnapshotsEncoding) snapshots already: ask again shortly")
+            return
+        }
+        snapshotsEncoding[key] = SnapshotProgress(requester: snapshotReaders.takeRequester(peer))
+        snapshotEncoder.post(
+            SnapshotEncoderThread.Job(
+                key: key, board: board, state: state, digest: digest,
+                samplesPerChunk: configuration.sockets.snapshotSamplesPerChunk, packedSamples: packed))
+    }
+
+    /// A chunk the encoder wrote: sent, unless its requester stopped reading
+    /// (a full queue: the rest of that snapshot is dropped and its next
+    /// requests refused for a while) or, at the first chunk, its owner has
+    /// too much unread by now (requests admitted in one turn are encoded later).
+    func snapshotEncoded(_ chunk: EncodedSnapshotChunk) {
+        guard var progress = snapshotsEncoding[chunk.key] else { return }
+        let peer = chunk.key.peer
+        if progress.chunks == 0, let requester = progress.requester, !snapshotReaders.admits(requester) {
+            progress.abandoned = true
+            snapshotService.sendError(
+                to: peer.bytes, requestID: chunk.key.requestID, code: .rateLimited,
+                "your earlier snapshots are still unread: read them, or ask again later")
+        }
+        progress.chunks += 1
+        if !progress.abandoned && !chunk.bytes.isEmpty {
+            if snapshotService.sendChunk(chunk.bytes, to: peer.bytes) {
+                if let requester = progress.requester { snapshotReaders.sent(to: requester, bytes: chunk.bytes.count, now: clock.now) }
+            } else {
+                progress.abandoned = true
+                if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
+                notReading[peer] = clock.now
+            }
+        }
+        snapshotsEncoding[chunk.key] = chunk.last ? nil : progress
     }
 
     func drainSnapshotRequests() throws(ZMQError) {

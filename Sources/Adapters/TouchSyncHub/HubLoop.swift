@@ -20,6 +20,8 @@ enum HubLoopCommand: Sendable {
     case store([BoardStoreReport])
     /// The journal thread's reports of one round, in order.
     case journal([HubEvent])
+    /// A chunk of a snapshot, encoded (`SnapshotEncoderThread`), to send.
+    case snapshotChunk(EncodedSnapshotChunk)
 }
 
 /// The hub's ZeroMQ adapter and single writer: one thread runs `run()`, owns
@@ -28,7 +30,9 @@ enum HubLoopCommand: Sendable {
 /// carries out the actions the core returns; every rule lives in the core.
 /// The journal runs on a thread of its own (`JournalThread`): the loop hands
 /// it appends and never waits on the disk; batches are published once the
-/// journal reports them written (synced, under `--fsync batch`).
+/// journal reports them written (synced, under `--fsync batch`). Snapshots
+/// are encoded on a thread of their own (`SnapshotEncoderThread`) and sent
+/// from here.
 final class HubLoop {
     let configuration: HubConfiguration
     let logger: Logger
@@ -67,6 +71,21 @@ final class HubLoop {
     lazy var snapshotReaders = SnapshotReaders(limits: configuration.limits.unreadSnapshots, logger: logger)
     static let notReadingPenalty: Duration = .seconds(10)
 
+    /// Encodes snapshots off this thread (started by `run`).
+    var snapshotEncoder: SnapshotEncoderThread? = nil
+    /// Snapshots being encoded, until their last chunk is sent.
+    var snapshotsEncoding: [SnapshotJobKey: SnapshotProgress] = [:]
+    struct SnapshotProgress {
+        /// Its connection and owner (nil: not watched), charged chunk by chunk.
+        let requester: SnapshotReaders.Requester?
+        var chunks = 0
+        /// The requester stopped reading, or its owner has too much unread: the rest is dropped.
+        var abandoned = false
+    }
+    /// Snapshots encoded at once, at most: further requests are refused
+    /// RATE_LIMITED (each waiting job holds its board's state of that moment).
+    static let maxSnapshotsEncoding = 64
+
     /// Snapshot requests that asked for packed samples (wire format v2), until
     /// answered: the format is the transport's concern, not the core's.
     var packedSnapshotRequests: Set<SnapshotRequestKey> = []
@@ -100,6 +119,7 @@ final class HubLoop {
             ingest.close()
             subscriberConnections?.close()
             publish.close()
+            snapshotEncoder?.stop()
             snapshotService.socket.close()
             _ = journal?.stop()  // when the loop failed: the journal still closes
             // Whoever still waits for an answer gets one: the hub is gone.
@@ -109,6 +129,7 @@ final class HubLoop {
             "hub listening",
             metadata: ["ingest": "\(endpoints.ingest)", "publish": "\(endpoints.publish)", "snapshot": "\(endpoints.snapshot)"])
         do {
+            snapshotEncoder = try SnapshotEncoderThread { [mailbox] chunk in mailbox.post(.snapshotChunk(chunk)) }
             var loop = try PollLoop(mailbox: mailbox, sockets: [ingest, publish, snapshotService.socket])
             try loop.run(
                 deadline: { core.nextDeadline },
@@ -124,7 +145,7 @@ final class HubLoop {
                                     switch command {
                                     case .journal(let events): journalReported(events)
                                     case .inspect(let board, let reply): reply(core.board(board))
-                                    case .stop, .accessChanged, .store: break
+                                    case .stop, .accessChanged, .store, .snapshotChunk: break
                                     }
                                 }
                                 journalReported(last)
@@ -141,6 +162,8 @@ final class HubLoop {
                             storeReported(reports)
                         case .journal(let events):
                             journalReported(events)
+                        case .snapshotChunk(let chunk):
+                            snapshotEncoded(chunk)
                         }
                     }
                     return .proceed

@@ -34,11 +34,26 @@ struct SnapshotReaders {
         return true
     }
 
-    /// A snapshot of `bytes` went to `peer`.
-    mutating func sent(to peer: PeerID, bytes: Int, now: ContinuousClock.Instant) {
-        guard let requester = requesters.removeValue(forKey: peer), let name = Self.remoteName(of: requester.descriptor) else { return }
+    /// The connection and owner of `peer`'s request, taken when its answer
+    /// is handed to the encoder (nil: not a TCP connection, not watched).
+    mutating func takeRequester(_ peer: PeerID) -> Requester? {
+        requesters.removeValue(forKey: peer).map { Requester(descriptor: $0.descriptor, owner: $0.owner) }
+    }
+
+    /// Whether `requester`'s owner may still be sent a snapshot (checked
+    /// again at its first chunk: requests admitted in one turn are encoded later).
+    func admits(_ requester: Requester) -> Bool { unread.admits(requester.owner) }
+
+    /// A chunk of `bytes` went to `requester`'s connection: its owner's unread bytes grow.
+    mutating func sent(to requester: Requester, bytes: Int, now: ContinuousClock.Instant) {
+        guard let name = Self.remoteName(of: requester.descriptor) else { return }
         remoteNames[requester.descriptor] = name
         unread.sent(to: requester.descriptor, owner: requester.owner, bytes: bytes, now: now)
+    }
+
+    struct Requester {
+        let descriptor: Int32
+        let owner: String
     }
 
     /// Each watched descriptor's remote end when its snapshot went: a descriptor

@@ -117,21 +117,29 @@ struct SnapshotService {
             of: snapshot, board: board, digest: digest, requestID: requestID, samplesPerChunk: samplesPerChunk,
             packedSamples: packedSamples
         ) { reply in
-            do {
-                guard try socket.send(multipart: [peer, reply], dontWait: true) else {
-                    logger.warning("snapshot abandoned: the subscriber is not reading", metadata: ["board": "\(board)"])
-                    delivered = false
-                    return false
-                }
-                bytes += reply.count
-                return true
-            } catch {
-                logger.debug("snapshot not delivered", metadata: ["error": "\(error)"])
+            guard sendChunk(reply, to: peer) else {
                 delivered = false
                 return false
             }
+            bytes += reply.count
+            return true
         }
         return (delivered, bytes)
+    }
+
+    /// Sends one encoded chunk of a snapshot reply; false when the peer's
+    /// queue is full (it is not reading) or it is gone.
+    func sendChunk(_ reply: [UInt8], to peer: [UInt8]) -> Bool {
+        do {
+            guard try socket.send(multipart: [peer, reply], dontWait: true) else {
+                logger.warning("snapshot abandoned: the subscriber is not reading")
+                return false
+            }
+            return true
+        } catch {
+            logger.debug("snapshot not delivered", metadata: ["error": "\(error)"])
+            return false
+        }
     }
 
     /// Answers a board list request.

@@ -349,7 +349,7 @@ final class RelayLoop {
     private func serveSnapshot(_ board: String, to peer: [UInt8], requestID: UInt64) {
         guard let state = replicas[board]?.replica else { return }
         let (_, bytes) = snapshotService.send(state.snapshot(), digest: state.digest, requestID: requestID, to: peer, board: board)
-        snapshotReaders.sent(to: PeerID(peer), bytes: bytes, now: .now)
+        if let requester = snapshotReaders.takeRequester(PeerID(peer)) { snapshotReaders.sent(to: requester, bytes: bytes, now: .now) }
         counters.value.withLock { $0.snapshotsServed += 1 }
     }
 
