@@ -107,6 +107,8 @@ public struct AgentProtocol: Sendable {
     public private(set) var isWelcomed = false
     /// The format frames are encoded in now: the settings' until a hub that speaks only v1 says so.
     public private(set) var frameFormat: WireFormat
+    /// Writes the frames (its buffers kept from one frame to the next).
+    private var frameEncoder = AgentFrameEncoder()
     private var random: SplitMixRandom
     private let newSessionID: @Sendable () -> [UInt8]
     private var sessionID: [UInt8]
@@ -193,7 +195,7 @@ public struct AgentProtocol: Sendable {
         let frame = TouchFrame(changes: changes, aliveTouches: alive ?? Array(liveTouches))
         var actions: [Action] = []
         guard windowIsFull || waitingStart < waiting.count else {
-            number(.frame(frame.proto(frameFormat)), posted: 1, now: now, into: &actions)
+            number(frame, posted: 1, now: now, into: &actions)
             return actions
         }
         if waitingStart < waiting.count, case .frame(let last, let lastDown, let posted) = waiting[waiting.count - 1],
@@ -422,7 +424,16 @@ public struct AgentProtocol: Sendable {
         var message = Touchsync_V1_AgentMessage()
         message.sequence = nextSequence
         message.body = body
-        let bytes = WireCodec.encode(message)
+        numbered(WireCodec.encode(message), posted: posted, now: now, into: &actions)
+    }
+
+    /// Numbers and sends a frame (written straight from the model: the hot path).
+    private mutating func number(_ frame: TouchFrame, posted: Int, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        numbered(frameEncoder.message(frame, sequence: nextSequence, format: frameFormat), posted: posted, now: now, into: &actions)
+    }
+
+    /// Keeps the message numbered `nextSequence` until acknowledged, and sends it when welcomed.
+    private mutating func numbered(_ bytes: [UInt8], posted: Int, now: ContinuousClock.Instant, into actions: inout [Action]) {
         if unacknowledged.isEmpty { lastProgress = now }
         unacknowledged.append((nextSequence, bytes, posted))
         nextSequence += 1
@@ -433,7 +444,7 @@ public struct AgentProtocol: Sendable {
     private mutating func numberWaiting(now: ContinuousClock.Instant, into actions: inout [Action]) {
         while !windowIsFull && waitingStart < waiting.count {
             switch waiting[waitingStart] {
-            case .frame(let frame, _, let posted): number(.frame(frame.proto(frameFormat)), posted: posted, now: now, into: &actions)
+            case .frame(let frame, _, let posted): number(frame, posted: posted, now: now, into: &actions)
             case .other(let body): number(body, posted: 1, now: now, into: &actions)
             }
             waitingStart += 1

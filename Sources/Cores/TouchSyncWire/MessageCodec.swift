@@ -81,6 +81,13 @@ extension TouchFrame {
         changes.reduce(0) { latest, change in max(latest, change.samples.last?.time ?? 0) }
     }
 
+    /// The frame as numbered `AgentMessage` `sequence` in `format`
+    /// (`AgentFrameEncoder`; an agent keeps one, which reuses its buffers).
+    public func encodedMessage(sequence: UInt64, format: WireFormat) -> [UInt8] {
+        var encoder = AgentFrameEncoder()
+        return encoder.message(self, sequence: sequence, format: format)
+    }
+
     /// The frame in wire format v1 (`changes`).
     public var proto: Touchsync_V1_TouchFrame { proto(.v1) }
 
@@ -112,6 +119,42 @@ extension TouchFrame {
             frame.alive = alive
         }
         return frame
+    }
+}
+
+/// Writes an agent's frames as numbered `AgentMessage`s: what an agent
+/// sends for every input event. v2 is written straight from the model, byte
+/// for byte what SwiftProtobuf writes for `TouchFrame.proto(.v2)` (fields in
+/// number order, defaults omitted), without the generated structs, `Data`
+/// or intermediate packed bytes, and with the packing's buffers kept from
+/// one frame to the next: one allocation per frame, the message's own.
+public struct AgentFrameEncoder: Sendable {
+    private var columns = ChangeColumns()
+
+    public init() {}
+
+    public mutating func message(_ frame: TouchFrame, sequence: UInt64, format: WireFormat) -> [UInt8] {
+        guard format == .v2 else {
+            var message = Touchsync_V1_AgentMessage()
+            message.sequence = sequence
+            message.frame = frame.proto(format)
+            return WireCodec.encode(message)
+        }
+        let reference = frame.eventTime
+        var out = ProtoWriter(capacity: 32 + frame.changes.count * 32)
+        out.uint64Field(1, sequence)  // AgentMessage.sequence
+        out.lengthDelimited(3) { body in  // AgentMessage.frame
+            if let aliveTouches = frame.aliveTouches {  // TouchFrame.alive: AliveSet.touch_ids, packed
+                body.lengthDelimited(2) { alive in alive.packed(1, aliveTouches) { $0 } }
+            }
+            body.sint64Field(3, reference)  // TouchFrame.event_time
+            if !frame.changes.isEmpty {  // TouchFrame.packed_changes
+                body.lengthDelimited(4) { packed in
+                    PackedChanges.write(frame.changes, timeReference: reference, into: &packed, columns: &columns)
+                }
+            }
+        }
+        return out.bytes
     }
 }
 
