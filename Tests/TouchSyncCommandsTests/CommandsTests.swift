@@ -182,6 +182,32 @@ struct ProcessTests {
         #expect(second.errors.contains("the board already holds strokes: only this run's are checked"), "\(second.errors)")
     }
 
+    /// `load --hub-pid` (issue 42): the external hub's CPU thread by
+    /// thread, in words and in the JSON report; refused without --hub.
+    @Test func loadReportsAnExternalHubsThreads() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let (ports, hub, _, _) = try await children.startHub(ports: try TouchSyncProcess.freePorts(3)) { ports in
+            ["hub", "--no-journal"] + zip(["--ingest", "--publish", "--snapshot"], ports).flatMap { [$0, "tcp://127.0.0.1:\($1)"] }
+        }
+        let report = try temporaryFolder("hub-threads") + "/report.json"
+        defer { try? FileManager.default.removeItem(atPath: (report as NSString).deletingLastPathComponent) }
+        let load = try await touchsync(
+            [
+                "load", "--hub", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot",
+                "tcp://127.0.0.1:\(ports[2])", "--users", "4", "--fingers", "3", "--duration", "2", "--hub-pid", "\(hub.processIdentifier)",
+                "--json", report,
+            ], limit: 60)
+        #expect(load.status == 0, "\(load.output) \(load.errors)")
+        #expect(load.output.contains("hub threads         touchsync-hub "), "\(load.output)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any])
+        let threads = try #require(object["hub_threads_cpu_seconds"] as? [String: Double], "\(object.keys.sorted())")
+        #expect((threads["touchsync-hub"] ?? 0) > 0 && threads["ZMQbg/IO/0"] != nil, "\(threads)")
+        #expect((object["hub_cpu_us_per_sample"] as? Double ?? 0) > 0)
+        let without = try await touchsync(["load", "--hub-pid", "\(hub.processIdentifier)"])
+        #expect(without.status == 64 && without.errors.contains("give its --hub too"), "\(without.errors)")
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func hubKilledMidRunRecoversEveryAcknowledgedSample() async throws {
         let children = ChildProcesses()

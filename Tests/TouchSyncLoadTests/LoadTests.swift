@@ -36,6 +36,7 @@ struct LoadTests {
         #expect(report.latency.p50 > 0 && report.latency.p50 <= report.latency.p99 && report.latency.p99 <= report.latency.max)
         #expect(report.agentBytesPerSample > 0 && report.subscriberBytesPerSample > 0)
         #expect(report.hubCPUSeconds != nil)
+        #expect(report.hubThreads?.secondsByName["touchsync-hub"] != nil, "the embedded hub's threads: \(String(describing: report.hubThreads))")
     }
 
     /// Usually more than this machine carries (a debug-build hub, 300 users x

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TouchSyncLoad
 
@@ -53,5 +54,45 @@ struct ProcessStatsTests {
         let stats = try #require(ProcessStats.read(pid: getpid()))
         #expect(stats.threads >= 1 && stats.residentBytes > 0)
         #expect(ProcessStats.listener(onPort: 1) == nil, "nothing listens on port 1")
+    }
+}
+
+/// The hub's CPU thread by thread (issue 42): threads added up by name from
+/// /proc/PID/task, and what they spent between two readings.
+@Suite("Thread CPU from /proc")
+struct ThreadCPUTests {
+    /// A thread of this process named `ts-busy-test` that spins until told
+    /// to stop: its CPU shows under its name, between two readings, and only
+    /// the names asked for are read.
+    @Test func aBusyThreadsCPUShowsUnderItsName() async throws {
+        let stop = Atomic<Bool>(false)
+        let named = Atomic<Bool>(false)
+        let thread = Thread {
+            Thread.current.name = "ts-busy-test"  // Foundation names the OS thread too (prctl)
+            named.store(true, ordering: .releasing)
+            var spin: UInt64 = 0
+            while !stop.load(ordering: .relaxed) { spin &+= 1 }
+            _ = spin
+        }
+        thread.start()
+        while !named.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(1)) }
+        let before = try #require(ThreadCPU.read(names: ["ts-busy-test"]))
+        #expect(before.secondsByName.keys.sorted() == ["ts-busy-test"], "\(before.secondsByName)")
+        // Some scheduler ticks of spinning (CPU time counts in ticks of 10 ms).
+        var spent = 0.0
+        for _ in 0..<200 where spent < 0.05 {
+            try await Task.sleep(for: .milliseconds(10))
+            spent = ThreadCPU.read(names: ["ts-busy-test"])?.since(before).secondsByName["ts-busy-test"] ?? 0
+        }
+        let all = try #require(ThreadCPU.read())  // while it still runs
+        stop.store(true, ordering: .relaxed)
+        #expect(spent >= 0.05, "the spinning thread's CPU did not show: \(spent) s")
+        #expect(all.secondsByName["ts-busy-test"] != nil && all.secondsByName.count > 1, "\(all.secondsByName.keys.sorted())")
+        #expect(all.totalSeconds >= all.secondsByName["ts-busy-test"]!)
+        #expect(ThreadCPU.read(pid: Int32.max) == nil, "a process that does not exist")
+        // A thread that started after the first reading counts from zero; a name's seconds never go below zero.
+        let later = ThreadCPU(secondsByName: ["a": 1.5, "b": 0.25]).since(ThreadCPU(secondsByName: ["a": 1.0, "c": 3.0]))
+        #expect(later == ThreadCPU(secondsByName: ["a": 0.5, "b": 0.25]))
+        #expect(later.busiestFirst.map(\.name) == ["a", "b"])
     }
 }

@@ -24,6 +24,11 @@ struct LoadCommand: AsyncParsableCommand {
             Ctrl-C (or SIGTERM) stops the drawing early: the run drains, checks and prints \
             (and writes) its report for what was drawn, marked as interrupted, and exits 130.
 
+            The report gives the hub's CPU thread by thread, from the first tick to the \
+            end of the drain: the embedded hub's threads, or with --hub-pid PID every \
+            thread of an external hub on this machine (--hub-cpus pins them, --cpus the \
+            generator).
+
             With --web http://HOST:PORT the users are browser tabs instead: WebSocket \
             clients of a `touchsync web` gateway speaking the page's wire (hello, numbered \
             touch messages with coalesced and predicted samples kept until acknowledged and \
@@ -74,12 +79,13 @@ struct LoadCommand: AsyncParsableCommand {
     var measuringTabs = 1
     @Option(help: "With --web: the gateway's process id (default: the process listening on the URL's port, when visible).")
     var gatewayPid: Int32?
-    @Option(help: "With --web: the hub's process id, to compare its CPU per sample with the gateway's.") var hubPid: Int32?
+    @Option(help: "The hub's process id (an external hub on this machine): its CPU per sample, thread by thread (with --web, beside the gateway's).")
+    var hubPid: Int32?
     @Option(help: "With --web: the browser wire the tabs speak, packed (as the page does), binary or json.") var browserWire = "packed"
     @Option(help: "Pin this load generator's threads to these CPUs (taskset -c style: 0-3,6).") var cpus: String?
     @Option(help: "With --web: pin the gateway's threads (--gateway-pid, or the process on the URL's port) to these CPUs.")
     var gatewayCpus: String?
-    @Option(help: "With --web: pin the hub's threads (--hub-pid) to these CPUs.") var hubCpus: String?
+    @Option(help: "Pin the hub's threads (--hub-pid) to these CPUs.") var hubCpus: String?
     @Option(help: "Write the report as JSON to this file.") var json: String?
     @Option(help: "Write latency and throughput over time as an SVG chart to this file.") var svg: String?
     @OptionGroup var logging: LoggingOptions
@@ -92,7 +98,6 @@ struct LoadCommand: AsyncParsableCommand {
         if let web {
             guard WebAddress(web) != nil else { throw ValidationError("--web takes the gateway's address, http://HOST:PORT") }
             guard ["packed", "binary", "json"].contains(browserWire) else { throw ValidationError("--browser-wire is packed, binary or json, not \(browserWire)") }
-            if hubCpus != nil && hubPid == nil { throw ValidationError("--hub-cpus needs --hub-pid") }
             guard ingest == nil, cluster == nil, data == nil, accessDir == nil else {
                 throw ValidationError("--web draws through a gateway: not with --hub, --cluster, --data or --access-dir")
             }
@@ -128,6 +133,13 @@ struct LoadCommand: AsyncParsableCommand {
         if publish != nil || snapshot != nil, ingest == nil {
             throw ValidationError("--publish and --snapshot go with --hub")
         }
+        if hubCpus != nil && hubPid == nil { throw ValidationError("--hub-cpus needs --hub-pid") }
+        if hubPid != nil && web == nil && ingest == nil && cluster == nil {
+            throw ValidationError("--hub-pid names an external hub's process: give its --hub too (without --hub the hub runs in this process and is measured anyway)")
+        }
+        if let hubPid, ProcessStats.read(pid: hubPid) == nil {
+            throw ValidationError("--hub-pid \(hubPid): no such process visible here (the hub must run on this machine)")
+        }
         if let ingest, Self.port(of: ingest) == nil, publish == nil || snapshot == nil {
             throw ValidationError("cannot derive ports from --hub \(ingest): give --publish and --snapshot")
         }
@@ -162,6 +174,13 @@ struct LoadCommand: AsyncParsableCommand {
         configuration.cancelRate = cancelRate
         configuration.seed = seed
         configuration.agentThreads = agentThreads
+        configuration.hubPID = hubPid
+        if let set = hubCpus.flatMap(CPUSet.init), let pid = hubPid {
+            try set.pin(pid: pid)
+            FileHandle.standardError.write(Data("hub (pid \(pid)) pinned to CPUs \(set)\n".utf8))
+        } else if let hubCpus {
+            throw ValidationError("--hub-cpus takes CPUs as taskset -c writes them (0-3,6), not \(hubCpus)")
+        }
         configuration.embeddedHub.timing.publishInterval = .milliseconds(publishIntervalMs)
         if let data {
             var journal = JournalConfiguration(directory: data)

@@ -49,6 +49,8 @@ public struct LoadConfiguration: Sendable {
     public var agentThreads = 2
     /// The hub to load; nil runs an embedded hub in this process on free loopback ports.
     public var hub: HubEndpoints? = nil
+    /// An external hub's process id (the same machine): the report gives its threads' CPU.
+    public var hubPID: Int32? = nil
     /// Configuration of the embedded hub.
     public var embeddedHub = HubConfiguration.loopbackEphemeral()
     /// CURVE for every connection (`LoadKeys.prepare`); the embedded hub then

@@ -61,6 +61,10 @@ public struct LoadReport: Sendable {
     public var busyNotices = 0
     /// CPU seconds of the embedded hub's thread (nil for an external hub).
     public var hubCPUSeconds: Double?
+    /// The hub's threads' CPU from the first tick to the end of the drain,
+    /// by thread name: the embedded hub's own threads, or every thread of an
+    /// external hub given by its process id (nil: neither).
+    public var hubThreads: ThreadCPU? = nil
     /// Peak resident memory of this whole process (generator, hub, subscribers).
     public var maxResidentBytes: Int
     /// Resident memory per connected agent before drawing: the growth from
@@ -104,6 +108,14 @@ public struct LoadReport: Sendable {
         if let hubCPUSeconds {
             lines.append(
                 "hub CPU             \(number(hubCPUSeconds, 2)) s (\(number(100 * hubCPUSeconds / max(drawingSeconds + (drainSeconds ?? 0), 1e-9)))% of one core while drawing and draining)")
+        }
+        if let hubThreads, !hubThreads.secondsByName.isEmpty {
+            let samples = Double(max(samplesSent, 1))
+            // Threads that spent under a clock tick (10 ms) are left out of the text, not of the JSON.
+            let each = hubThreads.busiestFirst.filter { $0.seconds > 0 }.map { "\($0.name) \(number($0.seconds, 2)) s (\(number(1e6 * $0.seconds / samples, 2)) µs a sample)" }
+            lines.append(
+                "hub threads         \(each.joined(separator: ", ")); all \(number(hubThreads.totalSeconds, 2)) s, "
+                    + "\(number(1e6 * hubThreads.totalSeconds / samples, 2)) µs a sample (first tick to drained)")
         }
         lines.append(
             "memory per agent    \(number(residentBytesPerAgent / 1024, 1)) KiB resident per connected agent before drawing "
@@ -156,6 +168,10 @@ public struct LoadReport: Sendable {
             "latency_over_time": latencyOverTime.map { ["second": $0.second, "samples": $0.samples, "p99_us": $0.p99] },
         ]
         if let hubCPUSeconds { object["hub_cpu_seconds"] = hubCPUSeconds }
+        if let hubThreads {
+            object["hub_threads_cpu_seconds"] = hubThreads.secondsByName
+            object["hub_cpu_us_per_sample"] = 1e6 * hubThreads.totalSeconds / Double(max(samplesSent, 1))
+        }
         if let drainSeconds { object["drain_seconds"] = drainSeconds }
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])) ?? Data()
     }

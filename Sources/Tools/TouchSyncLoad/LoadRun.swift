@@ -185,6 +185,7 @@ public struct LoadRun: Sendable {
         // Drive: every tick, each started user sends one input event, stamped with the real time.
         let clock = ContinuousClock()
         let start = clock.now
+        let hubThreadsAtStart = hubThreads(embedded: embedded != nil)
         let tick = Duration(secondsValue: step)
         var nextTick = start
         var samplesSent = 0
@@ -288,6 +289,7 @@ public struct LoadRun: Sendable {
             }
         }
         let drainTime: Duration? = embedded != nil ? clock.now - start - drawingTime : nil
+        let hubThreadsSpent = hubThreadsAtStart.flatMap { atStart in hubThreads(embedded: embedded != nil)?.since(atStart) }
         var lost = 0
         var duplicated = 0
         var boardDigests: [String: String] = [:]
@@ -332,7 +334,7 @@ public struct LoadRun: Sendable {
             ticksRun: ticksRun, ticksScheduled: Int((drawingTime.seconds * configuration.hz).rounded()),
             drainSeconds: drainTime?.seconds, connectSeconds: connectTime.seconds, boardDigests: boardDigests, refusals: refusals, reconnects: reconnects,
             coalescedFrames: Int(backpressure.coalesced), busyNotices: Int(backpressure.busyNotices), hubCPUSeconds: hubCPU,
-            maxResidentBytes: maxResidentBytes(), residentBytesPerAgent: residentPerAgent, interrupted: interruption.isRequested)
+            hubThreads: hubThreadsSpent, maxResidentBytes: maxResidentBytes(), residentBytesPerAgent: residentPerAgent, interrupted: interruption.isRequested)
     }
 }
 
@@ -452,6 +454,13 @@ private func threadTasks(named name: String) -> [String]? {
     return tasks.filter { task in
         (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == name
     }.map { "/proc/self/task/\($0)" }
+}
+
+extension LoadRun {
+    /// The hub's threads' CPU so far: an embedded hub's own threads, or an external one's by `hubPID`.
+    func hubThreads(embedded: Bool) -> ThreadCPU? {
+        embedded ? ThreadCPU.read(names: ThreadCPU.embeddedHubThreads) : configuration.hubPID.flatMap { ThreadCPU.read(pid: $0) }
+    }
 }
 
 /// CPU seconds (user + system) of this process's threads with that name, from /proc.
