@@ -183,12 +183,13 @@ struct ProcessTests {
     }
 
     /// `load --hub-pid` (issue 42): the external hub's CPU thread by
-    /// thread, in words and in the JSON report; refused without --hub.
+    /// thread, in words and in the JSON report, here a hub with two ZeroMQ
+    /// I/O threads (`--io-threads 2`: both carry connections); refused without --hub.
     @Test func loadReportsAnExternalHubsThreads() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }
         let (ports, hub, _, _) = try await children.startHub(ports: try TouchSyncProcess.freePorts(3)) { ports in
-            ["hub", "--no-journal"] + zip(["--ingest", "--publish", "--snapshot"], ports).flatMap { [$0, "tcp://127.0.0.1:\($1)"] }
+            ["hub", "--no-journal", "--io-threads", "2"] + zip(["--ingest", "--publish", "--snapshot"], ports).flatMap { [$0, "tcp://127.0.0.1:\($1)"] }
         }
         let report = try temporaryFolder("hub-threads") + "/report.json"
         defer { try? FileManager.default.removeItem(atPath: (report as NSString).deletingLastPathComponent) }
@@ -202,10 +203,12 @@ struct ProcessTests {
         #expect(load.output.contains("hub threads         touchsync-hub "), "\(load.output)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any])
         let threads = try #require(object["hub_threads_cpu_seconds"] as? [String: Double], "\(object.keys.sorted())")
-        #expect((threads["touchsync-hub"] ?? 0) > 0 && threads["ZMQbg/IO/0"] != nil, "\(threads)")
+        #expect((threads["touchsync-hub"] ?? 0) > 0 && threads["ZMQbg/IO/0"] != nil && threads["ZMQbg/IO/1"] != nil, "\(threads)")
         #expect((object["hub_cpu_us_per_sample"] as? Double ?? 0) > 0)
         let without = try await touchsync(["load", "--hub-pid", "\(hub.processIdentifier)"])
         #expect(without.status == 64 && without.errors.contains("give its --hub too"), "\(without.errors)")
+        let noIO = try await touchsync(["hub", "--io-threads", "0"])
+        #expect(noIO.status == 64 && noIO.errors.contains("--io-threads must be 1 to 64"), "\(noIO.errors)")
     }
 
     @Test(.timeLimit(.minutes(2)))

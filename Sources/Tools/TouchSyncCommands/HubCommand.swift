@@ -117,9 +117,18 @@ struct HubCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Seconds between tries to restart a board's journal after it failed (that board's frames are not acknowledged meanwhile; the others go on).")
     var journalRetry = 5.0
     @Flag(help: "Keep boards in memory only: nothing survives a restart.") var noJournal = false
+    @Option(
+        parsing: .unconditional,
+        help: "ZeroMQ I/O threads (the agents' and subscribers' connections are spread over them). Default: one per two cores beyond the first two, 1 to 4.")
+    var ioThreads: Int?
     @OptionGroup var logging: LoggingOptions
 
+    /// ZeroMQ I/O threads by default: the hub thread and the generator-free
+    /// rest of the machine first; one more per two cores beyond two, at most 4.
+    static var defaultIOThreads: Int { min(4, max(1, (ProcessInfo.processInfo.activeProcessorCount - 2) / 2 + 1)) }
+
     func validate() throws {
+        if let ioThreads, !(1...64).contains(ioThreads) { throw ValidationError("--io-threads must be 1 to 64") }
         for (endpoint, option) in [(ingest, "--ingest"), (publish, "--publish"), (snapshot, "--snapshot"), (history, "--history")] {
             if let endpoint { try validateEndpoint(endpoint, option: option, binds: true) }
         }
@@ -252,7 +261,9 @@ struct HubCommand: AsyncParsableCommand {
                 throw CommandFailure("cannot serve metrics at \(metrics): \(error)")
             }
         }
-        let hub = try TouchSyncHub(configuration: configuration, store: storeConfiguration, logger: logger, metricsFactory: metricsFactory)
+        let hub = try TouchSyncHub(
+            configuration: configuration, store: storeConfiguration, logger: logger, metricsFactory: metricsFactory,
+            context: try ZMQContext(ioThreads: Int32(ioThreads ?? Self.defaultIOThreads)))
         let endpoints: HubEndpoints
         do {
             endpoints = try await hub.start()
