@@ -6,6 +6,8 @@ import Testing
 import TouchSyncAccess
 import TouchSyncClient
 import TouchSyncCore
+import TouchSyncLoad
+import TouchSyncWire
 import ZeroMQ
 
 /// An authenticated hub (issue 10), as real processes on real sockets:
@@ -306,6 +308,117 @@ struct SecurityTests {
         try await Task.sleep(for: .seconds(2))
         let tvSequence = await tv.replica()?.sequence ?? 0
         #expect(tvSequence < second, "tv saw the drawing made after its revocation (sequence \(tvSequence))")
+    }
+
+    /// Issue 40's memory attack, through the real binary: one watch-only
+    /// key (tv) opens 300 snapshot connections, each asking for a drawn
+    /// board's snapshot once a second for 5 s and never reading (it once
+    /// took a hub from 47 to 794 MiB, 759 MiB after they closed). The
+    /// requests share the user's allowance (5 a second) and unread budget,
+    /// so the hub's memory (its resident set and what the kernel holds unsent
+    /// for those connections) grows by a small fraction of what 1,500
+    /// snapshots would take, and the watcher is served once they close.
+    /// (With the allowance raised to 1,000 a second the growth stayed the
+    /// same here, 13-15 MiB, most of it the connections' own state: the
+    /// unread budget and each client's own queue, which takes one snapshot
+    /// before its socket stops reading, bound the rest.)
+    @Test func neverReadingConnectionsOfOneKeyAreBoundedInTheHubsMemory() async throws {
+        let keys = try await Self.prepareKeys(users: 4)
+        defer { try? FileManager.default.removeItem(atPath: keys) }
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let (hub, _, endpoints, client) = try await Self.startAuthenticatedHub(keys: keys, children: children)
+        // A board of some 70,000 samples (load-1-0): its snapshot is about half a MiB.
+        let drawn = try await touchsync(
+            ["load", "--users", "4", "--fingers", "5", "--hz", "240", "--coalesced", "4", "--duration", "4", "--access-dir", keys]
+                + client.filter { $0 != "--hub-key" && !$0.hasSuffix("hub.pub") }, limit: 90)
+        try #require(drawn.status == 0, "\(drawn.output) \(drawn.errors)")
+        let hubKey = try CurveKeyFiles.readPublicKey(keys + "/hub.pub")
+        let tv = try CurveKeyFiles.readPair(keys + "/tv.key")
+        let snapshotBytes = try #require(try snapshotReplies(endpoint: endpoints[2], board: "load-1-0", curve: CurveClientKeys(client: tv, serverPublicKey: hubKey)))
+        // The hub's memory: its resident set, and what the kernel holds unsent on its snapshot port's connections.
+        let snapshotPort = try #require(endpoints[2].split(separator: ":").last.flatMap { Int($0) })
+        func resident() -> Int { (ProcessStats.read(pid: hub.processIdentifier)?.residentBytes ?? 0) + unsentBytes(onLocalPort: snapshotPort) }
+        let before = resident()
+
+        let context = try ZMQContext(maxSockets: 1024)
+        var request = Touchsync_V1_SnapshotRequest()
+        request.board = "load-1-0"
+        var hoarders: [ZMQSocket] = []
+        for _ in 0..<300 {
+            let socket = try ZMQSocket(context, type: .dealer)
+            try socket.setCurveServerKey(hubKey)
+            try socket.setCurvePublicKey(tv.publicKey)
+            try socket.setCurveSecretKey(tv.secretKey)
+            try socket.setLinger(milliseconds: 0)
+            try socket.setReceiveHighWaterMark(1)  // what the hub sends waits in its queues and the kernel's
+            try socket.setReceiveBuffer(bytes: 4096)
+            try socket.connect(endpoints[2])
+            hoarders.append(socket)
+        }
+        var peak = before
+        for round in 0..<5 {
+            request.requestID = UInt64(round + 1)
+            for socket in hoarders { _ = try socket.send(WireCodec.encode(request), dontWait: true) }
+            for _ in 0..<10 {
+                try await Task.sleep(for: .milliseconds(100))
+                peak = max(peak, resident())
+            }
+        }
+        for socket in hoarders { socket.close() }
+        hoarders.removeAll()
+        try await Task.sleep(for: .seconds(1))  // the hub's sweep lets the closed connections go
+        let after = resident()
+        let served = try snapshotReplies(endpoint: endpoints[2], board: "load-1-0", curve: CurveClientKeys(client: tv, serverPublicKey: hubKey))
+        let unbounded = 1_500 * snapshotBytes
+        print(
+            "300 never-reading connections of one watch-only key: hub resident plus unsent \(before >> 20) MiB before, peak \(peak >> 20) MiB, "
+                + "\(after >> 20) MiB after they closed; the snapshot is \(snapshotBytes >> 10) KiB (1,500 of them: \(unbounded >> 20) MiB)")
+        // The connections themselves cost the hub memory too (CURVE state, queues): about 12 MiB for 300 here.
+        #expect(peak - before < unbounded / 8, "the hub grew by \((peak - before) >> 20) MiB: more than an eighth of what every request would take")
+        #expect(served == snapshotBytes, "the watcher was not served again afterwards")
+    }
+
+    /// Bytes the kernel holds unsent on the TCP connections whose local port
+    /// is `port` (their `tx_queue` in /proc/net/tcp and tcp6).
+    func unsentBytes(onLocalPort port: Int) -> Int {
+        var total = 0
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                // local_address HEXIP:HEXPORT, then rem_address, st, then tx_queue:rx_queue in hex.
+                let columns = line.split(separator: " ")
+                guard columns.count > 4, let local = columns[1].split(separator: ":").last, Int(local, radix: 16) == port,
+                    let queued = columns[4].split(separator: ":").first.flatMap({ Int($0, radix: 16) })
+                else { continue }
+                total += queued
+            }
+        }
+        return total
+    }
+
+    /// The bytes of `board`'s snapshot from `endpoint` (all chunks), read as `curve`'s user; nil: none within 10 s.
+    func snapshotReplies(endpoint: String, board: String, curve: CurveClientKeys) throws -> Int? {
+        let context = try ZMQContext()
+        let socket = try ZMQSocket(context, type: .dealer)
+        defer { socket.close() }
+        try socket.setCurveServerKey(curve.serverPublicKey)
+        try socket.setCurvePublicKey(curve.client.publicKey)
+        try socket.setCurveSecretKey(curve.client.secretKey)
+        try socket.setLinger(milliseconds: 0)
+        try socket.connect(endpoint)
+        var request = Touchsync_V1_SnapshotRequest()
+        request.board = board
+        request.requestID = 77
+        try socket.send(WireCodec.encode(request))
+        var bytes = 0
+        while let parts = try socket.receiveBytes(timeoutMilliseconds: 10_000) {
+            let reply = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
+            guard reply.requestID == 77, case .chunk(let chunk) = reply.body else { return nil }
+            bytes += parts[0].count
+            if chunk.index + 1 == chunk.count { return bytes }
+        }
+        return nil
     }
 
     /// Every misuse ends with a clear message and a failing status, never a hang.
