@@ -144,12 +144,8 @@ struct SecurityTests {
         let context = try ZMQContext()
         let hubKey = try CurveKeyFiles.readPublicKey(keys + "/hub.pub")
         let sockets = try subscriptions.map { user, prefix in
-            let socket = try ZMQSocket(context, type: .sub)
-            let pair = try CurveKeyFiles.readPair(keys + "/\(user).key")
-            try socket.setCurveServerKey(hubKey)
-            try socket.setCurvePublicKey(pair.publicKey)
-            try socket.setCurveSecretKey(pair.secretKey)
-            try socket.setLinger(milliseconds: 0)
+            let socket = try curveSocket(
+                context, .sub, CurveClientKeys(client: try CurveKeyFiles.readPair(keys + "/\(user).key"), serverPublicKey: hubKey))
             try socket.connect(publish)
             try socket.subscribe(prefix.isEmpty ? [] : Array(prefix.utf8) + [0])
             return socket
@@ -346,11 +342,7 @@ struct SecurityTests {
         request.board = "load-1-0"
         var hoarders: [ZMQSocket] = []
         for _ in 0..<300 {
-            let socket = try ZMQSocket(context, type: .dealer)
-            try socket.setCurveServerKey(hubKey)
-            try socket.setCurvePublicKey(tv.publicKey)
-            try socket.setCurveSecretKey(tv.secretKey)
-            try socket.setLinger(milliseconds: 0)
+            let socket = try curveSocket(context, .dealer, CurveClientKeys(client: tv, serverPublicKey: hubKey))
             try socket.setReceiveHighWaterMark(1)  // what the hub sends waits in its queues and the kernel's
             try socket.setReceiveBuffer(bytes: 4096)
             try socket.connect(endpoints[2])
@@ -379,6 +371,16 @@ struct SecurityTests {
         #expect(served == snapshotBytes, "the watcher was not served again afterwards")
     }
 
+    /// A socket of `type` that speaks CURVE with `curve`'s keys, linger 0, not connected yet.
+    func curveSocket(_ context: ZMQContext, _ type: ZMQSocketType, _ curve: CurveClientKeys) throws -> ZMQSocket {
+        let socket = try ZMQSocket(context, type: type)
+        try socket.setCurveServerKey(curve.serverPublicKey)
+        try socket.setCurvePublicKey(curve.client.publicKey)
+        try socket.setCurveSecretKey(curve.client.secretKey)
+        try socket.setLinger(milliseconds: 0)
+        return socket
+    }
+
     /// Bytes the kernel holds unsent on the TCP connections whose local port
     /// is `port` (their `tx_queue` in /proc/net/tcp and tcp6).
     func unsentBytes(onLocalPort port: Int) -> Int {
@@ -399,13 +401,8 @@ struct SecurityTests {
 
     /// The bytes of `board`'s snapshot from `endpoint` (all chunks), read as `curve`'s user; nil: none within 10 s.
     func snapshotReplies(endpoint: String, board: String, curve: CurveClientKeys) throws -> Int? {
-        let context = try ZMQContext()
-        let socket = try ZMQSocket(context, type: .dealer)
+        let socket = try curveSocket(try ZMQContext(), .dealer, curve)
         defer { socket.close() }
-        try socket.setCurveServerKey(curve.serverPublicKey)
-        try socket.setCurvePublicKey(curve.client.publicKey)
-        try socket.setCurveSecretKey(curve.client.secretKey)
-        try socket.setLinger(milliseconds: 0)
         try socket.connect(endpoint)
         var request = Touchsync_V1_SnapshotRequest()
         request.board = board
