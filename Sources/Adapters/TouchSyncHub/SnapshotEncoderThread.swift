@@ -16,9 +16,9 @@ import Glibc
 ///
 /// The hub thread keeps the snapshot socket: it posts a job (the board's
 /// state as a value, which costs a reference, not a copy), and this thread
-/// encodes the chunks and hands each back as soon as it is written
-/// (`report`, on this thread), so a large board's first chunk travels
-/// while the next is written. Jobs are taken in order.
+/// encodes the chunks and hands each back once the next is written (so the
+/// last is known as last; `report`, on this thread): a large board's chunks
+/// travel while the rest are written. Jobs are taken in order.
 final class SnapshotEncoderThread: Sendable {
     struct Job: Sendable {
         let key: SnapshotJobKey
