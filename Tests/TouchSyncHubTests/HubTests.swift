@@ -627,3 +627,85 @@ struct UnreadSnapshotTests {
         await test.hub.stop()
     }
 }
+
+/// Snapshots are encoded off the hub thread (`SnapshotEncoderThread`), at
+/// most 64 at once: a burst beyond that is refused RATE_LIMITED in words,
+/// never queued without bound, and every request gets an answer; a request
+/// id reused while its first answer is still being encoded is refused.
+@Suite("Hub: snapshot encoding")
+struct SnapshotEncodingTests {
+    @Test func aBurstBeyondTheEncodersRoomIsRefusedAndEveryRequestAnswered() async throws {
+        let test = try await TestHub.start { configuration in
+            configuration.limits.maxSnapshotsPerSecond = 100_000  // the allowance is not what is tested here
+            configuration.limits.unreadSnapshots.maxBytesPerOwner = 1 << 30
+            configuration.limits.unreadSnapshots.maxBytesTotal = 1 << 30
+        }
+        // A board of 40,000 samples: each snapshot takes the encoder a while.
+        let agent = try test.agent(board: "wide")
+        for stroke in 0..<40 {
+            let touch = TouchID(UInt32(stroke + 1))
+            try agent.touchesBegan([TouchInput(id: touch, coalesced: [point(0, Double(stroke), 0)])])
+            for step in 0..<20 {
+                let points = (1...50).map { Double(step * 50 + $0) }.map { point($0, Double(stroke), $0) }
+                try agent.touchesMoved([TouchInput(id: touch, coalesced: points)])
+            }
+            try agent.touchesEnded([TouchInput(id: touch, coalesced: [point(1001, Double(stroke), 1001)])])
+        }
+        #expect(await agent.flush(timeout: .seconds(30)))
+
+        func request(_ id: UInt64) -> [UInt8] {
+            var request = Touchsync_V1_SnapshotRequest()
+            request.board = "wide"
+            request.requestID = id
+            return WireCodec.encode(request)
+        }
+        let requesters = try (0..<150).map { _ in
+            let socket = try ZMQSocket(test.context, type: .dealer)
+            try socket.setLinger(milliseconds: 0)
+            try socket.connect(test.endpoints.snapshot)
+            return socket
+        }
+        defer { for socket in requesters { socket.close() } }
+        try await Task.sleep(for: .milliseconds(300))  // all connected before the burst
+        for (index, socket) in requesters.enumerated() { try socket.send(request(UInt64(index + 1))) }
+        var served = 0
+        var refused: [String] = []
+        for (index, socket) in requesters.enumerated() {
+            reading: while let parts = try socket.receiveBytes(timeoutMilliseconds: 30_000) {
+                let reply = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
+                #expect(reply.requestID == UInt64(index + 1))
+                switch reply.body {
+                case .error(let error):
+                    refused.append("\(error.code): \(error.message)")
+                    break reading
+                case .chunk(let chunk) where chunk.index + 1 == chunk.count:
+                    served += 1
+                    break reading
+                default:
+                    continue
+                }
+            }
+        }
+        print("150 snapshot requests at once: \(served) served, \(refused.count) refused")
+        #expect(served + refused.count == 150, "requests without an answer: \(150 - served - refused.count)")
+        #expect(served >= 64, "\(served) served")
+        #expect(!refused.isEmpty && refused.allSatisfy { $0.contains("encoding 64 snapshots already") }, "\(refused.prefix(3))")
+
+        // One connection asking twice under one id: the second is refused while the first is being answered.
+        let twice = requesters[0]
+        try twice.send(request(500))
+        try twice.send(request(500))
+        var answers: [String] = []
+        while answers.count < 2, let parts = try twice.receiveBytes(timeoutMilliseconds: 30_000) {
+            let reply = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
+            switch reply.body {
+            case .error(let error): answers.append("refused: \(error.message)")
+            case .chunk(let chunk) where chunk.index + 1 == chunk.count: answers.append("served")
+            default: continue
+            }
+        }
+        #expect(answers.sorted() == ["refused: request 500 is still being answered: give each request its own id", "served"], "\(answers)")
+        await agent.stop()
+        await test.hub.stop()
+    }
+}
