@@ -198,6 +198,7 @@ struct BenchCommand: AsyncParsableCommand {
                 format: "  %2d subscriber(s): forwarder %10.0f samples/s   hub %10.0f samples/s   hub/forwarder %.2f",
                 subscribers, bare.samplesPerSecond, hub.samplesPerSecond, hub.samplesPerSecond / bare.samplesPerSecond))
             emit("                    CPU per sample of the target's thread: forwarder \(nanoseconds(bare.cpuNanosecondsPerSample))   hub \(nanoseconds(hub.cpuNanosecondsPerSample))")
+            emit("                    and of its ZeroMQ I/O thread:          forwarder \(nanoseconds(bare.ioNanosecondsPerSample))   hub \(nanoseconds(hub.ioNanosecondsPerSample))")
         }
         emit("")
         emit("latency at \(Int(benchmark.latencyRate)) samples/s (µs, sample creation to decoded in a subscriber; the hub's subscribers also apply; the producer sleeps between frames)")
@@ -210,6 +211,7 @@ struct BenchCommand: AsyncParsableCommand {
             }
             emit(String(format: "     hub p99 / forwarder p99: %.2f", Double(hub.summary.p99) / Double(max(bare.summary.p99, 1))))
             emit("     CPU per sample of the target's thread: forwarder \(nanoseconds(bare.cpuNanosecondsPerSample))   hub \(nanoseconds(hub.cpuNanosecondsPerSample))")
+            emit("     and of its ZeroMQ I/O thread:          forwarder \(nanoseconds(bare.ioNanosecondsPerSample))   hub \(nanoseconds(hub.ioNanosecondsPerSample))")
             func wakeups(_ result: TransportBenchmark.Latency) -> String {
                 guard let perSecond = result.wakeupsPerSecond, let frames = result.framesPerWakeup else { return "n/a" }
                 return String(format: "%.0f/s, %.2f frames each", perSecond, frames)

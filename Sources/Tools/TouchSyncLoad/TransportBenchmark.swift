@@ -51,9 +51,13 @@ public struct TransportBenchmark: Sendable {
         public var targetCPUSeconds: Double?
         /// The hub's batches over every board (each one journaled when it journals).
         public var batches: Int? = nil
+        /// CPU seconds of the target's ZeroMQ I/O thread (its context's own) during the run.
+        public var targetIOCPUSeconds: Double? = nil
         public var samplesPerSecond: Double { Double(samples) / seconds }
         /// The target thread's CPU per sample carried, in nanoseconds.
         public var cpuNanosecondsPerSample: Double? { targetCPUSeconds.map { $0 * 1e9 / Double(samples) } }
+        /// The target's I/O thread's CPU per sample carried, in nanoseconds.
+        public var ioNanosecondsPerSample: Double? { targetIOCPUSeconds.map { $0 * 1e9 / Double(samples) } }
     }
 
     public struct Latency: Sendable {
@@ -69,6 +73,12 @@ public struct TransportBenchmark: Sendable {
         public var cpuNanosecondsPerSample: Double? {
             targetCPUSeconds.map { $0 * 1e9 / Double(max(summary.count / max(subscribers, 1), 1)) }
         }
+        /// CPU seconds of the target's ZeroMQ I/O thread during the run.
+        public var targetIOCPUSeconds: Double? = nil
+        /// The target's I/O thread's CPU per sample carried, in nanoseconds.
+        public var ioNanosecondsPerSample: Double? {
+            targetIOCPUSeconds.map { $0 * 1e9 / Double(max(summary.count / max(subscribers, 1), 1)) }
+        }
         /// Wake-ups per second, and frames handled per wake-up.
         public var wakeupsPerSecond: Double? { targetWakeups.map { Double($0) / max(seconds, 1e-9) } }
         public var framesPerWakeup: Double? { targetWakeups.map { Double(frames) / Double(max($0, 1)) } }
@@ -80,7 +90,7 @@ public struct TransportBenchmark: Sendable {
         let context = try ZMQContext()
         let messages = workload()
         let samples = messages.reduce(0) { $0 + $1.samples }
-        let bench = try await Bench.start(target, ackInterval: ackInterval, journal: journal, context: context, logger: logger)
+        let bench = try await Bench.start(target, ackInterval: ackInterval, journal: journal, logger: logger)
         let board = "bench"
         // Subscribers: the forwarder's count agent messages; the hub's apply batches to a replica.
         let expected = messages.count
@@ -131,7 +141,7 @@ public struct TransportBenchmark: Sendable {
         while ready.withLock({ $0 }) < subscribers { try await Task.sleep(for: .milliseconds(5)) }
         try await Task.sleep(for: .milliseconds(200))  // subscriptions reach the publisher
 
-        let cpuBefore = bench.targetCPUSeconds()
+        let cpuBefore = bench.targetCPUSeconds(), ioBefore = bench.targetIOCPUSeconds()
         let start = ContinuousClock.now
         try await Bench.produce(
             messages, target: target, context: context, endpoint: bench.ingest, paced: nil, board: { self.board(of: $0) })
@@ -146,17 +156,18 @@ public struct TransportBenchmark: Sendable {
         for thread in threads { await thread.finished() }
         let end = done.withLock { $0.max() ?? ContinuousClock.now }
         let cpu = cpuBefore.flatMap { before in bench.targetCPUSeconds().map { $0 - before } }
+        let io = ioBefore.flatMap { before in bench.targetIOCPUSeconds().map { $0 - before } }
         await bench.stop()
         return Throughput(
             target: target, subscribers: subscribers, samples: samples, seconds: (end - start).seconds, targetCPUSeconds: cpu,
-            batches: hubBatches)
+            batches: hubBatches, targetIOCPUSeconds: io)
     }
 
     // MARK: Latency at a fixed rate
 
     public func latency(_ target: Target, subscribers: Int, logger: Logger) async throws -> Latency {
         let context = try ZMQContext()
-        let bench = try await Bench.start(target, ackInterval: ackInterval, context: context, logger: logger)
+        let bench = try await Bench.start(target, ackInterval: ackInterval, logger: logger)
         let board = "bench"
         let histogram = Locked(Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three))
         let ready = Locked(0)
@@ -200,7 +211,7 @@ public struct TransportBenchmark: Sendable {
         try await Task.sleep(for: .milliseconds(200))
         let perMessage = Double(fingers * coalesced) * 0.8  // about 80% of fingers are down at a time
         let count = Int(latencyRate / perMessage * latencyDuration.seconds)
-        let cpuBefore = bench.targetCPUSeconds(), wakeupsBefore = bench.targetWakeups()
+        let cpuBefore = bench.targetCPUSeconds(), wakeupsBefore = bench.targetWakeups(), ioBefore = bench.targetIOCPUSeconds()
         let messages = workload(messages: max(count / agents, 1), live: true)
         let started = ContinuousClock.now
         try await Bench.produce(messages, target: target, context: context, endpoint: bench.ingest, paced: latencyRate)
@@ -210,6 +221,7 @@ public struct TransportBenchmark: Sendable {
         stop.withLock { $0 = true }
         for thread in threads { await thread.finished() }
         let cpu = cpuBefore.flatMap { before in bench.targetCPUSeconds().map { $0 - before } }
+        let io = ioBefore.flatMap { before in bench.targetIOCPUSeconds().map { $0 - before } }
         await bench.stop()
         let h = histogram.withLock { $0 }
         return Latency(
@@ -217,7 +229,7 @@ public struct TransportBenchmark: Sendable {
             summary: LatencySummary(
                 count: Int(h.totalCount), p50: h.valueAtPercentile(50), p90: h.valueAtPercentile(90),
                 p99: h.valueAtPercentile(99), p999: h.valueAtPercentile(99.9), max: h.max, mean: h.mean),
-            targetCPUSeconds: cpu, targetWakeups: wakeups, frames: messages.count, seconds: (produced - started).seconds)
+            targetCPUSeconds: cpu, targetWakeups: wakeups, frames: messages.count, seconds: (produced - started).seconds, targetIOCPUSeconds: io)
     }
 
     // MARK: Workload
@@ -274,6 +286,21 @@ struct Bench: Sendable {
     let publish: String
     let hub: TouchSyncHub?
     let forwarder: (SocketThread, Mailbox<Bool>)?
+    /// The target's ZeroMQ I/O thread in /proc: the target has a context of
+    /// its own (as a hub process has), whose I/O thread is the one that
+    /// appeared when its first socket was made (nil: not found).
+    var ioTasks: [String]? = nil
+
+    /// The /proc task folders of this process's ZeroMQ I/O threads now.
+    static func ioThreadTasks() -> Set<String> {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return [] }
+        return Set(tasks.map { "/proc/self/task/\($0)" }.filter { task in
+            (try? String(contentsOfFile: task + "/comm", encoding: .utf8))?.hasPrefix("ZMQbg/IO/") == true
+        })
+    }
+
+    /// CPU seconds so far of the target's I/O thread.
+    func targetIOCPUSeconds() -> Double? { ioTasks.flatMap(cpuSeconds(ofTasks:)) }
 
     /// The target's own thread (the hub loop or the forwarder) in /proc: this one
     /// only, whatever other hubs the process runs (tests run many).
@@ -288,8 +315,7 @@ struct Bench: Sendable {
     func targetWakeups() -> Int? { targetTask().flatMap(wakeups(ofTasks:)) }
 
     static func start(
-        _ target: TransportBenchmark.Target, ackInterval: Duration = .zero, journal: JournalConfiguration? = nil,
-        context: ZMQContext, logger: Logger
+        _ target: TransportBenchmark.Target, ackInterval: Duration = .zero, journal: JournalConfiguration? = nil, logger: Logger
     ) async throws -> Bench {
         switch target {
         case .hub:
@@ -300,12 +326,17 @@ struct Bench: Sendable {
             configuration.sockets.publishHighWaterMark = 100_000
             configuration.timing.ackInterval = ackInterval
             configuration.journal = journal
-            let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: context)
+            let ioBefore = ioThreadTasks()
+            let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: try ZMQContext())
             let endpoints = try await hub.start()
-            return Bench(ingest: endpoints.ingest, publish: endpoints.publish, hub: hub, forwarder: nil)
+            var bench = Bench(ingest: endpoints.ingest, publish: endpoints.publish, hub: hub, forwarder: nil)
+            bench.ioTasks = ownIOTasks(since: ioBefore)
+            return bench
         case .forwarder:
             let thread = SocketThread(name: "bench-forwarder")
             let mailbox = try Mailbox<Bool>()
+            let ioBefore = ioThreadTasks()
+            let context = try ZMQContext()  // its own, as the hub has (and a hub process)
             let endpoints: (String, String) = try await withCheckedThrowingContinuation { continuation in
                 thread.start {
                     do {
@@ -339,8 +370,17 @@ struct Bench: Sendable {
                     }
                 }
             }
-            return Bench(ingest: endpoints.0, publish: endpoints.1, hub: nil, forwarder: (thread, mailbox))
+            var bench = Bench(ingest: endpoints.0, publish: endpoints.1, hub: nil, forwarder: (thread, mailbox))
+            bench.ioTasks = ownIOTasks(since: ioBefore)
+            return bench
         }
+    }
+
+    /// The one I/O thread that appeared since `before` (nil when none or
+    /// several did: another context started meanwhile, as in parallel tests).
+    static func ownIOTasks(since before: Set<String>) -> [String]? {
+        let appeared = ioThreadTasks().subtracting(before)
+        return appeared.count == 1 ? Array(appeared) : nil
     }
 
     func stop() async {
