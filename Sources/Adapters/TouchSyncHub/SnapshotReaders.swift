@@ -12,7 +12,7 @@ import TouchSyncHubCore
 struct SnapshotReaders {
     private var unread: UnreadSnapshots
     /// The connection and owner of each peer's latest request, until its answer goes.
-    private var requesters: [PeerID: (descriptor: Int32, owner: String)] = [:]
+    private var requesters: [PeerID: Requester] = [:]
     private var lastSweep: ContinuousClock.Instant? = nil
     private let logger: Logger
 
@@ -29,7 +29,7 @@ struct SnapshotReaders {
         guard unread.admits(owner) else { return false }
         if let descriptor {
             if requesters.count >= 4096 { requesters.removeAll() }  // answered ones are removed; a flood of unanswered ones is not kept
-            requesters[peer] = (descriptor, owner)
+            requesters[peer] = Requester(descriptor: descriptor, owner: owner)
         }
         return true
     }
@@ -37,7 +37,7 @@ struct SnapshotReaders {
     /// The connection and owner of `peer`'s request, taken when its answer
     /// is handed to the encoder (nil: not a TCP connection, not watched).
     mutating func takeRequester(_ peer: PeerID) -> Requester? {
-        requesters.removeValue(forKey: peer).map { Requester(descriptor: $0.descriptor, owner: $0.owner) }
+        requesters.removeValue(forKey: peer)
     }
 
     /// Whether `requester`'s owner may still be sent a snapshot (checked

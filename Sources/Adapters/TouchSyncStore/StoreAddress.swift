@@ -28,10 +28,6 @@ public struct StoreAddress: Sendable, Equatable, CustomStringConvertible {
     public var password: String?
     public var tls: TLSMode
 
-    /// The first server's host (the only one, in most deployments).
-    public var host: String { servers[0].host }
-    public var port: Int { servers[0].port }
-
     /// Parses `text`; `environment` and `passwordFile` supply the password.
     public init(_ text: String, environment: [String: String] = ProcessInfo.processInfo.environment, passwordFile: String? = nil) throws(StoreError) {
         // URLComponents knows one host only: the host list is taken out and read here.

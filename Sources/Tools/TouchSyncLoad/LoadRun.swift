@@ -448,14 +448,6 @@ func monotonicMicroseconds() -> Int64 {
     return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
 }
 
-/// The /proc/self/task folders of the threads named `name`; nil when /proc cannot be read.
-private func threadTasks(named name: String) -> [String]? {
-    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return nil }
-    return tasks.filter { task in
-        (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) == name
-    }.map { "/proc/self/task/\($0)" }
-}
-
 extension LoadRun {
     /// The hub's threads' CPU so far: an embedded hub's own threads, or an external one's by `hubPID`.
     func hubThreads(embedded: Bool) -> ThreadCPU? {
@@ -464,25 +456,15 @@ extension LoadRun {
 }
 
 /// CPU seconds (user + system) of this process's threads with that name, from /proc.
-func threadCPUSeconds(named name: String) -> Double? { threadTasks(named: name).flatMap(cpuSeconds(ofTasks:)) }
+func threadCPUSeconds(named name: String) -> Double? { selfTasks(named: { $0 == name }).flatMap(cpuSeconds(ofTasks:)) }
 
 /// The /proc/self/task folder of thread `id` (a kernel thread id).
 func threadTask(_ id: Int32) -> String { "/proc/self/task/\(id)" }
 
 /// CPU seconds (user + system) of these /proc task folders; nil when none can be read.
 func cpuSeconds(ofTasks tasks: [String]) -> Double? {
-    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-    var total = 0.0
-    var found = false
-    for task in tasks {
-        guard let stat = try? String(contentsOfFile: task + "/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { continue }
-        // Fields after "(comm)": state is 3rd, utime 14th, stime 15th.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
-        total += (user + system) / ticks
-        found = true
-    }
-    return found ? total : nil
+    let seconds = tasks.compactMap { ProcStat.read($0 + "/stat")?.cpuSeconds }
+    return seconds.isEmpty ? nil : seconds.reduce(0, +)
 }
 
 /// How often these threads went to sleep and were woken so far (their

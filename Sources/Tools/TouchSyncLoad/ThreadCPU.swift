@@ -14,19 +14,11 @@ public struct ThreadCPU: Sendable, Equatable {
     public static func read(pid: Int32? = nil, names: Set<String>? = nil) -> ThreadCPU? {
         let folder = "/proc/\(pid.map(String.init) ?? "self")/task"
         guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return nil }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         var totals: [String: Double] = [:]
         for task in tasks {
-            // "(comm)" is the thread's name; it may hold spaces and parentheses: read up to the last ")".
-            guard let stat = ProcessStats.readWhole("\(folder)/\(task)/stat"), let open = stat.firstIndex(of: "("),
-                let close = stat.lastIndex(of: ")")
+            guard let stat = ProcStat.read("\(folder)/\(task)/stat"), names?.contains(stat.name) ?? true, let seconds = stat.cpuSeconds
             else { continue }
-            let name = String(stat[stat.index(after: open)..<close])
-            if let names, !names.contains(name) { continue }
-            // Fields after "(comm)": state is the 3rd field, utime the 14th, stime the 15th.
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
-            totals[name, default: 0] += (user + system) / ticks
+            totals[stat.name, default: 0] += seconds
         }
         return ThreadCPU(secondsByName: totals)
     }
@@ -49,4 +41,36 @@ public struct ThreadCPU: Sendable, Equatable {
     /// The threads of a hub embedded in this process (ZeroMQ's I/O threads
     /// are left out: the generator's sockets share them there).
     public static let embeddedHubThreads: Set<String> = ["touchsync-hub", "touchsync-jrnl", "touchsync-snap", "touchsync-zap", "touchsync-history"]
+}
+
+/// One /proc stat file of a process or thread: its name (between the first
+/// "(" and the last ")": a name may hold spaces and parentheses) and the
+/// fields after it (`fields[0]` is the state).
+struct ProcStat {
+    let name: String
+    let fields: [Substring]
+
+    init?(_ text: String) {
+        guard let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")"), open < close else { return nil }
+        name = String(text[text.index(after: open)..<close])
+        fields = text[text.index(after: close)...].split(separator: " ")
+    }
+
+    static func read(_ path: String) -> ProcStat? { ProcessStats.readWhole(path).flatMap(ProcStat.init) }
+
+    /// User plus system time (utime and stime, the 14th and 15th fields of the file).
+    var cpuSeconds: Double? {
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Threads of the process (the 20th field).
+    var threads: Int? { fields.count > 17 ? Int(fields[17]) : nil }
+}
+
+/// The /proc/self/task folders of this process's threads whose name passes
+/// `matches`; nil when /proc cannot be read.
+func selfTasks(named matches: (String) -> Bool) -> [String]? {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return nil }
+    return tasks.map { "/proc/self/task/\($0)" }.filter { task in ProcStat.read(task + "/stat").map { matches($0.name) } ?? false }
 }

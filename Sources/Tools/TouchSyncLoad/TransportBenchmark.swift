@@ -292,12 +292,7 @@ struct Bench: Sendable {
     var ioTasks: [String]? = nil
 
     /// The /proc task folders of this process's ZeroMQ I/O threads now.
-    static func ioThreadTasks() -> Set<String> {
-        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return [] }
-        return Set(tasks.map { "/proc/self/task/\($0)" }.filter { task in
-            (try? String(contentsOfFile: task + "/comm", encoding: .utf8))?.hasPrefix("ZMQbg/IO/") == true
-        })
-    }
+    static func ioThreadTasks() -> Set<String> { Set(selfTasks(named: { $0.hasPrefix("ZMQbg/IO/") }) ?? []) }
 
     /// CPU seconds so far of the target's I/O thread.
     func targetIOCPUSeconds() -> Double? { ioTasks.flatMap(cpuSeconds(ofTasks:)) }

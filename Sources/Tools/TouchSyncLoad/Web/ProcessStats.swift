@@ -9,18 +9,14 @@ public struct ProcessStats: Sendable, Equatable {
 
     /// Reads /proc/PID/stat and /proc/PID/status; nil when the process is gone or not readable.
     public static func read(pid: Int32) -> ProcessStats? {
-        guard let stat = readWhole("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")"),
+        guard let stat = ProcStat.read("/proc/\(pid)/stat"), let cpuSeconds = stat.cpuSeconds, let threads = stat.threads,
             let status = readWhole("/proc/\(pid)/status")
         else { return nil }
-        // Fields after "(comm)": state is the 3rd field, utime the 14th, stime the 15th, num_threads the 20th.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 17, let user = Double(fields[11]), let system = Double(fields[12]), let threads = Int(fields[17]) else { return nil }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         var resident = 0
         for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
             resident = (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
         }
-        return ProcessStats(cpuSeconds: (user + system) / ticks, residentBytes: resident, threads: threads)
+        return ProcessStats(cpuSeconds: cpuSeconds, residentBytes: resident, threads: threads)
     }
 
     /// The process listening on TCP `port` (IPv4 or IPv6), found through the
