@@ -179,49 +179,80 @@ private struct RunState {
 /// The residuals of a frame by column, then written as one v2 sample
 /// stream. Reusable: `reset` keeps every buffer's capacity.
 struct ChangeColumns: Sendable {
-    /// x then y of each sample, and its time, by column order (first sample, second, the rest).
-    private var xy: [[UInt64]] = [[], [], []], times: [[UInt64]] = [[], [], []]
+    /// x then y of each sample, by column order (first sample, second, the rest).
+    /// Three stored arrays and a branch per order, not an array of arrays: that
+    /// cost the agents' encoder 10-12% (`bench`, 4.05-4.18 against 4.56-4.61 M samples/s).
+    private var xy: ([UInt64], [UInt64], [UInt64]) = ([], [], [])
+    private var times: ([UInt64], [UInt64], [UInt64]) = ([], [], [])
     private var orders: [UInt8] = []
     private var attributes = PackedAttributes()
     private var bits = BitWriter()
     private var escaped: [UInt64] = []
 
     mutating func reset() {
-        for order in 0..<3 {
-            xy[order].removeAll(keepingCapacity: true)
-            times[order].removeAll(keepingCapacity: true)
-        }
+        xy.0.removeAll(keepingCapacity: true)
+        xy.1.removeAll(keepingCapacity: true)
+        xy.2.removeAll(keepingCapacity: true)
+        times.0.removeAll(keepingCapacity: true)
+        times.1.removeAll(keepingCapacity: true)
+        times.2.removeAll(keepingCapacity: true)
         orders.removeAll(keepingCapacity: true)
         attributes.reset()
     }
 
     mutating func add(_ sample: Sample, x: Int64, y: Int64, time: Int64, order: Int) {
-        xy[order].append(zigZag(x))
-        xy[order].append(zigZag(y))
-        times[order].append(zigZag(time))
+        switch order {
+        case 0:
+            xy.0.append(zigZag(x))
+            xy.0.append(zigZag(y))
+            times.0.append(zigZag(time))
+        case 1:
+            xy.1.append(zigZag(x))
+            xy.1.append(zigZag(y))
+            times.1.append(zigZag(time))
+        default:
+            xy.2.append(zigZag(x))
+            xy.2.append(zigZag(y))
+            times.2.append(zigZag(time))
+        }
         orders.append(UInt8(order))
         attributes.add(sample)
     }
 
     mutating func write(to out: inout ProtoWriter) {
         let anyCoalesced = attributes.writeSections(to: &out)
-        var widthXY = SIMD3<Int>(), widthTime = SIMD3<Int>()  // on the stack: no array per frame
-        for order in 0..<3 { widthXY[order] = packedWidth(xy[order][...]) }
-        for order in 0..<3 { widthTime[order] = packedWidth(times[order][...]) }
-        for order in 0..<3 { out.varint(UInt64(widthXY[order])) }
-        for order in 0..<3 { out.varint(UInt64(widthTime[order])) }
+        let widthXY = (packedWidth(xy.0[...]), packedWidth(xy.1[...]), packedWidth(xy.2[...]))
+        let widthTime = (packedWidth(times.0[...]), packedWidth(times.1[...]), packedWidth(times.2[...]))
+        out.varint(UInt64(widthXY.0))
+        out.varint(UInt64(widthXY.1))
+        out.varint(UInt64(widthXY.2))
+        out.varint(UInt64(widthTime.0))
+        out.varint(UInt64(widthTime.1))
+        out.varint(UInt64(widthTime.2))
         attributes.writeWidths(to: &out)
 
         bits.reset()
         escaped.removeAll(keepingCapacity: true)
-        var next = SIMD3<Int>()
+        var next = (0, 0, 0)
         for index in orders.indices {
             if anyCoalesced { bits.write(attributes.flags[index] & SampleFlags.coalesced.rawValue != 0 ? 1 : 0, bits: 1) }
-            let order = Int(orders[index]), at = next[order]
-            writeField(xy[order][2 * at], width: widthXY[order], bits: &bits, escaped: &escaped)
-            writeField(xy[order][2 * at + 1], width: widthXY[order], bits: &bits, escaped: &escaped)
-            writeField(times[order][at], width: widthTime[order], bits: &bits, escaped: &escaped)
-            next[order] += 1
+            switch orders[index] {
+            case 0:
+                writeField(xy.0[2 * next.0], width: widthXY.0, bits: &bits, escaped: &escaped)
+                writeField(xy.0[2 * next.0 + 1], width: widthXY.0, bits: &bits, escaped: &escaped)
+                writeField(times.0[next.0], width: widthTime.0, bits: &bits, escaped: &escaped)
+                next.0 += 1
+            case 1:
+                writeField(xy.1[2 * next.1], width: widthXY.1, bits: &bits, escaped: &escaped)
+                writeField(xy.1[2 * next.1 + 1], width: widthXY.1, bits: &bits, escaped: &escaped)
+                writeField(times.1[next.1], width: widthTime.1, bits: &bits, escaped: &escaped)
+                next.1 += 1
+            default:
+                writeField(xy.2[2 * next.2], width: widthXY.2, bits: &bits, escaped: &escaped)
+                writeField(xy.2[2 * next.2 + 1], width: widthXY.2, bits: &bits, escaped: &escaped)
+                writeField(times.2[next.2], width: widthTime.2, bits: &bits, escaped: &escaped)
+                next.2 += 1
+            }
             attributes.writeFields(of: index, bits: &bits, escaped: &escaped)
         }
         bits.flush()

@@ -221,7 +221,7 @@ function requestRender(rebuild = false) {
     if (app.frameIntervals.length > 4000) app.frameIntervals.splice(0, 2000);
     lastFrame = now;
     const fresh = [...board.active.values(), ...(board.changedAccepted === 'all' ? [] : board.changedAccepted)];
-    const lifted = drag && drag.kind !== 'marquee' && drag.kind !== 'lasso';   // the selection being moved or scaled: drawn apart from the cached layer
+    const lifted = drag && !choosing(drag);   // the selection being moved or scaled: drawn apart from the cached layer
     const hiding = mine.hidden.size > 0 || mine.clearing.length > 0 || mine.editing.size > 0 || lifted;
     renderer.render(board, {
       hidden: hiding ? (lifted ? s => isHidden(s) || selection.has(s.id) : isHidden) : null,
@@ -573,6 +573,8 @@ function extendLasso(d, p) {
   const last = d.path[d.path.length - 1];
   if (d.path.length < 4096 && Math.hypot(p[0] - last[0], p[1] - last[1]) * view.zoom >= 2) d.path.push(p);
 }
+// A drag that picks strokes (a marquee or a lasso), not one that moves or scales the selection.
+function choosing(d) { return d.kind === 'marquee' || d.kind === 'lasso'; }
 function dragTransform(d) {
   if (d.kind === 'scale') return { dx: 0, dy: 0, scale: scaleFor(d.bounds, d.from, d.to), ox: d.bounds[0], oy: d.bounds[1] };
   return { dx: d.to[0] - d.from[0], dy: d.to[1] - d.from[1], scale: 1, ox: 0, oy: 0 };
@@ -594,10 +596,10 @@ function selectUp(cancelled) {
 // The selection's box as drawn: while dragging, where the drag takes it.
 function selectionBox() {
   if (selection.size === 0) return null;
-  const choosing = drag && (drag.kind === 'marquee' || drag.kind === 'lasso');
-  const b = drag && !choosing ? drag.bounds : unionBounds(selected().map(shown));
+  const dragged = drag && !choosing(drag);
+  const b = dragged ? drag.bounds : unionBounds(selected().map(shown));
   if (!b) return null;
-  if (!drag || choosing) return b;
+  if (!dragged) return b;
   const t = dragTransform(drag);
   const at = (x, o, d) => o + (x - o) * t.scale + d;
   return [at(b[0], t.ox, t.dx), at(b[1], t.oy, t.dy), at(b[2], t.ox, t.dx), at(b[3], t.oy, t.dy)];
