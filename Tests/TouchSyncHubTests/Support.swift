@@ -155,8 +155,8 @@ func restartableEndpoints(_ count: Int) -> [String] { freeLoopbackPorts(count).m
 /// libzmq closes a listening socket on its I/O thread after `zmq_close`
 /// returns, so for a moment the port is still taken (a new process would
 /// not see this). Retries the whole start while the bind says so, up to
-/// `limit`.
-func startAgain<Server>(limit: Duration = .seconds(5), _ start: () async throws -> Server) async throws -> Server {
+/// `limit` (20 s: in a loaded full suite 5 s once ran out).
+func startAgain<Server>(limit: Duration = .seconds(20), _ start: () async throws -> Server) async throws -> Server {
     let deadline = ContinuousClock.now + limit
     while true {
         do {
