@@ -34,15 +34,15 @@ struct TestHub {
     let endpoints: HubEndpoints
     let context: ZMQContext
 
-    static func start(_ configure: (inout HubConfiguration) -> Void = { _ in }, metrics: (any MetricsFactory)? = nil)
-        async throws -> TestHub
-    {
+    static func start(
+        _ configure: (inout HubConfiguration) -> Void = { _ in }, metrics: (any MetricsFactory)? = nil, logger: Logger? = nil
+    ) async throws -> TestHub {
         var configuration = HubConfiguration.loopbackEphemeral()
         configuration.timing.heartbeatInterval = .milliseconds(200)
         configure(&configuration)
         let context = try ZMQContext()
         let hub = try TouchSyncHub(
-            configuration: configuration, logger: testLogger("hub"), metricsFactory: metrics, context: context)
+            configuration: configuration, logger: logger ?? testLogger("hub"), metricsFactory: metrics, context: context)
         let endpoints = try await hub.start()
         return TestHub(hub: hub, endpoints: endpoints, context: context)
     }
@@ -164,5 +164,89 @@ func startAgain<Server>(limit: Duration = .seconds(20), _ start: () async throws
         } catch where "\(error)".contains("Address already in use") && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
+    }
+}
+
+/// Keeps what a logger logged, each record with the instant it was made:
+/// what a hub observed, timed on its own thread, however late this test's
+/// tasks run on a busy machine (a run of hundreds of tests in parallel can
+/// keep the cooperative pool from them for many seconds).
+final class LogRecorder: Sendable {
+    struct Record: Sendable, CustomStringConvertible {
+        let at: ContinuousClock.Instant
+        let message: String
+        let metadata: [String: String]
+        var description: String { "\(message) \(metadata.sorted { $0.key < $1.key })" }
+    }
+
+    private let records = Mutex<[Record]>([])
+
+    /// A logger that records everything from `level` up.
+    func logger(_ label: String, level: Logger.Level = .info) -> Logger {
+        var logger = Logger(label: label) { _ in Handler(recorder: self) }
+        logger.logLevel = level
+        return logger
+    }
+
+    /// The records so far whose metadata has `value` at `key`.
+    func records(where key: String, is value: String) -> [Record] {
+        records.withLock { $0.filter { $0.metadata[key] == value } }
+    }
+
+    fileprivate func append(_ record: Record) { records.withLock { $0.append(record) } }
+
+    private struct Handler: LogHandler {
+        let recorder: LogRecorder
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        var metadataProvider: Logger.MetadataProvider?
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
+            recorder.append(
+                Record(at: .now, message: event.message.description, metadata: merged.mapValues { "\($0)" }))
+        }
+    }
+}
+
+/// Samples a value every `interval` on a thread of its own until stopped,
+/// keeping each value that differs from the one before: a watch on another
+/// thread's state that no test task must be awake for (a busy run of tests
+/// can withhold the cooperative pool from one for seconds).
+final class ThreadSampler<Value: Equatable & Sendable>: Sendable {
+    private let state = Mutex<(values: [Value], stopped: Bool)>(([], false))
+    private let done = DispatchSemaphore(value: 0)
+
+    init(every interval: Duration, _ sample: @escaping @Sendable () -> Value) {
+        let microseconds = useconds_t(interval / .microseconds(1))
+        Thread.detachNewThread { [self] in
+            while true {
+                let value = sample()
+                let stopped = self.state.withLock { state in
+                    if state.values.last != value { state.values.append(value) }
+                    return state.stopped
+                }
+                if stopped { break }
+                usleep(microseconds)
+            }
+            self.done.signal()
+        }
+    }
+
+    /// Stops sampling (after one last sample) and returns the values seen, in order.
+    func stop() async -> [Value] {
+        state.withLock { $0.stopped = true }
+        await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread { [done] in
+                done.wait()
+                finished.resume()
+            }
+        }
+        return state.withLock { $0.values }
     }
 }
