@@ -659,15 +659,18 @@ extension StoreHubTests {
     /// A dead hub's boards are adopted together (issue 39: loaded one at a
     /// time, they grew the failover with the board count): six boards of
     /// hub-a, SIGKILL it, and hub-b holds all six (the time is printed),
-    /// each served at the sequence the store has.
+    /// each served at the sequence the store has. hub-b loaded them ahead,
+    /// while hub-a's leases still ran (its heartbeat was late), as its
+    /// metrics count.
     @Test func aDeadHubsBoardsAreAdoptedTogether() async throws {
         try await withServer { server in
             let children = ChildProcesses()
             defer { children.killAll() }
             let a = try StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
             let b = try StoreHub(server: server, name: "hub-b", leaseTimeout: 2)
+            let metricsPort = try TouchSyncProcess.freePorts(1)[0]
             let (hubA, _, _) = try await children.startHub(a.arguments)
-            _ = try await children.startHub(b.arguments)
+            _ = try await children.startHub(b.arguments + ["--metrics", "127.0.0.1:\(metricsPort)"])
             let members = try StoreHubTests.StoreHub.members(a, b)
             let boards = Array((0..<200).map { "many-\($0)" }.filter { members.hub(for: $0).name == "hub-a" }.prefix(6))
             try #require(boards.count == 6)
@@ -695,6 +698,8 @@ extension StoreHubTests {
                 let reply = try await snapshotReply(endpoint: b.endpoints[2], board: board, within: .seconds(10)) { $0?.chunk.sequence == UInt64(stored) }
                 #expect(reply?.chunk.sequence == UInt64(stored), "\(board): \(String(describing: reply)) against \(stored)")
             }
+            let metrics = try httpGet(port: UInt16(metricsPort), path: "/metrics")
+            #expect(metrics.contains("touchsync_store_boards_adopted_total{loaded=\"ahead\"} 6"), "\(metrics)")
         }
     }
 

@@ -2,7 +2,9 @@ import ProcessTestSupport
 import TestSupport
 import Foundation
 import Testing
-import TouchSyncStore
+import Logging
+import TouchSyncCore
+@testable import TouchSyncStore
 
 @Suite("Board store: schema", .timeLimit(.minutes(3)))
 struct StoreTests {
@@ -117,5 +119,52 @@ struct StoreTests {
         let missing = try await touchsync(["store", "migrate", "--store", "postgres://touchsync@127.0.0.1:\(server.port)/nosuchdb"])
         await server.stop()
         #expect(missing.status == 1 && missing.errors.contains("the board store refused") && missing.errors.contains("nosuchdb"), "\(missing.errors)")
+    }
+}
+
+/// A board loaded ahead of its adoption and caught up at the lapse (issue
+/// 39) comes out as the board loaded whole; a store whose batches no longer
+/// follow on from it (history trimmed since) says load it whole.
+@Suite("Board store: catching up a board loaded ahead", .timeLimit(.minutes(3)))
+struct StoreCatchUpTests {
+    @Test func aBoardLoadedAheadCaughtUpIsTheBoardLoadedWhole() async throws {
+        let server = try await PostgresServer()
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        do {
+            let endpoints = try TouchSyncProcess.freePorts(3).map { "tcp://127.0.0.1:\($0)" }
+            _ = try await children.startHub(
+                ["hub", "--store", server.url, "--name", "hub-a", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
+            let client = ["--board", "ahead", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--fast"]
+            let first = try await touchsync(["draw", "--seconds", "0.2"] + client)
+            #expect(first.status == 0, "\(first.errors)")
+            let address = try StoreAddress(server.url)
+            let logger = Logger(label: "catch-up")
+            let (ahead, caughtUp, whole, gap) = try await address.withConnection(logger: logger) { connection in
+                let ahead = try await BoardStoreLoader.loadBoard("ahead", limits: BoardLimits(), connection: connection, logger: logger)
+                let second = try await touchsync(["draw", "--seconds", "0.2"] + client)
+                #expect(second.status == 0, "\(second.errors)")
+                let caughtUp = try await BoardStoreLoader.catchUp(ahead, limits: BoardLimits(), connection: connection, logger: logger)
+                let whole = try await BoardStoreLoader.loadBoard("ahead", limits: BoardLimits(), connection: connection, logger: logger)
+                // The batch right after what was loaded ahead gone (as `touchsync store trim` leaves a board): no catching up.
+                _ = try await connection.query(
+                    "DELETE FROM touchsync_batches WHERE board = 'ahead' AND sequence = \(Int64(ahead.0.state.sequence) + 1)", logger: logger)
+                let gap = try await BoardStoreLoader.catchUp(ahead, limits: BoardLimits(), connection: connection, logger: logger)
+                return (ahead, caughtUp, whole, gap)
+            }
+            let caught = try #require(caughtUp, "the batches follow on: it catches up")
+            #expect(ahead.0.state.sequence > 0 && whole.0.state.sequence > ahead.0.state.sequence, "the second draw was stored after the first load")
+            #expect(caught.0.state.sequence == whole.0.state.sequence)
+            #expect(caught.0.state.digest == whole.0.state.digest)
+            #expect(caught.1 == whole.1, "every agent's progress as the whole load has it")
+            #expect(caught.0.damage.isEmpty)
+            #expect(gap == nil, "a batch missing after what was loaded ahead: load it whole")
+        } catch {
+            children.killAll()
+            await server.stop()
+            throw error
+        }
+        children.killAll()
+        await server.stop()
     }
 }

@@ -167,7 +167,7 @@ public final class TouchSyncHub: Service {
         do {
             stored = try await store.asyncMap { store in
                 let loaded = try await BoardStoreLoader.load(configuration: store, limits: configuration.limits.boardLimits, logger: logger)
-                return (loaded, BoardStoreWriter(configuration: store, logger: logger) { reports in mailbox.post(.store(reports)) })
+                return (loaded, BoardStoreWriter(configuration: store, logger: logger, metricsFactory: metricsFactory) { reports in mailbox.post(.store(reports)) })
             }
         } catch {
             await stopAuthentication()

@@ -84,10 +84,7 @@ public enum BoardStoreLoader {
     static func loadBoard(
         _ board: String, limits: BoardLimits, connection: PostgresConnection, logger: Logger
     ) async throws -> (RecoveredBoard, [UserNamespace: AgentProgress]) {
-        var state = BoardState(limits: limits)
-        var agents: [UserNamespace: AgentProgress] = [:]
-        var applied = 0
-        var damage: [JournalDamage] = []
+        var loading = Loading(board: board, state: BoardState(limits: limits))
         let snapshots = try await connection.query(
             "SELECT sequence, snapshot FROM touchsync_snapshots WHERE board = \(board) ORDER BY sequence DESC LIMIT 1",
             logger: logger)
@@ -95,33 +92,72 @@ public enum BoardStoreLoader {
             guard case .checkpoint(let loaded, _, let progress) = try decode(bytes, limits: limits) else {
                 throw StoreError.refused("board \(board)'s snapshot is not a checkpoint record")
             }
-            state = loaded
-            for agent in progress { agents[agent.principal] = agent }
-            applied += 1
+            loading.state = loaded
+            for agent in progress { loading.agents[agent.principal] = agent }
+            loading.applied += 1
         }
-        let batches = try await connection.query(
-            "SELECT sequence, batch FROM touchsync_batches WHERE board = \(board) AND sequence > \(Int64(state.sequence)) ORDER BY sequence",
-            logger: logger)
-        for try await (sequence, bytes) in batches.decode((Int64, ByteBuffer).self) {
-            guard damage.isEmpty else { continue }  // read to the end of the stream: the connection is used again
-            do {
-                guard case .batch(let batch, let progress) = try decode(bytes, limits: limits) else {
-                    throw StoreError.refused("not a batch record")
+        _ = try await loading.applyBatches(fromTheNext: false, limits: limits, connection: connection, logger: logger)
+        return loading.result
+    }
+
+    /// A board loaded earlier (`BoardPreloads`) brought up to the store's
+    /// newest batch; nil when the store's batches do not follow on from it
+    /// (its history was trimmed since, or it was damaged): load it whole.
+    static func catchUp(
+        _ preloaded: (RecoveredBoard, [UserNamespace: AgentProgress]), limits: BoardLimits, connection: PostgresConnection, logger: Logger
+    ) async throws -> (RecoveredBoard, [UserNamespace: AgentProgress])? {
+        let (board, agents) = preloaded
+        guard board.damage.isEmpty else { return nil }
+        var loading = Loading(board: board.name, state: board.state, agents: agents, applied: board.recordsApplied)
+        guard try await loading.applyBatches(fromTheNext: true, limits: limits, connection: connection, logger: logger), loading.damage.isEmpty else { return nil }
+        return loading.result
+    }
+
+    /// A board being loaded: its state so far, its agents' progress, what was applied and what did not apply.
+    private struct Loading {
+        let board: String
+        var state: BoardState
+        var agents: [UserNamespace: AgentProgress] = [:]
+        var applied = 0
+        var damage: [JournalDamage] = []
+
+        var result: (RecoveredBoard, [UserNamespace: AgentProgress]) {
+            (RecoveredBoard(name: board, state: state, agents: Array(agents.values), damage: damage, recordsApplied: applied), agents)
+        }
+
+        /// The stored batches after `state`, applied in order up to the first
+        /// that does not apply (recorded as damage). With `fromTheNext`, false
+        /// when the first stored batch after `state` is not the next one (then nothing is applied).
+        mutating func applyBatches(fromTheNext: Bool, limits: BoardLimits, connection: PostgresConnection, logger: Logger) async throws -> Bool {
+            let after = state.sequence
+            let batches = try await connection.query(
+                "SELECT sequence, batch FROM touchsync_batches WHERE board = \(board) AND sequence > \(Int64(after)) ORDER BY sequence",
+                logger: logger)
+            var (follows, first) = (true, true)
+            for try await (sequence, bytes) in batches.decode((Int64, ByteBuffer).self) {
+                // Read to the end of the stream either way: the connection is used again.
+                if fromTheNext && first { follows = sequence == Int64(after) + 1 }
+                first = false
+                guard follows, damage.isEmpty else { continue }
+                do {
+                    guard case .batch(let batch, let progress) = try decode(bytes, limits: limits) else {
+                        throw StoreError.refused("not a batch record")
+                    }
+                    try state.apply(batch)
+                    for agent in progress { agents[agent.principal] = agent }
+                    applied += 1
+                } catch {
+                    damage.append(
+                        JournalDamage(
+                            board: board, segment: "store batch \(sequence)",
+                            damage: .corrupt(offset: 0, bytes: bytes.readableBytes, reason: "\(error)"), movedTo: nil))
+                    logger.error(
+                        "board store batch does not apply: the board is loaded up to the batch before it",
+                        metadata: ["board": "\(board)", "sequence": "\(sequence)", "error": "\(error)"])
                 }
-                try state.apply(batch)
-                for agent in progress { agents[agent.principal] = agent }
-                applied += 1
-            } catch {
-                damage.append(
-                    JournalDamage(
-                        board: board, segment: "store batch \(sequence)",
-                        damage: .corrupt(offset: 0, bytes: bytes.readableBytes, reason: "\(error)"), movedTo: nil))
-                logger.error(
-                    "board store batch does not apply: the board is loaded up to the batch before it",
-                    metadata: ["board": "\(board)", "sequence": "\(sequence)", "error": "\(error)"])
             }
+            return follows
         }
-        return (RecoveredBoard(name: board, state: state, agents: Array(agents.values), damage: damage, recordsApplied: applied), agents)
     }
 
     static func decode(_ bytes: ByteBuffer, limits: BoardLimits) throws -> JournalEntry {

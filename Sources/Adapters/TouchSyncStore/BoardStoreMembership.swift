@@ -30,6 +30,21 @@ enum BoardStoreMembership {
         return rows.compactMap { try? $0.decode((String, String).self) }
     }
 
+    /// Boards held by another hub whose heartbeat is older than `lateBy`
+    /// while the lease still runs, with that hub: it may be dead.
+    static func boardsOfLateHubs(
+        notHeldBy hub: String, lateBy: Duration, connection: inout StoreSession
+    ) async throws(StoreError) -> [(board: String, holder: String)] {
+        let seconds = Double(lateBy / .microseconds(1)) / 1e6
+        let rows = try await connection.query(
+            """
+            SELECT l.board, l.hub FROM touchsync_leases l JOIN touchsync_hubs h ON h.name = l.hub
+            WHERE l.hub <> \(hub) AND l.expires_at >= now() AND h.heartbeat_at < now() - make_interval(secs => \(seconds))
+            ORDER BY l.board
+            """)
+        return rows.compactMap { try? $0.decode((String, String).self) }
+    }
+
     /// How long until the soonest lease that `hub` does not hold lapses
     /// (nil: none is held, or all lapsed already).
     static func soonestLapse(notHeldBy hub: String, connection: inout StoreSession) async throws(StoreError) -> Duration? {

@@ -1,3 +1,4 @@
+import CoreMetrics
 import TouchSyncHubCore
 import Logging
 import PostgresNIO
@@ -68,6 +69,13 @@ public final class BoardStoreWriter: Sendable {
     private let logger: Logger
     private let report: @Sendable ([BoardStoreReport]) -> Void
     private let inbox = WorkQueue(Inbox())
+    /// Boards of hubs that may be dead, loaded ahead of their lapse.
+    private let preloads = Mutex(BoardPreloads<LoadedBoard>())
+    /// Adopted boards by how they were loaded: ahead of the lapse, or whole after it.
+    private let adoptedPreloaded: Counter
+    private let adoptedWhole: Counter
+
+    typealias LoadedBoard = (board: RecoveredBoard, agents: [UserNamespace: AgentProgress])
 
     struct Append {
         var ticket: UInt64
@@ -100,12 +108,17 @@ public final class BoardStoreWriter: Sendable {
     /// - Parameters:
     ///   - leases: the boards this hub took at start-up (`BoardStoreLoader`), with their epochs and agents.
     ///   - report: called from the writer's task with each commit's outcome.
+    ///   - metricsFactory: where its counters go (the global `MetricsSystem` by default).
     public init(
-        configuration: BoardStoreConfiguration, logger: Logger, report: @escaping @Sendable ([BoardStoreReport]) -> Void
+        configuration: BoardStoreConfiguration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil,
+        report: @escaping @Sendable ([BoardStoreReport]) -> Void
     ) {
         self.configuration = configuration
         self.logger = logger
         self.report = report
+        let factory = metricsFactory ?? MetricsSystem.factory
+        adoptedPreloaded = Counter(label: "touchsync_store_boards_adopted_total", dimensions: [("loaded", "ahead")], factory: factory)
+        adoptedWhole = Counter(label: "touchsync_store_boards_adopted_total", dimensions: [("loaded", "after_lapse")], factory: factory)
     }
 
     // MARK: The hub's side (any thread, never blocks)
@@ -147,6 +160,7 @@ public final class BoardStoreWriter: Sendable {
     public func run(startingWith loaded: BoardStoreLoader.Loaded) async {
         post { $0.renewDue = true }  // the live hubs known from the start
         let (snapshots, snapshotsDue) = AsyncStream.makeStream(of: SnapshotJob.self)
+        let (preloadJobs, preloadsDue) = AsyncStream.makeStream(of: [String].self)
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
                 while !Task.isCancelled {
@@ -167,8 +181,19 @@ public final class BoardStoreWriter: Sendable {
                 }
                 await connection.close()
             }
-            await commitLoop(loaded, snapshotsDue: snapshotsDue)
+            // Boards loaded ahead of their adoption, beside the commits (which never wait for them).
+            group.addTask { [self] in
+                for await boards in preloadJobs {
+                    for (board, result) in await loadInParallel(boards) {
+                        let loaded = try? result.get()
+                        if loaded == nil { logger.info("board not loaded ahead (it is loaded whole if adopted)", metadata: ["board": "\(board)"]) }
+                        preloads.withLock { $0.loaded(board, loaded) }
+                    }
+                }
+            }
+            await commitLoop(loaded, snapshotsDue: snapshotsDue, preloadsDue: preloadsDue)
             snapshotsDue.finish()
+            preloadsDue.finish()
             group.cancelAll()
         }
     }
@@ -202,7 +227,9 @@ public final class BoardStoreWriter: Sendable {
         }
     }
 
-    private func commitLoop(_ loaded: BoardStoreLoader.Loaded, snapshotsDue: AsyncStream<SnapshotJob>.Continuation) async {
+    private func commitLoop(
+        _ loaded: BoardStoreLoader.Loaded, snapshotsDue: AsyncStream<SnapshotJob>.Continuation, preloadsDue: AsyncStream<[String]>.Continuation
+    ) async {
         var leases = BoardLeases(
             hubName: configuration.hubName, leaseTimeout: configuration.leaseTimeout, snapshotEveryBytes: configuration.snapshotEveryBytes,
             epochs: loaded.epochs, progress: loaded.progress, now: .now)
@@ -211,7 +238,7 @@ public final class BoardStoreWriter: Sendable {
         while let work = await nextWork() {
             var reports: [BoardStoreReport] = []
             // Renewal first: a claim or a move reported after it names hubs as they are now.
-            if work.renewDue { await renew(&leases, connection: &connection, into: &reports) }
+            if work.renewDue { await renew(&leases, connection: &connection, into: &reports) { preloadsDue.yield($0) } }
             for restart in work.restarts { await self.restart(restart, leases: &leases, connection: &connection, into: &reports) }
             for (board, kind) in work.claims where leases.shouldClaim(board) {
                 await claim(board, kind, leases: &leases, connection: &connection, into: &reports)
@@ -347,7 +374,10 @@ public final class BoardStoreWriter: Sendable {
 
     /// Every lease this hub holds extended, and its heartbeat; a lease whose
     /// epoch changed (or that is gone) was taken by another hub.
-    private func renew(_ leases: inout BoardLeases, connection: inout StoreSession, into reports: inout [BoardStoreReport]) async {
+    /// - Parameter preload: loads these boards ahead (off this task).
+    private func renew(
+        _ leases: inout BoardLeases, connection: inout StoreSession, into reports: inout [BoardStoreReport], preload: ([String]) -> Void
+    ) async {
         let started = ContinuousClock.now
         do {
             guard try await renewHeartbeat(connection: &connection) else {
@@ -374,7 +404,17 @@ public final class BoardStoreWriter: Sendable {
                     for board in adoptable { reports.append(.failed(board: board, reason: "claiming its lease: \(error)")) }
                 }
             }
-            await load(adopting, leases: &leases, into: &reports)
+            await load(adopting, leases: &leases, connection: &connection, into: &reports)
+            // A hub two renewals late may be dead: its boards that would be this hub's are loaded
+            // now, while their leases still run, so that adopting them at the lapse reads only
+            // what was stored since (nothing, when it is dead).
+            let suspects = try await BoardStoreMembership.boardsOfLateHubs(
+                notHeldBy: configuration.hubName, lateBy: configuration.renewInterval * 2, connection: &connection)
+            let start = preloads.withLock { $0.suspected(leases.adoptable(lapsed: suspects)) }
+            if !start.isEmpty {
+                logger.info("a hub is late renewing: loading its boards ahead", metadata: ["boards": "\(start.count)"])
+                preload(start)
+            }
             // A lease another hub stopped renewing lapses before the next tick:
             // renew (and adopt) right after it lapses, not up to a tick later.
             if let lapse = try await BoardStoreMembership.soonestLapse(notHeldBy: configuration.hubName, connection: &connection),
@@ -434,48 +474,81 @@ public final class BoardStoreWriter: Sendable {
         return rows.compactMap { try? $0.decode((String, Int64).self) }.map { (board: $0.0, epoch: $0.1) }.sorted { $0.board < $1.board }
     }
 
-    /// Boards whose leases this hub just took, loaded in parallel (at most
-    /// four connections at once, each opened for it) and reported adopted.
-    private func load(_ adopting: [(board: String, epoch: Int64)], leases: inout BoardLeases, into reports: inout [BoardStoreReport]) async {
+    /// Boards whose leases this hub just took, reported adopted: those
+    /// loaded ahead caught up on `connection` (the batches stored since),
+    /// the others loaded whole in parallel.
+    private func load(
+        _ adopting: [(board: String, epoch: Int64)], leases: inout BoardLeases, connection: inout StoreSession,
+        into reports: inout [BoardStoreReport]
+    ) async {
         guard !adopting.isEmpty else { return }
         let started = ContinuousClock.now
-        let (address, limits, logger) = (configuration.address, configuration.limits, logger)
-        typealias Loaded = (board: String, epoch: Int64, result: Result<(RecoveredBoard, [UserNamespace: AgentProgress]), StoreError>)
-        var results: [Loaded] = []
-        await withTaskGroup(of: Loaded.self) { group in
-            var next = 0
-            func start() {
-                guard next < adopting.count else { return }
-                let (board, epoch) = adopting[next]
-                next += 1
-                group.addTask {
-                    var session = StoreSession(address: address, logger: logger)
-                    let result: Result<(RecoveredBoard, [UserNamespace: AgentProgress]), StoreError>
-                    do throws(StoreError) {
-                        result = .success(try await session.load(board, limits: limits))
-                    } catch {
-                        result = .failure(error)
-                    }
-                    await session.close()
-                    return (board, epoch, result)
+        let epochs = Dictionary(adopting.map { ($0.board, $0.epoch) }, uniquingKeysWith: { $1 })
+        var whole: [String] = []
+        var ahead = 0
+        for (board, epoch) in adopting {
+            guard let preloaded = preloads.withLock({ $0.take(board) }) else {
+                whole.append(board)
+                continue
+            }
+            do throws(StoreError) {
+                if let caughtUp = try await connection.catchUp(preloaded, limits: configuration.limits) {
+                    adopted(caughtUp.board, epoch: epoch, agents: caughtUp.agents, leases: &leases, into: &reports)
+                    ahead += 1
+                    adoptedPreloaded.increment()
+                    continue
                 }
+            } catch {
+                logger.info("board loaded ahead did not catch up: loading it whole", metadata: ["board": "\(board)", "error": "\(error)"])
             }
-            for _ in 0..<min(4, adopting.count) { start() }
-            while let loaded = await group.next() {
-                results.append(loaded)
-                start()
-            }
+            whole.append(board)
         }
-        for (board, epoch, result) in results {
+        for (board, result) in await loadInParallel(whole) {
             switch result {
-            case .success(let (loaded, agents)):
-                adopted(loaded, epoch: epoch, agents: agents, leases: &leases, into: &reports)
+            case .success(let loaded):
+                adopted(loaded.board, epoch: epochs[board]!, agents: loaded.agents, leases: &leases, into: &reports)
+                adoptedWhole.increment()
             case .failure(let error):
                 reports.append(.failed(board: board, reason: "loading it after taking its lease: \(error)"))
             }
         }
         // What a failover spends here, beside the lease's lapse and the agents' search.
-        logger.notice("lapsed boards adopted", metadata: ["boards": "\(adopting.count)", "took": "\(ContinuousClock.now - started)"])
+        logger.notice(
+            "lapsed boards adopted",
+            metadata: ["boards": "\(adopting.count)", "loaded_ahead": "\(ahead)", "took": "\(ContinuousClock.now - started)"])
+    }
+
+    /// `boards` loaded whole, in parallel: at most four at once, each on a connection opened for it.
+    private func loadInParallel(_ boards: [String]) async -> [(board: String, result: Result<LoadedBoard, StoreError>)] {
+        guard !boards.isEmpty else { return [] }
+        let (address, limits, logger) = (configuration.address, configuration.limits, logger)
+        var results: [(board: String, result: Result<LoadedBoard, StoreError>)] = []
+        await withTaskGroup(of: (board: String, result: Result<LoadedBoard, StoreError>).self) { group in
+            var next = 0
+            func start() {
+                guard next < boards.count else { return }
+                let board = boards[next]
+                next += 1
+                group.addTask {
+                    var session = StoreSession(address: address, logger: logger)
+                    let result: Result<LoadedBoard, StoreError>
+                    do throws(StoreError) {
+                        let (loaded, agents) = try await session.load(board, limits: limits)
+                        result = .success((loaded, agents))
+                    } catch {
+                        result = .failure(error)
+                    }
+                    await session.close()
+                    return (board, result)
+                }
+            }
+            for _ in 0..<min(4, boards.count) { start() }
+            while let loaded = await group.next() {
+                results.append(loaded)
+                start()
+            }
+        }
+        return results
     }
 
     private func adopted(
@@ -572,6 +645,20 @@ struct StoreSession {
         let connection = try await open()
         do {
             return try await BoardStoreLoader.loadBoard(board, limits: limits, connection: connection, logger: logger)
+        } catch {
+            throw await failed(error, on: connection)
+        }
+    }
+
+    /// A board loaded ahead, brought up to the store's newest batch; nil: load it whole.
+    mutating func catchUp(
+        _ preloaded: BoardStoreWriter.LoadedBoard, limits: BoardLimits
+    ) async throws(StoreError) -> BoardStoreWriter.LoadedBoard? {
+        let connection = try await open()
+        do {
+            return try await BoardStoreLoader.catchUp(
+                (preloaded.board, preloaded.agents), limits: limits, connection: connection, logger: logger
+            ).map { (board: $0.0, agents: $0.1) }
         } catch {
             throw await failed(error, on: connection)
         }
