@@ -11,7 +11,8 @@ struct BrowserBenchCommand: AsyncParsableCommand {
         commandName: "touchsync-browser-bench",
         abstract: "The browser whiteboard end to end (hub, gateway, headless Chromium): touch-to-pixels latency, frame times, bytes per sample.",
         discussion: """
-            Runs on an empty board and on one of --seeded-strokes strokes, each directly and through a 100 ms round trip. \
+            Runs on an empty board and on one of --seeded-strokes strokes, each directly and with both pages behind a 100 ms \
+            round trip; the empty board also with only the drawing page behind it ("100 ms A"). \
             Needs Debian's chromium (make test installs it). Build with -c release for meaningful figures; they go to docs/performance.md.
             """)
 
@@ -36,14 +37,16 @@ struct BrowserBenchCommand: AsyncParsableCommand {
         #if DEBUG
         emit("warning: this is a debug build; run it from a release build for real figures")
         #endif
-        emit("board strokes  round trip  late join  snapshot  drawn  own ink p50/p99/max      remote ink p50/p99/max    render p50/p99/max     frame interval p50/p99  bytes/sample  cursor p50/p99/max (n)")
+        emit("board strokes  round trip    late join  snapshot  drawn  own ink p50/p99/max      remote ink p50/p99/max    render p50/p99/max     frame interval p50/p99  bytes/sample  cursor p50/p99/max (n)")
         let benchmark = BrowserBenchmark(seededStrokes: seededStrokes, drawnStrokes: draws, selectedStrokes: selected)
         var motions: [(String, BrowserBenchmark.Motion)] = []
         try await benchmark.run(logger: logger) { row in
+            let roundTrip = "\(row.roundTripMilliseconds) ms" + (row.linked == .drawer ? " A" : "")
             emit(
-                String(
-                    format: "%13d  %7d ms  %6.0f ms  %5.1f MB  %5d  %5.1f / %5.1f / %5.1f ms  %6.1f / %5.1f / %5.1f ms  %5.2f / %5.2f / %5.1f ms  %6.1f / %5.1f ms  %8.1f  %5.1f / %5.1f / %5.1f ms (%d)",
-                    row.seededStrokes, row.roundTripMilliseconds, row.lateJoinMilliseconds, row.snapshotBytes / 1e6, row.strokesDrawn,
+                String(format: "%13d  ", row.seededStrokes) + String(repeating: " ", count: max(0, 12 - roundTrip.count)) + roundTrip
+                + String(
+                    format: "  %6.0f ms  %5.1f MB  %5d  %5.1f / %5.1f / %5.1f ms  %6.1f / %5.1f / %5.1f ms  %5.2f / %5.2f / %5.1f ms  %6.1f / %5.1f ms  %8.1f  %5.1f / %5.1f / %5.1f ms (%d)",
+                    row.lateJoinMilliseconds, row.snapshotBytes / 1e6, row.strokesDrawn,
                     percentile(row.ownInk, 50), percentile(row.ownInk, 99), row.ownInk.max() ?? .nan,
                     percentile(row.latency, 50), percentile(row.latency, 99), row.latency.max() ?? .nan,
                     percentile(row.renderMilliseconds, 50), percentile(row.renderMilliseconds, 99), row.renderMilliseconds.max() ?? .nan,
@@ -57,6 +60,7 @@ struct BrowserBenchCommand: AsyncParsableCommand {
         }
         emit("")
         emit("own ink: the drawing page's pointer event to the end of the frame that drew it; remote ink: its first sample to the viewer's frame")
+        emit("round trip: each page behind a link of that round trip to the gateway; A: only the drawing page")
         emit("cursor: the drawing page's hover dispatched (DevTools) to the viewer's presence message for it (drawn in the next frame)")
         for (label, motion) in motions {
             emit(

@@ -26,8 +26,10 @@ struct BrowserBenchmark {
 
     struct Row {
         var seededStrokes: Int
-        /// Each page's round trip to the gateway (a link emulator in front of it; 0: direct).
+        /// The round trip to the gateway of the pages behind a link emulator (0: both direct).
         var roundTripMilliseconds: Int
+        /// Which pages are behind it.
+        var linked: LinkedPages
         /// Page A's own ink: from its pointer event to the end of the frame that drew it.
         var ownInk: [Double]
         /// The viewer panning (wheel) and zooming (Ctrl-wheel), on the seeded board.
@@ -50,17 +52,23 @@ struct BrowserBenchmark {
     var drawnStrokes = 300
     var selectedStrokes = 1_000
 
-    var roundTrips = [0, 100]
+    /// The pages a round trip is put in front of.
+    enum LinkedPages: String, Sendable {
+        /// Each page behind a link of its own: what one page sends crosses both to reach the other.
+        case both
+        /// Only the drawing page (A): one round trip's proxy between two people, as the figures name it.
+        case drawer
+    }
 
     func run(logger: Logger, report: (Row) -> Void) async throws {
         for seeded in [0, seededStrokes] {
-            for roundTrip in roundTrips {
-                report(try await runOnce(seeded: seeded, roundTrip: roundTrip, logger: logger))
+            for (roundTrip, linked) in [(0, LinkedPages.both), (100, .both)] + (seeded == 0 ? [(100, .drawer)] : []) {
+                report(try await runOnce(seeded: seeded, roundTrip: roundTrip, linked: linked, logger: logger))
             }
         }
     }
 
-    private func runOnce(seeded: Int, roundTrip: Int, logger: Logger) async throws -> Row {
+    private func runOnce(seeded: Int, roundTrip: Int, linked: LinkedPages, logger: Logger) async throws -> Row {
         let context = try ZMQContext()
         let configuration = HubConfiguration.loopbackEphemeral()
         let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: context)
@@ -85,21 +93,22 @@ struct BrowserBenchmark {
         guard let port = await gateway.waitUntilListening() else { throw BenchFailure("the gateway did not start") }
         let browser = try Chromium.launch()
         defer { browser.shutDown() }
-        // Each page behind a link of its own: a stroke travels A to the gateway to B, one round trip in all.
+        // Each page behind a link of its own (a stroke travels A to the gateway to B, one round trip
+        // in all), or only A (half of that).
         var links: [LinkEmulator] = []
         defer { for link in links { link.stop() } }
-        func address() throws -> String {
-            guard roundTrip > 0 else { return "http://127.0.0.1:\(port)/boards/\(board)" }
+        func address(linked: Bool) throws -> String {
+            guard roundTrip > 0, linked else { return "http://127.0.0.1:\(port)/boards/\(board)" }
             let link = try LinkEmulator(targetPort: UInt16(port), oneWayDelay: .milliseconds(roundTrip / 2))
             links.append(link)
             return "http://127.0.0.1:\(link.port)/boards/\(board)"
         }
 
         let joining = ContinuousClock.now
-        let viewer = try await browser.openPage(try address())
+        let viewer = try await browser.openPage(try address(linked: linked == .both))
         try await viewer.waitFor("window.touchsync && touchsync.board.synced", timeout: .seconds(120))
         let lateJoin = (ContinuousClock.now - joining).milliseconds
-        let drawer = try await browser.openPage(try address())
+        let drawer = try await browser.openPage(try address(linked: true))
         try await drawer.waitFor("window.touchsync && touchsync.user !== null && touchsync.board.synced", timeout: .seconds(120))
         _ = try await viewer.evaluate("touchsync.renderer.frameTimes.length = 0; touchsync.frameIntervals.length = 0; touchsync.received.batchBytes = 0; touchsync.received.batchSamples = 0")
         _ = try await drawer.evaluate("touchsync.closeNameDialog(); touchsync.ownInk.length = 0")
@@ -137,7 +146,7 @@ struct BrowserBenchmark {
             zoom = try await motion(of: viewer, steps: 60) { step in (0, step % 30 < 15 ? -12 : 12, 2) }
         }
         return Row(
-            seededStrokes: seeded, roundTripMilliseconds: roundTrip, ownInk: ownInk, pan: pan, zoom: zoom, move: move, lateJoinMilliseconds: lateJoin,
+            seededStrokes: seeded, roundTripMilliseconds: roundTrip, linked: linked, ownInk: ownInk, pan: pan, zoom: zoom, move: move, lateJoinMilliseconds: lateJoin,
             snapshotBytes: bytes[2], strokesDrawn: drawnStrokes, latency: latency, renderMilliseconds: render, frameIntervals: intervals,
             bytesPerSample: bytes[1] > 0 ? bytes[0] / bytes[1] : 0, cursor: cursor)
     }
