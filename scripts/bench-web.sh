@@ -20,7 +20,7 @@ for TABS in "$@"; do
   DATA=$(mktemp -d /tmp/bench-web.XXXX)
   PORT=$((20000 + RANDOM % 20000))
   HUB=(--ingest tcp://127.0.0.1:$PORT --publish tcp://127.0.0.1:$((PORT + 1)) --snapshot tcp://127.0.0.1:$((PORT + 2)) --history tcp://127.0.0.1:$((PORT + 3)))
-  $BIN hub --data "$DATA/data" "${HUB[@]}" ${HUB_ARGS:-} > "$DATA/hub.log" 2>&1 &
+  $BIN hub ${HUB_STORAGE:---data "$DATA/data"} "${HUB[@]}" ${HUB_ARGS:-} > "$DATA/hub.log" 2>&1 &
   HUB_PID=$!
   sleep 1
   "$GATEWAY" web --listen 127.0.0.1:$((PORT + 10)) --hub tcp://127.0.0.1:$PORT --publish tcp://127.0.0.1:$((PORT + 1)) \
