@@ -595,6 +595,9 @@ extension StoreHubTests {
             try await Task.sleep(for: .seconds(3.5))  // past three quarters of the lease, and a renewal's attempt
             let during = try #require(try snapshotReply(endpoint: hub.endpoints[2], board: "fenced"), "no answer during the outage")
             #expect(during.error.code == .storageUnavailable, "\(during)")
+            // A board nobody drew, asked for while the store is down: the look-up fails, ask again.
+            let unknown = try #require(try snapshotReply(endpoint: hub.endpoints[2], board: "not-yet"), "no answer during the outage")
+            #expect(unknown.error.code == .storageUnavailable, "\(unknown)")
             let watched = try await touchsync(["spectate", "--board", "fenced", "--json", "--duration", "2"] + hub.client, limit: 30)
             #expect(!watched.output.contains("\"event\":\"heartbeat\"") && !watched.output.contains("\"event\":\"synced\""), "\(watched.output)")
             try await server.startAgain()
@@ -604,6 +607,12 @@ extension StoreHubTests {
             }
             let restored = try await count(server, "SELECT coalesce(max(sequence), 0) FROM touchsync_snapshots WHERE board = 'fenced'")
             #expect(after?.chunk.sequence == UInt64(max(stored, restored)), "after the outage: \(String(describing: after)); stored \(stored), snapshot \(restored)")
+            // The look-up that failed left nothing behind: the store has no such board, so it is the empty board
+            // (a fresh-clone run once refused it for good: "cannot be served here now").
+            let asked = try await snapshotReply(endpoint: hub.endpoints[2], board: "not-yet", within: .seconds(10)) { reply in
+                if case .chunk = reply?.body { true } else { false }
+            }
+            #expect(asked?.chunk.sequence == 0 && asked?.chunk.board == "not-yet", "\(String(describing: asked))")
         }
     }
 }

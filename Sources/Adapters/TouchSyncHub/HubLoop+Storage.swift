@@ -39,7 +39,9 @@ extension HubLoop {
         for report in reports {
             switch report {
             case .failed(let board, let reason):
-                held.broken.insert(board)
+                // Reads fenced for a board served here; a claim or look-up that failed leaves nothing
+                // here to fence (its requests are told to ask again, and the next one claims afresh).
+                if core.board(board) != nil { held.broken.insert(board) }
                 handle(.journalFailed(board: board, reason: reason))
             case .moved(let board, let owner):
                 held.broken.insert(board)
