@@ -126,8 +126,13 @@ public func directoryBytes(_ path: String) -> Int {
     return total
 }
 
-/// Asks a snapshot endpoint for a board; the first reply, or nil within 5 s.
-public func snapshotReply(endpoint: String, board: String, curve: CurveClientKeys? = nil) throws -> Touchsync_V1_SnapshotReply? {
+/// Asks a snapshot endpoint for a board; the first reply, or nil within 5 s
+/// (waited for on a thread of its own, not the cooperative pool's).
+public func snapshotReply(endpoint: String, board: String, curve: CurveClientKeys? = nil) async throws -> Touchsync_V1_SnapshotReply? {
+    try await offThePool { try blockingSnapshotReply(endpoint: endpoint, board: board, curve: curve) }
+}
+
+private func blockingSnapshotReply(endpoint: String, board: String, curve: CurveClientKeys?) throws -> Touchsync_V1_SnapshotReply? {
     let context = try ZMQContext()
     let socket = try ZMQSocket(context, type: .dealer)
     defer { socket.close() }
@@ -152,10 +157,10 @@ public func snapshotReply(
     endpoint: String, board: String, within limit: Duration, until done: (Touchsync_V1_SnapshotReply?) -> Bool
 ) async throws -> Touchsync_V1_SnapshotReply? {
     let deadline = ContinuousClock.now + limit
-    var reply = try snapshotReply(endpoint: endpoint, board: board)
+    var reply = try await snapshotReply(endpoint: endpoint, board: board)
     while !done(reply), ContinuousClock.now < deadline {
         try await Task.sleep(for: .milliseconds(100))
-        reply = try snapshotReply(endpoint: endpoint, board: board)
+        reply = try await snapshotReply(endpoint: endpoint, board: board)
     }
     return reply
 }

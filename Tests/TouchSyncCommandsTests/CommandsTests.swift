@@ -308,7 +308,7 @@ struct ProcessTests {
             servingText += String(decoding: chunk, as: UTF8.self)
         }
         // Still answering after it said so: a snapshot request round trip.
-        let reply = try snapshotReply(endpoint: "tcp://127.0.0.1:\(replayPorts[1])", board: "load-21-0")
+        let reply = try await snapshotReply(endpoint: "tcp://127.0.0.1:\(replayPorts[1])", board: "load-21-0")
         #expect(reply?.requestID == 1 && reply?.chunk.sequence ?? 0 > 0, "no snapshot from the serving replay")
         #expect(serving.isRunning, "the replay did not keep serving: \(servingText)")
         serving.interrupt()

@@ -572,7 +572,7 @@ struct DrawUndoTests {
         let draw = try await touchsync(
             ["draw", "--board", "u", "--fast", "--undo", "2", "--redo", "1", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
         #expect(draw.status == 0 && draw.output.contains("2 undone, 1 redone"), "\(draw.output) \(draw.errors)")
-        let reply = try #require(try snapshotReply(endpoint: endpoints[2], board: "u"))
+        let reply = try #require(try await snapshotReply(endpoint: endpoints[2], board: "u"))
         let accepted = reply.chunk.strokes.filter { $0.acceptedPosition > 0 }
         #expect(accepted.count == 2, "3 strokes drawn, 2 undone, 1 redone: \(accepted.map(\.strokeID))")
         #expect(accepted.map(\.acceptedPosition) == [1, 2], "the redone stroke is back in its place")

@@ -27,8 +27,8 @@ struct InterruptionTests {
         await readUntil(output, into: &text) { $0.contains("drawing on board") }
         // Fingers down on the hub's board (strokes in progress) before the signal.
         let deadline = ContinuousClock.now + .seconds(10)
-        while try inProgress(endpoints[2], board) == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(try inProgress(endpoints[2], board) > 0, "no finger went down: \(text)")
+        while try await inProgress(endpoints[2], board) == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try await inProgress(endpoints[2], board) > 0, "no finger went down: \(text)")
         kill(draw.processIdentifier, signal)
         text += String(decoding: await output.readToEnd(), as: UTF8.self)
         await draw.exited()
@@ -37,7 +37,7 @@ struct InterruptionTests {
         // on a machine running other suites.)
         #expect(draw.terminationReason == .exit && draw.terminationStatus == 130, "\(text)")
         #expect(text.contains("interrupted:") && text.contains("cancelled"), "\(text)")
-        #expect(try inProgress(endpoints[2], board) == 0, "a touch was left down on the hub")
+        #expect(try await inProgress(endpoints[2], board) == 0, "a touch was left down on the hub")
     }
 
     /// Started with SIGINT and SIGTERM blocked (a parent thread's mask is
@@ -167,12 +167,12 @@ struct InterruptionTests {
         defer { close(taken) }
         let endpoints = try await children.startPlainHub(ports: given)
         #expect(endpoints.count == 3 && !endpoints.contains("tcp://127.0.0.1:\(given[1])"), "\(endpoints)")
-        #expect(try inProgress(endpoints[2], "fresh-ports") == 0, "the hub answers on the ports it reports")
+        #expect(try await inProgress(endpoints[2], "fresh-ports") == 0, "the hub answers on the ports it reports")
     }
 
     /// Strokes in progress on `board`, from the hub's snapshot.
-    func inProgress(_ snapshot: String, _ board: String) throws -> Int {
-        guard let reply = try snapshotReply(endpoint: snapshot, board: board) else { throw TestFailure("no snapshot from \(snapshot)") }
+    func inProgress(_ snapshot: String, _ board: String) async throws -> Int {
+        guard let reply = try await snapshotReply(endpoint: snapshot, board: board) else { throw TestFailure("no snapshot from \(snapshot)") }
         return reply.chunk.strokes.filter { $0.acceptedPosition == 0 }.count
     }
 }

@@ -102,7 +102,7 @@ struct SecurityTests {
         // Subscriptions are the hub's decision (XPUB_MANUAL): tv's subscription to the board gets its
         // heartbeats, and so does its subscription to everything (an empty prefix: tv may watch *, as a
         // relay of every board); carol's to the same board, and carol's to everything (team-* only), get nothing.
-        let received = try subscriptionTraffic(
+        let received = try await subscriptionTraffic(
             keys: keys, publish: endpoints[1], subscriptions: [("tv", board), ("carol", board), ("carol", ""), ("tv", "")])
         #expect(received[0] > 0 && received[3] > 0, "an allowed subscription received nothing: \(received)")
         #expect(received[1] == 0 && received[2] == 0, "a refused subscription received \(received)")
@@ -139,8 +139,12 @@ struct SecurityTests {
         #expect(plainThroughRelay.status == 1 && plainThroughRelay.errors.contains("CURVE"), "\(plainThroughRelay.errors)")
     }
 
-    /// Messages each raw SUB socket (the user's key, a subscription prefix) receives in 3 s.
-    func subscriptionTraffic(keys: String, publish: String, subscriptions: [(user: String, prefix: String)]) throws -> [Int] {
+    /// Messages each raw SUB socket (the user's key, a subscription prefix) receives in 3 s (counted on a thread of its own).
+    func subscriptionTraffic(keys: String, publish: String, subscriptions: [(user: String, prefix: String)]) async throws -> [Int] {
+        try await offThePool { try blockingSubscriptionTraffic(keys: keys, publish: publish, subscriptions: subscriptions) }
+    }
+
+    private func blockingSubscriptionTraffic(keys: String, publish: String, subscriptions: [(user: String, prefix: String)]) throws -> [Int] {
         let context = try ZMQContext()
         let hubKey = try CurveKeyFiles.readPublicKey(keys + "/hub.pub")
         let sockets = try subscriptions.map { user, prefix in
@@ -276,7 +280,7 @@ struct SecurityTests {
         func draw() async throws -> UInt64 {
             let drawn = try await touchsync(["draw", "--board", "w", "--fast", "--key", keys + "/alice.key"] + client, limit: 30)
             try #require(drawn.status == 0, "\(drawn.errors)")
-            let reply = try #require(try snapshotReply(endpoint: endpoints[2], board: "w", curve: try curve("alice")))
+            let reply = try #require(try await snapshotReply(endpoint: endpoints[2], board: "w", curve: try curve("alice")))
             return reply.chunk.sequence
         }
         let first = try await draw()
@@ -299,7 +303,7 @@ struct SecurityTests {
 
         let second = try await draw()
         #expect(await alice.waitUntil(sequence: second, timeout: .seconds(20)), "alice's subscriber did not come back")
-        let hubBoard = try #require(try snapshotReply(endpoint: endpoints[2], board: "w", curve: try curve("alice")))
+        let hubBoard = try #require(try await snapshotReply(endpoint: endpoints[2], board: "w", curve: try curve("alice")))
         #expect(await alice.replica()?.sequence == hubBoard.chunk.sequence)
         try await Task.sleep(for: .seconds(2))
         let tvSequence = await tv.replica()?.sequence ?? 0
@@ -331,7 +335,7 @@ struct SecurityTests {
         try #require(drawn.status == 0, "\(drawn.output) \(drawn.errors)")
         let hubKey = try CurveKeyFiles.readPublicKey(keys + "/hub.pub")
         let tv = try CurveKeyFiles.readPair(keys + "/tv.key")
-        let snapshotBytes = try #require(try snapshotReplies(endpoint: endpoints[2], board: "load-1-0", curve: CurveClientKeys(client: tv, serverPublicKey: hubKey)))
+        let snapshotBytes = try #require(try await snapshotReplies(endpoint: endpoints[2], board: "load-1-0", curve: CurveClientKeys(client: tv, serverPublicKey: hubKey)))
         // The hub's memory: its resident set, and what the kernel holds unsent on its snapshot port's connections.
         let snapshotPort = try #require(endpoints[2].split(separator: ":").last.flatMap { Int($0) })
         func resident() -> Int { (ProcessStats.read(pid: hub.processIdentifier)?.residentBytes ?? 0) + unsentBytes(onLocalPort: snapshotPort) }
@@ -361,7 +365,7 @@ struct SecurityTests {
         hoarders.removeAll()
         try await Task.sleep(for: .seconds(1))  // the hub's sweep lets the closed connections go
         let after = resident()
-        let served = try snapshotReplies(endpoint: endpoints[2], board: "load-1-0", curve: CurveClientKeys(client: tv, serverPublicKey: hubKey))
+        let served = try await snapshotReplies(endpoint: endpoints[2], board: "load-1-0", curve: CurveClientKeys(client: tv, serverPublicKey: hubKey))
         let unbounded = 1_500 * snapshotBytes
         print(
             "300 never-reading connections of one watch-only key: hub resident plus unsent \(before >> 20) MiB before, peak \(peak >> 20) MiB, "
@@ -400,7 +404,7 @@ struct SecurityTests {
     }
 
     /// The bytes of `board`'s snapshot from `endpoint` (all chunks), read as `curve`'s user; nil: none within 10 s.
-    func snapshotReplies(endpoint: String, board: String, curve: CurveClientKeys) throws -> Int? {
+    func snapshotReplies(endpoint: String, board: String, curve: CurveClientKeys) async throws -> Int? {
         let socket = try curveSocket(try ZMQContext(), .dealer, curve)
         defer { socket.close() }
         try socket.connect(endpoint)
@@ -409,7 +413,7 @@ struct SecurityTests {
         request.requestID = 77
         try socket.send(WireCodec.encode(request))
         var bytes = 0
-        while let parts = try socket.receiveBytes(timeoutMilliseconds: 10_000) {
+        while let parts = try await offThePool({ try socket.receiveBytes(timeoutMilliseconds: 10_000) }) {
             let reply = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
             guard reply.requestID == 77, case .chunk(let chunk) = reply.body else { return nil }
             bytes += parts[0].count

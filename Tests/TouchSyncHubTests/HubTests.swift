@@ -329,49 +329,49 @@ struct HubTests {
 
         let raw = try RawAgent(test, identity: "raw")
         try raw.send(bytes: [0xFF, 0xFF, 0xFF, 0xFF, 0x0F])
-        #expect(try raw.nextError()?.code == .malformed)
+        #expect(try await raw.nextError()?.code == .malformed)
         try raw.frame(1, [TouchChange(touch: 1, phase: .began, samples: [sample(0, 0, t: 0)])])
-        #expect(try raw.nextError()?.code == .notWelcomed)
+        #expect(try await raw.nextError()?.code == .notWelcomed)
         try raw.hello(board: "b", version: 99)
-        #expect(try raw.nextError()?.code == .unsupportedVersion)
+        #expect(try await raw.nextError()?.code == .unsupportedVersion)
         try raw.hello(board: "")
-        #expect(try raw.nextError()?.code == .unknownBoard)
+        #expect(try await raw.nextError()?.code == .unknownBoard)
         try raw.send(bytes: [UInt8](repeating: 0x08, count: 4096))
-        #expect(try raw.nextError()?.code == .messageTooLarge)
+        #expect(try await raw.nextError()?.code == .messageTooLarge)
 
         try raw.hello(board: "b")
-        #expect(try raw.nextWelcome()?.user == "raw")
+        #expect(try await raw.nextWelcome()?.user == "raw")
         try raw.frame(1, [TouchChange(touch: 9, phase: .moved, samples: [sample(0, 0, t: 0)])])
-        let unknown = try #require(try raw.nextError())
+        let unknown = try #require(try await raw.nextError())
         #expect(unknown.code == .unknownTouch && unknown.sequence == 1)
         try raw.frame(2, [TouchChange(touch: 1, phase: .began, samples: [sample(Int32.max, 0, t: 0)])])
-        #expect(try raw.nextError()?.code == .invalidValue)
+        #expect(try await raw.nextError()?.code == .invalidValue)
         try raw.frame(3, [TouchChange(touch: 1, phase: .began, samples: [sample(0, 0, t: 0)])])
         try raw.frame(4, [TouchChange(touch: 1, phase: .began, samples: [sample(0, 0, t: 0)])])
-        #expect(try raw.nextError()?.code == .phaseOrder)
+        #expect(try await raw.nextError()?.code == .phaseOrder)
         try raw.frame(9, [TouchChange(touch: 1, phase: .ended)])
-        #expect(try raw.nextError()?.code == .outOfOrder)
+        #expect(try await raw.nextError()?.code == .outOfOrder)
         var unphased = Touchsync_V1_AgentMessage()
         unphased.sequence = 5
         var change = Touchsync_V1_TouchChange()
         change.touchID = 1
         unphased.frame.changes = [change]
         try raw.send(unphased)
-        #expect(try raw.nextError()?.code == .malformed)
+        #expect(try await raw.nextError()?.code == .malformed)
         // Numbering (docs/protocol.md, "Which refusals take a number"): a numbered
         // message over the size limit takes its number; sequence 0 takes none.
         var huge = Touchsync_V1_AgentMessage()
         huge.sequence = 6
         huge.erase.strokeIds = (0..<2000).map { 1_000_000 + UInt64($0) }
         try raw.send(huge)
-        let tooLarge = try #require(try raw.nextError())
+        let tooLarge = try #require(try await raw.nextError())
         #expect(tooLarge.code == .messageTooLarge && tooLarge.sequence == 6)
         try raw.frame(0, [TouchChange(touch: 3, phase: .began, samples: [sample(0, 0, t: 0)])])
-        let unnumbered = try #require(try raw.nextError())
+        let unnumbered = try #require(try await raw.nextError())
         #expect(unnumbered.code == .malformed && unnumbered.sequence == 0)
         try raw.frame(7, [TouchChange(touch: 2, phase: .began, samples: [sample(0, 0, t: 0)])])
         try raw.frame(8, [TouchChange(touch: 2, phase: .began, samples: [sample(0, 0, t: 0)])])
-        let inOrder = try #require(try raw.nextError())
+        let inOrder = try #require(try await raw.nextError())
         #expect(inOrder.code == .phaseOrder && inOrder.sequence == 8, "7 and 8 followed 6 in order: \(inOrder)")
 
         // A flood: the bucket holds 80 messages, refills 40 per second.
@@ -380,7 +380,7 @@ struct HubTests {
             heartbeat.heartbeat.agentTime = Int64(index)
             try raw.send(heartbeat)
         }
-        #expect(try raw.nextError()?.code == .rateLimited)
+        #expect(try await raw.nextError()?.code == .rateLimited)
 
         // NaN never leaves the agent.
         #expect(throws: SampleError(.notFinite(field: "x"))) {
@@ -548,7 +548,7 @@ struct BoardsPerAddressTests {
         for index in 0..<10 {
             let raw = try RawAgent(test, identity: "flood-\(index)")
             try raw.hello(board: "flood-\(index)", session: "s\(index)")
-            let reply = try #require(try raw.reply(), "no answer to hello \(index)")
+            let reply = try #require(try await raw.reply(), "no answer to hello \(index)")
             switch reply.body {
             case .welcome: welcomed += 1
             case .error(let error): refusals.append("\(error.code): \(error.message)")
@@ -599,7 +599,7 @@ struct UnreadSnapshotTests {
         try attacker.connect(test.endpoints.snapshot)
         try request(attacker, id: 1)
         // Its snapshot has gone out once its first chunk is here; the rest waits unread.
-        let first = try #require(try attacker.receiveBytes(timeoutMilliseconds: 10_000))
+        let first = try #require(try await offThePool({ try attacker.receiveBytes(timeoutMilliseconds: 10_000) }))
         guard case .chunk(let firstChunk) = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: first[0]).body else {
             Issue.record("the attacker's first reply is not a chunk")
             return
@@ -616,7 +616,7 @@ struct UnreadSnapshotTests {
         while !served, ContinuousClock.now < deadline {
             id += 1
             try request(honest, id: id)
-            while let parts = try honest.receiveBytes(timeoutMilliseconds: 2000) {
+            while let parts = try await offThePool({ try honest.receiveBytes(timeoutMilliseconds: 2000) }) {
                 let reply = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
                 guard reply.requestID == id else { continue }
                 if case .error(let error) = reply.body {
@@ -634,7 +634,7 @@ struct UnreadSnapshotTests {
         #expect(served, "the budget was never freed: \(outcomes.suffix(3))")
         // The attacker's connection was shut down: what the hub still held for it is gone, so it never gets the whole snapshot.
         var chunks = 1
-        while try attacker.receiveBytes(timeoutMilliseconds: 500) != nil { chunks += 1 }
+        while try await offThePool({ try attacker.receiveBytes(timeoutMilliseconds: 500) }) != nil { chunks += 1 }
         #expect(chunks < Int(firstChunk.count), "\(chunks) of \(firstChunk.count) chunks reached the connection that did not read")
         attacker.close()
         honest.close()
@@ -686,7 +686,7 @@ struct SnapshotEncodingTests {
         var served = 0
         var refused: [String] = []
         for (index, socket) in requesters.enumerated() {
-            reading: while let parts = try socket.receiveBytes(timeoutMilliseconds: 30_000) {
+            reading: while let parts = try await offThePool({ try socket.receiveBytes(timeoutMilliseconds: 30_000) }) {
                 let reply = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
                 #expect(reply.requestID == UInt64(index + 1))
                 switch reply.body {
@@ -711,7 +711,7 @@ struct SnapshotEncodingTests {
         try twice.send(request(500))
         try twice.send(request(500))
         var answers: [String] = []
-        while answers.count < 2, let parts = try twice.receiveBytes(timeoutMilliseconds: 30_000) {
+        while answers.count < 2, let parts = try await offThePool({ try twice.receiveBytes(timeoutMilliseconds: 30_000) }) {
             let reply = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
             switch reply.body {
             case .error(let error): answers.append("refused: \(error.message)")

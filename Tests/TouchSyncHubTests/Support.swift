@@ -113,22 +113,23 @@ final class RawAgent {
         try send(message)
     }
 
-    /// The next reply, or nil after `timeout`.
-    func reply(timeoutMilliseconds: Int = 3000) throws -> Touchsync_V1_HubReply? {
-        guard let parts = try socket.receiveBytes(timeoutMilliseconds: timeoutMilliseconds) else { return nil }
+    /// The next reply, or nil after `timeout` (waited for on a thread of its own, not the cooperative pool's).
+    func reply(timeoutMilliseconds: Int = 3000) async throws -> Touchsync_V1_HubReply? {
+        let socket = socket
+        guard let parts = try await offThePool({ try socket.receiveBytes(timeoutMilliseconds: timeoutMilliseconds) }) else { return nil }
         return try WireCodec.decode(Touchsync_V1_HubReply.self, from: parts[0])
     }
 
     /// Replies until one is an error (acks and welcomes are skipped).
-    func nextError(timeoutMilliseconds: Int = 3000) throws -> Touchsync_V1_Error? {
-        while let reply = try reply(timeoutMilliseconds: timeoutMilliseconds) {
+    func nextError(timeoutMilliseconds: Int = 3000) async throws -> Touchsync_V1_Error? {
+        while let reply = try await reply(timeoutMilliseconds: timeoutMilliseconds) {
             if case .error(let error) = reply.body { return error }
         }
         return nil
     }
 
-    func nextWelcome() throws -> Touchsync_V1_Welcome? {
-        while let reply = try reply() {
+    func nextWelcome() async throws -> Touchsync_V1_Welcome? {
+        while let reply = try await reply() {
             if case .welcome(let welcome) = reply.body { return welcome }
         }
         return nil

@@ -589,14 +589,14 @@ extension StoreHubTests {
             let drawn = try await touchsync(["draw", "--board", "fenced", "--seconds", "0.3"] + hub.client)
             #expect(drawn.status == 0, "\(drawn.errors)")
             let stored = try await count(server, "SELECT max(sequence) FROM touchsync_batches WHERE board = 'fenced'")
-            #expect(try snapshotReply(endpoint: hub.endpoints[2], board: "fenced")?.chunk.sequence == UInt64(stored))
+            #expect(try await snapshotReply(endpoint: hub.endpoints[2], board: "fenced")?.chunk.sequence == UInt64(stored))
 
             try await server.crash()
             try await Task.sleep(for: .seconds(3.5))  // past three quarters of the lease, and a renewal's attempt
-            let during = try #require(try snapshotReply(endpoint: hub.endpoints[2], board: "fenced"), "no answer during the outage")
+            let during = try #require(try await snapshotReply(endpoint: hub.endpoints[2], board: "fenced"), "no answer during the outage")
             #expect(during.error.code == .storageUnavailable, "\(during)")
             // A board nobody drew, asked for while the store is down: the look-up fails, ask again.
-            let unknown = try #require(try snapshotReply(endpoint: hub.endpoints[2], board: "not-yet"), "no answer during the outage")
+            let unknown = try #require(try await snapshotReply(endpoint: hub.endpoints[2], board: "not-yet"), "no answer during the outage")
             #expect(unknown.error.code == .storageUnavailable, "\(unknown)")
             let watched = try await touchsync(["spectate", "--board", "fenced", "--json", "--duration", "2"] + hub.client, limit: 30)
             #expect(!watched.output.contains("\"event\":\"heartbeat\"") && !watched.output.contains("\"event\":\"synced\""), "\(watched.output)")
