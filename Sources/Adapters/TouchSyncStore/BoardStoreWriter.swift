@@ -407,9 +407,9 @@ public final class BoardStoreWriter: Sendable {
             await load(adopting, leases: &leases, connection: &connection, into: &reports)
             // A hub two renewals late may be dead: its boards that would be this hub's are loaded
             // now, while their leases still run, so that adopting them at the lapse reads only
-            // what was stored since (nothing, when it is dead).
-            let suspects = try await BoardStoreMembership.boardsOfLateHubs(
-                notHeldBy: configuration.hubName, lateBy: configuration.renewInterval * 2, connection: &connection)
+            // what was stored since (nothing, when it is dead). An optimisation only: a failure to ask is not a failed renewal.
+            let suspects = (try? await BoardStoreMembership.boardsOfLateHubs(
+                notHeldBy: configuration.hubName, lateBy: configuration.renewInterval * 2, connection: &connection)) ?? []
             let start = preloads.withLock { $0.suspected(leases.adoptable(lapsed: suspects)) }
             if !start.isEmpty {
                 logger.info("a hub is late renewing: loading its boards ahead", metadata: ["boards": "\(start.count)"])
