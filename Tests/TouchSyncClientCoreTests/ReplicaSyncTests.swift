@@ -197,7 +197,7 @@ struct ReplicaSyncTests {
         // A snapshot that does not come is asked for again after the time-out.
         #expect(sync.tick(now: start + .seconds(1)).isEmpty)
         #expect(sync.tick(now: start + .seconds(3)).contains(.requestSnapshot(requestID: 3)))
-        // FORBIDDEN is final; RATE_LIMITED waits for the time-out.
+        // FORBIDDEN is final; RATE_LIMITED asks again shortly (aRateLimitedSnapshotIsAskedAgainOfTheSameHubSoon).
         #expect(sync.snapshotRefused(3, code: .rateLimited, message: "slow down", now: start).isEmpty)
         // WRONG_HUB naming the owner moves the replica there and asks it for the snapshot.
         var owner = Touchsync_V1_HubAddress()
@@ -235,6 +235,34 @@ struct ReplicaSyncTests {
     /// the sync to the next hub; a WRONG_HUB naming a hub not given adds it and
     /// goes there; with one hub, silence is only reported (the transport's
     /// hub is kept), as before.
+    /// A snapshot request refused RATE_LIMITED is asked again of the same
+    /// hub about a second later (not at the 2 s time-out, and not of the next
+    /// hub when several are followed), at a moment that depends on the board,
+    /// so a client's boards refused together come back apart.
+    @Test(arguments: [0, 2])
+    func aRateLimitedSnapshotIsAskedAgainOfTheSameHubSoon(otherHubs: Int) {
+        let start = ContinuousClock.now
+        let hubs = (0..<otherHubs + (otherHubs > 0 ? 1 : 0)).map { ReplicaSync.Hub(publish: "tcp://h\($0):1", snapshot: "tcp://h\($0):2") }
+        var (sync, first) = ReplicaSync.start(board: "b", snapshotTimeout: .seconds(2), hubs: hubs, now: start)
+        #expect(first.contains(.requestSnapshot(requestID: 1)))
+        #expect(sync.snapshotRefused(1, code: .rateLimited, message: "more than 20 snapshot requests per second", now: start).isEmpty)
+        let retry = start + ReplicaSync.rateLimitedRetryDelay(board: "b")
+        #expect(retry - start >= .seconds(1) && retry - start < .milliseconds(1500))
+        #expect(sync.nextDeadline == retry, "the retry is the next thing to do")
+        #expect(sync.tick(now: retry - .milliseconds(1)).isEmpty)
+        let again: [ReplicaSync.Action] = sync.tick(now: retry)
+        #expect(again.contains(.requestSnapshot(requestID: 2)), "\(again)")
+        #expect(!again.contains { if case .redirect = $0 { true } else { false } }, "the same hub: \(again)")
+        if case .syncing(let request, _, _, let deadline) = sync.phase {
+            #expect(request == 2 && deadline == retry + .seconds(2), "then the usual time-out")
+        } else {
+            Issue.record("not syncing after the retry: \(sync.phase)")
+        }
+        // Boards refused at once retry at moments spread over half a second.
+        let moments = Set((0..<40).map { ReplicaSync.rateLimitedRetryDelay(board: "board-\($0)") })
+        #expect(moments.count > 30)
+    }
+
     @Test func aBoardIsFollowedOverSeveralHubs() throws {
         let start = ContinuousClock.now
         let hubs = ["a", "b", "c"].map { ReplicaSync.Hub(publish: "tcp://\($0):1", snapshot: "tcp://\($0):2", name: "hub-\($0)") }

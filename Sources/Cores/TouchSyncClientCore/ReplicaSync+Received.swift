@@ -106,12 +106,16 @@ extension ReplicaSync {
         return WireCodec.encode(message)
     }
 
-    /// When `tick` has something to do next: the snapshot's time-out while
-    /// syncing, and the silence time-out until silence was reported. A
-    /// transport waits for it instead of polling.
+    /// When `tick` has something to do next: the snapshot's time-out (or
+    /// the retry of a request refused RATE_LIMITED) while syncing, and the
+    /// silence time-out until silence was reported. A transport waits for it
+    /// instead of polling.
     public var nextDeadline: ContinuousClock.Instant? {
         var next: ContinuousClock.Instant? = reportedSilence ? nil : lastHeard + silenceTimeout
-        if case .syncing(_, _, _, let deadline) = phase { next = min(next ?? deadline, deadline) }
+        if case .syncing(_, _, _, let deadline) = phase {
+            let due = retryRefusedAt.map { min($0, deadline) } ?? deadline
+            next = min(next ?? due, due)
+        }
         return next
     }
 }

@@ -82,6 +82,14 @@ public struct ReplicaSync: Sendable {
     /// How soon the next hub is asked after a WRONG_HUB naming the silent hub
     /// (the others may know the new owner a renewal later).
     public static let ownerSilentRetry: Duration = .milliseconds(200)
+    /// A snapshot request refused RATE_LIMITED is asked again of the same
+    /// hub after this (the hub's allowances count per second), plus up to
+    /// half a second that depends on the board, so that the boards of one
+    /// client refused together do not come back together; it used to wait
+    /// the whole snapshot time-out (2 s for a gateway's boards).
+    public static let rateLimitedRetry: Duration = .seconds(1)
+    /// When a snapshot request refused RATE_LIMITED is asked again (same hub).
+    private(set) var retryRefusedAt: ContinuousClock.Instant? = nil
     private(set) var lastHeard: ContinuousClock.Instant
     private(set) var reportedSilence = false
     /// For a moment after a snapshot's load (until the publish stream shows
@@ -183,7 +191,10 @@ public struct ReplicaSync: Sendable {
         switch code {
         case .forbidden: return [.failed("the hub refused this board (FORBIDDEN): \(message)")]
         case .wrongHub: return [.failed("this hub does not hold the board (WRONG_HUB): \(message)")]
-        default: return []  // retried at the snapshot time-out (RATE_LIMITED, a busy hub)
+        case .rateLimited:
+            retryRefusedAt = now + Self.rateLimitedRetryDelay(board: board)
+            return []
+        default: return []  // retried at the snapshot time-out (a busy hub)
         }
     }
 
@@ -266,7 +277,9 @@ public struct ReplicaSync: Sendable {
     /// Following several hubs, a snapshot that does not come or a silent hub sends the sync to the next one.
     public mutating func tick(now: ContinuousClock.Instant) -> [Action] {
         var actions: [Action] = []
-        if case .syncing(_, _, _, let deadline) = phase, now >= deadline {
+        if let retry = retryRefusedAt, now >= retry, case .syncing = phase {
+            requestSnapshot(reason: "the hub limited snapshot requests (RATE_LIMITED): asking again", now: now, into: &actions)
+        } else if case .syncing(_, _, _, let deadline) = phase, now >= deadline {
             if following {
                 moveOn(reason: "no complete snapshot from hub \(hubs[followed].name) within \(snapshotTimeout)", now: now, into: &actions)
             } else {
@@ -306,10 +319,19 @@ public struct ReplicaSync: Sendable {
 
     // MARK: Rules
 
+    /// How long after a RATE_LIMITED refusal `board`'s snapshot is asked
+    /// again: `rateLimitedRetry` plus up to 499 ms fixed by the board's name
+    /// (FNV-1a), which spreads the retries of boards refused together.
+    public static func rateLimitedRetryDelay(board: String) -> Duration {
+        let spread = board.utf8.reduce(0xCBF2_9CE4_8422_2325 as UInt64) { ($0 ^ UInt64($1)) &* 0x100_0000_01B3 }
+        return rateLimitedRetry + .milliseconds(Int(spread % 500))
+    }
+
     private mutating func requestSnapshot(reason: String?, now: ContinuousClock.Instant, into actions: inout [Action]) {
         if let reason { actions.append(.resyncing(reason: reason)) }
         let request = nextRequest
         nextRequest += 1
+        retryRefusedAt = nil
         phase = .syncing(request: request, chunks: [], queued: [], deadline: now + snapshotTimeout)
         actions.append(.requestSnapshot(requestID: request))
     }
