@@ -448,6 +448,36 @@ struct HubCoreTests {
         #expect(outcomes(PeerID(Array("m2".utf8)), user: mallory, 3) == (2, 1))
     }
 
+    /// A gateway (a key with `acts_for`) asking for its own boards' snapshots
+    /// keeps one replica per board for all its tabs: 24 boards opened at once
+    /// are all served, within twenty times a user's allowance; a user asking
+    /// for itself, or through the gateway, keeps the user's.
+    @Test func aGatewayOpeningManyBoardsAtOnceIsServed() throws {
+        let list = try AccessList(users: [
+            "gateway": AccessEntry(key: String(repeating: "g", count: 40), boards: ["*": .admin], actsFor: "web:"),
+            "plain": AccessEntry(key: String(repeating: "p", count: 40), boards: ["*": .admin]),
+        ])
+        let hub = CoreHarness({ $0.limits.maxSnapshotsPerSecond = 5 }, access: list)
+        func outcomes(_ user: String, boards: Int, from first: Int = 0) -> (sent: Int, limited: Int) {
+            var sent = 0, limited = 0
+            for index in first..<first + boards {
+                let request = HubEvent.snapshotRequested(
+                    by: PeerID(Array("\(user)-\(index)".utf8)), user: UserNamespace(user), board: "board-\(index)", requestID: 1)
+                switch hub.send(request).last {
+                case .sendSnapshot?: sent += 1
+                case .refuseSnapshot(_, _, let refusal)? where refusal.code == .rateLimited: limited += 1
+                default: break
+                }
+            }
+            return (sent, limited)
+        }
+        #expect(outcomes("gateway", boards: 24) == (24, 0))
+        #expect(outcomes("gateway", boards: 80, from: 24) == (76, 4), "twenty times five a second")
+        #expect(outcomes("plain", boards: 24) == (5, 19), "a user without acts_for: five a second")
+        hub.advance(.seconds(1))
+        #expect(outcomes("gateway", boards: 24, from: 200) == (24, 0), "a new second")
+    }
+
     /// One user cannot fill the hub's board table (11,000 hellos on new boards
     /// reached the 10,000-board maximum for good): boards it creates are
     /// capped per minute and in total; boards that exist stay open to it, and

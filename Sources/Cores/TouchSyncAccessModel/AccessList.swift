@@ -192,6 +192,9 @@ public struct AccessList: Sendable, Equatable {
         return entry.boards.keys.contains { text in text.hasSuffix("*") && prefix.starts(with: text.dropLast().utf8) }
     }
 
+    /// Whether `user` may act for others (`acts_for`: a gateway's key).
+    public func actsForOthers(_ user: String) -> Bool { users[user]?.actsFor != nil }
+
     /// What `user` may do on `board` (nil: nothing, or no such user).
     public func role(of user: String, on board: String) -> Role? {
         guard let entry = users[user] else { return nil }

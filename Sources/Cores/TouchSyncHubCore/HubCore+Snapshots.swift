@@ -47,17 +47,25 @@ extension HubCore {
         }
     }
 
-    /// Counts a snapshot or board list request in its party's allowance (its
+    /// Counts a snapshot or board-list request in its party's allowance (its
     /// user, the user it asks for, or its connection); past it, refuses it and returns false.
-    /// Counts a snapshot or board-list request: per requester (a user, else
-    /// a connection), and on a plain hub per remote address too, at four
-    /// times that (300 connections of one address, each within its own
-    /// allowance, made the hub encode 1,500 snapshots a second).
+    /// Per requester (a user, else a connection), and on a plain hub per
+    /// remote address too, at four times that (300 connections of one
+    /// address, each within its own allowance, made the hub encode 1,500
+    /// snapshots a second). A gateway asking for itself (`acts_for`) has
+    /// twenty times a user's: one replica per board for all its tabs, where
+    /// 24 boards opened at once were refused down to 5 a second.
     mutating func admitSnapshot(
         by peer: PeerID, party: RequestParty, address: String? = nil, requestID: UInt64, now: Moment, into actions: inout [HubAction]
     ) -> Bool {
         var refusal: String? = nil
-        if !snapshotAllowance.admit(party.allowanceKey.map { Array($0.utf8) } ?? peer.bytes, now: now) {
+        let requester = party.allowanceKey.map { Array($0.utf8) } ?? peer.bytes
+        if party.through == nil, let user = party.user, access?.actsForOthers(user) == true {
+            // A gateway asking for itself: its boards' replicas.
+            if !snapshotAllowanceOfGateways.admit(requester, now: now) {
+                refusal = "more than \(snapshotAllowanceOfGateways.perSecond) snapshot requests per second from gateway \(user)"
+            }
+        } else if !snapshotAllowance.admit(requester, now: now) {
             refusal = "more than \(configuration.limits.maxSnapshotsPerSecond) snapshot requests per second"
         } else if party.allowanceKey == nil, let address, !snapshotAllowancePerAddress.admit(Array(address.utf8), now: now) {
             refusal = "more than \(snapshotAllowancePerAddress.perSecond) snapshot requests per second from address \(address)"

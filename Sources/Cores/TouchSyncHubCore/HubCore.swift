@@ -61,6 +61,11 @@ public struct HubCore {
     var snapshotAllowance: SnapshotAllowance
     /// On a plain hub, a remote address's requests over all its connections: four times one requester's.
     var snapshotAllowancePerAddress: SnapshotAllowance
+    /// A gateway's own requests (a principal with `acts_for`): it keeps one
+    /// replica per board for all its tabs, so opening many boards at once is
+    /// its normal work; `gatewaySnapshotFactor` times a user's.
+    var snapshotAllowanceOfGateways: SnapshotAllowance
+    static let gatewaySnapshotFactor = 20
     /// The sample and byte allowances of each invited user a gateway acts
     /// for, shared by all its tabs (each tab is a session of its own).
     var invitedUserRates: [String: (samples: TokenBucket, bytes: TokenBucket)] = [:]
@@ -117,6 +122,7 @@ public struct HubCore {
             maxBoardsPerUserPerMinute: configuration.limits.maxBoardsCreatedPerUserPerMinute)
         snapshotAllowance = SnapshotAllowance(perSecond: configuration.limits.maxSnapshotsPerSecond)
         snapshotAllowancePerAddress = SnapshotAllowance(perSecond: 4 * configuration.limits.maxSnapshotsPerSecond)
+        snapshotAllowanceOfGateways = SnapshotAllowance(perSecond: Self.gatewaySnapshotFactor * configuration.limits.maxSnapshotsPerSecond)
         self.observer = observer
         origin = now
         nextDeadline = instant  // computed once the rest is set up (below)
