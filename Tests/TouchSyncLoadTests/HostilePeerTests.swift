@@ -80,6 +80,12 @@ struct HostilePeerTests {
             var heavyHello = hello
             heavyHello.hello.sessionID = Data("heavy".utf8)
             _ = try heavy.send(WireCodec.encode(heavyHello), dontWait: true)
+            // Welcomed before the silent sessions below fill the session cap (a loaded run once
+            // seated them first: its hello was refused, and the byte quota never came into play).
+            struct NotWelcomed: Error {}
+            guard let welcome = try heavy.receiveBytes(timeoutMilliseconds: 20_000),
+                case .welcome = try WireCodec.decode(Touchsync_V1_HubReply.self, from: welcome[0]).body
+            else { throw NotWelcomed() }
             var heartbeat = Touchsync_V1_AgentMessage()
             heartbeat.heartbeat = Touchsync_V1_Heartbeat()
             let padding = 900_000
