@@ -273,8 +273,10 @@ public struct BrowserPage: Sendable {
     }
 
     /// Evaluates `expression` until it is true, or fails after `timeout`
-    /// (times `TOUCHSYNC_TEST_SLOWNESS` when the test run says the machine is busy).
-    public func waitFor(_ expression: String, timeout: Duration = .seconds(15)) async throws {
+    /// (times `TOUCHSYNC_TEST_SLOWNESS` when the test run says the machine is
+    /// busy). 30 s by default: a page opened while a whole test run shares two
+    /// cores once took longer than 15 s to be refused its board.
+    public func waitFor(_ expression: String, timeout: Duration = .seconds(30)) async throws {
         let timeout = timeout * Self.slowness
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
