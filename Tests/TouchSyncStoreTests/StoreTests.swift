@@ -132,9 +132,11 @@ struct StoreCatchUpTests {
         let children = ChildProcesses()
         defer { children.killAll() }
         do {
-            let endpoints = try TouchSyncProcess.freePorts(3).map { "tcp://127.0.0.1:\($0)" }
+            // Every endpoint its own free port (the history's default, 5573, is another test's hub's).
+            let endpoints = try TouchSyncProcess.freePorts(4).map { "tcp://127.0.0.1:\($0)" }
             _ = try await children.startHub(
-                ["hub", "--store", server.url, "--name", "hub-a", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
+                ["hub", "--store", server.url, "--name", "hub-a", "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2],
+                 "--history", endpoints[3]])
             let client = ["--board", "ahead", "--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--fast"]
             let first = try await touchsync(["draw", "--seconds", "0.2"] + client)
             #expect(first.status == 0, "\(first.errors)")
