@@ -130,12 +130,7 @@ public final class Child: Sendable {
 
     /// Waits for the child to end, polling on a thread of its own (never a cooperative one).
     public func exited() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            Thread.detachNewThread {
-                while self.poll() == nil { usleep(10_000) }
-                continuation.resume()
-            }
-        }
+        try? await offThePool { while self.poll() == nil { usleep(10_000) } }
     }
 
     public func interrupt() { kill(processIdentifier, SIGINT) }

@@ -242,12 +242,7 @@ final class ThreadSampler<Value: Equatable & Sendable>: Sendable {
     /// Stops sampling (after one last sample) and returns the values seen, in order.
     func stop() async -> [Value] {
         state.withLock { $0.stopped = true }
-        await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
-            Thread.detachNewThread { [done] in
-                done.wait()
-                finished.resume()
-            }
-        }
+        try? await offThePool { [done] in done.wait() }
         return state.withLock { $0.values }
     }
 }
