@@ -11,6 +11,11 @@ extension HubLoop {
         var received = 0
         while received < configuration.sockets.maxMessagesPerTurn {
             guard try ingest.receive(into: routing, dontWait: true) else { return }
+            if behindFront {
+                // The front's part about the connection (`FrontOrigin`) comes between.
+                guard routing.hasMore, try ingest.receive(into: payload, dontWait: true) else { continue }
+                frontOrigin = payload.withUnsafeBytes(FrontOrigin.init(decoding:))
+            }
             guard routing.hasMore, try ingest.receive(into: payload, dontWait: true) else {
                 continue  // a ROUTER always prefixes the routing id; a lone frame is not from a DEALER
             }
@@ -83,7 +88,8 @@ extension HubLoop {
         } else {
             switch message.withUnsafeBytes(AgentRequest.decode) {
             case .success(.hello(var hello)):
-                hello.remoteAddress = message.peerAddress  // per-address quotas (a plain hub's users are connections)
+                // Per-address quotas (a plain hub's users are connections); behind a front, the front read it.
+                hello.remoteAddress = behindFront ? frontOrigin?.address : message.peerAddress
                 handle(.agentMessage(from: peer, .hello(hello), bytes: message.count))
             case .success(let request): handle(.agentMessage(from: peer, request, bytes: message.count))
             case .failure(let error): handle(.undecodable(from: peer, error))

@@ -61,6 +61,11 @@ final class HubLoop {
     let clock = ContinuousClock()
     /// CURVE + ZAP: principals are authenticated users.
     let authenticated: Bool
+    /// A board thread of a hub with several (`HubFront`): its sockets are
+    /// inproc pairs to the front, and each request carries a `FrontOrigin`.
+    let behindFront: Bool
+    /// The origin of the agent message being read (behind a front).
+    var frontOrigin: FrontOrigin? = nil
     /// The last ingest drain stopped at the per-turn limit with messages left.
     var ingestWaiting = false
 
@@ -96,19 +101,20 @@ final class HubLoop {
 
     init(
         configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, store: BoardStoreWriter?,
-        logger: Logger, metricsFactory: any MetricsFactory, mailbox: Mailbox<HubLoopCommand>
+        logger: Logger, metricsFactory: any MetricsFactory, mailbox: Mailbox<HubLoopCommand>, boardThread: Int? = nil
     ) {
         self.configuration = configuration
         core = startup.core
         journal = startup.journal
         self.store = store
         self.logger = logger
-        metrics = HubMetricsExporter(factory: metricsFactory)
+        metrics = HubMetricsExporter(factory: metricsFactory, boardThread: boardThread)
         self.mailbox = mailbox
         ingest = sockets.ingest
         publish = sockets.publish
         subscriberConnections = sockets.subscriberConnections
-        snapshotService = SnapshotService(socket: sockets.snapshots, logger: logger)
+        snapshotService = SnapshotService(socket: sockets.snapshots, logger: logger, behindFront: sockets.behindFront)
+        behindFront = sockets.behindFront
         endpoints = sockets.endpoints
         authenticated = configuration.security != nil
     }

@@ -15,10 +15,14 @@ struct HubStartup {
     let core: HubCore
     let summaries: [RecoveredBoardSummary]
 
-    /// - Parameter stored: the boards loaded from the board store (nil: the hub uses its journal, if any).
+    /// - Parameters:
+    ///   - stored: the boards loaded from the board store (nil: the hub uses its journal, if any).
+    ///   - boardThread: one board thread of several, with the data folder's lock its hub took:
+    ///     its journal recovers and writes only the boards of `index`.
     init(
         configuration: HubConfiguration, stored: [RecoveredBoard]?, access: AccessList?, logger: Logger,
-        metricsFactory: any MetricsFactory, journalReport: @escaping @Sendable ([HubEvent]) -> Void
+        metricsFactory: any MetricsFactory, boardThread: (threads: BoardThreads, index: Int, lock: FolderLock?)? = nil,
+        journalReport: @escaping @Sendable ([HubEvent]) -> Void
     ) throws {
         let clock = ContinuousClock()
         var recovered: [RecoveredBoard] = stored ?? []
@@ -26,7 +30,13 @@ struct HubStartup {
         let journalConfiguration = stored == nil ? configuration.journal : nil
         if let journalConfiguration {
             let jobs = try Mailbox<JournalThread.Job>()
-            let journal = try Journal(configuration: journalConfiguration, logger: logger)
+            let journal: Journal
+            if let (threads, index, lock) = boardThread {
+                journal = try Journal(
+                    configuration: journalConfiguration, logger: logger, sharedLock: lock, holds: { threads.thread(of: $0) == index })
+            } else {
+                journal = try Journal(configuration: journalConfiguration, logger: logger)
+            }
             let started = clock.now
             recovered = try journal.recover(limits: configuration.limits.boardLimits)
             for board in recovered {
@@ -67,6 +77,33 @@ struct HubSockets {
     let endpoints: HubEndpoints
     /// Authenticated hubs: the subscriber connections, so a revocation can end them.
     let subscriberConnections: ZMQAcceptedConnections?
+    /// A board thread's inproc pairs to the hub's front (`HubFront`), not public sockets.
+    let behindFront: Bool
+
+    /// A board thread's sockets: inproc pairs connected to the front's
+    /// (bound first); `endpoints` are the hub's public ones.
+    init(boardThread thread: Int, hubID: String, endpoints: HubEndpoints, context: ZMQContext) throws(ZMQError) {
+        let inproc = HubFront.endpoints(hubID: hubID, thread: thread)
+        var opened: [ZMQSocket] = []
+        do {
+            for endpoint in [inproc.ingest, inproc.publish, inproc.snapshots] {
+                let socket = try ZMQSocket(context, type: .pair)
+                opened.append(socket)
+                try socket.setSendHighWaterMark(0)
+                try socket.setReceiveHighWaterMark(0)
+                try socket.connect(endpoint)
+            }
+        } catch {
+            opened.forEach { $0.close() }
+            throw error
+        }
+        ingest = opened[0]
+        publish = opened[1]
+        snapshots = opened[2]
+        self.endpoints = endpoints
+        subscriberConnections = nil
+        behindFront = true
+    }
 
     init(configuration: HubConfiguration, context: ZMQContext) throws {
         let ingest = try ZMQSocket(context, type: .router)
@@ -111,6 +148,7 @@ struct HubSockets {
             throw error
         }
         subscriberConnections = connections
+        behindFront = false
         self.ingest = ingest
         self.publish = publish
         self.snapshots = snapshots

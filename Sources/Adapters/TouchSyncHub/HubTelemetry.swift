@@ -45,8 +45,11 @@ struct HubMetricsExporter {
     /// What was exported last (counters export the difference).
     private var exported = HubCounters()
 
-    init(factory: any MetricsFactory) {
+    /// - Parameter boardThread: one board thread of several: its gauges carry
+    ///   `thread="N"` (the hub's value is their sum); counters add up as they are.
+    init(factory: any MetricsFactory, boardThread: Int? = nil) {
         self.factory = factory
+        let thread = boardThread.map { [("thread", "\($0)")] } ?? []
         messages = Counter(label: "touchsync_hub_messages_total", factory: factory)
         frames = Counter(label: "touchsync_hub_frames_total", factory: factory)
         samples = Counter(label: "touchsync_hub_samples_total", factory: factory)
@@ -54,11 +57,11 @@ struct HubMetricsExporter {
         duplicates = Counter(label: "touchsync_hub_duplicate_messages_total", factory: factory)
         publishedBytes = Counter(label: "touchsync_hub_published_bytes_total", factory: factory)
         journalFailures = Counter(label: "touchsync_hub_journal_failures_total", factory: factory)
-        agents = Gauge(label: "touchsync_hub_agents", factory: factory)
-        subscriptions = Gauge(label: "touchsync_hub_subscriptions", factory: factory)
-        boards = Gauge(label: "touchsync_hub_boards", factory: factory)
-        behindSeconds = Gauge(label: "touchsync_hub_behind_seconds", factory: factory)
-        allLiveTouches = Gauge(label: "touchsync_hub_live_touches_all_boards", factory: factory)
+        agents = Gauge(label: "touchsync_hub_agents", dimensions: thread, factory: factory)
+        subscriptions = Gauge(label: "touchsync_hub_subscriptions", dimensions: thread, factory: factory)
+        boards = Gauge(label: "touchsync_hub_boards", dimensions: thread, factory: factory)
+        behindSeconds = Gauge(label: "touchsync_hub_behind_seconds", dimensions: thread, factory: factory)
+        allLiveTouches = Gauge(label: "touchsync_hub_live_touches_all_boards", dimensions: thread, factory: factory)
     }
 
     /// Exports what changed since the last call. `liveTouchChanges`: per-board

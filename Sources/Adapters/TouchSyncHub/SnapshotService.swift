@@ -9,10 +9,15 @@ import ZeroMQ
 /// histories): reads the next request, whole, with the peer to answer.
 struct RequestReceiver {
     let socket: ZMQSocket
+    /// Requests come from a hub's front (`HubFront`), each with a `FrontOrigin` part after the routing id.
+    let behindFront: Bool
     private let routing = ZMQMessage()
     private let payload = ZMQMessage()
 
-    init(socket: ZMQSocket) { self.socket = socket }
+    init(socket: ZMQSocket, behindFront: Bool = false) {
+        self.socket = socket
+        self.behindFront = behindFront
+    }
 
     /// The next waiting request (nil: none), decoded, or why it is not one,
     /// with the peer to answer and its authenticated user (CURVE + ZAP; nil without).
@@ -27,11 +32,17 @@ struct RequestReceiver {
         -> (peer: [UInt8], user: String?, request: Result<Request, WireError>, descriptor: Int32?, address: String?)?
     {
         while try socket.receive(into: routing, dontWait: true) {
+            var origin: FrontOrigin? = nil
+            if behindFront {
+                guard routing.hasMore, try socket.receive(into: payload, dontWait: true) else { continue }
+                origin = payload.withUnsafeBytes(FrontOrigin.init(decoding:))
+            }
             guard routing.hasMore, try socket.receive(into: payload, dontWait: true) else { continue }
             while payload.hasMore { _ = try socket.receive(into: payload, dontWait: true) }
             let decoded = payload.withUnsafeBytes { bytes in
                 Result { () throws(WireError) in try WireCodec.decode(type, from: bytes) }
             }
+            if behindFront { return (routing.bytes, nil, decoded, origin?.descriptor, origin?.address) }
             return (routing.bytes, payload.userID, decoded, payload.sourceDescriptor, payload.peerAddress)
         }
         return nil
@@ -45,10 +56,10 @@ struct SnapshotService {
     let logger: Logger
     private let receiver: RequestReceiver
 
-    init(socket: ZMQSocket, logger: Logger) {
+    init(socket: ZMQSocket, logger: Logger, behindFront: Bool = false) {
         self.socket = socket
         self.logger = logger
-        receiver = RequestReceiver(socket: socket)
+        receiver = RequestReceiver(socket: socket, behindFront: behindFront)
     }
 
     /// Handles up to `limit` waiting requests: `snapshot` gives a board's

@@ -46,21 +46,41 @@ public final class TouchSyncHub: Service {
     }
 
     private struct Running {
-        var mailbox: Mailbox<HubLoopCommand>
+        /// The hub loop, or with several board threads each thread's loop (`BoardThreads` order).
+        var loops: [(mailbox: Mailbox<HubLoopCommand>, thread: SocketThread)]
+        var threads: BoardThreads
+        /// With several board threads: the front that owns the public sockets, and the data folder's lock.
+        var front: Front?
         var endpoints: HubEndpoints
-        var thread: SocketThread
-        var history: (mailbox: Mailbox<StopCommand>, thread: SocketThread)?
-        var authentication: AuthenticationService?
+        var history: (mailbox: Mailbox<StopCommand>, thread: SocketThread)? = nil
+        var authentication: AuthenticationService? = nil
         /// The board store's writer and the task that runs it.
-        var store: (writer: BoardStoreWriter, task: Task<Void, Never>)?
+        var store: (writer: BoardStoreWriter, task: Task<Void, Never>)? = nil
+
+        struct Front {
+            var mailbox: Mailbox<StopCommand>
+            var thread: SocketThread
+            var lock: FolderLock?
+
+            func stop() async {
+                mailbox.post(.stop)
+                await thread.finished()
+                lock?.release()
+            }
+        }
+
+        /// The loop of `board`'s thread.
+        func mailbox(of board: String) -> Mailbox<HubLoopCommand> { loops[threads.thread(of: board)].mailbox }
 
         func stop() async {
             if let (historyMailbox, historyThread) = history {
                 historyMailbox.post(.stop)
                 await historyThread.finished()
             }
-            mailbox.post(.stop)
-            await thread.finished()
+            for loop in loops { loop.mailbox.post(.stop) }
+            for loop in loops { await loop.thread.finished() }
+            // After the board threads: what they answered and published last goes out through it.
+            await front?.stop()
             // After the loop: what it appended last is committed before the hub is gone.
             if let (writer, task) = store {
                 writer.stop()
@@ -81,6 +101,11 @@ public final class TouchSyncHub: Service {
     ) throws {
         var configuration = configuration
         var store = store
+        guard configuration.boardThreads >= 1 else { throw HubError.boardThreads("at least 1 board thread") }
+        if configuration.boardThreads > 1 {
+            if configuration.security != nil { throw HubError.boardThreads("more than one board thread does not work with an access list yet") }
+            if store != nil { throw HubError.boardThreads("more than one board thread does not work with a board store yet") }
+        }
         if var settings = store {
             configuration.journal = nil
             configuration.storeCommits = true
@@ -95,11 +120,16 @@ public final class TouchSyncHub: Service {
         self.context = try context ?? ZMQContext()
     }
 
-    /// The kernel's id of the hub loop's thread while it runs (benchmarks read its /proc entry).
-    public var loopThreadID: Int32? {
+    /// The kernel's id of the hub loop's thread while it runs (benchmarks read its /proc entry);
+    /// with several board threads, the first board thread's.
+    public var loopThreadID: Int32? { loopThreadIDs.first }
+
+    /// The kernel's ids of the hub's loop threads while it runs: every board
+    /// thread's, then the front's when it has one.
+    public var loopThreadIDs: [Int32] {
         state.withLock { state in
-            if case .running(let running) = state { return running.thread.systemThreadID }
-            return nil
+            guard case .running(let running) = state else { return [] }
+            return (running.loops.map(\.thread) + [running.front?.thread].compactMap { $0 }).compactMap(\.systemThreadID)
         }
     }
 
@@ -197,31 +227,16 @@ public final class TouchSyncHub: Service {
             }
             history = (historyMailbox, historyThread, endpoint)
         }
-        let thread = SocketThread(name: "touchsync-hub")
         do {
-            // Built on its own thread: the sockets never leave it (the journal goes to a thread of its own).
-            var endpoints = try await thread.start { [self] in
-                let sockets = try HubSockets(configuration: configuration, context: context)
-                let startup: HubStartup
-                do {
-                    startup = try HubStartup(
-                        configuration: configuration, stored: stored?.loaded.boards, access: access?.current, logger: logger,
-                        metricsFactory: metricsFactory) { events in mailbox.post(.journal(events)) }
-                } catch {
-                    sockets.close()
-                    throw error
-                }
-                self.recoveredBoards.withLock { $0 = startup.summaries }
-                let loop = HubLoop(
-                    configuration: configuration, sockets: sockets, startup: startup, store: stored?.writer,
-                    logger: logger, metricsFactory: metricsFactory, mailbox: mailbox)
-                return (loop.endpoints, loop.run)
-            }
-            endpoints.history = history?.endpoint
-            let storeTask = stored.map { stored in (stored.writer, Task { await stored.writer.run(startingWith: stored.loaded) }) }
-            return Running(
-                mailbox: mailbox, endpoints: endpoints, thread: thread, history: history.map { ($0.mailbox, $0.thread) },
-                authentication: authentication, store: storeTask)
+            var running =
+                configuration.boardThreads > 1
+                ? try await launchBoardThreads(mailbox: mailbox, access: access)
+                : try await launchLoop(mailbox: mailbox, access: access, stored: stored)
+            running.endpoints.history = history?.endpoint
+            running.history = history.map { ($0.mailbox, $0.thread) }
+            running.authentication = authentication
+            running.store = stored.map { stored in (stored.writer, Task { await stored.writer.run(startingWith: stored.loaded) }) }
+            return running
         } catch {
             if let history {
                 history.mailbox.post(.stop)
@@ -230,6 +245,102 @@ public final class TouchSyncHub: Service {
             await stopAuthentication()
             throw error
         }
+    }
+
+    /// One loop thread that owns the sockets and every board.
+    private func launchLoop(
+        mailbox: Mailbox<HubLoopCommand>, access: AccessControl?, stored: (loaded: BoardStoreLoader.Loaded, writer: BoardStoreWriter)?
+    ) async throws -> Running {
+        let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
+        let thread = SocketThread(name: "touchsync-hub")
+        // Built on its own thread: the sockets never leave it (the journal goes to a thread of its own).
+        let endpoints = try await thread.start { [self] in
+            let sockets = try HubSockets(configuration: configuration, context: context)
+            let startup: HubStartup
+            do {
+                startup = try HubStartup(
+                    configuration: configuration, stored: stored?.loaded.boards, access: access?.current, logger: logger,
+                    metricsFactory: metricsFactory) { events in mailbox.post(.journal(events)) }
+            } catch {
+                sockets.close()
+                throw error
+            }
+            self.recoveredBoards.withLock { $0 = startup.summaries }
+            let loop = HubLoop(
+                configuration: configuration, sockets: sockets, startup: startup, store: stored?.writer,
+                logger: logger, metricsFactory: metricsFactory, mailbox: mailbox)
+            return (loop.endpoints, loop.run)
+        }
+        return Running(loops: [(mailbox, thread)], threads: BoardThreads(count: 1), front: nil, endpoints: endpoints)
+    }
+
+    /// A front thread that owns the public sockets, then one loop thread per
+    /// share of the boards (`BoardThreads`), each with its own journal on
+    /// the one data folder, started one after the other.
+    private func launchBoardThreads(mailbox first: Mailbox<HubLoopCommand>, access: AccessControl?) async throws -> Running {
+        let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
+        let threads = BoardThreads(count: configuration.boardThreads)
+        let hubID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let frontMailbox = try Mailbox<StopCommand>()
+        let frontThread = SocketThread(name: "touchsync-front")
+        let endpoints = try await frontThread.start {
+            let sockets = try HubSockets(configuration: configuration, context: context)
+            let front: HubFront
+            do {
+                front = try HubFront(
+                    sockets: sockets, threads: threads, hubID: hubID, context: context, logger: logger,
+                    maxMessagesPerTurn: configuration.sockets.maxMessagesPerTurn, mailbox: frontMailbox)
+            } catch {
+                sockets.close()
+                throw error
+            }
+            return (sockets.endpoints, front.run)
+        }
+        var front = Running.Front(mailbox: frontMailbox, thread: frontThread, lock: nil)
+        var loops: [(mailbox: Mailbox<HubLoopCommand>, thread: SocketThread)] = []
+        func undo() async {
+            for loop in loops { loop.mailbox.post(.stop) }
+            for loop in loops { await loop.thread.finished() }
+            await front.stop()
+        }
+        do {
+            // Every endpoint is bound (above) before the data folder is opened.
+            let lock = try configuration.journal.map { journal throws(JournalError) in try Journal.openFolder(journal.directory) }
+            front.lock = lock
+            var shared = configuration
+            shared.limits.maxSessions = threads.share(of: configuration.limits.maxSessions)
+            shared.limits.maxBoards = threads.share(of: configuration.limits.maxBoards)
+            let threadConfiguration = shared
+            var summaries: [RecoveredBoardSummary] = []
+            for index in 0..<threads.count {
+                let mailbox = index == 0 ? first : try Mailbox<HubLoopCommand>()
+                let thread = SocketThread(name: "touchsync-hub-\(index)")
+                let recovered = try await thread.start {
+                    let sockets = try HubSockets(boardThread: index, hubID: hubID, endpoints: endpoints, context: context)
+                    let startup: HubStartup
+                    do {
+                        startup = try HubStartup(
+                            configuration: threadConfiguration, stored: nil, access: access?.current, logger: logger,
+                            metricsFactory: metricsFactory, boardThread: (threads, index, lock)
+                        ) { events in mailbox.post(.journal(events)) }
+                    } catch {
+                        sockets.close()
+                        throw error
+                    }
+                    let loop = HubLoop(
+                        configuration: threadConfiguration, sockets: sockets, startup: startup, store: nil,
+                        logger: logger, metricsFactory: metricsFactory, mailbox: mailbox, boardThread: index)
+                    return (startup.summaries, loop.run)
+                }
+                loops.append((mailbox, thread))
+                summaries += recovered
+            }
+            recoveredBoards.withLock { $0 = summaries }
+        } catch {
+            await undo()
+            throw error
+        }
+        return Running(loops: loops, threads: threads, front: front, endpoints: endpoints)
     }
 
     /// The boards recovered from the journal when the hub started (empty without a journal).
@@ -275,7 +386,8 @@ public final class TouchSyncHub: Service {
         guard case .running(let running) = state.withLock({ $0 }) else { return }
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
-                await running.thread.finished()
+                // A board thread that ends (told to stop, or failed) ends the hub.
+                await running.loops[0].thread.finished()
             } onCancel: {
                 self.requestStop()
             }
@@ -287,7 +399,7 @@ public final class TouchSyncHub: Service {
 
     private func requestStop() {
         state.withLock { state in
-            if case .running(let running) = state { running.mailbox.post(.stop) }
+            if case .running(let running) = state { for loop in running.loops { loop.mailbox.post(.stop) } }
         }
     }
 
@@ -298,7 +410,7 @@ public final class TouchSyncHub: Service {
     public func reloadAccessList() -> Result<Int, AccessListError> {
         guard let (access, mailbox) = state.withLock({ state -> (AccessControl, Mailbox<HubLoopCommand>)? in
             guard case .running(let running) = state, let authentication = running.authentication else { return nil }
-            return (authentication.access, running.mailbox)
+            return (authentication.access, running.loops[0].mailbox)
         }) else { return .failure(.invalid("this hub does not authenticate (no --access list)")) }
         return access.reload().map { list in
             mailbox.post(.accessChanged(list))
@@ -310,7 +422,7 @@ public final class TouchSyncHub: Service {
     /// published first), or nil when the board does not exist.
     public func boardState(_ board: String) async -> BoardState? {
         guard let mailbox = state.withLock({ state -> Mailbox<HubLoopCommand>? in
-            if case .running(let running) = state { return running.mailbox }
+            if case .running(let running) = state { return running.mailbox(of: board) }
             return nil
         }) else { return nil }
         let copy = Completion<BoardState?>()
@@ -330,11 +442,14 @@ extension Optional {
 public enum HubError: Error, CustomStringConvertible {
     case alreadyStarted
     case stoppedWhileStarting
+    /// `HubConfiguration.boardThreads` cannot be served as asked.
+    case boardThreads(String)
 
     public var description: String {
         switch self {
         case .alreadyStarted: "the hub was already started or stopped (a hub runs once; make a new one to serve again)"
         case .stoppedWhileStarting: "the hub was stopped while it started: it no longer listens"
+        case .boardThreads(let why): "board threads: \(why)"
         }
     }
 }

@@ -171,14 +171,15 @@ final class JournalFile {
 /// An exclusive `flock` on a data folder's lock file, held as long as this
 /// value lives: a second hub on the same folder is refused at start, and the
 /// lock goes with the process however it ends (even SIGKILL).
-final class FolderLock {
+public final class FolderLock: @unchecked Sendable {
     static let fileName = "touchsync.lock"
     private var descriptor: Int32
     private let path: String
     /// The lock files this process holds now: a second journal on one of them is refused at once.
     private static let held = Mutex<Set<String>>([])
 
-    init(folder: String) throws(JournalError) {
+    /// The lock of `folder`, which must exist; throws `.locked` naming the holder when another journal has it.
+    public init(folder: String) throws(JournalError) {
         let path = folder + "/" + Self.fileName
         self.path = path
         let ours = "pid \(getpid())"
@@ -219,7 +220,7 @@ final class FolderLock {
 
     deinit { release() }
 
-    func release() {
+    public func release() {
         if descriptor >= 0 {
             _ = Glibc.close(descriptor)  // closing the descriptor releases the flock
             descriptor = -1

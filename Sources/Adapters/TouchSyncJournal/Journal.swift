@@ -33,16 +33,40 @@ public final class Journal {
     private var lastSync: ContinuousClock.Instant
     /// Held for the journal's life: one hub per data folder.
     private let lock: FolderLock
+    /// The lock is this journal's (false: a hub's board threads share it, and the hub releases it).
+    private let ownsLock: Bool
+    /// The boards this journal recovers and writes (a board thread's share of the folder).
+    private let holds: @Sendable (String) -> Bool
 
     /// Opens (creating) the data folder, takes its lock (another hub holding
     /// it is an error naming its pid) and checks that it takes writes.
-    public init(configuration: JournalConfiguration, logger: Logger) throws(JournalError) {
+    ///
+    /// A hub with several board threads opens one journal per thread on the
+    /// same folder: `sharedLock` is the folder's lock, taken once (see
+    /// `openFolder`), and `holds` says which boards are the thread's.
+    public init(
+        configuration: JournalConfiguration, logger: Logger, sharedLock: FolderLock? = nil,
+        holds: @escaping @Sendable (String) -> Bool = { _ in true }
+    ) throws(JournalError) {
         self.configuration = configuration
         self.logger = logger
+        self.holds = holds
         lastSync = clock.now
-        try JournalFile.makeDirectory(configuration.directory)
-        lock = try FolderLock(folder: configuration.directory)
-        try JournalFile.probeWritable(configuration.directory)
+        if let sharedLock {
+            lock = sharedLock
+            ownsLock = false
+        } else {
+            lock = try Self.openFolder(configuration.directory)
+            ownsLock = true
+        }
+    }
+
+    /// Creates the data folder when missing, takes its lock and checks that it takes writes.
+    public static func openFolder(_ directory: String) throws(JournalError) -> FolderLock {
+        try JournalFile.makeDirectory(directory)
+        let lock = try FolderLock(folder: directory)
+        try JournalFile.probeWritable(directory)
+        return lock
     }
 
     /// Reads every board back to its last durable state, repairs torn or
@@ -50,7 +74,7 @@ public final class Journal {
     public func recover(limits: BoardLimits = BoardLimits()) throws(JournalError) -> [RecoveredBoard] {
         var boards: [RecoveredBoard] = []
         for folder in try JournalFile.list(configuration.directory) {
-            guard let name = BoardFolderName.decode(folder), BoardFolderName.encode(name) == folder else { continue }
+            guard let name = BoardFolderName.decode(folder), BoardFolderName.encode(name) == folder, holds(name) else { continue }
             let path = configuration.directory + "/" + folder
             guard let (recovered, writer) = try recoverBoard(name: name, folder: path, limits: limits) else { continue }
             if let writer { writers[name] = writer }
@@ -355,7 +379,7 @@ public final class Journal {
         for writer in writers.values { writer.close() }
         writers.removeAll()
         openBoards.removeAll()
-        lock.release()
+        if ownsLock { lock.release() }
     }
 }
 

@@ -125,6 +125,21 @@ public final class ZMQSocket {
         try send(Array(text.utf8), more: more, dontWait: dontWait)
     }
 
+    /// Sends `message`'s content without copying it (libzmq takes it over;
+    /// `message` is empty afterwards, ready to receive into again).
+    /// Returns false, with `message` unchanged, as `send(_:more:dontWait:)` does.
+    @discardableResult
+    public func send(_ message: ZMQMessage, more: Bool = false, dontWait: Bool = false) throws(ZMQError) -> Bool {
+        let socket = try open("send")
+        let flags = (more ? ZMQ_SNDMORE : 0) | (dontWait ? ZMQ_DONTWAIT : 0)
+        do {
+            try zmqCall("send") { zmq_msg_send(message.raw, socket, flags) }
+            return true
+        } catch where error.isWouldBlock && dontWait {
+            return false
+        }
+    }
+
     /// Sends all parts as one multipart message (delivered all or nothing).
     @discardableResult
     public func send(multipart parts: [[UInt8]], dontWait: Bool = false) throws(ZMQError) -> Bool {

@@ -21,6 +21,8 @@ public struct ZMQError: Error, Equatable, Sendable, CustomStringConvertible {
     public var isTerminated: Bool { code == ETERM }
     /// A non-blocking call found nothing to do.
     public var isWouldBlock: Bool { code == EAGAIN }
+    /// A ROUTER with `ROUTER_MANDATORY` has no connection with that routing id (any more).
+    public var isHostUnreachable: Bool { code == EHOSTUNREACH }
 }
 
 /// The one way this module calls into libzmq: a `-1` result becomes a thrown

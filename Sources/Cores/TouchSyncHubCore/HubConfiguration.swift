@@ -47,6 +47,13 @@ public struct HubConfiguration: Sendable {
     /// others with WRONG_HUB naming the right hub. Default nil: every board.
     public var cluster: (map: ClusterMap, name: String)? = nil
 
+    /// Board threads: the boards are spread over this many threads
+    /// (`BoardThreads`), each with its own core, journal and publishing,
+    /// behind one front thread that owns the public sockets (`touchsync hub
+    /// --threads`). Default 1: one thread owns the sockets and every board.
+    /// Above 1 not yet with `security` or a board store.
+    public var boardThreads = 1
+
     /// Time-outs and intervals: liveness, heartbeats, publishing, acknowledging, busy notices.
     public var timing = Timing()
 

@@ -121,6 +121,10 @@ struct HubCommand: AsyncParsableCommand {
         parsing: .unconditional,
         help: "ZeroMQ I/O threads (the agents' and subscribers' connections are spread over them). Default: one per two cores beyond the first two, 1 to 4.")
     var ioThreads: Int?
+    @Option(
+        parsing: .unconditional,
+        help: "Board threads: the boards are spread over this many threads, each with its own share of the boards, journal and publishing, behind one front thread (clients see one hub). Not yet with --access or --store.")
+    var threads = 1
     @OptionGroup var logging: LoggingOptions
 
     /// ZeroMQ I/O threads by default: the hub thread and the generator-free
@@ -129,6 +133,10 @@ struct HubCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let ioThreads, !(1...64).contains(ioThreads) { throw ValidationError("--io-threads must be 1 to 64") }
+        guard (1...64).contains(threads) else { throw ValidationError("--threads must be 1 to 64") }
+        if threads > 1 && (access != nil || stored.store != nil) {
+            throw ValidationError("--threads above 1 does not work with --access or --store yet")
+        }
         for (endpoint, option) in [(ingest, "--ingest"), (publish, "--publish"), (snapshot, "--snapshot"), (history, "--history")] {
             if let endpoint { try validateEndpoint(endpoint, option: option, binds: true) }
         }
@@ -232,6 +240,7 @@ struct HubCommand: AsyncParsableCommand {
             configuration.cluster = (map, name)
         }
         configuration.security = try serverSecurity(key: key, access: access)
+        configuration.boardThreads = threads
         var storeConfiguration: BoardStoreConfiguration? = nil
         if let address = try stored.address() {
             let ingestEndpoint = configuration.ingestEndpoint

@@ -1,0 +1,146 @@
+import TestSupport
+import Foundation
+import Testing
+import TouchSyncClient
+import TouchSyncCore
+import TouchSyncHub
+import TouchSyncHubCore
+import TouchSyncSimulation
+import TouchSyncWire
+import ZeroMQ
+
+/// A hub whose boards are spread over several board threads behind one
+/// front (`HubConfiguration.boardThreads`, `touchsync hub --threads`): real
+/// sockets over TCP, a real journal folder. Clients must not see the split.
+@Suite("Board threads", .timeLimit(.minutes(2)))
+struct BoardThreadsTests {
+    /// Boards of every thread, drawn on at once: each subscriber ends with
+    /// its hub board, the board list names them all in order, and a hub
+    /// started again on the folder with another thread count (the boards
+    /// fall to other threads) recovers every board as it was.
+    @Test func boardsOnEveryThreadAreServedAsOneHub() async throws {
+        let directory = NSTemporaryDirectory() + "touchsync-threads-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let boards = (0..<6).map { "threads-\($0)" }
+        let threads = BoardThreads(count: 3)
+        #expect(Set(boards.map(threads.thread(of:))).count == 3, "the boards fall on every thread")
+
+        let test = try await TestHub.start {
+            $0.boardThreads = 3
+            $0.journal = JournalConfiguration(directory: directory)
+        }
+        let subscribers = try boards.map { try test.subscriber(board: $0) }
+        var profile = SimulationProfile()
+        profile.users = 2
+        profile.fingersPerUser = 2
+        var simulators = boards.indices.map { SessionSimulator(seed: UInt64(30 + $0), profile: profile) }
+        var agents: [[TouchAgent]] = []
+        for (index, board) in boards.enumerated() {
+            // The same two users on every board: each board's users say hello as `u0@board`…
+            agents.append(try simulators[index].users.map { try test.agent(board: board, identity: "\($0.rawValue)@\(board)") })
+        }
+        for step in 0..<400 {
+            for index in boards.indices {
+                if case .frame(let user, let frame, _) = simulators[index].next() {
+                    agents[index][simulators[index].users.firstIndex(of: user)!].send(frame.changes, alive: frame.aliveTouches)
+                }
+            }
+            if step % 20 == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        for agent in agents.joined() { #expect(await agent.flush(timeout: .seconds(20))) }
+        // Their goodbyes cancel what is still down: the boards as they stay.
+        for agent in agents.joined() { await agent.stop() }
+        var digests: [String: BoardDigest] = [:]
+        for (index, board) in boards.enumerated() {
+            #expect(try await eventually { try await test.board(board).liveTouchCount == 0 })
+            let state = try await test.board(board)
+            #expect(state.sequence > 3 && !state.acceptedStrokes.isEmpty)
+            digests[board] = state.digest
+            #expect(await subscribers[index].waitUntil(sequence: state.sequence, timeout: .seconds(10)))
+            #expect(await subscribers[index].replica()?.digest == state.digest, "board \(board)'s subscriber differs")
+        }
+        // One list, merged from every thread, in name order; paged the same way.
+        let all = try await BoardDirectory.list(endpoint: test.endpoints.snapshot, context: test.context)
+        #expect(all.boards.map(\.board) == boards && !all.more)
+        let first = try await BoardDirectory.list(endpoint: test.endpoints.snapshot, limit: 4, context: test.context)
+        #expect(first.boards.map(\.board) == Array(boards.prefix(4)) && first.more)
+        let rest = try await BoardDirectory.list(endpoint: test.endpoints.snapshot, after: "threads-3", context: test.context)
+        #expect(rest.boards.map(\.board) == Array(boards.suffix(2)) && !rest.more)
+
+        for subscriber in subscribers { await subscriber.stop() }
+        await test.hub.stop()
+
+        let again = try await TestHub.start {
+            $0.boardThreads = 2
+            $0.journal = JournalConfiguration(directory: directory)
+        }
+        #expect(Dictionary(uniqueKeysWithValues: again.hub.recovered.map { ($0.board, $0.digest) }) == digests)
+        for board in boards {
+            let subscriber = try again.subscriber(board: board)
+            let state = try await again.board(board)
+            #expect(state.digest == digests[board])
+            #expect(await subscriber.waitUntil(sequence: state.sequence, timeout: .seconds(10)))
+            #expect(await subscriber.replica()?.digest == digests[board])
+            await subscriber.stop()
+        }
+        await again.hub.stop()
+    }
+
+    /// One session per user, whichever thread its board is on: a user's new
+    /// session on a board of another thread ends the old one at once (its
+    /// touch is cancelled), as on a hub with one thread, not after the
+    /// abandon time-out.
+    /// With one thread the same steps give the same answers.
+    @Test(arguments: [1, 2])
+    func aUsersNewSessionOnAnotherThreadsBoardEndsTheOldOne(boardThreads: Int) async throws {
+        let threads = BoardThreads(count: 2)
+        let first = "mover-a"
+        let second = try #require((0..<100).map { "mover-b\($0)" }.first { threads.thread(of: $0) != threads.thread(of: first) })
+        let test = try await TestHub.start {
+            $0.boardThreads = boardThreads
+            $0.timing.abandonTimeout = .seconds(60)
+            $0.timing.livenessTimeout = .seconds(30)
+        }
+        let agent = try RawAgent(test, identity: "mover")
+        defer { agent.socket.close() }
+        try agent.hello(board: first, session: "session-1")
+        #expect(try await agent.nextWelcome() != nil)
+        try agent.frame(1, [TouchChange(touch: TouchID(1), phase: .began, samples: [Sample(x: 64, y: 64, time: 1000)])])
+        #expect(try await eventually { try await test.board(first).liveTouchCount == 1 })
+
+        try agent.hello(board: second, session: "session-2")
+        let welcome = try #require(try await agent.nextWelcome())
+        #expect(welcome.board == second && welcome.appliedThrough == 0)
+        #expect(try await eventually(timeout: .seconds(5)) { try await test.board(first).liveTouchCount == 0 })
+        // The new session draws on its board.
+        try agent.frame(1, [TouchChange(touch: TouchID(1), phase: .began, samples: [Sample(x: 64, y: 64, time: 1000)])])
+        #expect(try await eventually { try await test.board(second).liveTouchCount == 1 })
+        await test.hub.stop()
+    }
+
+    /// A hello the other thread refuses does not end the session the user has.
+    @Test(arguments: [1, 2])
+    func aRefusedHelloElsewhereKeepsTheSession(boardThreads: Int) async throws {
+        let test = try await TestHub.start {
+            $0.boardThreads = boardThreads
+            $0.timing.abandonTimeout = .seconds(60)
+        }
+        let agent = try RawAgent(test, identity: "stayer")
+        defer { agent.socket.close() }
+        try agent.hello(board: "stay-here", session: "session-1")
+        #expect(try await agent.nextWelcome() != nil)
+        try agent.frame(1, [TouchChange(touch: TouchID(1), phase: .began, samples: [Sample(x: 64, y: 64, time: 1000)])])
+        #expect(try await eventually { try await test.board("stay-here").liveTouchCount == 1 })
+        // A resume the other board's thread cannot honour: CANNOT_RESUME.
+        let elsewhere = try #require((0..<100).map { "elsewhere-\($0)" }.first {
+            BoardThreads(count: 2).thread(of: $0) != BoardThreads(count: 2).thread(of: "stay-here")
+        })
+        try agent.hello(board: elsewhere, session: "session-2", resumeAfter: 5)
+        #expect(try await agent.nextError()?.code == .cannotResume)
+        // The session goes on where it was: its next frame is applied there.
+        try agent.frame(2, [TouchChange(touch: TouchID(1), phase: .ended, samples: [Sample(x: 128, y: 64, time: 2000)])])
+        #expect(try await eventually { try await test.board("stay-here").acceptedStrokes.count == 1 })
+        #expect(try await test.board("stay-here").liveTouchCount == 0)
+        await test.hub.stop()
+    }
+}
