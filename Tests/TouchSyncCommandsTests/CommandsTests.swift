@@ -7,6 +7,7 @@ import TestSupport
 import Testing
 import TouchSyncCommands
 import TouchSyncCore
+import TouchSyncHubCore
 import TouchSyncLoad
 import TouchSyncWire
 import ZeroMQ
@@ -74,6 +75,10 @@ struct CommandsTests {
         _ = try TouchSyncCommand.parseAsRoot(["hub", "--store", "postgres://u@h:5432/d", "--advertise", "hub-a", "--ingest", "tcp://*:5570", "--insecure"])
         _ = try TouchSyncCommand.parseAsRoot(["relay", "--hub-feed", "tcp://b:5571,tcp://b:5572"])
         _ = try TouchSyncCommand.parseAsRoot(["hub", "--fsync", "batch", "--data", "/tmp/x"])
+        _ = try TouchSyncCommand.parseAsRoot(["hub", "--threads", "4"])
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["hub", "--threads", "0"]) }
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["hub", "--threads", "2", "--access", "users.json"]) }
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["hub", "--threads", "2", "--store", "postgres://u@h:5432/d"]) }
         _ = try TouchSyncCommand.parseAsRoot(["replay", "--board", "b", "--speed", "max", "--from", "1.5"])
         _ = try TouchSyncCommand.parseAsRoot(["render", "--board", "b", "--data", "d", "--frames", "out", "--fps", "5"])
         _ = try TouchSyncCommand.parseAsRoot(["demo", "--steps", "10"])
@@ -209,6 +214,60 @@ struct ProcessTests {
         #expect(without.status == 64 && without.errors.contains("give its --hub too"), "\(without.errors)")
         let noIO = try await touchsync(["hub", "--io-threads", "0"])
         #expect(noIO.status == 64 && noIO.errors.contains("--io-threads must be 1 to 64"), "\(noIO.errors)")
+    }
+
+    /// `hub --threads 3` (boards spread over board threads behind one
+    /// front), SIGKILLed mid-run: the load loses and duplicates nothing on
+    /// six boards of every thread, and after a second SIGKILL a hub with
+    /// another thread count (the boards fall to other threads) recovers every
+    /// board at the digest the load saw.
+    @Test(.timeLimit(.minutes(2)))
+    func aHubWithBoardThreadsKilledMidRunLosesNothing() async throws {
+        let children = ChildProcesses()
+        defer { children.killAll() }
+        let ports = try TouchSyncProcess.freePorts(4)
+        let data = try temporaryFolder("threads-kill")
+        let report = data + "/report.json"
+        defer { try? FileManager.default.removeItem(atPath: data) }
+        let endpoints = ["--publish", "tcp://127.0.0.1:\(ports[1])", "--snapshot", "tcp://127.0.0.1:\(ports[2])"]
+        func hubArguments(threads: Int) -> [String] {
+            ["hub", "--threads", "\(threads)", "--ingest", "tcp://127.0.0.1:\(ports[0])"] + endpoints
+                + ["--history", "tcp://127.0.0.1:\(ports[3])", "--data", data + "/journal", "--fsync", "batch"]
+        }
+        var (hub, _, _) = try await children.startHub(hubArguments(threads: 3))
+        let (load, loadOutput) = try children.run(
+            ["load", "--hub", "tcp://127.0.0.1:\(ports[0])"] + endpoints + [
+                "--users", "6", "--fingers", "2", "--boards", "6", "--duration", "4", "--seed", "23", "--json", report,
+                "--drain-timeout", "30",
+            ])
+        let deadline = ContinuousClock.now + .seconds(20)
+        while directoryBytes(data + "/journal") < 16 << 10 && ContinuousClock.now < deadline && load.isRunning {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(load.isRunning, "the load run ended before the hub was killed")
+        kill(hub.processIdentifier, SIGKILL)
+        await hub.exited()
+        (hub, _, _) = try await children.startHub(hubArguments(threads: 3))
+        await load.exited()
+        let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
+        #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any])
+        #expect(object["lost"] as? Int == 0 && object["duplicated"] as? Int == 0 && object["converged"] as? Bool == true, "\(loadText)")
+        let digests = try #require(object["board_digests"] as? [String: String])
+        #expect(digests.count == 6)
+        let threads = BoardThreads(count: 3)
+        #expect(Set(digests.keys.map(threads.thread(of:))).count == 3, "the load's boards fall on every thread")
+
+        kill(hub.processIdentifier, SIGKILL)
+        await hub.exited()
+        let (restarted, restartedOutput, restartedStart) = try await children.startHub(hubArguments(threads: 2))
+        restarted.interrupt()
+        await restarted.exited()
+        let restartText = restartedStart + String(decoding: await restartedOutput.readToEnd(), as: UTF8.self)
+        #expect(restartText.contains("6 board(s) recovered") && !restartText.contains("DAMAGE"), "\(restartText)")
+        for (board, digest) in digests {
+            #expect(restartText.contains("\(board): batch ") && restartText.contains("digest \(digest)"), "\(board) \(digest): \(restartText)")
+        }
     }
 
     @Test(.timeLimit(.minutes(2)))
