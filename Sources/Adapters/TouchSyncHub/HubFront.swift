@@ -106,7 +106,10 @@ final class HubFront {
                 deadline: { nil },
                 commands: { commands in
                     guard commands.contains(where: { if case .stop = $0 { true } else { false } }) else { return .proceed }
-                    for thread in links.indices { try forwardFromThread(thread, unbounded: true) }
+                    // The board threads have stopped: what they sent last (final acks, publications) goes out.
+                    for thread in links.indices {
+                        while try forwardAnswers(from: thread) + forwardPublications(from: thread) + forwardSnapshotAnswers(from: thread) > 0 {}
+                    }
                     return .stop
                 },
                 readable: { index in
@@ -129,12 +132,6 @@ final class HubFront {
         } catch {
             logger.critical("hub front failed", metadata: ["error": "\(error)"])
         }
-    }
-
-    private func forwardFromThread(_ thread: Int, unbounded: Bool) throws(ZMQError) {
-        try forwardAnswers(from: thread)
-        try forwardPublications(from: thread)
-        try forwardSnapshotAnswers(from: thread)
     }
 
     // MARK: Agents
@@ -221,10 +218,11 @@ final class HubFront {
     /// A board thread's answers to agents, out through the ingest socket;
     /// a welcome for a session that moved from another thread ends the
     /// previous session there.
-    private func forwardAnswers(from thread: Int) throws(ZMQError) {
+    @discardableResult
+    private func forwardAnswers(from thread: Int) throws(ZMQError) -> Int {
         let link = links[thread].ingest
-        for _ in 0..<maxMessagesPerTurn {
-            guard try receiveAnswer(from: link) else { return }
+        for count in 0..<maxMessagesPerTurn {
+            guard try receiveAnswer(from: link) else { return count }
             if routing.hasPendingHellos { try noteHelloAnswers(from: thread) }
             if thread != 0 && answer.count > 2 && !dropConnectionReplies() { continue }
             for (index, message) in answer.enumerated() {
@@ -237,6 +235,7 @@ final class HubFront {
             }
             for message in answer { message.reset() }
         }
+        return maxMessagesPerTurn
     }
 
     /// Every thread answers a connection's heartbeat on channel 0; the
@@ -340,15 +339,17 @@ final class HubFront {
     }
 
     /// A board thread's publications, out through the publish socket.
-    private func forwardPublications(from thread: Int) throws(ZMQError) {
+    @discardableResult
+    private func forwardPublications(from thread: Int) throws(ZMQError) -> Int {
         let link = links[thread].publish
-        for _ in 0..<maxMessagesPerTurn {
-            guard try receiveAnswer(from: link) else { return }
+        for count in 0..<maxMessagesPerTurn {
+            guard try receiveAnswer(from: link) else { return count }
             for (index, message) in answer.enumerated() {
                 guard try sockets.publish.send(message, more: index < answer.count - 1, dontWait: true) else { break }
             }
             for message in answer { message.reset() }
         }
+        return maxMessagesPerTurn
     }
 
     // MARK: Snapshots
@@ -377,10 +378,11 @@ final class HubFront {
     }
 
     /// A board thread's snapshot chunks and answers, out; its part of a board list merged first.
-    private func forwardSnapshotAnswers(from thread: Int) throws(ZMQError) {
+    @discardableResult
+    private func forwardSnapshotAnswers(from thread: Int) throws(ZMQError) -> Int {
         let link = links[thread].snapshots
-        for _ in 0..<maxMessagesPerTurn {
-            guard try receiveAnswer(from: link) else { return }
+        for count in 0..<maxMessagesPerTurn {
+            guard try receiveAnswer(from: link) else { return count }
             defer { for message in answer { message.reset() } }
             if !lists.isEmpty, answer.count == 2, try mergeBoardList() { continue }
             for (index, message) in answer.enumerated() {
@@ -391,6 +393,7 @@ final class HubFront {
                 }
             }
         }
+        return maxMessagesPerTurn
     }
 
     /// Takes `answer` into a board list being merged (true), answering the

@@ -386,8 +386,14 @@ public final class TouchSyncHub: Service {
         guard case .running(let running) = state.withLock({ $0 }) else { return }
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
-                // A board thread that ends (told to stop, or failed) ends the hub.
-                await running.loops[0].thread.finished()
+                // Any of its threads that ends (told to stop, or failed) ends the hub.
+                await withTaskGroup(of: Void.self) { group in
+                    for thread in running.loops.map(\.thread) + [running.front?.thread].compactMap({ $0 }) {
+                        group.addTask { await thread.finishedUnlessCancelled() }
+                    }
+                    await group.next()
+                    group.cancelAll()
+                }
             } onCancel: {
                 self.requestStop()
             }

@@ -59,4 +59,9 @@ public final class SocketThread: Sendable {
     public func finished() async {
         await completion.join()
     }
+
+    /// Returns when the thread has finished, or at once when the calling task is cancelled.
+    public func finishedUnlessCancelled() async {
+        _ = await completion.wait()
+    }
 }
