@@ -141,12 +141,14 @@ final class HubFront {
         for _ in 0..<maxMessagesPerTurn {
             guard try sockets.ingest.receive(into: routingID, dontWait: true) else { return }
             guard routingID.hasMore, try sockets.ingest.receive(into: part, dontWait: true) else { continue }
-            let origin = FrontOrigin(of: part).encoded
             let connection = routingID.bytes
             if !part.hasMore {
                 let peer = PeerID(connection)
                 let thread: Int
+                // Only a hello's origin is read (its address counts in per-address allowances).
+                var origin = Self.noOrigin
                 if let hello = Self.hello(in: part) {
+                    origin = FrontOrigin(of: part).encoded
                     thread = routing.hello(from: peer, principal: Peer(routingID: connection).principal, board: hello.board)
                 } else if case .thread(let routed) = routing.destination(of: peer) {
                     thread = routed
@@ -159,9 +161,12 @@ final class HubFront {
                 _ = try link.send(part, dontWait: true)
                 continue
             }
-            try forwardMultiplexed(connection: connection, origin: origin)
+            try forwardMultiplexed(connection: connection, origin: FrontOrigin(of: part).encoded)
         }
     }
+
+    /// The origin part of a message whose origin the thread does not use.
+    private static let noOrigin = FrontOrigin(descriptor: nil, address: nil).encoded
 
     /// A multiplexed connection's pairs (channel, agent message), each to its
     /// session's thread, in order; channel 0 (the connection's heartbeat or
@@ -314,8 +319,7 @@ final class HubFront {
     private func sayGoodbye(for departure: FrontRouting.Departure) throws(ZMQError) {
         var goodbye = Touchsync_V1_AgentMessage()
         goodbye.goodbye = Touchsync_V1_Goodbye()
-        let origin = FrontOrigin(descriptor: nil, address: nil).encoded
-        var parts = [departure.peer.bytes, origin]
+        var parts = [departure.peer.bytes, Self.noOrigin]
         if let channel = departure.peer.channel { parts.append(ChannelPart.encode(channel)) }
         parts.append(WireCodec.encode(goodbye))
         try links[departure.thread].ingest.send(multipart: parts, dontWait: true)
