@@ -9,6 +9,21 @@ import TouchSyncCommands
 /// found by trying the commands by hand, through the real binary.
 @Suite("Command line edges", .timeLimit(.minutes(3)))
 struct CommandLineTests {
+    /// `bench --hub-journal --hub-threads 1,2`: the same saturating load on a
+    /// hub with one board thread, then two, every frame acknowledged, the
+    /// second compared with the first and the loop threads' CPU read.
+    @Test func theHubBenchmarkComparesBoardThreadCounts() async throws {
+        let run = try await touchsync(
+            ["bench", "--hub-journal", "--hub-threads", "1,2", "--agents", "4", "--boards", "8", "--messages-per-agent", "100", "--fsync-policies", "never"],
+            limit: 90)
+        #expect(run.status == 0, "\(run.output) \(run.errors)")
+        let lines = run.output.split(separator: "\n").map(String.init)
+        let one = try #require(lines.first { $0.contains("1 board thread(s), fsync never:") }, "\(run.output)")
+        let two = try #require(lines.first { $0.contains("2 board thread(s), fsync never:") }, "\(run.output)")
+        #expect(!one.contains("one thread;") && two.contains("x one thread;"), "\(two)")
+        #expect(!one.contains("n/a") && !two.contains("n/a"), "the loop threads' CPU was not read")
+    }
+
     @Test func negativeNumbersReachTheRangeCheckAndEveryErrorNamesItsOption() async throws {
         let users = try await touchsync(["load", "--users", "-1"])
         #expect(users.status == 64)
@@ -21,6 +36,8 @@ struct CommandLineTests {
         #expect(drain.status == 64 && drain.errors.contains("--drain-timeout must be 1 to 3600 seconds"), "\(drain.errors)")
         let boards = try await touchsync(["bench", "--hub-journal", "--boards", "0"])
         #expect(boards.status == 64 && boards.errors.contains("--boards must be 1 to 1000"), "\(boards.errors)")
+        let threads = try await touchsync(["bench", "--hub-journal", "--hub-threads", "1,0"])
+        #expect(threads.status == 64 && threads.errors.contains("--hub-threads: '0' is not 1 to 64"), "\(threads.errors)")
         let policies = try await touchsync(["bench", "--hub-journal", "--fsync-policies", "batch,often"])
         #expect(policies.status == 64 && policies.errors.contains("'often' is not an fsync policy"), "\(policies.errors)")
         let liveness = try await touchsync(["hub", "--liveness-timeout", "-1"])

@@ -36,6 +36,10 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "With --hub-journal: boards the agents draw on (agent i on board i mod N).") var boards = 20
     @Option(parsing: .unconditional, help: "With --hub-journal: the fsync policies to run, comma-separated (batch, 20ms, never).")
     var fsyncPolicies = "batch"
+    @Option(
+        parsing: .unconditional,
+        help: "With --hub-journal: the hub's board threads (hub --threads), comma-separated, each run in turn with each policy (1,2: one thread, then two).")
+    var hubThreads = "1"
     @Flag(help: "Instead: the journal (write throughput per fsync policy, recovery, replay at full speed, late-join snapshot).")
     var journal = false
     @Option(parsing: .unconditional, help: "With --journal: samples on the large board.") var boardSamples = 1_000_000
@@ -73,11 +77,19 @@ struct BenchCommand: AsyncParsableCommand {
         guard repetitions >= 1 else { throw ValidationError("--repetitions must be at least 1") }
         guard (0...1000).contains(ackIntervalMs) else { throw ValidationError("--ack-interval-ms must be 0 to 1000") }
         guard (1...1000).contains(boards) else { throw ValidationError("--boards must be 1 to 1000") }
+        _ = try threadCounts()
         guard (1...1000).contains(agents) else { throw ValidationError("--agents must be 1 to 1000") }
         _ = try policies()
     }
 
     /// `--fsync-policies`, parsed.
+    func threadCounts() throws -> [Int] {
+        try hubThreads.split(separator: ",").map { text in
+            guard let count = Int(text), (1...64).contains(count) else { throw ValidationError("--hub-threads: '\(text)' is not 1 to 64") }
+            return count
+        }
+    }
+
     func policies() throws -> [FsyncPolicy] {
         try fsyncPolicies.split(separator: ",").map { text in
             guard let policy = FsyncPolicy(argument: String(text)) else {
@@ -239,20 +251,26 @@ struct BenchCommand: AsyncParsableCommand {
         benchmark.agents = agents
         let logger = logging.logger("touchsync.bench")
         emit("hub journaling at saturation: \(benchmark.agents) agents x \(benchmark.fingers) fingers on \(boards) board(s), \(messagesPerAgent) messages per agent, loopback TCP, no subscriber")
-        for policy in try policies() {
-            let directory = FileManager.default.temporaryDirectory.path + "/touchsync-bench-hub-journal-\(getpid())"
-            try? FileManager.default.removeItem(atPath: directory)
-            defer { try? FileManager.default.removeItem(atPath: directory) }
-            var journal = JournalConfiguration(directory: directory)
-            journal.fsync = policy
-            benchmark.journal = journal
-            let result = try await benchmark.throughput(.hub, subscribers: 0, logger: logger)
-            let batches = result.batches ?? 0
-            emit(
-                String(
-                    format: "  fsync %@: %d batches in %.3f s = %.0f batches/s, %.0f samples/s; hub thread CPU per sample %@",
-                    policy.description, batches, result.seconds, Double(batches) / result.seconds, result.samplesPerSecond,
-                    nanoseconds(result.cpuNanosecondsPerSample)))
+        var oneThread: [String: Double] = [:]
+        for threads in try threadCounts() {
+            for policy in try policies() {
+                let directory = FileManager.default.temporaryDirectory.path + "/touchsync-bench-hub-journal-\(getpid())"
+                try? FileManager.default.removeItem(atPath: directory)
+                defer { try? FileManager.default.removeItem(atPath: directory) }
+                var journal = JournalConfiguration(directory: directory)
+                journal.fsync = policy
+                benchmark.journal = journal
+                benchmark.boardThreads = threads
+                let result = try await benchmark.throughput(.hub, subscribers: 0, logger: logger)
+                let batches = result.batches ?? 0
+                if threads == 1 { oneThread[policy.description] = result.samplesPerSecond }
+                let ratio = threads > 1 ? oneThread[policy.description].map { String(format: ", %.2fx one thread", result.samplesPerSecond / $0) } ?? "" : ""
+                emit(
+                    String(
+                        format: "  %d board thread(s), fsync %@: %d batches in %.3f s = %.0f batches/s, %.0f samples/s%@; the hub's loop threads' CPU per sample %@",
+                        threads, policy.description, batches, result.seconds, Double(batches) / result.seconds, result.samplesPerSecond, ratio,
+                        nanoseconds(result.cpuNanosecondsPerSample)))
+            }
         }
     }
 

@@ -36,6 +36,8 @@ public struct TransportBenchmark: Sendable {
     public var boards = 1
     /// The hub journals here (hub target only; nil: in memory, as a plain benchmark hub).
     public var journal: JournalConfiguration? = nil
+    /// The hub's board threads (`HubConfiguration.boardThreads`; hub target only). Default 1.
+    public var boardThreads = 1
 
     public init() {}
 
@@ -90,7 +92,7 @@ public struct TransportBenchmark: Sendable {
         let context = try ZMQContext()
         let messages = workload()
         let samples = messages.reduce(0) { $0 + $1.samples }
-        let bench = try await Bench.start(target, ackInterval: ackInterval, journal: journal, logger: logger)
+        let bench = try await Bench.start(target, ackInterval: ackInterval, journal: journal, boardThreads: boardThreads, logger: logger)
         let board = "bench"
         // Subscribers: the forwarder's count agent messages; the hub's apply batches to a replica.
         let expected = messages.count
@@ -297,10 +299,12 @@ struct Bench: Sendable {
     /// CPU seconds so far of the target's I/O thread.
     func targetIOCPUSeconds() -> Double? { ioTasks.flatMap(cpuSeconds(ofTasks:)) }
 
-    /// The target's own thread (the hub loop or the forwarder) in /proc: this one
-    /// only, whatever other hubs the process runs (tests run many).
+    /// The target's own threads (the hub loop, or with board threads each
+    /// of them and the front; or the forwarder) in /proc: these only,
+    /// whatever other hubs the process runs (tests run many).
     private func targetTask() -> [String]? {
-        (hub?.loopThreadID ?? forwarder?.0.systemThreadID).map { [threadTask($0)] }
+        if let hub { return hub.loopThreadIDs.isEmpty ? nil : hub.loopThreadIDs.map(threadTask) }
+        return forwarder?.0.systemThreadID.map { [threadTask($0)] }
     }
 
     /// CPU seconds so far of the target's own thread.
@@ -310,7 +314,8 @@ struct Bench: Sendable {
     func targetWakeups() -> Int? { targetTask().flatMap(wakeups(ofTasks:)) }
 
     static func start(
-        _ target: TransportBenchmark.Target, ackInterval: Duration = .zero, journal: JournalConfiguration? = nil, logger: Logger
+        _ target: TransportBenchmark.Target, ackInterval: Duration = .zero, journal: JournalConfiguration? = nil, boardThreads: Int = 1,
+        logger: Logger
     ) async throws -> Bench {
         switch target {
         case .hub:
@@ -321,6 +326,7 @@ struct Bench: Sendable {
             configuration.sockets.publishHighWaterMark = 100_000
             configuration.timing.ackInterval = ackInterval
             configuration.journal = journal
+            configuration.boardThreads = boardThreads
             let ioBefore = ioThreadTasks()
             let hub = try TouchSyncHub(configuration: configuration, logger: logger, context: try ZMQContext())
             let endpoints = try await hub.start()
