@@ -502,7 +502,8 @@ let package = Package(
             dependencies: [
                 "WebTestSupport",
                 "ProcessTestSupport", "TestSupport",
-                "TouchSyncAccess", "TouchSyncBrowser", "TouchSyncClient", "TouchSyncCore", "TouchSyncStore", "TouchSyncWebWire", "TouchSyncWire",
+                "TouchSyncAccess", "TouchSyncBrowser", "TouchSyncClient", "TouchSyncCore", "TouchSyncHubCore", "TouchSyncStore", "TouchSyncWebWire",
+                "TouchSyncWire",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

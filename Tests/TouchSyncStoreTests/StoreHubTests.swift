@@ -7,6 +7,7 @@ import TouchSyncWebWire
 import Testing
 import TouchSyncWire
 import TouchSyncAccess
+import TouchSyncHubCore
 
 /// Hubs on the PostgreSQL board store (issue 25): real hub and load
 /// processes, a real PostgreSQL server of the test's own.
@@ -17,12 +18,15 @@ struct StoreHubTests {
         let arguments: [String]
         let endpoints: [String]
 
-        init(server: PostgresServer, name: String, leaseTimeout: Double = 5, snapshotKib: Int = 4096, host: String = "127.0.0.1") throws {
+        init(
+            server: PostgresServer, name: String, leaseTimeout: Double = 5, snapshotKib: Int = 4096, host: String = "127.0.0.1", threads: Int = 1
+        ) throws {
             endpoints = try TouchSyncProcess.freePorts(4).map { "tcp://\(host):\($0)" }
             arguments = [
                 "hub", "--store", server.url, "--name", name, "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot",
                 endpoints[2], "--history", endpoints[3], "--journal-retry", "1", "--lease-timeout", "\(leaseTimeout)", "--store-snapshot-kib", "\(snapshotKib)",
             ] + (host == "127.0.0.1" ? [] : ["--insecure"])  // a test host's own network
+                + (threads > 1 ? ["--threads", "\(threads)"] : [])
         }
 
         /// The endpoints as clients name them.
@@ -672,18 +676,25 @@ extension StoreHubTests {
     /// while hub-a's leases still ran (its heartbeat was late), as its
     /// metrics count (at least one; a load the loaded machine did not finish
     /// before the lapse is loaded after it).
-    @Test func aDeadHubsBoardsAreAdoptedTogether() async throws {
+    ///
+    /// With board threads (`--threads 2` on both hubs) each of the
+    /// successor's threads adopts its share, by its own store writer.
+    @Test(arguments: [1, 2])
+    func aDeadHubsBoardsAreAdoptedTogether(threads: Int) async throws {
         try await withServer { server in
             let children = ChildProcesses()
             defer { children.killAll() }
-            let a = try StoreHub(server: server, name: "hub-a", leaseTimeout: 3)
-            let b = try StoreHub(server: server, name: "hub-b", leaseTimeout: 3)
+            let a = try StoreHub(server: server, name: "hub-a", leaseTimeout: 3, threads: threads)
+            let b = try StoreHub(server: server, name: "hub-b", leaseTimeout: 3, threads: threads)
             let metricsPort = try TouchSyncProcess.freePorts(1)[0]
             let (hubA, _, _) = try await children.startHub(a.arguments)
             _ = try await children.startHub(b.arguments + ["--metrics", "127.0.0.1:\(metricsPort)"])
             let members = try StoreHubTests.StoreHub.members(a, b)
             let boards = Array((0..<200).map { "many-\($0)" }.filter { members.hub(for: $0).name == "hub-a" }.prefix(6))
             try #require(boards.count == 6)
+            if threads > 1 {
+                #expect(Set(boards.map(BoardThreads(count: threads).thread(of:))).count == threads, "the boards fall on every thread")
+            }
             try await Task.sleep(for: .milliseconds(600))  // each hub sees the other live
             for board in boards {
                 let drawn = try await touchsync(["draw", "--board", board, "--seconds", "0.2", "--fast"] + a.client)

@@ -54,8 +54,8 @@ public final class TouchSyncHub: Service {
         var endpoints: HubEndpoints
         var history: (mailbox: Mailbox<StopCommand>, thread: SocketThread)? = nil
         var authentication: AuthenticationService? = nil
-        /// The board store's writer and the task that runs it.
-        var store: (writer: BoardStoreWriter, task: Task<Void, Never>)? = nil
+        /// The board store's writers (one per board thread) and the tasks that run them.
+        var stores: [(writer: BoardStoreWriter, task: Task<Void, Never>)] = []
 
         struct Front {
             var mailbox: Mailbox<StopCommand>
@@ -82,10 +82,8 @@ public final class TouchSyncHub: Service {
             // After the board threads: what they answered and published last goes out through it.
             await front?.stop()
             // After the loop: what it appended last is committed before the hub is gone.
-            if let (writer, task) = store {
-                writer.stop()
-                await task.value
-            }
+            for (writer, _) in stores { writer.stop() }
+            for (_, task) in stores { await task.value }
             // Last: the sockets it authenticates for are closed.
             await authentication?.stop()
         }
@@ -104,7 +102,6 @@ public final class TouchSyncHub: Service {
         guard configuration.boardThreads >= 1 else { throw HubError.boardThreads("at least 1 board thread") }
         if configuration.boardThreads > 1 {
             if configuration.security != nil { throw HubError.boardThreads("more than one board thread does not work with an access list yet") }
-            if store != nil { throw HubError.boardThreads("more than one board thread does not work with a board store yet") }
         }
         if var settings = store {
             configuration.journal = nil
@@ -192,12 +189,24 @@ public final class TouchSyncHub: Service {
             configuration.security, context: context, logger: logger, metricsFactory: metricsFactory)
         let access = authentication?.access
         func stopAuthentication() async { await authentication?.stop() }
-        // The board store: leases taken and boards loaded before the loop starts.
-        let stored: (loaded: BoardStoreLoader.Loaded, writer: BoardStoreWriter)?
+        // Each board thread's loop has its mailbox from the start: its store writer reports there.
+        let threads = BoardThreads(count: configuration.boardThreads)
+        var mailboxes = [mailbox]
+        for _ in 1..<threads.count { mailboxes.append(try Mailbox<HubLoopCommand>()) }
+        // The board store: leases taken and boards loaded before the loop starts;
+        // a writer per board thread, each adopting and committing that thread's boards.
+        let stored: Stored?
         do {
             stored = try await store.asyncMap { store in
                 let loaded = try await BoardStoreLoader.load(configuration: store, limits: configuration.limits.boardLimits, logger: logger)
-                return (loaded, BoardStoreWriter(configuration: store, logger: logger, metricsFactory: metricsFactory) { reports in mailbox.post(.store(reports)) })
+                let writers = mailboxes.enumerated().map { index, mailbox in
+                    var settings = store
+                    if threads.count > 1 { settings.holds = { threads.thread(of: $0) == index } }
+                    return BoardStoreWriter(configuration: settings, logger: logger, metricsFactory: metricsFactory) { reports in
+                        mailbox.post(.store(reports))
+                    }
+                }
+                return Stored(loaded: loaded, writers: writers)
             }
         } catch {
             await stopAuthentication()
@@ -229,13 +238,18 @@ public final class TouchSyncHub: Service {
         }
         do {
             var running =
-                configuration.boardThreads > 1
-                ? try await launchBoardThreads(mailbox: mailbox, access: access)
-                : try await launchLoop(mailbox: mailbox, access: access, stored: stored)
+                threads.count > 1
+                ? try await launchBoardThreads(mailboxes: mailboxes, access: access, stored: stored)
+                : try await launchLoop(mailbox: mailbox, access: access, stored: stored.map { ($0.loaded, $0.writers[0]) })
             running.endpoints.history = history?.endpoint
             running.history = history.map { ($0.mailbox, $0.thread) }
             running.authentication = authentication
-            running.store = stored.map { stored in (stored.writer, Task { await stored.writer.run(startingWith: stored.loaded) }) }
+            if let stored {
+                running.stores = stored.writers.enumerated().map { index, writer in
+                    let part = threads.count > 1 ? stored.loaded.only { threads.thread(of: $0) == index } : stored.loaded
+                    return (writer, Task { await writer.run(startingWith: part) })
+                }
+            }
             return running
         } catch {
             if let history {
@@ -277,7 +291,7 @@ public final class TouchSyncHub: Service {
     /// A front thread that owns the public sockets, then one loop thread per
     /// share of the boards (`BoardThreads`), each with its own journal on
     /// the one data folder, started one after the other.
-    private func launchBoardThreads(mailbox first: Mailbox<HubLoopCommand>, access: AccessControl?) async throws -> Running {
+    private func launchBoardThreads(mailboxes: [Mailbox<HubLoopCommand>], access: AccessControl?, stored: Stored?) async throws -> Running {
         let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
         let threads = BoardThreads(count: configuration.boardThreads)
         let hubID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
@@ -313,14 +327,16 @@ public final class TouchSyncHub: Service {
             let threadConfiguration = shared
             var summaries: [RecoveredBoardSummary] = []
             for index in 0..<threads.count {
-                let mailbox = index == 0 ? first : try Mailbox<HubLoopCommand>()
+                let mailbox = mailboxes[index]
+                let boards = stored?.loaded.boards.filter { threads.thread(of: $0.name) == index }
+                let writer = stored?.writers[index]
                 let thread = SocketThread(name: "touchsync-hub-\(index)")
                 let recovered = try await thread.start {
                     let sockets = try HubSockets(boardThread: index, hubID: hubID, endpoints: endpoints, context: context)
                     let startup: HubStartup
                     do {
                         startup = try HubStartup(
-                            configuration: threadConfiguration, stored: nil, access: access?.current, logger: logger,
+                            configuration: threadConfiguration, stored: boards, access: access?.current, logger: logger,
                             metricsFactory: metricsFactory, boardThread: (threads, index, lock)
                         ) { events in mailbox.post(.journal(events)) }
                     } catch {
@@ -328,7 +344,7 @@ public final class TouchSyncHub: Service {
                         throw error
                     }
                     let loop = HubLoop(
-                        configuration: threadConfiguration, sockets: sockets, startup: startup, store: nil,
+                        configuration: threadConfiguration, sockets: sockets, startup: startup, store: writer,
                         logger: logger, metricsFactory: metricsFactory, mailbox: mailbox, boardThread: index)
                     return (startup.summaries, loop.run)
                 }
@@ -341,6 +357,12 @@ public final class TouchSyncHub: Service {
             throw error
         }
         return Running(loops: loops, threads: threads, front: front, endpoints: endpoints)
+    }
+
+    /// The board store as loaded at start-up, and a writer per board thread.
+    private struct Stored {
+        var loaded: BoardStoreLoader.Loaded
+        var writers: [BoardStoreWriter]
     }
 
     /// The boards recovered from the journal when the hub started (empty without a journal).

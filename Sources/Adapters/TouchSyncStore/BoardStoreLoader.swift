@@ -14,6 +14,15 @@ public enum BoardStoreLoader {
         public var epochs: [String: Int64]
         /// Every agent's progress per board, as stored.
         var progress: [String: [UserNamespace: AgentProgress]]
+
+        /// The part of what was loaded that `holds` (a board thread's share).
+        public func only(_ holds: (String) -> Bool) -> Loaded {
+            var part = self
+            part.boards = boards.filter { holds($0.name) }
+            part.epochs = epochs.filter { holds($0.key) }
+            part.progress = progress.filter { holds($0.key) }
+            return part
+        }
     }
 
     public static func load(

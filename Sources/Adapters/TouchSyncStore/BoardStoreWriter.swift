@@ -36,6 +36,11 @@ public struct BoardStoreConfiguration: Sendable {
     /// The hub's board limits, which loaded boards are read with.
     public var limits = BoardLimits()
 
+    /// The boards this writer serves: a hub with several board threads has a
+    /// writer per thread (`touchsync hub --threads`), and each adopts only its
+    /// thread's share of a dead hub's boards. Default: every board.
+    public var holds: @Sendable (String) -> Bool = { _ in true }
+
     public init(address: StoreAddress, hubName: String, endpoints: String) {
         self.address = address
         self.hubName = hubName
@@ -397,6 +402,7 @@ public final class BoardStoreWriter: Sendable {
             // the boards then loaded in parallel, each on a connection of its own.
             var adopting: [(board: String, epoch: Int64)] = []
             let adoptable = leases.adoptable(lapsed: try await BoardStoreMembership.lapsedBoards(connection: &connection))
+                .filter(configuration.holds)
             if !adoptable.isEmpty {
                 do {
                     adopting = try await takeLeases(adoptable, connection: &connection)
@@ -410,7 +416,7 @@ public final class BoardStoreWriter: Sendable {
             // what was stored since (nothing, when it is dead). An optimisation only: a failure to ask is not a failed renewal.
             let suspects = (try? await BoardStoreMembership.boardsOfLateHubs(
                 notHeldBy: configuration.hubName, lateBy: configuration.renewInterval * 2, connection: &connection)) ?? []
-            let start = preloads.withLock { $0.suspected(leases.adoptable(lapsed: suspects)) }
+            let start = preloads.withLock { $0.suspected(leases.adoptable(lapsed: suspects).filter(configuration.holds)) }
             if !start.isEmpty {
                 logger.info("a hub is late renewing: loading its boards ahead", metadata: ["boards": "\(start.count)"])
                 preload(start)
