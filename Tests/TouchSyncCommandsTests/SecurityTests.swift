@@ -42,7 +42,11 @@ struct SecurityTests {
     /// the honest users' strokes: the run ends with 0 lost and converged.
     /// Then the watcher spectates and renders, and a user allowed only
     /// team-* is refused the board on every path (subscribe, snapshot, history).
-    @Test func attackersCannotTouchAnHonestUsersStrokes() async throws {
+    ///
+    /// The same with the hub's boards over two board threads (`--threads 2`):
+    /// the front authenticates for them and decides the subscriptions.
+    @Test(arguments: [1, 2])
+    func attackersCannotTouchAnHonestUsersStrokes(threads: Int) async throws {
         let keys = try await Self.prepareKeys(users: 3)
         defer { try? FileManager.default.removeItem(atPath: keys) }
         let data = try temporaryFolder("secure-data")
@@ -52,7 +56,7 @@ struct SecurityTests {
         let ports = try TouchSyncProcess.freePorts(4)
         let endpoints = (0..<4).map { "tcp://127.0.0.1:\(ports[$0])" }
         let (_, _, banner) = try await children.startHub(
-            ["hub", "--key", keys + "/hub.key", "--access", keys + "/access.json", "--data", data,
+            ["hub", "--key", keys + "/hub.key", "--access", keys + "/access.json", "--data", data, "--threads", "\(threads)",
              "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--history", endpoints[3]])
         #expect(banner.contains("authenticated: CURVE"), "\(banner)")
         let hub = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]]
@@ -203,11 +207,11 @@ struct SecurityTests {
     /// A hub with `keys`' hub key and access list, no journal, on three free
     /// loopback ports: the process, its output, its endpoints (ingest,
     /// publish, snapshot) and the client arguments that reach it.
-    static func startAuthenticatedHub(keys: String, children: ChildProcesses) async throws -> (Child, ChildOutput, [String], [String]) {
+    static func startAuthenticatedHub(keys: String, children: ChildProcesses, threads: Int = 1) async throws -> (Child, ChildOutput, [String], [String]) {
         let ports = try TouchSyncProcess.freePorts(3)
         let endpoints = (0..<3).map { "tcp://127.0.0.1:\(ports[$0])" }
         let (hub, output, _) = try await children.startHub(
-            ["hub", "--key", keys + "/hub.key", "--access", keys + "/access.json", "--no-journal",
+            ["hub", "--key", keys + "/hub.key", "--access", keys + "/access.json", "--no-journal", "--threads", "\(threads)",
              "--ingest", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2]])
         let client = ["--hub", endpoints[0], "--publish", endpoints[1], "--snapshot", endpoints[2], "--hub-key", keys + "/hub.pub"]
         return (hub, output, endpoints, client)
@@ -254,12 +258,13 @@ struct SecurityTests {
     /// subscriber hears nothing more (not even heartbeats) and never sees the
     /// next drawing, while alice's subscriber, cut with it, connects again,
     /// resyncs and converges with the hub.
-    @Test func revokedWatchersStreamsEnd() async throws {
+    @Test(arguments: [1, 2])
+    func revokedWatchersStreamsEnd(threads: Int) async throws {
         let keys = try await Self.prepareKeys(users: 1)
         defer { try? FileManager.default.removeItem(atPath: keys) }
         let children = ChildProcesses()
         defer { children.killAll() }
-        let (hub, hubOutput, endpoints, client) = try await Self.startAuthenticatedHub(keys: keys, children: children)
+        let (hub, hubOutput, endpoints, client) = try await Self.startAuthenticatedHub(keys: keys, children: children, threads: threads)
         let access = keys + "/access.json"
         func curve(_ user: String) throws -> CurveClientKeys {
             CurveClientKeys(client: try CurveKeyFiles.readPair(keys + "/\(user).key"), serverPublicKey: try CurveKeyFiles.readPublicKey(keys + "/hub.pub"))

@@ -1,4 +1,5 @@
 import Logging
+import TouchSyncAccessModel
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncWire
@@ -20,6 +21,15 @@ import ZeroMQ
 /// its previous one, the front says goodbye for the previous one there, as
 /// a hub with one thread ends it. Board lists are asked of every thread and
 /// merged here.
+/// What a board thread asks of the front.
+enum FrontCommand: Sendable {
+    /// Answer nothing more, close the sockets and return from `run`.
+    case stop
+    /// An access list reload took these users' right to watch: end the
+    /// subscriber connections (authenticated hubs; they come back through the handshake).
+    case disconnectSubscribers(users: [String])
+}
+
 final class HubFront {
     /// One board thread's three inproc sockets, bound by the front.
     struct Link {
@@ -36,7 +46,12 @@ final class HubFront {
 
     let sockets: HubSockets
     let links: [Link]
-    let mailbox: Mailbox<StopCommand>
+    let mailbox: Mailbox<FrontCommand>
+    /// An authenticated hub's access list: the front lets libzmq pass a
+    /// subscription only for a user who may watch it (XPUB_MANUAL), and tells
+    /// the board threads who sent each message.
+    let access: AccessControl?
+    var authenticated: Bool { access != nil }
     let logger: Logger
     let maxMessagesPerTurn: Int
     var routing: FrontRouting
@@ -62,7 +77,7 @@ final class HubFront {
     /// Binds one inproc PAIR per public socket and board thread (before the threads connect).
     init(
         sockets: HubSockets, threads: BoardThreads, hubID: String, context: ZMQContext, logger: Logger,
-        maxMessagesPerTurn: Int, mailbox: Mailbox<StopCommand>
+        maxMessagesPerTurn: Int, mailbox: Mailbox<FrontCommand>, access: AccessControl?
     ) throws(ZMQError) {
         var links: [Link] = []
         do {
@@ -88,6 +103,7 @@ final class HubFront {
         self.mailbox = mailbox
         self.logger = logger
         self.maxMessagesPerTurn = maxMessagesPerTurn
+        self.access = access
         routing = FrontRouting(threads: threads)
     }
 
@@ -105,6 +121,10 @@ final class HubFront {
             try loop.run(
                 deadline: { nil },
                 commands: { commands in
+                    var revoked: [String] = []
+                    for case .disconnectSubscribers(let users) in commands { revoked += users }
+                    // Every thread asks after the same reload: once is enough.
+                    if !revoked.isEmpty { disconnectSubscribers(Array(Set(revoked)).sorted()) }
                     guard commands.contains(where: { if case .stop = $0 { true } else { false } }) else { return .proceed }
                     // The board threads have stopped: what they sent last (final acks, publications) goes out.
                     for thread in links.indices {
@@ -126,7 +146,7 @@ final class HubFront {
                         }
                     }
                 },
-                turnEnded: {})
+                turnEnded: { sockets.subscriberConnections?.update() })
         } catch let error as ZMQError where error.isTerminated {
             logger.info("hub front stopped: context terminated")
         } catch {
@@ -145,11 +165,14 @@ final class HubFront {
             if !part.hasMore {
                 let peer = PeerID(connection)
                 let thread: Int
-                // Only a hello's origin is read (its address counts in per-address allowances).
-                var origin = Self.noOrigin
+                // Only a hello's origin is read whole (its address counts in per-address allowances);
+                // an authenticated connection's user goes with every message.
+                var origin = authenticated ? FrontOrigin(descriptor: nil, user: part.userID, address: nil).encoded : Self.noOrigin
                 if let hello = Self.hello(in: part) {
-                    origin = FrontOrigin(of: part).encoded
-                    thread = routing.hello(from: peer, principal: Peer(routingID: connection).principal, board: hello.board)
+                    origin = FrontOrigin(of: part, authenticated: authenticated).encoded
+                    let sender = authenticated ? UserNamespace(part.userID ?? "") : nil
+                    thread = routing.hello(
+                        from: peer, principal: sender ?? Peer(routingID: connection).principal, board: hello.board, sender: sender)
                 } else if case .thread(let routed) = routing.destination(of: peer) {
                     thread = routed
                 } else {
@@ -161,7 +184,10 @@ final class HubFront {
                 _ = try link.send(part, dontWait: true)
                 continue
             }
-            try forwardMultiplexed(connection: connection, origin: FrontOrigin(of: part).encoded)
+            let origin = FrontOrigin(of: part, authenticated: authenticated)
+            let principal = authenticated ? UserNamespace(origin.user ?? "") : Peer(routingID: connection).principal
+            try forwardMultiplexed(
+                connection: connection, origin: origin.encoded, principal: principal, sender: authenticated ? principal : nil)
         }
     }
 
@@ -172,7 +198,9 @@ final class HubFront {
     /// session's thread, in order; channel 0 (the connection's heartbeat or
     /// goodbye) to every thread. A message that is not pairs goes whole to
     /// thread 0, which answers it as a hub with one thread does.
-    private func forwardMultiplexed(connection: [UInt8], origin: [UInt8]) throws(ZMQError) {
+    private func forwardMultiplexed(
+        connection: [UInt8], origin: [UInt8], principal connectionPrincipal: UserNamespace, sender: UserNamespace?
+    ) throws(ZMQError) {
         var parts: [[UInt8]] = [part.bytes]
         while part.hasMore {
             guard try sockets.ingest.receive(into: part, dontWait: true) else { break }
@@ -190,8 +218,8 @@ final class HubFront {
             let message = parts[index + 1]
             var destination = routing.destination(of: peer)
             if channel != 0, let hello = message.withUnsafeBytes(Self.hello(in:)) {
-                let principal = hello.actAs.isEmpty ? Peer(routingID: connection).principal : UserNamespace(hello.actAs)
-                destination = .thread(routing.hello(from: peer, principal: principal, board: hello.board))
+                let principal = hello.actAs.isEmpty ? connectionPrincipal : UserNamespace(hello.actAs)
+                destination = .thread(routing.hello(from: peer, principal: principal, board: hello.board, sender: sender))
             }
             switch destination {
             case .thread(let thread): outgoing[thread] += [parts[index], message]
@@ -319,7 +347,8 @@ final class HubFront {
     private func sayGoodbye(for departure: FrontRouting.Departure) throws(ZMQError) {
         var goodbye = Touchsync_V1_AgentMessage()
         goodbye.goodbye = Touchsync_V1_Goodbye()
-        var parts = [departure.peer.bytes, Self.noOrigin]
+        let origin = departure.sender.map { FrontOrigin(descriptor: nil, user: $0.rawValue, address: nil).encoded } ?? Self.noOrigin
+        var parts = [departure.peer.bytes, origin]
         if let channel = departure.peer.channel { parts.append(ChannelPart.encode(channel)) }
         parts.append(WireCodec.encode(goodbye))
         try links[departure.thread].ingest.send(multipart: parts, dontWait: true)
@@ -328,18 +357,45 @@ final class HubFront {
     // MARK: Subscribers
 
     /// Subscriptions, to the thread of their board; a prefix (a relay
-    /// following many boards) to every thread.
+    /// following many boards) to every thread. Authenticated, the front lets
+    /// one through only for a user who may watch it (as the core decides:
+    /// `HubCore.mayWatch`), at once, as XPUB_MANUAL needs, and the thread
+    /// hears the user in a second part.
     private func forwardSubscriptions() throws(ZMQError) {
         for _ in 0..<maxMessagesPerTurn {
             guard try sockets.publish.receive(into: part, dontWait: true) else { return }
             let event = part.bytes
-            guard event.count > 0 else { continue }
+            guard let kind = event.first else { continue }
+            var parts = [event]
+            if let access {
+                let user = part.userID
+                let topic = Array(event.dropFirst())
+                if kind == 0 {
+                    try? sockets.publish.unsubscribe(topic)
+                } else if let user, HubCore.mayWatch(topic, by: UserNamespace(user), in: access.current) {
+                    do { try sockets.publish.subscribe(topic) } catch { logger.warning("subscribe failed", metadata: ["error": "\(error)"]) }
+                }
+                parts.append(Array((user ?? "").utf8))
+            }
             if let board = PublishStream.parse(topic: event.dropFirst())?.board {
-                try links[routing.threads.thread(of: board)].publish.send(event, dontWait: true)
+                try links[routing.threads.thread(of: board)].publish.send(multipart: parts, dontWait: true)
             } else {
-                for link in links { try link.publish.send(event, dontWait: true) }
+                for link in links { try link.publish.send(multipart: parts, dontWait: true) }
             }
         }
+    }
+
+    /// Ends every subscriber connection (they connect again through the
+    /// handshake, which the reloaded list decides; the others resync).
+    private func disconnectSubscribers(_ users: [String]) {
+        guard let connections = sockets.subscriberConnections else { return }
+        let publish = sockets.endpoints.publish
+        // tcp://HOST:PORT: its port; ipc://PATH: local sockets.
+        let port = publish.hasPrefix("tcp://") ? publish.split(separator: ":").last.flatMap { UInt16($0) } : nil
+        let ended = connections.shutDownAll(localPort: port)
+        logger.notice(
+            "subscriber connections ended: they connect again through the handshake (the others resync)",
+            metadata: ["connections": "\(ended)", "for": "\(users)"])
     }
 
     /// A board thread's publications, out through the publish socket.
@@ -365,7 +421,7 @@ final class HubFront {
             guard routingID.hasMore, try sockets.snapshots.receive(into: part, dontWait: true) else { continue }
             while part.hasMore { _ = try sockets.snapshots.receive(into: part, dontWait: true) }
             let requester = routingID.bytes
-            let origin = FrontOrigin(of: part).encoded
+            let origin = FrontOrigin(of: part, authenticated: authenticated).encoded
             let request = part.withUnsafeBytes { try? WireCodec.decode(Touchsync_V1_SnapshotRequest.self, from: $0) }
             let payload = part.bytes
             if let request, request.listBoards {

@@ -109,6 +109,15 @@ extension HubLoop {
             return peer
         }
         // A routing id may be reused by another connection (of another user) later: check the user each time.
+        if behindFront {
+            // The front read the user (`FrontOrigin`).
+            guard let user = frontOrigin?.user, !user.isEmpty else { return nil }
+            if let known = peers[routingID], known.principal.rawValue == user { return known }
+            if peers.count >= 65_536 { peers.removeAll(keepingCapacity: true) }
+            let peer = Peer(id: PeerID(routingID), principal: UserNamespace(user))
+            peers[routingID] = peer
+            return peer
+        }
         if let known = peers[routingID], message.property("User-Id", equals: known.principal.rawValue) { return known }
         guard let user = message.userID, !user.isEmpty else { return nil }
         if peers.count >= 65_536 { peers.removeAll(keepingCapacity: true) }
@@ -122,9 +131,14 @@ extension HubLoop {
         for _ in 0..<configuration.sockets.maxMessagesPerTurn {
             guard try publish.receive(into: payload, dontWait: true) else { return }
             let event = payload.bytes
+            var user = authenticated ? payload.userID.map { UserNamespace($0) } : nil
+            if behindFront && payload.hasMore {
+                // The front's second part: the subscriber's user.
+                guard try publish.receive(into: payload, dontWait: true) else { return }
+                user = payload.count > 0 ? UserNamespace(payload.string) : nil
+            }
             guard let kind = event.first else { continue }
             let topic = Array(event.dropFirst())
-            let user = authenticated ? payload.userID.map { UserNamespace($0) } : nil
             handle(kind == 1 ? .subscribed(topic: topic, by: user) : .unsubscribed(topic: topic, by: user))
         }
     }

@@ -66,6 +66,8 @@ final class HubLoop {
     let behindFront: Bool
     /// The origin of the agent message being read (behind a front).
     var frontOrigin: FrontOrigin? = nil
+    /// The front's mailbox (behind a front): it owns the subscriber connections.
+    let front: Mailbox<FrontCommand>?
     /// The last ingest drain stopped at the per-turn limit with messages left.
     var ingestWaiting = false
 
@@ -101,8 +103,10 @@ final class HubLoop {
 
     init(
         configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, store: BoardStoreWriter?,
-        logger: Logger, metricsFactory: any MetricsFactory, mailbox: Mailbox<HubLoopCommand>, boardThread: Int? = nil
+        logger: Logger, metricsFactory: any MetricsFactory, mailbox: Mailbox<HubLoopCommand>, boardThread: Int? = nil,
+        front: Mailbox<FrontCommand>? = nil
     ) {
+        self.front = front
         self.configuration = configuration
         core = startup.core
         journal = startup.journal
@@ -260,11 +264,17 @@ final class HubLoop {
             case .refuseSnapshot(let peer, let requestID, let refusal):
                 snapshotService.sendError(to: peer.bytes, requestID: requestID, code: refusal.code, refusal.message, owner: refusal.owner?.proto)
             case .allowSubscription(let topic):
-                // XPUB_MANUAL: applies to the pipe the subscription just came from.
+                // XPUB_MANUAL: applies to the pipe the subscription just came from (behind a front, the front did it).
+                guard !behindFront else { continue }
                 do { try publish.subscribe(topic) } catch { logger.warning("subscribe failed", metadata: ["error": "\(error)"]) }
             case .dropSubscription(let topic):
+                guard !behindFront else { continue }
                 try? publish.unsubscribe(topic)
             case .disconnectSubscribers(let users):
+                if let front {
+                    front.post(.disconnectSubscribers(users: users))
+                    continue
+                }
                 guard let subscriberConnections else { continue }
                 // tcp://HOST:PORT: its port; ipc://PATH: local sockets.
                 let port = endpoints.publish.hasPrefix("tcp://") ? endpoints.publish.split(separator: ":").last.flatMap { UInt16($0) } : nil

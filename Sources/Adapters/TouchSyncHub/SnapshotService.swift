@@ -42,7 +42,7 @@ struct RequestReceiver {
             let decoded = payload.withUnsafeBytes { bytes in
                 Result { () throws(WireError) in try WireCodec.decode(type, from: bytes) }
             }
-            if behindFront { return (routing.bytes, nil, decoded, origin?.descriptor, origin?.address) }
+            if behindFront { return (routing.bytes, origin?.user, decoded, origin?.descriptor, origin?.address) }
             return (routing.bytes, payload.userID, decoded, payload.sourceDescriptor, payload.peerAddress)
         }
         return nil

@@ -58,7 +58,7 @@ public final class TouchSyncHub: Service {
         var stores: [(writer: BoardStoreWriter, task: Task<Void, Never>)] = []
 
         struct Front {
-            var mailbox: Mailbox<StopCommand>
+            var mailbox: Mailbox<FrontCommand>
             var thread: SocketThread
             var lock: FolderLock?
 
@@ -101,7 +101,6 @@ public final class TouchSyncHub: Service {
         var store = store
         guard configuration.boardThreads >= 1 else { throw HubError.boardThreads("at least 1 board thread") }
         if configuration.boardThreads > 1 {
-            if configuration.security != nil { throw HubError.boardThreads("more than one board thread does not work with an access list yet") }
         }
         if var settings = store {
             configuration.journal = nil
@@ -295,7 +294,7 @@ public final class TouchSyncHub: Service {
         let (configuration, logger, metricsFactory, context) = (configuration, logger, metricsFactory, context)
         let threads = BoardThreads(count: configuration.boardThreads)
         let hubID = String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        let frontMailbox = try Mailbox<StopCommand>()
+        let frontMailbox = try Mailbox<FrontCommand>()
         let frontThread = SocketThread(name: "touchsync-front")
         let endpoints = try await frontThread.start {
             let sockets = try HubSockets(configuration: configuration, context: context)
@@ -303,7 +302,7 @@ public final class TouchSyncHub: Service {
             do {
                 front = try HubFront(
                     sockets: sockets, threads: threads, hubID: hubID, context: context, logger: logger,
-                    maxMessagesPerTurn: configuration.sockets.maxMessagesPerTurn, mailbox: frontMailbox)
+                    maxMessagesPerTurn: configuration.sockets.maxMessagesPerTurn, mailbox: frontMailbox, access: access)
             } catch {
                 sockets.close()
                 throw error
@@ -345,7 +344,7 @@ public final class TouchSyncHub: Service {
                     }
                     let loop = HubLoop(
                         configuration: threadConfiguration, sockets: sockets, startup: startup, store: writer,
-                        logger: logger, metricsFactory: metricsFactory, mailbox: mailbox, boardThread: index)
+                        logger: logger, metricsFactory: metricsFactory, mailbox: mailbox, boardThread: index, front: frontMailbox)
                     return (startup.summaries, loop.run)
                 }
                 loops.append((mailbox, thread))
@@ -436,12 +435,13 @@ public final class TouchSyncHub: Service {
     /// the hub applies it to its sessions and subscriptions (docs/security.md).
     /// On error the old list stays in force and the error is returned.
     public func reloadAccessList() -> Result<Int, AccessListError> {
-        guard let (access, mailbox) = state.withLock({ state -> (AccessControl, Mailbox<HubLoopCommand>)? in
+        guard let (access, mailboxes) = state.withLock({ state -> (AccessControl, [Mailbox<HubLoopCommand>])? in
             guard case .running(let running) = state, let authentication = running.authentication else { return nil }
-            return (authentication.access, running.loops[0].mailbox)
+            return (authentication.access, running.loops.map(\.mailbox))
         }) else { return .failure(.invalid("this hub does not authenticate (no --access list)")) }
         return access.reload().map { list in
-            mailbox.post(.accessChanged(list))
+            // Every board thread applies it; the front reads the new list for each subscription itself.
+            for mailbox in mailboxes { mailbox.post(.accessChanged(list)) }
             return list.users.count
         }
     }

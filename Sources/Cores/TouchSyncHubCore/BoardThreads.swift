@@ -51,20 +51,25 @@ public struct FrontRouting: Sendable {
         case everyThread
     }
 
-    /// A session to end with a goodbye on the thread it was on.
+    /// A session to end with a goodbye on the thread it was on, sent as
+    /// from its connection (`sender`: the connection's authenticated user,
+    /// which the thread checks, on an authenticated hub).
     public struct Departure: Equatable, Sendable {
         public let thread: Int
         public let peer: PeerID
+        public let sender: UserNamespace?
 
-        public init(thread: Int, peer: PeerID) {
+        public init(thread: Int, peer: PeerID, sender: UserNamespace? = nil) {
             self.thread = thread
             self.peer = peer
+            self.sender = sender
         }
     }
 
     private struct Located: Equatable {
         var peer: PeerID
         var thread: Int
+        var sender: UserNamespace?
     }
 
     /// The thread each connection or channel said its last hello to.
@@ -73,7 +78,7 @@ public struct FrontRouting: Sendable {
     private var sessions: [UserNamespace: Located] = [:]
     /// Hellos sent to a thread and not answered yet: whose session each
     /// starts, and where the connection went before (restored if refused).
-    private var pending: [PeerID: (principal: UserNamespace, thread: Int, before: Int?)] = [:]
+    private var pending: [PeerID: (principal: UserNamespace, thread: Int, before: Int?, sender: UserNamespace?)] = [:]
     /// Routes and sessions kept at most (a flood of connections that say
     /// hello once must not grow the front without bound): past it the
     /// oldest knowledge is dropped, and such a connection's next message
@@ -95,12 +100,12 @@ public struct FrontRouting: Sendable {
 
     /// A hello from `peer`, acting for `principal`, for `board`: the thread
     /// it goes to. Whether it ends a session elsewhere is known from its answer.
-    public mutating func hello(from peer: PeerID, principal: UserNamespace, board: String) -> Int {
+    public mutating func hello(from peer: PeerID, principal: UserNamespace, board: String, sender: UserNamespace? = nil) -> Int {
         let thread = threads.thread(of: board)
         if routes.count >= capacity { routes.removeAll(keepingCapacity: true) }
         let before = routes.updateValue(thread, forKey: peer)
         if pending.count >= capacity { pending.removeAll(keepingCapacity: true) }
-        pending[peer] = (principal, thread, pending[peer]?.before ?? before)
+        pending[peer] = (principal, thread, pending[peer]?.before ?? before, sender)
         return thread
     }
 
@@ -112,17 +117,17 @@ public struct FrontRouting: Sendable {
     /// nothing changes for the user's session, and the connection's
     /// messages go where they went before the hello.
     public mutating func answered(_ peer: PeerID, welcomed: Bool) -> Departure? {
-        guard let (principal, thread, before) = pending.removeValue(forKey: peer) else { return nil }
+        guard let (principal, thread, before, sender) = pending.removeValue(forKey: peer) else { return nil }
         guard welcomed else {
             routes[peer] = before
             return nil
         }
         let previous = sessions[principal]
         if sessions.count >= capacity { sessions.removeAll(keepingCapacity: true) }
-        sessions[principal] = Located(peer: peer, thread: thread)
+        sessions[principal] = Located(peer: peer, thread: thread, sender: sender)
         guard let previous, previous.thread != thread else { return nil }
         // The connection it left no longer speaks there (its route moved with the hello).
-        return Departure(thread: previous.thread, peer: previous.peer)
+        return Departure(thread: previous.thread, peer: previous.peer, sender: previous.sender)
     }
 }
 

@@ -51,7 +51,6 @@ public struct HubConfiguration: Sendable {
     /// (`BoardThreads`), each with its own core, journal and publishing,
     /// behind one front thread that owns the public sockets (`touchsync hub
     /// --threads`). Default 1: one thread owns the sockets and every board.
-    /// Above 1 not yet with `security`.
     public var boardThreads = 1
 
     /// Time-outs and intervals: liveness, heartbeats, publishing, acknowledging, busy notices.

@@ -64,6 +64,13 @@ extension HubCore {
         return .prefix(topic)
     }
 
+    /// Whether `user` may subscribe to `topic` (a whole board topic, or a
+    /// prefix of board names), as the core decides it: what the front of a
+    /// hub with board threads asks before it lets libzmq pass the subscription.
+    public static func mayWatch(_ topic: [UInt8], by user: UserNamespace, in access: AccessList) -> Bool {
+        watchable(topic, by: user, in: access) != nil
+    }
+
     mutating func unsubscribed(_ topic: [UInt8], now: Moment, into actions: inout [HubAction]) {
         if access != nil { actions.append(.dropSubscription(topic: topic)) }
         if let count = subscriptions[topic] { subscriptions[topic] = count > 1 ? count - 1 : nil }

@@ -123,7 +123,7 @@ struct HubCommand: AsyncParsableCommand {
     var ioThreads: Int?
     @Option(
         parsing: .unconditional,
-        help: "Board threads: the boards are spread over this many threads, each with its own share of the boards, journal and publishing, behind one front thread (clients see one hub). Not yet with --access.")
+        help: "Board threads: the boards are spread over this many threads, each with its own share of the boards, journal and publishing, behind one front thread (clients see one hub).")
     var threads = 1
     @OptionGroup var logging: LoggingOptions
 
@@ -134,7 +134,6 @@ struct HubCommand: AsyncParsableCommand {
     func validate() throws {
         if let ioThreads, !(1...64).contains(ioThreads) { throw ValidationError("--io-threads must be 1 to 64") }
         guard (1...64).contains(threads) else { throw ValidationError("--threads must be 1 to 64") }
-        if threads > 1 && access != nil { throw ValidationError("--threads above 1 does not work with --access yet") }
         for (endpoint, option) in [(ingest, "--ingest"), (publish, "--publish"), (snapshot, "--snapshot"), (history, "--history")] {
             if let endpoint { try validateEndpoint(endpoint, option: option, binds: true) }
         }
