@@ -143,4 +143,71 @@ struct BoardThreadsTests {
         #expect(try await test.board("stay-here").liveTouchCount == 0)
         await test.hub.stop()
     }
+
+    /// A user's quota of stored samples counts over the whole hub, not per
+    /// thread: samples accepted on a board of one thread leave no room for a
+    /// new stroke on a board of another (as on a hub with one thread).
+    @Test(arguments: [1, 2])
+    func aUsersStoredSamplesCountOverEveryThread(boardThreads: Int) async throws {
+        let threads = BoardThreads(count: 2)
+        let first = "hoard-a"
+        let second = try #require((0..<100).map { "hoard-b\($0)" }.first { threads.thread(of: $0) != threads.thread(of: first) })
+        let test = try await TestHub.start {
+            $0.boardThreads = boardThreads
+            $0.limits.maxSamplesPerUser = 100
+        }
+        let agent = try RawAgent(test, identity: "hoarder")
+        defer { agent.socket.close() }
+        func samples(_ range: Range<Int>) -> [Sample] { range.map { Sample(x: Int32(64 * $0), y: 64, time: Int64(1000 * ($0 + 1))) } }
+        try agent.hello(board: first, session: "session-1")
+        #expect(try await agent.nextWelcome() != nil)
+        try agent.frame(1, [TouchChange(touch: TouchID(1), phase: .began, samples: samples(0..<60))])
+        try agent.frame(2, [TouchChange(touch: TouchID(1), phase: .ended, samples: samples(60..<110))])
+        #expect(try await eventually { try await test.board(first).acceptedStrokes.count == 1 })
+        try agent.hello(board: second, session: "session-2")
+        #expect(try await agent.nextWelcome() != nil)
+        try agent.frame(1, [TouchChange(touch: TouchID(1), phase: .began, samples: samples(0..<5))])
+        let refusal = try #require(try await agent.nextError(), "a new stroke past the user's quota was taken")
+        #expect(refusal.code == .boardFull && refusal.message.contains("100"), "\(refusal)")
+        await test.hub.stop()
+    }
+
+    /// A connection's snapshot allowance counts over the whole hub: twelve
+    /// requests at once for boards of four threads get the allowance's three
+    /// (six at most, should a second pass between them), where each thread
+    /// counting its own would have let up to twelve through.
+    @Test func snapshotRequestsCountInOneAllowanceOverEveryThread() async throws {
+        let threads = BoardThreads(count: 4)
+        var boards: [String] = []
+        for thread in 0..<4 { boards += (0..<400).map { "view-\($0)" }.filter { threads.thread(of: $0) == thread }.prefix(3) }
+        let test = try await TestHub.start {
+            $0.boardThreads = 4
+            $0.limits.maxSnapshotsPerSecond = 3
+        }
+        let socket = try ZMQSocket(test.context, type: .dealer)
+        defer { socket.close() }
+        try socket.connect(test.endpoints.snapshot)
+        for (index, board) in boards.enumerated() {
+            var request = Touchsync_V1_SnapshotRequest()
+            request.board = board
+            request.requestID = UInt64(index + 1)
+            _ = try socket.send(WireCodec.encode(request))
+        }
+        var answered: Set<UInt64> = []
+        var refused = 0
+        while answered.count + refused < boards.count,
+            let parts = try await offThePool({ try socket.receiveBytes(timeoutMilliseconds: 5000) })
+        {
+            let reply = try WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: parts[0])
+            if case .error(let error) = reply.body {
+                #expect(error.code == .rateLimited, "\(error)")
+                refused += 1
+            } else {
+                answered.insert(reply.requestID)
+            }
+        }
+        #expect(answered.count + refused == boards.count)
+        #expect(answered.count >= 3 && answered.count <= 6, "\(answered.count) of 12 served")
+        await test.hub.stop()
+    }
 }

@@ -18,10 +18,11 @@ struct HubStartup {
     /// - Parameters:
     ///   - stored: the boards loaded from the board store (nil: the hub uses its journal, if any).
     ///   - boardThread: one board thread of several, with the data folder's lock its hub took:
-    ///     its journal recovers and writes only the boards of `index`.
+    ///     its journal recovers and writes only the boards of `index`; `ledger`, the per-user
+    ///     quotas and allowances every thread of the hub counts in.
     init(
         configuration: HubConfiguration, stored: [RecoveredBoard]?, access: AccessList?, logger: Logger,
-        metricsFactory: any MetricsFactory, boardThread: (threads: BoardThreads, index: Int, lock: FolderLock?)? = nil,
+        metricsFactory: any MetricsFactory, boardThread: (threads: BoardThreads, index: Int, lock: FolderLock?, ledger: HubLedger)? = nil,
         journalReport: @escaping @Sendable ([HubEvent]) -> Void
     ) throws {
         let clock = ContinuousClock()
@@ -31,7 +32,7 @@ struct HubStartup {
         if let journalConfiguration {
             let jobs = try Mailbox<JournalThread.Job>()
             let journal: Journal
-            if let (threads, index, lock) = boardThread {
+            if let (threads, index, lock, _) = boardThread {
                 journal = try Journal(
                     configuration: journalConfiguration, logger: logger, sharedLock: lock, holds: { threads.thread(of: $0) == index })
             } else {
@@ -63,7 +64,7 @@ struct HubStartup {
         }
         core = HubCore(
             configuration: configuration, recovered: recovered, now: clock.now, wallClockMicroseconds: wallClockMicroseconds(),
-            observer: LoggingHubObserver(logger: logger), access: access)
+            observer: LoggingHubObserver(logger: logger), access: access, ledger: boardThread?.ledger)
         self.summaries = summaries
     }
 }

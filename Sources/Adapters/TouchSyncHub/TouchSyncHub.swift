@@ -325,6 +325,8 @@ public final class TouchSyncHub: Service {
             shared.limits.maxBoards = threads.share(of: configuration.limits.maxBoards)
             let threadConfiguration = shared
             var summaries: [RecoveredBoardSummary] = []
+            // One ledger of per-user quotas and allowances for all the threads (with the configured, whole limits).
+            let ledger = HubLedger(limits: configuration.limits, epoch: ContinuousClock.now)
             for index in 0..<threads.count {
                 let mailbox = mailboxes[index]
                 let boards = stored?.loaded.boards.filter { threads.thread(of: $0.name) == index }
@@ -336,7 +338,7 @@ public final class TouchSyncHub: Service {
                     do {
                         startup = try HubStartup(
                             configuration: threadConfiguration, stored: boards, access: access?.current, logger: logger,
-                            metricsFactory: metricsFactory, boardThread: (threads, index, lock)
+                            metricsFactory: metricsFactory, boardThread: (threads, index, lock, ledger)
                         ) { events in mailbox.post(.journal(events)) }
                     } catch {
                         sockets.close()

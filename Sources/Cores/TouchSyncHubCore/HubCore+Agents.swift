@@ -113,7 +113,7 @@ extension HubCore {
             // A new stroke needs room in the user's quota over all boards (a stroke under way may finish):
             // accepted strokes everywhere, and the user's strokes in progress here (a user draws on one board at a time).
             if frame.changes.contains(where: { $0.phase == .began }),
-                !quotas.mayBeginStroke(user, inProgress: channels[session.boardSlot].state.activeSamples(of: user))
+                !ledger.with({ $0.quotas.mayBeginStroke(user, inProgress: channels[session.boardSlot].state.activeSamples(of: user)) })
             {
                 refuse(
                     session.peer,
@@ -163,7 +163,9 @@ extension HubCore {
             }
         case .edit(let edit):
             let (user, anyOwner) = (session.principal, session.role >= .admin)
-            if case .duplicate = edit.change, !quotas.mayBeginStroke(user, inProgress: channels[session.boardSlot].state.activeSamples(of: user)) {
+            if case .duplicate = edit.change,
+                !ledger.with({ $0.quotas.mayBeginStroke(user, inProgress: channels[session.boardSlot].state.activeSamples(of: user)) })
+            {
                 refuse(
                     session.peer,
                     HubRefusal(
@@ -213,7 +215,8 @@ extension HubCore {
             // one invitee created 400 boards in 54 s); on a plain hub a user is a connection,
             // so its address is counted too.
             let creator = delegation.flatMap { $0.user.isEmpty ? nil : UserNamespace($0.user) } ?? peer.principal
-            if let refusal = quotas.createBoard(by: creator, from: access == nil ? hello.remoteAddress : nil, now: now) {
+            let address = access == nil ? hello.remoteAddress : nil
+            if let refusal = ledger.with({ $0.quotas.createBoard(by: creator, from: address, now: now) }) {
                 refuse(peer.id, refusal, into: &actions)
                 return
             }
@@ -351,20 +354,20 @@ extension HubCore {
     /// otherwise have 16 allowances), else against the session.
     mutating func takeBytes(_ bytes: Int, of session: inout AgentSession, now: Moment) -> Bool {
         guard let user = session.invitedUser else { return session.byteBucket.take(bytes, now: now) }
-        var rates = invitedUserRates[user] ?? newInvitedUserRates(now: now)
-        defer { invitedUserRates[user] = rates }
-        return rates.bytes.take(bytes, now: now)
+        return ledger.with { ledger in
+            var rates = ledger.invitedUserRates(of: user, now: now)
+            defer { ledger.invitedUserRates[user] = rates }
+            return rates.bytes.take(bytes, now: now)
+        }
     }
 
     mutating func takeSamples(_ samples: Int, of session: inout AgentSession, now: Moment) -> Bool {
         guard let user = session.invitedUser else { return session.sampleBucket.take(samples, now: now) }
-        var rates = invitedUserRates[user] ?? newInvitedUserRates(now: now)
-        defer { invitedUserRates[user] = rates }
-        return rates.samples.take(samples, now: now)
-    }
-
-    private func newInvitedUserRates(now: Moment) -> (samples: TokenBucket, bytes: TokenBucket) {
-        (TokenBucket(rate: configuration.limits.maxSamplesPerSecond, now: now), TokenBucket(rate: configuration.limits.maxBytesPerSecond, now: now))
+        return ledger.with { ledger in
+            var rates = ledger.invitedUserRates(of: user, now: now)
+            defer { ledger.invitedUserRates[user] = rates }
+            return rates.samples.take(samples, now: now)
+        }
     }
 }
 

@@ -29,13 +29,18 @@ extension HubCore {
             return try body(&channels[slot])
         case .of(let owner):
             let before = channels[slot].state.acceptedSamples(of: owner)
-            defer { quotas.count(channels[slot].state.acceptedSamples(of: owner) - before, of: owner) }
+            defer {
+                let delta = channels[slot].state.acceptedSamples(of: owner) - before
+                if delta != 0 { ledger.with { $0.quotas.count(delta, of: owner) } }
+            }
             return try body(&channels[slot])
         case .anyone:
             let before = channels[slot].state.acceptedSamplesByOwner  // rare: clears and erases
             defer {
                 let after = channels[slot].state.acceptedSamplesByOwner
-                for user in Set(before.keys).union(after.keys) { quotas.count((after[user] ?? 0) - (before[user] ?? 0), of: user) }
+                ledger.with { ledger in
+                    for user in Set(before.keys).union(after.keys) { ledger.quotas.count((after[user] ?? 0) - (before[user] ?? 0), of: user) }
+                }
             }
             return try body(&channels[slot])
         }

@@ -62,13 +62,13 @@ extension HubCore {
         let requester = party.allowanceKey.map { Array($0.utf8) } ?? peer.bytes
         if party.through == nil, let user = party.user, access?.actsForOthers(user) == true {
             // A gateway asking for itself: its boards' replicas.
-            if !snapshotAllowanceOfGateways.admit(requester, now: now) {
-                refusal = "more than \(snapshotAllowanceOfGateways.perSecond) snapshot requests per second from gateway \(user)"
+            if !ledger.with({ $0.snapshotAllowanceOfGateways.admit(requester, now: now) }) {
+                refusal = "more than \(UserLedger.gatewaySnapshotFactor * configuration.limits.maxSnapshotsPerSecond) snapshot requests per second from gateway \(user)"
             }
-        } else if !snapshotAllowance.admit(requester, now: now) {
+        } else if !ledger.with({ $0.snapshotAllowance.admit(requester, now: now) }) {
             refusal = "more than \(configuration.limits.maxSnapshotsPerSecond) snapshot requests per second"
-        } else if party.allowanceKey == nil, let address, !snapshotAllowancePerAddress.admit(Array(address.utf8), now: now) {
-            refusal = "more than \(snapshotAllowancePerAddress.perSecond) snapshot requests per second from address \(address)"
+        } else if party.allowanceKey == nil, let address, !ledger.with({ $0.snapshotAllowancePerAddress.admit(Array(address.utf8), now: now) }) {
+            refusal = "more than \(4 * configuration.limits.maxSnapshotsPerSecond) snapshot requests per second from address \(address)"
         }
         guard let refusal else { return true }
         counters.refused(.rateLimited)

@@ -67,7 +67,8 @@ extension HubCore {
         observer?.observe(.boardMoved(board: board, owner: owner))
         guard let refusal = wrongHub(for: board), let slot = channels.slot(of: board) else { return }
         for session in sessions.removeAll(onSlot: slot) { refuse(session.peer, refusal, into: &actions) }
-        for (user, count) in channels[slot].state.acceptedSamplesByOwner { quotas.count(-count, of: user) }
+        let held = channels[slot].state.acceptedSamplesByOwner
+        ledger.with { ledger in for (user, count) in held { ledger.quotas.count(-count, of: user) } }
         channels.remove(slot)
         publisher.forget(slot)
         recoveredUsers.removeAll { $0.slot == slot }
@@ -108,7 +109,8 @@ extension HubCore {
         let slot = channels.insert(channel, emptySince: emptySince)
         var none: [HubAction] = []  // nothing is pending in a board just installed
         updateWireFormats(slot: slot, now: origin, into: &none)
-        for (user, count) in state.acceptedSamplesByOwner { quotas.count(count, of: user) }
+        let held = state.acceptedSamplesByOwner
+        ledger.with { ledger in for (user, count) in held { ledger.quotas.count(count, of: user) } }
         for (user, touches) in state.touches where !touches.isEmpty { recoveredUsers.append((slot, user)) }
         return slot
     }

@@ -55,20 +55,9 @@ public struct HubCore {
         /// Every board whose name starts with these UTF-8 bytes (empty: every board).
         case prefix([UInt8])
     }
-    /// Samples and boards each user holds here, against the per-user quotas.
-    var quotas: UserQuotas
-    /// Snapshot and board-list requests per requester and second.
-    var snapshotAllowance: SnapshotAllowance
-    /// On a plain hub, a remote address's requests over all its connections: four times one requester's.
-    var snapshotAllowancePerAddress: SnapshotAllowance
-    /// A gateway's own requests (a principal with `acts_for`): it keeps one
-    /// replica per board for all its tabs, so opening many boards at once is
-    /// its normal work; `gatewaySnapshotFactor` times a user's.
-    var snapshotAllowanceOfGateways: SnapshotAllowance
-    static let gatewaySnapshotFactor = 20
-    /// The sample and byte allowances of each invited user a gateway acts
-    /// for, shared by all its tabs (each tab is a session of its own).
-    var invitedUserRates: [String: (samples: TokenBucket, bytes: TokenBucket)] = [:]
+    /// What each user holds and may take, against the per-user quotas and
+    /// allowances: this core's own, or the one its hub's board threads share.
+    var ledger: LedgerAccess
 
     /// Users with touches down on a recovered board and no session yet: if
     /// they do not resume within the abandon time-out, their touches are
@@ -107,22 +96,20 @@ public struct HubCore {
     ///   - recovered: the boards the journal gave back (empty without one).
     ///   - access: the access list of an authenticated transport (peers' principals are authenticated users).
     ///   - now, wallClockMicroseconds: the time the core starts at, on the monotonic clock events will use and on the wall clock.
+    ///   - ledger: the per-user quotas and allowances every board thread of the hub shares (nil: the core's own);
+    ///     the core's time then counts from the ledger's epoch, as every sharer's does.
     public init(
-        configuration: HubConfiguration, recovered: [RecoveredBoard] = [], now instant: ContinuousClock.Instant,
-        wallClockMicroseconds: Int64, observer: (any HubObserver)? = nil, access: AccessList? = nil
+        configuration: HubConfiguration, recovered: [RecoveredBoard] = [], now start: ContinuousClock.Instant,
+        wallClockMicroseconds: Int64, observer: (any HubObserver)? = nil, access: AccessList? = nil, ledger shared: HubLedger? = nil
     ) {
+        let instant = shared?.epoch ?? start
         epoch = instant
         let now = Moment(nanoseconds: 0)
         self.configuration = configuration
         self.access = access
         routing = BoardRouting(cluster: configuration.cluster, storeCommits: configuration.storeCommits)
         sessions = SessionTable(strangerRate: configuration.limits.maxMessagesPerSecond)
-        quotas = UserQuotas(
-            maxSamplesPerUser: configuration.limits.maxSamplesPerUser, maxBoardsPerUser: configuration.limits.maxBoardsCreatedPerUser,
-            maxBoardsPerUserPerMinute: configuration.limits.maxBoardsCreatedPerUserPerMinute)
-        snapshotAllowance = SnapshotAllowance(perSecond: configuration.limits.maxSnapshotsPerSecond)
-        snapshotAllowancePerAddress = SnapshotAllowance(perSecond: 4 * configuration.limits.maxSnapshotsPerSecond)
-        snapshotAllowanceOfGateways = SnapshotAllowance(perSecond: Self.gatewaySnapshotFactor * configuration.limits.maxSnapshotsPerSecond)
+        ledger = LedgerAccess(limits: configuration.limits, shared: shared)
         self.observer = observer
         origin = now
         nextDeadline = instant  // computed once the rest is set up (below)

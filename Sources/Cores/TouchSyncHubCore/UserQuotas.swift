@@ -1,3 +1,4 @@
+import Synchronization
 import TouchSyncCore
 
 /// What each user may hold on this hub: samples in accepted strokes over
@@ -77,5 +78,75 @@ struct SnapshotAllowance {
         }
         window = (now, [requester: 1])
         return perSecond >= 1
+    }
+}
+
+/// What one user (or address, or gateway) may take of a whole hub: the
+/// quotas of what it holds and creates, its snapshot allowances, and an
+/// invited user's sample and byte rates over all its tabs. A hub with one
+/// board thread keeps it in its core; a hub with several shares one
+/// (`HubLedger`), so that spreading boards over threads does not multiply
+/// what one user may take.
+struct UserLedger: Sendable {
+    var quotas: UserQuotas
+    /// Snapshot and board-list requests per requester and second.
+    var snapshotAllowance: SnapshotAllowance
+    /// On a plain hub, a remote address's requests over all its connections: four times one requester's.
+    var snapshotAllowancePerAddress: SnapshotAllowance
+    /// A gateway's own requests (a principal with `acts_for`): it keeps one
+    /// replica per board for all its tabs, so opening many boards at once is
+    /// its normal work; `gatewaySnapshotFactor` times a user's.
+    var snapshotAllowanceOfGateways: SnapshotAllowance
+    static let gatewaySnapshotFactor = 20
+    /// The sample and byte allowances of each invited user a gateway acts
+    /// for, shared by all its tabs (each tab is a session of its own).
+    var invitedUserRates: [String: (samples: TokenBucket, bytes: TokenBucket)] = [:]
+    let samplesPerSecond: Int
+    let bytesPerSecond: Int
+
+    init(limits: HubConfiguration.Limits) {
+        quotas = UserQuotas(
+            maxSamplesPerUser: limits.maxSamplesPerUser, maxBoardsPerUser: limits.maxBoardsCreatedPerUser,
+            maxBoardsPerUserPerMinute: limits.maxBoardsCreatedPerUserPerMinute)
+        snapshotAllowance = SnapshotAllowance(perSecond: limits.maxSnapshotsPerSecond)
+        snapshotAllowancePerAddress = SnapshotAllowance(perSecond: 4 * limits.maxSnapshotsPerSecond)
+        snapshotAllowanceOfGateways = SnapshotAllowance(perSecond: Self.gatewaySnapshotFactor * limits.maxSnapshotsPerSecond)
+        samplesPerSecond = limits.maxSamplesPerSecond
+        bytesPerSecond = limits.maxBytesPerSecond
+    }
+
+    /// `user`'s rates, made at `now` the first time.
+    mutating func invitedUserRates(of user: String, now: Moment) -> (samples: TokenBucket, bytes: TokenBucket) {
+        invitedUserRates[user] ?? (TokenBucket(rate: samplesPerSecond, now: now), TokenBucket(rate: bytesPerSecond, now: now))
+    }
+}
+
+/// The one `UserLedger` of a hub whose boards are spread over board
+/// threads (`HubConfiguration.boardThreads`), under a lock: every thread's
+/// core counts in it. Its `Moment`s count from `epoch`, which every core
+/// that shares it starts from.
+public final class HubLedger: Sendable {
+    let state: Mutex<UserLedger>
+    public let epoch: ContinuousClock.Instant
+
+    public init(limits: HubConfiguration.Limits, epoch: ContinuousClock.Instant) {
+        state = Mutex(UserLedger(limits: limits))
+        self.epoch = epoch
+    }
+}
+
+/// The core's way to its ledger: its own, or the hub's shared one.
+struct LedgerAccess {
+    private var local: UserLedger
+    private let shared: HubLedger?
+
+    init(limits: HubConfiguration.Limits, shared: HubLedger?) {
+        local = UserLedger(limits: limits)
+        self.shared = shared
+    }
+
+    mutating func with<Result>(_ body: (inout UserLedger) -> Result) -> Result {
+        if let shared { return shared.state.withLock { body(&$0) } }
+        return body(&local)
     }
 }
