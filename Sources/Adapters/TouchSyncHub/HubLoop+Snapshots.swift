@@ -28,7 +28,7 @@ extension HubLoop {
                 "this hub is encoding \(Self.maxSnapshotsEncoding) snapshots already: ask again shortly")
             return
         }
-        snapshotsEncoding[key] = SnapshotProgress(requester: snapshotReaders.takeRequester(peer))
+        snapshotsEncoding[key] = SnapshotProgress(requester: snapshotReaders.withLock { $0.takeRequester(peer) })
         snapshotEncoder.post(
             SnapshotEncoderThread.Job(
                 key: key, board: board, state: state, digest: digest,
@@ -42,7 +42,7 @@ extension HubLoop {
     func snapshotEncoded(_ chunk: EncodedSnapshotChunk) {
         guard var progress = snapshotsEncoding[chunk.key] else { return }
         let peer = chunk.key.peer
-        if progress.chunks == 0, let requester = progress.requester, !snapshotReaders.admits(requester) {
+        if progress.chunks == 0, let requester = progress.requester, !snapshotReaders.withLock({ $0.admits(requester) }) {
             progress.abandoned = true
             snapshotService.sendError(
                 to: peer.bytes, requestID: chunk.key.requestID, code: .rateLimited,
@@ -51,7 +51,10 @@ extension HubLoop {
         progress.chunks += 1
         if !progress.abandoned && !chunk.bytes.isEmpty {
             if snapshotService.sendChunk(chunk.bytes, to: peer.bytes) {
-                if let requester = progress.requester { snapshotReaders.sent(to: requester, bytes: chunk.bytes.count, now: clock.now) }
+                if let requester = progress.requester {
+                    let (bytes, now) = (chunk.bytes.count, clock.now)
+                    snapshotReaders.withLock { $0.sent(to: requester, bytes: bytes, now: now) }
+                }
             } else {
                 progress.abandoned = true
                 if notReading.count >= 4096 { notReading = notReading.filter { clock.now - $0.value < Self.notReadingPenalty } }
@@ -65,7 +68,8 @@ extension HubLoop {
         for _ in 0..<configuration.sockets.maxMessagesPerTurn {
             guard let (peer, user, decoded, descriptor, address) = try snapshotService.next() else { return }
             // Snapshot memory is bounded per owner and in all: not while its earlier snapshots lie unread.
-            guard snapshotReaders.admit(PeerID(peer), descriptor: descriptor, user: authenticated ? user : nil, address: address) else {
+            let owner = authenticated ? user : nil
+            guard snapshotReaders.withLock({ $0.admit(PeerID(peer), descriptor: descriptor, user: owner, address: address) }) else {
                 let requestID = (try? decoded.get())?.requestID ?? 0
                 snapshotService.sendError(
                     to: peer, requestID: requestID, code: .rateLimited, "your earlier snapshots are still unread: read them, or ask again later")

@@ -75,7 +75,8 @@ final class HubLoop {
     /// read), with when: their requests are refused without encoding a board
     /// for `notReadingPenalty` (the queue is what bounds memory; this bounds the work).
     var notReading: [PeerID: ContinuousClock.Instant] = [:]
-    lazy var snapshotReaders = SnapshotReaders(limits: configuration.limits.unreadSnapshots, logger: logger)
+    /// Requesters' unread snapshot bytes: this hub's, shared by its board threads when it has several.
+    let snapshotReaders: SnapshotReaderTable
     static let notReadingPenalty: Duration = .seconds(10)
 
     /// Encodes snapshots off this thread (started by `run`).
@@ -104,9 +105,11 @@ final class HubLoop {
     init(
         configuration: HubConfiguration, sockets: HubSockets, startup: HubStartup, store: BoardStoreWriter?,
         logger: Logger, metricsFactory: any MetricsFactory, mailbox: Mailbox<HubLoopCommand>, boardThread: Int? = nil,
-        front: Mailbox<FrontCommand>? = nil
+        front: Mailbox<FrontCommand>? = nil, snapshotReaders: SnapshotReaderTable? = nil
     ) {
         self.front = front
+        self.snapshotReaders =
+            snapshotReaders ?? SnapshotReaderTable(SnapshotReaders(limits: configuration.limits.unreadSnapshots, logger: logger))
         self.configuration = configuration
         core = startup.core
         journal = startup.journal
@@ -187,7 +190,8 @@ final class HubLoop {
                 },
                 turnEnded: {
                     subscriberConnections?.update()
-                    snapshotReaders.sweepIfDue(now: clock.now)
+                    let now = clock.now
+                    snapshotReaders.withLock { $0.sweepIfDue(now: now) }
                     handle(.turnEnded(inputWaiting: ingestWaiting))
                     ingestWaiting = false
                     metrics.export(core.counters, liveTouchChanges: core.takeLiveTouchChanges())

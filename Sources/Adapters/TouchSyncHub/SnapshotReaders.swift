@@ -1,3 +1,4 @@
+import Synchronization
 import Glibc
 import Logging
 import TouchSyncHubCore
@@ -96,4 +97,18 @@ struct SnapshotReaders {
 
     /// `SIOCOUTQNSD` (linux/sockios.h): bytes queued and not yet sent.
     static let unsentBytesRequest: Int32 = 0x894B
+}
+
+/// The `SnapshotReaders` of a hub, under a lock: a hub with several board
+/// threads has one for all of them, so that an owner's unread snapshot
+/// bytes count once over every thread (its budget and the hub's total are
+/// the hub's, not each thread's). A hub with one thread takes the lock uncontended.
+final class SnapshotReaderTable: Sendable {
+    private let readers: Mutex<SnapshotReaders>
+
+    init(_ readers: SnapshotReaders) { self.readers = Mutex(readers) }
+
+    func withLock<Result>(_ body: (inout SnapshotReaders) -> Result) -> Result {
+        readers.withLock { body(&$0) }
+    }
 }

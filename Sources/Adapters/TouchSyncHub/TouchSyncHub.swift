@@ -327,6 +327,7 @@ public final class TouchSyncHub: Service {
             var summaries: [RecoveredBoardSummary] = []
             // One ledger of per-user quotas and allowances for all the threads (with the configured, whole limits).
             let ledger = HubLedger(limits: configuration.limits, epoch: ContinuousClock.now)
+            let readers = SnapshotReaderTable(SnapshotReaders(limits: configuration.limits.unreadSnapshots, logger: logger))
             for index in 0..<threads.count {
                 let mailbox = mailboxes[index]
                 let boards = stored?.loaded.boards.filter { threads.thread(of: $0.name) == index }
@@ -346,7 +347,8 @@ public final class TouchSyncHub: Service {
                     }
                     let loop = HubLoop(
                         configuration: threadConfiguration, sockets: sockets, startup: startup, store: writer,
-                        logger: logger, metricsFactory: metricsFactory, mailbox: mailbox, boardThread: index, front: frontMailbox)
+                        logger: logger, metricsFactory: metricsFactory, mailbox: mailbox, boardThread: index, front: frontMailbox,
+                        snapshotReaders: readers)
                     return (startup.summaries, loop.run)
                 }
                 loops.append((mailbox, thread))
