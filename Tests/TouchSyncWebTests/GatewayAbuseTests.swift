@@ -267,8 +267,12 @@ struct GatewayAbuseTests {
     /// acknowledged, also while its board's snapshot waits for the gateway
     /// key's snapshot allowance (an ack posted while the snapshot was due was
     /// dropped, so a first stroke could stay unacknowledged for good).
-    @Test func everyFirstStrokeOnANewBoardIsAcknowledged() async throws {
-        let rig = try await Rig(webArguments: ["--max-tabs-per-user", "32"], hubArguments: ["--max-snapshots-per-second", "2"], invitee: "ann")
+    /// Also with the hub's boards over two board threads (the gateway's one
+    /// connection then speaks to both through the hub's front).
+    @Test(arguments: [1, 2])
+    func everyFirstStrokeOnANewBoardIsAcknowledged(hubThreads: Int) async throws {
+        let rig = try await Rig(
+            webArguments: ["--max-tabs-per-user", "32"], hubArguments: ["--max-snapshots-per-second", "2", "--threads", "\(hubThreads)"], invitee: "ann")
         defer { rig.close() }
         var tabs: [Tab] = []
         for index in 0..<20 {
@@ -297,8 +301,10 @@ struct GatewayAbuseTests {
     /// thumbnail requests uses up her own allowance, not the gateway's (which
     /// every tab's board needs): the honest user's thumbnail right after is
     /// answered, and her new tab gets its board and draws.
-    @Test func oneUsersRequestFloodCountsAgainstThatUserOnly() async throws {
-        let rig = try await Rig(hubArguments: ["--max-snapshots-per-second", "3"], invitee: "ann", watchers: ["eve"])
+    /// Also with two board threads: the allowances are the hub's, not each thread's.
+    @Test(arguments: [1, 2])
+    func oneUsersRequestFloodCountsAgainstThatUserOnly(hubThreads: Int) async throws {
+        let rig = try await Rig(hubArguments: ["--max-snapshots-per-second", "3", "--threads", "\(hubThreads)"], invitee: "ann", watchers: ["eve"])
         defer { rig.close() }
         let ann = try await rig.tab()
         _ = try await Self.welcome(ann, board: "ann-board", token: rig.token)

@@ -113,8 +113,10 @@ struct GatewayWireTests {
 
     static func sample(_ x: Double, _ y: Double, _ t: Double) -> [Double?] { browserSample(x, y, t) }
 
-    @Test func aTabDrawsAndAnotherSeesItExactly() async throws {
-        let rig = try await Rig()
+    /// Also through a hub with two board threads.
+    @Test(arguments: [1, 2])
+    func aTabDrawsAndAnotherSeesItExactly(hubThreads: Int) async throws {
+        let rig = try await Rig(hubArguments: ["--threads", "\(hubThreads)"])
         defer { rig.close() }
         let drawer = try await rig.tab()
         let watcher = try await rig.tab()
