@@ -47,7 +47,8 @@ import TouchSyncHubCore
         let gateway = Array("gateway".utf8)
         let tab = PeerID(gateway, channel: 7)
         _ = routing.hello(from: tab, principal: UserNamespace("web:ann"), board: board)
-        #expect(routing.awaitsAnswer(to: tab))
+        #expect(routing.awaitsAnswer(to: tab, from: threads.thread(of: board)))
+        #expect(!routing.awaitsAnswer(to: tab, from: threads.thread(of: other)), "another thread's answers are about earlier messages")
         #expect(routing.answered(tab, welcomed: true) == nil)
         // The same user from another channel, on another thread's board.
         let newTab = PeerID(gateway, channel: 9)

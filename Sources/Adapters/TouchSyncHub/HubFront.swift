@@ -320,7 +320,7 @@ final class HubFront {
                 index += 2
             }
         }
-        for (peer, reply) in replies where routing.awaitsAnswer(to: peer) {
+        for (peer, reply) in replies where routing.awaitsAnswer(to: peer, from: thread) {
             guard let welcomed = reply.withUnsafeBytes(Self.helloAnswer(in:)) else { continue }
             guard let departure = routing.answered(peer, welcomed: welcomed) else { continue }
             try sayGoodbye(for: departure)
@@ -389,13 +389,7 @@ final class HubFront {
     /// handshake, which the reloaded list decides; the others resync).
     private func disconnectSubscribers(_ users: [String]) {
         guard let connections = sockets.subscriberConnections else { return }
-        let publish = sockets.endpoints.publish
-        // tcp://HOST:PORT: its port; ipc://PATH: local sockets.
-        let port = publish.hasPrefix("tcp://") ? publish.split(separator: ":").last.flatMap { UInt16($0) } : nil
-        let ended = connections.shutDownAll(localPort: port)
-        logger.notice(
-            "subscriber connections ended: they connect again through the handshake (the others resync)",
-            metadata: ["connections": "\(ended)", "for": "\(users)"])
+        endSubscriberConnections(connections, publishEndpoint: sockets.endpoints.publish, for: users, logger: logger)
     }
 
     /// A board thread's publications, out through the publish socket.

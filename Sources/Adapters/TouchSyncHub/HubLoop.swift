@@ -280,12 +280,7 @@ final class HubLoop {
                     continue
                 }
                 guard let subscriberConnections else { continue }
-                // tcp://HOST:PORT: its port; ipc://PATH: local sockets.
-                let port = endpoints.publish.hasPrefix("tcp://") ? endpoints.publish.split(separator: ":").last.flatMap { UInt16($0) } : nil
-                let ended = subscriberConnections.shutDownAll(localPort: port)
-                logger.notice(
-                    "subscriber connections ended: they connect again through the handshake (the others resync)",
-                    metadata: ["connections": "\(ended)", "for": "\(users)"])
+                endSubscriberConnections(subscriberConnections, publishEndpoint: endpoints.publish, for: users, logger: logger)
             }
         }
     }

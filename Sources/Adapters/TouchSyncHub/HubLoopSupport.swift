@@ -1,11 +1,25 @@
+import Logging
 import TouchSyncCore
 import TouchSyncHubCore
+import ZeroMQ
 
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+
+/// Ends every subscriber connection of an authenticated hub's publish
+/// socket after a reload took `users`' right to watch: they connect again
+/// through the handshake, which the reloaded list decides (the others resync).
+func endSubscriberConnections(_ connections: ZMQAcceptedConnections, publishEndpoint: String, for users: [String], logger: Logger) {
+    // tcp://HOST:PORT: its port; ipc://PATH: local sockets.
+    let port = publishEndpoint.hasPrefix("tcp://") ? publishEndpoint.split(separator: ":").last.flatMap { UInt16($0) } : nil
+    let ended = connections.shutDownAll(localPort: port)
+    logger.notice(
+        "subscriber connections ended: they connect again through the handshake (the others resync)",
+        metadata: ["connections": "\(ended)", "for": "\(users)"])
+}
 
 /// Microseconds since the Unix epoch.
 func wallClockMicroseconds() -> Int64 {

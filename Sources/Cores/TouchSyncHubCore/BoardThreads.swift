@@ -109,12 +109,14 @@ public struct FrontRouting: Sendable {
         return thread
     }
 
-    /// Whether an answer from a thread to `peer` is one the routing waits for.
-    public func awaitsAnswer(to peer: PeerID) -> Bool { pending[peer] != nil }
+    /// Whether an answer from `thread` to `peer` may be the one the routing
+    /// waits for (the thread its hello went to; another thread's answers to
+    /// the same connection are about what it sent there before).
+    public func awaitsAnswer(to peer: PeerID, from thread: Int) -> Bool { pending[peer]?.thread == thread }
 
-    /// The thread answered `peer`'s hello: welcomed, its user's previous
-    /// session, on another thread, is returned to be ended there; refused,
-    /// nothing changes for the user's session, and the connection's
+    /// The thread `peer`'s hello went to answered it: welcomed, its user's
+    /// previous session, on another thread, is returned to be ended there;
+    /// refused, nothing changes for the user's session, and the connection's
     /// messages go where they went before the hello.
     public mutating func answered(_ peer: PeerID, welcomed: Bool) -> Departure? {
         guard let (principal, thread, before, sender) = pending.removeValue(forKey: peer) else { return nil }
