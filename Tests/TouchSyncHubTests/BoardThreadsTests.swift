@@ -25,10 +25,12 @@ struct BoardThreadsTests {
         let threads = BoardThreads(count: 3)
         #expect(Set(boards.map(threads.thread(of:))).count == 3, "the boards fall on every thread")
 
-        let test = try await TestHub.start {
+        // The hub's notices, warnings and errors, printed if the drawing stalls.
+        let log = LogRecorder()
+        let test = try await TestHub.start({
             $0.boardThreads = 3
             $0.journal = JournalConfiguration(directory: directory)
-        }
+        }, logger: log.logger("hub", level: .notice))
         let subscribers = try boards.map { try test.subscriber(board: $0) }
         var profile = SimulationProfile()
         profile.users = 2
@@ -47,7 +49,10 @@ struct BoardThreadsTests {
             }
             if step % 20 == 0 { try await Task.sleep(for: .milliseconds(1)) }
         }
-        for agent in agents.joined() { #expect(await agent.flush(timeout: .seconds(20))) }
+        for agent in agents.joined() where !(await agent.flush(timeout: .seconds(20))) {
+            Issue.record("an agent's frames were not all acknowledged in 20 s; the hub said:\n\(log.text)")
+            break
+        }
         // Their goodbyes cancel what is still down: the boards as they stay.
         for agent in agents.joined() { await agent.stop() }
         var digests: [String: BoardDigest] = [:]

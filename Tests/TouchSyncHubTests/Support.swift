@@ -189,6 +189,9 @@ final class LogRecorder: Sendable {
         return logger
     }
 
+    /// Every record so far, one a line (for a failing test's output).
+    var text: String { records.withLock { $0.map(\.description).joined(separator: "\n") } }
+
     /// The records so far whose metadata has `value` at `key`.
     func records(where key: String, is value: String) -> [Record] {
         records.withLock { $0.filter { $0.metadata[key] == value } }

@@ -132,7 +132,28 @@ final class HubFront {
                     }
                     return .stop
                 },
-                readable: { index in
+                readable: { index in try forwardOrLog(from: index) },
+                turnEnded: { sockets.subscriberConnections?.update() })
+        } catch let error as ZMQError where error.isTerminated {
+            logger.info("hub front stopped: context terminated")
+        } catch {
+            logger.critical("hub front failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// `forward(from:)`, except that one message that could not be passed on
+    /// (its peer gone, say) does not stop the hub's traffic: it is logged.
+    private func forwardOrLog(from index: Int) throws(ZMQError) {
+        do {
+            try forward(from: index)
+        } catch {
+            if error.isTerminated { throw error }
+            logger.warning("hub front: a message not forwarded", metadata: ["socket": "\(index)", "error": "\(error)"])
+        }
+    }
+
+    /// What a readable socket (by its index in the poll loop) has, passed on.
+    private func forward(from index: Int) throws(ZMQError) {
                     switch index {
                     case 0: try forwardAgentMessages()
                     case 1: try forwardSubscriptions()
@@ -145,13 +166,6 @@ final class HubFront {
                         default: try forwardSnapshotAnswers(from: thread)
                         }
                     }
-                },
-                turnEnded: { sockets.subscriberConnections?.update() })
-        } catch let error as ZMQError where error.isTerminated {
-            logger.info("hub front stopped: context terminated")
-        } catch {
-            logger.critical("hub front failed", metadata: ["error": "\(error)"])
-        }
     }
 
     // MARK: Agents
@@ -465,7 +479,7 @@ final class HubFront {
             merge.parts.append((list.boards, list.more))
         case .error:
             // The first refusal (an allowance) answers the request; the other threads' answers are dropped.
-            if !merge.refused { try sockets.snapshots.send(multipart: [requester, answer[1].bytes], dontWait: true) }
+            if !merge.refused { sendSnapshotAnswer([requester, answer[1].bytes]) }
             merge.refused = true
         default:
             return false
@@ -481,7 +495,16 @@ final class HubFront {
         merged.requestID = requestID
         merged.boards.boards = boards
         merged.boards.more = more
-        try sockets.snapshots.send(multipart: [requester, WireCodec.encode(merged)], dontWait: true)
+        sendSnapshotAnswer([requester, WireCodec.encode(merged)])
         return true
+    }
+
+    /// An answer the front made (a merged board list): a requester gone since is dropped.
+    private func sendSnapshotAnswer(_ parts: [[UInt8]]) {
+        do {
+            _ = try sockets.snapshots.send(multipart: parts, dontWait: true)
+        } catch {
+            logger.debug("board list not delivered", metadata: ["error": "\(error)"])
+        }
     }
 }
