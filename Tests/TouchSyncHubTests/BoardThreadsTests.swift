@@ -27,9 +27,13 @@ struct BoardThreadsTests {
 
         // The hub's notices, warnings and errors, printed if the drawing stalls.
         let log = LogRecorder()
-        let test = try await TestHub.start({
+        // Acknowledgements that wait for no fsync: a full run's disks stall syncs for seconds, and
+        // this test is about the threads (a stopped hub syncs what it wrote; the restart reads it).
+        var journal = JournalConfiguration(directory: directory)
+        journal.fsync = .never
+        let test = try await TestHub.start({ [journal] in
             $0.boardThreads = 3
-            $0.journal = JournalConfiguration(directory: directory)
+            $0.journal = journal
         }, logger: log.logger("hub", level: .notice))
         let subscribers = try boards.map { try test.subscriber(board: $0) }
         var profile = SimulationProfile()
