@@ -219,4 +219,30 @@ struct BoardThreadsTests {
         #expect(answered.count >= 3 && answered.count <= 6, "\(answered.count) of 12 served")
         await test.hub.stop()
     }
+
+    /// `--max-boards` is split between the threads: each holds its share, and
+    /// its refusal says so (the number is the thread's, not the hub's).
+    @Test func aThreadsShareOfTheBoardsIsItsOwnAndItsRefusalSaysSo() async throws {
+        let threads = BoardThreads(count: 2)
+        let names = (0..<100).map { "share-\($0)" }
+        let first = names[0]
+        let sameThread = try #require(names.dropFirst().first { threads.thread(of: $0) == threads.thread(of: first) })
+        let otherThread = try #require(names.first { threads.thread(of: $0) != threads.thread(of: first) })
+        let test = try await TestHub.start {
+            $0.boardThreads = 2
+            $0.limits.maxBoards = 2
+        }
+        func hello(_ board: String, as identity: String) async throws -> Touchsync_V1_HubReply? {
+            let agent = try RawAgent(test, identity: identity)
+            defer { agent.socket.close() }
+            try agent.hello(board: board, session: identity)
+            return try await agent.reply()
+        }
+        #expect(try await hello(first, as: "one")?.welcome.board == first)
+        let refused = try #require(try await hello(sameThread, as: "two"))
+        #expect(refused.error.code == .unknownBoard && refused.error.message.contains("maximum of 1 boards on this board's thread"), "\(refused)")
+        #expect(try await hello(otherThread, as: "three")?.welcome.board == otherThread)
+        await test.hub.stop()
+    }
 }
+

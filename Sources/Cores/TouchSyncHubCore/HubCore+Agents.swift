@@ -208,7 +208,7 @@ extension HubCore {
             slot = existing
         } else {
             guard boardCount < configuration.limits.maxBoards else {
-                refuse(peer.id, HubRefusal(.unknownBoard, "this hub holds its maximum of \(configuration.limits.maxBoards) boards"), into: &actions)
+                refuse(peer.id, HubRefusal(.unknownBoard, "this hub holds its maximum of \(configuration.limits.maxBoards) boards\(threadShare)"), into: &actions)
                 return
             }
             // A gateway's tab counts as its invited user (every tab has a namespace of its own:
@@ -271,7 +271,8 @@ extension HubCore {
             guard sessions.makeRoom(for: principal, limit: configuration.limits.maxSessions) else {
                 refuse(
                     peer.id,
-                    HubRefusal(.rateLimited, "this hub holds its maximum of \(configuration.limits.maxSessions) agent sessions: try again later"),
+                    HubRefusal(
+                        .rateLimited, "this hub holds its maximum of \(configuration.limits.maxSessions) agent sessions\(threadShare): try again later"),
                     into: &actions)
                 return
             }
@@ -399,5 +400,13 @@ extension HubCore {
             end(principal, why: "its connection closed")
         }
         sessions.connectionClosed(id)
+    }
+}
+
+extension HubCore {
+    /// How a limit split between board threads reads in a refusal: the
+    /// number is this board's thread's share (empty with one thread).
+    var threadShare: String {
+        configuration.boardThreads > 1 ? " on this board's thread (its share: the hub has \(configuration.boardThreads) board threads)" : ""
     }
 }
