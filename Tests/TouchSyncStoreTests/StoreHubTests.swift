@@ -72,6 +72,44 @@ struct StoreHubTests {
     /// epochs that never go back. replay, render and compact read the store
     /// as they read a journal; after compaction the board loads and replays
     /// from its snapshot to the same digest.
+    /// A hub on the store with two board threads (a store writer each),
+    /// SIGKILLed in the middle of a load on boards of both threads and
+    /// started again: nothing lost or doubled, and each board's batches in
+    /// the store run 1, 2, 3… without a gap.
+    @Test func aHubWithBoardThreadsKilledMidLoadComesBackFromTheStore() async throws {
+        try await withServer { server in
+            let children = ChildProcesses()
+            defer { children.killAll() }
+            let hub = try StoreHub(server: server, name: "hub-a", threads: 2)
+            let report = NSTemporaryDirectory() + "touchsync-store-threads-\(UUID().uuidString.prefix(8)).json"
+            defer { try? FileManager.default.removeItem(atPath: report) }
+            var (process, _, _) = try await children.startHub(hub.arguments)
+            let (load, loadOutput) = try children.run(
+                ["load"] + hub.client + ["--users", "4", "--fingers", "2", "--boards", "4", "--duration", "6", "--seed", "37", "--json", report, "--drain-timeout", "30"])
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try await count(server, "SELECT count(*) FROM touchsync_batches") < 20, ContinuousClock.now < deadline, load.isRunning {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(load.isRunning, "the load run ended before the hub was killed")
+            kill(process.processIdentifier, SIGKILL)
+            await process.exited()
+            (process, _, _) = try await children.startHub(hub.arguments)
+            await load.exited()
+            let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
+            #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
+            let figures = try loadReport(report)
+            #expect(figures["lost"] as? Int == 0 && figures["duplicated"] as? Int == 0 && figures["converged"] as? Bool == true, "\(figures)")
+            let digests = try #require(figures["board_digests"] as? [String: String])
+            #expect(digests.count == 4 && Set(digests.keys.map(BoardThreads(count: 2).thread(of:))).count == 2, "the boards fall on both threads")
+            for board in digests.keys {
+                let batches = try await count(server, "SELECT count(*) FROM touchsync_batches WHERE board = '\(board)'")
+                let last = try await count(server, "SELECT max(sequence) FROM touchsync_batches WHERE board = '\(board)'")
+                let first = try await count(server, "SELECT min(sequence) FROM touchsync_batches WHERE board = '\(board)'")
+                #expect(batches > 0 && last - first + 1 == batches, "\(board): \(batches) batches from \(first) to \(last)")
+            }
+        }
+    }
+
     @Test func aHubKilledMidLoadComesBackFromTheStore() async throws {
         try await withServer { server in
             let children = ChildProcesses()
