@@ -41,6 +41,23 @@ import TouchSyncHubCore
         #expect(routing.destination(of: peer) == .thread(thread))
     }
 
+    /// A reconnecting agent's queued frames reach thread 0 before its hello:
+    /// thread 0's NOT_WELCOMED for them, if it comes after the board's
+    /// thread welcomed the agent, is not passed on.
+    @Test func answersFromAThreadAConnectionLeftAreNotDelivered() {
+        var routing = FrontRouting(threads: threads)
+        let (board, _) = boardsOnTwoThreads()
+        let home = threads.thread(of: board)
+        let stale = home == 0 ? 1 : 0
+        let peer = PeerID(Array("agent".utf8))
+        #expect(routing.delivers(answerTo: peer, from: stale), "no route yet: whoever answers is heard")
+        _ = routing.hello(from: peer, principal: UserNamespace("agent"), board: board)
+        #expect(routing.delivers(answerTo: peer, from: stale), "while the hello waits, as a hub with one thread would")
+        _ = routing.answered(peer, welcomed: true)
+        #expect(routing.delivers(answerTo: peer, from: home))
+        #expect(!routing.delivers(answerTo: peer, from: stale))
+    }
+
     @Test func aNewSessionOnAnotherThreadEndsThePreviousOneThere() {
         var routing = FrontRouting(threads: threads)
         let (board, other) = boardsOnTwoThreads()

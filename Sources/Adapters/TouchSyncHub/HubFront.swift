@@ -270,8 +270,13 @@ final class HubFront {
         let link = links[thread].ingest
         for count in 0..<maxMessagesPerTurn {
             guard try receiveAnswer(from: link) else { return count }
+            // Which answers the peer hears is decided as the routing stood when they were sent:
+            // a hello's answer, noted next, may move the peer (a refusal takes it back).
+            guard keepDeliverable(from: thread) else {
+                for message in answer { message.reset() }
+                continue
+            }
             if routing.hasPendingHellos { try noteHelloAnswers(from: thread) }
-            if thread != 0 && answer.count > 2 && !dropConnectionReplies() { continue }
             for (index, message) in answer.enumerated() {
                 // ROUTER_MANDATORY: an agent gone since is EHOSTUNREACH; it hears the news when it comes back.
                 do {
@@ -285,21 +290,33 @@ final class HubFront {
         return maxMessagesPerTurn
     }
 
-    /// Every thread answers a connection's heartbeat on channel 0; the
-    /// connection hears one answer, thread 0's: drops channel 0's pairs from
-    /// `answer` (false: nothing is left to send).
-    private func dropConnectionReplies() -> Bool {
+    /// Drops from `answer` (a thread's message to one connection) what its
+    /// peer must not hear (false: nothing is left to send):
+    /// - channel 0's answers but thread 0's: every thread answers a
+    ///   connection's heartbeat, and the connection hears one answer;
+    /// - answers to a connection or channel whose hello has since moved it
+    ///   to another thread (`FrontRouting.delivers`): they are about what it
+    ///   sent before (a reconnecting agent's queued frames reach thread 0
+    ///   before its hello, whose welcome may then overtake their NOT_WELCOMED),
+    ///   and a hub with one thread would have sent them before the welcome.
+    private func keepDeliverable(from thread: Int) -> Bool {
+        let connection = answer[0].bytes
+        if answer.count == 2 { return routing.delivers(answerTo: PeerID(connection), from: thread) }
         var index = 1
         var kept: [Int] = []
         while index + 1 < answer.count {
-            if answer[index].withUnsafeBytes(ChannelPart.decode) != 0 { kept += [index, index + 1] }
+            let channel = answer[index].withUnsafeBytes(ChannelPart.decode)
+            let keep =
+                switch channel {
+                case 0: thread == 0
+                case let channel?: routing.delivers(answerTo: PeerID(connection, channel: channel), from: thread)
+                case nil: true
+                }
+            if keep { kept += [index, index + 1] }
             index += 2
         }
         guard kept.count < answer.count - 1 else { return true }
-        guard !kept.isEmpty else {
-            for message in answer { message.reset() }
-            return false
-        }
+        guard !kept.isEmpty else { return false }
         answer = [answer[0]] + kept.map { answer[$0] }  // the dropped parts' messages are released
         return true
     }

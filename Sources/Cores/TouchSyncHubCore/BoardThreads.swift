@@ -109,6 +109,16 @@ public struct FrontRouting: Sendable {
         return thread
     }
 
+    /// Whether `peer` is to hear an answer from `thread`: yes from the thread
+    /// it is routed to, from any while its hello waits for an answer, and
+    /// when the front knows no route for it; no from a thread it left since
+    /// (answers about what it sent before its hello moved it, which would
+    /// reach it after the new thread's welcome and contradict it).
+    public func delivers(answerTo peer: PeerID, from thread: Int) -> Bool {
+        guard let route = routes[peer] else { return true }
+        return route == thread || pending[peer] != nil
+    }
+
     /// Whether an answer from `thread` to `peer` may be the one the routing
     /// waits for (the thread its hello went to; another thread's answers to
     /// the same connection are about what it sent there before).
