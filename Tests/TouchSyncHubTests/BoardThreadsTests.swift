@@ -53,8 +53,18 @@ struct BoardThreadsTests {
             }
             if step % 20 == 0 { try await Task.sleep(for: .milliseconds(1)) }
         }
-        for agent in agents.joined() where !(await agent.flush(timeout: .seconds(20))) {
-            Issue.record("an agent's frames were not all acknowledged in 20 s; the hub said:\n\(log.text)")
+        for (index, agent) in agents.joined().enumerated() where !(await agent.flush(timeout: .seconds(20))) {
+            // Which part stalled: each board's sequence, and whether its thread answers a new hello.
+            var probes: [String] = []
+            for board in boards {
+                let probe = try RawAgent(test, identity: "probe-\(board)")
+                try probe.hello(board: board, session: "probe")
+                let reply = try await probe.reply(timeoutMilliseconds: 3000)
+                probe.socket.close()
+                let sequence = await test.hub.boardState(board)?.sequence
+                probes.append("\(board) (thread \(threads.thread(of: board))): sequence \(sequence.map(String.init) ?? "none"), a new hello got \(reply.map { "\($0.body.map { "\($0)".prefix(60) } ?? "nothing")" } ?? "no answer in 3 s")")
+            }
+            Issue.record("agent \(index)'s frames were not all acknowledged in 20 s; \(probes.joined(separator: "; ")); the hub said:\n\(log.text)")
             break
         }
         // Their goodbyes cancel what is still down: the boards as they stay.
