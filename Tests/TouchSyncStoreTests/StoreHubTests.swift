@@ -60,6 +60,28 @@ struct StoreHubTests {
         return value
     }
 
+    /// Runs `touchsync load` with `arguments` against `hub` (running as
+    /// `process`), SIGKILLs the hub once the store holds 20 batches (a busy
+    /// machine, a cold full run, writes few a second), starts it again and
+    /// waits for the load to end, which must succeed: the restarted hub.
+    func loadThroughAKill(
+        of hub: StoreHub, running process: Child, server: PostgresServer, children: ChildProcesses, load arguments: [String]
+    ) async throws -> Child {
+        let (load, loadOutput) = try children.run(["load"] + hub.client + arguments)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try await count(server, "SELECT count(*) FROM touchsync_batches") < 20, ContinuousClock.now < deadline, load.isRunning {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(load.isRunning, "the load run ended before the hub was killed")
+        kill(process.processIdentifier, SIGKILL)
+        await process.exited()
+        let (restarted, _, _) = try await children.startHub(hub.arguments)
+        await load.exited()
+        let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
+        #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
+        return restarted
+    }
+
     /// The load report's figures (the run must have succeeded).
     func loadReport(_ path: String) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
@@ -83,20 +105,10 @@ struct StoreHubTests {
             let hub = try StoreHub(server: server, name: "hub-a", threads: 2)
             let report = NSTemporaryDirectory() + "touchsync-store-threads-\(UUID().uuidString.prefix(8)).json"
             defer { try? FileManager.default.removeItem(atPath: report) }
-            var (process, _, _) = try await children.startHub(hub.arguments)
-            let (load, loadOutput) = try children.run(
-                ["load"] + hub.client + ["--users", "4", "--fingers", "2", "--boards", "4", "--duration", "6", "--seed", "37", "--json", report, "--drain-timeout", "30"])
-            let deadline = ContinuousClock.now + .seconds(30)
-            while try await count(server, "SELECT count(*) FROM touchsync_batches") < 20, ContinuousClock.now < deadline, load.isRunning {
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            #expect(load.isRunning, "the load run ended before the hub was killed")
-            kill(process.processIdentifier, SIGKILL)
-            await process.exited()
-            (process, _, _) = try await children.startHub(hub.arguments)
-            await load.exited()
-            let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
-            #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
+            let (process, _, _) = try await children.startHub(hub.arguments)
+            _ = try await loadThroughAKill(
+                of: hub, running: process, server: server, children: children,
+                load: ["--users", "4", "--fingers", "2", "--boards", "4", "--duration", "6", "--seed", "37", "--json", report, "--drain-timeout", "30"])
             let figures = try loadReport(report)
             #expect(figures["lost"] as? Int == 0 && figures["duplicated"] as? Int == 0 && figures["converged"] as? Bool == true, "\(figures)")
             let digests = try #require(figures["board_digests"] as? [String: String])
@@ -119,21 +131,9 @@ struct StoreHubTests {
             defer { try? FileManager.default.removeItem(atPath: report) }
             var (process, _, started) = try await children.startHub(hub.arguments)
             #expect(started.contains("as hub hub-a") && started.contains("0 board(s) loaded"), "\(started)")
-            let (load, loadOutput) = try children.run(
-                ["load"] + hub.client + ["--users", "4", "--fingers", "3", "--duration", "8", "--seed", "31", "--json", report, "--drain-timeout", "30"])
-            let deadline = ContinuousClock.now + .seconds(30)
-            // A busy machine (a cold full run) writes few batches a second: kill once some are in.
-            while try await count(server, "SELECT count(*) FROM touchsync_batches") < 20, ContinuousClock.now < deadline, load.isRunning {
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            #expect(load.isRunning, "the load run ended before the hub was killed")
-            kill(process.processIdentifier, SIGKILL)
-            await process.exited()
-            (process, _, _) = try await children.startHub(hub.arguments)
-
-            await load.exited()
-            let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
-            #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
+            process = try await loadThroughAKill(
+                of: hub, running: process, server: server, children: children,
+                load: ["--users", "4", "--fingers", "3", "--duration", "8", "--seed", "31", "--json", report, "--drain-timeout", "30"])
             let figures = try loadReport(report)
             #expect(figures["lost"] as? Int == 0 && figures["duplicated"] as? Int == 0, "\(figures)")
             #expect(figures["converged"] as? Bool == true)

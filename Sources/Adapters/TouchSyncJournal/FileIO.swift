@@ -171,9 +171,12 @@ final class JournalFile {
 /// An exclusive `flock` on a data folder's lock file, held as long as this
 /// value lives: a second hub on the same folder is refused at start, and the
 /// lock goes with the process however it ends (even SIGKILL).
-public final class FolderLock: @unchecked Sendable {
+public final class FolderLock: Sendable {
     static let fileName = "touchsync.lock"
-    private var descriptor: Int32
+    /// The lock file's descriptor (-1 once released). A hub with several board
+    /// threads shares one lock between their journals, and releases it from
+    /// another thread than the one that took it: hence the mutex.
+    private let descriptor: Mutex<Int32>
     private let path: String
     /// The lock files this process holds now: a second journal on one of them is refused at once.
     private static let held = Mutex<Set<String>>([])
@@ -184,12 +187,13 @@ public final class FolderLock: @unchecked Sendable {
         self.path = path
         let ours = "pid \(getpid())"
         guard !Self.held.withLock({ $0.contains(path) }) else { throw .locked(folder: folder, holder: ours) }
-        descriptor = try systemCall("open", path: path) { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        // A failed init closes what it opened here (deinit does not run before every property is set).
+        let fd = try systemCall("open", path: path) { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
         var attempts = 0
-        while flock(descriptor, LOCK_EX | LOCK_NB) == -1 {
+        while flock(fd, LOCK_EX | LOCK_NB) == -1 {
             let code = errno
             var holder = [UInt8](repeating: 0, count: 64)
-            let count = holder.withUnsafeMutableBytes { Glibc.pread(descriptor, $0.baseAddress, $0.count, 0) }
+            let count = holder.withUnsafeMutableBytes { Glibc.pread(fd, $0.baseAddress, $0.count, 0) }
             let text = String(decoding: holder.prefix(max(count, 0)).filter { $0 != 0x0A }, as: UTF8.self)
             // Held in this process's name though no journal of ours holds it: it was just released,
             // and a child that another thread is spawning still has a copy of the descriptor until
@@ -200,32 +204,33 @@ public final class FolderLock: @unchecked Sendable {
                 usleep(10_000)
                 continue
             }
-            _ = Glibc.close(descriptor)
-            descriptor = -1  // a failed init still runs deinit: nothing to close twice
+            _ = Glibc.close(fd)
             guard code == EWOULDBLOCK else { throw .system(call: "flock", path: path, errno: code) }
             throw .locked(folder: folder, holder: text.isEmpty ? "pid unknown" : text)
         }
         // Who holds it, for the message a second hub prints.
         let note = Array("pid \(getpid())\n".utf8)
         do {
-            _ = try systemCall("ftruncate", path: path) { ftruncate(descriptor, 0) }
-            _ = try systemCall("pwrite", path: path) { note.withUnsafeBytes { Glibc.pwrite(descriptor, $0.baseAddress, $0.count, 0) } }
+            _ = try systemCall("ftruncate", path: path) { ftruncate(fd, 0) }
+            _ = try systemCall("pwrite", path: path) { note.withUnsafeBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, 0) } }
         } catch {
-            _ = Glibc.close(descriptor)
-            descriptor = -1
+            _ = Glibc.close(fd)
             throw error
         }
+        descriptor = Mutex(fd)
         Self.held.withLock { _ = $0.insert(path) }
     }
 
     deinit { release() }
 
     public func release() {
-        if descriptor >= 0 {
-            _ = Glibc.close(descriptor)  // closing the descriptor releases the flock
-            descriptor = -1
-            Self.held.withLock { _ = $0.remove(path) }
+        let fd = descriptor.withLock { fd in
+            defer { fd = -1 }
+            return fd
         }
+        guard fd >= 0 else { return }
+        _ = Glibc.close(fd)  // closing the descriptor releases the flock
+        Self.held.withLock { _ = $0.remove(path) }
     }
 }
 
