@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TouchSyncClient
 import TouchSyncCore
@@ -51,6 +52,19 @@ struct RelayTests {
         agentConfiguration.reconnectDelay = .milliseconds(20) ... .milliseconds(200)
         let agent = try TouchAgent(configuration: agentConfiguration, context: context, logger: testLogger("agent"))
         agent.start()
+        // What the agent went through, said when a flush runs out (a fresh
+        // clone once saw one run out after the hub's restart, not reproduced).
+        let eventLog = Mutex<[String]>([])
+        let eventReader = Task {
+            for await event in agent.events { eventLog.withLock { $0.append("\(ContinuousClock.now): \(event)") } }
+        }
+        defer { eventReader.cancel() }
+        func flushed(_ timeout: Duration, _ stage: String) async -> Bool {
+            if await agent.flush(timeout: timeout) { return true }
+            let events = eventLog.withLock { $0.suffix(30) }.joined(separator: "\n")
+            Issue.record("\(stage): the agent was not acknowledged in \(timeout): acknowledged \(agent.acknowledged), \(agent.unacknowledgedCount) unacknowledged, its last events:\n\(events)")
+            return false
+        }
         var time = 1.0
         func stroke(_ id: TouchID) async throws {
             try agent.touchesBegan([TouchInput(id: id, coalesced: [TouchPoint(x: 10, y: Double(id) * 10, timestamp: time)])])
@@ -71,7 +85,7 @@ struct RelayTests {
             return false
         }
         for id in 1...3 { try await stroke(TouchID(id)) }
-        #expect(await agent.flush(timeout: .seconds(10)))
+        _ = await flushed(.seconds(10), "at first")
         #expect(await converged(), "the chain did not converge")
         #expect(first.status.forwarded > 0 && second.status.snapshotsServed >= 1)
 
@@ -83,7 +97,7 @@ struct RelayTests {
             return again
         }
         for id in 4...5 { try await stroke(TouchID(id)) }
-        #expect(await agent.flush(timeout: .seconds(15)))
+        _ = await flushed(.seconds(15), "after the hub restarted")
         #expect(await converged(), "the chain did not converge after the hub restarted")
 
         // The second relay restarts on its ports; the subscriber resyncs from it.
@@ -93,7 +107,7 @@ struct RelayTests {
                 upstream: (firstEndpoints.publish, firstEndpoints.snapshot), serving: (secondEndpoints.publish, secondEndpoints.snapshot))
         }
         for id in 6...7 { try await stroke(TouchID(id)) }
-        #expect(await agent.flush(timeout: .seconds(10)))
+        _ = await flushed(.seconds(10), "after the relay restarted")
         #expect(await converged(), "the chain did not converge after the relay restarted")
         #expect(await subscriber.replica()?.acceptedStrokes.count == 7)
 

@@ -68,7 +68,13 @@ struct ThreadCPUTests {
         let stop = Atomic<Bool>(false)
         let named = Atomic<Bool>(false)
         let thread = Thread {
-            Thread.current.name = "ts-busy-test"  // Foundation names the OS thread too (prctl)
+            // Named through /proc itself: Foundation's `Thread.name`, set before
+            // `start()` has recorded the pthread, can leave the OS thread unnamed.
+            let comm = open("/proc/thread-self/comm", O_WRONLY)
+            if comm >= 0 {
+                _ = "ts-busy-test".withCString { write(comm, $0, strlen($0)) }
+                close(comm)
+            }
             named.store(true, ordering: .releasing)
             var spin: UInt64 = 0
             while !stop.load(ordering: .relaxed) { spin &+= 1 }
