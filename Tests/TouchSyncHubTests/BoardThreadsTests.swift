@@ -3,7 +3,7 @@ import Foundation
 import Testing
 import TouchSyncClient
 import TouchSyncCore
-import TouchSyncHub
+@testable import TouchSyncHub
 import TouchSyncHubCore
 import TouchSyncSimulation
 import TouchSyncWire
@@ -103,6 +103,54 @@ struct BoardThreadsTests {
             await subscriber.stop()
         }
         await again.hub.stop()
+    }
+
+    /// Clients connect as soon as the public sockets are bound, while the
+    /// board threads still start one by one (each loading its boards) and
+    /// connect to the front: the front reads nothing until it is told every
+    /// thread is there, so a hello sent in that moment reaches its thread
+    /// instead of a PAIR nobody has connected yet, which drops it. (A hub
+    /// restarted on a board store under load lost samples this way: the
+    /// dropped hellos' agents came back in an order that ended sessions.)
+    @Test func aHelloSentBeforeTheBoardThreadsConnectReachesItsThread() async throws {
+        let context = try ZMQContext()
+        let threads = BoardThreads(count: 2)
+        let board = try #require((0..<100).map { "early-\($0)" }.first { threads.thread(of: $0) == 1 })
+        let mailbox = try Mailbox<FrontCommand>()
+        let hubID = "early-\(UInt32.random(in: 0...UInt32.max))"
+        let frontThread = SocketThread(name: "test-front")
+        let endpoints = try await frontThread.start {
+            let sockets = try HubSockets(configuration: .loopbackEphemeral(), context: context)
+            let front = try HubFront(
+                sockets: sockets, threads: threads, hubID: hubID, context: context, logger: testLogger("front"),
+                maxMessagesPerTurn: 64, mailbox: mailbox, access: nil)
+            return (sockets.endpoints, front.run)
+        }
+        let agent = try ZMQSocket(context, type: .dealer)
+        try agent.setRoutingID(Array("early-agent".utf8))
+        try agent.connect(endpoints.ingest)
+        var hello = Touchsync_V1_AgentMessage()
+        hello.hello.protocolVersion = 1
+        hello.hello.board = board
+        hello.hello.sessionID = Data("early".utf8)
+        try agent.send(WireCodec.encode(hello))
+        // Time for the hello to reach the front's socket while no thread is connected (with
+        // the front reading at once, it would be read and dropped now; the assertion below
+        // holds however long this is).
+        try await Task.sleep(for: .milliseconds(200))
+        let boardSockets = try (0..<threads.count).map { try HubSockets(boardThread: $0, hubID: hubID, endpoints: endpoints, context: context) }
+        mailbox.post(.serve)
+        let threadOne = boardSockets[1].ingest
+        let received = try await offThePool { try threadOne.receiveBytes(timeoutMilliseconds: 5000) }
+        #expect(received?.count == 3, "the hello did not reach its board's thread")
+        if let parts = received {
+            #expect(parts[0] == Array("early-agent".utf8))
+            #expect(try WireCodec.decode(Touchsync_V1_AgentMessage.self, from: parts[2]).hello.board == board)
+        }
+        mailbox.post(.stop)
+        await frontThread.finished()
+        for sockets in boardSockets { sockets.close() }
+        agent.close()
     }
 
     /// One session per user, whichever thread its board is on: a user's new

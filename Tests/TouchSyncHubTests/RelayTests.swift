@@ -54,14 +54,14 @@ struct RelayTests {
         agent.start()
         // What the agent went through, said when a flush runs out (a fresh
         // clone once saw one run out after the hub's restart, not reproduced).
-        let eventLog = Mutex<[String]>([])
-        let eventReader = Task {
-            for await event in agent.events { eventLog.withLock { $0.append("\(ContinuousClock.now): \(event)") } }
+        let eventLog = EventLines()
+        let eventReader = Task { [agent] in
+            for await event in agent.events { eventLog.lines.withLock { $0.append("\(ContinuousClock.now): \(event)") } }
         }
         defer { eventReader.cancel() }
         func flushed(_ timeout: Duration, _ stage: String) async -> Bool {
             if await agent.flush(timeout: timeout) { return true }
-            let events = eventLog.withLock { $0.suffix(30) }.joined(separator: "\n")
+            let events = eventLog.lines.withLock { $0.suffix(30) }.joined(separator: "\n")
             Issue.record("\(stage): the agent was not acknowledged in \(timeout): acknowledged \(agent.acknowledged), \(agent.unacknowledgedCount) unacknowledged, its last events:\n\(events)")
             return false
         }
@@ -117,4 +117,9 @@ struct RelayTests {
         await first.stop()
         await hub.stop()
     }
+}
+
+/// Lines a test keeps from another task, said if it fails.
+final class EventLines: Sendable {
+    let lines = Mutex<[String]>([])
 }

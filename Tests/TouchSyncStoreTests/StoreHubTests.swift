@@ -27,6 +27,8 @@ struct StoreHubTests {
                 endpoints[2], "--history", endpoints[3], "--journal-retry", "1", "--lease-timeout", "\(leaseTimeout)", "--store-snapshot-kib", "\(snapshotKib)",
             ] + (host == "127.0.0.1" ? [] : ["--insecure"])  // a test host's own network
                 + (threads > 1 ? ["--threads", "\(threads)"] : [])
+                // TOUCHSYNC_TEST_HUB_LOG=debug: the hubs' logs in a failure's message say more.
+                + (ProcessInfo.processInfo.environment["TOUCHSYNC_TEST_HUB_LOG"].map { ["--log-level", $0] } ?? [])
         }
 
         /// The endpoints as clients name them.
@@ -75,10 +77,10 @@ struct StoreHubTests {
         #expect(load.isRunning, "the load run ended before the hub was killed")
         kill(process.processIdentifier, SIGKILL)
         await process.exited()
-        let (restarted, _, _) = try await children.startHub(hub.arguments)
+        let (restarted, restartedOutput, _) = try await children.startHub(hub.arguments)
         await load.exited()
         let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
-        #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
+        #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)\nthe restarted hub said (refusals of touches not down left out):\n\(restartedOutput.errors.split(separator: "\n").filter { !$0.contains("code=unknownTouch") }.joined(separator: "\n").prefix(30_000))")
         return restarted
     }
 
@@ -712,8 +714,8 @@ extension StoreHubTests {
     /// hub-a, SIGKILL it, and hub-b holds all six (the time is printed),
     /// each served at the sequence the store has. hub-b loaded them ahead,
     /// while hub-a's leases still ran (its heartbeat was late), as its
-    /// metrics count (at least one; a load the loaded machine did not finish
-    /// before the lapse is loaded after it).
+    /// metrics count (a board the loaded machine did not load before the
+    /// lapse is loaded after it).
     ///
     /// With board threads (`--threads 2` on both hubs) each of the
     /// successor's threads adopts its share, by its own store writer.
@@ -757,15 +759,17 @@ extension StoreHubTests {
                 let reply = try await snapshotReply(endpoint: b.endpoints[2], board: board, within: .seconds(10)) { $0?.chunk.sequence == UInt64(stored) }
                 #expect(reply?.chunk.sequence == UInt64(stored), "\(board): \(String(describing: reply)) against \(stored)")
             }
-            // Loaded ahead while hub-a's leases still ran (its heartbeat late); on a loaded machine a load
-            // may not finish before the lapse (one of six did not, once, at a 2 s lease): that one is loaded after.
+            // Loaded ahead while hub-a's leases still ran (its heartbeat late), or after the lapse: how many
+            // of each is a figure (printed), not a bound. On a loaded machine the successor may suspect
+            // hub-a only after its leases lapsed (0 ahead in 2 of 7 runs with both cores kept busy);
+            // loading ahead itself is tested in StoreTests (`aBoardLoadedAheadCaughtUpIsTheBoardLoadedWhole`).
             let metrics = try httpGet(port: UInt16(metricsPort), path: "/metrics")
             func adopted(_ how: String) -> Int {
                 metrics.split(separator: "\n").first { $0.hasPrefix("touchsync_store_boards_adopted_total{loaded=\"\(how)\"} ") }
                     .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }.map { Int($0) } ?? 0
             }
             print("adopted boards loaded ahead: \(adopted("ahead")), after the lapse: \(adopted("after_lapse"))")
-            #expect(adopted("ahead") >= 1 && adopted("ahead") + adopted("after_lapse") == 6, "\(metrics)")
+            #expect(adopted("ahead") + adopted("after_lapse") == 6, "each board adopted once: \(metrics)")
         }
     }
 

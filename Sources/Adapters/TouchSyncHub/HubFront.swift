@@ -23,6 +23,8 @@ import ZeroMQ
 /// merged here.
 /// What a board thread asks of the front.
 enum FrontCommand: Sendable {
+    /// Every board thread has connected: start reading the public sockets.
+    case serve
     /// Answer nothing more, close the sockets and return from `run`.
     case stop
     /// An access list reload took these users' right to watch: end the
@@ -116,6 +118,11 @@ final class HubFront {
             _ = mailbox.close()
         }
         do {
+            // Clients connect as soon as the public sockets are bound, while the board threads
+            // start one by one (loading their boards): nothing is read from the public sockets
+            // until every thread has connected, or a message for a thread not connected yet
+            // would be dropped by its PAIR (a reconnecting agent's hello, after a restart).
+            guard try awaitServe() else { return }
             let linkSockets = links.flatMap { [$0.ingest, $0.publish, $0.snapshots] }
             var loop = try PollLoop(mailbox: mailbox, sockets: [sockets.ingest, sockets.publish, sockets.snapshots] + linkSockets)
             try loop.run(
@@ -139,6 +146,26 @@ final class HubFront {
         } catch {
             logger.critical("hub front failed", metadata: ["error": "\(error)"])
         }
+    }
+
+    /// Waits for `.serve` (true) or `.stop` (false), reading nothing else.
+    private func awaitServe() throws -> Bool {
+        var waiting = try PollLoop(mailbox: mailbox, sockets: [])
+        var serve = false
+        try waiting.run(
+            deadline: { nil },
+            commands: { commands in
+                for command in commands {
+                    switch command {
+                    case .serve: serve = true
+                    case .stop: return .stop
+                    case .disconnectSubscribers: break  // no subscriber has been read yet
+                    }
+                }
+                return serve ? .stop : .proceed
+            },
+            readable: { _ in }, turnEnded: {})
+        return serve
     }
 
     /// `forward(from:)`, except that one message that could not be passed on
@@ -193,6 +220,7 @@ final class HubFront {
                     thread = 0
                 }
                 let link = links[thread].ingest
+                // Every thread is connected and the PAIRs have no high-water mark: a send always queues.
                 _ = try link.send(connection, more: true, dontWait: true)
                 _ = try link.send(origin, more: true, dontWait: true)
                 _ = try link.send(part, dontWait: true)

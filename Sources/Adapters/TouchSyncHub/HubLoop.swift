@@ -212,10 +212,24 @@ final class HubLoop {
         if !actions.isEmpty { perform(actions) }
     }
 
+    /// Welcomes and refusals, at debug level (acks are too many to log).
+    private func logReply(_ reply: HubReply, to peer: PeerID) {
+        switch reply {
+        case .welcome(let welcome):
+            logger.debug(
+                "welcome", metadata: ["peer": "\(peer)", "user": "\(welcome.user.rawValue)", "board": "\(welcome.board)", "appliedThrough": "\(welcome.appliedThrough)"])
+        case .error(let refusal):
+            logger.debug("refusal", metadata: ["peer": "\(peer)", "code": "\(refusal.code)", "sequence": "\(refusal.sequence)", "why": "\(refusal.message)"])
+        case .ack:
+            break
+        }
+    }
+
     /// Carries out `actions` in order.
     func perform(_ actions: [HubAction]) {
         defer { flushChannelReplies() }
         for action in actions {
+            if case .reply(let peer, let reply) = action, logger.logLevel <= .debug { logReply(reply, to: peer) }
             if case .reply(let peer, let reply) = action, peer.channel != nil {
                 // Replies to one multiplexed connection's channels travel together.
                 if let pending = channelReplies.first, pending != peer.bytes { flushChannelReplies() }

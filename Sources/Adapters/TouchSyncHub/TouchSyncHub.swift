@@ -359,6 +359,7 @@ public final class TouchSyncHub: Service {
             await undo()
             throw error
         }
+        frontMailbox.post(.serve)
         return Running(loops: loops, threads: threads, front: front, endpoints: endpoints)
     }
 
