@@ -57,9 +57,10 @@ struct JournalThreadTests {
         return path
     }
 
-    static func journal(_ directory: String, fsync: FsyncPolicy) throws -> Journal {
+    static func journal(_ directory: String, fsync: FsyncPolicy, syncMethod: JournalSyncMethod = .automatic) throws -> Journal {
         var configuration = JournalConfiguration(directory: directory)
         configuration.fsync = fsync
+        configuration.syncMethod = syncMethod
         let journal = try Journal(configuration: configuration, logger: Logger(label: "test"))
         _ = try journal.recover()
         return journal
@@ -78,6 +79,45 @@ struct JournalThreadTests {
         events.compactMap { event in
             if case .journalProgress(let written, let synced) = event { return (written, synced) }
             return nil
+        }
+    }
+
+    /// A round over many boards' files (`JournalSyncMethod`): by default one
+    /// `syncfs` from four files up, an `fdatasync` per file below; `each-file`
+    /// always one per file, `filesystem` always one `syncfs`. Whichever way,
+    /// the round leaves nothing unsynced and the journal recovers every batch.
+    @Test(arguments: [
+        (JournalSyncMethod.automatic, 6, 0, 1), (.automatic, 3, 3, 0), (.eachFile, 6, 6, 0), (.fileSystem, 2, 0, 1),
+    ])
+    func aRoundSyncsManyFilesWithOneSyncfs(method: JournalSyncMethod, boardCount: Int, fdatasyncs: Int, syncfsCalls: Int) throws {
+        let directory = Self.folder("syncfs")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let journal = try Self.journal(directory, fsync: .everyBatch, syncMethod: method)
+        var boards = (0..<boardCount).map { Batches(board: "many-\($0)", seed: UInt64($0) + 7) }
+        var jobs: [JournalThread.Job] = []
+        var ticket: UInt64 = 0
+        for _ in 0..<5 {
+            for index in boards.indices {
+                ticket += 1
+                jobs.append(.append(try boards[index].next(ticket: ticket)))
+            }
+        }
+        jobs.append(.sync(through: ticket))
+        var round = JournalRound(journal: journal, metrics: JournalMetrics(factory: NOOPMetricsHandler.instance))
+        let events = round.run(jobs)
+        #expect(journal.fileSyncs == fdatasyncs && journal.fileSystemSyncs == syncfsCalls)
+        #expect(journal.fileSystemSyncFailures == 0)
+        #expect(round.fileSyncs == fdatasyncs + syncfsCalls && round.madeDurable && !journal.hasUnsyncedWrites)
+        #expect(Self.progress(events).map(\.synced) == [ticket])
+        // Nothing left to sync: a second round syncs no file.
+        _ = round.run([.sync(through: ticket)])
+        #expect(round.fileSyncs == 0)
+        journal.close()
+        let recovered = try Self.recovered(directory)
+        #expect(recovered.count == boardCount)
+        for board in boards {
+            let found = try #require(recovered.first { $0.name == board.board })
+            #expect(found.state.sequence == 5 && found.state.digest == board.digest)
         }
     }
 

@@ -31,11 +31,12 @@ package final class JournalThread: Sendable {
 
     /// What the thread counts (read by benchmarks and tests from any thread).
     package struct Statistics: Sendable, Equatable {
-        /// Rounds that synced board files (one `fdatasync` per file written since the previous).
+        /// Rounds that synced board files (one `fdatasync` per file written
+        /// since the previous, or one `syncfs`: `JournalSyncMethod`).
         package var groups = 0
         /// Appends written.
         package var appends = 0
-        /// `fdatasync` calls on board files.
+        /// Calls that made board files durable (`fdatasync`s and `syncfs`s).
         package var fileSyncs = 0
     }
 
@@ -148,7 +149,7 @@ struct JournalRound {
         fileSyncs = 0
         madeDurable = false
         let bytesBefore = journal.bytesWritten
-        let syncsBefore = journal.fileSyncs
+        let syncsBefore = journal.syncCalls
         for job in jobs {
             switch job {
             case .append(let append):
@@ -185,12 +186,12 @@ struct JournalRound {
             }
             synced = written
             madeDurable = true
-            if journal.fileSyncs > syncsBefore {  // a group commit (not a round that found everything synced)
+            if journal.syncCalls > syncsBefore {  // a group commit (not a round that found everything synced)
                 metrics.syncDuration.recordNanoseconds(nanoseconds(clock.now - started))
                 metrics.syncs.increment()
             }
         }
-        fileSyncs = journal.fileSyncs - syncsBefore
+        fileSyncs = journal.syncCalls - syncsBefore
         metrics.bytes.increment(by: Int64(journal.bytesWritten - bytesBefore))
         // Failures first: the progress that follows must not acknowledge a failed board's agents.
         events.append(.journalProgress(writtenThrough: written, syncedThrough: synced))

@@ -48,11 +48,14 @@ final class JournalFile {
     private var descriptor: Int32
     /// Bytes in the file (the journal only appends, or truncates).
     private(set) var size: Int
+    /// The filesystem the file is on (`st_dev`): one `syncfs` covers the files of one.
+    let device: UInt64
 
-    private init(path: String, descriptor: Int32, size: Int) {
+    private init(path: String, descriptor: Int32, size: Int, device: UInt64) {
         self.path = path
         self.descriptor = descriptor
         self.size = size
+        self.device = device
     }
 
     deinit { close() }
@@ -61,8 +64,16 @@ final class JournalFile {
     static func openForAppending(_ path: String, create: Bool) throws(JournalError) -> JournalFile {
         let flags = O_WRONLY | O_APPEND | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0)
         let descriptor = try systemCall("open", path: path) { open(path, flags, 0o644) }
-        let end = try systemCall("lseek", path: path) { lseek(descriptor, 0, SEEK_END) }
-        return JournalFile(path: path, descriptor: descriptor, size: Int(end))
+        let end: off_t
+        var status = stat()
+        do throws(JournalError) {
+            end = try systemCall("lseek", path: path) { lseek(descriptor, 0, SEEK_END) }
+            _ = try systemCall("fstat", path: path) { fstat(descriptor, &status) }
+        } catch {
+            _ = Glibc.close(descriptor)
+            throw error
+        }
+        return JournalFile(path: path, descriptor: descriptor, size: Int(end), device: UInt64(status.st_dev))
     }
 
     func write(_ bytes: [UInt8]) throws(JournalError) {
@@ -248,3 +259,47 @@ extension JournalFile {
         try file.sync()
     }
 }
+
+/// A journal's own descriptor of its data folder, through which it syncs the
+/// folder's filesystem (`syncfs(2)`: every file's data and size there, with
+/// one flush of the disk's cache). Since Linux 5.8 `syncfs` reports a
+/// writeback error of any file of the filesystem that happened since the
+/// last `syncfs` *on the same descriptor*: one descriptor per journal, kept
+/// for its life, so no error slips between two descriptors (a file opened
+/// after an error would not report it).
+final class JournalFolderHandle {
+    let path: String
+    /// The filesystem (`st_dev`): only files on it are covered.
+    let device: UInt64
+    private var descriptor: Int32
+
+    init(_ path: String) throws(JournalError) {
+        let descriptor = try systemCall("open", path: path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            let code = errno
+            _ = Glibc.close(descriptor)
+            throw .system(call: "fstat", path: path, errno: code)
+        }
+        self.path = path
+        self.descriptor = descriptor
+        device = UInt64(status.st_dev)
+    }
+
+    deinit { close() }
+
+    func syncFileSystem() throws(JournalError) {
+        _ = try systemCall("syncfs", path: path) { linuxSyncfs(descriptor) }
+    }
+
+    func close() {
+        if descriptor >= 0 {
+            _ = Glibc.close(descriptor)
+            descriptor = -1
+        }
+    }
+}
+
+/// syncfs(2): Glibc declares it only under _GNU_SOURCE, which Swift's Glibc module leaves out.
+@_silgen_name("syncfs")
+private func linuxSyncfs(_ descriptor: Int32) -> Int32

@@ -29,6 +29,15 @@ public final class Journal {
     public private(set) var syncs = 0
     /// `fdatasync` calls on board files since this journal was opened (a round syncs each file written since the last).
     public private(set) var fileSyncs = 0
+    /// `syncfs` calls that made a round's files durable (`JournalSyncMethod`), and the files they covered.
+    public private(set) var fileSystemSyncs = 0
+    public private(set) var filesSyncedByFileSystem = 0
+    /// `syncfs` calls that failed (their files were then synced one by one).
+    public private(set) var fileSystemSyncFailures = 0
+    /// This journal's own descriptor of the data folder, for `syncfs` (nil: each file is synced on its own).
+    private var folderHandle: JournalFolderHandle?
+    /// Calls that made board files durable: `fdatasync`s and `syncfs`s.
+    public var syncCalls: Int { fileSyncs + fileSystemSyncs }
     private let clock = ContinuousClock()
     private var lastSync: ContinuousClock.Instant
     /// Held for the journal's life: one hub per data folder.
@@ -58,6 +67,14 @@ public final class Journal {
         } else {
             lock = try Self.openFolder(configuration.directory)
             ownsLock = true
+        }
+        if configuration.syncMethod != .eachFile && configuration.fsync != .never {
+            do throws(JournalError) {
+                folderHandle = try JournalFolderHandle(configuration.directory)
+            } catch {
+                if ownsLock { lock.release() }
+                throw error
+            }
         }
     }
 
@@ -348,6 +365,7 @@ public final class Journal {
     public func syncEach() -> [(board: String, error: JournalError)] {
         var failures: [(board: String, error: JournalError)] = []
         if hasUnsyncedWrites {
+            syncFileSystems()
             for board in unsynced {
                 guard let writer = writers[board] else { continue }  // broken since: closed, nothing to sync
                 do throws(JournalError) {
@@ -368,6 +386,27 @@ public final class Journal {
         return failures
     }
 
+    /// When the configuration says so for this many files
+    /// (`JournalConfiguration.syncsFileSystem`), makes the round's files
+    /// durable with one `syncfs` per filesystem they are on instead of an
+    /// `fdatasync` each. A filesystem whose `syncfs` fails leaves its files
+    /// dirty: `syncEach` then syncs each on its own, which says which boards failed.
+    private func syncFileSystems() {
+        guard configuration.syncMethod != .eachFile, let folder = folderHandle else { return }
+        // Files of the data folder's filesystem (a board folder mounted elsewhere syncs on its own).
+        let covered = unsynced.compactMap { board in writers[board].flatMap { $0.dirtyDevice == folder.device ? $0 : nil } }
+        guard configuration.syncsFileSystem(forFiles: covered.count) else { return }
+        do throws(JournalError) {
+            try folder.syncFileSystem()
+            for writer in covered { writer.markSynced() }
+            fileSystemSyncs += 1
+            filesSyncedByFileSystem += covered.count
+        } catch {
+            // Some file of the filesystem failed (perhaps not even one of ours): each file's own sync says which.
+            fileSystemSyncFailures += 1
+        }
+    }
+
     /// Syncs under an interval policy when due; true if everything written is now durable.
     public func syncIfDue(now: ContinuousClock.Instant) throws(JournalError) -> Bool {
         if let due = nextSyncDue, now >= due { try sync() }
@@ -379,6 +418,7 @@ public final class Journal {
         for writer in writers.values { writer.close() }
         writers.removeAll()
         openBoards.removeAll()
+        folderHandle?.close()
         if ownsLock { lock.release() }
     }
 }
@@ -481,6 +521,12 @@ final class BoardJournalWriter {
         dirty = false
         return next.size
     }
+
+    /// The filesystem of its open segment, while it has writes to sync (nil: nothing to sync).
+    var dirtyDevice: UInt64? { dirty ? file?.device : nil }
+
+    /// Its writes were made durable by a `syncfs` of its filesystem.
+    func markSynced() { dirty = false }
 
     /// Whether there was something to sync.
     @discardableResult

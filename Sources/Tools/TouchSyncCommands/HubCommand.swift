@@ -108,6 +108,11 @@ struct HubCommand: AsyncParsableCommand {
     @Option(help: "Folder of the journal (created if missing).") var data = JournalDefaults.directory
     @Option(help: "When journal writes are made durable: batch, never, or an interval such as 20ms or 1s.")
     var fsync = "20ms"
+    @Option(
+        help: ArgumentHelp(
+            "How a sync round makes several boards' journal files durable: auto (one syncfs of the data folder's filesystem from 4 files up, fdatasync each below), each-file (fdatasync each), or filesystem (always one syncfs; it also waits for other programs' unwritten data on that filesystem).",
+            valueName: "method"))
+    var journalSync: JournalSyncMethod = .automatic
     @Option(parsing: .unconditional, help: "A board starts a new journal segment (opening with a checkpoint) at this size, in MiB.")
     var segmentMib = 16
     @Option(parsing: .unconditional, help: "Seconds after which a board a hello created but nobody drew on, with no agent and no subscriber, is forgotten.")
@@ -253,6 +258,7 @@ struct HubCommand: AsyncParsableCommand {
             journal.fsync = FsyncPolicy(argument: fsync) ?? journal.fsync
             journal.segmentBytes = segmentMib << 20
             journal.maxOpenFiles = journalOpenFiles
+            journal.syncMethod = journalSync
             configuration.journal = journal
         }
 
@@ -427,3 +433,5 @@ func isLoopback(_ endpoint: String) -> Bool {
     let host = endpoint[endpoint.index(endpoint.startIndex, offsetBy: 6)..<colon]
     return host == "localhost" || host.hasPrefix("127.") || host == "[::1]" || host == "::1" || host == "lo"
 }
+
+extension JournalSyncMethod: ExpressibleByArgument {}
