@@ -442,3 +442,36 @@ struct LimitTests {
         await hub.exited()
     }
 }
+
+/// A sync round over many boards' files uses one `syncfs` for the files on
+/// the data folder's filesystem (`JournalSyncMethod.automatic`), and gives a
+/// board folder that is another filesystem (here a tmpfs mounted on it) an
+/// `fdatasync` of its own: one filesystem's `syncfs` does not cover another's.
+@Suite("Faults: a board folder on another filesystem")
+struct JournalSyncDeviceTests {
+    @Test(.enabled(if: isRoot, "mounting a file system needs root"))
+    func aBoardFolderOnAnotherFilesystemIsSyncedOnItsOwn() throws {
+        let directory = try temporaryFolder("syncfs-devices")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let boards = (0..<6).map { "devices-\($0)" }
+        let mounted = directory + "/" + boards[0]  // plain names are their own folder names
+        try FileManager.default.createDirectory(atPath: mounted, withIntermediateDirectories: true)
+        try #require(try touchsyncShell(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mounted]) == 0)
+        defer { _ = try? touchsyncShell(["umount", mounted]) }
+
+        var configuration = JournalConfiguration(directory: directory)
+        configuration.fsync = .everyBatch
+        let journal = try Journal(configuration: configuration, logger: Logger(label: "test"))
+        defer { journal.close() }
+        _ = try journal.recover()
+        for board in boards {
+            try journal.append(board: board, encodedBatch: [1, 2, 3], sequence: 1, hubTime: 1, agents: [], state: BoardState())
+        }
+        let syncsBefore = (journal.fileSyncs, journal.fileSystemSyncs)
+        let failures = journal.syncEach()
+        #expect(failures.isEmpty, "\(failures)")
+        #expect(journal.fileSystemSyncs - syncsBefore.1 == 1 && journal.filesSyncedByFileSystem == 5, "five files by one syncfs")
+        #expect(journal.fileSyncs - syncsBefore.0 == 1, "the tmpfs board's file by its own fdatasync")
+        #expect(journal.fileSystemSyncFailures == 0 && !journal.hasUnsyncedWrites)
+    }
+}
