@@ -5,7 +5,7 @@ import Logging
 import Synchronization
 import TestSupport
 import Testing
-import TouchSyncCommands
+@testable import TouchSyncCommands
 import TouchSyncCore
 import TouchSyncHubCore
 import TouchSyncLoad
@@ -78,6 +78,11 @@ struct CommandsTests {
         _ = try TouchSyncCommand.parseAsRoot(["hub", "--threads", "4"])
         #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["hub", "--threads", "0"]) }
         #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["hub", "--threads", "65"]) }
+        #expect(throws: (any Error).self) { try TouchSyncCommand.parseAsRoot(["hub", "--threads", "many"]) }
+        // auto: one board thread per four cores, at least one.
+        #expect(BoardThreadCount(argument: "auto") == .automatic && BoardThreadCount(argument: "3") == .count(3))
+        #expect([1, 2, 7, 8, 16, 300].map { BoardThreadCount.automatic.resolved(cores: $0) } == [1, 1, 1, 2, 4, 64])
+        #expect(BoardThreadCount.count(3).resolved(cores: 16) == 3)
         _ = try TouchSyncCommand.parseAsRoot(["hub", "--threads", "2", "--store", "postgres://u@h:5432/d"])
         _ = try TouchSyncCommand.parseAsRoot(["replay", "--board", "b", "--speed", "max", "--from", "1.5"])
         _ = try TouchSyncCommand.parseAsRoot(["render", "--board", "b", "--data", "d", "--frames", "out", "--fps", "5"])

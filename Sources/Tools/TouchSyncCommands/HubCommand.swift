@@ -128,8 +128,10 @@ struct HubCommand: AsyncParsableCommand {
     var ioThreads: Int?
     @Option(
         parsing: .unconditional,
-        help: "Board threads: the boards are spread over this many threads, each with its own share of the boards, journal and publishing, behind one front thread (clients see one hub).")
-    var threads = 1
+        help: ArgumentHelp(
+            "Board threads: the boards are spread over this many threads, each with its own share of the boards, journal and publishing, behind one front thread (clients see one hub). 1 to 64, or auto: one per four cores (1 below 8 cores).",
+            valueName: "count"))
+    var threads: BoardThreadCount = .count(1)
     @OptionGroup var logging: LoggingOptions
 
     /// ZeroMQ I/O threads by default: the hub thread and the generator-free
@@ -138,7 +140,6 @@ struct HubCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let ioThreads, !(1...64).contains(ioThreads) { throw ValidationError("--io-threads must be 1 to 64") }
-        guard (1...64).contains(threads) else { throw ValidationError("--threads must be 1 to 64") }
         for (endpoint, option) in [(ingest, "--ingest"), (publish, "--publish"), (snapshot, "--snapshot"), (history, "--history")] {
             if let endpoint { try validateEndpoint(endpoint, option: option, binds: true) }
         }
@@ -242,7 +243,7 @@ struct HubCommand: AsyncParsableCommand {
             configuration.cluster = (map, name)
         }
         configuration.security = try serverSecurity(key: key, access: access)
-        configuration.boardThreads = threads
+        configuration.boardThreads = threads.resolved(cores: ProcessInfo.processInfo.activeProcessorCount)
         var storeConfiguration: BoardStoreConfiguration? = nil
         if let address = try stored.address() {
             let ingestEndpoint = configuration.ingestEndpoint
@@ -320,6 +321,9 @@ struct HubCommand: AsyncParsableCommand {
         emit("  subscribers \(endpoints.publish)")
         emit("  snapshots   \(endpoints.snapshot)")
         if let history = endpoints.history { emit("  history     \(history)") }
+        if configuration.boardThreads > 1 || threads == .automatic {
+            emit("  threads     \(configuration.boardThreads) board thread(s)\(threads == .automatic ? " (auto: one per four of \(ProcessInfo.processInfo.activeProcessorCount) cores)" : "")")
+        }
         if let metricsEndpoint { emit("  metrics     http://\(metricsEndpoint.endpoint.dropFirst("tcp://".count))/metrics") }
         // Said by a service of the group: services start only once the group
         // traps SIGINT and SIGTERM, so a Ctrl-C from then on stops the hub gracefully.
@@ -435,3 +439,37 @@ func isLoopback(_ endpoint: String) -> Bool {
 }
 
 extension JournalSyncMethod: ExpressibleByArgument {}
+
+/// `--threads`: a number of board threads (1 to 64), or `auto`.
+enum BoardThreadCount: ExpressibleByArgument, Equatable {
+    case count(Int)
+    /// One board thread per four cores, at least 1: the front, the ZeroMQ I/O
+    /// threads and the journal or store threads need cores of their own
+    /// (docs/performance.md, "Board threads": a board thread's samples cost
+    /// about as much again on the front and the I/O threads).
+    case automatic
+
+    init?(argument: String) {
+        if argument == "auto" {
+            self = .automatic
+        } else if let count = Int(argument), (1...64).contains(count) {
+            self = .count(count)
+        } else {
+            return nil
+        }
+    }
+
+    var defaultValueDescription: String {
+        switch self {
+        case .count(let count): "\(count)"
+        case .automatic: "auto"
+        }
+    }
+
+    func resolved(cores: Int) -> Int {
+        switch self {
+        case .count(let count): count
+        case .automatic: min(64, max(1, cores / 4))
+        }
+    }
+}
