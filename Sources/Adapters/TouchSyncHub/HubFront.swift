@@ -220,8 +220,12 @@ final class HubFront {
                     thread = 0
                 }
                 let link = links[thread].ingest
-                // Every thread is connected and the PAIRs have no high-water mark: a send always queues.
-                _ = try link.send(connection, more: true, dontWait: true)
+                // Every thread is connected and the PAIRs have no high-water mark: a send always
+                // queues. Were the first part refused, the others must not go as a message of their own.
+                guard try link.send(connection, more: true, dontWait: true) else {
+                    logger.warning("hub front: a board thread's link refused a message", metadata: ["thread": "\(thread)"])
+                    continue
+                }
                 _ = try link.send(origin, more: true, dontWait: true)
                 _ = try link.send(part, dontWait: true)
                 continue
