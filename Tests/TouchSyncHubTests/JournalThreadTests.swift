@@ -7,7 +7,7 @@ import Testing
 import TouchSyncCore
 @testable import TouchSyncHub
 import TouchSyncHubCore
-import TouchSyncJournal
+@testable import TouchSyncJournal
 import TouchSyncSimulation
 import TouchSyncWire
 
@@ -118,6 +118,33 @@ struct JournalThreadTests {
         for board in boards {
             let found = try #require(recovered.first { $0.name == board.board })
             #expect(found.state.sequence == 5 && found.state.digest == board.digest)
+        }
+    }
+
+    /// A `syncfs` that fails (here its descriptor is closed under it: EBADF)
+    /// makes nothing durable by itself: the round syncs each file on its own,
+    /// which says which boards failed (none here), and the journal recovers
+    /// every batch.
+    @Test func aFailedSyncfsFallsBackToASyncPerFile() throws {
+        let directory = Self.folder("syncfs-fails")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let journal = try Self.journal(directory, fsync: .everyBatch, syncMethod: .fileSystem)
+        var boards = (0..<5).map { Batches(board: "fallback-\($0)", seed: UInt64($0) + 40) }
+        var jobs: [JournalThread.Job] = []
+        for index in boards.indices { jobs.append(.append(try boards[index].next(ticket: UInt64(index + 1)))) }
+        jobs.append(.sync(through: UInt64(boards.count)))
+        journal.breakFolderHandleForTesting()
+        var round = JournalRound(journal: journal, metrics: JournalMetrics(factory: NOOPMetricsHandler.instance))
+        let events = round.run(jobs)
+        #expect(journal.fileSystemSyncFailures == 1 && journal.fileSystemSyncs == 0)
+        #expect(journal.fileSyncs == boards.count, "each file synced on its own after the failed syncfs")
+        #expect(!events.contains { if case .journalFailed = $0 { true } else { false } })
+        #expect(Self.progress(events).map(\.synced) == [UInt64(boards.count)] && !journal.hasUnsyncedWrites)
+        journal.close()
+        let recovered = try Self.recovered(directory)
+        for board in boards {
+            let found = try #require(recovered.first { $0.name == board.board })
+            #expect(found.state.sequence == 1 && found.state.digest == board.digest)
         }
     }
 

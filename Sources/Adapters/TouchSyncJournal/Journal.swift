@@ -404,8 +404,15 @@ public final class Journal {
         } catch {
             // Some file of the filesystem failed (perhaps not even one of ours): each file's own sync says which.
             fileSystemSyncFailures += 1
+            logger.warning(
+                "journal: syncfs of the data folder's filesystem failed; syncing each board file on its own",
+                metadata: ["error": "\(error)", "files": "\(covered.count)"])
         }
     }
+
+    /// Tests only: closes the descriptor `syncfs` goes through, so the next
+    /// one fails (EBADF) and the round falls back to a sync per file.
+    func breakFolderHandleForTesting() { folderHandle?.close() }
 
     /// Syncs under an interval policy when due; true if everything written is now durable.
     public func syncIfDue(now: ContinuousClock.Instant) throws(JournalError) -> Bool {
