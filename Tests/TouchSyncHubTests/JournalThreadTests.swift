@@ -121,6 +121,17 @@ struct JournalThreadTests {
         }
     }
 
+    /// `syncfs` reports write errors only since Linux 5.8: on an older kernel
+    /// the journal syncs each file on its own.
+    @Test func kernelReleasesReadAsVersions() throws {
+        #expect(KernelRelease("6.1.0-18-amd64") == KernelRelease(major: 6, minor: 1))
+        #expect(KernelRelease("4.18.0-553.el8_10.x86_64").map { $0 < KernelRelease.syncfsReportsErrors } == true)
+        #expect(KernelRelease("5.8.0") == KernelRelease.syncfsReportsErrors)
+        #expect(KernelRelease("5.10.0").map { $0 < KernelRelease.syncfsReportsErrors } == false)
+        #expect(KernelRelease("linux") == nil && KernelRelease("6") == nil)
+        #expect(try #require(KernelRelease.current) >= KernelRelease(major: 3, minor: 0), "this machine's kernel reads")
+    }
+
     /// A `syncfs` that fails (here its descriptor is closed under it: EBADF)
     /// makes nothing durable by itself: the round syncs each file on its own,
     /// which says which boards failed (none here), and the journal recovers

@@ -300,6 +300,38 @@ final class JournalFolderHandle {
     }
 }
 
+/// The running kernel's version, major and minor (`uname -r`: "6.1.0-18-amd64" is 6.1).
+struct KernelRelease: Comparable, CustomStringConvertible {
+    let major: Int
+    let minor: Int
+
+    /// Since 5.8 `syncfs` returns writeback errors (before, it returned 0 whatever happened).
+    static let syncfsReportsErrors = KernelRelease(major: 5, minor: 8)
+
+    /// Nil when the release does not read as a version.
+    static var current: KernelRelease? {
+        var names = utsname()
+        guard uname(&names) == 0 else { return nil }
+        let release = withUnsafeBytes(of: &names.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return KernelRelease(release)
+    }
+
+    init(major: Int, minor: Int) {
+        self.major = major
+        self.minor = minor
+    }
+
+    init?(_ release: String) {
+        let numbers = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
+        guard numbers.count == 2, release.first?.isNumber == true else { return nil }
+        (major, minor) = (numbers[0], numbers[1])
+    }
+
+    static func < (lhs: KernelRelease, rhs: KernelRelease) -> Bool { (lhs.major, lhs.minor) < (rhs.major, rhs.minor) }
+
+    var description: String { "\(major).\(minor)" }
+}
+
 /// syncfs(2): Glibc declares it only under _GNU_SOURCE, which Swift's Glibc module leaves out.
 @_silgen_name("syncfs")
 private func linuxSyncfs(_ descriptor: Int32) -> Int32

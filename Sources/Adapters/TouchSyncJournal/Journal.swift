@@ -69,11 +69,18 @@ public final class Journal {
             ownsLock = true
         }
         if configuration.syncMethod != .eachFile && configuration.fsync != .never {
-            do throws(JournalError) {
-                folderHandle = try JournalFolderHandle(configuration.directory)
-            } catch {
-                if ownsLock { lock.release() }
-                throw error
+            if let release = KernelRelease.current, release < KernelRelease.syncfsReportsErrors {
+                // Before 5.8 syncfs says nothing of a failed writeback: each file is synced on its own.
+                logger.notice(
+                    "journal: this kernel's syncfs does not report write errors (before Linux 5.8): syncing each board file on its own",
+                    metadata: ["kernel": "\(release)"])
+            } else {
+                do throws(JournalError) {
+                    folderHandle = try JournalFolderHandle(configuration.directory)
+                } catch {
+                    if ownsLock { lock.release() }
+                    throw error
+                }
             }
         }
     }
