@@ -266,7 +266,7 @@ struct CutLinkTests {
         let (hub, hubOutput) = try network.run(
             in: network.hub,
             ["hub", "--ingest", hubEndpoint, "--publish", "tcp://\(network.hubAddress):5571",
-             "--snapshot", "tcp://\(network.hubAddress):5572", "--no-journal", "--insecure"], children: children)
+             "--snapshot", "tcp://\(network.hubAddress):5572", "--no-journal", "--insecure", "--log-level", "debug"], children: children)
         var hubText = ""
         await readUntil(hubOutput, into: &hubText) { $0.contains("Ctrl-C stops it.") }
         try #require(hub.isRunning, "the hub did not start: \(hubText)")
@@ -274,7 +274,8 @@ struct CutLinkTests {
         let report = folder + "/report.json"
         let (load, loadOutput) = try network.run(
             in: network.agents,
-            ["load", "--hub", hubEndpoint, "--users", "10", "--fingers", "3", "--duration", "12", "--json", report, "--wire", wire],
+            ["load", "--hub", hubEndpoint, "--users", "10", "--fingers", "3", "--duration", "12", "--json", report, "--wire", wire,
+             "--log-level", "info"],
             children: children)
         var loadText = ""
         await readUntil(loadOutput, into: &loadText) { loadElapsed($0) >= 4 }
@@ -289,7 +290,26 @@ struct CutLinkTests {
         let object = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report))) as? [String: Any],
             "no report: \(loadText)")
-        #expect(object["lost"] as? Int == 0, "\(loadText)")
+        // On a loss, what the hub and the agents went through (welcomes and refusals at debug level).
+        func hubLog() -> String {
+            hubOutput.errors.split(separator: "\n").filter { !$0.contains("code=unknownTouch") }.suffix(300).joined(separator: "\n")
+        }
+        // On a loss, the hub's own board (a fresh snapshot, taken beside the hub) against what the load's subscriber holds.
+        var hubBoards = ""
+        if object["lost"] as? Int != 0 {
+            for (board, digest) in object["board_digests"] as? [String: String] ?? [:] {
+                let (spectate, spectateOutput) = try network.run(
+                    in: network.hub,
+                    ["spectate", "--board", board, "--duration", "1.5", "--publish", "tcp://\(network.hubAddress):5571",
+                     "--snapshot", "tcp://\(network.hubAddress):5572"], children: children)
+                let text = String(decoding: await spectateOutput.readToEnd(), as: UTF8.self)
+                await spectate.exited()
+                hubBoards += "\(board): the load's subscriber ended at digest \(digest); the hub's snapshot now: \(text.suffix(600))\n"
+            }
+        }
+        #expect(
+            object["lost"] as? Int == 0,
+            "\(loadText)\nthe load's log:\n\(loadOutput.errors.suffix(20_000))\nthe hub's log:\n\(hubLog())\n\(hubBoards)")
         #expect(object["duplicated"] as? Int == 0)
         // The load's log says which subscriber did not catch up, and where it stood.
         #expect(object["converged"] as? Bool == true, "\(loadText)\nthe load's log: \(loadOutput.errors.suffix(4000))")

@@ -17,8 +17,11 @@ public struct PeerID: Hashable, Sendable, CustomStringConvertible {
     }
     /// The connection itself: channel 0 of a multiplexed connection, or the connection.
     public var connection: PeerID { channel == nil ? self : PeerID(bytes, channel: 0) }
+    /// The id as text when it is printable ASCII (an agent's identity), else
+    /// in hex (libzmq's generated ids start with a zero byte, which would cut a log line).
     public var description: String {
-        let text = String(decoding: bytes, as: UTF8.self)
+        let printable = bytes.allSatisfy { $0 >= 0x20 && $0 < 0x7f }
+        let text = printable ? String(decoding: bytes, as: UTF8.self) : "0x" + bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
         return channel.map { "\(text)#\($0)" } ?? text
     }
 }
@@ -308,4 +311,8 @@ public struct BoardSummary: Sendable, Equatable {
         self.agents = agents
         self.lastChangeTime = lastChangeTime
     }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }

@@ -278,13 +278,31 @@ public struct LoadRun: Sendable {
             }
         } else {
             // An external hub: every frame is acknowledged, so published before
-            // the acks; a heartbeat that agrees with a replica, received from
-            // now on, says it holds the hub's final board (after a network
-            // outage that may take a resync).
+            // the acks. The hub's sequence for each board, asked once the drain
+            // is over (a board list), is where its subscribers must get to; then
+            // a heartbeat that agrees with a replica, received from now on, says
+            // it holds the hub's final board. Agreeing heartbeats alone are not
+            // enough: after an outage a subscriber's connection can deliver the
+            // heartbeats queued during it, at the sequence it already holds,
+            // seconds before the batches sent since (TCP's retransmission
+            // back-off), and a run once ended on those with the replica behind.
+            let curve = configuration.keys.map { CurveClientKeys(client: $0.watcher, serverPublicKey: $0.hubPublicKey) }
+            var hubSequences: [String: UInt64] = [:]
+            for name in Set(measured.map { boards[$0.0] }) {
+                let listed = try? await BoardDirectory.list(
+                    endpoint: hubEndpoints(of: name).snapshot, prefix: name, limit: 1, context: context, curve: curve)
+                if let summary = listed?.boards.first(where: { $0.board == name }) { hubSequences[name] = summary.sequence }
+            }
             let agreedBefore = measured.map { $0.1.status.agreeingHeartbeats }
-            for (index, (_, subscriber)) in measured.enumerated() {
+            for (index, (board, subscriber)) in measured.enumerated() {
+                let target = hubSequences[boards[board]] ?? 0
                 caughtUp[index] = await waitFor(timeout: configuration.drainTimeout / 2) {
-                    subscriber.status.agreeingHeartbeats >= agreedBefore[index] + 2
+                    let status = subscriber.status
+                    return status.sequence >= target && status.agreeingHeartbeats >= agreedBefore[index] + 2
+                }
+                if hubSequences[boards[board]] == nil {
+                    logger.notice(
+                        "the hub did not list the board: its subscribers are judged by heartbeats alone", metadata: ["board": "\(boards[board])"])
                 }
             }
         }
@@ -310,6 +328,21 @@ public struct LoadRun: Sendable {
                 let (missing, extra) = drawn[user].compare(with: shown)
                 lost += missing
                 duplicated += extra
+            }
+        }
+        if lost > 0 || duplicated > 0 {
+            // Where each subscriber stood: a replica that missed batches without noticing, or a hub that lost them.
+            for (board, subscriber) in measured {
+                let status = subscriber.status
+                let digest = await subscriber.replica()?.digest.description ?? "none"
+                logger.error(
+                    "a board differs from what its users drew",
+                    metadata: [
+                        "board": "\(boards[board])", "sequence": "\(status.sequence)", "live": "\(status.live)",
+                        "batches_applied": "\(status.batchesApplied)", "heartbeats": "\(status.heartbeats)",
+                        "agreeing_heartbeats": "\(status.agreeingHeartbeats)", "resyncs": "\(status.resyncs)",
+                        "digest": "\(digest)",
+                    ])
             }
         }
         let applied = subscribers.map { $0.applied.samples }
