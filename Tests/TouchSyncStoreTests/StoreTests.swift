@@ -146,6 +146,16 @@ struct StoreCatchUpTests {
                 let ahead = try await BoardStoreLoader.loadBoard("ahead", limits: BoardLimits(), connection: connection, logger: logger)
                 let second = try await touchsync(["draw", "--seconds", "0.2"] + client)
                 #expect(second.status == 0, "\(second.errors)")
+                // At least two batches after what was loaded ahead (a loaded machine can fold a short
+                // draw into one): the gap case below deletes the first and must leave a later one.
+                for _ in 0..<5 {
+                    let stored = try await connection.query("SELECT max(sequence) FROM touchsync_batches WHERE board = 'ahead'", logger: logger)
+                    var last: Int64 = 0
+                    for try await value in stored.decode(Int64.self) { last = value }
+                    if last >= Int64(ahead.0.state.sequence) + 2 { break }
+                    let more = try await touchsync(["draw", "--seconds", "0.2"] + client)
+                    #expect(more.status == 0, "\(more.errors)")
+                }
                 let caughtUp = try await BoardStoreLoader.catchUp(ahead, limits: BoardLimits(), connection: connection, logger: logger)
                 let whole = try await BoardStoreLoader.loadBoard("ahead", limits: BoardLimits(), connection: connection, logger: logger)
                 // The batch right after what was loaded ahead gone (as `touchsync store trim` leaves a board): no catching up.
