@@ -82,6 +82,21 @@ struct JournalThreadTests {
         }
     }
 
+    /// `turns` turns of one batch per board, tickets counting from 1, with a
+    /// sync asked after every turn or only after the last.
+    static func jobs(_ boards: inout [Batches], turns: Int, syncEachTurn: Bool) throws -> [JournalThread.Job] {
+        var jobs: [JournalThread.Job] = []
+        var ticket: UInt64 = 0
+        for turn in 1...turns {
+            for index in boards.indices {
+                ticket += 1
+                jobs.append(.append(try boards[index].next(ticket: ticket)))
+            }
+            if syncEachTurn || turn == turns { jobs.append(.sync(through: ticket)) }
+        }
+        return jobs
+    }
+
     /// A round over many boards' files (`JournalSyncMethod`): by default one
     /// `syncfs` from four files up, an `fdatasync` per file below; `each-file`
     /// always one per file, `filesystem` always one `syncfs`. Whichever way,
@@ -94,15 +109,8 @@ struct JournalThreadTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let journal = try Self.journal(directory, fsync: .everyBatch, syncMethod: method)
         var boards = (0..<boardCount).map { Batches(board: "many-\($0)", seed: UInt64($0) + 7) }
-        var jobs: [JournalThread.Job] = []
-        var ticket: UInt64 = 0
-        for _ in 0..<5 {
-            for index in boards.indices {
-                ticket += 1
-                jobs.append(.append(try boards[index].next(ticket: ticket)))
-            }
-        }
-        jobs.append(.sync(through: ticket))
+        let jobs = try Self.jobs(&boards, turns: 5, syncEachTurn: false)
+        let ticket = UInt64(5 * boardCount)
         var round = JournalRound(journal: journal, metrics: JournalMetrics(factory: NOOPMetricsHandler.instance))
         let events = round.run(jobs)
         #expect(journal.fileSyncs == fdatasyncs && journal.fileSystemSyncs == syncfsCalls)
@@ -141,9 +149,7 @@ struct JournalThreadTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let journal = try Self.journal(directory, fsync: .everyBatch, syncMethod: .fileSystem)
         var boards = (0..<5).map { Batches(board: "fallback-\($0)", seed: UInt64($0) + 40) }
-        var jobs: [JournalThread.Job] = []
-        for index in boards.indices { jobs.append(.append(try boards[index].next(ticket: UInt64(index + 1)))) }
-        jobs.append(.sync(through: UInt64(boards.count)))
+        let jobs = try Self.jobs(&boards, turns: 1, syncEachTurn: false)
         journal.breakFolderHandleForTesting()
         var round = JournalRound(journal: journal, metrics: JournalMetrics(factory: NOOPMetricsHandler.instance))
         let events = round.run(jobs)
@@ -167,15 +173,7 @@ struct JournalThreadTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let journal = try Self.journal(directory, fsync: .everyBatch)
         var boards = (0..<3).map { Batches(board: "board-\($0)", seed: UInt64($0) + 1) }
-        var jobs: [JournalThread.Job] = []
-        var ticket: UInt64 = 0
-        for _ in 0..<10 {
-            for index in boards.indices {
-                ticket += 1
-                jobs.append(.append(try boards[index].next(ticket: ticket)))
-            }
-            jobs.append(.sync(through: ticket))
-        }
+        let jobs = try Self.jobs(&boards, turns: 10, syncEachTurn: true)
         var round = JournalRound(journal: journal, metrics: JournalMetrics(factory: NOOPMetricsHandler.instance))
         let events = round.run(jobs)
         #expect(round.appended == 30)

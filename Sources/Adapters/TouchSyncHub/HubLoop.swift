@@ -36,6 +36,8 @@ enum HubLoopCommand: Sendable {
 final class HubLoop {
     let configuration: HubConfiguration
     let logger: Logger
+    /// Welcomes and refusals are logged (debug level): decided once, not per reply on the hot path.
+    let logsReplies: Bool
     var core: HubCore
     var metrics: HubMetricsExporter
     let journal: JournalThread?
@@ -115,6 +117,7 @@ final class HubLoop {
         journal = startup.journal
         self.store = store
         self.logger = logger
+        logsReplies = logger.logLevel <= .debug
         metrics = HubMetricsExporter(factory: metricsFactory, boardThread: boardThread)
         self.mailbox = mailbox
         ingest = sockets.ingest
@@ -229,7 +232,7 @@ final class HubLoop {
     func perform(_ actions: [HubAction]) {
         defer { flushChannelReplies() }
         for action in actions {
-            if case .reply(let peer, let reply) = action, logger.logLevel <= .debug { logReply(reply, to: peer) }
+            if logsReplies, case .reply(let peer, let reply) = action { logReply(reply, to: peer) }
             if case .reply(let peer, let reply) = action, peer.channel != nil {
                 // Replies to one multiplexed connection's channels travel together.
                 if let pending = channelReplies.first, pending != peer.bytes { flushChannelReplies() }

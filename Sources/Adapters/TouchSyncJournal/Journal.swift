@@ -399,7 +399,7 @@ public final class Journal {
     /// `fdatasync` each. A filesystem whose `syncfs` fails leaves its files
     /// dirty: `syncEach` then syncs each on its own, which says which boards failed.
     private func syncFileSystems() {
-        guard configuration.syncMethod != .eachFile, let folder = folderHandle else { return }
+        guard let folder = folderHandle else { return }  // each-file, never, or a kernel whose syncfs hides errors
         // Files of the data folder's filesystem (a board folder mounted elsewhere syncs on its own).
         let covered = unsynced.compactMap { board in writers[board].flatMap { $0.dirtyDevice == folder.device ? $0 : nil } }
         guard configuration.syncsFileSystem(forFiles: covered.count) else { return }
