@@ -116,6 +116,20 @@ public final class ChildProcesses {
     }
 }
 
+/// SIGKILLs `victim` once `ready` holds, while `witness` still runs; true
+/// when the witness was running at the kill. Polled and killed on a thread
+/// of its own: in a full run the cooperative pool was busy for seconds, a
+/// 4 s load ended between two of its polls, and the kill came after it.
+public func killMidRun(_ victim: Child, whileRunning witness: Child, within limit: Duration = .seconds(20), when ready: @escaping @Sendable () -> Bool) async -> Bool {
+    (try? await offThePool {
+        let deadline = ContinuousClock.now + limit
+        while witness.isRunning && !ready() && ContinuousClock.now < deadline { usleep(10_000) }
+        let running = witness.isRunning
+        kill(victim.processIdentifier, SIGKILL)
+        return running
+    }) ?? false
+}
+
 /// The bytes of every file below `path`.
 public func directoryBytes(_ path: String) -> Int {
     guard let files = FileManager.default.enumerator(atPath: path) else { return 0 }

@@ -245,12 +245,8 @@ struct ProcessTests {
                 "--users", "6", "--fingers", "2", "--boards", "6", "--duration", "4", "--seed", "23", "--json", report,
                 "--drain-timeout", "30",
             ])
-        let deadline = ContinuousClock.now + .seconds(20)
-        while directoryBytes(data + "/journal") < 16 << 10 && ContinuousClock.now < deadline && load.isRunning {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(load.isRunning, "the load run ended before the hub was killed")
-        kill(hub.processIdentifier, SIGKILL)
+        let killedMidRun = await killMidRun(hub, whileRunning: load) { directoryBytes(data + "/journal") >= 16 << 10 }
+        #expect(killedMidRun, "the load run ended before the hub was killed")
         await hub.exited()
         (hub, _, _) = try await children.startHub(hubArguments(threads: 3))
         await load.exited()
@@ -299,12 +295,8 @@ struct ProcessTests {
                 "--drain-timeout", "30",  // within the run's 60 s limit: a stuck drain says where it stuck
             ])
         // Killed mid-run: once the journal holds a good part of the drawing (the run lasts 4 s).
-        let deadline = ContinuousClock.now + .seconds(20)
-        while directoryBytes(data) < 12 << 10 && ContinuousClock.now < deadline && load.isRunning {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(load.isRunning, "the load run ended before the hub was killed")
-        kill(hub.processIdentifier, SIGKILL)
+        let killedMidRun = await killMidRun(hub, whileRunning: load) { directoryBytes(data) >= 12 << 10 }
+        #expect(killedMidRun, "the load run ended before the hub was killed")
         await hub.exited()
         #expect(hub.terminationReason == .uncaughtSignal)
         (hub, _, _) = try await children.startHub(hubArguments)

@@ -331,7 +331,13 @@ public struct WebLoadRun: Sendable {
                 break
             }
         }
+        // Settled: every tab of a board at one sequence for 500 ms, and the
+        // measuring tabs show exactly what was drawn. A still sequence alone
+        // is not enough: acknowledgements and batches reach the gateway on
+        // different sockets, and a starved gateway held the last batches for
+        // longer than 500 ms after every acknowledgement.
         var settled = false
+        var judgement = Judgement()
         let settleDeadline = ContinuousClock.now + .seconds(30)
         var lastSequences: [UInt64?] = []
         var stableSince = ContinuousClock.now
@@ -346,36 +352,20 @@ public struct WebLoadRun: Sendable {
                 lastSequences = sequences
                 stableSince = ContinuousClock.now
             } else if agreeing, ContinuousClock.now - stableSince >= .milliseconds(500) {
-                settled = true
-                break
+                judgement = judge(tabs, boards: c.boards)
+                if judgement.exact {
+                    settled = true
+                    break
+                }
+                stableSince = ContinuousClock.now  // judged again after another still 500 ms
             }
             try? await Task.sleep(for: .milliseconds(100))  // "stays put" is a span of time: looked at 10 times a second
         }
         let drainSeconds = (ContinuousClock.now - draining).seconds - (settled ? 0.5 : 0)
         let afterDrawing = gatewayPID.flatMap { ProcessStats.read(pid: $0) }
         let hubAfter = c.hubPID.flatMap { ProcessStats.read(pid: $0) }
-
-        // Check: each measuring tab's board against what every tab on it drew.
-        var lost = 0
-        var duplicated = 0
-        var exact = true
-        for board in 0..<c.boards {
-            let onBoard = stride(from: board, to: tabs.count, by: c.boards).map { tabs[$0] }
-            for measuring in onBoard where measuring.measuring {
-                let replica = measuring.state.withLock { $0.replica }
-                let byOwner = Dictionary(grouping: replica.strokes, by: \.owner)
-                for tab in onBoard {
-                    let (user, drawn) = tab.state.withLock { ($0.user, $0.drawn) }
-                    let shown = (byOwner[user ?? ""] ?? []).sorted { $0.id < $1.id }.map { stroke in
-                        stroke.samples.map { Sample(x: Int32(truncatingIfNeeded: $0.x), y: Int32(truncatingIfNeeded: $0.y), time: $0.t) }
-                    }
-                    let (missing, extra) = drawn.compare(with: shown)
-                    lost += missing
-                    duplicated += extra
-                }
-                if !replica.active.isEmpty { exact = false }  // every finger lifted: nothing may stay in progress
-            }
-        }
+        if !settled { judgement = judge(tabs, boards: c.boards) }
+        let (lost, duplicated, exact) = (judgement.lost, judgement.duplicated, judgement.exact)
         let totals = tabs.map { $0.state.withLock { $0 } }
         let bytes = tabs.map(\.bytes)
         let wires = Set(tabs.map(\.spoken))
@@ -411,6 +401,38 @@ public struct WebLoadRun: Sendable {
             gateway: gateway, hubCPUSeconds: hubCPU)
         report.wireSpoken = wires.count == 1 ? wires.first! : "mixed"
         return report
+    }
+
+    /// Each measuring tab's board against what every tab on it drew.
+    struct Judgement {
+        var lost = 0
+        var duplicated = 0
+        /// Nothing lost or duplicated, and nothing left in progress (every finger lifted).
+        var exact = false
+    }
+
+    private func judge(_ tabs: [WebTab], boards: Int) -> Judgement {
+        var judgement = Judgement()
+        var unfinished = false
+        for board in 0..<boards {
+            let onBoard = stride(from: board, to: tabs.count, by: boards).map { tabs[$0] }
+            for measuring in onBoard where measuring.measuring {
+                let replica = measuring.state.withLock { $0.replica }
+                let byOwner = Dictionary(grouping: replica.strokes, by: \.owner)
+                for tab in onBoard {
+                    let (user, drawn) = tab.state.withLock { ($0.user, $0.drawn) }
+                    let shown = (byOwner[user ?? ""] ?? []).sorted { $0.id < $1.id }.map { stroke in
+                        stroke.samples.map { Sample(x: Int32(truncatingIfNeeded: $0.x), y: Int32(truncatingIfNeeded: $0.y), time: $0.t) }
+                    }
+                    let (missing, extra) = drawn.compare(with: shown)
+                    judgement.lost += missing
+                    judgement.duplicated += extra
+                }
+                if !replica.active.isEmpty { unfinished = true }
+            }
+        }
+        judgement.exact = judgement.lost == 0 && judgement.duplicated == 0 && !unfinished
+        return judgement
     }
 
     /// Ticks `tab` at `first`, `first + period`… on `loop` until the drawing ends (absolute deadlines: no drift).
