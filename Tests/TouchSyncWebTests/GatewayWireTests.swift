@@ -394,6 +394,9 @@ struct GatewayWireTests {
         let gateway = try #require(report.gateway, "the gateway's process is found by its port")
         #expect(gateway.pid == rig.gatewayPID)
         #expect(gateway.afterDrawing.cpuSeconds > gateway.before.cpuSeconds)
+        // The kernel's part: some (every tab's bytes pass through it), never more than the whole.
+        #expect(gateway.afterDrawing.systemSeconds > gateway.before.systemSeconds, "\(report.text)")
+        #expect(gateway.systemSecondsDrawing >= 0 && gateway.systemSecondsDrawing <= gateway.cpuSecondsDrawing, "\(report.text)")
         // 16 boards and 32 tabs on a few threads (a subscriber thread per board, or an agent thread per tab, added 16 or 32).
         #expect(gateway.connected.threads - gateway.before.threads < 8, "\(gateway.before.threads) threads before, \(gateway.connected.threads) with the tabs")
     }

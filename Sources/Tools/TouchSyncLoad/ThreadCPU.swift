@@ -64,6 +64,13 @@ struct ProcStat {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// System time alone: the kernel's work for the process (its syscalls;
+    /// on loopback also the receiving side's TCP work its writes run).
+    var systemSeconds: Double? {
+        guard fields.count > 12, let system = Double(fields[12]) else { return nil }
+        return system / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// Threads of the process (the 20th field).
     var threads: Int? { fields.count > 17 ? Int(fields[17]) : nil }
 }

@@ -4,19 +4,22 @@ import Foundation
 /// (the same machine only), and which process listens on a TCP port.
 public struct ProcessStats: Sendable, Equatable {
     public var cpuSeconds: Double
+    /// The part of `cpuSeconds` spent in the kernel.
+    public var systemSeconds: Double = 0
     public var residentBytes: Int
     public var threads: Int
 
     /// Reads /proc/PID/stat and /proc/PID/status; nil when the process is gone or not readable.
     public static func read(pid: Int32) -> ProcessStats? {
-        guard let stat = ProcStat.read("/proc/\(pid)/stat"), let cpuSeconds = stat.cpuSeconds, let threads = stat.threads,
+        guard let stat = ProcStat.read("/proc/\(pid)/stat"), let cpuSeconds = stat.cpuSeconds, let systemSeconds = stat.systemSeconds,
+            let threads = stat.threads,
             let status = readWhole("/proc/\(pid)/status")
         else { return nil }
         var resident = 0
         for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
             resident = (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
         }
-        return ProcessStats(cpuSeconds: cpuSeconds, residentBytes: resident, threads: threads)
+        return ProcessStats(cpuSeconds: cpuSeconds, systemSeconds: systemSeconds, residentBytes: resident, threads: threads)
     }
 
     /// The process listening on TCP `port` (IPv4 or IPv6), found through the

@@ -84,8 +84,9 @@ public struct WebLoadReport: Sendable {
     public var ticksScheduled: Int
     /// The gateway, when its process could be read.
     public var gateway: GatewayFigures?
-    /// The hub's CPU over the drawing and drain (with `hubPID`).
+    /// The hub's CPU over the drawing and drain (with `hubPID`), and the kernel's part of it.
     public var hubCPUSeconds: Double?
+    public var hubSystemSeconds: Double?
 
     public struct GatewayFigures: Sendable {
         public var pid: Int32
@@ -95,6 +96,8 @@ public struct WebLoadReport: Sendable {
         public var afterDrawing: ProcessStats
         public var idleSeconds: Double
         public var cpuSecondsDrawing: Double { afterDrawing.cpuSeconds - afterIdle.cpuSeconds }
+        /// The kernel's part of `cpuSecondsDrawing` (the tabs' reads and writes).
+        public var systemSecondsDrawing: Double { afterDrawing.systemSeconds - afterIdle.systemSeconds }
         /// Share of one core the gateway used while every tab sat idle.
         public var idleCoreShare: Double { (afterIdle.cpuSeconds - connected.cpuSeconds) / max(idleSeconds, 1e-9) }
     }
@@ -106,6 +109,7 @@ public struct WebLoadReport: Sendable {
 
     public var text: String {
         func number(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }
+        func perSample(_ seconds: Double) -> Double { 1e6 * seconds / Double(max(samplesSent, 1)) }
         let c = configuration
         var lines = [
             "tabs                \(c.tabs) over \(c.boards) board(s), \(c.fingers) finger(s) each at \(Int(c.hz)) Hz through ws://\(c.host):\(c.port)/ws",
@@ -129,8 +133,11 @@ public struct WebLoadReport: Sendable {
         if let gateway {
             let perTab = Double(gateway.connected.residentBytes - gateway.before.residentBytes) / Double(max(c.tabs, 1))
             lines += [
-                "gateway CPU         \(number(gateway.cpuSecondsDrawing, 2)) s drawing and draining, \(number(1e6 * gateway.cpuSecondsDrawing / Double(max(samplesSent, 1)), 2)) µs per sample"
-                    + (hubCPUSeconds.map { " (hub \(number(1e6 * $0 / Double(max(samplesSent, 1)), 2)) µs per sample, gateway/hub \(number(gateway.cpuSecondsDrawing / max($0, 1e-9), 2))x)" } ?? ""),
+                "gateway CPU         \(number(gateway.cpuSecondsDrawing, 2)) s drawing and draining, \(number(perSample(gateway.cpuSecondsDrawing), 2)) µs per sample"
+                    + " (\(number(perSample(gateway.systemSecondsDrawing), 2)) of them in the kernel)"
+                    + (hubCPUSeconds.map {
+                        " (hub \(number(perSample($0), 2)) µs per sample, \(number(perSample(hubSystemSeconds ?? 0), 2)) in the kernel; gateway/hub \(number(gateway.cpuSecondsDrawing / max($0, 1e-9), 2))x)"
+                    } ?? ""),
                 "gateway idle        \(number(100 * gateway.idleCoreShare, 1))% of a core with \(c.tabs) tabs connected and idle for \(number(gateway.idleSeconds, 1)) s",
                 "gateway memory      \(number(perTab / 1024, 1)) KiB resident per tab (\(gateway.before.residentBytes >> 20) MiB before the tabs, \(gateway.connected.residentBytes >> 20) MiB with them, \(gateway.afterDrawing.residentBytes >> 20) MiB after drawing)",
                 "gateway threads     \(gateway.before.threads) before the tabs, \(gateway.connected.threads) with \(c.tabs) tabs (pid \(gateway.pid))",
@@ -159,12 +166,14 @@ public struct WebLoadReport: Sendable {
             object["gateway"] = [
                 "pid": gateway.pid, "cpu_seconds_drawing": gateway.cpuSecondsDrawing,
                 "cpu_us_per_sample": 1e6 * gateway.cpuSecondsDrawing / Double(max(samplesSent, 1)),
+                "system_us_per_sample": 1e6 * gateway.systemSecondsDrawing / Double(max(samplesSent, 1)),
                 "idle_core_share": gateway.idleCoreShare,
                 "resident_bytes_per_tab": Double(gateway.connected.residentBytes - gateway.before.residentBytes) / Double(max(configuration.tabs, 1)),
                 "threads_before": gateway.before.threads, "threads_connected": gateway.connected.threads,
             ] as [String: Any]
         }
         if let hubCPUSeconds { object["hub_cpu_us_per_sample"] = 1e6 * hubCPUSeconds / Double(max(samplesSent, 1)) }
+        if let hubSystemSeconds { object["hub_system_us_per_sample"] = 1e6 * hubSystemSeconds / Double(max(samplesSent, 1)) }
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])) ?? Data()
     }
 }
@@ -385,6 +394,7 @@ public struct WebLoadRun: Sendable {
                 idleSeconds: idleTime.seconds)
         }
         let hubCPU = hubBefore.flatMap { before in hubAfter.map { $0.cpuSeconds - before.cpuSeconds } }
+        let hubSystem = hubBefore.flatMap { before in hubAfter.map { $0.systemSeconds - before.systemSeconds } }
         var report = WebLoadReport(
             configuration: c, drawingSeconds: drawingSeconds, samplesSent: samplesSent,
             messagesSent: totals.reduce(0) { $0 + $1.messagesSent }, lost: lost, duplicated: duplicated,
@@ -398,7 +408,7 @@ public struct WebLoadRun: Sendable {
             connectSeconds: connectTime.seconds, drainSeconds: max(drainSeconds, 0),
             generatorBehindMilliseconds: Double(totals.map(\.worstLateness).max() ?? 0) / 1000,
             ticksRun: totals.reduce(0) { $0 + $1.ticksRun }, ticksScheduled: Int(drawingSeconds * c.hz) * c.tabs,
-            gateway: gateway, hubCPUSeconds: hubCPU)
+            gateway: gateway, hubCPUSeconds: hubCPU, hubSystemSeconds: hubSystem)
         report.wireSpoken = wires.count == 1 ? wires.first! : "mixed"
         return report
     }
