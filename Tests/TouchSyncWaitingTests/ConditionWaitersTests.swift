@@ -29,4 +29,24 @@ struct ConditionWaitersTests {
         let cancelled = await task.value
         #expect(cancelled == nil)
     }
+
+    /// A condition that takes what it finds (as a test tab takes its next
+    /// message) holds once: when that is at the re-check made after the
+    /// waiter registers, its value is the one returned. It was checked for
+    /// again and lost: the waiter slept to its time-out with the message
+    /// already taken (a gateway test waited 20 s for a RATE_LIMITED it had).
+    @Test func aValueFoundAtTheRecheckIsNotLost() async throws {
+        let waiters = ConditionWaiters()
+        let calls = Mutex(0)
+        // nil at the first two checks (before the wait, and the waiting task's
+        // first); the value at the third (the re-check), taken; nil after.
+        let seen = await waiters.wait(timeout: .seconds(10)) { () -> Int? in
+            calls.withLock { calls in
+                calls += 1
+                return calls == 3 ? 42 : nil
+            }
+        }
+        #expect(seen == 42)
+        #expect(calls.withLock { $0 } == 3)
+    }
 }

@@ -27,7 +27,7 @@ public final class ConditionWaiters: Sendable {
             group.addTask { [self] in
                 while !Task.isCancelled {
                     if let value = condition() { return value }
-                    await sleepUntilSignalled(recheck: condition)
+                    if let value = await sleepUntilSignalled(recheck: condition) { return value }
                 }
                 return nil
             }
@@ -41,21 +41,27 @@ public final class ConditionWaiters: Sendable {
         }
     }
 
-    /// Waits for the next signal (or cancellation); returns at once if `recheck` holds after registering.
-    private func sleepUntilSignalled<Value>(recheck: @Sendable () -> Value?) async {
+    /// Waits for the next signal (or cancellation); returns at once, with
+    /// its value, if `recheck` holds after registering. The value is
+    /// returned, not checked for again: a condition may take what it finds
+    /// (a test tab's next message), and a second call would miss it.
+    private func sleepUntilSignalled<Value>(recheck: @Sendable () -> Value?) async -> Value? {
         let id = state.withLock { state in
             state.next += 1
             return state.next
         }
+        var found: Value? = nil
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 state.withLock { $0.waiting.append((id, continuation)) }
                 // A signal between the caller's check and the line above would be missed: check again.
-                if recheck() != nil { resume(id) }
+                found = recheck()
+                if found != nil { resume(id) }
             }
         } onCancel: {
             resume(id)
         }
+        return found
     }
 
     private func resume(_ id: UInt64) {
