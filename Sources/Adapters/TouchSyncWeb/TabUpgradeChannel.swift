@@ -60,7 +60,6 @@ struct TabUpgradeChannel: ServerChildChannel, HTTPChannelHandler {
             let (path, installTab, http1) = (path, installTab, http1)
             let upgrader = NIOTypedWebSocketServerUpgrader<UpgradeResult>(
                 maxFrameSize: maxFrameSize,
-                enableAutomaticErrorHandling: false,  // the tab's handler closes with the code (NIO's answer would go through its encoder)
                 shouldUpgrade: { channel, head in
                     upgradeAttempted.value = true
                     let target = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri

@@ -33,14 +33,9 @@ protocol TabSocketReceiver: AnyObject, SendableMetatype {
 /// receiver on the event loop, with no task or stream per connection: the
 /// gateway's hot path is a read, a call and a write (docs/performance.md,
 /// "The tab path as a channel handler").
-///
-/// Its frames go out already framed (`ServerFrame`), written through the
-/// `TabFrameSink` next to the pipeline's head when there is one: NIO's
-/// encoder cost an allocated header, two queued writes and a hop through
-/// every handler in between, per frame and per tab.
 final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
-    typealias OutboundOut = ByteBuffer
+    typealias OutboundOut = WebSocketFrame
 
     struct Settings {
         /// The largest message assembled from fragments; a larger one closes the connection (1009).
@@ -54,8 +49,6 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
     private let settings: Settings
     private var receiver: Receiver?
     private var context: ChannelHandlerContext? = nil
-    /// Where framed bytes are written: the sink's context (its next is the head), or this handler's own.
-    private var output: ChannelHandlerContext? = nil
     /// A message's fragments so far (its first frame's opcode).
     private var fragments: (opcode: WebSocketOpcode, data: ByteBuffer)? = nil
     private var unansweredPing = false
@@ -83,50 +76,37 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
 
     /// Queues a text message (flushed at the end of the current read, or by `flush`).
     func send(text: String) {
-        guard let output, !isClosing else { return }
-        let count = text.utf8.count
-        var frame = output.channel.allocator.buffer(capacity: ServerFrame.headerBytes(count) + count)
-        ServerFrame.writeHeader(.text, count: count, into: &frame)
-        frame.writeString(text)
-        write(frame, to: output)
+        guard let context, !isClosing else { return }
+        var buffer = context.channel.allocator.buffer(capacity: text.utf8.count)
+        buffer.writeString(text)
+        write(WebSocketFrame(fin: true, opcode: .text, data: buffer), context: context)
     }
 
-    /// Queues a binary message (a large one's bytes are not copied: a board's shared buffer).
+    /// Queues a binary message; `data` is written as it is (a board's shared buffer is not copied).
     func send(binary data: ByteBuffer) {
-        guard let output, !isClosing else { return }
-        write(.binary, data, to: output)
+        guard let context, !isClosing else { return }
+        write(WebSocketFrame(fin: true, opcode: .binary, data: data), context: context)
     }
 
-    private func write(_ opcode: WebSocketOpcode, _ data: ByteBuffer, to output: ChannelHandlerContext) {
-        if data.readableBytes <= ServerFrame.copiedUpTo {
-            write(ServerFrame.make(opcode, data, allocator: output.channel.allocator), to: output)
-        } else {
-            var header = output.channel.allocator.buffer(capacity: ServerFrame.headerBytes(data.readableBytes))
-            ServerFrame.writeHeader(opcode, count: data.readableBytes, into: &header)
-            write(header, to: output)
-            write(data, to: output)
-        }
-    }
-
-    private func write(_ bytes: ByteBuffer, to output: ChannelHandlerContext) {
-        output.write(wrapOutboundOut(bytes), promise: nil)
+    private func write(_ frame: WebSocketFrame, context: ChannelHandlerContext) {
+        context.write(wrapOutboundOut(frame), promise: nil)
         if reading { wroteWhileReading = true }
     }
 
     /// Sends what was queued (a no-op while reading: the read's end flushes).
     func flush() {
-        guard let output, !reading else { return }
-        output.flush()
+        guard let context, !reading else { return }
+        context.flush()
     }
 
     /// Says goodbye with `code` and `reason` and closes once the peer answers (or after the close time-out).
     func close(code: WebSocketErrorCode, reason: String = "") {
-        guard let context, let output, !isClosing else { return }
+        guard let context, !isClosing else { return }
         isClosing = true
         var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
         data.write(webSocketErrorCode: code)
         data.writeString(String(reason.utf8.prefix(120)) ?? "")  // a control frame carries at most 125 bytes
-        output.writeAndFlush(wrapOutboundOut(ServerFrame.make(.connectionClose, data, allocator: context.channel.allocator)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)), promise: nil)
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         closeTimer = context.eventLoop.scheduleTask(in: settings.closeTimeout) { loopBound.value.close(promise: nil) }
     }
@@ -146,7 +126,6 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        output = (try? context.pipeline.syncOperations.context(handlerType: TabFrameSink.self)) ?? context
         if let interval = settings.pingInterval {
             let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
             pinger = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in loopBound.value.ping() }
@@ -178,15 +157,6 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
         context.fireChannelWritabilityChanged()
     }
 
-    /// NIO's frame decoder found a frame it will not read: closed with the matching code.
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        switch error as? NIOWebSocketError {
-        case .invalidFrameLength?: close(code: .messageTooLarge, reason: "a frame is at most \(settings.maxMessageBytes / 2) bytes")
-        case .fragmentedControlFrame?, .multiByteControlFrameLength?: close(code: .protocolError, reason: "a malformed control frame")
-        case nil: context.fireErrorCaught(error)
-        }
-    }
-
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         reading = true
@@ -209,8 +179,8 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
             message.data.writeBuffer(&data)
             if frame.fin { deliver(message.opcode, message.data) } else { fragments = message }
         case .ping:
-            guard !isClosing, let output else { return }
-            write(.pong, frame.unmaskedData, to: output)
+            guard !isClosing else { return }
+            write(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData), context: context)
         case .pong:
             unansweredPing = false
         case .connectionClose:
@@ -222,8 +192,7 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
             var answer = context.channel.allocator.buffer(capacity: 2)
             answer.write(webSocketErrorCode: code)
             let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            let out = output ?? context
-            out.writeAndFlush(wrapOutboundOut(ServerFrame.make(.connectionClose, answer, allocator: context.channel.allocator))).whenComplete { _ in
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: answer))).whenComplete { _ in
                 loopBound.value.close(promise: nil)
             }
         default:
@@ -252,13 +221,13 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
     }
 
     private func ping() {
-        guard let context, let output, !isClosing else { return }
+        guard let context, !isClosing else { return }
         guard !unansweredPing else {
             // No pong since the last ping: the tab's network is gone.
             return close(code: .goingAway, reason: "no answer to ping")
         }
         unansweredPing = true
-        output.writeAndFlush(wrapOutboundOut(ServerFrame.make(.ping, context.channel.allocator.buffer(capacity: 0), allocator: context.channel.allocator)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .ping, data: context.channel.allocator.buffer(capacity: 0))), promise: nil)
     }
 
     private func end() {
@@ -267,50 +236,10 @@ final class TabWebSocket<Receiver: TabSocketReceiver>: ChannelInboundHandler, Re
         closeTimer?.cancel()
         closeTimer = nil
         context = nil
-        output = nil
         isClosing = true
         if let receiver {
             self.receiver = nil  // the receiver holds this handler: the cycle ends here
             receiver.closed()
         }
     }
-}
-
-/// A server's WebSocket frame (RFC 6455 5.2): never masked, always final,
-/// so the same bytes go to every tab.
-enum ServerFrame {
-    /// Payloads up to this size are copied behind their header into one
-    /// buffer (one write); larger ones go as a header and the payload itself.
-    static let copiedUpTo = 4096
-
-    static func headerBytes(_ count: Int) -> Int { count < 126 ? 2 : count <= 0xFFFF ? 4 : 10 }
-
-    static func writeHeader(_ opcode: WebSocketOpcode, count: Int, into buffer: inout ByteBuffer) {
-        buffer.writeInteger(0x80 | UInt8(webSocketOpcode: opcode))
-        if count < 126 {
-            buffer.writeInteger(UInt8(count))
-        } else if count <= 0xFFFF {
-            buffer.writeInteger(UInt8(126))
-            buffer.writeInteger(UInt16(count))
-        } else {
-            buffer.writeInteger(UInt8(127))
-            buffer.writeInteger(UInt64(count))
-        }
-    }
-
-    /// The whole frame in one buffer.
-    static func make(_ opcode: WebSocketOpcode, _ payload: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
-        var frame = allocator.buffer(capacity: headerBytes(payload.readableBytes) + payload.readableBytes)
-        writeHeader(opcode, count: payload.readableBytes, into: &frame)
-        var payload = payload
-        frame.writeBuffer(&payload)
-        return frame
-    }
-}
-
-/// Marks the place next to the pipeline's head where a tab's framed bytes
-/// are written (`TabWebSocket` writes through this handler's context, past
-/// NIO's frame encoder, which is not removable). Writes reaching it pass on.
-final class TabFrameSink: ChannelOutboundHandler, RemovableChannelHandler, Sendable {
-    typealias OutboundIn = ByteBuffer
 }

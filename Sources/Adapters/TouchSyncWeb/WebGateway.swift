@@ -298,11 +298,7 @@ public final class WebGateway: Service, Sendable {
         if let peer = channel.remoteAddress?.ipAddress {
             socket.clientAddress = configuration.trustedProxies.clientAddress(peer: peer, forwardedFor: forwardedFor)
         }
-        let pipeline = channel.pipeline.syncOperations
-        // The request-head guard has nothing more to check: every frame read skips it.
-        if let guardHandler = try? pipeline.handler(type: RequestHeadDeadlineHandler.self) { pipeline.removeHandler(guardHandler, promise: nil) }
-        try pipeline.addHandler(TabFrameSink(), position: .first)
-        try pipeline.addHandler(socket)
+        try channel.pipeline.syncOperations.addHandler(socket)
         let bound = NIOLoopBound(socket, eventLoop: channel.eventLoop)
         return { bound.value.close(code: .goingAway, reason: "the gateway is stopping") }
     }
