@@ -37,7 +37,10 @@ public final class ConditionWaiters: Sendable {
             }
             let first = await group.next() ?? nil
             group.cancelAll()
-            return first ?? condition()
+            if let first { return first }
+            // The waiting task may have taken a value just as the time-out came: it is not dropped.
+            while let next = await group.next() { if let next { return next } }
+            return condition()
         }
     }
 
