@@ -130,6 +130,27 @@ public func killMidRun(_ victim: Child, whileRunning witness: Child, within limi
     }) ?? false
 }
 
+/// Each thread of process `pid` as /proc shows it now: name, state (R
+/// running, S sleeping, D in the disk), CPU ticks, the kernel function it
+/// waits in and its system call: tells a busy loop from a thread blocked,
+/// and where, for a failure's message.
+public func threadStates(of pid: Int32) -> String {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return "(no /proc/\(pid)/task)" }
+    func read(_ path: String) -> String {
+        (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+    }
+    return tasks.sorted { (Int($0) ?? 0) < (Int($1) ?? 0) }.map { task in
+        let folder = "/proc/\(pid)/task/\(task)"
+        let stat = read(folder + "/stat")
+        // After the name's closing parenthesis: state, then (13th and 14th fields on) utime and stime.
+        let fields = stat.split(separator: ")").last.map { $0.split(separator: " ") } ?? []
+        let state = fields.first.map(String.init) ?? "?"
+        let ticks = fields.count > 12 ? "\(fields[11])+\(fields[12]) ticks" : "?"
+        let syscall = read(folder + "/syscall").split(separator: " ").prefix(2).joined(separator: " ")
+        return "\(task) \(read(folder + "/comm")) \(state) \(ticks) wchan=\(read(folder + "/wchan")) syscall=\(syscall)"
+    }.joined(separator: "\n")
+}
+
 /// The bytes of every file below `path`.
 public func directoryBytes(_ path: String) -> Int {
     guard let files = FileManager.default.enumerator(atPath: path) else { return 0 }

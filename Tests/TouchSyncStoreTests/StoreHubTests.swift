@@ -527,9 +527,12 @@ struct StorePartitionTests {
         }
         let a = try StoreHubTests.StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
         let (_, hubAOutput, _) = try await children.startHub(a.arguments + ["--log-level", "info"], namespace: network.hub)
+        // The scene outlasts the cut, hub-b's start and its draw, and the link's return by seconds: with 12 s a
+        // loaded run brought the link back a second before the scene's 5 s wait for acknowledgements ran out,
+        // too soon for hub-a to reach the store again and send its agent on.
         let (spectator, spectatorOutput) = try children.run(
-            ["spectate", "--board", "cut", "--json", "--duration", "20"] + a.client.dropFirst(2), namespace: network.hub)
-        let (draw, drawOutput) = try children.run(["draw", "--board", "cut", "--seconds", "12"] + a.client, namespace: network.hub)
+            ["spectate", "--board", "cut", "--json", "--duration", "30"] + a.client.dropFirst(2), namespace: network.hub)
+        let (draw, drawOutput) = try children.run(["draw", "--board", "cut", "--seconds", "20"] + a.client, namespace: network.hub)
         let deadline = ContinuousClock.now + .seconds(30)
         while try await count("SELECT count(*) FROM touchsync_batches WHERE board = 'cut'") < 20, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(50))
