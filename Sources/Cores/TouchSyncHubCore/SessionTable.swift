@@ -207,10 +207,12 @@ struct SessionTable {
     /// Acknowledges every queued session through what it has applied.
     mutating func acknowledge(into actions: inout [HubAction]) {
         for principal in ackQueue {
-            guard let session = sessions[principal], session.ackPending else { continue }
-            sessions[principal]!.ackPending = false
-            sessions[principal]!.acknowledged = session.numbering.appliedThrough
-            actions.append(.reply(to: session.peer, .ack(through: session.numbering.appliedThrough)))
+            // One hash per acknowledgement, and no copy of the session (a dozen references to retain).
+            guard let index = sessions.index(forKey: principal), sessions.values[index].ackPending else { continue }
+            let through = sessions.values[index].numbering.appliedThrough
+            sessions.values[index].ackPending = false
+            sessions.values[index].acknowledged = through
+            actions.append(.reply(to: sessions.values[index].peer, .ack(through: through)))
         }
         ackQueue.removeAll(keepingCapacity: true)
     }
