@@ -8,7 +8,8 @@
 # be measured with the same hub and load; WEB_ARGS adds options to the
 # gateway (WEB_ARGS="--max-message-bytes 65536"), HUB_ARGS to the hub
 # (HUB_ARGS="--fsync never"), LOAD_ARGS to the load (LOAD_ARGS="--browser-wire
-# binary"). JSON reports go to /tmp/bench-web-TABS.json.
+# binary"), HUB_BINARY another hub binary (HUB_BINARY=/tmp/old/touchsync).
+# JSON reports go to /tmp/bench-web-TABS.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.build/release/touchsync
@@ -20,7 +21,7 @@ for TABS in "$@"; do
   DATA=$(mktemp -d /tmp/bench-web.XXXX)
   PORT=$((20000 + RANDOM % 20000))
   HUB=(--ingest tcp://127.0.0.1:$PORT --publish tcp://127.0.0.1:$((PORT + 1)) --snapshot tcp://127.0.0.1:$((PORT + 2)) --history tcp://127.0.0.1:$((PORT + 3)))
-  $BIN hub ${HUB_STORAGE:---data "$DATA/data"} "${HUB[@]}" ${HUB_ARGS:-} > "$DATA/hub.log" 2>&1 &
+  ${HUB_BINARY:-$BIN} hub ${HUB_STORAGE:---data "$DATA/data"} "${HUB[@]}" ${HUB_ARGS:-} > "$DATA/hub.log" 2>&1 &
   HUB_PID=$!
   sleep 1
   "$GATEWAY" web --listen 127.0.0.1:$((PORT + 10)) --hub tcp://127.0.0.1:$PORT --publish tcp://127.0.0.1:$((PORT + 1)) \

@@ -13,11 +13,15 @@ import TouchSyncCore
 /// the abandon time-out: touches cancelled), and back to `.live` whenever it
 /// is heard, only through the methods below.
 struct AgentSession {
-    let principal: UserNamespace
+    /// What never changes, behind one reference: the core copies a session
+    /// out of its table and back for every message, and each field with
+    /// storage of its own (names, ids) was a retain and a release.
+    private let identity: Identity
+    var principal: UserNamespace { identity.principal }
     private(set) var peer: PeerID
     /// The agent session's id (from its hello): numbering belongs to it.
-    let sessionID: [UInt8]
-    let board: String
+    var sessionID: [UInt8] { identity.sessionID }
+    var board: String { identity.board }
     /// The board's slot in the core's `channels`.
     let boardSlot: Int
     var numbering: MessageNumbering
@@ -36,12 +40,14 @@ struct AgentSession {
     var role: Role = .admin
     /// For a gateway acting for an invited user: who asked, for whom, with
     /// which token (an access-list reload checks all three again).
-    var delegation: Delegation? = nil {
-        // Derived once, not per message: whose sample and byte allowances the session draws on.
-        didSet { invitedUser = delegation.flatMap { $0.user.isEmpty ? nil : $0.user } }
+    var delegation: Delegation? {
+        get { delegated?.delegation }
+        set { delegated = newValue.map(Delegated.init) }
     }
     /// The invited user a gateway's tab acts for (nil: the session is its own user).
-    private(set) var invitedUser: String? = nil
+    var invitedUser: String? { delegated?.invitedUser }
+    /// The delegation behind one reference, as the identity (its four names were four retains a copy).
+    private var delegated: Delegated? = nil
     /// When the agent was last told STORAGE_UNAVAILABLE (told at most once a second).
     var storageWarnedAt: Moment? = nil
 
@@ -67,14 +73,33 @@ struct AgentSession {
         case wrongState
     }
 
+    private final class Identity: Sendable {
+        let principal: UserNamespace
+        let sessionID: [UInt8]
+        let board: String
+        init(principal: UserNamespace, sessionID: [UInt8], board: String) {
+            self.principal = principal
+            self.sessionID = sessionID
+            self.board = board
+        }
+    }
+
+    private final class Delegated: Sendable {
+        let delegation: Delegation
+        /// Derived once, not per message: whose sample and byte allowances the session draws on.
+        let invitedUser: String?
+        init(_ delegation: Delegation) {
+            self.delegation = delegation
+            invitedUser = delegation.user.isEmpty ? nil : delegation.user
+        }
+    }
+
     init(
         principal: UserNamespace, peer: PeerID, sessionID: [UInt8], board: String, boardSlot: Int, appliedThrough: UInt64,
         now: Moment, messagesPerSecond: Int, samplesPerSecond: Int, bytesPerSecond: Int
     ) {
-        self.principal = principal
+        identity = Identity(principal: principal, sessionID: sessionID, board: board)
         self.peer = peer
-        self.sessionID = sessionID
-        self.board = board
         self.boardSlot = boardSlot
         numbering = MessageNumbering(appliedThrough: appliedThrough)
         acknowledged = appliedThrough
