@@ -72,8 +72,13 @@ public final class ChildProcesses {
     /// "Ctrl-C stops it.", which comes once SIGINT and SIGTERM reach its
     /// handlers; returns what it printed so far. Fails with that text if it
     /// exits first.
-    public func startHub(_ arguments: [String], fileLimit: Int? = nil, namespace: String? = nil) async throws -> (Child, ChildOutput, String) {
-        let (hub, output) = try run(arguments, namespace: namespace, fileLimit: fileLimit)
+    /// `limit`: the watchdog's seconds. A hub lives as long as its test, and
+    /// in a full run on two cores tests take 80 s where they take 20 alone:
+    /// with the 60 s other children get, the full-disk test's hub was killed
+    /// under it (a zombie when the next agent came, looking stalled). The
+    /// test's own time limit and `killAll` still end it.
+    public func startHub(_ arguments: [String], fileLimit: Int? = nil, namespace: String? = nil, limit: Double = 240) async throws -> (Child, ChildOutput, String) {
+        let (hub, output) = try run(arguments, limit: limit, namespace: namespace, fileLimit: fileLimit)
         var text = ""
         // Blocks until the hub writes or exits (the watchdog bounds a hang).
         while !text.contains("Ctrl-C stops it.") {

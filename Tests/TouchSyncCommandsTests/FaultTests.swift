@@ -362,7 +362,7 @@ struct FullDiskTests {
         #expect(acknowledgedDraws >= 1)
         // Another agent now: told at once, never acknowledged.
         let after = try await touchsync(["draw", "--board", "wall", "--seconds", "0.2", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
-        // Seen in loaded runs: the hub silent for 10 s and more after its disk filled; its threads then, for the message.
+        // The hub's threads, should it not answer (state, CPU, wait channel, system call), for the message.
         let hubThreads = after.status == 1 && after.errors.contains("cannot store board wall's frames") ? "" : threadStates(of: hub.processIdentifier)
 
         // The hub dies; it comes back on what its journal kept (copied off the full disk).

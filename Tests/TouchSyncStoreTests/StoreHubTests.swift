@@ -526,13 +526,14 @@ struct StorePartitionTests {
             return value
         }
         let a = try StoreHubTests.StoreHub(server: server, name: "hub-a", leaseTimeout: 2)
+        // The draw's and spectator's watchdogs (60 s by default) past what a loaded run takes: the test ran 82 s in one.
         let (_, hubAOutput, _) = try await children.startHub(a.arguments + ["--log-level", "info"], namespace: network.hub)
         // The scene outlasts the cut, hub-b's start and its draw, and the link's return by seconds: with 12 s a
         // loaded run brought the link back a second before the scene's 5 s wait for acknowledgements ran out,
         // too soon for hub-a to reach the store again and send its agent on.
         let (spectator, spectatorOutput) = try children.run(
-            ["spectate", "--board", "cut", "--json", "--duration", "30"] + a.client.dropFirst(2), namespace: network.hub)
-        let (draw, drawOutput) = try children.run(["draw", "--board", "cut", "--seconds", "20"] + a.client, namespace: network.hub)
+            ["spectate", "--board", "cut", "--json", "--duration", "30"] + a.client.dropFirst(2), limit: 150, namespace: network.hub)
+        let (draw, drawOutput) = try children.run(["draw", "--board", "cut", "--seconds", "20"] + a.client, limit: 150, namespace: network.hub)
         let deadline = ContinuousClock.now + .seconds(30)
         while try await count("SELECT count(*) FROM touchsync_batches WHERE board = 'cut'") < 20, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(50))
