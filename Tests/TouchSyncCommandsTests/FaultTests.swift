@@ -362,14 +362,15 @@ struct FullDiskTests {
         #expect(acknowledgedDraws >= 1)
         // Another agent now: told at once, never acknowledged.
         let after = try await touchsync(["draw", "--board", "wall", "--seconds", "0.2", "--fast", "--hub", "tcp://127.0.0.1:\(ports[0])"])
+        let told = after.status == 1 && after.errors.contains("cannot store board wall's frames")
         // The hub's threads, should it not answer (state, CPU, wait channel, system call), for the message.
-        let hubThreads = after.status == 1 && after.errors.contains("cannot store board wall's frames") ? "" : threadStates(of: hub.processIdentifier)
+        let hubThreads = told ? "" : threadStates(of: hub.processIdentifier)
 
         // The hub dies; it comes back on what its journal kept (copied off the full disk).
         kill(hub.processIdentifier, SIGKILL)
         await hub.exited()
         let hubLog = hubStart + String(decoding: await hubOutput.readToEnd(), as: UTF8.self) + hubOutput.errors
-        #expect(after.status == 1 && after.errors.contains("cannot store board wall's frames"), "\(after.errors)\nthe hub's threads:\n\(hubThreads)\nthe hub's log:\n\(hubLog.suffix(6000))")
+        #expect(told, "\(after.errors)\nthe hub's threads:\n\(hubThreads)\nthe hub's log:\n\(hubLog.suffix(6000))")
         try #require(try touchsyncShell(["cp", "-a", small + "/data", copy + "/data"]) == 0)
         try? FileManager.default.removeItem(atPath: copy + "/data/touchsync.lock")
         let (restarted, _, restartText) = try await children.startHub(["hub", "--data", copy + "/data"] + endpoints)

@@ -62,18 +62,28 @@ final class JournalFile {
 
     /// Opens for appending, creating the file when `create` (and failing if it exists then).
     static func openForAppending(_ path: String, create: Bool) throws(JournalError) -> JournalFile {
-        let flags = O_WRONLY | O_APPEND | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0)
-        let descriptor = try systemCall("open", path: path) { open(path, flags, 0o644) }
-        let end: off_t
+        try opening(path, flags: O_WRONLY | O_APPEND | (create ? O_CREAT | O_EXCL : 0))
+    }
+
+    /// The data folder itself, for `syncFileSystem`. One descriptor per
+    /// journal, kept for its life: since Linux 5.8 `syncfs` reports a
+    /// writeback error of any file of the filesystem that happened since the
+    /// last `syncfs` *on the same descriptor*, so no error slips between two.
+    static func openFolder(_ path: String) throws(JournalError) -> JournalFile {
+        try opening(path, flags: O_RDONLY | O_DIRECTORY)
+    }
+
+    /// Opens `path` (close-on-exec) and reads its size and filesystem.
+    private static func opening(_ path: String, flags: Int32) throws(JournalError) -> JournalFile {
+        let descriptor = try systemCall("open", path: path) { Glibc.open(path, flags | O_CLOEXEC, 0o644) }
         var status = stat()
         do throws(JournalError) {
-            end = try systemCall("lseek", path: path) { lseek(descriptor, 0, SEEK_END) }
             _ = try systemCall("fstat", path: path) { fstat(descriptor, &status) }
         } catch {
             _ = Glibc.close(descriptor)
             throw error
         }
-        return JournalFile(path: path, descriptor: descriptor, size: Int(end), device: UInt64(status.st_dev))
+        return JournalFile(path: path, descriptor: descriptor, size: Int(status.st_size), device: UInt64(status.st_dev))
     }
 
     func write(_ bytes: [UInt8]) throws(JournalError) {
@@ -95,6 +105,12 @@ final class JournalFile {
     /// Makes what was written durable (data, and the size that reaches it).
     func sync() throws(JournalError) {
         _ = try systemCall("fdatasync", path: path) { fdatasync(descriptor) }
+    }
+
+    /// `syncfs(2)` of the file's filesystem (on a folder from `openFolder`):
+    /// every file's data and size there, with one flush of the disk's cache.
+    func syncFileSystem() throws(JournalError) {
+        _ = try systemCall("syncfs", path: path) { linuxSyncfs(descriptor) }
     }
 
     func close() {
@@ -257,46 +273,6 @@ extension JournalFile {
         }
         try file.write(Array(repeating: 0, count: 4096))
         try file.sync()
-    }
-}
-
-/// A journal's own descriptor of its data folder, through which it syncs the
-/// folder's filesystem (`syncfs(2)`: every file's data and size there, with
-/// one flush of the disk's cache). Since Linux 5.8 `syncfs` reports a
-/// writeback error of any file of the filesystem that happened since the
-/// last `syncfs` *on the same descriptor*: one descriptor per journal, kept
-/// for its life, so no error slips between two descriptors (a file opened
-/// after an error would not report it).
-final class JournalFolderHandle {
-    let path: String
-    /// The filesystem (`st_dev`): only files on it are covered.
-    let device: UInt64
-    private var descriptor: Int32
-
-    init(_ path: String) throws(JournalError) {
-        let descriptor = try systemCall("open", path: path) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else {
-            let code = errno
-            _ = Glibc.close(descriptor)
-            throw .system(call: "fstat", path: path, errno: code)
-        }
-        self.path = path
-        self.descriptor = descriptor
-        device = UInt64(status.st_dev)
-    }
-
-    deinit { close() }
-
-    func syncFileSystem() throws(JournalError) {
-        _ = try systemCall("syncfs", path: path) { linuxSyncfs(descriptor) }
-    }
-
-    func close() {
-        if descriptor >= 0 {
-            _ = Glibc.close(descriptor)
-            descriptor = -1
-        }
     }
 }
 

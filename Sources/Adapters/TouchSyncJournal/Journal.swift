@@ -35,7 +35,7 @@ public final class Journal {
     /// `syncfs` calls that failed (their files were then synced one by one).
     public private(set) var fileSystemSyncFailures = 0
     /// This journal's own descriptor of the data folder, for `syncfs` (nil: each file is synced on its own).
-    private var folderHandle: JournalFolderHandle?
+    private var folderHandle: JournalFile?
     /// Calls that made board files durable: `fdatasync`s and `syncfs`s.
     public var syncCalls: Int { fileSyncs + fileSystemSyncs }
     private let clock = ContinuousClock()
@@ -76,7 +76,7 @@ public final class Journal {
                     metadata: ["kernel": "\(release)"])
             } else {
                 do throws(JournalError) {
-                    folderHandle = try JournalFolderHandle(configuration.directory)
+                    folderHandle = try JournalFile.openFolder(configuration.directory)
                 } catch {
                     if ownsLock { lock.release() }
                     throw error

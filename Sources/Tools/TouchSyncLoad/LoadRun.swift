@@ -291,7 +291,11 @@ public struct LoadRun: Sendable {
             for name in Set(measured.map { boards[$0.0] }) {
                 let listed = try? await BoardDirectory.list(
                     endpoint: hubEndpoints(of: name).snapshot, prefix: name, limit: 1, context: context, curve: curve)
-                if let summary = listed?.boards.first(where: { $0.board == name }) { hubSequences[name] = summary.sequence }
+                if let summary = listed?.boards.first(where: { $0.board == name }) {
+                    hubSequences[name] = summary.sequence
+                } else {
+                    logger.notice("the hub did not list the board: its subscribers are judged by heartbeats alone", metadata: ["board": "\(name)"])
+                }
             }
             let agreedBefore = measured.map { $0.1.status.agreeingHeartbeats }
             for (index, (board, subscriber)) in measured.enumerated() {
@@ -299,10 +303,6 @@ public struct LoadRun: Sendable {
                 caughtUp[index] = await waitFor(timeout: configuration.drainTimeout / 2) {
                     let status = subscriber.status
                     return status.sequence >= target && status.agreeingHeartbeats >= agreedBefore[index] + 2
-                }
-                if hubSequences[boards[board]] == nil {
-                    logger.notice(
-                        "the hub did not list the board: its subscribers are judged by heartbeats alone", metadata: ["board": "\(boards[board])"])
                 }
             }
         }
