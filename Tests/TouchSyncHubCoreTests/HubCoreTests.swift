@@ -642,6 +642,34 @@ struct HubCoreTests {
         #expect(beats.map(\.board) == ["b"] && beats.first?.sequence == 1)
     }
 
+    /// A heartbeat says the board's digest at its sequence. With a publish
+    /// interval, diffs wait between batches; a periodic heartbeat in that wait
+    /// once carried the digest of the board with them at the sequence before
+    /// them, and every subscriber took it for a divergence and resynced (a
+    /// browser run with `--publish-interval-ms 16` sent its tabs snapshots).
+    @Test func aHeartbeatWithinThePublishIntervalCarriesThePublishedBoardsDigest() {
+        let hub = CoreHarness {
+            $0.timing.heartbeatInterval = .seconds(1)
+            $0.timing.publishInterval = .milliseconds(400)
+        }
+        let pen = peer("pen")
+        hub.hello(pen, board: "b")
+        _ = hub.send(.subscribed(topic: publishTopic(board: "b"), by: nil))
+        _ = hub.message(pen, .numbered(sequence: 1, began(1)))
+        #expect(hub.endTurn().batchSequences == [1])  // the first batch goes at once
+        hub.advance(.milliseconds(800))
+        _ = hub.message(pen, .numbered(sequence: 2, moved(1, x: 5, t: 5)))
+        #expect(hub.endTurn().batchSequences == [2])  // the interval had passed
+        hub.advance(.milliseconds(200))
+        _ = hub.message(pen, .numbered(sequence: 3, moved(1, x: 9, t: 9)))
+        let turn = hub.endTurn()  // 1 s: the periodic heartbeat, within the interval since batch 2
+        let beat = turn.heartbeats.first
+        #expect(beat != nil)
+        #expect(beat?.digest == hub.replicas["b"]?.digest, "the heartbeat's digest is the board the subscribers hold at its sequence")
+        #expect(beat?.sequence == hub.replicas["b"]?.sequence)
+        #expect(hub.replicas["b"] == hub.core.board("b"), "nothing drawn is held back from the subscribers past the heartbeat")
+    }
+
     @Test func recoveredUsersWhoDoNotReturnAreCancelled() throws {
         var state = BoardState()
         var diffs: [StrokeDiff] = []

@@ -91,8 +91,11 @@ extension HubCore {
 
     /// A board's heartbeat on the topic of each stream it publishes (v1
     /// always); on the stream without predictions it also carries the digest
-    /// that stream's replicas hold.
+    /// that stream's replicas hold. Diffs a publish interval holds back go
+    /// first: the digest is the board's, and a heartbeat must not pair it with
+    /// the sequence before them (every subscriber would resync).
     mutating func publishHeartbeat(slot: Int, now: Moment, into actions: inout [HubAction]) {
+        publishPending(slot: slot, now: now, into: &actions)
         var message = Touchsync_V1_PublishMessage()
         message.heartbeat = channels[slot].heartbeat(hubTime: hubTime(at: now))
         let publication = Publication(

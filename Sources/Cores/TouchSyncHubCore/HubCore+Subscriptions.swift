@@ -31,7 +31,6 @@ extension HubCore {
             // The streams its batches are encoded for may change (a first subscriber of one).
             updateWireFormats(slot: slot, now: now, into: &actions)
             if publisher.subscriberArrived(at: slot, now: now) {
-                publishPending(slot: slot, now: now, into: &actions)
                 publishHeartbeat(slot: slot, now: now, into: &actions)
             }
         } else if let (name, stream) = boardTopic, stream != .v1, !configuration.storeCommits, wrongHub(for: name) == nil {

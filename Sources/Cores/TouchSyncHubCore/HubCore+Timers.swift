@@ -32,7 +32,6 @@ extension HubCore {
             nextHousekeeping = now + housekeepingInterval
         }
         for slot in publisher.owedHeartbeatsDue(now: now) {
-            publishPending(slot: slot, now: now, into: &actions)
             publishHeartbeat(slot: slot, now: now, into: &actions)
         }
         if publisher.periodicHeartbeatDue(now: now) {
