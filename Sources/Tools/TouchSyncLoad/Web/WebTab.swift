@@ -358,14 +358,19 @@ final class WebTab: Sendable {
     }
 
     /// Latency of each appended sample: now against its time (the run's monotonic clock).
+    /// A stroke's appends are delta-coded from its last sample, which an earlier
+    /// append of the same batch may have moved (a hub publishing at an interval
+    /// puts several of a stroke's appends in one batch).
     private func record(_ batch: BrowserBatch, replica: BrowserReplica) {
         guard let latency else { return }
         let now = monotonicMicroseconds()
         var times: [Int64] = []
+        var lastOfBatch: [UInt64: BrowserSample] = [:]
         for diff in batch.diffs {
             guard case .appended(let id, let offset, let list) = diff else { continue }
-            let base = offset > 0 ? replica.active[id]?.samples.last : nil
+            let base = offset > 0 ? lastOfBatch[id] ?? replica.active[id]?.samples.last : nil
             guard let samples = try? BrowserSample.decode(list, from: base) else { continue }
+            if let last = samples.last { lastOfBatch[id] = last }
             for sample in samples { times.append(now - sample.t) }
         }
         latency.record(latencies: times)
