@@ -34,7 +34,7 @@ struct BenchCommand: AsyncParsableCommand {
     var hubJournal = false
     @Option(parsing: .unconditional, help: "With --hub-journal: agents (producer connections), each drawing with 5 fingers.") var agents = 20
     @Option(parsing: .unconditional, help: "With --hub-journal: boards the agents draw on (agent i on board i mod N).") var boards = 20
-    @Option(parsing: .unconditional, help: "With --hub-journal: the fsync policies to run, comma-separated (batch, 20ms, never).")
+    @Option(parsing: .unconditional, help: "With --hub-journal: the fsync policies to run, comma-separated (batch, 20ms, never; memory: no journal).")
     var fsyncPolicies = "batch"
     @Option(
         parsing: .unconditional,
@@ -90,10 +90,12 @@ struct BenchCommand: AsyncParsableCommand {
         }
     }
 
-    func policies() throws -> [FsyncPolicy] {
+    /// `--fsync-policies`, parsed; nil is "memory" (the hub without a journal).
+    func policies() throws -> [FsyncPolicy?] {
         try fsyncPolicies.split(separator: ",").map { text in
+            if text == "memory" { return nil }
             guard let policy = FsyncPolicy(argument: String(text)) else {
-                throw ValidationError("--fsync-policies: '\(text)' is not an fsync policy (batch, never, or an interval such as 20ms)")
+                throw ValidationError("--fsync-policies: '\(text)' is not an fsync policy (batch, never, an interval such as 20ms, or memory for no journal)")
             }
             return policy
         }
@@ -249,6 +251,8 @@ struct BenchCommand: AsyncParsableCommand {
         benchmark.messagesPerAgent = messagesPerAgent
         benchmark.boards = boards
         benchmark.agents = agents
+        benchmark.coalesced = coalesced
+        benchmark.ackInterval = .milliseconds(ackIntervalMs)
         let logger = logging.logger("touchsync.bench")
         emit("hub journaling at saturation: \(benchmark.agents) agents x \(benchmark.fingers) fingers on \(boards) board(s), \(messagesPerAgent) messages per agent, loopback TCP, no subscriber")
         var oneThread: [String: Double] = [:]
@@ -258,17 +262,18 @@ struct BenchCommand: AsyncParsableCommand {
                 try? FileManager.default.removeItem(atPath: directory)
                 defer { try? FileManager.default.removeItem(atPath: directory) }
                 var journal = JournalConfiguration(directory: directory)
-                journal.fsync = policy
-                benchmark.journal = journal
+                if let policy { journal.fsync = policy }
+                benchmark.journal = policy == nil ? nil : journal
                 benchmark.boardThreads = threads
                 let result = try await benchmark.throughput(.hub, subscribers: 0, logger: logger)
                 let batches = result.batches ?? 0
-                if threads == 1 { oneThread[policy.description] = result.samplesPerSecond }
-                let ratio = threads > 1 ? oneThread[policy.description].map { String(format: ", %.2fx one thread", result.samplesPerSecond / $0) } ?? "" : ""
+                let name = policy?.description ?? "memory (no journal)"
+                if threads == 1 { oneThread[name] = result.samplesPerSecond }
+                let ratio = threads > 1 ? oneThread[name].map { String(format: ", %.2fx one thread", result.samplesPerSecond / $0) } ?? "" : ""
                 emit(
                     String(
                         format: "  %d board thread(s), fsync %@: %d batches in %.3f s = %.0f batches/s, %.0f samples/s%@; the hub's loop threads' CPU per sample %@",
-                        threads, policy.description, batches, result.seconds, Double(batches) / result.seconds, result.samplesPerSecond, ratio,
+                        threads, name, batches, result.seconds, Double(batches) / result.seconds, result.samplesPerSecond, ratio,
                         nanoseconds(result.cpuNanosecondsPerSample)))
             }
         }
