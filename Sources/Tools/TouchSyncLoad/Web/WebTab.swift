@@ -358,12 +358,17 @@ final class WebTab: Sendable {
     }
 
     /// Latency of each appended sample: now against its time (the run's monotonic clock).
-    /// A stroke's appends are delta-coded from its last sample, which an earlier
-    /// append of the same batch may have moved (a hub publishing at an interval
-    /// puts several of a stroke's appends in one batch).
     private func record(_ batch: BrowserBatch, replica: BrowserReplica) {
         guard let latency else { return }
         let now = monotonicMicroseconds()
+        latency.record(latencies: Self.appendedSampleTimes(of: batch, after: replica).map { now - $0 })
+    }
+
+    /// The times of the samples `batch` appends, in order. A stroke's appends
+    /// are delta-coded from its last sample, which an earlier append of the
+    /// same batch may have moved (a hub publishing at an interval puts several
+    /// of a stroke's appends in one batch); an append that cannot be read adds none.
+    static func appendedSampleTimes(of batch: BrowserBatch, after replica: BrowserReplica) -> [Int64] {
         var times: [Int64] = []
         var lastOfBatch: [UInt64: BrowserSample] = [:]
         for diff in batch.diffs {
@@ -371,9 +376,9 @@ final class WebTab: Sendable {
             let base = offset > 0 ? lastOfBatch[id] ?? replica.active[id]?.samples.last : nil
             guard let samples = try? BrowserSample.decode(list, from: base) else { continue }
             if let last = samples.last { lastOfBatch[id] = last }
-            for sample in samples { times.append(now - sample.t) }
+            times += samples.map(\.t)
         }
-        latency.record(latencies: times)
+        return times
     }
 
     private func acknowledge(through number: UInt64) {
