@@ -11,10 +11,14 @@ import TouchSyncCommands
 struct CommandLineTests {
     /// `bench --hub-journal --hub-threads 1,2`: the same saturating load on a
     /// hub with one board thread, then two, every frame acknowledged, the
-    /// second compared with the first and the loop threads' CPU read.
+    /// second compared with the first and the loop threads' CPU read; also
+    /// without a journal (`memory`), with the frames' size and acks as asked.
     @Test func theHubBenchmarkComparesBoardThreadCounts() async throws {
         let run = try await touchsync(
-            ["bench", "--hub-journal", "--hub-threads", "1,2", "--agents", "4", "--boards", "8", "--messages-per-agent", "100", "--fsync-policies", "never"],
+            [
+                "bench", "--hub-journal", "--hub-threads", "1,2", "--agents", "4", "--boards", "8", "--messages-per-agent", "100",
+                "--fsync-policies", "never,memory", "--coalesced", "4", "--ack-interval-ms", "5",
+            ],
             limit: 90)
         #expect(run.status == 0, "\(run.output) \(run.errors)")
         let lines = run.output.split(separator: "\n").map(String.init)
@@ -22,6 +26,8 @@ struct CommandLineTests {
         let two = try #require(lines.first { $0.contains("2 board thread(s), fsync never:") }, "\(run.output)")
         #expect(!one.contains("one thread;") && two.contains("x one thread;"), "\(two)")
         #expect(!one.contains("n/a") && !two.contains("n/a"), "the loop threads' CPU was not read")
+        let inMemory = try #require(lines.first { $0.contains("2 board thread(s), fsync memory (no journal):") }, "\(run.output)")
+        #expect(inMemory.contains("x one thread;"), "\(inMemory)")
     }
 
     @Test func negativeNumbersReachTheRangeCheckAndEveryErrorNamesItsOption() async throws {

@@ -14,7 +14,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Input events (frames) in the workload.") var frames = 200_000
     @Option(parsing: .unconditional, help: "Simulated users.") var users = 4
     @Option(parsing: .unconditional, help: "Fingers per user.") var fingers = 5
-    @Option(parsing: .unconditional, help: "Samples per input event (2: 240 Hz digitizer at 120 Hz events).") var coalesced = 2
+    @Option(parsing: .unconditional, help: "Samples per input event (2: 240 Hz digitizer at 120 Hz events); also of the --hub-journal run.") var coalesced = 2
     @Flag(help: "Samples carry force (Pencil, 3D Touch).") var force = false
     @Option(parsing: .unconditional, help: "Repetitions per stage; the best is reported.") var repetitions = 5
     @Flag(help: ArgumentHelp("Run only the reduce stage (for perf or callgrind).", visibility: .hidden)) var reduceOnly = false
@@ -25,7 +25,7 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Instead: the hub against a bare libzmq forwarder over loopback TCP (throughput and latency, 1 and 10 subscribers).")
     var transport = false
     @Option(parsing: .unconditional, help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
-    @Option(parsing: .unconditional, help: "With --transport: the hub's --ack-interval-ms.") var ackIntervalMs = 0
+    @Option(parsing: .unconditional, help: "With --transport or --hub-journal: the hub's --ack-interval-ms.") var ackIntervalMs = 0
     @Flag(help: ArgumentHelp("Instead: the hub's core alone, turn by turn, 1 and 2 frames a turn (for perf).", visibility: .hidden))
     var coreTurns = false
     @Flag(help: ArgumentHelp("With --transport: only the latency runs, one subscriber (for perf).", visibility: .hidden))
