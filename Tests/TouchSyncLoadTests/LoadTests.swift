@@ -39,6 +39,27 @@ struct LoadTests {
         #expect(report.hubThreads?.secondsByName["touchsync-hub"] != nil, "the embedded hub's threads: \(String(describing: report.hubThreads))")
     }
 
+    /// A hub that publishes each board at most every 40 ms, with a heartbeat
+    /// every 100 ms: heartbeats fall inside the interval, while diffs wait.
+    /// Each must describe the board its subscribers hold, so none resyncs (a
+    /// heartbeat once carried the digest of the board with the waiting diffs:
+    /// every subscriber reloaded the board, and through the gateway every tab).
+    @Test func aPublishIntervalCostsTheSubscribersNoResync() async throws {
+        var configuration = LoadConfiguration()
+        configuration.users = 4
+        configuration.fingers = 3
+        configuration.duration = .milliseconds(1500)
+        configuration.minimumTicks = 120
+        configuration.seed = 12
+        configuration.embeddedHub.timing.publishInterval = .milliseconds(40)
+        configuration.embeddedHub.timing.heartbeatInterval = .milliseconds(100)
+        let report = try await LoadRun(configuration: configuration, logger: Self.quiet).run()
+        #expect(report.samplesSent > 20)
+        #expect(report.resyncs == 0)
+        #expect(report.lost == 0 && report.duplicated == 0)
+        #expect(report.converged && report.passed)
+    }
+
     /// Usually more than this machine carries (a debug-build hub, 300 users x
     /// 5 fingers at 120 Hz, with the generator on the same two cores): the hub
     /// falls behind, agents coalesce what waits (and hear BUSY when it stays
