@@ -265,6 +265,35 @@ struct GatewayCoreTests {
         #expect(value24 == [.unfollow(board: "b")])
         #expect(core.followedBoards.isEmpty && core.nextDeadline == nil)
     }
+
+    /// A crowd joining one board: the first change is sent at once, the
+    /// changes within the interval after it go together in one list when the
+    /// interval has passed, and each board is paced on its own.
+    @Test func aBoardsUsersListGoesAtMostOncePerInterval() {
+        var core = Self.core { $0.usersListInterval = .milliseconds(100) }
+        core.join(1, board: "b", now: Self.start)
+        core.join(2, board: "c", now: Self.start)
+        let first = core.usersListDue("b", now: Self.start)
+        #expect(first, "the first change goes at once")
+        #expect(core.nextDeadline == nil, "nothing owed")
+        var due: [Bool] = []
+        for step in 1...50 { due.append(core.usersListDue("b", now: Self.start + .milliseconds(step))) }
+        #expect(!due.contains(true), "fifty joins within the interval send nothing yet")
+        let otherBoard = core.usersListDue("c", now: Self.start + .milliseconds(20))
+        #expect(otherBoard, "another board is paced on its own")
+        #expect(core.nextDeadline == Self.start + .milliseconds(100))
+        let early = core.tick(now: Self.start + .milliseconds(99))
+        #expect(early == [])
+        let owed = core.tick(now: Self.start + .milliseconds(100))
+        #expect(owed == [.usersChanged(board: "b")], "one list for all of them")
+        let sent = core.usersListDue("b", now: Self.start + .milliseconds(100))
+        #expect(sent, "the adapter sends it")
+        #expect(core.nextDeadline == nil)
+        let quiet = core.tick(now: Self.start + .milliseconds(300))
+        #expect(quiet == [], "nothing changed since: nothing more is sent")
+        let later = core.usersListDue("b", now: Self.start + .milliseconds(300))
+        #expect(later, "a change after a quiet interval goes at once")
+    }
 }
 
 /// Names others see, and the allowances a tab's messages draw from.

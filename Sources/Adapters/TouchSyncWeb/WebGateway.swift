@@ -524,11 +524,15 @@ public final class WebGateway: Service, Sendable {
         BrowserMessage.users(state.withLock { $0.core.users(of: board) }).json
     }
 
+    /// The board's tabs are sent its users list, at most once per
+    /// `usersListInterval` (a later change waits for the core's timer).
     private func broadcastUsers(of board: String) {
-        let (message, outboxes) = state.withLock { state in
-            (BrowserMessage.users(state.core.users(of: board)).json, state.tabs.values.filter { $0.board == board }.map(\.outbox))
+        let due: (message: String, outboxes: [TabOutbox])? = state.withLock { state in
+            guard state.core.usersListDue(board, now: .now) else { return nil }
+            return (BrowserMessage.users(state.core.users(of: board)).json, state.tabs.values.filter { $0.board == board }.map(\.outbox))
         }
-        for outbox in outboxes { outbox.post(message) }
+        guard let due else { return deadlinesChanged() }
+        for outbox in due.outboxes { outbox.post(due.message) }
     }
 
     // MARK: Tabs

@@ -31,6 +31,11 @@ public struct GatewayCore: Sendable {
         public var reconnectGrace: Duration = .seconds(30)
         /// How long a board no tab uses is still followed.
         public var boardIdleGrace: Duration = .seconds(30)
+        /// The least time between two users lists sent to a board's tabs:
+        /// changes within it go together in the next list. Each list names
+        /// every tab of the board and goes to every one of them, so a list per
+        /// join made a crowd joining one board cost the cube of its size.
+        public var usersListInterval: Duration = .milliseconds(100)
         public init() {}
     }
 
@@ -108,6 +113,9 @@ public struct GatewayCore: Sendable {
     private var reservedCount = 0
     /// Renames each session may still make now (`NameAllowance`).
     private var renames: [String: TokenBucket] = [:]
+    /// When each board's tabs were last sent the users list, and whether a
+    /// change since waits for the interval to pass (`usersListDue`).
+    private var usersLists: [String: (sentAt: Instant, owed: Bool)] = [:]
 
     struct Seat: Sendable {
         var user: String?
@@ -151,6 +159,18 @@ public struct GatewayCore: Sendable {
     }
 
     public func tabCount(of board: String) -> Int { boards[board]?.tabs.count ?? 0 }
+
+    /// The users of `board` changed: true when its tabs are sent the list now;
+    /// false when a list went less than `usersListInterval` ago: then `tick`
+    /// asks for it (`usersChanged`) once the interval has passed.
+    public mutating func usersListDue(_ board: String, now: Instant) -> Bool {
+        if let last = usersLists[board], now - last.sentAt < configuration.usersListInterval {
+            usersLists[board]!.owed = true
+            return false
+        }
+        usersLists[board] = (now, false)
+        return true
+    }
 
     // MARK: Seats
 
@@ -394,7 +414,13 @@ public struct GatewayCore: Sendable {
         for (name, board) in boards
         where board.tabs.isEmpty && !boardsInUse.contains(name) && now - board.lastUsed >= configuration.boardIdleGrace {
             boards[name] = nil
+            usersLists[name] = nil
             actions.append(.unfollow(board: name))
+        }
+        for (board, list) in usersLists where now - list.sentAt >= configuration.usersListInterval {
+            // Owed: sent now (the adapter's `usersListDue` then says yes); else forgotten.
+            if list.owed && boards[board] != nil { actions.append(.usersChanged(board: board)) }
+            usersLists[board] = nil
         }
         return actions
     }
@@ -409,6 +435,9 @@ public struct GatewayCore: Sendable {
         let boardsInUse = Set(sessions.values.map(\.board))
         for (name, board) in boards where board.tabs.isEmpty && !boardsInUse.contains(name) {
             deadline = min(deadline ?? board.lastUsed + configuration.boardIdleGrace, board.lastUsed + configuration.boardIdleGrace)
+        }
+        for list in usersLists.values where list.owed {
+            deadline = min(deadline ?? list.sentAt + configuration.usersListInterval, list.sentAt + configuration.usersListInterval)
         }
         return deadline
     }
