@@ -49,4 +49,27 @@ struct ConditionWaitersTests {
         #expect(seen == 42)
         #expect(calls.withLock { $0 } == 3)
     }
+
+    /// The waiting task cancelled (by the time-out) after it last looked at
+    /// its cancellation and before it registered: the cancellation found no
+    /// continuation to resume, the registered one was never resumed, and the
+    /// wait never returned. A gateway stopping with 2,000 tabs whose hub had
+    /// gone hung that way, at one of its tabs' two-second flushes. Here the
+    /// condition cancels the waiting task at that very point; a wait that
+    /// hangs fails by the suite's time limit.
+    @Test func aWaiterCancelledJustBeforeItRegistersStillReturns() async throws {
+        let waiters = ConditionWaiters()
+        let calls = Mutex(0)
+        let seen = await waiters.wait(timeout: .milliseconds(200)) { () -> Int? in
+            let call = calls.withLock { calls in
+                calls += 1
+                return calls
+            }
+            // The first check is before the wait; the second, the waiting task's own, then cancels it.
+            if call == 2 { withUnsafeCurrentTask { $0?.cancel() } }
+            return nil
+        }
+        #expect(seen == nil)
+        #expect(calls.withLock { $0 } >= 3, "it looked again after registering")
+    }
 }

@@ -59,7 +59,8 @@ public final class ConditionWaiters: Sendable {
                 state.withLock { $0.waiting.append((id, continuation)) }
                 // A signal between the caller's check and the line above would be missed: check again.
                 found = recheck()
-                if found != nil { resume(id) }
+                // So would a cancellation: its handler, run before the line above, found nothing to resume.
+                if found != nil || Task.isCancelled { resume(id) }
             }
         } onCancel: {
             resume(id)
