@@ -165,6 +165,33 @@ struct GatewayAbuseTests {
         await second.connection.close()
     }
 
+    /// Forty tabs saying hello to one board at once: the users list, which
+    /// names every tab of the board and goes to every one of them, is sent at
+    /// most once per 100 ms (a list per join made 800 tabs on one board cost
+    /// the gateway 9.4 s of CPU), and the last one names them all.
+    @Test func aCrowdJoiningOneBoardGetsFewUsersListsAndTheLastNamesEveryone() async throws {
+        let rig = try await Rig()
+        defer { rig.close() }
+        var tabs: [Tab] = []
+        for _ in 0..<40 { tabs.append(try await rig.tab()) }
+        // The first is on the board before the crowd comes: it hears of every join.
+        _ = try await Self.welcome(tabs[0], board: "crowd", name: "t0")
+        _ = try await tabs[0].next("its own users list") { if case .users(let list) = $0, list.count == 1 { list } else { nil } }
+        let before = tabs[0].received { if case .users = $0 { true } else { false } }
+        let started = ContinuousClock.now
+        for (index, tab) in tabs.enumerated().dropFirst() { tab.send(.hello(.init(board: "crowd", name: "t\(index)"))) }
+        for tab in tabs.dropFirst() { _ = try await tab.next("welcome") { if case .welcome(let w) = $0 { w } else { nil } } }
+        let everyone = try await tabs[0].next("a users list of all 40") { if case .users(let list) = $0, list.count == 40 { list } else { nil } }
+        let elapsed = ContinuousClock.now - started
+        #expect(Set(everyone.map(\.name)) == Set((0..<40).map { "t\($0)" }))
+        let lists = tabs[0].received { if case .users = $0 { true } else { false } } - before
+        // One at once, then at most one per 100 ms: one per join would be 39.
+        let bound = Int(elapsed / .milliseconds(100)) + 2
+        #expect(lists <= bound, "\(lists) users lists in \(elapsed)")
+        print("40 tabs joining one board: \(lists) users lists reached the first in \(elapsed)")
+        for tab in tabs { await tab.connection.close() }
+    }
+
     @Test func aFloodingTabIsSlowedAndOthersKeepDrawing() async throws {
         let rig = try await Rig(webArguments: ["--max-tab-messages-per-second", "200"])
         defer { rig.close() }
