@@ -428,17 +428,14 @@ public struct GatewayCore: Sendable {
     /// When `tick` next has something to do (nil: nothing will come due by itself).
     public var nextDeadline: Instant? {
         var deadline: Instant? = nil
+        func consider(_ instant: Instant) { deadline = min(deadline ?? instant, instant) }
         for session in sessions.values {
             guard let detachedAt = session.detachedAt else { continue }
-            deadline = min(deadline ?? detachedAt + configuration.reconnectGrace, detachedAt + configuration.reconnectGrace)
+            consider(detachedAt + configuration.reconnectGrace)
         }
         let boardsInUse = Set(sessions.values.map(\.board))
-        for (name, board) in boards where board.tabs.isEmpty && !boardsInUse.contains(name) {
-            deadline = min(deadline ?? board.lastUsed + configuration.boardIdleGrace, board.lastUsed + configuration.boardIdleGrace)
-        }
-        for list in usersLists.values where list.owed {
-            deadline = min(deadline ?? list.sentAt + configuration.usersListInterval, list.sentAt + configuration.usersListInterval)
-        }
+        for (name, board) in boards where board.tabs.isEmpty && !boardsInUse.contains(name) { consider(board.lastUsed + configuration.boardIdleGrace) }
+        for list in usersLists.values where list.owed { consider(list.sentAt + configuration.usersListInterval) }
         return deadline
     }
 }

@@ -60,15 +60,18 @@ struct ProcStat {
 
     /// User plus system time (utime and stime, the 14th and 15th fields of the file).
     var cpuSeconds: Double? {
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        guard let user = seconds(at: 11), let system = systemSeconds else { return nil }
+        return user + system
     }
 
     /// System time alone: the kernel's work for the process (its syscalls;
     /// on loopback also the receiving side's TCP work its writes run).
-    var systemSeconds: Double? {
-        guard fields.count > 12, let system = Double(fields[12]) else { return nil }
-        return system / Double(sysconf(Int32(_SC_CLK_TCK)))
+    var systemSeconds: Double? { seconds(at: 12) }
+
+    /// A field of clock ticks, in seconds.
+    private func seconds(at index: Int) -> Double? {
+        guard fields.count > index, let ticks = Double(fields[index]) else { return nil }
+        return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// Threads of the process (the 20th field).

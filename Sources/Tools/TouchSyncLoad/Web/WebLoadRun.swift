@@ -107,9 +107,11 @@ public struct WebLoadReport: Sendable {
     /// The generator ran 99% of its ticks, the backlog drained within a second, and it converged.
     public var keptUp: Bool { Double(ticksRun) >= 0.99 * Double(ticksScheduled) && drainSeconds <= 1 && converged }
 
+    /// Microseconds per sample sent, of `seconds` of CPU.
+    private func perSample(_ seconds: Double) -> Double { 1e6 * seconds / Double(max(samplesSent, 1)) }
+
     public var text: String {
         func number(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }
-        func perSample(_ seconds: Double) -> Double { 1e6 * seconds / Double(max(samplesSent, 1)) }
         let c = configuration
         var lines = [
             "tabs                \(c.tabs) over \(c.boards) board(s), \(c.fingers) finger(s) each at \(Int(c.hz)) Hz through ws://\(c.host):\(c.port)/ws",
@@ -165,15 +167,15 @@ public struct WebLoadReport: Sendable {
         if let gateway {
             object["gateway"] = [
                 "pid": gateway.pid, "cpu_seconds_drawing": gateway.cpuSecondsDrawing,
-                "cpu_us_per_sample": 1e6 * gateway.cpuSecondsDrawing / Double(max(samplesSent, 1)),
-                "system_us_per_sample": 1e6 * gateway.systemSecondsDrawing / Double(max(samplesSent, 1)),
+                "cpu_us_per_sample": perSample(gateway.cpuSecondsDrawing),
+                "system_us_per_sample": perSample(gateway.systemSecondsDrawing),
                 "idle_core_share": gateway.idleCoreShare,
                 "resident_bytes_per_tab": Double(gateway.connected.residentBytes - gateway.before.residentBytes) / Double(max(configuration.tabs, 1)),
                 "threads_before": gateway.before.threads, "threads_connected": gateway.connected.threads,
             ] as [String: Any]
         }
-        if let hubCPUSeconds { object["hub_cpu_us_per_sample"] = 1e6 * hubCPUSeconds / Double(max(samplesSent, 1)) }
-        if let hubSystemSeconds { object["hub_system_us_per_sample"] = 1e6 * hubSystemSeconds / Double(max(samplesSent, 1)) }
+        if let hubCPUSeconds { object["hub_cpu_us_per_sample"] = perSample(hubCPUSeconds) }
+        if let hubSystemSeconds { object["hub_system_us_per_sample"] = perSample(hubSystemSeconds) }
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])) ?? Data()
     }
 }
