@@ -51,4 +51,16 @@ export const tests = [
     equal(decodePackedBatch(new Uint8Array([4, 5, 2, ...began, 0x73, 1, 4, 4, 0, 0, 0]).buffer, board),
       ['b', 5, [['b', 2, 'web:a', 1, 256, 256], ['a', 2, 0, [0, 0, 0, 0]]]], 'a new stroke\'s first sample');
   }],
+  ['a packed2 batch has no item count and names strokes by rank among those in progress', () => {
+    const board = new Board();
+    board.loadSnapshot({ seq: 4, accepted: [], active: [] });
+    equal(decodePackedBatch(new Uint8Array([4, 5, 0x63, 9]).buffer, board, 'packed2'), ['b', 5, [['c', 9]]], 'items to the end');
+    equal(decodePackedBatch(new Uint8Array([4, 5]).buffer, board, 'packed2'), ['b', 5, []], 'no items');
+    // A block "S": one segment (k 1 << 1), rank 0, one sample (1 << 4), widths 0: no stroke is in progress.
+    throws(() => decodePackedBatch(new Uint8Array([4, 5, 0x53, 2, 0x10, 0, 0]).buffer, board, 'packed2'), 'a rank past the strokes in progress');
+    throws(() => decodePackedBatch(new Uint8Array([4, 5, 0x73, 1, 4, 4, 0, 0, 0]).buffer, board, 'packed2'), 'an s block on packed2');
+    const began = [0x62, 2, 5, 0x77, 0x65, 0x62, 0x3a, 0x61, 1, 0x80, 0x02, 0x80, 0x02];
+    equal(decodePackedBatch(new Uint8Array([4, 5, ...began, 0x53, 2, 0x10, 0, 0]).buffer, board, 'packed2'),
+      ['b', 5, [['b', 2, 'web:a', 1, 256, 256], ['a', 2, 0, [0, 0, 0, 0]]]], 'rank 0 is the stroke the batch began');
+  }],
 ];

@@ -156,14 +156,14 @@ struct BrowserTests {
     /// stroke, a touch cancelled mid-stroke; the hub's board has them all in
     /// two namespaces with every sample, the other page shows the same board
     /// (replica and pixels); undo, redo and erase reach the other page; a page
-    /// opened late shows the board. The pages speak the three browser wires:
-    /// A packed (the default), B JSON, the late one binary.
+    /// opened late shows the board. The pages speak three of the browser wires:
+    /// A packed2 (the default), B JSON, the late one binary.
     @Test func twoUsersDrawTogether() async throws {
         let rig = try await WhiteboardRig()
         defer { rig.close() }
         let a = try await rig.page("together")
         let b = try await rig.page("together", wire: "json")
-        #expect(try await a.evaluate("touchsync.wire") as? String == "packed")
+        #expect(try await a.evaluate("touchsync.wire") as? String == "packed2")
         #expect(try await b.evaluate("touchsync.wire") as? String == "json")
         _ = try await a.evaluate("touchsync.setEveryFingerDraws(true)")  // multi-touch drawing, as in the seeds
         let userA = try await a.evaluate("touchsync.user") as? String ?? ""
@@ -694,6 +694,15 @@ struct BrowserTests {
               const hex = bytes => [...bytes].map(b => b.toString(16).padStart(2, '0')).join('');
               const bytes = text => new Uint8Array(text.match(/../g).map(h => parseInt(h, 16))).buffer;
               const problems = [];
+              // Each run of appends and predictions in stroke order (those of one stroke keep theirs).
+              const byStroke = ([b, seq, diffs]) => {
+                const out = [];
+                let run = [];
+                const flush = () => { out.push(...run.map((d, i) => [d, i]).sort((p, q) => p[0][1] - q[0][1] || p[1] - q[1]).map(p => p[0])); run = []; };
+                for (const d of diffs) { if (d[0] === 'a' || d[0] === 'p') run.push(d); else { flush(); out.push(d); } }
+                flush();
+                return [b, seq, out];
+              };
               let frames = 0;
               for (const session of vectors.touchSessions) {
                 const chains = new TouchChains();
@@ -709,6 +718,9 @@ struct BrowserTests {
                 frames++;
                 const read = decodePackedBatch(bytes(v.packed), board);
                 if (JSON.stringify(read) !== JSON.stringify(JSON.parse(v.json))) { problems.push('batch ' + v.json.slice(0, 80)); break; }
+                // packed2: the same diffs, a block's appends and predictions in stroke order.
+                const read2 = decodePackedBatch(bytes(v.packed2), board, 'packed2');
+                if (JSON.stringify(byStroke(read2)) !== JSON.stringify(byStroke(JSON.parse(v.json)))) { problems.push('packed2 batch ' + v.json.slice(0, 80)); break; }
                 if (board.applyBatch(read) !== 'applied') { problems.push('not applied: ' + v.json.slice(0, 80)); break; }
               }
               return [frames, problems.join('; ')];

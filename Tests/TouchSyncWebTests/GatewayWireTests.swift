@@ -373,7 +373,7 @@ struct GatewayWireTests {
     /// `touchsync load --web`'s engine against a real gateway, in each wire: every tab's
     /// strokes exactly on its board, the gateway's figures read from /proc,
     /// and its threads do not grow with its tabs or boards.
-    @Test(arguments: ["packed", "binary", "json"])
+    @Test(arguments: ["packed2", "packed", "binary", "json"])
     func aWebLoadConverges(wire: String) async throws {
         let rig = try await Rig(webArguments: ["--max-tabs", "64", "--max-tabs-per-address", "0"])
         defer { rig.close() }

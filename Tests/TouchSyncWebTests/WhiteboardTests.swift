@@ -67,7 +67,7 @@ extension BrowserPage {
 /// browser suite, so that one Chromium runs at a time.
 extension BrowserTests {
     /// A phone (390x844, touch) draws with a finger through a link with a
-    /// 100 ms round trip, in the packed wire; a desktop (1280x800) on the same
+    /// 100 ms round trip, in the packed2 wire; a desktop (1280x800) on the same
     /// board sees the stroke: ink on both canvases where the finger went.
     @Test func aPhoneDrawsWithAFingerThroughASlowLink() async throws {
         let rig = try await WhiteboardRig()
@@ -76,7 +76,7 @@ extension BrowserTests {
         defer { link.stop() }
         let phone = try await rig.open("finger", via: "http://127.0.0.1:\(link.port)", width: 390, height: 844, scale: 3, mobile: true)
         let desktop = try await rig.open("finger")
-        #expect(try await phone.evaluate("touchsync.wire") as? String == "packed", "the page speaks packed frames")
+        #expect(try await phone.evaluate("touchsync.wire") as? String == "packed2", "the page speaks packed2 frames")
         let top = try await phone.canvasTop()
         try await phone.touch("touchStart", [(80, top + 300, 0)])
         for step in 1...10 { try await phone.touch("touchMove", [(80 + Double(step) * 20, top + 300 + Double(step) * 15, 0)]) }

@@ -38,6 +38,8 @@ struct PackedWireTests {
     struct BatchCase: Codable {
         var json: String
         var packed: String
+        /// The same batch on wire `packed2` (its blocks "S").
+        var packed2: String
     }
 
     static func touchSessions() -> [(note: String, touches: [BrowserMessage.Touch])] {
@@ -81,17 +83,44 @@ struct PackedWireTests {
     }
 
     /// The batches of a short session, each as JSON and packed, consecutive from an empty board.
-    static func batchSession(steps: Int = 160) throws -> (snapshot: BrowserSnapshot, batches: [(json: String, packed: [UInt8], model: BrowserBatch)]) {
-        var profile = SimulationProfile()
-        profile.users = 2
-        profile.clearRate = 0.01
-        var simulator = SessionSimulator(seed: 5, profile: profile, userPrefix: "wire-ü")
-        var out: [(String, [UInt8], BrowserBatch)] = []
+    static func batchSession(
+        steps: Int = 160, profile: SimulationProfile? = nil
+    ) throws -> (snapshot: BrowserSnapshot, batches: [(json: String, packed: [UInt8], packed2: [UInt8], model: BrowserBatch)]) {
+        var standard = SimulationProfile()
+        standard.users = 2
+        standard.clearRate = 0.01
+        var simulator = SessionSimulator(seed: 5, profile: profile ?? standard, userPrefix: "wire-ü")
+        var out: [(String, [UInt8], [UInt8], BrowserBatch)] = []
         try SimulatedBoardSession.run(&simulator, steps: steps, undoEvery: 29, redoEvery: 31, eraseEvery: 67) { _, _, sealed, board in
             let model = BrowserWire.model(sealed, after: board)
-            out.append((BrowserWire.text(of: model), PackedBatch.encode(sealed, after: board), model))
+            let packed = try #require(PackedBatch.encode(sealed, after: board))
+            let packed2 = try #require(PackedBatch.encode(sealed, after: board, blocks: .packed2))
+            out.append((BrowserWire.text(of: model), packed, packed2, model))
         }
         return (BrowserSnapshot(seq: 0, accepted: [], active: []), out)
+    }
+
+    /// A batch with each run of appends and predictions in stroke order (a
+    /// packed2 block's segments come by rank; appends and predictions of
+    /// different strokes commute, those of one stroke keep their order).
+    static func byStroke(_ batch: BrowserBatch) -> BrowserBatch {
+        func stroke(_ diff: BrowserDiff) -> UInt64? {
+            switch diff {
+            case .appended(let id, _, _), .predicted(let id, _): id
+            default: nil
+            }
+        }
+        var out: [BrowserDiff] = []
+        var run: [BrowserDiff] = []
+        func flush() {
+            out += run.enumerated().sorted { (stroke($0.element)!, $0.offset) < (stroke($1.element)!, $1.offset) }.map(\.element)
+            run = []
+        }
+        for diff in batch.diffs {
+            if stroke(diff) != nil { run.append(diff) } else { flush(); out.append(diff) }
+        }
+        flush()
+        return BrowserBatch(seq: batch.seq, diffs: out, hubTime: batch.hubTime)
     }
 
     static func vectors() throws -> Vectors {
@@ -106,11 +135,11 @@ struct PackedWireTests {
         let batches = try batchSession()
         return Vectors(
             description:
-                "TouchSync browser wire, packed frames (docs/protocol.md, \"Packed frames\"). touchSessions: one connection's touches, each as JSON and as the chained frame (hex) a tab sends for it, in order (each frame is read against the ones before it on the connection). batchSession: a board from an empty snapshot, each batch as JSON and as the packed frame (hex) the gateway sends; a replica that applied the batches before reads the packed frame as the JSON batch.",
+                "TouchSync browser wire, packed frames (docs/protocol.md, \"Packed frames\"). touchSessions: one connection's touches, each as JSON and as the chained frame (hex) a tab sends for it, in order (each frame is read against the ones before it on the connection). batchSession: a board from an empty snapshot, each batch as JSON and as the packed frame (hex) the gateway sends on wire packed and on wire packed2; a replica that applied the batches before reads either packed frame as the JSON batch.",
             touchSessions: sessions,
             batchSession: BatchSession(
                 snapshot: String(decoding: try JSONEncoder().encode(batches.snapshot), as: UTF8.self),
-                batches: batches.batches.map { BatchCase(json: $0.json, packed: BrowserBinaryTests.hex($0.packed)) }))
+                batches: batches.batches.map { BatchCase(json: $0.json, packed: BrowserBinaryTests.hex($0.packed), packed2: BrowserBinaryTests.hex($0.packed2)) }))
     }
 
     @Test func theVectorsAreWhatTheGatewaySpeaks() throws {
@@ -123,6 +152,7 @@ struct PackedWireTests {
         let expected = try JSONDecoder().decode(Vectors.self, from: Data(contentsOf: Self.file))
         #expect(expected.touchSessions.map(\.frames) == actual.touchSessions.map(\.frames))
         #expect(expected.batchSession.batches.map(\.packed) == actual.batchSession.batches.map(\.packed))
+        #expect(expected.batchSession.batches.map(\.packed2) == actual.batchSession.batches.map(\.packed2))
         // Read back in order on one chain, each frame is its JSON touch.
         for session in expected.touchSessions {
             var chains = TouchChains()
@@ -147,7 +177,10 @@ struct PackedWireTests {
             }
             let packed = try PackedBatch.decode(BrowserBinaryTests.bytes(vector.packed), replica: replica)
             #expect(packed == json, "\(vector.json.prefix(120))")
+            let packed2 = try PackedBatch.decode(BrowserBinaryTests.bytes(vector.packed2), replica: replica, blocks: .packed2)
+            #expect(Self.byStroke(packed2) == Self.byStroke(json), "\(vector.json.prefix(300)) read as \(packed2)")
             #expect(PackedBatch.sequence(of: BrowserBinaryTests.bytes(vector.packed)) == json.seq)
+            #expect(PackedBatch.sequence(of: BrowserBinaryTests.bytes(vector.packed2)) == json.seq)
             #expect(try replica.apply(packed) == .applied)
         }
     }
@@ -162,6 +195,7 @@ struct PackedWireTests {
         for batch in session.batches {
             let read = try PackedBatch.decode(batch.packed, replica: replica)
             #expect(read == batch.model)
+            #expect(Self.byStroke(try PackedBatch.decode(batch.packed2, replica: replica, blocks: .packed2)) == Self.byStroke(batch.model))
             #expect(try replica.apply(read) == .applied)
             packedBytes += batch.packed.count
             binaryBytes += BrowserBinary.encode(batch.model).count
@@ -169,6 +203,74 @@ struct PackedWireTests {
         }
         #expect(kinds.isSuperset(of: ["began", "appended", "predicted", "amended", "accepted", "cancelled", "cleared", "removed", "restored"]), "\(kinds)")
         #expect(packedBytes < binaryBytes, "packed \(packedBytes) bytes, binary \(binaryBytes)")
+    }
+
+    /// Ten fingers at 60 Hz on one board, one predicted sample an event, some
+    /// events skipped (a finger that did not move): what `load --web` draws.
+    /// packed2 names segments by rank, gives the predictions columns of their
+    /// own and expects a skipped event's time once: it reads back exactly, in
+    /// well under the bytes of packed.
+    @Test func tenFingersAt60HzCostLessOnPacked2() throws {
+        var profile = SimulationProfile()
+        profile.users = 10
+        profile.fingersPerUser = 1
+        profile.hz = 60
+        profile.coalesced = 1...1
+        profile.predicted = 1...1
+        profile.withForce = false
+        profile.estimateRate = 0
+        profile.clearRate = 0
+        profile.aliveSetRate = 0
+        profile.vanishRate = 0
+        profile.strokeLength = 20...400
+        var simulator = SessionSimulator(seed: 11, profile: profile, userPrefix: "tab")
+        var board = BoardState()
+        var replica = BrowserReplica()
+        try replica.apply(BrowserSnapshot(seq: 0, accepted: [], active: []))
+        var packed = 0, packed2 = 0, samples = 0
+        // Five frames a batch, as a hub's turn gathers about half of ten fingers' events at 60 Hz.
+        for _ in 0..<600 {
+            var diffs: [StrokeDiff] = []
+            for _ in 0..<5 {
+                if case .frame(let user, let frame, let style) = simulator.next() { try board.reduce(frame, from: user, style: style, into: &diffs) }
+            }
+            guard !diffs.isEmpty else { continue }
+            let sealed = board.sealBatch(diffs, hubTime: 0)
+            let model = BrowserWire.model(sealed, after: board)
+            let one = try #require(PackedBatch.encode(sealed, after: board))
+            let two = try #require(PackedBatch.encode(sealed, after: board, blocks: .packed2))
+            let read = try PackedBatch.decode(two, replica: replica, blocks: .packed2)
+            #expect(Self.byStroke(read) == Self.byStroke(model))
+            let outcome = try replica.apply(read)
+            #expect(outcome == .applied, "\(outcome) at \(sealed.sequence): \(model)")
+            packed += one.count
+            packed2 += two.count
+            for case .appended(_, _, let flat) in model.diffs { samples += flat.count / 4 }
+        }
+        print("ten fingers at 60 Hz, five frames a batch: \(samples) samples, packed \(packed) bytes, packed2 \(packed2)")
+        #expect(samples > 1000 && packed2 * 10 < packed * 8, "packed \(packed) bytes, packed2 \(packed2)")
+    }
+
+    /// Packed2 batches with bytes changed at random are refused or read, never trap (a tab keeps its page).
+    @Test func mangledPacked2BatchesThrowOrRead() throws {
+        let session = try Self.batchSession(steps: 400)
+        var random = SystemRandomNumberGenerator()
+        var replica = BrowserReplica()
+        try replica.apply(session.snapshot)
+        var refused = 0, tried = 0
+        for batch in session.batches {
+            for _ in 0..<8 where batch.packed2.count > 2 {
+                var mangled = batch.packed2
+                for _ in 0..<Int.random(in: 1...3, using: &random) {
+                    mangled[Int.random(in: 2..<mangled.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+                }
+                if Bool.random(using: &random) { mangled.removeLast(Int.random(in: 0..<(mangled.count - 2), using: &random)) }
+                tried += 1
+                if (try? PackedBatch.decode(mangled, replica: replica, blocks: .packed2)) == nil { refused += 1 }
+            }
+            #expect(try replica.apply(try PackedBatch.decode(batch.packed2, replica: replica, blocks: .packed2)) == .applied)
+        }
+        #expect(tried > 1000 && refused > tried / 4, "\(refused) of \(tried) refused")
     }
 
     /// Random touches on one connection (any touches, phases, numbers, force and angles) read back to the JSON ones' fixed point.

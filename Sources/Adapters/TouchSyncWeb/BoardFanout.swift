@@ -23,6 +23,8 @@ enum TabWire: UInt8, Sendable {
     case binary
     /// Touches chained per connection, batches packed ("Packed frames").
     case packed
+    /// As `packed`, with packed2's blocks ("Packed frames", "packed2").
+    case packed2
 
     /// The wire a hello asks for: JSON unless it names another this gateway speaks.
     init(hello wire: String?) { self = wire.flatMap { TabWire(name: $0) } ?? .json }
@@ -31,6 +33,7 @@ enum TabWire: UInt8, Sendable {
         switch name {
         case "binary": self = .binary
         case "packed": self = .packed
+        case "packed2": self = .packed2
         case "json": self = .json
         default: return nil
         }
@@ -307,18 +310,24 @@ final class BoardFanout: BoardFeed, Sendable {
         }
         guard !tabs.isEmpty else { return }
         // Encoded once per wire its tabs read (at the first tab that reads it), the same frame for each of them.
-        var text: TabFrame? = nil, binary: TabFrame? = nil, packed: TabFrame? = nil
+        var text: TabFrame? = nil, binary: TabFrame? = nil, packed: TabFrame? = nil, packed2: TabFrame? = nil
+        func binaryBatch() -> TabFrame {
+            binary = binary ?? .binary(BrowserBinary.encode(BrowserWire.model(batch, after: board)))
+            return binary!
+        }
         for tab in tabs {
             switch tab.wire {
             case .json:
                 text = text ?? .text(BrowserWire.batch(batch, after: board))
                 tab.post(frame: text!)
             case .binary:
-                binary = binary ?? .binary(BrowserBinary.encode(BrowserWire.model(batch, after: board)))
-                tab.post(frame: binary!)
+                tab.post(frame: binaryBatch())
             case .packed:
-                packed = packed ?? .binary(PackedBatch.encode(batch, after: board))
+                packed = packed ?? PackedBatch.encode(batch, after: board).map(TabFrame.binary) ?? binaryBatch()
                 tab.post(frame: packed!)
+            case .packed2:
+                packed2 = packed2 ?? PackedBatch.encode(batch, after: board, blocks: .packed2).map(TabFrame.binary) ?? binaryBatch()
+                tab.post(frame: packed2!)
             }
         }
     }

@@ -127,7 +127,7 @@ final class TabConnection: TabSocketReceiver {
                     return sendError("MALFORMED", "binary frames need a welcome with wire binary or packed (docs/protocol.md, \"Binary frames\")")
                 }
                 let bytes = buffer.readableBytesView
-                if let first = bytes.first, PackedTouch.isChained(first), outbox.wire == .packed {
+                if let first = bytes.first, PackedTouch.isChained(first), outbox.wire == .packed || outbox.wire == .packed2 {
                     do {
                         decoded = .touch(try PackedTouch.decode(bytes, chains: &touchChains))
                     } catch {

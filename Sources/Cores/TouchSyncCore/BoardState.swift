@@ -112,6 +112,14 @@ public struct BoardState: Sendable {
         Dictionary(uniqueKeysWithValues: slots.lazy.compactMap { $0 }.map { ($0.id, $0) })
     }
 
+    /// The ids of the strokes in progress, ascending (without copying the strokes).
+    public var activeStrokeIDs: [StrokeID] {
+        var ids: [StrokeID] = []
+        ids.reserveCapacity(activeCount)
+        for index in slots.indices { if let id = slots[index]?.id { ids.append(id) } }
+        return ids.sorted()
+    }
+
     /// Strokes in progress, oldest first (stroke ids are assigned in begin order).
     public var orderedActiveStrokes: [Stroke] {
         slots.compactMap { $0 }.sorted { $0.id < $1.id }

@@ -214,6 +214,8 @@ public struct TouchChains: Sendable {
     struct Run: Sendable {
         var last: Point? = nil
         var beforeLast: Point? = nil
+        /// The sample before `beforeLast` (the period of packed2's blocks).
+        var third: Point? = nil
 
         /// No sample yet: the anchor; one: that sample; two or more: along the line of the last two (second-order deltas).
         func expected(from anchor: Point) -> Point {
@@ -238,7 +240,37 @@ public struct TouchChains: Sendable {
             return last.t &- beforeLast.t
         }
 
+        /// packed2's period: the shorter of the last two intervals with three
+        /// samples (a skipped event doubles one interval, not the period), the
+        /// last interval with two, 0 with fewer.
+        var period: Int64 {
+            guard let last, let beforeLast else { return 0 }
+            let latest = last.t &- beforeLast.t
+            guard let third else { return latest }
+            return min(latest, beforeLast.t &- third.t)
+        }
+
+        /// packed2's expectation: x and y along the last two samples, t a period after the last.
+        func expectedByPeriod(from anchor: Point) -> Point {
+            guard let last, beforeLast != nil else { return expected(from: anchor) }
+            let second = expected(from: anchor)
+            return Point(x: second.x, y: second.y, t: last.t &+ period)
+        }
+
+        /// packed2's prediction: `gap` after the last sample, the last motion scaled by gap / period.
+        func alongMotionByPeriod(gap: Int64) -> Point {
+            guard let last else { return Point(x: 0, y: 0, t: 0) }
+            let period = self.period
+            func along(_ value: KeyPath<Point, Int64>) -> Int64 {
+                predictedPosition(
+                    last: last[keyPath: value], beforeLast: beforeLast?[keyPath: value], lastTime: last.t,
+                    beforeLastTime: beforeLast.map { _ in last.t &- period }, gap: gap)
+            }
+            return Point(x: along(\.x), y: along(\.y), t: last.t &+ gap)
+        }
+
         mutating func advance(to point: Point) {
+            third = beforeLast
             beforeLast = last
             last = point
         }

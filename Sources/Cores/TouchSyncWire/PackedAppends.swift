@@ -18,6 +18,9 @@ public enum PackedAppends {
     /// escaped varints, the smallest such width on ties; 0 only when every
     /// value is 0. Normative: two hubs publish the same bytes.
     public static func width(of values: ArraySlice<UInt64>) -> Int { packedWidth(values) }
+
+    /// The same rule over widths 0 to 15 (a value that needs more is escaped).
+    public static func nibbleWidth(of values: ArraySlice<UInt64>) -> Int { packedWidth(values, maximum: 15) }
 }
 
 /// Where v2 expects a segment's first predicted sample: `gap` after the

@@ -6,7 +6,8 @@ import TouchSyncCore
 // subscribers) and `packed_changes` (agent to hub) differ only in their
 // headers and in where each sample's residuals start from.
 
-func packedWidth(_ values: ArraySlice<UInt64>) -> Int {
+/// `maximum`: the widest width allowed (64, or 15 where a width is a nibble).
+func packedWidth(_ values: ArraySlice<UInt64>, maximum: Int = 64) -> Int {
     guard values.contains(where: { $0 != 0 }) else { return 0 }
     // Escaped bytes by the width a value needs not to be escaped (1...65), on
     // the stack: the hub chooses four widths per block.
@@ -18,7 +19,7 @@ func packedWidth(_ values: ArraySlice<UInt64>) -> Int {
         }
         var above = escapedBytes[2...].reduce(0, +)  // escaped at width 1
         var best = 1, bestCost = values.count + 8 * above
-        for width in 2...64 {
+        for width in 2...max(maximum, 2) {
             above -= escapedBytes[width]
             let cost = width * values.count + 8 * above
             if cost < bestCost { (best, bestCost) = (width, cost) }

@@ -81,7 +81,7 @@ struct LoadCommand: AsyncParsableCommand {
     var gatewayPid: Int32?
     @Option(help: "The hub's process id (an external hub on this machine): its CPU per sample, thread by thread (with --web, beside the gateway's).")
     var hubPid: Int32?
-    @Option(help: "With --web: the browser wire the tabs speak, packed (as the page does), binary or json.") var browserWire = "packed"
+    @Option(help: "With --web: the browser wire the tabs speak, packed2 (as the page does), packed, binary or json.") var browserWire = "packed2"
     @Option(help: "Pin this load generator's threads to these CPUs (taskset -c style: 0-3,6).") var cpus: String?
     @Option(help: "With --web: pin the gateway's threads (--gateway-pid, or the process on the URL's port) to these CPUs.")
     var gatewayCpus: String?
@@ -97,7 +97,7 @@ struct LoadCommand: AsyncParsableCommand {
     func validate() throws {
         if let web {
             guard WebAddress(web) != nil else { throw ValidationError("--web takes the gateway's address, http://HOST:PORT") }
-            guard ["packed", "binary", "json"].contains(browserWire) else { throw ValidationError("--browser-wire is packed, binary or json, not \(browserWire)") }
+            guard ["packed2", "packed", "binary", "json"].contains(browserWire) else { throw ValidationError("--browser-wire is packed2, packed, binary or json, not \(browserWire)") }
             guard ingest == nil, cluster == nil, data == nil, accessDir == nil else {
                 throw ValidationError("--web draws through a gateway: not with --hub, --cluster, --data or --access-dir")
             }

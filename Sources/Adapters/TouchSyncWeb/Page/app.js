@@ -73,7 +73,7 @@ app.PALETTE = PALETTE;
 const link = new Connection({
   url: (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws',
   board, boardName,
-  wire: WIRES.find(w => w === new URLSearchParams(location.search).get('wire')) ?? 'packed',
+  wire: WIRES.find(w => w === new URLSearchParams(location.search).get('wire')) ?? 'packed2',
   hello: () => ({ board: boardName, name, token }),
   handlers: {
     welcome: welcomed,

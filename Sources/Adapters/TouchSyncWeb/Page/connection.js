@@ -4,11 +4,11 @@
 // backing off); the hello with the session's resume token; numbered messages
 // kept until the hub acknowledges them and sent again after a reconnect
 // (numbered from 1 again when the welcome starts a new session); touches and
-// batches in the wire the welcome names (packed, binary or JSON). What
+// batches in the wire the welcome names (packed2, packed, binary or JSON). What
 // arrives goes to the handlers the page gives.
 import { encodeTouch, decodeFrame, frames, TouchChains, decodePackedBatch, packedSequence } from './wire.js';
 
-export const WIRES = ['json', 'binary', 'packed'];
+export const WIRES = ['json', 'binary', 'packed', 'packed2'];
 
 export class Connection {
   // url: the WebSocket's; board: the replica packed batches are read against;
@@ -17,7 +17,7 @@ export class Connection {
   // handlers: welcome(message, renumbered: Map from old to new numbers, or
   // null), message(message) for everything else but acks, batch(batch, bytes),
   // acknowledged(through, now), closed().
-  constructor({ url, board, boardName, wire = 'packed', hello, handlers }) {
+  constructor({ url, board, boardName, wire = 'packed2', hello, handlers }) {
     this.url = url;
     this.board = board;
     this.wire = wire;
@@ -56,7 +56,7 @@ export class Connection {
     // The round trip counts from the last transmission, not from time spent queued offline.
     message.sentAt = performance.now();
     const { sentAt, ...wire } = message;
-    if (wire.t === 'touch' && this.spoken === 'packed') this.socket.send(this.chains.encode(wire));
+    if (wire.t === 'touch' && this.spoken.startsWith('packed')) this.socket.send(this.chains.encode(wire));
     else if (wire.t === 'touch' && this.spoken === 'binary') this.socket.send(encodeTouch(wire));
     else this.socket.send(JSON.stringify(wire));
   }
@@ -100,7 +100,7 @@ export class Connection {
   packedBatch(data) {
     const seq = packedSequence(data);
     if (!this.board.synced || seq !== this.board.seq + 1) return ['b', seq, []];
-    try { return decodePackedBatch(data, this.board); } catch { return ['b', seq + 1, []]; }
+    try { return decodePackedBatch(data, this.board, this.spoken); } catch { return ['b', seq + 1, []]; }
   }
 
   welcome(m) {

@@ -164,8 +164,10 @@ function along(last, before, lastT, beforeT, gap) {
 
 // A run's last two samples ({x, y, t}) and where its next one is expected:
 // the anchor with none, the last with one, along the last two with two.
+// `third` (the sample before those) gives packed2 its period: the shorter of
+// the last two intervals, so a skipped event does not shift what follows.
 class Run {
-  constructor(last, before) { this.last = last; this.before = before; }
+  constructor(last, before, third) { this.last = last; this.before = before; this.third = third; }
   expected(anchor) {
     const l = this.last, b = this.before;
     if (!l) return anchor;
@@ -179,8 +181,23 @@ class Run {
     };
   }
   get interval() { return this.last && this.before ? this.last.t - this.before.t : 0; }
-  advance(point) { this.before = this.last; this.last = point; }
-  copy() { return new Run(this.last, this.before); }
+  get period() {
+    const l = this.last, b = this.before, c = this.third;
+    if (!l || !b) return 0;
+    return c ? Math.min(l.t - b.t, b.t - c.t) : l.t - b.t;
+  }
+  expectedByPeriod(anchor) {
+    const e = this.expected(anchor);
+    return this.last && this.before ? { x: e.x, y: e.y, t: this.last.t + this.period } : e;
+  }
+  alongMotionByPeriod(gap) {
+    const l = this.last, b = this.before, from = l.t - this.period;
+    return {
+      x: along(l.x, b?.x, l.t, b ? from : undefined, gap), y: along(l.y, b?.y, l.t, b ? from : undefined, gap), t: l.t + gap,
+    };
+  }
+  advance(point) { this.third = this.before; this.before = this.last; this.last = point; }
+  copy() { return new Run(this.last, this.before, this.third); }
 }
 
 const zz = v => (v >= 0 ? 2 * v : -2 * v - 1);
@@ -259,12 +276,13 @@ export class TouchChains {
 
 // A packed batch (0x04), read against `board` (its active strokes: {s: flat
 // absolute [x, y, t, f, ...]}) before it: ['b', seq, diffs], exactly what
-// JSON.parse gives for the same batch in JSON.
-export function decodePackedBatch(buffer, board) {
+// JSON.parse gives for the same batch in JSON (on wire packed2, a block's
+// appends and predictions in stroke order). `wire`: 'packed' or 'packed2'.
+export function decodePackedBatch(buffer, board, wire = 'packed') {
   const r = new Reader(buffer);
   if (r.byte() !== 4) throw new Error('not a packed batch');
   const seq = r.varint();
-  const count = r.varint();
+  const count = wire === 'packed2' ? Infinity : r.varint();   // packed2: the items run to the frame's end
   const diffs = [];
   // Strokes the batch began, extended or ended so far: {count, last, before} or null (ended).
   const changed = new Map();
@@ -274,11 +292,17 @@ export function decodePackedBatch(buffer, board) {
     if (!stroke) return null;
     const s = stroke.s, n = s.length / 4;
     const at = k => ({ x: s[4 * k], y: s[4 * k + 1], t: s[4 * k + 2], f: s[4 * k + 3] });
-    return { count: n, last: n > 0 ? at(n - 1) : undefined, before: n > 1 ? at(n - 2) : undefined };
+    return { count: n, last: n > 0 ? at(n - 1) : undefined, before: n > 1 ? at(n - 2) : undefined, third: n > 2 ? at(n - 3) : undefined };
   };
-  for (let i = 0; i < count; i++) {
+  // packed2: the strokes in progress where a block stands, by id (a segment's rank indexes them).
+  const inProgress = () => {
+    const ids = [...board.active.keys()].filter(id => changed.get(id) !== null);
+    for (const [id, chain] of changed) if (chain !== null && !board.active.has(id)) ids.push(id);
+    return ids.sort((a, b) => a - b);
+  };
+  for (let i = 0; i < count && (count !== Infinity || r.at < r.bytes.length); i++) {
     const letter = r.bytes[r.at];
-    if (letter === 0x73) { r.at++; readBlock(r, chainOf, changed, diffs); continue; }
+    if (letter === (wire === 'packed2' ? 0x53 : 0x73)) { r.at++; readBlock(r, chainOf, changed, diffs, wire === 'packed2' ? inProgress() : null); continue; }
     const d = readDiff(r);
     if (d[0] === 'b') changed.set(d[1], { count: 0 });
     else if (d[0] === 'A' || d[0] === 'c') changed.set(d[1], null);
@@ -303,22 +327,54 @@ function flat(samples, base) {
   return out;
 }
 
-function readBlock(r, chainOf, changed, diffs) {
-  const k = r.varint();
+// `ranked`: on wire packed2, the strokes in progress by id (its blocks, "S",
+// name segments by rank and give first predicted samples widths of their own).
+function readBlock(r, chainOf, changed, diffs, ranked) {
+  const two = ranked !== null;
+  const head = r.varint();
+  const k = two ? Math.floor(head / 2) : head;
+  if (k < 1) throw new Error('a block has at least one segment');
   const segments = [];
-  let id = 0, total = 0;
+  let id = 0, rank = -1;
   for (let i = 0; i < k; i++) {
-    id += r.zigzag();
-    const code = r.varint();
-    let tail = code % 4;
-    if (tail === 3) tail += r.varint();
-    const n = Math.floor(code / 4);
-    total += n + Math.max(tail - 1, 0);
+    let n, tail;
+    if (two) {
+      const h = r.byte();
+      let d = h & 15;
+      n = (h >> 4) & 3; tail = h >> 6;
+      if (d === 15) d += r.varint();
+      if (n === 3) n += r.varint();
+      if (tail === 3) tail += r.varint();
+      rank += 1 + d;
+      if (rank >= ranked.length) throw new Error('a segment rank past the strokes in progress');
+      id = ranked[rank];
+    } else {
+      id += r.zigzag();
+      const code = r.varint();
+      tail = code % 4;
+      if (tail === 3) tail += r.varint();
+      n = Math.floor(code / 4);
+    }
     segments.push({ id, n, tail });
   }
-  const wxy = r.varint(), wt = r.varint(), wf = r.varint();
-  if (wxy > 64 || wt > 64 || wf > 64) throw new Error('a width over 64');
-  const bits = total * (2 * wxy + wt + wf);
+  let wxy, wt, wf, wpxy, wpt;
+  if (two) {
+    const real = r.byte(), motion = r.byte();
+    wf = head % 2 === 1 ? r.byte() : 0;
+    if (wf > 15) throw new Error('a width over 15');
+    [wxy, wt, wpxy, wpt] = [real & 15, real >> 4, motion & 15, motion >> 4];
+  } else {
+    wxy = r.varint(); wt = r.varint(); wf = r.varint();
+    if (wxy > 64 || wt > 64 || wf > 64) throw new Error('a width over 64');
+    [wpxy, wpt] = [wxy, wt];
+  }
+  // A segment's first predicted sample is coded against the motion when its stroke has a sample by then.
+  let bits = 0;
+  for (const seg of segments) {
+    const tail = Math.max(seg.tail - 1, 0);
+    const motion = tail > 0 && (seg.n > 0 || chainOf(seg.id)?.last !== undefined);
+    bits += (seg.n + tail - (motion ? 1 : 0)) * (2 * wxy + wt + wf) + (motion ? 2 * wpxy + wpt + wf : 0);
+  }
   let bit = r.at * 8;
   r.at += Math.ceil(bits / 8);
   if (r.at > r.bytes.length) throw new Error('the bit stream runs past the frame');
@@ -351,28 +407,28 @@ function readBlock(r, chainOf, changed, diffs) {
     const known = chainOf(seg.id);
     if (!known && (seg.n > 0 || seg.tail > 1)) throw new Error('samples for stroke ' + seg.id + ', not in progress');
     const chain = known ? { ...known } : { count: 0 };
-    const run = new Run(chain.last, chain.before);
+    const run = new Run(chain.last, chain.before, chain.third);
     const offset = chain.count, base = chain.last;
     const real = [];
     for (let i = 0; i < seg.n; i++) {
-      const v = sample(run.expected(anchor));
+      const v = sample(two ? run.expectedByPeriod(anchor) : run.expected(anchor));
       real.push(v);
       run.advance(v);
       anchor = v;
     }
-    chain.before = run.before; chain.last = run.last; chain.count = offset + seg.n;
+    chain.third = run.third; chain.before = run.before; chain.last = run.last; chain.count = offset + seg.n;
     const tail = [];
     const tailRun = run.copy();
     for (let i = 0; i < Math.max(seg.tail - 1, 0); i++) {
       let v;
       if (i === 0 && run.last) {
-        const rx = unzz(field(wxy)), ry = unzz(field(wxy));
-        gap = (gap ?? run.interval) + unzz(field(wt));
+        const rx = unzz(field(wpxy)), ry = unzz(field(wpxy));
+        gap = (gap ?? (two ? run.period : run.interval)) + unzz(field(wpt));
         force += unzz(field(wf));
-        const e = run.alongMotion(gap);
+        const e = two ? run.alongMotionByPeriod(gap) : run.alongMotion(gap);
         v = { x: e.x + rx, y: e.y + ry, t: run.last.t + gap, f: force };
       } else {
-        v = sample(tailRun.expected(anchor));
+        v = sample(two ? tailRun.expectedByPeriod(anchor) : tailRun.expected(anchor));
       }
       tail.push(v);
       tailRun.advance(v);

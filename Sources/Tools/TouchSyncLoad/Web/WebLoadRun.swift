@@ -43,8 +43,8 @@ public struct WebLoadConfiguration: Sendable {
     public var gatewayPID: Int32? = nil
     /// The hub's process, to compare CPU per sample (optional).
     public var hubPID: Int32? = nil
-    /// The wire the tabs ask for: "packed" (as the page does; docs/protocol.md, "Packed frames"), "binary" or "json".
-    public var browserWire = "packed"
+    /// The wire the tabs ask for: "packed2" (as the page does; docs/protocol.md, "Packed frames"), "packed", "binary" or "json".
+    public var browserWire = "packed2"
 
     public init() {}
 
@@ -66,7 +66,7 @@ public struct WebLoadReport: Sendable {
     public var latency: LatencySummary
     public var latencyOverTime: [LatencySecond]
     /// Bytes per sample sent (frame payloads, in the run's wire): tabs to the gateway, and the gateway to each tab.
-    /// The wire the gateway welcomed the tabs with: "packed", "binary" or "json" (every tab), or "mixed".
+    /// The wire the gateway welcomed the tabs with: "packed2", "packed", "binary" or "json" (every tab), or "mixed".
     public var wireSpoken = "json"
     public var tabBytesPerSample: Double
     public var gatewayBytesPerSamplePerTab: Double
@@ -454,7 +454,9 @@ public struct WebLoadRun: Sendable {
             loop.scheduleTask(in: .microseconds(delay)) {
                 let now = monotonicMicroseconds()
                 guard now < until.value else { return }
-                tab.tick(now: now, lateness: now - due)
+                // The samples are stamped when the input happened (`due`), as a digitizer stamps them, however
+                // late the tick runs: a late delivery shows in the latency, not as an irregular finger.
+                tab.tick(at: due, lateness: now - due)
                 // A tick that fell far behind skips to now instead of bursting to catch up.
                 var next = due + period
                 if next < now - 10 * period { next = now }

@@ -17,7 +17,7 @@ final class WebTab: Sendable {
     let index: Int
     let board: String
     let measuring: Bool
-    /// The wire its hello asks for: "packed" (the page's default), "binary" or "json".
+    /// The wire its hello asks for: "packed2" (the page's default), "packed", "binary" or "json".
     let wire: String
     private let latency: LatencyRecorder?
 
@@ -75,7 +75,7 @@ final class WebTab: Sendable {
     private let changed: @Sendable () -> Void
 
     init(
-        index: Int, board: String, measuring: Bool, wire: String = "packed", simulator: SessionSimulator, latency: LatencyRecorder?,
+        index: Int, board: String, measuring: Bool, wire: String = "packed2", simulator: SessionSimulator, latency: LatencyRecorder?,
         changed: @escaping @Sendable () -> Void
     ) {
         self.index = index
@@ -142,14 +142,15 @@ final class WebTab: Sendable {
 
     // MARK: Drawing
 
-    /// One input event: every finger that changed sends its `touch` message.
-    /// `lateness`: how far behind its schedule this tick runs (µs).
-    func tick(now: Int64, lateness: Int64) {
+    /// One input event: every finger that changed sends its `touch` message,
+    /// its samples stamped `time` (when the input happened, µs on the run's
+    /// monotonic clock). `lateness`: how far behind its schedule this tick runs (µs).
+    func tick(at time: Int64, lateness: Int64) {
         let (connection, spoken, touches) = state.withLock { state -> (WebSocketConnection?, String, [BrowserMessage.Touch]) in
             guard state.drawing else { return (nil, "", []) }
             state.ticksRun += 1
             state.worstLateness = max(state.worstLateness, lateness)
-            let frame = state.simulator.nextFrame(for: 0, at: now)
+            let frame = state.simulator.nextFrame(for: 0, at: time)
             guard !frame.changes.isEmpty else { return (nil, "", []) }
             var touches: [BrowserMessage.Touch] = []
             for change in frame.changes {
@@ -200,10 +201,10 @@ final class WebTab: Sendable {
     }
 
     /// A touch in the wire the welcome named: a chained frame on the packed
-    /// wire (advancing `chains`), a standalone binary frame, or JSON text.
+    /// wires (advancing `chains`), a standalone binary frame, or JSON text.
     static func encode(_ touch: BrowserMessage.Touch, wire: String, chains: inout TouchChains) -> Outgoing {
         switch wire {
-        case "packed": if let bytes = try? PackedTouch.encode(touch, chains: &chains) { return .binary(bytes) }
+        case "packed", "packed2": if let bytes = try? PackedTouch.encode(touch, chains: &chains) { return .binary(bytes) }
         case "binary": if let bytes = try? BrowserBinary.encode(touch) { return .binary(bytes) }
         default: break
         }
@@ -340,7 +341,7 @@ final class WebTab: Sendable {
                 let batch: BrowserBatch
                 if let decoded {
                     batch = decoded
-                } else if let packed, let read = try? PackedBatch.decode(packed, replica: state.replica) {
+                } else if let packed, let read = try? PackedBatch.decode(packed, replica: state.replica, blocks: state.spoken == "packed2" ? .packed2 : .packed) {
                     batch = read
                 } else if let text, case .batch(let fromText)? = try? BrowserMessage.decode(text) {
                     batch = fromText
