@@ -281,6 +281,37 @@ struct HubCoreTests {
 
     }
 
+    /// An ack interval on a journal that syncs every 20 ms: an ack that is
+    /// due but waits for the sync is no deadline of its own (the loop polled
+    /// with no time-out until the sync, 10,000 times a second, and the hub
+    /// spent 3.5 times the CPU per browser sample); the sync's progress sends it.
+    @Test func anAckWaitingForTheJournalIsNoDeadline() {
+        var configuration = JournalConfiguration(directory: "unused")
+        configuration.fsync = .interval(.milliseconds(20))
+        let hub = CoreHarness {
+            $0.journal = configuration
+            $0.timing.ackInterval = .milliseconds(5)
+        }
+        let ink = peer("ink")
+        hub.hello(ink, board: "b")
+        hub.advance(.milliseconds(25))
+        _ = hub.message(ink, .numbered(sequence: 1, began(1)))
+        #expect(hub.endTurn().journalSyncs == [1])
+        #expect(hub.send(.journalProgress(writtenThrough: 1, syncedThrough: 1)).acks(to: ink) == [1])
+        // Within the sync interval: the next frame's ack is due in 5 ms, its sync in 20.
+        hub.advance(.milliseconds(1))
+        _ = hub.message(ink, .numbered(sequence: 2, moved(1, x: 5, t: 1)))
+        #expect(hub.endTurn().acks(to: ink).isEmpty)
+        #expect(hub.send(.journalProgress(writtenThrough: 2, syncedThrough: 1)).acks(to: ink).isEmpty)
+        hub.advance(.milliseconds(10))  // the ack interval is over, the sync is not
+        #expect(hub.endTurn().acks(to: ink).isEmpty)
+        #expect(hub.core.nextDeadline > hub.now, "a deadline already past: the loop would spin until the sync")
+        #expect(hub.core.nextDeadline == hub.start + .milliseconds(45), "the sync's")
+        hub.advance(to: hub.start + .milliseconds(45))
+        #expect(hub.endTurn().journalSyncs == [2])
+        #expect(hub.send(.journalProgress(writtenThrough: 2, syncedThrough: 2)).acks(to: ink) == [2])
+    }
+
     /// A journal fault is one board's (issue 22: one long board name stopped
     /// every acknowledgement on the hub): its agents are told and not
     /// acknowledged, the other boards' agents are, and the failed board is

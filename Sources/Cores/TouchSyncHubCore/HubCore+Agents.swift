@@ -336,13 +336,17 @@ extension HubCore {
         actions.append(.reply(to: peer, .error(refusal)))
     }
 
+    /// Whether what is applied may be acknowledged now, but for the ack
+    /// interval: an ack promises the frame is as durable as the fsync policy
+    /// says, every applied diff journaled (no board waiting to publish) and synced.
+    var acksWaitOnlyForTheInterval: Bool {
+        guard let journal else { return true }
+        return publisher.dirtyBoards.isEmpty && journal.isDurable
+    }
+
     mutating func sendAcks(now: Moment, force: Bool, into actions: inout [HubAction]) {
-        // An ack promises the frame is as durable as the fsync policy says:
-        // every applied diff journaled (no board waiting to publish) and synced.
-        if let journal {
-            if !journal.failedBoards.isEmpty { warnStorageUnavailable(now: now, into: &actions) }
-            guard publisher.dirtyBoards.isEmpty, journal.isDurable else { return }
-        }
+        if let journal, !journal.failedBoards.isEmpty { warnStorageUnavailable(now: now, into: &actions) }
+        guard acksWaitOnlyForTheInterval else { return }
         guard !sessions.ackQueue.isEmpty, force || now >= nextAck else { return }
         nextAck = now + configuration.timing.ackInterval
         sessions.acknowledge(into: &actions)

@@ -153,7 +153,8 @@ public struct HubCore {
         if channels.mayForgetEmptyBoards { deadline = min(deadline, nextReclaim) }
         if let due = sessions.livenessDue { deadline = min(deadline, due) }
         if let recoveredUntil { deadline = min(deadline, recoveredUntil) }
-        if !sessions.ackQueue.isEmpty && configuration.timing.ackInterval > .zero { deadline = min(deadline, nextAck) }
+        // An ack waiting for the journal is sent by the journal's progress, not by a deadline (one already past spins the loop).
+        if !sessions.ackQueue.isEmpty && configuration.timing.ackInterval > .zero && acksWaitOnlyForTheInterval { deadline = min(deadline, nextAck) }
         if let due = journal?.syncDue { deadline = min(deadline, due) }
         if let retry = journal?.nextRetry { deadline = min(deadline, retry) }
         return deadline
