@@ -51,6 +51,8 @@ struct CommandLineTests {
         let wire = try await touchsync(["spectate", "--board", "b", "--wire", "v3"])
         #expect(wire.status == 64 && wire.errors.contains("--wire") && wire.errors.contains("'v2'"), "\(wire.errors)")
         #expect(try await touchsync(["spectate", "--help"]).output.contains("v2"))
+        let browserWire = try await touchsync(["load", "--web", "http://127.0.0.1:1", "--browser-wire", "packed3"])
+        #expect(browserWire.status == 64 && browserWire.errors.contains("--browser-wire is packed2, packed, binary or json, not packed3"), "\(browserWire.errors)")
         let loadWire = try await touchsync(["load", "--wire", "2.5"])
         #expect(loadWire.status == 64 && loadWire.errors.contains("--wire") && loadWire.errors.contains("'v2'"), "\(loadWire.errors)")
         // The stream without predictions is a v2 stream: asked for in v1, a usage error that says so.
