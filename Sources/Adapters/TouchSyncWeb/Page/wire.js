@@ -294,7 +294,9 @@ export function decodePackedBatch(buffer, board, wire = 'packed') {
     const at = k => ({ x: s[4 * k], y: s[4 * k + 1], t: s[4 * k + 2], f: s[4 * k + 3] });
     return { count: n, last: n > 0 ? at(n - 1) : undefined, before: n > 1 ? at(n - 2) : undefined, third: n > 2 ? at(n - 3) : undefined };
   };
-  // packed2: the strokes in progress where a block stands, by id (a segment's rank indexes them).
+  // packed2: the strokes in progress where a block stands, by id (a segment's rank indexes them);
+  // `ranked` keeps them until a diff begins or ends a stroke.
+  let ranked = null;
   const inProgress = () => {
     const ids = [...board.active.keys()].filter(id => changed.get(id) !== null);
     for (const [id, chain] of changed) if (chain !== null && !board.active.has(id)) ids.push(id);
@@ -302,8 +304,14 @@ export function decodePackedBatch(buffer, board, wire = 'packed') {
   };
   for (let i = 0; i < count && (count !== Infinity || r.at < r.bytes.length); i++) {
     const letter = r.bytes[r.at];
-    if (letter === (wire === 'packed2' ? 0x53 : 0x73)) { r.at++; readBlock(r, chainOf, changed, diffs, wire === 'packed2' ? inProgress() : null); continue; }
+    if (letter === (wire === 'packed2' ? 0x53 : 0x73)) {
+      r.at++;
+      if (wire === 'packed2') ranked ??= inProgress();
+      readBlock(r, chainOf, changed, diffs, wire === 'packed2' ? ranked : null);
+      continue;
+    }
     const d = readDiff(r);
+    if (d[0] === 'b' || d[0] === 'A' || d[0] === 'c') ranked = null;   // the strokes in progress changed
     if (d[0] === 'b') changed.set(d[1], { count: 0 });
     else if (d[0] === 'A' || d[0] === 'c') changed.set(d[1], null);
     diffs.push(d);
