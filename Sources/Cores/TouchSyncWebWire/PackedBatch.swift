@@ -158,17 +158,24 @@ public enum PackedBatch {
         var strokes = SegmentChains(replica: replica)
         var diffs: [BrowserDiff] = []
         var items = 0
+        // packed2: the strokes in progress by id, kept until a diff begins or ends one.
+        var ranked: [UInt64]? = nil
         while items < count, blocks == .packed || reader.at < reader.bytes.count {
             items += 1
             if reader.at < reader.bytes.count, reader.bytes[reader.at] == (blocks == .packed ? blockLetter : block2Letter) {
                 reader.at += 1
-                try SegmentBlock.read(from: &reader, strokes: &strokes, into: &diffs, blocks: blocks)
+                if blocks == .packed2, ranked == nil { ranked = strokes.inProgress() }
+                try SegmentBlock.read(from: &reader, strokes: &strokes, into: &diffs, ranked: ranked)
                 continue
             }
             let diff = try BrowserBinary.readDiff(from: &reader)
             switch diff {
-            case .began(let id, _, _, _, _): strokes.began(id)
-            case .accepted(let id, _), .cancelled(let id): strokes.ended(id)
+            case .began(let id, _, _, _, _):
+                strokes.began(id)
+                ranked = nil
+            case .accepted(let id, _), .cancelled(let id):
+                strokes.ended(id)
+                ranked = nil
             case .amended, .cleared, .removed, .restored: break
             case .appended, .predicted: throw BrowserWireError("MALFORMED", "a packed batch has its samples in blocks (\(blocks == .packed ? "s" : "S"))")
             }
@@ -365,9 +372,12 @@ struct SegmentBlock {
     /// Reads a block (after its letter) into the diffs it stands for: per
     /// segment an append (when it has samples, or neither samples nor a new
     /// prediction) and a prediction (when it replaces or removes one).
+    /// `ranked`: on wire packed2, the strokes in progress by id (nil: a packed block).
     static func read(
-        from reader: inout BrowserBinary.Reader, strokes: inout SegmentChains, into diffs: inout [BrowserDiff], blocks: PackedBatch.Blocks = .packed
+        from reader: inout BrowserBinary.Reader, strokes: inout SegmentChains, into diffs: inout [BrowserDiff], ranked: [UInt64]?
     ) throws(BrowserWireError) {
+        let blocks: PackedBatch.Blocks = ranked == nil ? .packed : .packed2
+        let ranked = ranked ?? []
         let head = try reader.varint()
         let segmentCount = try Self.count(blocks == .packed ? head : head >> 1, limit: reader.bytes.count)
         guard segmentCount >= 1 else { throw BrowserWireError("MALFORMED", "a block has at least one segment") }
@@ -375,7 +385,6 @@ struct SegmentBlock {
         segments.reserveCapacity(segmentCount)
         var id: UInt64 = 0
         var total = 0
-        let ranked = blocks == .packed2 ? strokes.inProgress() : []
         var rank = -1
         for _ in 0..<segmentCount {
             var count: UInt64
