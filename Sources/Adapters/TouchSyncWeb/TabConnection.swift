@@ -124,7 +124,7 @@ final class TabConnection: TabSocketReceiver {
             case .binary(let buffer):
                 // Binary frames carry touches, once the welcome said the connection speaks them.
                 guard welcomed, outbox.binary else {
-                    return sendError("MALFORMED", "binary frames need a welcome with wire binary or packed (docs/protocol.md, \"Binary frames\")")
+                    return sendError("MALFORMED", "binary frames need a welcome with wire binary, packed or packed2 (docs/protocol.md, \"Binary frames\")")
                 }
                 let bytes = buffer.readableBytesView
                 if let first = bytes.first, PackedTouch.isChained(first), outbox.wire == .packed || outbox.wire == .packed2 {
