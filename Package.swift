@@ -560,6 +560,7 @@ if ProcessInfo.processInfo.environment["TOUCHSYNC_FUZZ"] != nil {
         ("FuzzSnapshot", ["TouchSyncCore", "TouchSyncWire"]),
         ("FuzzJournal", ["TouchSyncJournal", "TouchSyncHubCore"]),
         ("FuzzOSC", ["TouchSyncTUIO"]),
+        ("FuzzBrowserWire", ["TouchSyncWebWire"]),
     ]
     package.targets.append(.target(name: "FuzzSupport", path: "Fuzz/Sources/FuzzSupport", swiftSettings: swiftSettings))
     for (name, dependencies) in fuzzTargets {

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=(FuzzHubCore FuzzDiffStream FuzzSnapshot FuzzJournal FuzzOSC)
+targets=(FuzzHubCore FuzzDiffStream FuzzSnapshot FuzzJournal FuzzOSC FuzzBrowserWire)
 echo "building the fuzz targets (first time: several minutes)"
 for target in "${targets[@]}"; do
   # -Xswiftc, not --sanitize: every module (not only the target's) gets coverage counters; lld (gold
