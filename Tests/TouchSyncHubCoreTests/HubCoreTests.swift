@@ -281,6 +281,40 @@ struct HubCoreTests {
 
     }
 
+    /// A numbered message that changes no stroke (a refused frame, whose
+    /// number is taken; a style) still moves its session's progress: on a
+    /// durable hub that progress is journaled, as a batch without diffs,
+    /// before the message is acknowledged. Acknowledged before, a crash left
+    /// the hub recording less than the agent was told, its resume was refused
+    /// (CANNOT_RESUME), and its new session cancelled its strokes in progress
+    /// (a SIGKILL test on the board store lost 489 samples that way).
+    @Test func progressWithoutDiffsIsJournaledBeforeItsAck() {
+        var configuration = JournalConfiguration(directory: "unused")
+        configuration.fsync = .everyBatch
+        let hub = CoreHarness { $0.journal = configuration }
+        let ink = peer("ink")
+        hub.hello(ink, board: "b")
+        _ = hub.message(ink, .numbered(sequence: 1, began(1)))
+        #expect(hub.endTurn().journalAppends.map(\.ticket) == [1])
+        #expect(hub.send(.journalProgress(writtenThrough: 1, syncedThrough: 1)).acks(to: ink) == [1])
+        // A frame for a touch that is not down: refused, its number taken.
+        #expect(hub.message(ink, .numbered(sequence: 2, moved(7, x: 5, t: 1))).errors(to: ink).map(\.code) == [.unknownTouch])
+        var turn = hub.endTurn()
+        #expect(turn.acks(to: ink).isEmpty, "acknowledged before its progress was journaled")
+        #expect(turn.journalAppends.flatMap(\.agents).map(\.appliedThrough) == [2], "\(turn.journalAppends)")
+        #expect(turn.batchSequences == [2])
+        #expect(hub.send(.journalProgress(writtenThrough: 2, syncedThrough: 2)).acks(to: ink) == [2])
+        // A style: no diff either.
+        _ = hub.message(ink, .numbered(sequence: 3, .style(StrokeStyle(rgba: 0xFF00_00FF, width: 512))))
+        turn = hub.endTurn()
+        #expect(turn.acks(to: ink).isEmpty)
+        #expect(turn.journalAppends.flatMap(\.agents).map(\.appliedThrough) == [3])
+        #expect(turn.journalAppends.flatMap(\.agents).map(\.style.width) == [512])
+        #expect(hub.send(.journalProgress(writtenThrough: 3, syncedThrough: 3)).acks(to: ink) == [3])
+        // The replicas took the batches without diffs in their stride.
+        #expect(hub.replicas["b"]?.sequence == 3 && hub.replicas["b"]?.digest == hub.core.board("b")?.digest)
+    }
+
     /// An ack interval on a journal that syncs every 20 ms: an ack that is
     /// due but waits for the sync is no deadline of its own (the loop polled
     /// with no time-out until the sync, 10,000 times a second, and the hub

@@ -323,9 +323,9 @@ public struct BoardState: Sendable {
     }
 
     /// Stamps the diffs emitted since the last batch with the next sequence
-    /// number. The hub calls this once per step, for a non-empty step.
+    /// number. The hub calls this once per step with diffs, or with none when
+    /// a durable hub records agents' progress alone (a refused frame, a style).
     public mutating func sealBatch(_ diffs: [StrokeDiff], hubTime: Int64) -> DiffBatch {
-        precondition(!diffs.isEmpty, "an empty step publishes no batch")
         sequence += 1
         return DiffBatch(sequence: sequence, hubTime: hubTime, diffs: diffs)
     }

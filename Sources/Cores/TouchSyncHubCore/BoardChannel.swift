@@ -62,6 +62,11 @@ package struct BoardChannel: Sendable {
     /// Whether diffs wait to be published.
     package var hasPending: Bool { !coalescer.isEmpty }
 
+    /// Whether the next batch is owed: diffs wait, or agents' progress does
+    /// (a durable hub journals a message that changed no stroke, a refused
+    /// frame or a style, as a batch without diffs before acknowledging it).
+    var needsBatch: Bool { hasPending || !progressPending.isEmpty }
+
     package mutating func reduce(_ frame: TouchFrame, from user: UserNamespace, style: StrokeStyle) throws(TouchInputError) {
         defer { coalescer.add(draining: &scratch) }
         try state.reduce(frame, from: user, style: style, into: &scratch)
@@ -136,11 +141,12 @@ package struct BoardChannel: Sendable {
     }
 
     /// Seals what is pending into the next batch, encoded for each stream
-    /// being published; nil when nothing is pending.
+    /// being published; nil when nothing is owed (no diffs, no progress).
     package mutating func sealBatch(hubTime: Int64) -> SealedBatch? {
-        guard hasPending else { return nil }
-        let batch = state.sealBatch(coalescer.take(), hubTime: hubTime)
-        lastChangeHubTime = hubTime
+        guard needsBatch else { return nil }
+        let diffs = coalescer.take()
+        let batch = state.sealBatch(diffs, hubTime: hubTime)
+        if !diffs.isEmpty { lastChangeHubTime = hubTime }
         var sealed = SealedBatch(sequence: batch.sequence)
         if encoders[0] != nil { sealed.v1 = encoders[0]!.encodedBytes(batch) }
         if encoders[1] != nil { sealed.v2 = encoders[1]!.encodedBytes(batch) }

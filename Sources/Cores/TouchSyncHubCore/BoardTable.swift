@@ -70,7 +70,7 @@ struct BoardTable {
                 continue
             }
             guard now - since >= timeout else { continue }
-            if wanted(slot, channels[slot].topics) || channels[slot].hasPending {
+            if wanted(slot, channels[slot].topics) || channels[slot].needsBatch {
                 neverDrawn[slot] = now
                 continue
             }

@@ -29,7 +29,10 @@ extension HubCore {
         let styleBefore = session.style
         defer {
             if journal != nil && (session.numbering.appliedThrough != appliedBefore || session.style != styleBefore) {
-                channels[session.boardSlot].progressPending[session.principal] = AgentProgress(
+                // Journaled with the board's next batch, before it is acknowledged: one without diffs when the message changed no stroke.
+                let slot = session.boardSlot
+                if !channels[slot].needsBatch { publisher.markDirty(slot) }
+                channels[slot].progressPending[session.principal] = AgentProgress(
                     principal: session.principal, appliedThrough: session.numbering.appliedThrough, style: session.style,
                     sessionID: session.sessionID)
             }

@@ -22,8 +22,8 @@ extension HubCore {
     mutating func change<Result, Failure: Error>(
         _ slot: Int, accepted: Accepted, _ body: (inout BoardChannel) throws(Failure) -> Result
     ) throws(Failure) -> Result {
-        let wasPending = channels[slot].hasPending
-        defer { if !wasPending && channels[slot].hasPending { publisher.markDirty(slot) } }
+        let wasPending = channels[slot].needsBatch
+        defer { if !wasPending && channels[slot].needsBatch { publisher.markDirty(slot) } }
         switch accepted {
         case .unchanged:
             return try body(&channels[slot])
