@@ -231,12 +231,18 @@ struct JournalReplayTests {
     @Test func replayKeepsTimingAndEndsAtTheLiveDigest() async throws {
         let directory = NSTemporaryDirectory() + "touchsync-replay-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
+        let recording = ContinuousClock.now
         let live = try await recordSession(into: directory, board: "session", events: 1000, seed: 8)
+        let recordingTook = ContinuousClock.now - recording
         let recorded = try BoardHistory.open(dataDirectory: directory, board: "session")
         #expect(recorded.segments.count >= 2)
         let history = try recorded.load()
         #expect(history.start.sequence == 0)
         #expect(history.endState.digest == live.digest)
+        // The replay keeps the hub's (wall-clock) times: a span much longer than
+        // the recording took means this machine's clock was stepped meanwhile.
+        let span = Double(history.endTime - history.firstTime) / 1e6
+        print("recorded \(history.batches.count) batches spanning \(span) s of hub time in \(recordingTook) of this machine's")
 
         for speed in [1.0, nil] as [Double?] {
             var configuration = ReplayConfiguration()
@@ -250,6 +256,17 @@ struct JournalReplayTests {
             settings.snapshotTimeout = .milliseconds(500)
             let subscriber = try BoardSubscriber(configuration: settings, logger: testLogger("subscriber"))
             subscriber.start()
+            // Bounded, so that a replay that never ends says where it stands.
+            let allowed = Duration.seconds((speed.map { span / $0 } ?? 0) + 30)
+            let ended = await eventually(timeout: allowed) { replay.progress.published == replay.total }
+            guard ended else {
+                let pace = speed.map { "\($0)" } ?? "max"
+                let standing = "clock started \(replay.clockStarted), \(replay.progress.published) of \(replay.total) batches out"
+                Issue.record("the replay at speed \(pace) did not end within \(allowed): \(standing); subscriber \(subscriber.status)")
+                await subscriber.stop()
+                await replay.stop()
+                return
+            }
             let result = try #require(await replay.finished())
             #expect(result.batches == history.batches.count)
             #expect(result.sequence == live.sequence && result.digest == live.digest)

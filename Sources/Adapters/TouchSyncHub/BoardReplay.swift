@@ -74,6 +74,7 @@ public final class BoardReplay: Sendable {
     /// The replay's result: nil when it was stopped before the end.
     private let outcome = Completion<ReplayResult?>()
     private let progressState = Mutex<(published: Int, sequence: UInt64)>((0, 0))
+    private let clockStartedState = Atomic<Bool>(false)
     private let authentication = Mutex<AuthenticationService?>(nil)
 
     /// - Parameter history: the board from the checkpoint at or before `configuration.from` (see `BoardHistory.load`).
@@ -109,6 +110,7 @@ public final class BoardReplay: Sendable {
                 }
                 continuation.resume(returning: loop.endpoints)
                 loop.run(
+                    clockStarted: { self.clockStartedState.store(true, ordering: .relaxed) },
                     progress: { published, sequence in self.progressState.withLock { $0 = (published, sequence) } },
                     finished: { result in self.finish(result) })
                 self.finish(nil)
@@ -118,6 +120,10 @@ public final class BoardReplay: Sendable {
 
     /// Batches published so far, and the sequence reached.
     public var progress: (published: Int, sequence: UInt64) { progressState.withLock { $0 } }
+
+    /// Whether the replay's clock runs: at once with `waitForSubscriber` false,
+    /// else from the first subscription to the board.
+    public var clockStarted: Bool { clockStartedState.load(ordering: .relaxed) }
 
     /// Batches to publish in all (from `from` to `to`).
     public var total: Int { ReplayLoop.window(history, configuration).count }
@@ -189,7 +195,7 @@ final class ReplayLoop {
         return first..<max(first, end)
     }
 
-    func run(progress: (Int, UInt64) -> Void, finished: (ReplayResult) -> Void) {
+    func run(clockStarted: () -> Void, progress: (Int, UInt64) -> Void, finished: (ReplayResult) -> Void) {
         defer {
             publish.close()
             snapshots.close()
@@ -199,6 +205,7 @@ final class ReplayLoop {
         let origin = history.firstTime + microseconds(configuration.from)
         var next = window.lowerBound
         var start: ContinuousClock.Instant? = configuration.waitForSubscriber ? nil : clock.now
+        if start != nil { clockStarted() }
         var nextHeartbeat = clock.now
         var lateness: [Int64] = []
         lateness.reserveCapacity(window.count)
@@ -230,7 +237,10 @@ final class ReplayLoop {
                     }
                 },
                 turnEnded: {
-                    if start == nil && subscribed { start = clock.now }
+                    if start == nil && subscribed {
+                        start = clock.now
+                        clockStarted()
+                    }
                     if let start {
                         var sent = 0
                         while next < window.upperBound, sent < configuration.burst || configuration.speed != nil {
