@@ -108,3 +108,44 @@ extension TabOutbox.Next: Equatable {
         }
     }
 }
+
+extension TabOutboxTests {
+    /// With a hold, a lone ack does not wake the tab: it goes with the next
+    /// batch, or on its own when the hold ends; an ack behind queued batches
+    /// goes with them at once, and one hold is armed however many acks come.
+    @Test func aLoneAckWaitsForABatchOrTheHoldsEnd() {
+        let outbox = TabOutbox(limit: 8)
+        let wakes = Atomic(0)
+        let holds = Atomic(0)
+        outbox.wake { wakes.add(1, ordering: .relaxed) }
+        outbox.holdAcks { holds.add(1, ordering: .relaxed) }
+
+        outbox.postAck(1)
+        outbox.postAck(2)
+        #expect(wakes.load(ordering: .relaxed) == 0, "a lone ack does not wake the tab")
+        #expect(holds.load(ordering: .relaxed) == 1, "one hold for both")
+        outbox.post("batch 1")
+        #expect(wakes.load(ordering: .relaxed) == 1, "the batch wakes it")
+        guard case .messages(let together) = outbox.take() else { Issue.record("the batch and the ack"); return }
+        #expect(together == ["batch 1", .text(#"{"t":"ack","n":2}"#)], "the ack rides with the batch")
+        #expect(outbox.take() == nil)
+        outbox.ackHoldEnded()
+        #expect(wakes.load(ordering: .relaxed) == 1, "the hold's end finds nothing left to send")
+
+        // No batch comes: the hold's end sends the ack alone.
+        outbox.postAck(3)
+        #expect(holds.load(ordering: .relaxed) == 2)
+        #expect(wakes.load(ordering: .relaxed) == 1)
+        outbox.ackHoldEnded()
+        #expect(wakes.load(ordering: .relaxed) == 2)
+        guard case .messages(let alone) = outbox.take() else { Issue.record("the ack alone"); return }
+        #expect(alone == [.text(#"{"t":"ack","n":3}"#)])
+
+        // Behind a batch already due, an ack is not held.
+        outbox.post("batch 2")
+        outbox.postAck(4)
+        #expect(holds.load(ordering: .relaxed) == 2, "nothing to wait for")
+        guard case .messages(let behind) = outbox.take() else { Issue.record("the batch and the ack"); return }
+        #expect(behind == ["batch 2", .text(#"{"t":"ack","n":4}"#)])
+    }
+}

@@ -66,6 +66,11 @@ final class TabOutbox: Sendable {
         /// stroke on a new board, drawn while its snapshot waited, once went
         /// unacknowledged for good).
         var ackDue: UInt64? = nil
+        /// Arranges `ackHoldEnded` a little later: a lone ack waits that long
+        /// for a batch to go with (nil: acks go at once).
+        var ackHold: (@Sendable () -> Void)? = nil
+        /// An ack waits for company; `ackHoldEnded` is arranged.
+        var ackHeld = false
     }
     private let state = Mutex(State())
     let limit: Int
@@ -97,11 +102,38 @@ final class TabOutbox: Sendable {
     @discardableResult
     func post(_ text: String) -> Bool { post(frame: .text(text)) }
 
-    /// An acknowledgement (acks are cumulative: the latest stands for those before).
+    /// Lets a lone ack wait for company: `hold` arranges a call of
+    /// `ackHoldEnded` a little later (on any thread). An ack is not urgent to
+    /// the tab (it only frees what the tab keeps to resend), and its board's
+    /// next batch usually comes within that time: the two go as one write
+    /// instead of two (docs/performance.md, "Acks that wait for a batch").
+    func holdAcks(with hold: @escaping @Sendable () -> Void) {
+        state.withLock { $0.ackHold = hold }
+    }
+
+    /// An acknowledgement (acks are cumulative: the latest stands for those
+    /// before). It wakes the tab now, or, with `holdAcks`, goes with whatever
+    /// the tab is sent next, at the latest when the hold ends.
     func postAck(_ n: UInt64) {
-        let waker: (@Sendable () -> Void)? = state.withLock { state in
-            guard !state.closed else { return nil }
+        let (waker, hold): ((@Sendable () -> Void)?, (@Sendable () -> Void)?) = state.withLock { state in
+            guard !state.closed else { return (nil, nil) }
             state.ackDue = max(state.ackDue ?? 0, n)
+            if let hold = state.ackHold, !state.wakeDue, !state.hasWorkBesidesAck {
+                if state.ackHeld { return (nil, nil) }
+                state.ackHeld = true
+                return (nil, hold)
+            }
+            return (state.takeWaker(), nil)
+        }
+        waker?()
+        hold?()
+    }
+
+    /// The hold of `holdAcks` is over: an ack still waiting wakes the tab.
+    func ackHoldEnded() {
+        let waker = state.withLock { state -> (@Sendable () -> Void)? in
+            state.ackHeld = false
+            guard state.ackDue != nil, !state.closed else { return nil }
             return state.takeWaker()
         }
         waker?()
@@ -232,7 +264,8 @@ final class TabOutbox: Sendable {
 }
 
 extension TabOutbox.State {
-    fileprivate var hasWork: Bool { closed || revoked != nil || needsSnapshot || !queue.isEmpty || ackDue != nil }
+    fileprivate var hasWork: Bool { hasWorkBesidesAck || ackDue != nil }
+    fileprivate var hasWorkBesidesAck: Bool { closed || revoked != nil || needsSnapshot || !queue.isEmpty }
 
     /// The waker, when it is due now (once until the queue is taken empty).
     fileprivate mutating func takeWaker() -> (@Sendable () -> Void)? {

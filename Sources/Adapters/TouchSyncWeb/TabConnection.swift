@@ -72,6 +72,7 @@ final class TabConnection: TabSocketReceiver {
         let bound = NIOLoopBound(self, eventLoop: loop)
         let group = gateway.flushGroup(for: loop)
         outbox.wake { group.schedule(bound) }
+        if group.ackHold > .zero { outbox.holdAcks { [outbox] in group.hold(outbox) } }
         // A WebSocket that never says hello would hold a connection for nothing.
         let timeout = gateway.configuration.helloTimeout
         helloTimer = loop.scheduleTask(in: TimeAmount(timeout)) {

@@ -55,6 +55,11 @@ public struct WebConfiguration: Sendable {
     /// How long an event loop gathers its tabs' outgoing batches and acks before
     /// writing them, one write per tab (0: at once). Default 0.
     public var tabFlushInterval: Duration = .zero
+    /// How long an ack with nothing else for its tab waits for a batch to go
+    /// with (0: at once). Acks only free what a tab keeps to resend, and a
+    /// busy board's next batch comes within it: half the writes to each tab
+    /// (docs/performance.md, "Acks that wait for a batch"). Default 20 ms.
+    public var ackHoldInterval: Duration = .milliseconds(20)
     /// The least time between two sends of the tabs' frames to the hub: what
     /// tabs post sooner gathers and goes as one message; after a quiet spell a
     /// frame goes at once (0: every frame at once). Default 8 ms: 300 busy
@@ -307,7 +312,8 @@ public final class WebGateway: Service, Sendable {
     func flushGroup(for loop: any EventLoop) -> TabFlushGroup {
         flushGroups.withLock { groups in
             if let group = groups[ObjectIdentifier(loop)] { return group }
-            let group = TabFlushGroup(loop: loop, delay: TimeAmount(configuration.tabFlushInterval))
+            let group = TabFlushGroup(
+                loop: loop, delay: TimeAmount(configuration.tabFlushInterval), ackHold: TimeAmount(configuration.ackHoldInterval))
             groups[ObjectIdentifier(loop)] = group
             return group
         }

@@ -39,6 +39,8 @@ struct WebCommand: AsyncParsableCommand {
     var reconnectGrace: Double = 30
     @Option(help: "Milliseconds each event loop gathers its tabs' outgoing batches and acks before writing them (one write per tab; 0: at once).")
     var tabFlushMs: Int = 0
+    @Option(help: "Milliseconds an acknowledgement with nothing else for its tab waits for the board's next batch to go with (0: at once).")
+    var ackHoldMs: Int = 20
     @Option(help: "Least milliseconds between two sends of the tabs' frames to the hub: frames posted sooner go together as one message (0: each at once).")
     var hubFlushMs: Int = 8
     @Option(help: "Serve the page from this folder instead of the built-in copy (for working on the page).") var page: String?
@@ -122,6 +124,7 @@ struct WebCommand: AsyncParsableCommand {
             throw ValidationError("--reconnect-grace is 0 to 3600 seconds")
         }
         guard (0...1000).contains(tabFlushMs) else { throw ValidationError("--tab-flush-ms is 0 to 1000") }
+        guard (0...1000).contains(ackHoldMs) else { throw ValidationError("--ack-hold-ms is 0 to 1000") }
         guard (0...1000).contains(hubFlushMs) else { throw ValidationError("--hub-flush-ms is 0 to 1000") }
         guard (access == nil) == (hub.keys.key == nil) else {
             throw ValidationError("--access goes with --key and --hub-key: the gateway's own key, whose entry in the list has acts_for")
@@ -194,6 +197,7 @@ struct WebCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.reconnectGrace = Duration.milliseconds(Int64(reconnectGrace * 1000))
         configuration.tabFlushInterval = .milliseconds(tabFlushMs)
+        configuration.ackHoldInterval = .milliseconds(ackHoldMs)
         configuration.hubFlushInterval = .milliseconds(hubFlushMs)
         configuration.pageDirectory = page
         let gateway: WebGateway
