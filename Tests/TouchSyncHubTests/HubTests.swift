@@ -217,12 +217,14 @@ struct HubTests {
             }, logger: hubLog.logger("hub"))
         let watcher = try test.subscriber(board: "b")
         let agent = try test.agent(board: "b", identity: "sleepy")
+        // The hub heard the agent at least until here (and then its heartbeats until it stops). Taken
+        // before the touches are sent, not after their ack: in a full run the flush's task resumed
+        // 100 ms after the hub had acked, which made the hub's silence look 3 ms early.
+        let heardUntilAtLeast = ContinuousClock.now
         try agent.touchesBegan([
             TouchInput(id: 1, coalesced: [point(1, 1, 1)]), TouchInput(id: 2, coalesced: [point(2, 2, 1)]),
         ])
         #expect(await agent.flush())
-        // The hub heard the agent at least until here (and then its heartbeats, every 100 ms, until it stops).
-        let heardUntilAtLeast = ContinuousClock.now
         struct Seen: Equatable { let silentUsers: [String], liveTouches: Int }
         let seen = ThreadSampler(every: .milliseconds(20)) { Seen(silentUsers: watcher.status.silentUsers, liveTouches: watcher.status.liveTouches) }
         await agent.stop(goodbye: false)  // gone quiet without ending its touches, as a cut network looks

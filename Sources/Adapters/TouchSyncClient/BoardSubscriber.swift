@@ -99,6 +99,8 @@ public struct SubscriberStatus: Sendable, Equatable {
     public var live = false
     public var sequence: UInt64 = 0
     public var resyncs = 0
+    /// Why the replica last asked for a snapshot again (nil: it never had to).
+    public var lastResyncReason: String? = nil
     public var batchesApplied = 0
     public var activeStrokes = 0
     public var acceptedStrokes = 0
@@ -337,6 +339,7 @@ final class SubscriberLoop {
                 shared.status.withLock {
                     $0.live = false
                     $0.resyncs += 1
+                    $0.lastResyncReason = reason
                 }
             case .synced(let state, let digest, let chunks):
                 events.yield(.synced(sequence: state.sequence, digest: digest, chunks: chunks))

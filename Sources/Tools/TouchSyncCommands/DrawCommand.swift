@@ -37,6 +37,21 @@ struct DrawCommand: AsyncParsableCommand {
         guard undo >= 0, redo >= 0, redo <= undo else { throw ValidationError("--undo and --redo are counts, and --redo at most --undo") }
     }
 
+    /// Waits for the hub to acknowledge everything, for as long as it makes
+    /// progress: a window of 5 s that acknowledges more, or in which a hub
+    /// newly welcomes the agent (the board moved, and its new hub takes over
+    /// what was not acknowledged), earns another, up to 60 s in all. A fixed
+    /// 5 s cut a failover short in the middle.
+    private func waitForAcknowledgements(of agent: TouchAgent, welcomes: WelcomeCount) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            let before = (agent.acknowledged.through, welcomes.count.load(ordering: .relaxed))
+            if await agent.flush(timeout: .seconds(5)) { return true }
+            let after = (agent.acknowledged.through, welcomes.count.load(ordering: .relaxed))
+            if after == before || ContinuousClock.now >= deadline || Task.isCancelled { return false }
+        }
+    }
+
     func run() async throws {
         let hub = try self.hub.resolved(board: board)
         var configuration = AgentConfiguration(board: board, hubEndpoint: hub.ingest)
@@ -46,9 +61,11 @@ struct DrawCommand: AsyncParsableCommand {
         let agent = try TouchAgent(configuration: configuration, logger: logging.logger("touchsync.draw"))
         agent.start()
         let scene = ScriptedScene(fingers: fingers, seconds: seconds)
+        let welcomes = WelcomeCount()
         let refusals = Task {
             var refused: [String] = []
             for await event in agent.events {
+                if case .welcomed = event { welcomes.count.add(1, ordering: .relaxed) }
                 // OUT_OF_ORDER and NOT_WELCOMED refuse nothing: they ask for a resend (or a
                 // hello), which the agent does; the acknowledgements say whether all arrived.
                 if case .refused(let sequence, let code, let message, _) = event, code != .outOfOrder, code != .notWelcomed {
@@ -104,7 +121,7 @@ struct DrawCommand: AsyncParsableCommand {
         }
         for _ in 0..<undo { agent.undo() }
         for _ in 0..<redo { agent.redo() }
-        let acknowledged = await agent.flush(timeout: .seconds(5))
+        let acknowledged = await waitForAcknowledgements(of: agent, welcomes: welcomes)
         let unacknowledged = agent.unacknowledgedCount
         if !acknowledged, let refusal = agent.helloRefusal {
             await agent.stop()
@@ -125,7 +142,7 @@ struct DrawCommand: AsyncParsableCommand {
         }
         for line in refused { emit("refused: \(line)") }
         guard acknowledged else {
-            throw CommandFailure("the hub at \(hub.ingest) did not acknowledge the scene within 5 s: is it running?")
+            throw CommandFailure("the hub at \(hub.ingest) acknowledged nothing more of the scene for 5 s: is it running?")
         }
         emit(
             "done: \(scene.strokes) strokes (\(scene.samples) samples) and 1 cancelled touch"
@@ -227,4 +244,9 @@ public struct ScriptedScene: Sendable {
         // UIKit timestamps count from boot, not from zero.
         return TouchPoint(x: x, y: y, timestamp: 1 + time, force: nil)
     }
+}
+
+/// How many times a hub welcomed the agent (the first hub, then any it moved to).
+private final class WelcomeCount: Sendable {
+    let count = Atomic(0)
 }
