@@ -22,6 +22,8 @@ struct AgentCounters: Sendable {
     var coalesced: UInt64 = 0
     /// BUSY notices from the hub (it was behind; nothing was lost).
     var busyNotices: UInt64 = 0
+    /// Times the agent followed its board to another hub (WRONG_HUB naming it).
+    var hubMoves: UInt64 = 0
     /// Bytes handed to the socket, resends and heartbeats included.
     var bytesSent = 0
 }
@@ -215,6 +217,7 @@ final class AgentConnection {
             case .redirect(let ingest, let hub):
                 logger.notice(
                     "another hub serves the board: following it", metadata: ["from": "\(hubEndpoint)", "to": "\(ingest)", "hub": "\(hub)"])
+                shared.progress.withLock { $0.hubMoves += 1 }
                 report(.disconnected)
                 close()
                 hubEndpoint = ingest

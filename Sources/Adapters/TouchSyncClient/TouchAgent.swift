@@ -401,6 +401,10 @@ public final class TouchAgent: Sendable {
         shared.progress.withLock { ($0.coalesced, $0.busyNotices) }
     }
 
+    /// Times this agent followed its board to another hub (the board moved:
+    /// a failover, or a cluster or board store naming its owner).
+    public var hubMoves: UInt64 { shared.progress.withLock { $0.hubMoves } }
+
     /// Bytes this agent has sent, resends and heartbeats included.
     public var bytesSent: Int { shared.progress.withLock { $0.bytesSent } }
 

@@ -38,16 +38,16 @@ struct DrawCommand: AsyncParsableCommand {
     }
 
     /// Waits for the hub to acknowledge everything, for as long as it makes
-    /// progress: a window of 5 s that acknowledges more, or in which a hub
-    /// newly welcomes the agent (the board moved, and its new hub takes over
-    /// what was not acknowledged), earns another, up to 60 s in all. A fixed
-    /// 5 s cut a failover short in the middle.
-    private func waitForAcknowledgements(of agent: TouchAgent, welcomes: WelcomeCount) async -> Bool {
+    /// progress: a window of 5 s in which more is acknowledged, or in which
+    /// the agent follows its board to another hub (which then takes what was
+    /// not acknowledged), earns another, up to 60 s in all. A fixed 5 s cut a
+    /// failover short in the middle.
+    private func waitForAcknowledgements(of agent: TouchAgent) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(60)
         while true {
-            let before = (agent.acknowledged.through, welcomes.count.load(ordering: .relaxed))
+            let before = (agent.acknowledged.through, agent.hubMoves)
             if await agent.flush(timeout: .seconds(5)) { return true }
-            let after = (agent.acknowledged.through, welcomes.count.load(ordering: .relaxed))
+            let after = (agent.acknowledged.through, agent.hubMoves)
             if after == before || ContinuousClock.now >= deadline || Task.isCancelled { return false }
         }
     }
@@ -61,11 +61,9 @@ struct DrawCommand: AsyncParsableCommand {
         let agent = try TouchAgent(configuration: configuration, logger: logging.logger("touchsync.draw"))
         agent.start()
         let scene = ScriptedScene(fingers: fingers, seconds: seconds)
-        let welcomes = WelcomeCount()
         let refusals = Task {
             var refused: [String] = []
             for await event in agent.events {
-                if case .welcomed = event { welcomes.count.add(1, ordering: .relaxed) }
                 // OUT_OF_ORDER and NOT_WELCOMED refuse nothing: they ask for a resend (or a
                 // hello), which the agent does; the acknowledgements say whether all arrived.
                 if case .refused(let sequence, let code, let message, _) = event, code != .outOfOrder, code != .notWelcomed {
@@ -121,7 +119,7 @@ struct DrawCommand: AsyncParsableCommand {
         }
         for _ in 0..<undo { agent.undo() }
         for _ in 0..<redo { agent.redo() }
-        let acknowledged = await waitForAcknowledgements(of: agent, welcomes: welcomes)
+        let acknowledged = await waitForAcknowledgements(of: agent)
         let unacknowledged = agent.unacknowledgedCount
         if !acknowledged, let refusal = agent.helloRefusal {
             await agent.stop()
@@ -246,7 +244,3 @@ public struct ScriptedScene: Sendable {
     }
 }
 
-/// How many times a hub welcomed the agent (the first hub, then any it moved to).
-private final class WelcomeCount: Sendable {
-    let count = Atomic(0)
-}
