@@ -24,11 +24,17 @@ struct WireFormatV2EndToEndTests {
         // The board is opened by a first agent, so that the hub heartbeats it for the subscribers below.
         let opener = try test.agent(board: board, identity: "opener")
         #expect(await opener.waitUntilWelcomed(timeout: .seconds(10)))
-        let v1 = try test.subscriber(board: board)
-        let v2 = try test.subscriber(board: board) { $0.wireFormat = .v2 }
+        // A snapshot that takes longer than the default half second on busy cores is asked for again (a resync
+        // of its own, "no complete snapshot within 0.5 seconds"), which this test would count as a gap.
+        let v1 = try test.subscriber(board: board) { $0.snapshotTimeout = .seconds(10) }
+        let v2 = try test.subscriber(board: board) {
+            $0.wireFormat = .v2
+            $0.snapshotTimeout = .seconds(10)
+        }
         let withoutPredictions: (inout SubscriberConfiguration) -> Void = {
             $0.wireFormat = .v2
             $0.predictions = false
+            $0.snapshotTimeout = .seconds(10)
         }
         let lean = try test.subscriber(board: board, configure: withoutPredictions)
         // Each hears the board (a heartbeat on its topic) before anyone draws: a batch published before
@@ -53,7 +59,12 @@ struct WireFormatV2EndToEndTests {
             case .clear(let user, let scope):
                 agents[simulator.users.firstIndex(of: user)!].clear(scope)
             }
-            if step == 700 { late = try test.subscriber(board: board) { $0.wireFormat = .v2 } }
+            if step == 700 {
+                late = try test.subscriber(board: board) {
+                    $0.wireFormat = .v2
+                    $0.snapshotTimeout = .seconds(10)
+                }
+            }
             if step == 900 { lateLean = try test.subscriber(board: board, configure: withoutPredictions) }
             if step % 25 == 0 { try await Task.sleep(for: .milliseconds(1)) }
         }

@@ -36,10 +36,13 @@ struct StoreBrowserTests {
         try await page.settled()  // acknowledged by hub-b
         kill(hubB.processIdentifier, SIGKILL)
         await hubB.exited()
+        // The page itself watches, frame by frame, whether it keeps ink pending: polled from here, the
+        // pending spell (from this move until the successor acknowledges it, after the 2 s lease) was
+        // missed on busy cores, by a check too early (the page had not drawn the move within 1 s) or too late.
+        _ = try await page.evaluate(
+            "window.sawPending = false; (function watch() { if (touchsync.pending.length > 0) window.sawPending = true; else requestAnimationFrame(watch); })(); true")
         try await page.touch("touchMove", [(100 + 7 * 12, 300 + 7, 0)])
-        // Checked right after this move goes out (with the page's next frame), not after the whole stroke: the
-        // lease (2 s) lapses soon, and on busy cores drawing the rest once took longer, so it was acknowledged first.
-        let keptPending = (try? await page.waitFor("touchsync.pending.length > 0", timeout: .seconds(1))) != nil
+        let keptPending = (try? await page.waitFor("window.sawPending === true", timeout: .seconds(30))) != nil
         #expect(keptPending, "drawn while the board had no hub: kept pending")
         for step in 8...16 { try await page.touch("touchMove", [(100 + Double(step) * 12, 300 + Double(step), 0)]) }
         try await page.touch("touchEnd", [])

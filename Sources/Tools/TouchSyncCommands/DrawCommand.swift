@@ -14,7 +14,9 @@ struct DrawCommand: AsyncParsableCommand {
             A few fingers touch down one after another and draw a spiral, a wave and \
             circles at 120 Hz (two coalesced samples per event, one predicted), while \
             a palm touches down and is cancelled. Exits once the hub has acknowledged \
-            everything, or with an error if it does not.
+            everything, or with an error if it does not: the last acknowledgements are \
+            waited for --ack-wait seconds at a time, again while more come or the board \
+            moves to another hub, up to 60 s in all (or --ack-wait if longer).
             """)
 
     @Option(help: "The board to draw on (created if new).") var board: String
@@ -25,6 +27,8 @@ struct DrawCommand: AsyncParsableCommand {
     @Flag(help: "Send as fast as possible instead of in real time.") var fast = false
     @Option(parsing: .unconditional, help: "After the scene, undo this many of this user's strokes.") var undo = 0
     @Option(parsing: .unconditional, help: "Then redo this many of them.") var redo = 0
+    @Option(parsing: .unconditional, help: "Seconds without progress to wait for the hub's last acknowledgements (1 to 600).")
+    var ackWait = 5.0
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -35,18 +39,20 @@ struct DrawCommand: AsyncParsableCommand {
             throw ValidationError("--identity must be 1 to 255 bytes")
         }
         guard undo >= 0, redo >= 0, redo <= undo else { throw ValidationError("--undo and --redo are counts, and --redo at most --undo") }
+        guard ackWait >= 1 && ackWait <= 600 else { throw ValidationError("--ack-wait must be 1 to 600 seconds") }
     }
 
     /// Waits for the hub to acknowledge everything, for as long as it makes
-    /// progress: a window of 5 s in which more is acknowledged, or in which
-    /// the agent follows its board to another hub (which then takes what was
-    /// not acknowledged), earns another, up to 60 s in all. A fixed 5 s cut a
-    /// failover short in the middle.
+    /// progress: a window of `--ack-wait` in which more is acknowledged, or in
+    /// which the agent follows its board to another hub (which then takes what
+    /// was not acknowledged), earns another, up to 60 s in all (or `--ack-wait`).
+    /// A fixed 5 s cut a failover short in the middle.
     private func waitForAcknowledgements(of agent: TouchAgent) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(60)
+        let window = Duration(secondsValue: ackWait)
+        let deadline = ContinuousClock.now + max(.seconds(60), window)
         while true {
             let before = (agent.acknowledged.through, agent.hubMoves)
-            if await agent.flush(timeout: .seconds(5)) { return true }
+            if await agent.flush(timeout: window) { return true }
             let after = (agent.acknowledged.through, agent.hubMoves)
             if after == before || ContinuousClock.now >= deadline || Task.isCancelled { return false }
         }
@@ -140,7 +146,7 @@ struct DrawCommand: AsyncParsableCommand {
         }
         for line in refused { emit("refused: \(line)") }
         guard acknowledged else {
-            throw CommandFailure("the hub at \(hub.ingest) acknowledged nothing more of the scene for 5 s: is it running?")
+            throw CommandFailure("the hub at \(hub.ingest) acknowledged nothing more of the scene for \(ackWait) s: is it running? (--ack-wait waits longer)")
         }
         emit(
             "done: \(scene.strokes) strokes (\(scene.samples) samples) and 1 cancelled touch"
