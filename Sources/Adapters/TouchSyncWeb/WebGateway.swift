@@ -57,8 +57,8 @@ public struct WebConfiguration: Sendable {
     public var tabFlushInterval: Duration = .zero
     /// How long an ack with nothing else for its tab waits for a batch to go
     /// with (0: at once). Acks only free what a tab keeps to resend, and a
-    /// busy board's next batch comes within it: half the writes to each tab
-    /// (docs/performance.md, "Acks that wait for a batch"). Default 20 ms.
+    /// busy board's next batch comes within it: a fifth fewer writes to tabs
+    /// at 100 tabs (docs/performance.md, "Acks that wait for a batch"). Default 20 ms.
     public var ackHoldInterval: Duration = .milliseconds(20)
     /// The least time between two sends of the tabs' frames to the hub: what
     /// tabs post sooner gathers and goes as one message; after a quiet spell a
