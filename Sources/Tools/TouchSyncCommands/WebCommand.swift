@@ -39,8 +39,8 @@ struct WebCommand: AsyncParsableCommand {
     var reconnectGrace: Double = 30
     @Option(help: "Milliseconds each event loop gathers its tabs' outgoing batches and acks before writing them (one write per tab; 0: at once).")
     var tabFlushMs: Int = 0
-    @Option(help: "Milliseconds an acknowledgement with nothing else for its tab waits for the board's next batch to go with (0: at once).")
-    var ackHoldMs: Int = 20
+    @Option(help: "Milliseconds an acknowledgement with nothing else for its tab waits for the board's next batch to go with (0: at once; fewer writes, but the page's round-trip badge reads that much more).")
+    var ackHoldMs: Int = 0
     @Option(help: "Least milliseconds between two sends of the tabs' frames to the hub: frames posted sooner go together as one message (0: each at once).")
     var hubFlushMs: Int = 8
     @Option(help: "Serve the page from this folder instead of the built-in copy (for working on the page).") var page: String?
