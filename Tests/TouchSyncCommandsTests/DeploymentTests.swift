@@ -563,7 +563,7 @@ final class ServiceNetwork {
 }
 
 /// `touchsync draw --undo N --redo M` through a real hub.
-@Suite("Draw: undo and redo", .timeLimit(.minutes(1)))
+@Suite("Draw: undo and redo", .timeLimit(.minutes(3)))
 struct DrawUndoTests {
     @Test func drawUndoesAndRedoes() async throws {
         let children = ChildProcesses()

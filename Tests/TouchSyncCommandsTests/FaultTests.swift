@@ -192,7 +192,7 @@ struct DataFolderFaultTests {
 /// Bad endpoints are refused when the options are parsed, and a subscriber
 /// that cannot start ends its command at once (it used to hang, deaf to
 /// --duration, SIGINT and SIGTERM).
-@Suite("Faults: endpoints", .timeLimit(.minutes(1)))
+@Suite("Faults: endpoints", .timeLimit(.minutes(3)))
 struct EndpointFaultTests {
     @Test func malformedEndpointsAreRefusedWhenParsed() async throws {
         for arguments in [
@@ -445,7 +445,7 @@ struct FrozenHubTests {
 
 /// A hub at one of its limits refuses with a typed error that reaches the
 /// user, and the command exits with it (it used to wait until killed).
-@Suite("Faults: limits reach the user", .timeLimit(.minutes(1)))
+@Suite("Faults: limits reach the user", .timeLimit(.minutes(3)))
 struct LimitTests {
     @Test func aRefusedHelloEndsDrawAndLoadWithTheHubsReason() async throws {
         let children = ChildProcesses()

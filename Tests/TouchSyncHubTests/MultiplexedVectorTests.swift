@@ -12,7 +12,7 @@ import ZeroMQ
 /// parts of every message the hub answers, run against a real hub over TCP.
 /// `TOUCHSYNC_WRITE_VECTORS=1 swift test --filter MultiplexedVectorTests`
 /// writes them afresh (review the diff: a change is a protocol change).
-@Suite("Multiplexed conformance vectors", .timeLimit(.minutes(1)))
+@Suite("Multiplexed conformance vectors", .timeLimit(.minutes(3)))
 struct MultiplexedVectorTests {
     static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("proto/conformance/v1/multiplexed.json")

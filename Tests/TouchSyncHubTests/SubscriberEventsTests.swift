@@ -6,7 +6,7 @@ import TouchSyncCore
 /// A subscriber whose events nobody reads keeps none: with `reportsEvents`
 /// false the stream ends at once (a gateway board once kept up to 10,000
 /// unread batches); with it true, the same drawing is reported.
-@Suite("Subscriber events", .timeLimit(.minutes(1)))
+@Suite("Subscriber events", .timeLimit(.minutes(3)))
 struct SubscriberEventsTests {
     @Test func unreadEventsAreNotKept() async throws {
         let hub = try await TestHub.start()

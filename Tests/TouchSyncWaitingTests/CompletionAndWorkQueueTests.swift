@@ -8,7 +8,7 @@ import TouchSyncWaiting
 /// cancelled waiter returns at once, whether it was cancelled before or
 /// while it waited. Time limits are the only bound: nothing else ends these
 /// waits.
-@Suite("Completion and WorkQueue", .timeLimit(.minutes(1)))
+@Suite("Completion and WorkQueue", .timeLimit(.minutes(3)))
 struct CompletionAndWorkQueueTests {
     @Test func everyWaiterGetsTheFirstValue() async {
         let completion = Completion<Int>()

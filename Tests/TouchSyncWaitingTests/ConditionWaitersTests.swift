@@ -7,7 +7,7 @@ import TouchSyncWaiting
 /// condition true (from another thread): its time-out here is an hour, so
 /// only the signal can end it within the test's time limit; it gives up at
 /// a short time-out; a cancelled waiter returns (again, only that can end it).
-@Suite("Condition waiters", .timeLimit(.minutes(1)))
+@Suite("Condition waiters", .timeLimit(.minutes(3)))
 struct ConditionWaitersTests {
     @Test func aSignalWakesTheWaiterAndTimeOutsBoundIt() async throws {
         let waiters = ConditionWaiters()
