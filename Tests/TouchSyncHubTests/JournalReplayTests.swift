@@ -244,8 +244,7 @@ struct JournalReplayTests {
         let history = try recorded.load()
         #expect(history.start.sequence == 0)
         #expect(history.endState.digest == live.digest)
-        // The replay keeps the hub's (wall-clock) times: a span much longer than
-        // the recording took means this machine's clock was stepped meanwhile.
+        // The span is what a replay at speed 1 has to keep (printed, so that a long run says why).
         let span = Double(history.endTime - history.firstTime) / 1e6
         print("recorded \(history.batches.count) batches spanning \(span) s of hub time in \(recordingTook) of this machine's")
 

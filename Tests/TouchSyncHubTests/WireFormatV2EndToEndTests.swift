@@ -26,16 +26,16 @@ struct WireFormatV2EndToEndTests {
         #expect(await opener.waitUntilWelcomed(timeout: .seconds(10)))
         // A snapshot that takes longer than the default half second on busy cores is asked for again (a resync
         // of its own, "no complete snapshot within 0.5 seconds"), which this test would count as a gap.
-        let v1 = try test.subscriber(board: board) { $0.snapshotTimeout = .seconds(10) }
-        let v2 = try test.subscriber(board: board) {
-            $0.wireFormat = .v2
-            $0.snapshotTimeout = .seconds(10)
+        func reading(_ wire: WireFormat, predictions: Bool = true) -> (inout SubscriberConfiguration) -> Void {
+            {
+                $0.wireFormat = wire
+                $0.predictions = predictions
+                $0.snapshotTimeout = .seconds(10)
+            }
         }
-        let withoutPredictions: (inout SubscriberConfiguration) -> Void = {
-            $0.wireFormat = .v2
-            $0.predictions = false
-            $0.snapshotTimeout = .seconds(10)
-        }
+        let v1 = try test.subscriber(board: board, configure: reading(.v1))
+        let v2 = try test.subscriber(board: board, configure: reading(.v2))
+        let withoutPredictions = reading(.v2, predictions: false)
         let lean = try test.subscriber(board: board, configure: withoutPredictions)
         // Each hears the board (a heartbeat on its topic) before anyone draws: a batch published before
         // a subscription reached the hub is missed, and the replica resyncs (rightly), which this test
@@ -59,12 +59,7 @@ struct WireFormatV2EndToEndTests {
             case .clear(let user, let scope):
                 agents[simulator.users.firstIndex(of: user)!].clear(scope)
             }
-            if step == 700 {
-                late = try test.subscriber(board: board) {
-                    $0.wireFormat = .v2
-                    $0.snapshotTimeout = .seconds(10)
-                }
-            }
+            if step == 700 { late = try test.subscriber(board: board, configure: reading(.v2)) }
             if step == 900 { lateLean = try test.subscriber(board: board, configure: withoutPredictions) }
             if step % 25 == 0 { try await Task.sleep(for: .milliseconds(1)) }
         }

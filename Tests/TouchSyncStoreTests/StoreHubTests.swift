@@ -217,6 +217,7 @@ struct StoreHubTests {
             let report = NSTemporaryDirectory() + "touchsync-store-restart-\(UUID().uuidString.prefix(8)).json"
             defer { try? FileManager.default.removeItem(atPath: report) }
             let (process, hubOutput, _) = try await children.startHub(hub.arguments)
+            let loadStarted = ContinuousClock.now
             let (load, loadOutput) = try children.run(
                 ["load"] + hub.client + ["--users", "4", "--fingers", "3", "--duration", "12", "--seed", "32", "--json", report, "--drain-timeout", "30"])
             let deadline = ContinuousClock.now + .seconds(30)
@@ -225,7 +226,7 @@ struct StoreHubTests {
             }
             // Five seconds and a 12 s load: in a fresh-clone run on two cores, with three, the agents were never told
             // (the hub was 0.8 s behind them).
-            let stopped = ContinuousClock.now
+            let stopped = ContinuousClock.now - loadStarted
             try await server.restart(downFor: .seconds(5))
             let loadRanThrough = load.isRunning
             await load.exited()
@@ -233,7 +234,7 @@ struct StoreHubTests {
             #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)")
             #expect(
                 loadText.contains("storageUnavailable"),
-                "the agents were never told (the store was stopped \(stopped), the load \(loadRanThrough ? "still ran" : "had ended") when it came back): \(loadText)\nhub:\n\(hubOutput.errors)")
+                "the agents were never told (the store was stopped \(stopped) into the load, which \(loadRanThrough ? "still ran" : "had ended") when it came back): \(loadText)\nhub:\n\(hubOutput.errors)")
             let figures = try loadReport(report)
             #expect(figures["lost"] as? Int == 0 && figures["duplicated"] as? Int == 0, "\(figures)")
             #expect(figures["converged"] as? Bool == true)

@@ -249,4 +249,3 @@ public struct ScriptedScene: Sendable {
         return TouchPoint(x: x, y: y, timestamp: 1 + time, force: nil)
     }
 }
-
