@@ -85,6 +85,7 @@ bench: deps
 	$(SWIFT) build -c release
 	.build/release/touchsync bench
 	.build/release/touchsync bench --transport
+	.build/release/touchsync bench --web-floor
 	.build/release/touchsync bench --journal
 	.build/release/touchsync bench --hub-journal --fsync-policies batch,20ms,never
 	@echo "scale run: 2,000 agents x 5 fingers at 120 Hz against one embedded hub (a run that cannot keep up is reported, not an error here)"

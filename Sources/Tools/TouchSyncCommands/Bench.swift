@@ -8,7 +8,7 @@ import TouchSyncStore
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Benchmarks: the model and codecs (default), the hub against bare libzmq (--transport), the journal (--journal), the board store (--store URL).",
+        abstract: "Benchmarks: the model and codecs (default), the hub against bare libzmq (--transport), the journal (--journal), the board store (--store URL), the browser path's floor (--web-floor).",
         discussion: "Build with -c release for meaningful figures (make bench does). Figures go to docs/performance.md.")
 
     @Option(parsing: .unconditional, help: "Input events (frames) in the workload.") var frames = 200_000
@@ -56,6 +56,12 @@ struct BenchCommand: AsyncParsableCommand {
     var failoverBoards = 1
     @Flag(help: "Instead: fan-out: one board to 10, 100 and 300 subscribers, on the hub itself, through 1 relay, through 4 (the hub's CPU per batch).")
     var fanout = false
+    @Flag(help: "Instead: the browser path's physical limit: a bare epoll WebSocket fan-out over loopback TCP (one read per tab message, one write per tab per board period), the gateway's CPU floor per sample.")
+    var webFloor = false
+    @Option(parsing: .unconditional, help: "With --web-floor: tabs, ten a board, one message a tab at 60 Hz (as `touchsync load --web`).") var tabs = 300
+    @Option(parsing: .unconditional, help: "With --web-floor: how often a board's samples are written to its tabs, in ms, comma-separated (8: one write a hub batch at the gateway's --hub-flush-ms 8; 16.7: the display's rate).")
+    var boardPeriodsMs = "8,16.7,33.3"
+    @Option(parsing: .unconditional, help: "With --web-floor: seconds measured per period.") var floorSeconds = 10.0
     @Flag(help: ArgumentHelp("Moved: the browser benchmark is its own tool, touchsync-browser-bench.", visibility: .hidden))
     var browser = false
     @OptionGroup var logging: LoggingOptions
@@ -80,6 +86,19 @@ struct BenchCommand: AsyncParsableCommand {
         _ = try threadCounts()
         guard (1...1000).contains(agents) else { throw ValidationError("--agents must be 1 to 1000") }
         _ = try policies()
+        guard (10...20_000).contains(tabs) else { throw ValidationError("--tabs must be 10 to 20000") }
+        _ = try boardPeriods()
+        guard (1...600).contains(floorSeconds) else { throw ValidationError("--floor-seconds must be 1 to 600") }
+    }
+
+    /// `--board-periods-ms`, parsed.
+    func boardPeriods() throws -> [Duration] {
+        try boardPeriodsMs.split(separator: ",").map { text in
+            guard let milliseconds = Double(text), (1...1000).contains(milliseconds) else {
+                throw ValidationError("--board-periods-ms: '\(text)' is not 1 to 1000 milliseconds")
+            }
+            return .microseconds(Int64(milliseconds * 1000))
+        }
     }
 
     /// `--fsync-policies`, parsed.
@@ -120,6 +139,10 @@ struct BenchCommand: AsyncParsableCommand {
         }
         if transport {
             try await runTransport()
+            return
+        }
+        if webFloor {
+            try await runWebFloor()
             return
         }
         if journal {
@@ -231,6 +254,29 @@ struct BenchCommand: AsyncParsableCommand {
                 return String(format: "%.0f/s, %.2f frames each", perSecond, frames)
             }
             emit("     wake-ups of the target's thread while producing: forwarder \(wakeups(bare))   hub \(wakeups(hub))")
+        }
+    }
+
+    /// The browser path's floor, one board period after another.
+    func runWebFloor() async throws {
+        #if DEBUG
+        emit("warning: this is a debug build; run it from a release build for real figures")
+        #endif
+        var benchmark = WebFloorBenchmark()
+        benchmark.tabs = tabs
+        benchmark.duration = .milliseconds(Int64(floorSeconds * 1000))
+        emit(
+            "web floor: \(benchmark.tabs) tabs on \(benchmark.boards) boards, one \(benchmark.upBytesPerSample)-byte message a tab at \(Int(benchmark.hz)) Hz; "
+                + "each board's samples (\(benchmark.downBytesPerSample) bytes each) written to its tabs once a period; loopback TCP, epoll, one thread")
+        for period in try boardPeriods() {
+            benchmark.boardPeriod = period
+            let result = try await benchmark.run()
+            emit(
+                String(
+                    format: "  period %5.1f ms: %6.0f samples/s, %5.2f µs of CPU a sample (%5.2f in the kernel); %.2f reads and %.2f writes a sample, %.0f wake-ups/s%@",
+                    Double(period.components.attoseconds) / 1e15 + Double(period.components.seconds) * 1000, result.samplesPerSecond,
+                    result.microsecondsPerSample, result.systemMicrosecondsPerSample, result.readsPerSample, result.writesPerSample,
+                    result.wakeupsPerSecond, result.shortWrites == 0 ? "" : "; \(result.shortWrites) short writes (a tab fell behind)"))
         }
     }
 
