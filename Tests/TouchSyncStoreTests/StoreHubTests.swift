@@ -66,21 +66,37 @@ struct StoreHubTests {
     /// `process`), SIGKILLs the hub once the store holds 20 batches (a busy
     /// machine, a cold full run, writes few a second), starts it again and
     /// waits for the load to end, which must succeed: the restarted hub.
+    /// A load that draws until it is interrupted: it is still drawing when
+    /// the hub is killed (a fixed duration ended first on a starved machine),
+    /// draws on against the restarted hub until that has stored 20 batches
+    /// more and `drawing` has passed since it started, and is then stopped
+    /// with Ctrl-C, after which it drains, checks and reports what was drawn
+    /// and exits 130.
     func loadThroughAKill(
-        of hub: StoreHub, running process: Child, server: PostgresServer, children: ChildProcesses, load arguments: [String]
+        of hub: StoreHub, running process: Child, server: PostgresServer, children: ChildProcesses, load arguments: [String],
+        drawing: Duration
     ) async throws -> Child {
-        let (load, loadOutput) = try children.run(["load"] + hub.client + arguments)
-        let deadline = ContinuousClock.now + .seconds(30)
-        while try await count(server, "SELECT count(*) FROM touchsync_batches") < 20, ContinuousClock.now < deadline, load.isRunning {
-            try await Task.sleep(for: .milliseconds(50))
+        let (load, loadOutput) = try children.run(["load"] + hub.client + arguments + ["--duration", "300"])
+        let loadStarted = ContinuousClock.now
+        func stored(atLeast batches: Int, within limit: Duration) async throws {
+            let deadline = ContinuousClock.now + limit
+            while try await count(server, "SELECT count(*) FROM touchsync_batches") < batches, ContinuousClock.now < deadline, load.isRunning {
+                try await Task.sleep(for: .milliseconds(50))
+            }
         }
+        try await stored(atLeast: 20, within: .seconds(60))
         #expect(load.isRunning, "the load run ended before the hub was killed")
         kill(process.processIdentifier, SIGKILL)
         await process.exited()
+        let storedBeforeRestart = try await count(server, "SELECT count(*) FROM touchsync_batches")
         let (restarted, restartedOutput, _) = try await children.startHub(hub.arguments)
+        try await stored(atLeast: storedBeforeRestart + 20, within: .seconds(60))
+        let drawnFor = ContinuousClock.now - loadStarted
+        if drawnFor < drawing, load.isRunning { try await Task.sleep(for: drawing - drawnFor) }  // enough drawn for the store's snapshots
+        load.interrupt()
         await load.exited()
         let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
-        #expect(load.terminationStatus == 0, "load run failed:\n\(loadText)\nthe restarted hub said (refusals of touches not down left out):\n\(restartedOutput.errors.split(separator: "\n").filter { !$0.contains("code=unknownTouch") }.joined(separator: "\n").prefix(30_000))")
+        #expect(load.terminationStatus == 130 && loadText.contains("interrupted"), "load run failed:\n\(loadText)\nthe restarted hub said (refusals of touches not down left out):\n\(restartedOutput.errors.split(separator: "\n").filter { !$0.contains("code=unknownTouch") }.joined(separator: "\n").prefix(30_000))")
         return restarted
     }
 
@@ -110,7 +126,8 @@ struct StoreHubTests {
             let (process, _, _) = try await children.startHub(hub.arguments)
             _ = try await loadThroughAKill(
                 of: hub, running: process, server: server, children: children,
-                load: ["--users", "4", "--fingers", "2", "--boards", "4", "--duration", "6", "--seed", "37", "--json", report, "--drain-timeout", "30"])
+                load: ["--users", "4", "--fingers", "2", "--boards", "4", "--seed", "37", "--json", report, "--drain-timeout", "30"],
+                drawing: .seconds(6))
             let figures = try loadReport(report)
             #expect(figures["lost"] as? Int == 0 && figures["duplicated"] as? Int == 0 && figures["converged"] as? Bool == true, "\(figures)")
             let digests = try #require(figures["board_digests"] as? [String: String])
@@ -135,7 +152,8 @@ struct StoreHubTests {
             #expect(started.contains("as hub hub-a") && started.contains("0 board(s) loaded"), "\(started)")
             process = try await loadThroughAKill(
                 of: hub, running: process, server: server, children: children,
-                load: ["--users", "4", "--fingers", "3", "--duration", "8", "--seed", "31", "--json", report, "--drain-timeout", "30"])
+                load: ["--users", "4", "--fingers", "3", "--seed", "31", "--json", report, "--drain-timeout", "30"],
+                drawing: .seconds(10))
             let figures = try loadReport(report)
             #expect(figures["lost"] as? Int == 0 && figures["duplicated"] as? Int == 0, "\(figures)")
             #expect(figures["converged"] as? Bool == true)

@@ -61,6 +61,10 @@ public struct LoadConfiguration: Sendable {
     public var cluster: ClusterMap? = nil
     /// Each agent's window of unacknowledged messages (`AgentConfiguration.maxInFlight`). Default 32.
     public var maxInFlight = 32
+    /// How long an agent waits for its hub's word (an ack's progress, a
+    /// heartbeat) before it takes the hub for lost and reconnects
+    /// (`AgentConfiguration.hubTimeout`). Default 3 s, the agents' own.
+    public var hubTimeout: Duration = .seconds(3)
 
     public init() {}
 

@@ -158,6 +158,7 @@ public struct LoadRun: Sendable {
                 settings.identity = simulators[board].users[local].rawValue
                 settings.clientName = "touchsync load"
                 settings.maxInFlight = configuration.maxInFlight
+                settings.hubTimeout = configuration.hubTimeout
                 settings.wireFormat = configuration.wireFormat
                 // One agent watches its handshake (they all share the hub and the key setup): two sockets, not two per user.
                 settings.monitorsHandshake = user == 0
