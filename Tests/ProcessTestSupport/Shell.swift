@@ -28,7 +28,14 @@ public final class NamespacePair {
     private let hubLink: String
     private let agentsLink: String
 
-    public init(tag: String, subnet: Int) throws {
+    /// Creates the pair on a thread of its own: its eleven `ip` commands
+    /// wait for their children, which must not hold one of the cooperative
+    /// pool's two threads on a loaded machine.
+    public static func create(tag: String, subnet: Int) async throws -> NamespacePair {
+        try await offThePool { try NamespacePair(tag: tag, subnet: subnet) }
+    }
+
+    private init(tag: String, subnet: Int) throws {
         let suffix = "\(tag)\(Int.random(in: 1000...9999))"
         hub = "tsh-\(testRunTag)-\(suffix)"
         agents = "tsa-\(testRunTag)-\(suffix)"
@@ -53,15 +60,21 @@ public final class NamespacePair {
     }
 
     /// The agents' side of the link down (nothing passes) or up again.
-    public func link(up: Bool) throws {
-        guard try touchsyncShell(["ip", "-n", agents, "link", "set", agentsLink, up ? "up" : "down"]) == 0 else {
+    public func link(up: Bool) async throws {
+        let command = ["ip", "-n", agents, "link", "set", agentsLink, up ? "up" : "down"]
+        guard try await offThePool({ try touchsyncShell(command) }) == 0 else {
             throw TestFailure("ip link set \(agentsLink) \(up ? "up" : "down") failed")
         }
     }
 
     /// Random loss of `percent` of the packets both ways on the agents' side,
     /// or none (nftables' `numgen random`: this kernel has no netem, so no delay).
-    public func lose(percent: Int?) throws {
+    public func lose(percent: Int?) async throws {
+        let agents = agents
+        try await offThePool { try Self.lose(percent: percent, in: agents) }
+    }
+
+    private static func lose(percent: Int?, in agents: String) throws {
         if let percent {
             let rules = [
                 ["add", "table", "inet", "loss"],

@@ -90,7 +90,7 @@ struct DeploymentTests {
         try #require(made.status == 0, "scripts/compose-keys.sh: \(made.errors)")
         #expect(FileManager.default.fileExists(atPath: keys + "/store.password") && FileManager.default.fileExists(atPath: keys + "/gateway.key"))
 
-        let network = try ServiceNetwork(services: ["store", "hub-a", "hub-b", "hub-c", "relay", "spectator", "gateway", "load"])
+        let network = try await ServiceNetwork.create(services: ["store", "hub-a", "hub-b", "hub-c", "relay", "spectator", "gateway", "load"])
         defer { network.remove() }
         // The store service: a PostgreSQL server in its namespace on port 5432, with compose.yaml's database.
         let store = try await PostgresServer(namespace: network.namespace("store"), host: network.address("store"), port: 5432)
@@ -182,7 +182,7 @@ struct DeploymentTests {
     /// is served and a tab's WebSocket is upgraded and welcomed.
     @Test(.enabled(if: isRoot, "network namespaces need root"))
     func theTLSProxyRecipeServesThePageAndTabs() async throws {
-        let network = try ServiceNetwork(services: ["gateway", "proxy"])
+        let network = try await ServiceNetwork.create(services: ["gateway", "proxy"])
         defer { network.remove() }
         let caddyHome = try temporaryFolder("caddy")
         defer { try? FileManager.default.removeItem(atPath: caddyHome) }
@@ -255,7 +255,7 @@ struct DeploymentTests {
     /// and follows it there.
     @Test(.enabled(if: isRoot, "network namespaces need root"))
     func boardsShardedOverThreeHubsConverge() async throws {
-        let network = try ServiceNetwork(services: ["hub-a", "hub-b", "hub-c", "client"])
+        let network = try await ServiceNetwork.create(services: ["hub-a", "hub-b", "hub-c", "client"])
         defer { network.remove() }
         let folder = try temporaryFolder("cluster")
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -471,7 +471,13 @@ final class ServiceNetwork {
     private let subnet = Int.random(in: 100...199)
     private var made: [String] = []
 
-    init(services: [String]) throws {
+    /// Creates the network on a thread of its own: its `ip` commands wait
+    /// for their children, which must not hold the cooperative pool.
+    static func create(services: [String]) async throws -> ServiceNetwork {
+        try await offThePool { try ServiceNetwork(services: services) }
+    }
+
+    private init(services: [String]) throws {
         names = services
         let bridge = "tsw-\(testRunTag)-\(tag)"
         var hosts = "127.0.0.1 localhost\n"

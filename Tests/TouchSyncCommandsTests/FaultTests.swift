@@ -256,7 +256,7 @@ struct CutLinkTests {
     }
 
     private func outage(seconds: Int, lossPercent: Int? = nil, subnet: Int, wire: String = "v1") async throws {
-        let network = try NamespacePair(tag: lossPercent == nil ? "c\(seconds)" : "l", subnet: subnet)
+        let network = try await NamespacePair.create(tag: lossPercent == nil ? "c\(seconds)" : "l", subnet: subnet)
         defer { network.remove() }
         let children = ChildProcesses()
         defer { children.killAll() }
@@ -280,10 +280,10 @@ struct CutLinkTests {
         var loadText = ""
         await readUntil(loadOutput, into: &loadText) { loadElapsed($0) >= 4 }
         // The cut, mid-stroke: users keep drawing on their side all along.
-        if let lossPercent { try network.lose(percent: lossPercent) } else { try network.link(up: false) }
+        if let lossPercent { try await network.lose(percent: lossPercent) } else { try await network.link(up: false) }
         // The outage lasts its length (the fault itself is timed; the run reports when it is over).
         try await Task.sleep(for: .seconds(Double(seconds)))
-        if lossPercent != nil { try network.lose(percent: nil) } else { try network.link(up: true) }
+        if lossPercent != nil { try await network.lose(percent: nil) } else { try await network.link(up: true) }
         loadText += String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
         await load.exited()
 

@@ -533,7 +533,7 @@ struct StoreGatewayTests {
 struct StorePartitionTests {
     @Test(.enabled(if: isRoot, "creating network namespaces needs root"))
     func aHubCutOffFromTheStoreNeverWritesBesideItsSuccessor() async throws {
-        let network = try NamespacePair(tag: "st", subnet: 123)
+        let network = try await NamespacePair.create(tag: "st", subnet: 123)
         defer { network.remove() }
         let server = try await PostgresServer(namespace: network.agents, host: "10.77.123.2")
         do { try await partition(network: network, server: server) } catch {
@@ -569,7 +569,7 @@ struct StorePartitionTests {
         while try await count("SELECT count(*) FROM touchsync_batches WHERE board = 'cut'") < 20, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(50))
         }
-        try network.link(up: false)
+        try await network.link(up: false)
         // Past the 2 s lease: the store's side may take the board.
         try await Task.sleep(for: .seconds(3))
         let b = try StoreHubTests.StoreHub(server: server, name: "hub-b", leaseTimeout: 2, host: "10.77.123.2")
@@ -577,7 +577,7 @@ struct StorePartitionTests {
         #expect(startedB.contains("1 board(s) loaded") && startedB.contains("cut: batch "), "\(startedB)")
         let more = try await touchsync(["draw", "--board", "cut", "--seconds", "0.5"] + b.client, inNamespace: network.agents)
         #expect(more.status == 0, "\(more.errors)")
-        try network.link(up: true)
+        try await network.link(up: true)
 
         // The first hub learns it lost the board: its agent follows it to hub-b, and everything it drew is acknowledged there.
         await draw.exited()
