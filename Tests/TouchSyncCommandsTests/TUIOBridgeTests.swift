@@ -12,7 +12,7 @@ import ZeroMQ
 /// The TUIO bridge as real processes over loopback UDP (issue 15). The
 /// sender is the tests' own hand-written OSC encoder (`RawTUIO`), apart from
 /// the bridge's decoder.
-@Suite("TUIO bridge", .timeLimit(.minutes(2)))
+@Suite("TUIO bridge", .timeLimit(.minutes(3)))
 struct TUIOBridgeTests {
     /// Two sources: a table that names itself, sending reordered, repeated and
     /// lossy frames with cursor ids reused, and an unnamed one that goes
@@ -309,7 +309,10 @@ struct BridgeRun {
         let hubEndpoints = try await children.startPlainHub(ports: Array(ports.prefix(3)))
         let (bridge, output) = try children.run(
             ["tuio", "--listen", "udp://127.0.0.1:\(ports[3])", "--board", board, "--source-timeout", "\(sourceTimeout)",
-             "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]] + extra)
+             "--hub", hubEndpoints[0], "--publish", hubEndpoints[1], "--snapshot", hubEndpoints[2]] + extra,
+            // As long as the hub's watchdog: a test waits up to 20 s for a silent source and 40 s for
+            // the board, and on a loaded machine the default 60 s watchdog killed the bridge first.
+            limit: 240)
         var text = ""
         await readUntil(output, into: &text) { $0.contains("Ctrl-C stops") }
         var configuration = SubscriberConfiguration(board: board, publishEndpoint: hubEndpoints[1], snapshotEndpoint: hubEndpoints[2])
