@@ -64,14 +64,13 @@ struct StoreHubTests {
 
     /// Runs `touchsync load` with `arguments` against `hub` (running as
     /// `process`), SIGKILLs the hub once the store holds 20 batches (a busy
-    /// machine, a cold full run, writes few a second), starts it again and
-    /// waits for the load to end, which must succeed: the restarted hub.
-    /// A load that draws until it is interrupted: it is still drawing when
-    /// the hub is killed (a fixed duration ended first on a starved machine),
-    /// draws on against the restarted hub until that has stored 20 batches
-    /// more and `drawing` has passed since it started, and is then stopped
-    /// with Ctrl-C, after which it drains, checks and reports what was drawn
-    /// and exits 130.
+    /// machine, a cold full run, writes few a second) and starts it again;
+    /// returns the restarted hub. The load draws until it is interrupted, so
+    /// it is still drawing when the hub is killed (a fixed duration ended
+    /// first on a starved machine); it draws on against the restarted hub
+    /// until that has stored 20 batches more and `drawing` has passed since
+    /// it started, and is then stopped with Ctrl-C, after which it drains,
+    /// checks and reports what was drawn and must exit 130.
     func loadThroughAKill(
         of hub: StoreHub, running process: Child, server: PostgresServer, children: ChildProcesses, load arguments: [String],
         drawing: Duration

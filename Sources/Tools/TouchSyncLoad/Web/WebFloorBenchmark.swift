@@ -232,7 +232,7 @@ final class FloorGateway: @unchecked Sendable {
         for (index, socket) in sockets.enumerated() { try? readySet.add(socket, token: UInt64(index)) }
         try? readySet.add(control.readEnd, token: UInt64.max)
         let boards = (sockets.count + tabsPerBoard - 1) / tabsPerBoard
-        // Each board's pending frame: 4 bytes reserved for the header, then the samples' bytes.
+        // Each board's samples since its last write (framed when written).
         var pending = [[UInt8]](repeating: [], count: boards)
         for board in 0..<boards { pending[board].reserveCapacity(4096) }
         var leftovers = [[UInt8]](repeating: [], count: sockets.count)
