@@ -5,10 +5,6 @@ import Testing
 // and later), so an error the body throws ends that run without an issue:
 // a property whose `try` fails would pass. `checkProperty` records thrown
 // errors as issues, so they fail the test (and the library shrinks them).
-//
-// Each run first yields its thread: a property's hundred runs are CPU work
-// that never suspends, and held one of the cooperative pool's two threads
-// for seconds in a full parallel run, starving tests that keep time.
 
 public func checkProperty<InA, OutA>(
     count: Int = 100,
@@ -19,7 +15,6 @@ public func checkProperty<InA, OutA>(
     await propertyCheck(
         count: count, input: g0,
         perform: { a in
-            await Task.yield()
             do { try await body(a) } catch { Issue.record(error, sourceLocation: sourceLocation) }
         }, sourceLocation: sourceLocation)
 }
@@ -34,7 +29,6 @@ public func checkProperty<InA, InB, OutA, OutB>(
     await propertyCheck(
         count: count, input: g0, g1,
         perform: { a, b in
-            await Task.yield()
             do { try await body(a, b) } catch { Issue.record(error, sourceLocation: sourceLocation) }
         }, sourceLocation: sourceLocation)
 }
@@ -50,7 +44,6 @@ public func checkProperty<InA, InB, InC, OutA, OutB, OutC>(
     await propertyCheck(
         count: count, input: g0, g1, g2,
         perform: { a, b, c in
-            await Task.yield()
             do { try await body(a, b, c) } catch { Issue.record(error, sourceLocation: sourceLocation) }
         }, sourceLocation: sourceLocation)
 }
