@@ -93,7 +93,7 @@ struct CommandsTests {
 }
 
 /// The README's three shells, as three real processes of the built binary.
-@Suite("touchsync processes", .timeLimit(.minutes(2)))
+@Suite("touchsync processes", .timeLimit(.minutes(4)))
 struct ProcessTests {
     @Test func hubDrawAndSpectateWorkTogether() async throws {
         let children = ChildProcesses()
@@ -226,7 +226,7 @@ struct ProcessTests {
     /// six boards of every thread, and after a second SIGKILL a hub with
     /// another thread count (the boards fall to other threads) recovers every
     /// board at the digest the load saw.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(4)))
     func aHubWithBoardThreadsKilledMidRunLosesNothing() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }
@@ -271,7 +271,7 @@ struct ProcessTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(4)))
     func hubKilledMidRunRecoversEveryAcknowledgedSample() async throws {
         let children = ChildProcesses()
         defer { children.killAll() }  // none outlives the test, whatever fails

@@ -10,7 +10,7 @@ import TouchSyncSimulation
 import TouchSyncWire
 
 /// Faults a user meets with real processes (issue 11): the data folder.
-@Suite("Faults: the data folder", .timeLimit(.minutes(2)))
+@Suite("Faults: the data folder", .timeLimit(.minutes(4)))
 struct DataFolderFaultTests {
     /// Two hubs on one data folder: the second refuses to start, naming the
     /// folder and the first one's pid; the first keeps serving.

@@ -12,7 +12,7 @@ import ZeroMQ
 /// A hub whose boards are spread over several board threads behind one
 /// front (`HubConfiguration.boardThreads`, `touchsync hub --threads`): real
 /// sockets over TCP, a real journal folder. Clients must not see the split.
-@Suite("Board threads", .timeLimit(.minutes(2)))
+@Suite("Board threads", .timeLimit(.minutes(4)))
 struct BoardThreadsTests {
     /// Boards of every thread, drawn on at once: each subscriber ends with
     /// its hub board, the board list names them all in order, and a hub

@@ -16,7 +16,7 @@ import ZeroMQ
 /// Every test here runs a real hub on 127.0.0.1 ports of its own, real
 /// agents and subscribers over TCP, and stops them all; each is bounded by
 /// explicit time-outs.
-@Suite("Hub end to end", .timeLimit(.minutes(2)))
+@Suite("Hub end to end", .timeLimit(.minutes(4)))
 struct HubTests {
     /// Three users with three fingers each draw interleaved; one subscriber
     /// watches from the start, one joins half-way. Both end with the hub's

@@ -45,7 +45,7 @@ func recordSession(into directory: String, board: String, events: Int, seed: UIn
     return state
 }
 
-@Suite("Journal through the hub, and replay", .timeLimit(.minutes(2)))
+@Suite("Journal through the hub, and replay", .timeLimit(.minutes(4)))
 struct JournalReplayTests {
     @Test func restartedHubRecoversBoardsAndAgentsProgress() async throws {
         let directory = NSTemporaryDirectory() + "touchsync-hubjournal-\(UUID().uuidString.prefix(8))"

@@ -12,7 +12,7 @@ import ZeroMQ
 
 /// Agents sharing one connection to a real hub (docs/protocol.md,
 /// "Multiplexed connections"), over TCP on loopback.
-@Suite("Multiplexed agents", .timeLimit(.minutes(2)))
+@Suite("Multiplexed agents", .timeLimit(.minutes(4)))
 struct MultiplexedAgentsTests {
     static func agents(_ test: TestHub, host: AgentHost, users: [String], board: String, configure: (inout AgentConfiguration) -> Void = { _ in })
         throws -> [TouchAgent]

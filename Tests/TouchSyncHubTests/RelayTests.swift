@@ -9,7 +9,7 @@ import TouchSyncJournal
 import ZeroMQ
 
 /// Relays (issue 13): hub -> relay -> relay -> subscriber, real sockets.
-@Suite("Relays", .timeLimit(.minutes(2)))
+@Suite("Relays", .timeLimit(.minutes(4)))
 struct RelayTests {
     /// A subscriber behind two chained relays converges on the hub's digest
     /// while an agent draws, through a restart of the hub (on its journal,

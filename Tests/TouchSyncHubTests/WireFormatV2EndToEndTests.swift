@@ -11,7 +11,7 @@ import ZeroMQ
 
 /// Wire format v2 over real sockets: a hub, agents, v1 and v2 subscribers,
 /// and a relay (which publishes v1 only).
-@Suite("Wire format v2 end to end", .timeLimit(.minutes(2)))
+@Suite("Wire format v2 end to end", .timeLimit(.minutes(4)))
 struct WireFormatV2EndToEndTests {
     /// v1 and v2 subscribers (one joining half-way) end with the hub's board;
     /// the v2 one received fewer bytes for the same batches. Subscribers of

@@ -5,7 +5,7 @@ import TouchSyncCore
 import TouchSyncLoad
 
 /// Short, bounded load runs against an embedded hub on loopback.
-@Suite("Load runs", .timeLimit(.minutes(2)))
+@Suite("Load runs", .timeLimit(.minutes(4)))
 struct LoadTests {
     static var quiet: Logger {
         var logger = Logger(label: "load")
@@ -151,7 +151,7 @@ struct LoadTests {
     }
 }
 
-@Suite("Transport benchmark harness", .timeLimit(.minutes(2)))
+@Suite("Transport benchmark harness", .timeLimit(.minutes(4)))
 struct TransportBenchmarkTests {
     /// Both targets deliver every message of a small run to every subscriber.
     @Test func bothTargetsDeliverEverything() async throws {
@@ -191,7 +191,7 @@ struct CoreTurnBenchmarkTests {
     }
 }
 
-@Suite("Journal benchmark harness", .timeLimit(.minutes(2)))
+@Suite("Journal benchmark harness", .timeLimit(.minutes(4)))
 struct JournalBenchmarkTests {
     /// A small board through every stage: each checks its own result (the
     /// recovered, replayed and late-joined boards equal the recorded one).

@@ -75,7 +75,8 @@ struct StoreHubTests {
         of hub: StoreHub, running process: Child, server: PostgresServer, children: ChildProcesses, load arguments: [String],
         drawing: Duration
     ) async throws -> Child {
-        let (load, loadOutput) = try children.run(["load"] + hub.client + arguments + ["--duration", "300"])
+        // Its watchdog outlasts both waits below (the default 60 s killed it on a loaded machine).
+        let (load, loadOutput) = try children.run(["load"] + hub.client + arguments + ["--duration", "300"], limit: 200)
         let loadStarted = ContinuousClock.now
         func stored(atLeast batches: Int, within limit: Duration) async throws {
             let deadline = ContinuousClock.now + limit

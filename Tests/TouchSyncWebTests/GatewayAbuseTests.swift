@@ -9,7 +9,7 @@ import TouchSyncWebWire
 /// count and time, and asserts what the attacker was refused and that honest
 /// tabs were served with nothing lost. Honest latency during each attack is
 /// printed beside the idle figure (never asserted: shared machines are noisy).
-@Suite("Gateway under attack", .serialized, .timeLimit(.minutes(2)))
+@Suite("Gateway under attack", .serialized, .timeLimit(.minutes(4)))
 struct GatewayAbuseTests {
     typealias Rig = GatewayWireTests.Rig
     typealias Tab = GatewayWireTests.Tab

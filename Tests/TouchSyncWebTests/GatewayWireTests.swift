@@ -15,7 +15,7 @@ import TouchSyncWebWire
 /// real processes, tabs as WebSocket clients speaking the browser wire with
 /// `BrowserMessage` (docs/protocol.md, "The browser wire"). Chromium stays
 /// for what the page draws (BrowserTests, WhiteboardTests).
-@Suite("Gateway wire", .timeLimit(.minutes(2)))
+@Suite("Gateway wire", .timeLimit(.minutes(4)))
 struct GatewayWireTests {
     /// A hub with a journal and a gateway in front of it.
     final class Rig {
