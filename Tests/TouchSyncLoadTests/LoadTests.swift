@@ -121,6 +121,9 @@ struct LoadTests {
         configuration.subscribers = 2
         configuration.duration = .seconds(1)
         configuration.rampUp = .milliseconds(300)
+        // Drawing goes on until 60 ticks ran: a generator starved through its first second (a fresh
+        // clone's full run) drew only before the last users' ramp-up, and a board got nothing.
+        configuration.minimumTicks = 60
         let report = try await LoadRun(configuration: configuration, logger: Self.quiet).run()
         #expect(report.passed)
         #expect(report.lost == 0 && report.duplicated == 0)
