@@ -122,9 +122,7 @@ struct BenchCommand: AsyncParsableCommand {
 
     func run() async throws {
         if coreTurns {
-            #if DEBUG
-            emit("warning: this is a debug build; run it from a release build for real figures")
-            #endif
+            warnIfDebugBuild()
             for frames in [1, 2] {
                 var benchmark = CoreTurnBenchmark()
                 benchmark.framesPerTurn = frames
@@ -162,9 +160,7 @@ struct BenchCommand: AsyncParsableCommand {
             return
         }
         if fanout {
-            #if DEBUG
-            emit("warning: this is a debug build; run it from a release build for real figures")
-            #endif
+            warnIfDebugBuild()
             emit("subscribers  relays  batches  hub CPU/batch  relay CPU/batch (each)  converged")
             try await FanoutBenchmark().run(logger: logging.logger("touchsync.bench")) { row in
                 emit(
@@ -184,9 +180,7 @@ struct BenchCommand: AsyncParsableCommand {
         benchmark.reduceOnly = reduceOnly
         benchmark.applyOnly = applyOnly
         benchmark.digestOnly = digestOnly
-        #if DEBUG
-        print("warning: this is a debug build; run `make bench` (release) for real figures")
-        #endif
+        warnIfDebugBuild()
         let report = try benchmark.run { print($0) }
         if reduceOnly || applyOnly || digestOnly { return }
         print("")
@@ -218,9 +212,7 @@ struct BenchCommand: AsyncParsableCommand {
 
     /// The hub and a bare forwarder, one after the other in this process, same input.
     func runTransport() async throws {
-        #if DEBUG
-        emit("warning: this is a debug build; run `make bench` (release) for real figures")
-        #endif
+        warnIfDebugBuild()
         var benchmark = TransportBenchmark()
         benchmark.messagesPerAgent = messagesPerAgent
         benchmark.ackInterval = .milliseconds(ackIntervalMs)
@@ -259,9 +251,7 @@ struct BenchCommand: AsyncParsableCommand {
 
     /// The browser path's floor, one board period after another.
     func runWebFloor() async throws {
-        #if DEBUG
-        emit("warning: this is a debug build; run it from a release build for real figures")
-        #endif
+        warnIfDebugBuild()
         var benchmark = WebFloorBenchmark()
         benchmark.tabs = tabs
         benchmark.duration = .milliseconds(Int64(floorSeconds * 1000))
@@ -280,6 +270,13 @@ struct BenchCommand: AsyncParsableCommand {
         }
     }
 
+    /// Figures from a debug build mean little: say so before any.
+    private func warnIfDebugBuild() {
+        #if DEBUG
+        emit("warning: this is a debug build; run it from a release build (`make bench`) for real figures")
+        #endif
+    }
+
     /// A CPU figure from /proc (10 ms ticks), or why there is none.
     private func nanoseconds(_ value: Double?) -> String {
         guard let value else { return "n/a (thread not found)" }
@@ -290,9 +287,7 @@ struct BenchCommand: AsyncParsableCommand {
     /// waiting, the run ends when every agent's last frame is acknowledged
     /// (durable under the policy); every batch of every board is journaled.
     func runHubJournal() async throws {
-        #if DEBUG
-        emit("warning: this is a debug build; run it from a release build for real figures")
-        #endif
+        warnIfDebugBuild()
         var benchmark = TransportBenchmark()
         benchmark.messagesPerAgent = messagesPerAgent
         benchmark.boards = boards
@@ -353,9 +348,7 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     func runFailover(_ address: StoreAddress) async throws {
-        #if DEBUG
-        emit("warning: this is a debug build; run it from a release build for real figures")
-        #endif
+        warnIfDebugBuild()
         var benchmark = FailoverBenchmark(address: address, executable: try selfExecutable())
         benchmark.kills = kills
         benchmark.leaseTimeout = .seconds(leaseTimeout)
@@ -392,9 +385,7 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     func runStore(_ address: StoreAddress) async throws {
-        #if DEBUG
-        emit("warning: this is a debug build; run it from a release build for real figures")
-        #endif
+        warnIfDebugBuild()
         var benchmark = StoreBenchmark(address: address)
         benchmark.boards = storeBoards
         benchmark.window = storeWindow

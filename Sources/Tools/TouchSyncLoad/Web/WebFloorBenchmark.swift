@@ -74,31 +74,50 @@ public struct WebFloorBenchmark: Sendable {
 
     /// One run: connects the tabs, draws for `warmUp + duration`, and reports the window after the warm-up.
     public func run() async throws -> Result {
-        let listener = try Self.listen()
-        defer { close(listener.descriptor) }
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard listener >= 0 else { throw Failure.system("socket", errno) }
+        defer { close(listener) }
+        guard let port = LoopbackTCP.bind(listener, listenBacklog: 1024) else { throw Failure.system("bind/listen", errno) }
         var tabSockets: [Int32] = []
         var gatewaySockets: [Int32] = []
         defer { for socket in tabSockets + gatewaySockets { close(socket) } }
         // Connect and accept one by one, so tab i is gateway socket i. Tab i draws on board i mod boards, as in
         // `touchsync load --web`, so a board's tabs are spread over the period (tab i's phase is i / tabs of it).
         for _ in 0..<tabs {
-            let tab = try Self.connect(port: listener.port)
+            let tab = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard tab >= 0 else { throw Failure.system("socket", errno) }
             tabSockets.append(tab)
-            let accepted = accept(listener.descriptor, nil, nil)
+            guard LoopbackTCP.connect(tab, port: port) else { throw Failure.system("connect", errno) }
+            let accepted = accept(listener, nil, nil)
             guard accepted >= 0 else { throw Failure.system("accept", errno) }
             gatewaySockets.append(accepted)
         }
         for socket in tabSockets + gatewaySockets { try Self.prepare(socket) }
 
-        let gateway = try FloorGateway(sockets: gatewaySockets, tabsPerBoard: tabsPerBoard, downBytesPerSample: downBytesPerSample, period: boardPeriod)
-        let tabsSide = try FloorTabs(sockets: tabSockets, hz: hz, upBytes: upBytesPerSample)
+        // Each side is built on its own thread, which owns it (its epoll set, its buffers); the measuring
+        // side reaches it only through its link.
+        let (boards, downBytes, period, hz, upBytes) = (boards, downBytesPerSample, boardPeriod, hz, upBytesPerSample)
+        let gatewayLink = try FloorThreadLink()
+        let tabsLink = try FloorThreadLink()
         let gatewayThread = SocketThread(name: "touchsync-floor")
         let tabsThread = SocketThread(name: "touchsync-ftabs")
-        gatewayThread.start { gateway.run() }
-        tabsThread.start { tabsSide.run() }
+        try await gatewayThread.start { [gatewaySockets] in
+            let gateway = try FloorGateway(sockets: gatewaySockets, boards: boards, downBytesPerSample: downBytes, period: period, link: gatewayLink)
+            return ((), gateway.run)
+        }
+        do {
+            try await tabsThread.start { [tabSockets] in
+                let tabsSide = try FloorTabs(sockets: tabSockets, hz: hz, upBytes: upBytes, link: tabsLink)
+                return ((), tabsSide.run)
+            }
+        } catch {
+            gatewayLink.stop()
+            await gatewayThread.finished()
+            throw error
+        }
         func stopBoth() async {
-            tabsSide.control.stop()
-            gateway.control.stop()
+            tabsLink.stop()
+            gatewayLink.stop()
             await gatewayThread.finished()
             await tabsThread.finished()
         }
@@ -108,12 +127,12 @@ public struct WebFloorBenchmark: Sendable {
             await stopBoth()
             throw Failure.noThreadStats
         }
-        let countsBefore = gateway.counts.withLock { $0 }
+        let countsBefore = gatewayLink.counts.withLock { $0 }
         let started = ContinuousClock.now
         try? await Task.sleep(for: duration)
         let seconds = (ContinuousClock.now - started).seconds
         let after = Self.threadStat(tid)
-        let countsAfter = gateway.counts.withLock { $0 }
+        let countsAfter = gatewayLink.counts.withLock { $0 }
         await stopBoth()
         guard let after else { throw Failure.noThreadStats }
         return Result(
@@ -128,45 +147,6 @@ public struct WebFloorBenchmark: Sendable {
         guard let stat = ProcStat.read("/proc/self/task/\(tid)/stat"), let total = stat.cpuSeconds, let system = stat.systemSeconds
         else { return nil }
         return (total - system, system)
-    }
-
-    static func listen() throws -> (descriptor: Int32, port: UInt16) {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw Failure.system("socket", errno) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(descriptor, pointer, length) == 0 && Glibc.listen(descriptor, 1024) == 0 && getsockname(descriptor, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            let code = errno
-            close(descriptor)
-            throw Failure.system("bind/listen", code)
-        }
-        return (descriptor, UInt16(bigEndian: address.sin_port))
-    }
-
-    static func connect(port: UInt16) throws -> Int32 {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw Failure.system("socket", errno) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = port.bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            let code = errno
-            close(descriptor)
-            throw Failure.system("connect", code)
-        }
-        return descriptor
     }
 
     /// Non-blocking, and no Nagle delay (NIO's and the browsers' setting for WebSockets).
@@ -187,10 +167,12 @@ struct FloorCounts: Sendable {
     var shortWrites = 0
 }
 
-/// A thread's stop signal: a pipe its loop watches.
-final class FloorThreadControl: Sendable {
+/// What the measuring side shares with one of the floor's threads: a stop
+/// signal (a pipe the thread watches) and what the thread counted.
+final class FloorThreadLink: Sendable {
     let readEnd: Int32
     let writeEnd: Int32
+    let counts = Mutex(FloorCounts())
 
     init() throws {
         var ends: [Int32] = [0, 0]
@@ -209,74 +191,92 @@ final class FloorThreadControl: Sendable {
     }
 }
 
-/// The floor's gateway: epoll, reads, one write per tab per board period. Owned by its thread.
-final class FloorGateway: @unchecked Sendable {
-    let sockets: [Int32]
-    let tabsPerBoard: Int
-    let downBytesPerSample: Int
-    let period: Duration
-    let control: FloorThreadControl
-    let counts = Mutex(FloorCounts())
-    let readySet: ZMQReadySet
+/// A floor thread's epoll set: its sockets, reported by index, and its link's stop pipe.
+final class FloorPoller {
+    private let readySet: ZMQReadySet
+    private let stopToken = UInt64.max
 
-    init(sockets: [Int32], tabsPerBoard: Int, downBytesPerSample: Int, period: Duration) throws {
-        control = try FloorThreadControl()
+    init(sockets: [Int32], link: FloorThreadLink) throws {
         readySet = try ZMQReadySet()
+        for (index, socket) in sockets.enumerated() { try readySet.add(socket, token: UInt64(index)) }
+        try readySet.add(link.readEnd, token: stopToken)
+    }
+
+    /// Waits until `deadline` (CLOCK_MONOTONIC nanoseconds, rounded up to a
+    /// millisecond) or a socket is readable, and calls `ready` with each
+    /// readable socket's index; false once the thread is told to stop.
+    func wait(until deadline: Int64, _ ready: (Int) -> Void) -> Bool {
+        let milliseconds = max(0, (deadline - Self.nanosecondsNow() + 999_999) / 1_000_000)
+        var stopping = false
+        try? readySet.wait(timeoutMilliseconds: Int(milliseconds)) { token in
+            if token == stopToken { stopping = true } else { ready(Int(token)) }
+        }
+        return !stopping
+    }
+
+    static func nanosecondsNow() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+}
+
+/// The floor's gateway: reads, one write per tab per board period. Built and run on its thread.
+final class FloorGateway {
+    private let sockets: [Int32]
+    private let boards: Int
+    private let downBytesPerSample: Int
+    private let periodNanoseconds: Int64
+    private let link: FloorThreadLink
+    private let poller: FloorPoller
+
+    init(sockets: [Int32], boards: Int, downBytesPerSample: Int, period: Duration, link: FloorThreadLink) throws {
         self.sockets = sockets
-        self.tabsPerBoard = tabsPerBoard
+        self.boards = boards
         self.downBytesPerSample = downBytesPerSample
-        self.period = period
+        periodNanoseconds = Int64(period.components.seconds) * 1_000_000_000 + period.components.attoseconds / 1_000_000_000
+        self.link = link
+        poller = try FloorPoller(sockets: sockets, link: link)
     }
 
     func run() {
-        for (index, socket) in sockets.enumerated() { try? readySet.add(socket, token: UInt64(index)) }
-        try? readySet.add(control.readEnd, token: UInt64.max)
-        let boards = (sockets.count + tabsPerBoard - 1) / tabsPerBoard
         // Each board's samples since its last write (framed when written).
         var pending = [[UInt8]](repeating: [], count: boards)
         for board in 0..<boards { pending[board].reserveCapacity(4096) }
         var leftovers = [[UInt8]](repeating: [], count: sockets.count)
         var scratch = [UInt8](repeating: 0, count: 65536)
         var local = FloorCounts()
-        let periodNanoseconds = Int64(period.components.seconds) * 1_000_000_000 + period.components.attoseconds / 1_000_000_000
-        var nextFlush = Self.nanosecondsNow() + periodNanoseconds
-        var stopping = false
-        while !stopping {
-            let wait = max(0, Int32((nextFlush - Self.nanosecondsNow() + 999_999) / 1_000_000))
+        var nextFlush = FloorPoller.nanosecondsNow() + periodNanoseconds
+        while true {
             local.wakeups += 1
-            try? readySet.wait(timeoutMilliseconds: Int(wait)) { token in
-                if token == UInt64.max {
-                    stopping = true
-                    return
-                }
-                let tab = Int(token)
+            let running = poller.wait(until: nextFlush) { tab in
                 let count = scratch.withUnsafeMutableBytes { read(sockets[tab], $0.baseAddress, $0.count) }
                 guard count > 0 else { return }
                 local.reads += 1
-                local.samples += consume(scratch[0..<count], from: tab, leftover: &leftovers[tab], into: &pending[tab % boards])
+                local.samples += consume(scratch[0..<count], leftover: &leftovers[tab], into: &pending[tab % boards])
             }
-            let now = Self.nanosecondsNow()
-            if now >= nextFlush {
-                for board in 0..<boards where !pending[board].isEmpty {
-                    let frame = Self.frame(pending[board])
-                    pending[board].removeAll(keepingCapacity: true)
-                    for tab in stride(from: board, to: sockets.count, by: boards) {
-                        let written = frame.withUnsafeBytes { write(sockets[tab], $0.baseAddress, $0.count) }
-                        local.writes += 1
-                        if written != frame.count { local.shortWrites += 1 }
-                    }
+            guard running else { return }
+            let now = FloorPoller.nanosecondsNow()
+            guard now >= nextFlush else { continue }
+            for board in 0..<boards where !pending[board].isEmpty {
+                let frame = Self.frame(pending[board])
+                pending[board].removeAll(keepingCapacity: true)
+                for tab in stride(from: board, to: sockets.count, by: boards) {
+                    let written = frame.withUnsafeBytes { write(sockets[tab], $0.baseAddress, $0.count) }
+                    local.writes += 1
+                    if written != frame.count { local.shortWrites += 1 }
                 }
-                nextFlush += periodNanoseconds
-                if nextFlush < now { nextFlush = now + periodNanoseconds }
-                let snapshot = local
-                counts.withLock { $0 = snapshot }
             }
+            nextFlush += periodNanoseconds
+            if nextFlush < now { nextFlush = now + periodNanoseconds }
+            let snapshot = local
+            link.counts.withLock { $0 = snapshot }
         }
     }
 
     /// Unmasks a read's whole frames into the board's pending bytes (the first `downBytesPerSample` of each
     /// payload); returns the messages read. A frame cut by the read waits in `leftover`.
-    private func consume(_ bytes: ArraySlice<UInt8>, from tab: Int, leftover: inout [UInt8], into pending: inout [UInt8]) -> Int {
+    private func consume(_ bytes: ArraySlice<UInt8>, leftover: inout [UInt8], into pending: inout [UInt8]) -> Int {
         var input = bytes
         if !leftover.isEmpty {
             leftover.append(contentsOf: bytes)
@@ -317,60 +317,44 @@ final class FloorGateway: @unchecked Sendable {
         frame.append(contentsOf: payload)
         return frame
     }
-
-    static func nanosecondsNow() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
-    }
 }
 
 /// The floor's tabs: each sends a masked frame at its own phase of the period and reads what it is sent.
-final class FloorTabs: @unchecked Sendable {
-    let sockets: [Int32]
-    let hz: Double
-    let upBytes: Int
-    let control: FloorThreadControl
-    let readySet: ZMQReadySet
+/// Built and run on its thread.
+final class FloorTabs {
+    private let sockets: [Int32]
+    private let periodNanoseconds: Int64
+    private let message: [UInt8]
+    private let poller: FloorPoller
 
-    init(sockets: [Int32], hz: Double, upBytes: Int) throws {
-        control = try FloorThreadControl()
-        readySet = try ZMQReadySet()
+    init(sockets: [Int32], hz: Double, upBytes: Int, link: FloorThreadLink) throws {
         self.sockets = sockets
-        self.hz = hz
-        self.upBytes = upBytes
+        periodNanoseconds = Int64(1e9 / hz)
+        var message: [UInt8] = [0x82, 0x80 | UInt8(upBytes), 0x12, 0x34, 0x56, 0x78]
+        for index in 0..<upBytes { message.append(UInt8(truncatingIfNeeded: index &* 37 &+ 5)) }
+        self.message = message
+        poller = try FloorPoller(sockets: sockets, link: link)
     }
 
     func run() {
-        for (index, socket) in sockets.enumerated() { try? readySet.add(socket, token: UInt64(index)) }
-        try? readySet.add(control.readEnd, token: UInt64.max)
-        let period = Int64(1e9 / hz)
-        let start = FloorGateway.nanosecondsNow()
-        var due = (0..<sockets.count).map { start + period * Int64($0) / Int64(max(sockets.count, 1)) }
-        var message: [UInt8] = [0x82, 0x80 | UInt8(upBytes), 0x12, 0x34, 0x56, 0x78]
-        for index in 0..<upBytes { message.append(UInt8(truncatingIfNeeded: index &* 37 &+ 5)) }
+        let start = FloorPoller.nanosecondsNow()
+        var due = (0..<sockets.count).map { start + periodNanoseconds * Int64($0) / Int64(max(sockets.count, 1)) }
         var scratch = [UInt8](repeating: 0, count: 65536)
-        var stopping = false
-        while !stopping {
-            let now = FloorGateway.nanosecondsNow()
+        while true {
+            let now = FloorPoller.nanosecondsNow()
             var earliest = Int64.max
             for tab in sockets.indices {
                 if due[tab] <= now {
                     _ = message.withUnsafeBytes { write(sockets[tab], $0.baseAddress, $0.count) }
-                    due[tab] += period
-                    if due[tab] < now { due[tab] = now + period }
+                    due[tab] += periodNanoseconds
+                    if due[tab] < now { due[tab] = now + periodNanoseconds }
                 }
                 earliest = min(earliest, due[tab])
             }
-            let wait = Int32(max(0, (earliest - FloorGateway.nanosecondsNow() + 999_999) / 1_000_000))
-            try? readySet.wait(timeoutMilliseconds: Int(wait)) { token in
-                if token == UInt64.max {
-                    stopping = true
-                    return
-                }
-                _ = scratch.withUnsafeMutableBytes { read(sockets[Int(token)], $0.baseAddress, $0.count) }
+            let running = poller.wait(until: earliest) { tab in
+                _ = scratch.withUnsafeMutableBytes { read(sockets[tab], $0.baseAddress, $0.count) }
             }
+            guard running else { return }
         }
     }
 }
-
