@@ -61,19 +61,32 @@ public final class NamespacePair {
 
     /// The agents' side of the link down (nothing passes) or up again.
     public func link(up: Bool) async throws {
-        let command = ["ip", "-n", agents, "link", "set", agentsLink, up ? "up" : "down"]
-        guard try await offThePool({ try touchsyncShell(command) }) == 0 else {
-            throw TestFailure("ip link set \(agentsLink) \(up ? "up" : "down") failed")
+        let (agents, agentsLink) = (agents, agentsLink)
+        try await offThePool { try Self.setLink(agentsLink, in: agents, up: up) }
+    }
+
+    /// A fault of a set length: the agents' link down, or `lossPercent` of
+    /// the packets lost, for `seconds`, then whole again. Timed on a thread
+    /// of its own: with a `Task.sleep` on a cooperative pool held by a full
+    /// run, a 20 s outage let the hub hear nothing for over 30 s, past its
+    /// abandon time-out, and it cancelled the users' touches.
+    public func fault(for seconds: Double, lossPercent: Int? = nil) async throws {
+        let (agents, agentsLink) = (agents, agentsLink)
+        try await offThePool {
+            if let lossPercent { try Self.lose(percent: lossPercent, in: agents) } else { try Self.setLink(agentsLink, in: agents, up: false) }
+            usleep(useconds_t(seconds * 1_000_000))
+            if lossPercent != nil { try Self.lose(percent: nil, in: agents) } else { try Self.setLink(agentsLink, in: agents, up: true) }
+        }
+    }
+
+    private static func setLink(_ link: String, in namespace: String, up: Bool) throws {
+        guard try touchsyncShell(["ip", "-n", namespace, "link", "set", link, up ? "up" : "down"]) == 0 else {
+            throw TestFailure("ip link set \(link) \(up ? "up" : "down") failed")
         }
     }
 
     /// Random loss of `percent` of the packets both ways on the agents' side,
     /// or none (nftables' `numgen random`: this kernel has no netem, so no delay).
-    public func lose(percent: Int?) async throws {
-        let agents = agents
-        try await offThePool { try Self.lose(percent: percent, in: agents) }
-    }
-
     private static func lose(percent: Int?, in agents: String) throws {
         if let percent {
             let rules = [

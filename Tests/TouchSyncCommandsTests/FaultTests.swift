@@ -279,11 +279,9 @@ struct CutLinkTests {
             children: children)
         var loadText = ""
         await readUntil(loadOutput, into: &loadText) { loadElapsed($0) >= 4 }
-        // The cut, mid-stroke: users keep drawing on their side all along.
-        if let lossPercent { try await network.lose(percent: lossPercent) } else { try await network.link(up: false) }
-        // The outage lasts its length (the fault itself is timed; the run reports when it is over).
-        try await Task.sleep(for: .seconds(Double(seconds)))
-        if lossPercent != nil { try await network.lose(percent: nil) } else { try await network.link(up: true) }
+        // The cut, mid-stroke: users keep drawing on their side all along. The outage lasts its length
+        // (the fault itself is timed; the run reports when it is over).
+        try await network.fault(for: Double(seconds), lossPercent: lossPercent)
         loadText += String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
         await load.exited()
 

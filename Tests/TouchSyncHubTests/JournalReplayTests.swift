@@ -289,8 +289,12 @@ struct JournalReplayTests {
             await replay.stop()
         }
 
-        // Seek half-way: it starts from a checkpoint at or before that moment and ends the same.
-        let middle = history.batches[history.batches.count / 2].hubTime
+        // Seek half-way: it starts from a checkpoint at or before that moment and ends the same. Half-way,
+        // or just past the second segment's checkpoint when later: a hub starved in a full run packed the
+        // session into 41 large batches, and its first segment held more than half of them.
+        let afterCheckpoint = try #require(
+            history.batches.firstIndex { $0.sequence > recorded.segments[1].firstSequence }, "a batch after the second segment's checkpoint")
+        let middle = history.batches[max(history.batches.count / 2, afterCheckpoint)].hubTime
         let seeked = try recorded.load(from: middle)
         #expect(seeked.start.sequence > 0 && seeked.startTime <= middle)
         var configuration = ReplayConfiguration()
