@@ -9,7 +9,12 @@
 # gateway (WEB_ARGS="--max-message-bytes 65536"), HUB_ARGS to the hub
 # (HUB_ARGS="--fsync never"), LOAD_ARGS to the load (LOAD_ARGS="--browser-wire
 # binary"), HUB_BINARY another hub binary (HUB_BINARY=/tmp/old/touchsync).
-# JSON reports go to /tmp/bench-web-TABS.json.
+# AGENTS=zeromq measures the same hub with native ZeroMQ agents in the
+# tabs' shape instead (TABS agents, one finger at 60 Hz, one coalesced and
+# one predicted sample, ten per board, one subscriber per board as the
+# gateway is; v2 frames as the gateway sends): what a browser sample costs
+# the hub against a native one (docs/performance.md).
+# JSON reports go to /tmp/bench-web-TABS.json (/tmp/bench-zeromq-TABS.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.build/release/touchsync
@@ -29,6 +34,15 @@ for TABS in "$@"; do
   ${HUB_BINARY:-$BIN} hub ${HUB_STORAGE:---data "$DATA/data"} "${HUB[@]}" --max-snapshots-per-second 50 ${HUB_ARGS:-} > "$DATA/hub.log" 2>&1 &
   HUB_PID=$!
   sleep 1
+  if [ "${AGENTS:-web}" = zeromq ]; then
+    echo "=== $TABS native agents in the tabs' shape"
+    timeout 300 $BIN load --hub tcp://127.0.0.1:$PORT --users "$TABS" --boards $((TABS / 10)) --fingers 1 --hz 60 --coalesced 1 --predicted 1 \
+      --wire v2 --duration 10 --hub-pid $HUB_PID --json /tmp/bench-zeromq-$TABS.json ${LOAD_ARGS:-} 2>&1 | grep -vE "^(connecting|report| +[0-9.]+ s )" || true
+    kill $HUB_PID 2>/dev/null || true
+    wait $HUB_PID 2>/dev/null || true
+    rm -rf "$DATA"
+    continue
+  fi
   "$GATEWAY" web --listen 127.0.0.1:$((PORT + 10)) --hub tcp://127.0.0.1:$PORT --publish tcp://127.0.0.1:$((PORT + 1)) \
     --snapshot tcp://127.0.0.1:$((PORT + 2)) --history tcp://127.0.0.1:$((PORT + 3)) \
     --max-tabs $((TABS + 100)) --max-tabs-per-address 0 --max-connections $((2 * TABS + 100)) ${WEB_ARGS:-} > "$DATA/web.log" 2>&1 &

@@ -23,6 +23,7 @@ struct GatewayWireTests {
         let data: String
         let port: Int
         let gatewayPID: Int32
+        let hubPID: Int32
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
         /// The hub's Prometheus port (`hub --metrics`).
@@ -60,11 +61,12 @@ struct GatewayWireTests {
                 hubSecurity = ["--key", keys + "/hub.key", "--access", access]
                 webSecurity = ["--key", keys + "/gateway.key", "--hub-key", keys + "/hub.pub", "--access", access]
             }
-            let (ports, _, _, _) = try await children.startHub(ports: try TouchSyncProcess.freePorts(5)) { ports in
+            let (ports, hub, _, _) = try await children.startHub(ports: try TouchSyncProcess.freePorts(5)) { ports in
                 ["hub", "--data", data, "--ingest", "tcp://127.0.0.1:\(ports[0])", "--publish", "tcp://127.0.0.1:\(ports[1])",
                  "--snapshot", "tcp://127.0.0.1:\(ports[2])", "--history", "tcp://127.0.0.1:\(ports[3])", "--metrics", "127.0.0.1:\(ports[4])"]
                     + hubSecurity + hubArguments
             }
+            hubPID = hub.processIdentifier
             let endpoints = ports.prefix(4).map { "tcp://127.0.0.1:\($0)" }
             metricsPort = UInt16(ports[4])
             // A test's tab may say hello long after connecting on a loaded machine: a minute, unless the test says otherwise.
@@ -371,8 +373,9 @@ struct GatewayWireTests {
     }
 
     /// `touchsync load --web`'s engine against a real gateway, in each wire: every tab's
-    /// strokes exactly on its board, the gateway's figures read from /proc,
-    /// and its threads do not grow with its tabs or boards.
+    /// strokes exactly on its board, the gateway's and the hub's figures read
+    /// from /proc (the hub's thread by thread), and the gateway's threads do
+    /// not grow with its tabs or boards.
     @Test(arguments: ["packed2", "packed", "binary", "json"])
     func aWebLoadConverges(wire: String) async throws {
         // On packed2 (the page's wire) the gateway holds lone acks for a batch: every message is still acknowledged.
@@ -388,6 +391,7 @@ struct GatewayWireTests {
         configuration.idle = .milliseconds(200)
         configuration.cancelRate = 0.05
         configuration.browserWire = wire
+        configuration.hubPID = rig.hubPID
         let report = try await WebLoadRun(configuration: configuration, logger: Logger(label: "test")).run()
         #expect(report.wireSpoken == wire && report.malformed == 0, "\(report.text)")
         #expect(report.samplesSent > 100, "\(report.text)")
@@ -401,5 +405,10 @@ struct GatewayWireTests {
         #expect(gateway.systemSecondsDrawing >= 0 && gateway.systemSecondsDrawing <= gateway.cpuSecondsDrawing, "\(report.text)")
         // 16 boards and 32 tabs on a few threads (a subscriber thread per board, or an agent thread per tab, added 16 or 32).
         #expect(gateway.connected.threads - gateway.before.threads < 8, "\(gateway.before.threads) threads before, \(gateway.connected.threads) with the tabs")
+        // The hub's threads, by name: its loop and its journal, adding up to no more than the process (10 ms ticks apart).
+        let hubThreads = try #require(report.hubThreads, "\(report.text)")
+        #expect(hubThreads.secondsByName["touchsync-hub"] != nil && hubThreads.secondsByName["touchsync-jrnl"] != nil, "\(hubThreads)")
+        #expect(hubThreads.totalSeconds <= (report.hubCPUSeconds ?? 0) + 0.05, "\(hubThreads) against \(report.hubCPUSeconds ?? -1) s")
+        #expect(report.text.contains("hub threads         "), "\(report.text)")
     }
 }

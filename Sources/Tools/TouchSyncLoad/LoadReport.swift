@@ -110,12 +110,7 @@ public struct LoadReport: Sendable {
                 "hub CPU             \(number(hubCPUSeconds, 2)) s (\(number(100 * hubCPUSeconds / max(drawingSeconds + (drainSeconds ?? 0), 1e-9)))% of one core while drawing and draining)")
         }
         if let hubThreads, !hubThreads.secondsByName.isEmpty {
-            let samples = Double(max(samplesSent, 1))
-            // Threads that spent under a clock tick (10 ms) are left out of the text, not of the JSON.
-            let each = hubThreads.busiestFirst.filter { $0.seconds > 0 }.map { "\($0.name) \(number($0.seconds, 2)) s (\(number(1e6 * $0.seconds / samples, 2)) µs a sample)" }
-            lines.append(
-                "hub threads         \(each.joined(separator: ", ")); all \(number(hubThreads.totalSeconds, 2)) s, "
-                    + "\(number(1e6 * hubThreads.totalSeconds / samples, 2)) µs a sample (first tick to drained)")
+            lines.append("hub threads         " + hubThreads.summary(perSampleOf: samplesSent, over: "first tick to drained"))
         }
         lines.append(
             "memory per agent    \(number(residentBytesPerAgent / 1024, 1)) KiB resident per connected agent before drawing "

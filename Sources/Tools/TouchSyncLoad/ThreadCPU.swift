@@ -38,6 +38,16 @@ public struct ThreadCPU: Sendable, Equatable {
         secondsByName.map { ($0.key, $0.value) }.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 < $1.0 }
     }
 
+    /// The threads as a report says them, each with its CPU per sample of
+    /// `samples` (threads under a clock tick, 10 ms, are left out of the
+    /// words, not of the JSON), then the whole.
+    public func summary(perSampleOf samples: Int, over window: String) -> String {
+        func number(_ value: Double) -> String { String(format: "%.2f", value) }
+        let count = Double(max(samples, 1))
+        let each = busiestFirst.filter { $0.seconds > 0 }.map { "\($0.name) \(number($0.seconds)) s (\(number(1e6 * $0.seconds / count)) µs a sample)" }
+        return "\(each.joined(separator: ", ")); all \(number(totalSeconds)) s, \(number(1e6 * totalSeconds / count)) µs a sample (\(window))"
+    }
+
     /// The threads of a hub embedded in this process (ZeroMQ's I/O threads
     /// are left out: the generator's sockets share them there).
     public static let embeddedHubThreads: Set<String> = ["touchsync-hub", "touchsync-jrnl", "touchsync-snap", "touchsync-zap", "touchsync-history"]

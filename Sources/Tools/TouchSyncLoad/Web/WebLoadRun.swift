@@ -87,6 +87,8 @@ public struct WebLoadReport: Sendable {
     /// The hub's CPU over the drawing and drain (with `hubPID`), and the kernel's part of it.
     public var hubCPUSeconds: Double?
     public var hubSystemSeconds: Double?
+    /// The same, thread by thread (with `hubPID`): where the hub's time for browser samples goes.
+    public var hubThreads: ThreadCPU? = nil
 
     public struct GatewayFigures: Sendable {
         public var pid: Int32
@@ -144,6 +146,9 @@ public struct WebLoadReport: Sendable {
                 "gateway memory      \(number(perTab / 1024, 1)) KiB resident per tab (\(gateway.before.residentBytes >> 20) MiB before the tabs, \(gateway.connected.residentBytes >> 20) MiB with them, \(gateway.afterDrawing.residentBytes >> 20) MiB after drawing)",
                 "gateway threads     \(gateway.before.threads) before the tabs, \(gateway.connected.threads) with \(c.tabs) tabs (pid \(gateway.pid))",
             ]
+            if let hubThreads, !hubThreads.secondsByName.isEmpty {
+                lines.append("hub threads         " + hubThreads.summary(perSampleOf: samplesSent, over: "drawing and draining"))
+            }
         } else {
             lines.append("gateway process     not visible from here (another machine or user): no CPU, memory or thread figures")
         }
@@ -176,6 +181,7 @@ public struct WebLoadReport: Sendable {
         }
         if let hubCPUSeconds { object["hub_cpu_us_per_sample"] = perSample(hubCPUSeconds) }
         if let hubSystemSeconds { object["hub_system_us_per_sample"] = perSample(hubSystemSeconds) }
+        if let hubThreads { object["hub_threads_cpu_seconds"] = hubThreads.secondsByName }
         return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])) ?? Data()
     }
 }
@@ -297,6 +303,7 @@ public struct WebLoadRun: Sendable {
         let idleTime = ContinuousClock.now - idleStart
         let afterIdle = gatewayPID.flatMap { ProcessStats.read(pid: $0) }
         let hubBefore = c.hubPID.flatMap { ProcessStats.read(pid: $0) }
+        let hubThreadsBefore = c.hubPID.flatMap { ThreadCPU.read(pid: $0) }
 
         // Draw: every tab ticks on its connection's event loop at its own phase of the period.
         for tab in tabs { tab.startDrawing() }
@@ -375,6 +382,7 @@ public struct WebLoadRun: Sendable {
         let drainSeconds = (ContinuousClock.now - draining).seconds - (settled ? 0.5 : 0)
         let afterDrawing = gatewayPID.flatMap { ProcessStats.read(pid: $0) }
         let hubAfter = c.hubPID.flatMap { ProcessStats.read(pid: $0) }
+        let hubThreadsAfter = c.hubPID.flatMap { ThreadCPU.read(pid: $0) }
         if !settled { judgement = judge(tabs, boards: c.boards) }
         let (lost, duplicated, exact) = (judgement.lost, judgement.duplicated, judgement.exact)
         let totals = tabs.map { $0.state.withLock { $0 } }
@@ -412,6 +420,7 @@ public struct WebLoadRun: Sendable {
             ticksRun: totals.reduce(0) { $0 + $1.ticksRun }, ticksScheduled: Int(drawingSeconds * c.hz) * c.tabs,
             gateway: gateway, hubCPUSeconds: hubCPU, hubSystemSeconds: hubSystem)
         report.wireSpoken = wires.count == 1 ? wires.first! : "mixed"
+        report.hubThreads = hubThreadsBefore.flatMap { before in hubThreadsAfter?.since(before) }
         return report
     }
 
