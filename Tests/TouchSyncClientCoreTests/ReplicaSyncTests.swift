@@ -184,11 +184,7 @@ struct ReplicaSyncTests {
         #expect(first == [.requestSnapshot(requestID: 1)])
         // An empty board's snapshot, then batch 1 applies, batch 1 again is skipped, batch 3 is a gap.
         let empty = BoardState()
-        var chunks: [SnapshotChunkContents] = []
-        SnapshotCodec.encodeReplies(of: empty.snapshot(), board: "b", digest: empty.digest, requestID: 1) { bytes in
-            chunks.append(try! SnapshotChunkContents(try! WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes).chunk))
-            return true
-        }
+        let chunks = Self.snapshotChunks(of: empty, requestID: 1)
         #expect(sync.chunk(chunks[0], for: 1, now: start).contains { if case .synced = $0 { true } else { false } })
         #expect(sync.batch(batches[0], now: start).count == 1)
         #expect(sync.batch(batches[0], now: start).isEmpty, "an old batch is skipped")
@@ -214,12 +210,7 @@ struct ReplicaSyncTests {
         var two = BoardState()
         try two.apply(batches[0])
         try two.apply(batches[1])
-        var twoChunks: [SnapshotChunkContents] = []
-        SnapshotCodec.encodeReplies(of: two.snapshot(), board: "b", digest: two.digest, requestID: 1) { bytes in
-            twoChunks.append(try! SnapshotChunkContents(try! WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes).chunk))
-            return true
-        }
-        for chunk in twoChunks { _ = live.chunk(chunk, for: 1, now: start) }
+        for chunk in Self.snapshotChunks(of: two, requestID: 1) { _ = live.chunk(chunk, for: 1, now: start) }
         #expect(live.replica?.sequence == 2)
         var heartbeat = Touchsync_V1_BoardHeartbeat()
         heartbeat.sequence = 2
@@ -269,14 +260,7 @@ struct ReplicaSyncTests {
         var (sync, first) = ReplicaSync.start(board: "b", hubs: hubs + [hubs[0]], now: start)
         #expect(first == [.requestSnapshot(requestID: 1)] && sync.hubs == hubs, "asks the first; each hub once")
         let empty = BoardState()
-        func snapshot(_ request: UInt64) -> [SnapshotChunkContents] {
-            var chunks: [SnapshotChunkContents] = []
-            SnapshotCodec.encodeReplies(of: empty.snapshot(), board: "b", digest: empty.digest, requestID: request) { bytes in
-                chunks.append(try! SnapshotChunkContents(try! WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes).chunk))
-                return true
-            }
-            return chunks
-        }
+        func snapshot(_ request: UInt64) -> [SnapshotChunkContents] { Self.snapshotChunks(of: empty, requestID: request) }
         for chunk in snapshot(1) { _ = sync.chunk(chunk, for: 1, now: start) }
         #expect(sync.isLive)
         // hub-a falls silent (it died): reported, and hub-b is asked.
@@ -380,4 +364,63 @@ struct ReplicaSyncTests {
         #expect(stale.isEmpty && !sync.isLive)
         #expect(garbage.withUnsafeBytes { sync.received(snapshotReply: $0, now: later + .seconds(4)) }.isEmpty)
     }
+
+    /// A heartbeat checks the replica's digest at its sequence; while the
+    /// replica does not change (an idle board's heartbeats, every second) it
+    /// is not walked again: none after a snapshot whose digest was just
+    /// checked, one after a batch. A heartbeat that disagrees still resyncs,
+    /// and a replica without predictions walks once after its snapshot (its
+    /// tails were removed after the check).
+    @Test(arguments: [true, false])
+    func anUnchangedReplicaIsNotWalkedAgainAtEachHeartbeat(predictions: Bool) throws {
+        let hub = CoreHarness()
+        let pen = peer("pen")
+        hub.hello(pen, board: "b")
+        var batches: [Touchsync_V1_DiffBatch] = []
+        for (index, request) in [began(1, x: 1), moved(1, x: 2, t: 1), moved(1, x: 3, t: 2), ended(1, x: 4, t: 3)].enumerated() {
+            _ = hub.message(pen, .numbered(sequence: UInt64(index + 1), request))
+            for publication in hub.endTurn().publications {
+                let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes)
+                if case .batch(let batch) = message.body { batches.append(batch) }
+            }
+        }
+        let start = hub.now
+        var (sync, _) = ReplicaSync.start(board: "b", predictions: predictions, now: start)
+        var two = BoardState()
+        try two.apply(batches[0])
+        try two.apply(batches[1])
+        for chunk in Self.snapshotChunks(of: two, requestID: 1) { _ = sync.chunk(chunk, for: 1, now: start) }
+        #expect(sync.replica?.sequence == 2)
+        func heartbeat(_ sequence: UInt64, _ state: BoardState, agreeing: Bool = true) -> [ReplicaSync.Action] {
+            var heartbeat = Touchsync_V1_BoardHeartbeat()
+            heartbeat.sequence = sequence
+            let digests = state.digests
+            heartbeat.digest = digests.digest.rawValue ^ (agreeing ? 0 : 1)
+            heartbeat.digestWithoutPredictions = digests.withoutPredictions.rawValue ^ (agreeing ? 0 : 1)
+            return sync.heartbeat(heartbeat, now: start)
+        }
+        for _ in 0..<5 { #expect(heartbeat(2, two) == [.heartbeat(sequence: 2, agrees: true, silentUsers: [])]) }
+        #expect(sync.heartbeatDigestWalks == (predictions ? 0 : 1), "the snapshot's digest was checked on these very strokes")
+        // A batch changes the replica: the next heartbeat walks it, once.
+        #expect(sync.batch(batches[2], now: start).count == 1)
+        var three = two
+        try three.apply(batches[2])
+        let walksBefore = sync.heartbeatDigestWalks
+        for _ in 0..<5 { #expect(heartbeat(3, three) == [.heartbeat(sequence: 3, agrees: true, silentUsers: [])]) }
+        #expect(sync.heartbeatDigestWalks == walksBefore + 1)
+        // The hub's digest differs at the same sequence: the remembered one is compared, and it resyncs.
+        let differs = heartbeat(3, three, agreeing: false)
+        #expect(differs.first == .heartbeat(sequence: 3, agrees: false, silentUsers: []) && !sync.isLive, "\(differs)")
+    }
+
+    /// The replies of a snapshot of `state`, as chunks.
+    static func snapshotChunks(of state: BoardState, requestID: UInt64) -> [SnapshotChunkContents] {
+        var chunks: [SnapshotChunkContents] = []
+        SnapshotCodec.encodeReplies(of: state.snapshot(), board: "b", digest: state.digest, requestID: requestID) { bytes in
+            chunks.append(try! SnapshotChunkContents(try! WireCodec.decode(Touchsync_V1_SnapshotReply.self, from: bytes).chunk))
+            return true
+        }
+        return chunks
+    }
 }
+

@@ -73,7 +73,17 @@ public struct ReplicaSync: Sendable {
     public var predictions: Bool = true
     public var snapshotTimeout: Duration
     public var silenceTimeout: Duration
-    public private(set) var phase: Phase
+    public private(set) var phase: Phase {
+        didSet { digestChecked = nil }
+    }
+    /// The replica's digest as last computed, at its sequence: a heartbeat at
+    /// an unchanged replica's sequence (an idle board's, every second) reads
+    /// it instead of walking the whole board again, which cost every
+    /// subscriber of a large board its size in work each second. Any change
+    /// of `phase` forgets it.
+    private var digestChecked: (sequence: UInt64, digest: BoardDigest)? = nil
+    /// Whole-board digest walks done for heartbeats (what the cache saves; for tests).
+    package private(set) var heartbeatDigestWalks = 0
     private var nextRequest: UInt64 = 1
     /// The hub (its index in `hubs`) left for its silence, and when: a
     /// WRONG_HUB naming it is not followed and the round of hubs passes it
@@ -252,7 +262,7 @@ public struct ReplicaSync: Sendable {
         guard case .live(let state) = phase else { return [] }
         var actions: [Action] = []
         let expected = predictions ? heartbeat.digest : heartbeat.digestWithoutPredictions
-        let agrees = heartbeat.sequence == state.sequence ? state.digest.rawValue == expected : nil
+        let agrees = heartbeat.sequence == state.sequence ? digest(of: state).rawValue == expected : nil
         actions.append(.heartbeat(sequence: heartbeat.sequence, agrees: agrees, silentUsers: heartbeat.silentUsers))
         if heartbeat.sequence >= state.sequence { staleHeartbeatsUntil = nil }
         if heartbeat.sequence > state.sequence {
@@ -327,6 +337,15 @@ public struct ReplicaSync: Sendable {
         return rateLimitedRetry + .milliseconds(Int(spread % 500))
     }
 
+    /// The live replica's digest, walked only when the replica changed since the last walk.
+    private mutating func digest(of state: BoardState) -> BoardDigest {
+        if let checked = digestChecked, checked.sequence == state.sequence { return checked.digest }
+        let digest = state.digest
+        heartbeatDigestWalks += 1
+        digestChecked = (state.sequence, digest)
+        return digest
+    }
+
     private mutating func requestSnapshot(reason: String?, now: ContinuousClock.Instant, into actions: inout [Action]) {
         if let reason { actions.append(.resyncing(reason: reason)) }
         let request = nextRequest
@@ -351,6 +370,7 @@ public struct ReplicaSync: Sendable {
             state.packAcceptedStrokes()
             staleHeartbeatsUntil = queued.contains { $0.sequence >= state.sequence } ? nil : now + .seconds(1)
             phase = .live(state)
+            if predictions { digestChecked = (state.sequence, digest) }  // just checked against these very strokes
             actions.append(.synced(state, digest: digest, chunks: chunks.count))
             for batch in queued.sorted(by: { $0.sequence < $1.sequence }) where batch.sequence > state.sequence {
                 guard case .live = phase else { return }

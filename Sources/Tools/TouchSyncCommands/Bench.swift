@@ -26,7 +26,7 @@ struct BenchCommand: AsyncParsableCommand {
     var transport = false
     @Option(parsing: .unconditional, help: "With --transport: messages per agent in the throughput runs.") var messagesPerAgent = 2000
     @Option(parsing: .unconditional, help: "With --transport or --hub-journal: the hub's --ack-interval-ms.") var ackIntervalMs = 0
-    @Flag(help: ArgumentHelp("Instead: the hub's core alone, turn by turn, 1 and 2 frames a turn (for perf).", visibility: .hidden))
+    @Flag(help: ArgumentHelp("Instead: the hub's core alone, turn by turn, 1 and 2 frames a turn, then the tabs' shape (for perf).", visibility: .hidden))
     var coreTurns = false
     @Flag(help: ArgumentHelp("With --transport: only the latency runs, one subscriber (for perf).", visibility: .hidden))
     var latencyOnly = false
@@ -133,6 +133,13 @@ struct BenchCommand: AsyncParsableCommand {
                         frames, figures.turns, Double(figures.samples) / Double(figures.frames), figures.decodeNanoseconds,
                         figures.handleNanoseconds, figures.turnEndNanoseconds, figures.actionsPerTurn))
             }
+            let tabs = try CoreTurnBenchmark.tabsShape().run()
+            emit(
+                String(
+                    format: "core turns, the tabs' shape (300 agents of one finger on 30 boards, v2, journaled; %d frames a turn, %.1f samples a frame): "
+                        + "decode %.0f ns, handle %.0f ns, end of turn %.0f ns a turn: %.0f ns a frame; %d batches, %d acks, %d refused",
+                    tabs.frames / tabs.turns, Double(tabs.samples) / Double(tabs.frames), tabs.decodeNanoseconds, tabs.handleNanoseconds,
+                    tabs.turnEndNanoseconds, tabs.nanosecondsPerFrame, tabs.batches, tabs.acks, tabs.refusals))
             return
         }
         if transport {

@@ -169,8 +169,9 @@ actor SpectatorView {
         case .failed:
             return  // the command reports it as its error
         case .heartbeat(_, let agrees):
+            // Nothing changed: a status held back for the rate is printed below, but an idle
+            // board's heartbeat prints none (each line walks the whole board for its digest).
             if !agrees { emit("digest disagrees with the hub's: resyncing") }
-            pending = true
         case .applied:
             pending = true
         }
