@@ -149,8 +149,14 @@ final class AgentConnection {
     /// When `runTimers` next has something to do (every 250 ms at most while
     /// a handshake monitor may have news).
     func deadline(now: ContinuousClock.Instant) -> ContinuousClock.Instant {
-        monitor == nil ? rules.deadline : min(rules.deadline, now + .milliseconds(250))
+        let deadline = Self.deadline(of: &rules)
+        return monitor == nil ? deadline : min(deadline, now + .milliseconds(250))
     }
+
+    /// The rules' deadline, read in place: a plain read of this class's
+    /// struct property for a getter of another module copied the whole
+    /// protocol state (its queue, its names) for every connection at every turn.
+    private static func deadline(of rules: inout AgentProtocol) -> ContinuousClock.Instant { rules.deadline }
 
     func queue(changes: [TouchChange], alive: [TouchID]?, now: ContinuousClock.Instant) {
         shared.progress.withLock { $0.taken += 1 }

@@ -240,15 +240,22 @@ public final class SubscriptionHost: Sendable {
         /// The earliest of the boards' own deadlines (a snapshot's time-out, a silence time-out).
         private var nextDeadline: ContinuousClock.Instant? {
             var next: ContinuousClock.Instant? = nil
-            for followed in boards.values {
-                if let deadline = followed.sync.nextDeadline { next = min(next ?? deadline, deadline) }
+            for index in boards.values.indices {
+                if let deadline = Self.deadline(of: &boards.values[index]) { next = min(next ?? deadline, deadline) }
             }
             return next
         }
 
+        /// A board's deadline, read in place: iterating copies of `Followed`
+        /// retained and released each board's whole replica at every turn.
+        private static func deadline(of followed: inout Followed) -> ContinuousClock.Instant? { followed.sync.nextDeadline }
+
         private func checkDeadlines() {
             let now = clock.now
-            let due = boards.compactMap { board, followed in followed.sync.nextDeadline.map { $0 <= now ? board : nil } ?? nil }
+            var due: [String] = []
+            for index in boards.indices {
+                if let deadline = Self.deadline(of: &boards.values[index]), deadline <= now { due.append(boards.keys[index]) }
+            }
             for board in due {
                 guard let followed = boards[board] else { continue }
                 if case .syncing(_, _, _, let deadline) = followed.sync.phase, now >= deadline, followed.hub != followed.home {
@@ -373,6 +380,18 @@ public final class SubscriptionHost: Sendable {
 
         private func perform(_ actions: [ReplicaSync.Action], board: String) {
             for action in actions {
+                // The frequent ones first, read in place (a copy of `Followed` retains the board's whole replica).
+                switch action {
+                case .applied(let batch):
+                    guard let index = boards.index(forKey: board) else { return }
+                    let (feed, state) = Self.feedAndReplica(of: &boards.values[index])
+                    if let state { feed.applied(batch, board: state) }
+                    continue
+                case .heartbeat:
+                    continue
+                default:
+                    break
+                }
                 guard let followed = boards[board] else { return }
                 switch action {
                 case .requestSnapshot(let request):
@@ -382,8 +401,8 @@ public final class SubscriptionHost: Sendable {
                     logger.info("resyncing", metadata: ["board": "\(board)", "reason": "\(reason)"])
                 case .synced(let state, _, _):
                     followed.feed.synced(state)
-                case .applied(let batch):
-                    if let state = boards[board]?.sync.replica { followed.feed.applied(batch, board: state) }
+                case .applied, .heartbeat:
+                    break  // above
                 case .failed(let reason):
                     logger.warning("board refused", metadata: ["board": "\(board)", "error": "\(reason)"])
                     followed.feed.failed(reason)
@@ -396,11 +415,11 @@ public final class SubscriptionHost: Sendable {
                     guard followed.sync.hubs.count < 2 else { break }
                     if followed.hub != followed.home { move(board, to: followed.home) }
                     change(board) { $0.resync(reason: "nothing from the hub for \(settings.silenceTimeout)", now: clock.now) }
-                case .heartbeat:
-                    break
                 }
             }
         }
+
+        private static func feedAndReplica(of followed: inout Followed) -> (any BoardFeed, BoardState?) { (followed.feed, followed.sync.replica) }
 
         /// The board's snapshot replies; its sync ignores those of requests it gave up.
         private func drainSnapshots(_ socket: ZMQSocket, of board: String) throws(ZMQError) {
@@ -420,7 +439,7 @@ public final class SubscriptionHost: Sendable {
                     guard bytes.last == 0 else { return nil }
                     return validUTF8Text(UnsafeRawBufferPointer(rebasing: bytes.dropLast()))
                 }
-                guard let board, boards[board] != nil else { continue }
+                guard let board, boards.index(forKey: board) != nil else { continue }
                 let now = clock.now
                 change(board) { sync in body.withUnsafeBytes { sync.received(published: $0, now: now) } }
             }

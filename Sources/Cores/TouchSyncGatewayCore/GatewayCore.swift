@@ -304,10 +304,20 @@ public struct GatewayCore: Sendable {
 
     /// Page message `number` of the session: whether to hand it to the agent.
     public mutating func number(_ number: UInt64, of token: String) -> Numbering {
-        guard let session = sessions[token], number > session.handledThrough else { return .resent }
-        guard number == session.handledThrough + 1 else { return .outOfOrder(expected: session.handledThrough + 1) }
-        sessions[token]!.handledThrough = number
-        return .next
+        withSession(token) { session in
+            guard number > session.handledThrough else { return .resent }
+            guard number == session.handledThrough + 1 else { return .outOfOrder(expected: session.handledThrough + 1) }
+            session.handledThrough = number
+            return .next
+        } ?? .resent
+    }
+
+    /// Changes the tab's session in place (nil: no such session). A session
+    /// copied out and back retained and released each of its names for every
+    /// message; `body` must only change the session.
+    private mutating func withSession<Result>(_ token: String, _ body: (inout Session) -> Result) -> Result? {
+        guard let index = sessions.index(forKey: token) else { return nil }
+        return body(&sessions.values[index])
     }
 
     /// Message `number` was handed to the agent, which had then been posted
@@ -340,7 +350,12 @@ public struct GatewayCore: Sendable {
     /// The hub has acknowledged `agentThrough` of the session's agent's
     /// messages: the page numbers they cover are acknowledged to its tab.
     public mutating func acknowledged(_ token: String, agentThrough: UInt64) -> [Action] {
-        guard var session = sessions[token] else { return [] }
+        withSession(token) { session in
+            Self.acknowledge(&session, agentThrough: agentThrough)
+        } ?? []
+    }
+
+    private static func acknowledge(_ session: inout Session, agentThrough: UInt64) -> [Action] {
         while session.waitingStart < session.waiting.count, session.waiting[session.waitingStart].agentMessages <= agentThrough {
             session.ackedThrough = session.waiting[session.waitingStart].page
             session.waitingStart += 1
@@ -354,7 +369,6 @@ public struct GatewayCore: Sendable {
             session.ackSent = session.ackedThrough
             actions.append(.ack(connection: connection, through: session.ackedThrough))
         }
-        sessions[token] = session
         return actions
     }
 
