@@ -353,3 +353,50 @@ struct JournalTests {
         #expect(FsyncPolicy(argument: "0ms") == nil)
     }
 }
+
+/// The journal's batch records are written by hand (`JournalRecordCodec.batchPayload`):
+/// they must be the bytes SwiftProtobuf writes for the same `JournalRecord`,
+/// whatever the agents' names, numbers, styles and sessions.
+@Suite("Journal batch records")
+struct JournalBatchRecordTests {
+    @Test func aBatchRecordIsWrittenAsSwiftProtobufWritesIt() throws {
+        var random = SplitMix64(seed: 37)
+        let names = ["", "a", "web:zoë", "load-7-12", String(repeating: "n", count: 200), "👩‍🎨 artist"]
+        for _ in 0..<300 {
+            var batch = Touchsync_V1_DiffBatch()
+            batch.board = Bool.random(using: &random) ? "board-\(random.next() % 100)" : ""
+            batch.sequence = random.next() % 3 == 0 ? 0 : random.next() >> UInt64.random(in: 0...63, using: &random)
+            batch.hubTime = Int64(bitPattern: random.next() >> 8)
+            let encodedBatch = WireCodec.encode(batch)
+            let agents = (0..<Int.random(in: 0...12, using: &random)).map { _ in
+                AgentProgress(
+                    principal: UserNamespace(names.randomElement(using: &random)!),
+                    appliedThrough: random.next() % 4 == 0 ? 0 : random.next() >> UInt64.random(in: 0...63, using: &random),
+                    style: StrokeStyle(
+                        rgba: random.next() % 3 == 0 ? 0 : UInt32(truncatingIfNeeded: random.next()),
+                        width: random.next() % 3 == 0 ? 0 : UInt32(truncatingIfNeeded: random.next() >> UInt64.random(in: 32...63, using: &random))),
+                    sessionID: random.next() % 3 == 0 ? [] : (0..<16).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+            }
+            var record = Touchsync_V1_JournalRecord()
+            record.batch.batch = batch
+            record.batch.agents = agents.map { agent in
+                var proto = Touchsync_V1_AgentProgress()
+                proto.routingID = Data(agent.principal.rawValue.utf8)
+                proto.appliedThrough = agent.appliedThrough
+                proto.style.rgba = agent.style.rgba
+                proto.style.width = agent.style.width
+                proto.sessionID = Data(agent.sessionID)
+                return proto
+            }
+            let written = JournalRecordCodec.batchPayload(encodedBatch: encodedBatch, agents: agents)
+            #expect(written == WireCodec.encode(record), "\(agents)")
+            // And it reads back as what was written.
+            let read = try written.withUnsafeBytes { try JournalRecordCodec.decode($0, limits: BoardLimits()) }
+            guard case .batch(let readBatch, let readAgents) = read else {
+                Issue.record("a batch record read as \(read)")
+                continue
+            }
+            #expect(readBatch == batch && readAgents == agents)
+        }
+    }
+}

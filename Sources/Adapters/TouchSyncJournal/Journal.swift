@@ -515,7 +515,9 @@ final class BoardJournalWriter {
 
     /// Returns the bytes written.
     func append(encodedBatch: [UInt8], agents progress: [AgentProgress]) throws(JournalError) -> Int {
-        let record = SegmentFormat.frame(JournalRecordCodec.batchPayload(encodedBatch: encodedBatch, agents: progress))
+        let record = SegmentFormat.frame(capacity: JournalRecordCodec.batchPayloadCapacity(encodedBatch: encodedBatch, agents: progress)) {
+            JournalRecordCodec.writeBatchPayload(encodedBatch: encodedBatch, agents: progress, into: &$0)
+        }
         let file = try openFile()
         try file.write(record)
         segmentSize = file.size

@@ -29,11 +29,61 @@ package enum JournalEntry {
 package enum JournalRecordCodec {
     /// A batch record, wrapping the batch's already encoded bytes (no second encoding).
     package static func batchPayload(encodedBatch: [UInt8], agents: [AgentProgress]) -> [UInt8] {
-        var body: [UInt8] = []
-        body.reserveCapacity(encodedBatch.count + agents.count * 32 + 8)
-        WireCodec.field(1, wrapping: encodedBatch, into: &body)
-        for agent in agents { WireCodec.field(2, wrapping: WireCodec.encode(agent.proto), into: &body) }
-        return WireCodec.field(1, wrapping: body)  // JournalRecord.batch
+        var out = ProtoWriter(capacity: batchPayloadCapacity(encodedBatch: encodedBatch, agents: agents))
+        writeBatchPayload(encodedBatch: encodedBatch, agents: agents, into: &out)
+        return out.bytes
+    }
+
+    /// Room for `writeBatchPayload` (a bound, not the size).
+    static func batchPayloadCapacity(encodedBatch: [UInt8], agents: [AgentProgress]) -> Int {
+        agents.reduce(encodedBatch.count + 16) { $0 + $1.principal.rawValue.utf8.count + $1.sessionID.count + 40 }
+    }
+
+    /// `JournalRecord.batch` after what `out` holds, written straight from the
+    /// values, byte for byte as SwiftProtobuf writes the message
+    /// (`aBatchRecordIsWrittenAsSwiftProtobufWritesIt`). Every length is
+    /// known before it is written, so nothing is moved or copied but the
+    /// batch's bytes: each agent's progress went through a SwiftProtobuf
+    /// message of its own, for every batch the hub journals.
+    static func writeBatchPayload(encodedBatch: [UInt8], agents: [AgentProgress], into out: inout ProtoWriter) {
+        let lengthDelimited: UInt8 = 2
+        func fieldSize(_ length: Int) -> Int { 1 + ProtoWriter.varintSize(UInt64(length)) + length }
+        func styleSize(_ style: StrokeStyle) -> Int {
+            (style.rgba != 0 ? 5 : 0) + (style.width != 0 ? 1 + ProtoWriter.varintSize(UInt64(style.width)) : 0)
+        }
+        func progressSize(_ agent: AgentProgress) -> Int {
+            let name = agent.principal.rawValue.utf8.count
+            return (name > 0 ? fieldSize(name) : 0)
+                + (agent.appliedThrough != 0 ? 1 + ProtoWriter.varintSize(agent.appliedThrough) : 0)
+                + fieldSize(styleSize(agent.style))  // set, so written even when empty
+                + (agent.sessionID.isEmpty ? 0 : fieldSize(agent.sessionID.count))
+        }
+        let body = agents.reduce(fieldSize(encodedBatch.count)) { $0 + fieldSize(progressSize($1)) }
+        out.tag(1, lengthDelimited)  // JournalRecord.batch
+        out.varint(UInt64(body))
+        out.tag(1, lengthDelimited)  // JournalBatch.batch
+        out.varint(UInt64(encodedBatch.count))
+        out.bytes.append(contentsOf: encodedBatch)
+        for agent in agents {
+            out.tag(2, lengthDelimited)  // JournalBatch.agents
+            out.varint(UInt64(progressSize(agent)))
+            let name = agent.principal.rawValue.utf8
+            if !name.isEmpty {
+                out.tag(1, lengthDelimited)  // AgentProgress.routing_id
+                out.varint(UInt64(name.count))
+                out.bytes.append(contentsOf: name)
+            }
+            out.uint64Field(2, agent.appliedThrough)  // AgentProgress.applied_through
+            out.tag(3, lengthDelimited)  // AgentProgress.style
+            out.varint(UInt64(styleSize(agent.style)))
+            out.fixed32Field(1, agent.style.rgba)
+            out.uint64Field(2, UInt64(agent.style.width))
+            if !agent.sessionID.isEmpty {
+                out.tag(4, lengthDelimited)  // AgentProgress.session_id
+                out.varint(UInt64(agent.sessionID.count))
+                out.bytes.append(contentsOf: agent.sessionID)
+            }
+        }
     }
 
     package static func checkpointPayload(state: BoardState, board: String, hubTime: Int64, agents: [AgentProgress]) -> [UInt8] {

@@ -1,4 +1,5 @@
 import TouchSyncHubCore
+import TouchSyncWire
 
 /// Segment files: an 8-byte magic, then records of
 /// `u32 LE length | u32 LE CRC-32C | payload` (see proto/touchsync/v1/journal.proto).
@@ -19,6 +20,19 @@ enum SegmentFormat {
     static func sequence(ofFileName name: String) -> UInt64? {
         guard name.hasSuffix(fileExtension) else { return nil }
         return UInt64(name.dropLast(fileExtension.count))
+    }
+
+    /// A record whose payload `write` appends, framed in the same buffer (no copy of the payload).
+    static func frame(capacity: Int, writing write: (inout ProtoWriter) -> Void) -> [UInt8] {
+        var out = ProtoWriter(prefix: recordHeaderBytes, capacity: capacity)
+        write(&out)
+        let length = UInt32(out.bytes.count - recordHeaderBytes)
+        let checksum = out.bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[recordHeaderBytes...])) }
+        for index in 0..<4 {
+            out.bytes[index] = UInt8(truncatingIfNeeded: length >> UInt32(8 * index))
+            out.bytes[4 + index] = UInt8(truncatingIfNeeded: checksum >> UInt32(8 * index))
+        }
+        return out.bytes
     }
 
     static func frame(_ payload: [UInt8]) -> [UInt8] {

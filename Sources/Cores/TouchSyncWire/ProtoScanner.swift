@@ -211,13 +211,23 @@ struct PackedVarints {
 /// messages can be written straight from the model, byte for byte as the
 /// generated code would.
 @usableFromInline
-struct ProtoWriter {
-    var bytes: [UInt8] = []
+package struct ProtoWriter {
+    package var bytes: [UInt8] = []
 
-    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+    package init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    /// An empty writer whose bytes start with `prefix` (a header patched in later).
+    package init(prefix: Int, capacity: Int) {
+        bytes.reserveCapacity(prefix + capacity)
+        bytes.append(contentsOf: repeatElement(0, count: prefix))
+    }
+
+    /// The bytes `varint(value)` writes.
+    @inline(__always)
+    package static func varintSize(_ value: UInt64) -> Int { value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7 }
 
     @inline(__always)
-    mutating func varint(_ value: UInt64) {
+    package mutating func varint(_ value: UInt64) {
         var value = value
         while value >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
@@ -227,9 +237,9 @@ struct ProtoWriter {
     }
 
     @inline(__always)
-    mutating func tag(_ field: UInt32, _ wireType: UInt8) { varint(UInt64(field) << 3 | UInt64(wireType)) }
+    package mutating func tag(_ field: UInt32, _ wireType: UInt8) { varint(UInt64(field) << 3 | UInt64(wireType)) }
 
-    mutating func uint64Field(_ field: UInt32, _ value: UInt64) {
+    package mutating func uint64Field(_ field: UInt32, _ value: UInt64) {
         guard value != 0 else { return }
         tag(field, ProtoScanner.varint)
         varint(value)
@@ -241,7 +251,7 @@ struct ProtoWriter {
         varint(zigZag(value))
     }
 
-    mutating func fixed32Field(_ field: UInt32, _ value: UInt32) {
+    package mutating func fixed32Field(_ field: UInt32, _ value: UInt32) {
         guard value != 0 else { return }
         tag(field, 5)
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
