@@ -240,8 +240,11 @@ public final class SubscriptionHost: Sendable {
         /// The earliest of the boards' own deadlines (a snapshot's time-out, a silence time-out).
         private var nextDeadline: ContinuousClock.Instant? {
             var next: ContinuousClock.Instant? = nil
-            for index in boards.values.indices {
+            // Indices by hand: a dictionary's `indices` holds its storage, and a modify access beside it copied the storage whole.
+            var index = boards.startIndex
+            while index != boards.endIndex {
                 if let deadline = Self.deadline(of: &boards.values[index]) { next = min(next ?? deadline, deadline) }
+                index = boards.index(after: index)
             }
             return next
         }
@@ -253,8 +256,10 @@ public final class SubscriptionHost: Sendable {
         private func checkDeadlines() {
             let now = clock.now
             var due: [String] = []
-            for index in boards.indices {
+            var index = boards.startIndex
+            while index != boards.endIndex {
                 if let deadline = Self.deadline(of: &boards.values[index]), deadline <= now { due.append(boards.keys[index]) }
+                index = boards.index(after: index)
             }
             for board in due {
                 guard let followed = boards[board] else { continue }
