@@ -168,16 +168,7 @@ struct ReplicaSyncTests {
     /// is final, a snapshot that does not come is asked for again.
     @Test func eachRuleActs() throws {
         let hub = CoreHarness()
-        let pen = peer("pen")
-        hub.hello(pen, board: "b")
-        var batches: [Touchsync_V1_DiffBatch] = []
-        for (index, request) in [began(1, x: 1), moved(1, x: 2, t: 1), moved(1, x: 3, t: 2), ended(1, x: 4, t: 3)].enumerated() {
-            _ = hub.message(pen, .numbered(sequence: UInt64(index + 1), request))
-            for publication in hub.endTurn().publications {
-                let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes)
-                if case .batch(let batch) = message.body { batches.append(batch) }
-            }
-        }
+        let batches = try Self.drawOneStroke(on: hub)
         #expect(batches.count == 4)
         let start = hub.now
         var (sync, first) = ReplicaSync.start(board: "b", now: start)
@@ -374,16 +365,7 @@ struct ReplicaSyncTests {
     @Test(arguments: [true, false])
     func anUnchangedReplicaIsNotWalkedAgainAtEachHeartbeat(predictions: Bool) throws {
         let hub = CoreHarness()
-        let pen = peer("pen")
-        hub.hello(pen, board: "b")
-        var batches: [Touchsync_V1_DiffBatch] = []
-        for (index, request) in [began(1, x: 1), moved(1, x: 2, t: 1), moved(1, x: 3, t: 2), ended(1, x: 4, t: 3)].enumerated() {
-            _ = hub.message(pen, .numbered(sequence: UInt64(index + 1), request))
-            for publication in hub.endTurn().publications {
-                let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes)
-                if case .batch(let batch) = message.body { batches.append(batch) }
-            }
-        }
+        let batches = try Self.drawOneStroke(on: hub)
         let start = hub.now
         var (sync, _) = ReplicaSync.start(board: "b", predictions: predictions, now: start)
         var two = BoardState()
@@ -422,5 +404,19 @@ struct ReplicaSyncTests {
         }
         return chunks
     }
-}
 
+    /// One stroke drawn on board "b" of `hub` in four frames, each ended in a turn: its four published batches.
+    static func drawOneStroke(on hub: CoreHarness) throws -> [Touchsync_V1_DiffBatch] {
+        let pen = peer("pen")
+        hub.hello(pen, board: "b")
+        var batches: [Touchsync_V1_DiffBatch] = []
+        for (index, request) in [began(1, x: 1), moved(1, x: 2, t: 1), moved(1, x: 3, t: 2), ended(1, x: 4, t: 3)].enumerated() {
+            _ = hub.message(pen, .numbered(sequence: UInt64(index + 1), request))
+            for publication in hub.endTurn().publications {
+                let message = try WireCodec.decode(Touchsync_V1_PublishMessage.self, from: publication.bytes)
+                if case .batch(let batch) = message.body { batches.append(batch) }
+            }
+        }
+        return batches
+    }
+}
