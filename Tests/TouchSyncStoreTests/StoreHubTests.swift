@@ -78,19 +78,13 @@ struct StoreHubTests {
         // Its watchdog outlasts both waits below (the default 60 s killed it on a loaded machine).
         let (load, loadOutput) = try children.run(["load"] + hub.client + arguments + ["--duration", "300"], limit: 200)
         let loadStarted = ContinuousClock.now
-        func stored(atLeast batches: Int, within limit: Duration) async throws {
-            let deadline = ContinuousClock.now + limit
-            while try await count(server, "SELECT count(*) FROM touchsync_batches") < batches, ContinuousClock.now < deadline, load.isRunning {
-                try await Task.sleep(for: .milliseconds(50))
-            }
-        }
-        try await stored(atLeast: 20, within: .seconds(60))
+        try await stored(atLeast: 20, in: server, within: .seconds(60), while: load)
         #expect(load.isRunning, "the load run ended before the hub was killed")
         kill(process.processIdentifier, SIGKILL)
         await process.exited()
         let storedBeforeRestart = try await count(server, "SELECT count(*) FROM touchsync_batches")
         let (restarted, restartedOutput, _) = try await children.startHub(hub.arguments)
-        try await stored(atLeast: storedBeforeRestart + 20, within: .seconds(60))
+        try await stored(atLeast: storedBeforeRestart + 20, in: server, within: .seconds(60), while: load)
         let drawnFor = ContinuousClock.now - loadStarted
         if drawnFor < drawing, load.isRunning { try await Task.sleep(for: drawing - drawnFor) }  // enough drawn for the store's snapshots
         load.interrupt()
@@ -98,6 +92,14 @@ struct StoreHubTests {
         let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)
         #expect(load.terminationStatus == 130 && loadText.contains("interrupted"), "load run failed:\n\(loadText)\nthe restarted hub said (refusals of touches not down left out):\n\(restartedOutput.errors.split(separator: "\n").filter { !$0.contains("code=unknownTouch") }.joined(separator: "\n").prefix(30_000))")
         return restarted
+    }
+
+    /// Waits until the store holds `batches` batches, `limit` has passed, or the load ended.
+    func stored(atLeast batches: Int, in server: PostgresServer, within limit: Duration, while load: Child) async throws {
+        let deadline = ContinuousClock.now + limit
+        while try await count(server, "SELECT count(*) FROM touchsync_batches") < batches, ContinuousClock.now < deadline, load.isRunning {
+            try await Task.sleep(for: .milliseconds(50))
+        }
     }
 
     /// The load report's figures (the run must have succeeded).
@@ -241,18 +243,12 @@ struct StoreHubTests {
             let (load, loadOutput) = try children.run(
                 ["load"] + hub.client + ["--users", "4", "--fingers", "3", "--duration", "300", "--seed", "32", "--json", report, "--drain-timeout", "30"],
                 limit: 200)
-            func stored(atLeast batches: Int, within limit: Duration) async throws {
-                let deadline = ContinuousClock.now + limit
-                while try await count(server, "SELECT count(*) FROM touchsync_batches") < batches, ContinuousClock.now < deadline, load.isRunning {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-            }
-            try await stored(atLeast: 20, within: .seconds(60))
+            try await stored(atLeast: 20, in: server, within: .seconds(60), while: load)
             let stopped = ContinuousClock.now - loadStarted
             #expect(load.isRunning, "the load run ended before the store was stopped")
             try await server.restart(downFor: .seconds(5))
             // Drawing on against the store again until it holds 20 batches more, then Ctrl-C: the load drains, checks, reports.
-            try await stored(atLeast: try await count(server, "SELECT count(*) FROM touchsync_batches") + 20, within: .seconds(60))
+            try await stored(atLeast: try await count(server, "SELECT count(*) FROM touchsync_batches") + 20, in: server, within: .seconds(60), while: load)
             load.interrupt()
             await load.exited()
             let loadText = String(decoding: await loadOutput.readToEnd(), as: UTF8.self)

@@ -240,27 +240,27 @@ public final class SubscriptionHost: Sendable {
         /// The earliest of the boards' own deadlines (a snapshot's time-out, a silence time-out).
         private var nextDeadline: ContinuousClock.Instant? {
             var next: ContinuousClock.Instant? = nil
-            // Indices by hand: a dictionary's `indices` holds its storage, and a modify access beside it copied the storage whole.
-            var index = boards.startIndex
-            while index != boards.endIndex {
-                if let deadline = Self.deadline(of: &boards.values[index]) { next = min(next ?? deadline, deadline) }
-                index = boards.index(after: index)
-            }
+            forEachDeadline { _, deadline in next = min(next ?? deadline, deadline) }
             return next
         }
 
-        /// A board's deadline, read in place: iterating copies of `Followed`
-        /// retained and released each board's whole replica at every turn.
-        private static func deadline(of followed: inout Followed) -> ContinuousClock.Instant? { followed.sync.nextDeadline }
+        /// Each board's own deadline, read in place: iterating copies of
+        /// `Followed` retained and released each board's whole replica at every
+        /// turn; and the indices are walked by hand, because a dictionary's
+        /// `indices` hold its storage and a modify access beside them copied it whole.
+        private func forEachDeadline(_ body: (Dictionary<String, Followed>.Index, ContinuousClock.Instant) -> Void) {
+            func deadline(of followed: inout Followed) -> ContinuousClock.Instant? { followed.sync.nextDeadline }
+            var index = boards.startIndex
+            while index != boards.endIndex {
+                if let deadline = deadline(of: &boards.values[index]) { body(index, deadline) }
+                index = boards.index(after: index)
+            }
+        }
 
         private func checkDeadlines() {
             let now = clock.now
             var due: [String] = []
-            var index = boards.startIndex
-            while index != boards.endIndex {
-                if let deadline = Self.deadline(of: &boards.values[index]), deadline <= now { due.append(boards.keys[index]) }
-                index = boards.index(after: index)
-            }
+            forEachDeadline { index, deadline in if deadline <= now { due.append(boards.keys[index]) } }
             for board in due {
                 guard let followed = boards[board] else { continue }
                 if case .syncing(_, _, _, let deadline) = followed.sync.phase, now >= deadline, followed.hub != followed.home {

@@ -46,7 +46,6 @@ package enum JournalRecordCodec {
     /// batch's bytes: each agent's progress went through a SwiftProtobuf
     /// message of its own, for every batch the hub journals.
     static func writeBatchPayload(encodedBatch: [UInt8], agents: [AgentProgress], into out: inout ProtoWriter) {
-        let lengthDelimited: UInt8 = 2
         func fieldSize(_ length: Int) -> Int { 1 + ProtoWriter.varintSize(UInt64(length)) + length }
         func styleSize(_ style: StrokeStyle) -> Int {
             (style.rgba != 0 ? 5 : 0) + (style.width != 0 ? 1 + ProtoWriter.varintSize(UInt64(style.width)) : 0)
@@ -58,31 +57,16 @@ package enum JournalRecordCodec {
                 + fieldSize(styleSize(agent.style))  // set, so written even when empty
                 + (agent.sessionID.isEmpty ? 0 : fieldSize(agent.sessionID.count))
         }
-        let body = agents.reduce(fieldSize(encodedBatch.count)) { $0 + fieldSize(progressSize($1)) }
-        out.tag(1, lengthDelimited)  // JournalRecord.batch
-        out.varint(UInt64(body))
-        out.tag(1, lengthDelimited)  // JournalBatch.batch
-        out.varint(UInt64(encodedBatch.count))
-        out.bytes.append(contentsOf: encodedBatch)
+        out.lengthDelimitedHeader(1, length: agents.reduce(fieldSize(encodedBatch.count)) { $0 + fieldSize(progressSize($1)) })  // JournalRecord.batch
+        out.bytesField(1, encodedBatch)  // JournalBatch.batch
         for agent in agents {
-            out.tag(2, lengthDelimited)  // JournalBatch.agents
-            out.varint(UInt64(progressSize(agent)))
-            let name = agent.principal.rawValue.utf8
-            if !name.isEmpty {
-                out.tag(1, lengthDelimited)  // AgentProgress.routing_id
-                out.varint(UInt64(name.count))
-                out.bytes.append(contentsOf: name)
-            }
+            out.lengthDelimitedHeader(2, length: progressSize(agent))  // JournalBatch.agents
+            out.stringField(1, agent.principal.rawValue)  // AgentProgress.routing_id (its UTF-8 bytes)
             out.uint64Field(2, agent.appliedThrough)  // AgentProgress.applied_through
-            out.tag(3, lengthDelimited)  // AgentProgress.style
-            out.varint(UInt64(styleSize(agent.style)))
+            out.lengthDelimitedHeader(3, length: styleSize(agent.style))  // AgentProgress.style
             out.fixed32Field(1, agent.style.rgba)
             out.uint64Field(2, UInt64(agent.style.width))
-            if !agent.sessionID.isEmpty {
-                out.tag(4, lengthDelimited)  // AgentProgress.session_id
-                out.varint(UInt64(agent.sessionID.count))
-                out.bytes.append(contentsOf: agent.sessionID)
-            }
+            if !agent.sessionID.isEmpty { out.bytesField(4, agent.sessionID) }  // AgentProgress.session_id
         }
     }
 

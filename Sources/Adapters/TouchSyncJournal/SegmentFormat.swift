@@ -36,16 +36,7 @@ enum SegmentFormat {
     }
 
     static func frame(_ payload: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(payload.count + recordHeaderBytes)
-        append(UInt32(payload.count), to: &out)
-        append(CRC32C.checksum(payload), to: &out)
-        out.append(contentsOf: payload)
-        return out
-    }
-
-    private static func append(_ value: UInt32, to out: inout [UInt8]) {
-        for shift in stride(from: 0, to: 32, by: 8) { out.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+        frame(capacity: payload.count) { $0.bytes.append(contentsOf: payload) }
     }
 
     private static func readUInt32(_ bytes: [UInt8], at offset: Int) -> UInt32 {

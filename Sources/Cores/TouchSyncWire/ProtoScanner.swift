@@ -263,21 +263,25 @@ package struct ProtoWriter {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    mutating func stringField(_ field: UInt32, _ value: String) {
+    package mutating func stringField(_ field: UInt32, _ value: String) {
         guard !value.isEmpty else { return }
         var value = value
         value.withUTF8 { utf8 in
-            tag(field, ProtoScanner.lengthDelimited)
-            varint(UInt64(utf8.count))
+            lengthDelimitedHeader(field, length: utf8.count)
             bytes.append(contentsOf: utf8)
         }
     }
 
     /// An already encoded message (or bytes field) as field `field`.
-    mutating func bytesField(_ field: UInt32, _ value: [UInt8]) {
-        tag(field, ProtoScanner.lengthDelimited)
-        varint(UInt64(value.count))
+    package mutating func bytesField(_ field: UInt32, _ value: [UInt8]) {
+        lengthDelimitedHeader(field, length: value.count)
         bytes.append(contentsOf: value)
+    }
+
+    /// A length-delimited field's tag and length; the caller writes its `length` bytes next.
+    package mutating func lengthDelimitedHeader(_ field: UInt32, length: Int) {
+        tag(field, ProtoScanner.lengthDelimited)
+        varint(UInt64(length))
     }
 
     /// A length-delimited field (a message or a packed column) whose body

@@ -146,11 +146,11 @@ public struct WebLoadReport: Sendable {
                 "gateway memory      \(number(perTab / 1024, 1)) KiB resident per tab (\(gateway.before.residentBytes >> 20) MiB before the tabs, \(gateway.connected.residentBytes >> 20) MiB with them, \(gateway.afterDrawing.residentBytes >> 20) MiB after drawing)",
                 "gateway threads     \(gateway.before.threads) before the tabs, \(gateway.connected.threads) with \(c.tabs) tabs (pid \(gateway.pid))",
             ]
-            if let hubThreads, !hubThreads.secondsByName.isEmpty {
-                lines.append("hub threads         " + hubThreads.summary(perSampleOf: samplesSent, over: "drawing and draining"))
-            }
         } else {
             lines.append("gateway process     not visible from here (another machine or user): no CPU, memory or thread figures")
+        }
+        if let hubThreads, !hubThreads.secondsByName.isEmpty {
+            lines.append("hub threads         " + hubThreads.summary(perSampleOf: samplesSent, over: "drawing and draining"))
         }
         return lines.joined(separator: "\n")
     }
